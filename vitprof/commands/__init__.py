@@ -1,0 +1,1 @@
+"""One module per sub-command; each has ``add_parser(subparsers)`` and sets ``run``."""

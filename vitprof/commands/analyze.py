@@ -1,0 +1,29 @@
+"""``vitprof analyze``: params, MACs, FLOPs and vector FLOPs per component, block, module, op."""
+
+from __future__ import annotations
+
+import argparse
+
+from vitprof.analysis import analyze
+from vitprof.commands.common import add_model_arguments, warn, write_output
+from vitprof.render import FORMATS, VIEWS, render
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("analyze", help="count params and MACs per component")
+    add_model_arguments(parser)
+    parser.add_argument("--by", choices=VIEWS, default="component")
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--output", metavar="FILE")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = analyze(
+        args.model, image_size=args.image_size, batch_size=args.batch_size,
+        num_classes=args.num_classes, device=args.device, overrides=args.map,
+    )
+    for message in profile.warnings:
+        warn(message)
+    write_output(render(profile, by=args.by, fmt=args.format), args.output)
+    return 0

@@ -1,0 +1,60 @@
+"""Arguments and output helpers shared by several sub-commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from vitprof.errors import UserError
+from vitprof.records import Component
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def component_rule(text: str) -> tuple[str, Component]:
+    """argparse type for ``--map REGEX=COMPONENT``."""
+    regex, sep, name = text.rpartition("=")
+    if not sep or not regex:
+        raise argparse.ArgumentTypeError(f"expected REGEX=COMPONENT, got '{text}'")
+    try:
+        return regex, Component(name)
+    except ValueError:
+        names = ", ".join(c.value for c in Component)
+        raise argparse.ArgumentTypeError(f"unknown component '{name}' (one of {names})") from None
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """MODEL and the input options every counting command takes."""
+    parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
+    parser.add_argument("--image-size", type=positive_int, help="input height and width")
+    parser.add_argument("--batch-size", type=positive_int, default=1)
+    parser.add_argument("--num-classes", type=positive_int)
+    parser.add_argument("--device", choices=("meta", "cpu", "cuda"), default="meta")
+    parser.add_argument("--map", type=component_rule, action="append", default=[],
+                        metavar="REGEX=COMPONENT",
+                        help="attribute modules/parameters matching REGEX to COMPONENT")
+
+
+def write_output(text: str, output: str | None) -> None:
+    """Print ``text`` or write it to ``output``."""
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    try:
+        Path(output).write_text(text)
+    except OSError as error:
+        raise UserError(f"cannot write {output}: {error.strerror}") from None
+
+
+def warn(message: str) -> None:
+    print(f"vitprof: warning: {message}", file=sys.stderr)

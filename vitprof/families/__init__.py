@@ -1,0 +1,24 @@
+"""Recognizers that name the component of every module and parameter of a model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch import nn
+
+from vitprof.families.base import ComponentMap, Family, Rule, apply_overrides
+from vitprof.families.generic import resolve_generic
+from vitprof.families.tables import TABLES
+
+__all__ = ["ComponentMap", "Family", "Rule", "recognize"]
+
+
+def recognize(model: nn.Module, overrides: Sequence[Rule] = ()) -> ComponentMap:
+    """The component map of ``model``: from the first table that detects it, else generic.
+
+    ``overrides`` are ``(regex, component)`` pairs that win over any recognizer.
+    """
+    for family in TABLES:
+        if family.detect(model):
+            return family.resolve(model, overrides)
+    return apply_overrides(resolve_generic(model), model, overrides)

@@ -1,0 +1,114 @@
+"""What a recognizer produces: which component and block each module and parameter belongs to.
+
+A recognizer (a "family") looks at a model once, before it runs, and returns a
+:class:`ComponentMap`. The counter then attributes every operation from that map: an operation
+that reads a parameter belongs to that parameter's component; any other operation belongs to the
+innermost running module that has a component.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from torch import nn
+
+from vitprof.records import Component
+
+Rule = tuple[str, Component]
+
+
+@dataclass(frozen=True)
+class ComponentMap:
+    """Components of module paths and parameter names, and the transformer blocks."""
+
+    family: str
+    modules: dict[str, Component]
+    params: dict[str, Component]
+    blocks: dict[str, int]  # block module path -> block index
+    warnings: tuple[str, ...] = ()
+    _block_prefixes: tuple[tuple[str, int], ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        ordered = sorted(self.blocks.items(), key=lambda item: -len(item[0]))
+        object.__setattr__(self, "_block_prefixes", tuple((p + ".", i) for p, i in ordered))
+
+    def block_of(self, name: str) -> int | None:
+        """Index of the block that holds the module or parameter ``name``, or None."""
+        if name in self.blocks:
+            return self.blocks[name]
+        for prefix, index in self._block_prefixes:
+            if name.startswith(prefix):
+                return index
+        return None
+
+
+@dataclass(frozen=True)
+class Family:
+    """A recognizer written as a table: regexes searched in module paths and parameter names.
+
+    ``blocks`` must fully match a block's module path and capture its index in its last group.
+    The first rule whose regex is found in a path wins; a parameter no rule names takes the
+    component of its nearest ancestor module that has one.
+    """
+
+    name: str
+    detect: Callable[[nn.Module], bool]
+    blocks: str
+    rules: Sequence[Rule]
+
+    def resolve(self, model: nn.Module, overrides: Sequence[Rule] = ()) -> ComponentMap:
+        rules = [*compile_rules(overrides), *compile_rules(self.rules)]
+        pattern = re.compile(self.blocks)
+        blocks: dict[str, int] = {}
+        modules: dict[str, Component] = {}
+        for path, _ in model.named_modules():
+            match = pattern.fullmatch(path)
+            if match:
+                blocks[path] = int(match.groups()[-1])
+            component = first_match(rules, path) if path else None
+            if component is not None:
+                modules[path] = component
+        params = {
+            name: first_match(rules, name) or owner_component(modules, name)
+            for name, _ in model.named_parameters()
+        }
+        return ComponentMap(self.name, modules, params, blocks)
+
+
+def compile_rules(rules: Iterable[Rule]) -> list[tuple[re.Pattern[str], Component]]:
+    return [(re.compile(regex), Component(component)) for regex, component in rules]
+
+
+def first_match(rules: list[tuple[re.Pattern[str], Component]], name: str) -> Component | None:
+    for regex, component in rules:
+        if regex.search(name):
+            return component
+    return None
+
+
+def owner_component(modules: dict[str, Component], name: str) -> Component:
+    """Component of the nearest ancestor module of ``name`` that has one, else OTHER."""
+    path = name
+    while path:
+        path = path.rpartition(".")[0]
+        if path in modules:
+            return modules[path]
+    return Component.OTHER
+
+
+def apply_overrides(
+    mapping: ComponentMap, model: nn.Module, overrides: Sequence[Rule]
+) -> ComponentMap:
+    """A copy of ``mapping`` where names matching a user rule take that rule's component."""
+    if not overrides:
+        return mapping
+    rules = compile_rules(overrides)
+    modules = dict(mapping.modules)
+    for path, _ in model.named_modules():
+        component = first_match(rules, path) if path else None
+        if component is not None:
+            modules[path] = component
+    params = {name: first_match(rules, name) or c for name, c in mapping.params.items()}
+    return ComponentMap(mapping.family, modules, params, mapping.blocks, mapping.warnings)
