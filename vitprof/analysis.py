@@ -112,9 +112,11 @@ def analyze(
         run = count_ops(built.module, torch.zeros(shape, device=run_device), mapping)
     except Exception as error:
         if device != "meta":
-            raise UserError(f"running {built.name} on {device} failed: {_one_line(error)}") from None
-        fallback = f"meta device failed ({_one_line(error)}); counted on cpu with real tensors"
-        built = _cpu_copy(built, model, image_size, num_classes)
+            message = f"running {built.name} on {device} failed: {_one_line(error)}"
+            raise UserError(message) from None
+        reason = _one_line(error)
+        fallback = f"meta device failed ({reason}); counted on cpu with real tensors"
+        built = _cpu_copy(built, model, image_size, num_classes, reason)
         mapping = recognize(built.module, rules)
         run_device = "cpu"
         try:
@@ -160,10 +162,13 @@ def _prepare(
 
 
 def _cpu_copy(
-    built: BuiltModel, model: nn.Module | str, image_size: int | None, classes: int | None
+    built: BuiltModel, model: nn.Module | str, image_size: int | None, classes: int | None,
+    reason: str,
 ) -> BuiltModel:
     if isinstance(model, str):
         return build(model, image_size=image_size, num_classes=classes, device="cpu")
     if _on_meta(built.module):
-        raise UserError(f"{built.name} cannot run on meta and has no weights to run on cpu")
+        raise UserError(
+            f"{built.name} failed on meta ({reason}) and has no weights to run on cpu"
+        )
     return built

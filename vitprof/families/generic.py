@@ -175,5 +175,7 @@ def resolve_generic(model: nn.Module) -> ComponentMap:
         params[name] = component or C.OTHER
     if unknown:
         shown = ", ".join(unknown[:3]) + (", ..." if len(unknown) > 3 else "")
-        warnings.append(f"{len(unknown)} parameter tensor(s) not recognized, counted as other: {shown}")
+        warnings.append(
+            f"{len(unknown)} parameter tensor(s) not recognized, counted as other: {shown}"
+        )
     return ComponentMap("generic", modules, params, blocks, tuple(warnings))

@@ -1,0 +1,134 @@
+"""The same numbers on meta and CPU, with and without grad; models are left as they were."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from vitprof import Component as C
+from vitprof import analyze
+from vitprof.zoo import build
+
+
+@pytest.fixture(scope="module")
+def vit_b_16_meta():
+    return analyze("vit_b_16")
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
+def test_cpu_counts_equal_meta_counts(vit_b_16_meta, grad: bool) -> None:
+    with torch.set_grad_enabled(grad):
+        cpu = analyze("vit_b_16", device="cpu")
+    assert cpu.device == "cpu"
+    assert cpu.components == vit_b_16_meta.components
+    assert [b.components for b in cpu.blocks] == [b.components for b in vit_b_16_meta.blocks]
+
+
+def test_meta_counts_do_not_depend_on_grad_mode(vit_b_16_meta) -> None:
+    with torch.no_grad():
+        assert analyze("vit_b_16").components == vit_b_16_meta.components
+
+
+def test_weighted_model_counts_on_meta_without_touching_it() -> None:
+    model = build("vit_b_32", device="cpu").module.train()
+    model.encoder.layers[0].mlp[0].weight.requires_grad_(False)
+    before = {n: (p.device, p.requires_grad, p.data_ptr()) for n, p in model.named_parameters()}
+    first = analyze(model)
+    second = analyze(model, device="cpu")
+    assert first.device == "meta"
+    assert first.components == second.components
+    assert model.training  # mode restored after the eval-mode count
+    after = {n: (p.device, p.requires_grad, p.data_ptr()) for n, p in model.named_parameters()}
+    assert after == before
+    leftover = [m for m in model.modules() if m._forward_hooks or m._forward_pre_hooks]
+    assert leftover == []
+
+
+def test_hooks_are_removed_when_the_model_fails() -> None:
+    class Broken(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise ValueError("boom")
+
+    model = Broken()
+    with pytest.raises(Exception, match="boom"):
+        analyze(model, image_size=4, device="cpu")
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def _total(counter) -> tuple[int, int]:
+    records = counter.records()
+    return sum(r.macs for r in records), sum(r.vector_flops for r in records)
+
+
+def test_multihead_attention_fast_path_formula_matches_slow_path() -> None:
+    """aten._native_multi_head_attention is charged what F.multi_head_attention_forward costs."""
+    from vitprof.counter import OpCounter
+    from vitprof.families import ComponentMap
+
+    mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    empty = ComponentMap("test", {}, {}, {})
+    costs = {}
+    for need_weights in (False, True):
+        fast = OpCounter(nn.Identity(), empty, {})
+        with fast.running():
+            torch._native_multi_head_attention(
+                x, x, x, 16, 4, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight,
+                mha.out_proj.bias, need_weights=need_weights,
+            )
+        slow = OpCounter(nn.Identity(), empty, {})
+        with slow.running():
+            nn.functional.multi_head_attention_forward(
+                x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1), 16, 4,
+                mha.in_proj_weight, mha.in_proj_bias, None, None, False, 0.0,
+                mha.out_proj.weight, mha.out_proj.bias, training=False, need_weights=need_weights,
+            )
+        assert _total(fast) == _total(slow)
+        costs[need_weights] = fast.records()
+    # B=2, L=5, D=16: qkv 2*5*16*48 = 7_680; core 2 * 2*5*5*16 = 1_600; proj 2*5*16*16 = 2_560
+    by_component = {r.component: r.macs for r in costs[False]}
+    assert by_component == {C.ATTN_QKV: 7_680, C.ATTN_CORE: 1_600, C.ATTN_PROJ: 2_560}
+
+
+def test_analyzing_twice_gives_the_same_numbers() -> None:
+    model = build("note002_cifar_vit_tiny").module
+    first = analyze(model, image_size=32)
+    # D=192, 12 blocks of 12*D^2 + 13*D = 444_864, outside 127*D + 10 = 24_394
+    assert first.totals.params == 12 * 444_864 + 24_394
+    assert analyze(model, image_size=32).components == first.components
+
+
+class DataDependent(nn.Module):
+    """Keeps as many tokens as are positive: a shape meta tensors cannot know."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.flatten(1).reshape(-1, 4)
+        kept = tokens[tokens[:, 0] >= 0]
+        return self.proj(kept)
+
+
+def test_model_that_cannot_run_on_meta_falls_back_to_cpu() -> None:
+    profile = analyze(DataDependent(), image_size=4)
+    assert profile.device == "cpu"
+    assert profile.fallback is not None and "meta device failed" in profile.fallback
+    # zeros input: all 1*3*4*4/4 = 12 rows kept, 12 * 4 * 4 = 192 MACs
+    assert profile.totals.macs == 192
+    assert profile.to_dict()["fallback"] == profile.fallback
+
+
+def test_meta_only_model_that_cannot_run_on_meta_is_a_user_error() -> None:
+    from vitprof.errors import UserError
+
+    with torch.device("meta"):
+        model = DataDependent()
+    with pytest.raises(UserError, match=r"failed on meta .* no weights"):
+        analyze(model, image_size=4)

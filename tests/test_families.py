@@ -1,0 +1,158 @@
+"""Every implementation family lands every parameter and MAC in a named component."""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+import transformers
+from torch import nn
+
+from vitprof import Component as C
+from vitprof import analyze
+
+NOTHING = (0, 0)
+
+
+def other(profile) -> tuple[int, int]:
+    o = profile.components[C.OTHER]
+    return o.params, o.macs
+
+
+ZOO_MODELS = [
+    "vit_b_16", "note001_vit_b16", "note002_cifar_vit", "note002_cifar_vit_tiny",
+    "note002_linear_attention", "note004_vit_b16", "hf:vit-base-patch16-224",
+    "timm:vit_tiny_patch16_224", "timm:deit_small_patch16_224",
+    "timm:deit_tiny_distilled_patch16_224", "timm:vit_base_patch16_reg4_gap_256",
+]
+
+
+@pytest.mark.parametrize("name", ZOO_MODELS)
+def test_nothing_lands_in_other(name: str) -> None:
+    profile = analyze(name)
+    assert other(profile) == NOTHING
+    assert profile.warnings == ()
+    assert len(profile.blocks) > 0
+    for component in (C.PATCH_EMBED, C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ, C.MLP, C.HEAD):
+        assert profile.components[component].macs > 0, component
+
+
+def test_note001_unfold_patcher_is_patch_embedding() -> None:
+    from vitprof.models.note001 import build_note001_vit
+
+    with torch.device("meta"):
+        model = build_note001_vit(patcher="unfold")
+    profile = analyze(model)
+    assert other(profile) == NOTHING
+    # 196 patches through Linear(768, 768): 196 * 768 * 768 = 115_605_504
+    assert profile.components[C.PATCH_EMBED].macs == 115_605_504
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "explicit"])
+def test_timm_fused_and_explicit_attention_count_the_same_macs(fused: bool) -> None:
+    with torch.device("meta"):
+        model = timm.create_model("vit_tiny_patch16_224", pretrained=False)
+    for block in model.blocks:
+        block.attn.fused_attn = fused
+    profile = analyze(model)
+    assert other(profile) == NOTHING
+    # 12 blocks x 2 x 197^2 x 192 = 178_831_872
+    assert profile.components[C.ATTN_CORE].macs == 12 * 2 * 197**2 * 192
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_hugging_face_attention_implementations(implementation: str) -> None:
+    config = transformers.ViTConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        image_size=32, patch_size=8, num_labels=10, attn_implementation=implementation,
+    )
+    with torch.device("meta"):
+        model = transformers.ViTForImageClassification(config)
+    profile = analyze(model, image_size=32)
+    assert other(profile) == NOTHING
+    # 16 patches + CLS = 17 tokens; 2 blocks x 2 x 17^2 x 64 = 73_984
+    assert profile.components[C.ATTN_CORE].macs == 73_984
+    # per block q, k, v: 3 x 17 x 64 x 64 = 208_896
+    assert profile.components[C.ATTN_QKV].macs == 2 * 208_896
+
+
+def test_deit_distillation_token_and_second_head() -> None:
+    profile = analyze("timm:deit_tiny_distilled_patch16_224")
+    # cls + dist tokens + position embedding over 198 tokens: 2*192 + 198*192 = 38_400
+    assert profile.components[C.TOKENS].params == 38_400
+    # two heads of 192 x 1000 + 1000
+    assert profile.components[C.HEAD].params == 2 * (192 * 1000 + 1000)
+
+
+def test_register_tokens_are_tokens() -> None:
+    profile = analyze("timm:vit_base_patch16_reg4_gap_256")
+    # 4 register tokens (no class token) + position embedding over 256 patches only
+    assert profile.components[C.TOKENS].params == 4 * 768 + 256 * 768
+
+
+class FunctionalViT(nn.Module):
+    """A hand-written ViT whose attention is all functional: nothing named like a module."""
+
+    def __init__(self, dim: int = 32, depth: int = 2, heads: int = 4) -> None:
+        super().__init__()
+        self.to_patches = nn.Conv2d(3, dim, kernel_size=8, stride=8)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 17, dim))
+        self.layers = nn.ModuleList(
+            nn.ModuleDict(
+                {"ln1": nn.LayerNorm(dim),
+                 "attention": nn.MultiheadAttention(dim, heads, batch_first=True),
+                 "ln2": nn.LayerNorm(dim),
+                 "ffn": nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))}
+            )
+            for _ in range(depth)
+        )
+        self.classifier = nn.Linear(dim, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.to_patches(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        for layer in self.layers:
+            y = layer["ln1"](x)
+            x = x + layer["attention"](y, y, y, need_weights=False)[0]
+            x = x + layer["ffn"](layer["ln2"](x))
+        return self.classifier(x[:, 0])
+
+
+def test_generic_recognizer_on_a_model_driven_through_module_dicts() -> None:
+    profile = analyze(FunctionalViT(), image_size=32)
+    assert other(profile) == NOTHING
+    d, n = 32, 17
+    # per block: qkv 17*32*96, core 2*17^2*32, proj 17*32*32, ffn 2*17*32*64
+    assert profile.components[C.ATTN_QKV].macs == 2 * n * d * 3 * d
+    assert profile.components[C.ATTN_CORE].macs == 2 * 2 * n * n * d
+    assert profile.components[C.ATTN_PROJ].macs == 2 * n * d * d
+    assert profile.components[C.MLP].macs == 2 * 2 * n * d * 2 * d
+
+
+def test_map_override_moves_a_module() -> None:
+    profile = analyze(FunctionalViT(), image_size=32, overrides=[(r"^classifier", C.OTHER)])
+    # 32 * 10 + 10 params, 32 * 10 MACs
+    assert other(profile) == (330, 320)
+
+
+def test_non_vit_gets_exact_totals_and_a_warning() -> None:
+    import torchvision
+
+    with torch.device("meta"):
+        model = torchvision.models.resnet18()
+    profile = analyze(model)
+    assert profile.totals.params == sum(p.numel() for p in model.parameters())
+    # conv1 alone: 112*112 outputs x 64 channels x 3*7*7 = 118_013_952 MACs
+    assert profile.totals.macs > 118_013_952
+    assert any("no transformer blocks" in w for w in profile.warnings)
+    assert profile.components[C.OTHER].macs == profile.totals.macs
+    assert profile.unsupported_ops == {}
+
+
+def test_shared_parameter_counts_once() -> None:
+    model = FunctionalViT()
+    model.layers[1]["ffn"][0].weight = model.layers[0]["ffn"][0].weight
+    profile = analyze(model, image_size=32)
+    assert profile.totals.params == sum(p.numel() for p in model.parameters())
+    assert profile.totals.params == analyze(FunctionalViT(), image_size=32).totals.params - 64 * 32

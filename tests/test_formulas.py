@@ -1,0 +1,148 @@
+"""Formulas, priced one op at a time on meta tensors; unsupported ops are reported."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vitprof import Component as C
+from vitprof import analyze
+from vitprof.counter import OpCounter
+from vitprof.families import ComponentMap
+from vitprof.formulas import FORMULAS, FREE_OPS, aten, register
+
+EMPTY = ComponentMap("test", {}, {}, {})
+
+
+def priced(fn, *tensors: torch.Tensor) -> tuple[int, int, dict[str, int]]:
+    """(MACs, vector FLOPs, unsupported) of running ``fn`` on meta copies of ``tensors``."""
+    counter = OpCounter(nn.Identity(), EMPTY, {})
+    with counter.running():
+        fn(*[t.to("meta") for t in tensors])
+    records = counter.records()
+    return sum(r.macs for r in records), sum(r.vector_flops for r in records), dict(
+        counter.unsupported
+    )
+
+
+def test_linear_on_three_dims_counts_every_token() -> None:
+    x, w, b = torch.empty(2, 197, 768), torch.empty(3072, 768), torch.empty(3072)
+    # 2 * 197 * 768 * 3072 MACs = 929_562_624; bias add 2 * 197 * 3072 = 1_210_368
+    assert priced(F.linear, x, w, b) == (2 * 197 * 768 * 3072, 2 * 197 * 3072, {})
+
+
+def test_bmm_and_matmul() -> None:
+    a, b = torch.empty(12, 197, 64), torch.empty(12, 64, 197)
+    assert priced(torch.bmm, a, b)[0] == 12 * 197 * 64 * 197  # 29_805_312
+    q, k = torch.empty(2, 3, 5, 8), torch.empty(2, 3, 8, 7)
+    assert priced(torch.matmul, q, k)[0] == 2 * 3 * 5 * 8 * 7  # 1_680
+
+
+def test_baddbmm_scaling_and_add_are_vector_work() -> None:
+    c, a, b = torch.empty(4, 5, 6), torch.empty(4, 5, 3), torch.empty(4, 3, 6)
+    # 4*5*3*6 = 360 MACs; beta*c add 4*5*6 = 120, alpha scaling another 120
+    assert priced(lambda c, a, b: torch.baddbmm(c, a, b, alpha=0.5), c, a, b)[:2] == (360, 240)
+
+
+def test_patch_convolution() -> None:
+    x, w, b = torch.empty(1, 3, 224, 224), torch.empty(768, 3, 16, 16), torch.empty(768)
+    conv = lambda x, w, b: F.conv2d(x, w, b, stride=16)  # noqa: E731
+    # 196 outputs x 768 channels x 3*16*16 = 115_605_504 MACs; bias 196 * 768 = 150_528
+    assert priced(conv, x, w, b)[:2] == (115_605_504, 150_528)
+
+
+def test_grouped_convolution() -> None:
+    x, w = torch.empty(1, 8, 10, 10), torch.empty(8, 2, 3, 3)
+    conv = lambda x, w: F.conv2d(x, w, groups=4, padding=1)  # noqa: E731
+    # 8 * 10 * 10 outputs x (8 / 4 = 2) inputs x 3*3 = 14_400
+    assert priced(conv, x, w)[:2] == (14_400, 0)
+
+
+def test_scaled_dot_product_attention_is_one_op() -> None:
+    q, k, v = torch.empty(2, 4, 10, 16), torch.empty(2, 4, 12, 16), torch.empty(2, 4, 12, 32)
+    macs, vector, unsupported = priced(F.scaled_dot_product_attention, q, k, v)
+    # QK^T 2*4*10*12*16 = 15_360, AV 2*4*10*12*32 = 30_720; 960 scores x (1 + 5)
+    assert (macs, vector, unsupported) == (15_360 + 30_720, 960 * 6, {})
+
+
+def test_sdpa_with_mask_charges_the_mask() -> None:
+    q, mask = torch.empty(1, 2, 4, 8), torch.zeros(4, 4)
+    fn = lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m)  # noqa: E731
+    # 1*2*4*4 = 32 scores x (1 + 5 + 1)
+    assert priced(fn, q, mask)[1] == 32 * 7
+
+
+def test_cpu_sdpa_kernel_has_a_formula() -> None:
+    q = torch.randn(1, 2, 5, 4)
+    counter = OpCounter(nn.Identity(), EMPTY, {})
+    with counter.running():
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)
+    # 2 heads x 5 x 5 scores x (4 + 4) = 400 MACs
+    assert [(r.op, r.macs) for r in counter.records()] == [
+        ("aten._scaled_dot_product_flash_attention_for_cpu", 400)
+    ]
+
+
+def test_layer_norm_gelu_softmax_costs() -> None:
+    x = torch.empty(197, 768)
+    w, b = torch.empty(768), torch.empty(768)
+    elements = 197 * 768
+    assert priced(lambda x, w, b: F.layer_norm(x, (768,), w, b), x, w, b)[1] == 7 * elements
+    assert priced(lambda x: F.layer_norm(x, (768,)), x)[1] == 5 * elements
+    assert priced(F.gelu, x)[1] == 5 * elements
+    assert priced(lambda x: x.softmax(-1), x)[1] == 5 * elements
+    assert priced(lambda x: x + x, x)[1] == elements
+
+
+def test_views_and_copies_are_free() -> None:
+    x = torch.empty(2, 197, 768)
+    free = lambda x: x.transpose(1, 2).reshape(2, -1).contiguous()[:, :5].clone()  # noqa: E731
+    assert priced(free, x) == (0, 0, {})
+
+
+def test_op_without_formula_is_reported_not_zeroed() -> None:
+    x = torch.empty(4, 8)
+    assert priced(lambda x: torch.cumsum(x, 0), x)[2] == {"aten.cumsum": 1}
+
+
+def test_unsupported_ops_reach_the_profile() -> None:
+    class Odd(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.proj(x).cumsum(-1)
+
+    profile = analyze(Odd(), image_size=8)
+    assert profile.unsupported_ops == {"aten.cumsum": 1}
+    assert any("aten.cumsum" in w for w in profile.warnings)
+
+
+def test_registry_refuses_a_second_formula() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        register(aten.mm)(lambda args, kwargs, out: None)
+
+
+def test_no_op_is_both_free_and_priced() -> None:
+    assert not FREE_OPS & FORMULAS.keys()
+
+
+def test_fused_mha_parts_land_in_their_components() -> None:
+    mha = nn.MultiheadAttention(16, 4, batch_first=True)
+    x = torch.empty(1, 6, 16)
+    counter = OpCounter(nn.Identity(), EMPTY, {})
+    with counter.running():
+        torch._native_multi_head_attention(
+            x.to("meta"), x.to("meta"), x.to("meta"), 16, 4, mha.in_proj_weight.to("meta"),
+            mha.in_proj_bias.to("meta"), mha.out_proj.weight.to("meta"),
+            mha.out_proj.bias.to("meta"), need_weights=False,
+        )
+    got = {r.component: (r.macs, r.vector_flops) for r in counter.records()}
+    assert got == {
+        C.ATTN_QKV: (6 * 16 * 48, 6 * 48),  # 4_608 MACs, qkv bias 288
+        C.ATTN_CORE: (2 * 6 * 6 * 16, 4 * 36 * 6),  # 1_152 MACs; 4 heads x 36 scores x 6
+        C.ATTN_PROJ: (6 * 16 * 16, 6 * 16),  # 1_536 MACs, bias 96
+    }
