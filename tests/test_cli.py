@@ -96,6 +96,15 @@ def test_factory_file(factory_file: Path, capsys) -> None:
     assert json.loads(out)["components"]["other"]["macs"] == 0
 
 
+def test_package_module_factory(capsys) -> None:
+    code, out, _ = run(["analyze", "vitprof.models.note002:build_cifar_vit", "--format", "json"],
+                       capsys)
+    data = json.loads(out)
+    assert code == 0 and data["input_shape"] == [1, 3, 32, 32]
+    # the note 002 CIFAR-ViT: 6 blocks of 12*512^2 + 13*512, plus 127*512 + 10 outside
+    assert data["totals"]["params"] == 6 * (12 * 512**2 + 13 * 512) + 127 * 512 + 10
+
+
 def test_map_option(capsys) -> None:
     code, out, _ = run(["analyze", "vit_b_32", "--map", "^heads=other", "--format", "json"],
                        capsys)

@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,9 +224,11 @@ def infer_patch_size(module: nn.Module) -> int | None:
 
 
 def infer_image_size(module: nn.Module) -> int | None:
-    """Image size a model was built for, where the model says so."""
+    """Image size a model was built for: from its attributes or config, else from the length
+    of its position embedding (patches = tokens - prefix tokens, a square grid) and patch size."""
     for candidate in (
         getattr(module, "image_size", None),
+        getattr(module, "img_size", None),
         getattr(getattr(module, "config", None), "image_size", None),
         getattr(getattr(module, "patch_embed", None), "img_size", None),
     ):
@@ -233,6 +236,20 @@ def infer_image_size(module: nn.Module) -> int | None:
             return candidate
         if isinstance(candidate, tuple | list) and candidate:
             return int(candidate[0])
+    return _size_from_position_embedding(module)
+
+
+def _size_from_position_embedding(module: nn.Module) -> int | None:
+    patch = infer_patch_size(module)
+    if patch is None:
+        return None
+    for name, param in module.named_parameters():
+        if "pos" in name.rpartition(".")[2] and param.dim() == 3:
+            tokens = int(param.shape[1])
+            for prefix in range(6):
+                side = math.isqrt(max(tokens - prefix, 0))
+                if side and side * side == tokens - prefix:
+                    return side * patch
     return None
 
 
