@@ -1,0 +1,645 @@
+"""Budgets: the closed schema (every fail-closed case), exact checks, and the pytest helper.
+
+Expected counts are closed forms written beside them. The analysed model is the note-002
+CIFAR-ViT "tiny" row (fast on meta): S = 32, P = 4, N = (32/4)^2 + 1 = 65 tokens, D = 192,
+L = 12 blocks, 3 heads, M = 768, K = 10 classes.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from vitprof import UserError, analyze
+from vitprof.budget import (
+    Bound,
+    Metric,
+    Scope,
+    Verdict,
+    check_profile,
+    evaluate,
+    load_budgets,
+    parse_budget,
+)
+from vitprof.budget_report import render_table
+from vitprof.records import Component, OpRecord, ParamRecord
+from vitprof.result import Profile
+from vitprof.testing import assert_budget, assert_budget_file
+from vitprof.toml_lines import key_line, table_at
+
+TINY = "note002_cifar_vit_tiny"
+# patch 3*4*4*192 + 192 = 9,408; class token 192; positions 65*192 = 12,480;
+# 12 blocks x (4*192^2 + 2*192*768 + 9*192 + 768 = 444,864) = 5,338,368; final norm 2*192 = 384;
+# head 192*10 + 10 = 1,930: 9,408 + 192 + 12,480 + 5,338,368 + 384 + 1,930 = 5,362,762
+TINY_PARAMS = 5_362_762
+# one block: 65*(4*192^2 + 2*192*768) + 2*65^2*192 = 28,753,920 + 1,622,400 = 30,376,320
+TINY_BLOCK_MACS = 30_376_320
+# patches 64*48*192 = 589,824; blocks 12*30,376,320 = 364,515,840; head 192*10 = 1,920
+TINY_MACS = 365_107_584
+# 12 blocks x 2*65^2*192 = 12 x 1,622,400
+TINY_ATTN_CORE_MACS = 19_468_800
+
+
+def write(tmp_path: Path, text: str, name: str = "b.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def load_error(tmp_path: Path, text: str) -> str:
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as info:
+        load_budgets(path)
+    return str(info.value)
+
+
+# --------------------------------------------------------------------------- fail closed
+
+SCHEMA_ERRORS = [
+    pytest.param(
+        """\
+        [vit_b_16]
+        image_size = 224
+        max_parms = 86_600_000
+        """,
+        ["b.toml:3: entry 'vit_b_16', key 'max_parms'", "did you mean 'max_params'?"],
+        id="unknown-key-with-line",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = true
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'max_params'", "got true (a boolean)"],
+        id="bool-for-int",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        image_size = true
+        max_params = 1
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'image_size'", "(a boolean)"],
+        id="bool-for-image-size",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_macs = 1.5
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'max_macs'", "got 1.5; counts are exact integers"],
+        id="fractional-float-for-int",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_macs = 1e17
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'max_macs'", "not exact, write it as an integer"],
+        id="inexact-float-for-int",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = "86M"
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'max_params'", "got '86M' (a string)"],
+        id="string-for-int",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = -1
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'max_params'", "whole number >= 0, got -1"],
+        id="negative-count",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        batch_size = 0
+        max_params = 1
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'batch_size'", "positive integer, got 0"],
+        id="zero-batch",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 1
+        [vit_b_16.components]
+        attn_cor = { max_share = 0.1 }
+        """,
+        ["b.toml:4: entry 'vit_b_16', key 'components.attn_cor'",
+         "unknown component 'attn_cor'; did you mean 'attn_core'?"],
+        id="unknown-component",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16.components]
+        mlp = { max_macs = 1 }
+        attn_core = { min_macs = 1, max_shar = 0.1 }
+        """,
+        ["b.toml:3: entry 'vit_b_16', key 'components.attn_core.max_shar'",
+         "unknown component limit 'max_shar'; did you mean 'max_share'?"],
+        id="unknown-key-in-component-table",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16.components.attn_core]
+        min_macs = 1
+
+        [vit_b_16.components.mlp]
+        max_gmacs = 3
+        """,
+        ["b.toml:5: entry 'vit_b_16', key 'components.mlp.max_gmacs'"],
+        id="unknown-key-in-component-header-table",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16.components]
+        attn_core = { max_share = 1.5 }
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'components.attn_core.max_share'",
+         "share in [0, 1], got 1.5"],
+        id="share-above-one",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16.components]
+        attn_core = { min_share = -0.1 }
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'components.attn_core.min_share'", "got -0.1"],
+        id="share-below-zero",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16.components]
+        attn_core = { max_share = true }
+        """,
+        ["key 'components.attn_core.max_share'", "got true (a boolean)"],
+        id="bool-for-share",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 1
+        [vit_b_16.blocks]
+        min_cont = 12
+        """,
+        ["b.toml:4: entry 'vit_b_16', key 'blocks.min_cont'", "did you mean 'min_count'?"],
+        id="unknown-key-in-blocks-table",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        image_size = 224
+        """,
+        ["b.toml:1: entry 'vit_b_16': sets no limit"],
+        id="entry-without-limits",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 1
+        [vit_b_16.components]
+        attn_core = {}
+        """,
+        ["b.toml:4: entry 'vit_b_16', key 'components.attn_core': sets no limit"],
+        id="empty-component-table",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_macs = 5
+        min_macs = 10
+        """,
+        ["b.toml:3: entry 'vit_b_16', key 'min_macs'", "above max_macs = 5; this budget can "
+         "never pass"],
+        id="min-above-max",
+    ),
+    pytest.param(
+        """\
+        max_params = 5
+        """,
+        ["b.toml:1: key 'max_params': expected an entry table"],
+        id="top-level-value",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 1
+        components = 3
+        """,
+        ["b.toml:3: entry 'vit_b_16', key 'components': expected a table, got 3"],
+        id="components-not-a-table",
+    ),
+    pytest.param(
+        """\
+        [x]
+        model = "vit_b_16"
+        map = { "^heads" = "headz" }
+        max_params = 1
+        """,
+        ["b.toml:3: entry 'x', key 'map.^heads'", "did you mean 'head'?"],
+        id="map-unknown-component",
+    ),
+    pytest.param(
+        """\
+        [x]
+        model = 16
+        max_params = 1
+        """,
+        ["b.toml:2: entry 'x', key 'model': expected a non-empty string, got 16"],
+        id="model-not-a-string",
+    ),
+    pytest.param(
+        """\
+        ["hf:vit-base-patch16-224".components]
+        attn_core = { min_macs = 1 }
+        "mlp" = { max_macs = 1, maks = 2 }
+        """,
+        ["b.toml:3: entry 'hf:vit-base-patch16-224', key 'components.mlp.maks'"],
+        id="quoted-keys-placed",
+    ),
+    pytest.param("", ["b.toml: no budget entries"], id="empty-file"),
+    pytest.param("# only a comment\n", ["b.toml: no budget entries"], id="comment-only-file"),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 1
+
+        [vit_b_32]
+        max_params =
+        """,
+        ["b.toml:5: malformed TOML in entry 'vit_b_32': Invalid value (at line 5"],
+        id="malformed-toml-with-line",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SCHEMA_ERRORS)
+def test_fail_closed_schema(tmp_path: Path, text: str, expected: list[str]) -> None:
+    message = load_error(tmp_path, text)
+    for fragment in expected:
+        assert fragment in message
+    assert "\n" not in message
+    assert message.startswith(str(tmp_path / "b.toml"))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"missing\.toml: no such budget file"):
+        load_budgets(tmp_path / "missing.toml")
+
+
+def test_integral_float_is_an_exact_count(tmp_path: Path) -> None:
+    (budget,) = load_budgets(write(tmp_path, "[vit_b_16]\nmax_macs = 1.8e10\n"))
+    check = budget.checks[0]
+    assert check.limit == 18_000_000_000  # 1.8 x 10^10
+    assert isinstance(check.limit, int)
+
+
+def test_schema_fields_and_implicit_unsupported_limit(tmp_path: Path) -> None:
+    (budget,) = load_budgets(write(tmp_path, """\
+        [small]
+        model = "vit_b_16"
+        image_size = 64
+        batch_size = 2
+        num_classes = 10
+        map = { "^heads" = "other" }
+        max_params = 100
+        [small.components]
+        attn_core = { min_macs = 1, max_share = 0.5 }
+        [small.blocks]
+        min_count = 12
+        """))
+    assert (budget.name, budget.model, budget.image_size, budget.batch_size) == (
+        "small", "vit_b_16", 64, 2)
+    assert budget.num_classes == 10
+    assert budget.overrides == (("^heads", Component.OTHER),)
+    described = [(c.key, c.scope, c.bound, c.metric, c.limit, c.component, c.implicit)
+                 for c in budget.checks]
+    assert described == [
+        ("max_params", Scope.MODEL, Bound.MAX, Metric.PARAMS, 100, None, False),
+        ("components.attn_core.min_macs", Scope.COMPONENT, Bound.MIN, Metric.MACS, 1,
+         Component.ATTN_CORE, False),
+        ("components.attn_core.max_share", Scope.COMPONENT, Bound.MAX, Metric.SHARE, 0.5,
+         Component.ATTN_CORE, False),
+        ("blocks.min_count", Scope.BLOCKS, Bound.MIN, Metric.COUNT, 12, None, False),
+        ("max_unsupported_ops", Scope.MODEL, Bound.MAX, Metric.UNSUPPORTED_OPS, 0, None, True),
+    ]
+
+
+def test_model_path_is_relative_to_the_budget_file(tmp_path: Path) -> None:
+    (budget,) = load_budgets(write(tmp_path, '[m]\nmodel = "models/tiny.py:make"\n'
+                                             "max_params = 1\n"))
+    assert budget.model == f"{tmp_path / 'models' / 'tiny.py'}:make"
+
+
+# --------------------------------------------------------------------------- line finder
+
+TOML = """\
+[a]
+x = 1
+[a.components]
+attn_core = { min_macs = 1, max_share = 0.5 }
+"quoted.key" = { y = 2 }
+[b.components.mlp]
+max_macs = 3
+c.d = 4
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "line"),
+    [
+        pytest.param(("a",), 1, id="header"),
+        pytest.param(("a", "x"), 2, id="plain-key"),
+        pytest.param(("a", "components", "attn_core", "max_share"), 4, id="inline-table"),
+        pytest.param(("a", "components", "quoted.key", "y"), 5, id="quoted-key"),
+        pytest.param(("b",), 6, id="table-opened-by-a-longer-header"),
+        pytest.param(("b", "components", "mlp", "max_macs"), 7, id="key-under-deep-header"),
+        pytest.param(("b", "components", "mlp", "c", "d"), 8, id="dotted-key"),
+        pytest.param(("a", "nowhere"), None, id="absent"),
+    ],
+)
+def test_key_line(path: tuple[str, ...], line: int | None) -> None:
+    assert key_line(TOML, path) == line
+
+
+def test_table_at() -> None:
+    assert table_at(TOML, 2) == ("a",)
+    assert table_at(TOML, 5) == ("a", "components")
+    assert table_at(TOML, 8) == ("b", "components", "mlp")
+    assert table_at("x = 1\n[a]\n", 1) == ()
+
+
+# --------------------------------------------------------------------------- exact checks
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Profile:
+    return analyze(TINY)
+
+
+def verdicts(profile: Profile, table: dict) -> dict[str, tuple[Verdict, int | float | None]]:
+    result = check_profile(parse_budget("tiny", table, model=TINY), profile)
+    return {r.check.key: (r.verdict, r.actual) for r in result.results}
+
+
+def test_tiny_closed_form(tiny: Profile) -> None:
+    assert tiny.totals.params == TINY_PARAMS
+    assert tiny.totals.macs == TINY_MACS
+    assert tiny.components[Component.ATTN_CORE].macs == TINY_ATTN_CORE_MACS
+
+
+def test_limits_are_inclusive_and_exact(tiny: Profile) -> None:
+    table = {
+        "max_params": TINY_PARAMS,  # equal: holds
+        "min_params": TINY_PARAMS,
+        "max_macs": TINY_MACS - 1,  # one MAC over: fails
+        "min_flops": 2 * TINY_MACS + 1,  # FLOPs = 2 x MACs, one short: fails
+        "components": {"attn_core": {"min_macs": TINY_ATTN_CORE_MACS - 1,
+                                     "max_macs": TINY_ATTN_CORE_MACS - 1}},
+        "blocks": {"max_macs": TINY_BLOCK_MACS, "min_macs": TINY_BLOCK_MACS,
+                   "min_count": 11, "max_count": 11},
+    }
+    assert verdicts(tiny, table) == {
+        "max_params": (Verdict.PASS, TINY_PARAMS),
+        "min_params": (Verdict.PASS, TINY_PARAMS),
+        "max_macs": (Verdict.FAIL, TINY_MACS),
+        "min_flops": (Verdict.FAIL, 2 * TINY_MACS),
+        "components.attn_core.min_macs": (Verdict.PASS, TINY_ATTN_CORE_MACS),
+        "components.attn_core.max_macs": (Verdict.FAIL, TINY_ATTN_CORE_MACS),
+        "blocks.max_macs": (Verdict.PASS, TINY_BLOCK_MACS),
+        "blocks.min_macs": (Verdict.PASS, TINY_BLOCK_MACS),
+        "blocks.min_count": (Verdict.PASS, 12),
+        "blocks.max_count": (Verdict.FAIL, 12),
+        "max_unsupported_ops": (Verdict.PASS, 0),
+    }
+
+
+def test_headroom_sign(tiny: Profile) -> None:
+    table = {"max_params": TINY_PARAMS + 10, "min_macs": TINY_MACS + 5}
+    result = check_profile(parse_budget("tiny", table, model=TINY), tiny)
+    assert [r.headroom for r in result.results[:2]] == [10, -5]
+
+
+def hand_profile(attn_core_macs: int, mlp_macs: int, blocks: tuple[int | None, ...] = (0, 1),
+                 unsupported: dict[str, int] | None = None) -> Profile:
+    """A profile built by hand: one attention op and one MLP op per listed block."""
+    ops = []
+    for block in blocks:
+        ops.append(OpRecord("aten.bmm", f"b{block}.attn", Component.ATTN_CORE, block,
+                            attn_core_macs, 0))
+        ops.append(OpRecord("aten.mm", f"b{block}.mlp", Component.MLP, block, mlp_macs, 0))
+    params = (ParamRecord("w", 30, Component.MLP, None), ParamRecord("h", 10, Component.HEAD,
+                                                                     None))
+    return Profile("hand", (1, 3, 8, 8), "meta", torch.__version__, "hand", params, tuple(ops),
+                   unsupported_ops=unsupported or {})
+
+
+def test_share_is_compared_exactly() -> None:
+    # 2 blocks x 100_000_000_000_000_001 of 2 x 10^18 MACs: one part in 10^18 above 0.1, which
+    # a float division rounds to exactly 0.1
+    profile = hand_profile(100_000_000_000_000_001, 899_999_999_999_999_999)
+    assert profile.totals.macs == 2 * 10**18
+    table = {"components": {"attn_core": {"max_share": 0.1}, "mlp": {"min_share": 0.9}}}
+    assert verdicts(profile, table)["components.attn_core.max_share"][0] is Verdict.FAIL
+    assert verdicts(profile, table)["components.mlp.min_share"][0] is Verdict.FAIL
+    exact = hand_profile(1, 9)  # 1 of 10 MACs: exactly 0.1
+    assert verdicts(exact, table)["components.attn_core.max_share"] == (Verdict.PASS, 0.1)
+
+
+def test_params_share() -> None:
+    profile = hand_profile(1, 9)  # params: mlp 30, head 10 of 40
+    table = {"components": {"mlp": {"min_params_share": 0.75, "max_params_share": 0.75},
+                            "head": {"max_params_share": 0.24}}}
+    assert verdicts(profile, table) == {
+        "components.mlp.min_params_share": (Verdict.PASS, 0.75),  # 30 / 40
+        "components.mlp.max_params_share": (Verdict.PASS, 0.75),
+        "components.head.max_params_share": (Verdict.FAIL, 0.25),  # 10 / 40
+        "max_unsupported_ops": (Verdict.PASS, 0),
+    }
+
+
+def test_per_block_limits_bind_the_worst_block() -> None:
+    profile = hand_profile(1, 9, blocks=(0, 1))
+    profile_uneven = Profile(
+        "hand", (1, 3, 8, 8), "meta", torch.__version__, "hand", (),
+        (*profile.ops, OpRecord("aten.mm", "b1.mlp", Component.MLP, 1, 5, 0)),
+    )  # block 0: 1 + 9 = 10 MACs; block 1: 10 + 5 = 15 MACs
+    budget = parse_budget("h", {"blocks": {"max_macs": 12, "min_macs": 11}}, model="hand")
+    first, second, _ = check_profile(budget, profile_uneven).results
+    assert (first.verdict, first.actual, first.block) == (Verdict.FAIL, 15, 1)
+    assert (second.verdict, second.actual, second.block) == (Verdict.FAIL, 10, 0)
+
+
+def test_nothing_to_measure_fails() -> None:
+    no_blocks = hand_profile(0, 0, blocks=(None,))
+    table = {"blocks": {"max_macs": 100}, "components": {"mlp": {"max_share": 1}}}
+    result = check_profile(parse_budget("h", table, model="hand"), no_blocks)
+    blocks, share, _ = result.results
+    assert (blocks.verdict, blocks.actual, blocks.note) == (
+        Verdict.FAIL, None, "no transformer blocks recognized")
+    assert (share.verdict, share.note) == (Verdict.FAIL, "the model's total macs is 0")
+
+
+def test_unsupported_ops_fail_by_default() -> None:
+    profile = hand_profile(1, 9, unsupported={"aten.foo": 2, "aten.bar": 1})
+    result = check_profile(parse_budget("h", {"max_macs": 100}, model="hand"), profile)
+    assert [(r.check.key, r.verdict, r.actual) for r in result.results] == [
+        ("max_macs", Verdict.PASS, 20),  # 2 blocks x (1 + 9)
+        ("max_unsupported_ops", Verdict.FAIL, 3),  # 2 + 1 calls
+    ]
+    allowed = parse_budget("h", {"max_macs": 100, "max_unsupported_ops": 3}, model="hand")
+    assert check_profile(allowed, profile).passed
+
+
+# --------------------------------------------------------------------------- evaluate
+
+DATA_DEPENDENT = '''
+import torch
+from torch import nn
+
+
+class DataDependent(nn.Module):
+    """Keeps int(x.sum()) + 1 tokens: a data-dependent shape, impossible on meta."""
+
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Conv2d(3, 8, kernel_size=4, stride=4)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        keep = int(x.sum()) + 1
+        tokens = self.patch(x).flatten(2).transpose(1, 2)[:, :keep]
+        return self.head(tokens.mean(1))
+
+
+class Broken(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        raise RuntimeError("forward is broken")
+
+
+def make():
+    return DataDependent()
+
+
+def make_broken():
+    return Broken()
+
+
+def make_failing():
+    raise ValueError("cannot build this model")
+'''
+# DataDependent at 16 x 16: patch conv 3*4*4*8 + 8 = 392 params, head 8*2 + 2 = 18: 410 params;
+# MACs 16 patches x 48*8 = 6,144 plus the head 8*2 = 16 on the one kept (mean) token: 6,160
+DD_PARAMS = 410
+DD_MACS = 6_160
+
+
+def test_fallback_still_checks(tmp_path: Path) -> None:
+    (tmp_path / "tiny.py").write_text(DATA_DEPENDENT)
+    path = write(tmp_path, f"""\
+        [dd]
+        model = "tiny.py:make"
+        image_size = 16
+        max_params = {DD_PARAMS}
+        max_macs = {DD_MACS - 1}
+        """)
+    (budget,) = load_budgets(path)
+    result = evaluate(budget)
+    assert result.profile.device == "cpu"
+    assert result.profile.fallback.startswith("meta device failed")
+    assert [(r.check.key, r.verdict, r.actual) for r in result.results] == [
+        ("max_params", Verdict.PASS, DD_PARAMS),
+        ("max_macs", Verdict.FAIL, DD_MACS),
+        ("max_unsupported_ops", Verdict.PASS, 0),
+    ]
+    assert "(fallback: meta device failed" in render_table([result])
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        pytest.param("tiny.py:make_failing", "building", id="fails-to-build"),
+        pytest.param("tiny.py:make_broken", "running", id="fails-to-analyze"),
+        pytest.param("no_such_model", "unknown model 'no_such_model'", id="unknown-model"),
+    ],
+)
+def test_model_failures_are_errors(tmp_path: Path, model: str, expected: str) -> None:
+    (tmp_path / "tiny.py").write_text(DATA_DEPENDENT)
+    path = write(tmp_path, f'[m]\nmax_params = 1\nmodel = "{model}"\n')
+    (budget,) = load_budgets(path)
+    with pytest.raises(UserError) as info:
+        evaluate(budget)
+    assert str(info.value).startswith(f"{path}:3: entry 'm', key 'model': ")
+    assert expected in str(info.value)
+
+
+# --------------------------------------------------------------------------- pytest helper
+
+
+def test_assert_budget_passes_and_returns_the_result() -> None:
+    result = assert_budget(TINY, max_params=TINY_PARAMS,
+                           components={"attn_core": {"min_macs": TINY_ATTN_CORE_MACS}})
+    assert result.passed
+    assert [r.actual for r in result.results] == [TINY_PARAMS, TINY_ATTN_CORE_MACS, 0]
+
+
+def test_assert_budget_message_is_the_table(tiny: Profile) -> None:
+    with pytest.raises(AssertionError) as info:
+        assert_budget(tiny, name="tiny", max_params=TINY_PARAMS - 1)
+    expected = check_profile(parse_budget("tiny", {"max_params": TINY_PARAMS - 1}, model=TINY),
+                             tiny)
+    assert str(info.value) == render_table([expected])
+    assert "tiny.max_params" in str(info.value)
+    assert "FAIL: 1 of 2 checks failed: tiny.max_params" in str(info.value)
+
+
+def test_assert_budget_on_a_module() -> None:
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Conv2d(3, 4, kernel_size=2, stride=2), nn.Flatten(),
+                              nn.Linear(4 * 4 * 4, 2))
+    # conv 3*2*2*4 + 4 = 52, linear 64*2 + 2 = 130: 182 params; 8 x 8 input: conv 16 positions
+    # x 12*4 = 768 MACs, linear 64*2 = 128: 896 MACs
+    result = assert_budget(model, image_size=8, max_params=182, min_macs=896, max_macs=896)
+    assert result.budget.name == "Sequential"
+    with pytest.raises(AssertionError, match=r"Sequential\.max_params"):
+        assert_budget(model, image_size=8, max_params=181)
+
+
+def test_assert_budget_rejects_a_broken_budget(tiny: Profile) -> None:
+    with pytest.raises(UserError, match="did you mean 'max_params'"):
+        assert_budget(tiny, max_parms=1)
+    with pytest.raises(UserError, match="no limit"):
+        assert_budget(tiny)
+    with pytest.raises(UserError, match="image_size cannot apply to a Profile"):
+        assert_budget(tiny, image_size=32, max_params=1)
+
+
+def test_assert_budget_file(tmp_path: Path) -> None:
+    path = write(tmp_path, f"""\
+        [ok]
+        model = "{TINY}"
+        max_params = {TINY_PARAMS}
+
+        [over]
+        model = "{TINY}"
+        max_macs = {TINY_MACS - 1}
+        """)
+    (result,) = assert_budget_file(path, entries=["ok"])
+    assert result.passed
+    with pytest.raises(AssertionError, match=r"FAIL: 1 of 4 checks failed: over\.max_macs"):
+        assert_budget_file(path)
+    with pytest.raises(UserError, match="no entry named nope"):
+        assert_budget_file(path, entries=["nope"])

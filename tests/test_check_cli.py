@@ -1,0 +1,331 @@
+"""``vitprof check``: every exit code and every fail-closed case, through ``main([...])`` and
+through a subprocess run of the installed console script; table, JSON and JUnit output; the
+repository's own ``budgets.toml``.
+
+The model of the small budgets is the note-002 CIFAR-ViT "tiny" row (N = 65 tokens, D = 192,
+L = 12, M = 768, 10 classes); its closed forms are derived in tests/test_budget.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from vitprof.cli import main
+from vitprof.zoo import TORCHVISION_VITS, ZOO
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = Path(sys.executable).parent / "vitprof"
+
+TINY = "note002_cifar_vit_tiny"
+TINY_PARAMS = 5_362_762  # closed form, tests/test_budget.py
+TINY_MACS = 365_107_584  # closed form, tests/test_budget.py
+TINY_ATTN_CORE_MACS = 19_468_800  # 12 x 2 x 65^2 x 192
+
+MODELS_PY = '''
+import torch
+from torch import nn
+
+
+class DataDependent(nn.Module):
+    """Keeps int(x.sum()) + 1 tokens: a data-dependent shape, impossible on meta."""
+
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Conv2d(3, 8, kernel_size=4, stride=4)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        keep = int(x.sum()) + 1
+        tokens = self.patch(x).flatten(2).transpose(1, 2)[:, :keep]
+        return self.head(tokens.mean(1))
+
+
+class Broken(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        raise RuntimeError("forward is broken")
+
+
+def make():
+    return DataDependent()
+
+
+def make_broken():
+    return Broken()
+
+
+def make_failing():
+    raise ValueError("cannot build this model")
+'''
+
+# Six explicit checks and the implicit max_unsupported_ops = 0.
+OK_CHECKS = ["max_params", "max_macs", "components.attn_core.min_macs",
+             "components.attn_core.max_share", "blocks.min_count", "max_unsupported_ops"]
+
+FILES = {
+    "models.py": MODELS_PY,
+    "ok.toml": f"""\
+        [{TINY}]
+        max_params = {TINY_PARAMS}
+        max_macs = {TINY_MACS}
+        [{TINY}.components]
+        attn_core = {{ min_macs = {TINY_ATTN_CORE_MACS}, max_share = 0.054 }}
+        [{TINY}.blocks]
+        min_count = 12
+        """,
+    "over.toml": f"""\
+        [within]
+        model = "{TINY}"
+        max_params = {TINY_PARAMS}
+
+        [over]
+        model = "{TINY}"
+        max_params = {TINY_PARAMS - 1}
+        [over.components]
+        attn_core = {{ min_macs = {TINY_ATTN_CORE_MACS + 1} }}
+        """,
+    "fallback.toml": """\
+        [data_dependent]
+        model = "models.py:make"
+        image_size = 16
+        max_params = 410  # conv 3*4*4*8 + 8 = 392, head 8*2 + 2 = 18
+        """,
+    "typo.toml": """\
+        [vit_b_16]
+        image_size = 224
+        max_parms = 86_600_000
+        """,
+    "bool.toml": "[vit_b_16]\nmax_params = true\n",
+    "float.toml": "[vit_b_16]\nmax_macs = 1.5\n",
+    "component.toml": "[vit_b_16]\nmax_params = 1\n[vit_b_16.components]\n"
+                      "attn_cor = { max_share = 0.1 }\n",
+    "component_key.toml": "[vit_b_16.components]\nattn_core = { min_macs = 1, max_shar = 0.1 }\n",
+    "share.toml": "[vit_b_16.components]\nattn_core = { max_share = 1.5 }\n",
+    "empty.toml": "",
+    "malformed.toml": "[vit_b_16]\nmax_params = 1\n\n[vit_b_32]\nmax_params =\n",
+    "no_limits.toml": "[vit_b_16]\nimage_size = 224\n",
+    "build.toml": '[m]\nmax_params = 1\nmodel = "models.py:make_failing"\n',
+    "analyze.toml": '[m]\nmax_params = 1\nmodel = "models.py:make_broken"\n',
+    "unknown_model.toml": '[m]\nmax_params = 1\nmodel = "vit_b_17"\n',
+}
+
+# (argv, exit code, what stdout / stderr must hold)
+CASES = [
+    pytest.param(["check", "ok.toml"], 0, "PASS: all 6 checks of 1 budget hold", id="all-hold"),
+    pytest.param(["check", "over.toml"], 1, "FAIL: 2 of 5 checks failed: over.max_params, "
+                 "over.components.attn_core.min_macs", id="limit-exceeded"),
+    pytest.param(["check", "over.toml", "--entry", "within"], 0, "PASS: all 2 checks",
+                 id="entry-selected"),
+    pytest.param(["check", "fallback.toml"], 0, "counted on cpu with real tensors",
+                 id="fallback-still-checks"),
+    pytest.param(["check"], 2, "the following arguments are required: BUDGETS.toml",
+                 id="usage-no-file"),
+    pytest.param(["check", "ok.toml", "--format", "xml"], 2, "invalid choice: 'xml'",
+                 id="usage-bad-format"),
+    pytest.param(["check", "over.toml", "--entry", "nope"], 2,
+                 "vitprof: error: over.toml: no entry named nope; entries: within, over",
+                 id="unknown-entry"),
+    pytest.param(["check", "missing.toml"], 2, "vitprof: error: missing.toml: no such budget file",
+                 id="missing-file"),
+    pytest.param(["check", "typo.toml"], 2, "vitprof: error: typo.toml:3: entry 'vit_b_16', key "
+                 "'max_parms': unknown key 'max_parms'; did you mean 'max_params'?",
+                 id="unknown-key"),
+    pytest.param(["check", "bool.toml"], 2, "bool.toml:2: entry 'vit_b_16', key 'max_params': "
+                 "expected a whole number >= 0, got true (a boolean)", id="bool-for-int"),
+    pytest.param(["check", "float.toml"], 2, "float.toml:2: entry 'vit_b_16', key 'max_macs': "
+                 "expected a whole number >= 0, got 1.5", id="float-for-int"),
+    pytest.param(["check", "component.toml"], 2, "component.toml:4: entry 'vit_b_16', key "
+                 "'components.attn_cor': unknown component 'attn_cor'", id="unknown-component"),
+    pytest.param(["check", "component_key.toml"], 2, "component_key.toml:2: entry 'vit_b_16', "
+                 "key 'components.attn_core.max_shar'", id="unknown-key-in-component-table"),
+    pytest.param(["check", "share.toml"], 2, "share.toml:2: entry 'vit_b_16', key "
+                 "'components.attn_core.max_share': expected a share in [0, 1], got 1.5",
+                 id="share-out-of-range"),
+    pytest.param(["check", "empty.toml"], 2, "empty.toml: no budget entries", id="empty-file"),
+    pytest.param(["check", "malformed.toml"], 2, "malformed.toml:5: malformed TOML in entry "
+                 "'vit_b_32': Invalid value (at line 5", id="malformed-toml"),
+    pytest.param(["check", "no_limits.toml"], 2, "no_limits.toml:1: entry 'vit_b_16': sets no "
+                 "limit", id="entry-without-limits"),
+    pytest.param(["check", "build.toml"], 2, "build.toml:3: entry 'm', key 'model': building "
+                 "models.py:make_failing failed: ValueError: cannot build this model",
+                 id="model-fails-to-build"),
+    pytest.param(["check", "analyze.toml"], 2, "analyze.toml:3: entry 'm', key 'model': running "
+                 "models.py:make_broken failed: RuntimeError: forward is broken",
+                 id="model-fails-to-analyze"),
+    pytest.param(["check", "unknown_model.toml"], 2, "unknown_model.toml:3: entry 'm', key "
+                 "'model': unknown model 'vit_b_17'", id="unknown-model"),
+]
+# Through the console script, these run in every test run; the rest are marked slow (each
+# subprocess imports torch, about 2.5 s).
+SCRIPT_FAST = {"all-hold", "limit-exceeded", "unknown-key"}
+
+
+@pytest.fixture
+def budgets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder holding FILES, made the working directory."""
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run_script(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    assert SCRIPT.is_file(), f"console script not installed at {SCRIPT}"
+    return subprocess.run([str(SCRIPT), *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def assert_outcome(argv: list[str], code: int, out: str, err: str, expected_code: int,
+                   expected: str) -> None:
+    """The exit code, no traceback, and: a usage message from argparse, or ONE error line that
+    starts with the budget file's name, or the expected text in the report."""
+    assert code == expected_code, out + err
+    assert "Traceback" not in err
+    if expected_code == 2 and "usage:" in err:
+        assert expected in err
+    elif expected_code == 2:
+        (line,) = err.strip().splitlines()
+        assert line.startswith(f"vitprof: error: {argv[1]}")
+        assert expected in line
+    else:
+        assert expected in out
+
+
+@pytest.mark.parametrize(("argv", "code", "expected"), CASES)
+def test_main(budgets: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int,
+              expected: str) -> None:
+    try:
+        result = main(argv)
+    except SystemExit as exit_:  # argparse's usage errors
+        result = exit_.code
+    captured = capsys.readouterr()
+    assert_outcome(argv, result, captured.out, captured.err, code, expected)
+
+
+SCRIPT_CASES = [
+    pytest.param(*case.values, id=case.id,
+                 marks=() if case.id in SCRIPT_FAST else (pytest.mark.slow,))
+    for case in CASES
+]
+
+
+@pytest.mark.parametrize(("argv", "code", "expected"), SCRIPT_CASES)
+def test_console_script(budgets: Path, argv: list[str], code: int, expected: str) -> None:
+    proc = run_script(argv, budgets)
+    assert_outcome(argv, proc.returncode, proc.stdout, proc.stderr, code, expected)
+
+
+def test_fallback_is_reported(budgets: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "fallback.toml", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    (entry,) = json.loads(captured.out)["budgets"]
+    assert entry["device"] == "cpu"
+    assert entry["fallback"].startswith("meta device failed (RuntimeError")
+    assert [c["verdict"] for c in entry["checks"]] == ["pass", "pass"]
+    assert "vitprof: warning: entry 'data_dependent': meta device failed" in captured.err
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def test_table_columns(budgets: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "over.toml"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("convention: MACs = multiply-accumulates")
+    header = next(line for line in lines if line.startswith("check"))
+    assert header.split() == ["check", "limit", "actual", "headroom", "verdict"]
+    row = next(line for line in lines if line.startswith("over.max_params"))
+    # limit TINY_PARAMS - 1, actual TINY_PARAMS: one over
+    assert row.split() == ["over.max_params", "<=", "5,362,761", "5,362,762", "-1", "(-0.00%)",
+                           "fail"]
+
+
+def test_json(budgets: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "over.toml", "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["passed"] is False
+    assert data["convention"].startswith("MACs = multiply-accumulates")
+    within, over = data["budgets"]
+    assert (within["entry"], within["passed"], over["entry"], over["passed"]) == (
+        "within", True, "over", False)
+    failed = {c["key"]: (c["limit"], c["actual"], c["headroom"])
+              for c in over["checks"] if c["verdict"] == "fail"}
+    assert failed == {
+        "max_params": (TINY_PARAMS - 1, TINY_PARAMS, -1),
+        "components.attn_core.min_macs": (TINY_ATTN_CORE_MACS + 1, TINY_ATTN_CORE_MACS, -1),
+    }
+
+
+def test_junit_one_testcase_per_check(budgets: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "ok.toml", "--format", "junit"]) == 0
+    root = ET.fromstring(capsys.readouterr().out)
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == OK_CHECKS
+    assert {c.get("classname") for c in cases} == {TINY}
+    assert root.get("tests") == "6"
+    assert root.get("failures") == "0"
+    assert all(c.find("failure") is None for c in cases)
+
+
+def test_junit_failures_to_a_file(budgets: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "over.toml", "--format", "junit", "--output", "report.xml"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("vitprof: FAIL: 2 of 5 checks failed")
+    root = ET.parse(budgets / "report.xml").getroot()
+    assert (root.get("tests"), root.get("failures")) == ("5", "2")
+    failing = [(s.get("name"), c.get("name")) for s in root.iter("testsuite")
+               for c in s.findall("testcase") if c.find("failure") is not None]
+    assert failing == [("over", "max_params"), ("over", "components.attn_core.min_macs")]
+
+
+def test_junit_fallback_property(budgets: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "fallback.toml", "--format", "junit"]) == 0
+    suite = ET.fromstring(capsys.readouterr().out).find("testsuite")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["device"] == "cpu"
+    assert properties["fallback"].startswith("meta device failed")
+    assert "fallback: meta device failed" in suite.find("system-out").text
+
+
+# --------------------------------------------------------------------------- repo budgets
+
+
+@pytest.mark.slow
+def test_repo_budgets_pass() -> None:
+    proc = run_script(["check", "budgets.toml", "--format", "json"], REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["passed"] is True
+    entries = {b["entry"] for b in data["budgets"]}
+    notes = {name for name, entry in ZOO.items() if entry.family == "notes"}
+    assert entries == {*TORCHVISION_VITS, "vit_22b", "hf:vit-base-patch16-224", *notes}
+    for budget in data["budgets"]:
+        keys = {c["key"] for c in budget["checks"]}
+        assert {"max_params", "max_macs", "components.attn_core.min_macs"} <= keys
+
+
+@pytest.mark.slow
+def test_tightened_repo_budgets_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (REPO / "budgets.toml").read_text()
+    # vit_b_16 has 86,567,656 params (published): a limit of 86,500,000 is exceeded
+    tightened = text.replace("max_params = 86_600_000  # published 86,567,656",
+                             "max_params = 86_500_000  # published 86,567,656", 1)
+    assert tightened != text
+    (tmp_path / "budgets.toml").write_text(tightened)
+    assert main(["check", str(tmp_path / "budgets.toml"), "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    failed = [c["check"] for b in data["budgets"] for c in b["checks"] if c["verdict"] == "fail"]
+    assert failed == ["vit_b_16.max_params"]
