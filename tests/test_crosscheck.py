@@ -1,0 +1,350 @@
+"""``vitprof crosscheck``: every peer's number against vitprof's, every difference explained.
+
+The cause functions are checked on a tiny hand-written ViT whose counts are derived below by
+arithmetic; the acceptance models are checked for a zero residual, peer by peer.
+
+Tiny ViT, batch B = 2: image 8, patch 4 -> n = 4 patches, N = 5 tokens; width D = 8, 2 heads of
+d = 4; MLP width M = 16; K = 3 classes. MACs:
+
+* patch conv   B * n * (3 * 4 * 4) * D = 2 * 4 * 48 * 8 = 3_072
+* in_proj      B * N * D * 3D          = 2 * 5 * 8 * 24 = 1_920
+* attention    2 * B * N * N * D       = 2 * 2 * 5 * 5 * 8 = 800 (QK^T + AV)
+* out_proj     B * N * D * D           = 2 * 5 * 8 * 8 = 640
+* MLP          2 * B * N * D * M       = 2 * 2 * 5 * 8 * 16 = 2_560
+* head         B * D * K               = 2 * 8 * 3 = 48
+* total        3_072 + 1_920 + 800 + 640 + 2_560 + 48 = 9_040
+
+Params: conv 3 * 16 * 8 + 8 = 392; class token 8; position embedding 5 * 8 = 40; two affine
+LayerNorms 2 * 16 = 32; in_proj 8 * 24 + 24 = 216; out_proj 64 + 8 = 72; MLP 8 * 16 + 16 +
+16 * 8 + 8 = 280; final LayerNorm without affine 0; head 8 * 3 + 3 = 27; total 1_067.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from vitprof import UserError, analyze
+from vitprof.cli import main
+from vitprof.crosscheck import PEERS, render_crosscheck, run_crosscheck
+from vitprof.crosscheck.causes import (
+    Cause,
+    fvcore_norm_causes,
+    published_causes,
+    torchinfo_causes,
+    uncounted_causes,
+)
+from vitprof.crosscheck.peers import run_flop_counter, run_fvcore, run_torchinfo
+from vitprof.crosscheck.table import peer_row
+from vitprof.records import Counts
+from vitprof.zoo import Published
+
+BATCH = 2
+ATTENTION_MACS = 800  # 2 * 2 * 5 * 5 * 8
+MHA_MACS = 1_920 + 800 + 640  # in_proj + attention + out_proj = 3_360
+TOTAL_MACS = 9_040
+TOTAL_PARAMS = 1_067
+
+
+class TinyBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(8)
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.ln_2 = nn.LayerNorm(8)
+        self.mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.ln_1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.ln_2(x))
+
+
+class TinyViT(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch = nn.Conv2d(3, 8, kernel_size=4, stride=4)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, 8))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 5, 8))
+        self.blocks = nn.ModuleList([TinyBlock()])
+        self.norm = nn.LayerNorm(8, elementwise_affine=False)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)[:, 0])
+
+
+@pytest.fixture(scope="module")
+def tiny() -> TinyViT:
+    torch.manual_seed(0)
+    return TinyViT()
+
+
+@pytest.fixture(scope="module")
+def tiny_profile(tiny: TinyViT):
+    return analyze(tiny, image_size=8, batch_size=BATCH)
+
+
+@pytest.fixture
+def tiny_input() -> torch.Tensor:
+    return torch.randn(BATCH, 3, 8, 8)
+
+
+def test_tiny_counts_match_the_arithmetic(tiny_profile) -> None:
+    assert (tiny_profile.totals.params, tiny_profile.totals.macs) == (TOTAL_PARAMS, TOTAL_MACS)
+
+
+# --------------------------------------------------------------------------- cause functions
+
+
+def test_fvcore_does_not_count_sdpa(tiny, tiny_profile, tiny_input) -> None:
+    run = run_fvcore(tiny, tiny_input)
+    causes = uncounted_causes(tiny_profile, run.unsupported, "does not count", "::")
+    assert [c.macs for c in causes] == [-ATTENTION_MACS]
+    assert "aten::scaled_dot_product_attention" in causes[0].text
+
+
+def test_fvcore_under_no_grad_misses_the_whole_mha_fast_path(
+    tiny, tiny_profile, tiny_input
+) -> None:
+    run = run_fvcore(tiny, tiny_input, grad=False)
+    causes = uncounted_causes(tiny_profile, run.unsupported, "does not count", "::")
+    assert [c.macs for c in causes] == [-MHA_MACS]
+    assert "_native_multi_head_attention" in causes[0].text
+
+
+def test_fvcore_counts_layer_norm_at_5_or_4_per_element(tiny, tiny_profile, tiny_input) -> None:
+    run = run_fvcore(tiny, tiny_input)
+    # ln_1 and ln_2 have weights: 2 * (B * N * D = 80 elements) * 5 = 800;
+    # the final norm has none: 80 * 4 = 320
+    assert [c.macs for c in fvcore_norm_causes(tiny_profile, tiny, run.unsupported)] == [1_120]
+    # fvcore's own total: every product except attention, plus the norms
+    assert run.total == TOTAL_MACS - ATTENTION_MACS + 1_120
+
+
+def test_torchinfo_rules_cause_by_cause(tiny, tiny_profile, tiny_input) -> None:
+    run = run_torchinfo(tiny, tiny_input)
+    amounts = {c.text.split(":")[0]: c.macs for c in torchinfo_causes(tiny_profile, run.layers,
+                                                                       tiny)}
+    assert list(amounts.values()) == [
+        # mlp.0 and mlp.2 on (B, N, .) outputs: (B - B * N) * weight = (2 - 10) * 128, twice
+        -2_048,
+        # Linear biases x out[0]: mlp.0 2 * 16 + mlp.2 2 * 8 + head 2 * 3 = 54
+        54,
+        # conv bias x batch x positions: 8 * 2 * 4 = 64
+        64,
+        # LayerNorm weight and bias x out[0]: ln_1 and ln_2, 2 * 16 * 2 = 64
+        64,
+        # nn.MultiheadAttention runs in_proj, attention and out_proj functionally
+        -MHA_MACS,
+    ]
+    assert "MultiheadAttention blindness" in list(amounts)[-1]
+    # torchinfo's own total: conv 392 * 8 + LayerNorms 64 + mlp.0 144 * 2 + mlp.2 136 * 2
+    # + head 27 * 2 = 3_136 + 64 + 288 + 272 + 54 = 3_814
+    assert run.total_mult_adds == 3_814 == TOTAL_MACS + sum(amounts.values())
+    assert run.total_params == TOTAL_PARAMS
+
+
+def test_flop_counter_on_cpu_has_no_formula_for_the_cpu_attention_kernel(
+    tiny, tiny_profile, tiny_input
+) -> None:
+    run = run_flop_counter(tiny, tiny_input)
+    causes = uncounted_causes(tiny_profile, run.uncounted, "has no formula for")
+    assert [c.macs for c in causes] == [-ATTENTION_MACS]
+    assert "_scaled_dot_product_flash_attention_for_cpu" in causes[0].text
+    assert run.total_flops == 2 * (TOTAL_MACS - ATTENTION_MACS)
+
+
+def test_flop_counter_under_no_grad_misses_the_mha_fast_path(
+    tiny, tiny_profile, tiny_input
+) -> None:
+    run = run_flop_counter(tiny, tiny_input, grad=False)
+    causes = uncounted_causes(tiny_profile, run.uncounted, "has no formula for")
+    assert [c.macs for c in causes] == [-MHA_MACS]
+    assert run.total_flops == 2 * (TOTAL_MACS - MHA_MACS)
+
+
+def test_flop_counter_on_meta_counts_every_product(tiny, tiny_profile) -> None:
+    run = run_flop_counter(tiny, torch.empty(BATCH, 3, 8, 8, device="meta"))
+    assert uncounted_causes(tiny_profile, run.uncounted, "has no formula for") == []
+    assert run.total_flops == 2 * TOTAL_MACS
+
+
+@pytest.mark.parametrize(
+    ("gmacs", "residual"),
+    [
+        # 9_040 MACs printed with 6 decimals (steps of 1_000 MACs) is 0.000009 G
+        pytest.param(0.000009, 0, id="rounded"),
+        # 0.000008 G is 8_000 MACs: 1_000 below the rounded 9_000, left as the residual
+        pytest.param(0.000008, -1_000, id="wrong-figure"),
+    ],
+)
+def test_published_figure_is_the_rounded_count(tiny_profile, gmacs: float, residual: int) -> None:
+    published = Published("test", TOTAL_PARAMS, gmacs)
+    causes = published_causes(tiny_profile, published)
+    assert [c.macs for c in causes] == [9_000 - 9_040]
+    row = peer_row("published", gmacs, "GMACs", round(gmacs * 1e9), published.params,
+                   tiny_profile.totals, causes)
+    assert (row.residual_macs, row.residual_params) == (residual, 0)
+
+
+def test_residual_is_what_the_causes_leave() -> None:
+    vitprof = Counts(params=100, macs=1_000)
+    row = peer_row("peer", 900, "MACs", 900, 101, vitprof,
+                   [Cause("misses a", -70), Cause("adds a param", params=1)])
+    # delta 900 - 1_000 = -100, causes -70: residual -30; params 101 - 100 - 1 = 0
+    assert (row.delta_macs, row.residual_macs, row.residual_params) == (-100, -30, 0)
+
+
+def test_module_on_meta_runs_torchinfo_and_says_why_fvcore_cannot() -> None:
+    with torch.device("meta"):
+        model = TinyViT()
+    check = run_crosscheck(model, image_size=8, batch_size=BATCH,
+                           peers=["fvcore", "torchinfo", "flopcounter-cpu"])
+    fvcore, torchinfo, cpu = check.rows
+    assert fvcore.macs is None and "meta device" in fvcore.note
+    assert torchinfo.macs == 3_814 and torchinfo.residual_macs == 0
+    assert cpu.macs is None and "weights" in cpu.note
+
+
+def test_closed_form_row_says_when_no_spec_describes_the_model(tiny) -> None:
+    (row,) = run_crosscheck(tiny, image_size=8, peers=["closed-form"]).rows
+    assert row.macs is None and "closed form does not describe" in row.note
+
+
+def test_unknown_peer_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="unknown peer 'thop'"):
+        run_crosscheck("note002_cifar_vit_tiny", peers=["thop"])
+
+
+# --------------------------------------------------------------------------- acceptance
+
+TORCHVISION = ["vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
+# Real CPU forwards of a ViT-B or larger take more than a few seconds each.
+FAST = {"timm:vit_tiny_patch16_224", "timm:deit_small_patch16_224",
+        "timm:deit_tiny_distilled_patch16_224", "note002_cifar_vit", "note002_linear_attention",
+        "note002_dynamic_vit", "note002_cifar_vit_tiny"}
+ACCEPTANCE = [
+    *TORCHVISION,
+    "timm:vit_tiny_patch16_224", "timm:deit_small_patch16_224",
+    "timm:deit_tiny_distilled_patch16_224",
+    "hf:vit-base-patch16-224",
+    "note001_vit_b16",
+    "note002_cifar_vit", "note002_linear_attention", "note002_dynamic_vit",
+    "note002_cifar_vit_tiny", "note002_cifar_vit_small", "note002_cifar_vit_base",
+    "note002_cifar_vit_large",
+    "note004_vit_b16",
+]
+ALWAYS_RUN = ("closed-form", "fvcore", "torchinfo", "flopcounter-meta", "flopcounter-cpu")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in ACCEPTANCE],
+)
+def test_every_difference_is_explained(name: str) -> None:
+    check = run_crosscheck(name)
+    rows = {row.peer: row for row in check.rows}
+    assert list(rows) == list(PEERS)
+    for peer in ALWAYS_RUN:
+        row = rows[peer]
+        assert row.macs is not None, f"{peer}: {row.note}"
+        assert (row.residual_macs, row.residual_params) in ((0, 0), (0, None)), peer
+        assert sum(c.macs for c in row.causes) == row.delta_macs
+    published = rows["published"]
+    if name in TORCHVISION:
+        assert (published.residual_macs, published.residual_params) == (0, 0)
+    else:
+        assert published.macs is None and "no published figure" in published.note
+
+
+@pytest.mark.slow
+def test_vit_b_16_causes_have_their_closed_form_amounts() -> None:
+    rows = {row.peer: row for row in run_crosscheck("vit_b_16").rows}
+    # 12 layers of QK^T + AV: 12 * 2 * 197 * 197 * 768 = 715_327_488
+    attention = 715_327_488
+    assert [c.macs for c in rows["fvcore"].causes] == [
+        -attention,
+        # 25 LayerNorms on 197 x 768 elements at 5 each: 25 * 197 * 768 * 5 = 18_912_000
+        18_912_000,
+    ]
+    assert [c.macs for c in rows["flopcounter-cpu"].causes] == [-attention]
+    assert rows["flopcounter-meta"].causes == []
+    torchinfo = [c.macs for c in rows["torchinfo"].causes]
+    # MLP linears on (1, 197, .): (1 - 197) * 768 * 3072 * 2 linears * 12 blocks
+    assert torchinfo[0] == -196 * 768 * 3072 * 2 * 12 == -11_098_128_384
+    # in_proj 197 * 768 * 2304 + out_proj 197 * 768 * 768, 12 blocks, plus attention
+    assert torchinfo[-1] == -(12 * (197 * 768 * 2304 + 197 * 768 * 768) + attention)
+    # published _ops 17.564 is 17_563_828_224 MACs rounded to 3 decimals of a G
+    assert [c.macs for c in rows["published"].causes] == [17_564_000_000 - 17_563_828_224]
+
+
+# --------------------------------------------------------------------------- command line
+
+CLI_CASES = [
+    pytest.param(["note002_cifar_vit_tiny", "--peers", "fvcore,torchinfo"], "residual MACs",
+                 id="table"),
+    pytest.param(["note002_cifar_vit_tiny", "--peers", "torchinfo", "--format", "markdown"],
+                 "| peer |", id="markdown"),
+    pytest.param(["note002_cifar_vit_tiny", "--peers", "flopcounter-meta", "--format", "json",
+                  "--batch-size", "2"], '"peer": "flopcounter-meta"', id="json"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), CLI_CASES)
+def test_cli_formats(argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["crosscheck", *argv]) == 0
+    out = capsys.readouterr().out
+    assert expected in out
+    assert "convention" in out
+
+
+def test_cli_json_rows_have_zero_residuals(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["crosscheck", "note002_cifar_vit_tiny", "--format", "json",
+                 "--peers", "torchinfo,published"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(r["peer"], r["residual_macs"]) for r in data["rows"]] == [
+        ("torchinfo", 0), ("published", None)
+    ]
+    assert data["vitprof"]["macs"] == data["rows"][0]["macs"] - data["rows"][0]["delta_macs"]
+
+
+def test_cli_writes_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "cc.md"
+    assert main(["crosscheck", "note002_cifar_vit_tiny", "--peers", "torchinfo",
+                 "--format", "markdown", "--output", str(target)]) == 0
+    assert capsys.readouterr().out == ""
+    assert "**torchinfo**" in target.read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["vit_b_61"], "vitprof: error: unknown model 'vit_b_61'", id="bad-model"),
+        pytest.param(["note002_cifar_vit_tiny", "--image-size", "30"],
+                     "vitprof: error: image size 30 is not divisible", id="bad-size"),
+        pytest.param(["note002_cifar_vit_tiny", "--peers", "fvcore,thop"],
+                     "vitprof: error: unknown peer 'thop'", id="bad-peer"),
+    ],
+)
+def test_cli_user_errors_are_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["crosscheck", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message)
+    assert err.count("\n") == 1
+
+
+def test_render_rejects_unknown_format() -> None:
+    check = run_crosscheck("note002_cifar_vit_tiny", peers=["published"])
+    with pytest.raises(ValueError, match="unknown format"):
+        render_crosscheck(check, "csv")

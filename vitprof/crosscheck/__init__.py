@@ -1,0 +1,14 @@
+"""``vitprof crosscheck``: every peer's count of a model next to vitprof's, differences explained.
+
+Peers: the closed form, fvcore ``FlopCountAnalysis``, torchinfo ``summary``, torch's
+``FlopCounterMode`` (on meta and on a real CPU run) and torchvision's published figures. See
+``docs/crosscheck.md`` for each peer's rule and the causes.
+"""
+
+from vitprof.crosscheck.causes import Cause
+from vitprof.crosscheck.run import PEERS, run_crosscheck
+from vitprof.crosscheck.table import FORMATS, CrossCheck, PeerRow, render_crosscheck
+
+__all__ = [
+    "FORMATS", "PEERS", "Cause", "CrossCheck", "PeerRow", "render_crosscheck", "run_crosscheck",
+]

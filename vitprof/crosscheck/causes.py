@@ -1,0 +1,257 @@
+"""Named causes, with exact amounts, of the difference between a peer's count and vitprof's.
+
+A cause is computed from vitprof's records (:class:`vitprof.Profile` ops, each with its module
+path) and the peer's own breakdown (its unsupported ops, its per-layer rows, the kernels it ran
+without a formula), never from the gap itself: whatever the named causes do not explain is the
+residual, which is zero when both sides are understood exactly. Amounts are in MACs, signed as
+"peer minus vitprof", and every function returns only causes with a non-zero amount.
+
+Peer rules used here (read from the installed sources):
+
+* fvcore (``fvcore/nn/jit_handles.py``): ``aten::linear``, ``matmul``, ``bmm``, ``einsum`` and
+  ``_convolution`` count products only, as vitprof does; ``aten::layer_norm`` and
+  ``group_norm`` count 5 per input element with a weight, 4 without (``norm_flop_counter``);
+  any op with no handle (``aten::scaled_dot_product_attention``, the fused
+  ``_native_multi_head_attention``) counts 0.
+* torchinfo 1.8.0 (``torchinfo/layer_info.py::calculate_macs``), per leaf layer and call, with
+  ``out`` the layer's output shape: a convolution counts ``params x prod(out[:1] + out[2:])``;
+  any other layer counts ``out[0] x params`` for parameters named ``weight`` or ``bias``, and
+  ``prod(out[:2]) x params`` for other names containing them. Only leaf layers add to the total,
+  so work done in a non-leaf module's own ``forward`` is never counted.
+* FlopCounterMode (``torch/utils/flop_counter.py``): 2 FLOPs per MAC of ``mm``, ``addmm``,
+  ``bmm``, ``baddbmm``, convolutions and the CUDA attention kernels, bias excluded; any other
+  kernel that does not decompose counts 0, such as the CPU attention kernel
+  ``_scaled_dot_product_flash_attention_for_cpu``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from torch import nn
+
+from vitprof.crosscheck.peers import LayerRow, Uncounted
+from vitprof.formulas import LAYER_NORM_COST
+from vitprof.records import OpRecord
+from vitprof.result import Profile
+from vitprof.zoo import Published
+
+SDPA = "aten.scaled_dot_product_attention"
+# Kernels that compute one scaled_dot_product_attention call, which vitprof records as SDPA.
+SDPA_KERNELS = frozenset({
+    SDPA,
+    "aten._scaled_dot_product_flash_attention_for_cpu",
+    "aten._scaled_dot_product_flash_attention",
+    "aten._scaled_dot_product_efficient_attention",
+    "aten._scaled_dot_product_cudnn_attention",
+    "aten._scaled_dot_product_fused_attention_overrideable",
+})
+# Kernels that compute a whole module (vitprof counts that module's slow path on meta).
+FUSED_MODULE_KERNELS = {
+    "aten._native_multi_head_attention": "the nn.MultiheadAttention fast path",
+    "aten._transformer_encoder_layer_fwd": "the nn.TransformerEncoderLayer fast path",
+}
+# fvcore's per-element rule for norms: op -> (cost with a weight, cost without).
+FVCORE_NORM_COSTS = {"aten.native_layer_norm": (5, 4), "aten.native_group_norm": (5, 4)}
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One named reason for a difference, in MACs (and params), signed peer minus vitprof."""
+
+    text: str
+    macs: int = 0
+    params: int = 0
+
+
+def _under(module: str, path: str) -> bool:
+    return not path or module == path or module.startswith(path + ".")
+
+
+def vitprof_macs_for(profile: Profile, op: str, module: str) -> int:
+    """MACs vitprof counts for the work a peer ran as one ``op`` kernel inside ``module``."""
+    if op in FUSED_MODULE_KERNELS:
+        return sum(r.macs for r in profile.ops if _under(r.module, module))
+    if op in SDPA_KERNELS:
+        return sum(r.macs for r in profile.ops if r.module == module and r.op == SDPA)
+    return sum(r.macs for r in profile.ops if r.module == module and r.op == op)
+
+
+def uncounted_causes(
+    profile: Profile, uncounted: Uncounted, verb: str, separator: str = "."
+) -> list[Cause]:
+    """One cause per op the peer ran but did not count: vitprof's MACs for that work, negated.
+
+    ``verb`` says how the peer fails ("does not count", "has no formula for"); ``separator``
+    spells op names the peer's way (``aten::name`` for fvcore).
+    """
+    macs: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    for (op, module), n in uncounted.items():
+        macs[op] += vitprof_macs_for(profile, op, module)
+        calls[op] += n
+    causes = []
+    for op in sorted(macs, key=lambda o: (-macs[o], o)):
+        if not macs[op]:
+            continue
+        if op in FUSED_MODULE_KERNELS:
+            detail = f"{FUSED_MODULE_KERNELS[op]}: its projections and attention"
+        elif op in SDPA_KERNELS:
+            detail = "QK^T and AV, L x S x (E + Ev) MACs per batch and head"
+        else:
+            detail = "vitprof's MACs for it"
+        name = op.replace(".", separator, 1)
+        causes.append(Cause(f"{verb} {name} ({detail}), {calls[op]} calls", -macs[op]))
+    return causes
+
+
+def free_uncounted(profile: Profile, uncounted: Uncounted) -> list[str]:
+    """Ops the peer ran uncounted that cost no MACs in vitprof either ("aten.add x25")."""
+    calls: Counter[str] = Counter()
+    for (op, module), n in uncounted.items():
+        if not vitprof_macs_for(profile, op, module):
+            calls[op] += n
+    return [f"{op} x{n}" for op, n in sorted(calls.items())]
+
+
+# --------------------------------------------------------------------------------------- fvcore
+
+
+def fvcore_norm_causes(
+    profile: Profile, model: nn.Module, unsupported: Uncounted
+) -> list[Cause]:
+    """fvcore counts LayerNorm / GroupNorm as 5 "flops" per input element (4 without weight).
+
+    The elements come from vitprof's records: a norm with a weight costs ``5 + 1 + bias``
+    vector FLOPs per element (:mod:`vitprof.formulas`), read with the running norm module.
+    Norms inside a module that fvcore saw as one unsupported fused kernel are not counted.
+    """
+    fused = [module for op, module in unsupported if op in FUSED_MODULE_KERNELS]
+    causes = []
+    for op, (with_weight, without) in FVCORE_NORM_COSTS.items():
+        calls = [
+            r for r in profile.ops
+            if r.op == op and not any(_under(r.module, path) for path in fused)
+        ]
+        if not calls:
+            continue
+        elements = {True: 0, False: 0}
+        for record in calls:
+            count, weighted = _norm_elements(record, model)
+            elements[weighted] += count
+        amount = elements[True] * with_weight + elements[False] * without
+        name = op.removeprefix("aten.native_")
+        causes.append(Cause(
+            f"counts {name} as {with_weight} flops per element ({without} without a weight), "
+            f"{len(calls)} calls on {sum(elements.values()):,} elements", amount,
+        ))
+    return causes
+
+
+def _norm_elements(record: OpRecord, model: nn.Module) -> tuple[int, bool]:
+    module = model.get_submodule(record.module)
+    weighted = getattr(module, "weight", None) is not None
+    has_bias = getattr(module, "bias", None) is not None
+    return record.vector_flops // (LAYER_NORM_COST + weighted + has_bias), weighted
+
+
+# ------------------------------------------------------------------------------------ torchinfo
+
+
+def _tokens(out: tuple[int, ...]) -> int:
+    return math.prod(out[:-1])
+
+
+def torchinfo_causes(
+    profile: Profile, layers: Sequence[LayerRow], model: nn.Module
+) -> list[Cause]:
+    """torchinfo 1.8.0's per-layer rule against vitprof's records, cause by cause."""
+    linear_batch = linear_bias = conv_bias = 0
+    by_class: Counter[str] = Counter()
+    products: set[str] = set()  # Linear and convolution leaves: their weight term is their MACs
+    for layer in layers:
+        out = layer.output_size
+        weight, bias = layer.params.get("weight", 0), layer.params.get("bias", 0)
+        if "Conv" in layer.class_name:
+            conv_bias += bias * math.prod(out[:1] + out[2:])
+            products.add(layer.path)
+            continue
+        if isinstance(model.get_submodule(layer.path), nn.Linear):
+            linear_batch += (out[0] - _tokens(out)) * weight
+            linear_bias += out[0] * bias
+            products.add(layer.path)
+            continue
+        rule = sum(
+            n * (out[0] if name in ("weight", "bias") else math.prod(out[:2]))
+            for name, n in layer.params.items()
+            if "weight" in name or "bias" in name
+        )
+        by_class[layer.class_name] += rule
+    causes = [
+        Cause("Linear rule out[0] x params on a 3-D input: batch x weight, not tokens x weight",
+              linear_batch),
+        Cause("counts each Linear bias as out[0] x bias MACs", linear_bias),
+        Cause("counts each convolution bias as batch x positions x bias MACs", conv_bias),
+    ]
+    causes += [
+        Cause(f"counts the parameters of {name} as MACs (out[0] x params)", amount)
+        for name, amount in sorted(by_class.items())
+    ]
+    causes += _unhooked_causes(profile, {layer.path for layer in layers}, products, model)
+    return [c for c in causes if c.macs]
+
+
+def _unhooked_causes(
+    profile: Profile, leaf_paths: set[str], products: set[str], model: nn.Module
+) -> list[Cause]:
+    """vitprof's MACs that no torchinfo rule covers: ops run in a non-leaf module's own
+    ``forward`` (attention products, ``nn.MultiheadAttention``'s functional projections) and
+    ops inside a leaf layer that is neither Linear nor a convolution (its rule reads only its
+    parameters)."""
+    missed: Counter[tuple[str, bool]] = Counter()
+    ops: dict[tuple[str, bool], set[str]] = {}
+    for record in profile.ops:
+        if not record.macs or record.module in products:
+            continue
+        leaf = record.module in leaf_paths
+        key = (type(model.get_submodule(record.module)).__name__, leaf)
+        missed[key] += record.macs
+        ops.setdefault(key, set()).add(record.op)
+    causes = []
+    for (kind, leaf), amount in sorted(missed.items(), key=lambda kv: -kv[1]):
+        listed = ", ".join(sorted(ops[kind, leaf]))
+        if leaf:
+            text = f"{listed} inside leaf layer {kind}, whose rule reads only its parameters"
+        else:
+            text = f"{listed} in the forward of {kind}, not a leaf layer, so no rule sees it"
+        if kind == "MultiheadAttention":
+            text = f"MultiheadAttention blindness: {text}"
+        causes.append(Cause(text, -amount))
+    return causes
+
+
+# ------------------------------------------------------------------------------ FlopCounterMode
+
+
+def flop_counter_causes(profile: Profile, uncounted: Uncounted) -> list[Cause]:
+    """Kernels FlopCounterMode ran without a formula, priced by vitprof's records."""
+    return uncounted_causes(profile, uncounted, "has no formula for")
+
+
+# ------------------------------------------------------------------------------------ published
+
+
+def published_causes(profile: Profile, published: Published) -> list[Cause]:
+    """A published GMAC figure is vitprof's count rounded to the decimals it is printed with."""
+    decimals = max(0, -int(Decimal(str(published.gmacs)).as_tuple().exponent))
+    step = 10 ** (9 - decimals)
+    macs = profile.totals.macs
+    quotient, remainder = divmod(macs, step)
+    rounded = (quotient + (2 * remainder > step or (2 * remainder == step and quotient % 2))) * step
+    return [c for c in [
+        Cause(f"printed as GMACs with {decimals} decimals: rounding of {macs:,}", rounded - macs)
+    ] if c.macs]

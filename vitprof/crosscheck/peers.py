@@ -1,0 +1,267 @@
+"""Adapters that run one peer counter on one model and input and return what it saw.
+
+An adapter returns the peer's own number in the peer's own unit, plus the per-operator or
+per-layer detail that :mod:`vitprof.crosscheck.causes` needs to explain it. Adapters explain
+nothing and never print: each peer's prints, log records and warnings are captured and dropped,
+while what it reports as unsupported is kept in the returned record.
+
+* fvcore ``FlopCountAnalysis`` (one "flop" = one MAC) traces ``model(x)`` with ``torch.jit``;
+  it is called the way its documentation calls it: eval mode, grad mode left enabled.
+* torchinfo ``summary`` (mult-adds = MACs) hooks every module; it runs eval and ``no_grad``
+  itself. Its total is the sum over the leaf layers listed here.
+* ``torch.utils.flop_counter.FlopCounterMode`` (FLOPs = 2 x MACs) runs ``model(x)`` in eval mode
+  with grad enabled, as in its documentation. Below it, a :class:`KernelLog` notes every kernel
+  that ran without a formula.
+
+A peer that cannot be imported raises :class:`PeerUnavailable`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+from torch.func import functional_call
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from vitprof.formulas import op_name
+
+Uncounted = Counter[tuple[str, str]]  # (op as "aten.name", module path) -> calls
+
+
+class PeerUnavailable(Exception):
+    """The peer's package is not installed."""
+
+
+@dataclass(frozen=True)
+class FvcoreRun:
+    """What fvcore reported: its total, its per-operator counts and its unsupported ops."""
+
+    total: int
+    params: int
+    by_operator: dict[str, int]
+    unsupported: Uncounted  # at the innermost module that ran them
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One leaf layer of a torchinfo summary, as torchinfo saw it."""
+
+    path: str
+    class_name: str
+    output_size: tuple[int, ...]
+    params: dict[str, int]  # the layer's own parameter names -> elements
+
+
+@dataclass(frozen=True)
+class TorchinfoRun:
+    """torchinfo's totals and the leaf layers whose mult-adds make up its total."""
+
+    total_mult_adds: int
+    total_params: int
+    layers: tuple[LayerRow, ...]
+
+
+@dataclass(frozen=True)
+class FlopCounterRun:
+    """FlopCounterMode's total FLOPs, per-operator FLOPs and the kernels it ran uncounted."""
+
+    device: str
+    total_flops: int
+    by_operator: dict[str, int]
+    uncounted: Uncounted
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Capture stdout, stderr, warnings and log records for the duration."""
+    sink = io.StringIO()
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(sink),
+            contextlib.redirect_stderr(sink),
+        ):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(previous)
+
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[None]:
+    """Eval mode for the duration; the previous mode is restored even after an error."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def call(model: nn.Module, example: torch.Tensor) -> Any:
+    """``model(example)``; a model with weights meets a meta input through meta stand-ins."""
+    if example.device.type != "meta" or all(
+        t.is_meta for t in [*model.parameters(), *model.buffers()]
+    ):
+        return model(example)
+    stand_ins = {
+        name: torch.empty_like(t, device="meta")
+        for name, t in [*model.named_parameters(), *model.named_buffers()]
+    }
+    return functional_call(model, stand_ins, (example,))
+
+
+class _TensorOutputs(nn.Module):
+    """Returns a model's output as a tuple of tensors, which ``torch.jit`` tracing requires."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.model(x)
+        if hasattr(out, "to_tuple"):
+            out = out.to_tuple()
+        elif isinstance(out, dict):
+            out = tuple(out.values())
+        elif isinstance(out, torch.Tensor):
+            out = (out,)
+        return tuple(t for t in out if isinstance(t, torch.Tensor))
+
+
+def _strip_wrapper(path: str) -> str:
+    return path.removeprefix("model").removeprefix(".")
+
+
+def run_fvcore(model: nn.Module, example: torch.Tensor, grad: bool = True) -> FvcoreRun:
+    """fvcore ``FlopCountAnalysis(model, (x,))`` and ``parameter_count(model)``."""
+    with quiet():  # importing fvcore warns that torch.jit.script is deprecated
+        try:
+            from fvcore.nn import FlopCountAnalysis, parameter_count
+        except ImportError:
+            raise PeerUnavailable("fvcore is not installed (pip install fvcore)") from None
+    wrapper = _TensorOutputs(model)
+    with quiet(), evaluating(model), torch.set_grad_enabled(grad):
+        analysis = FlopCountAnalysis(wrapper, (example,))
+        analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+        analysis.tracer_warnings("none")
+        total = int(analysis.total())
+        by_operator = {op: int(n) for op, n in analysis.by_operator().items()}
+        per_module = {name: analysis.unsupported_ops(name) for name in analysis.by_module()}
+    unsupported: Uncounted = Counter()
+    children = _direct_children(per_module)
+    for name, ops in per_module.items():
+        own = ops - sum((per_module[child] for child in children.get(name, ())), Counter())
+        for op, calls in own.items():
+            unsupported[(op.replace("::", "."), _strip_wrapper(name))] += calls
+    return FvcoreRun(total, int(parameter_count(model)[""]), by_operator, unsupported)
+
+
+def _direct_children(names: Any) -> dict[str, list[str]]:
+    children: dict[str, list[str]] = {}
+    for name in names:
+        if name:
+            children.setdefault(name.rpartition(".")[0], []).append(name)
+    return children
+
+
+def run_torchinfo(model: nn.Module, example: torch.Tensor) -> TorchinfoRun:
+    """torchinfo ``summary(model, input_data=[x])``; its global forward-pass cache is cleared."""
+    try:
+        import torchinfo
+        from torchinfo.torchinfo import clear_cached_forward_pass
+    except ImportError:
+        raise PeerUnavailable("torchinfo is not installed (pip install torchinfo)") from None
+    try:
+        with quiet():
+            stats = torchinfo.summary(model, input_data=[example], device=example.device, verbose=0)
+        layers = tuple(
+            LayerRow(
+                _layer_path(info), info.class_name, tuple(info.output_size),
+                {name: p.numel() for name, p in info.module.named_parameters()},
+            )
+            for info in stats.summary_list
+            if info.is_leaf_layer
+        )
+        return TorchinfoRun(int(stats.total_mult_adds), int(stats.total_params), layers)
+    finally:
+        clear_cached_forward_pass()
+
+
+def _layer_path(info: Any) -> str:
+    names = []
+    while info.parent_info is not None:
+        names.append(info.var_name)
+        info = info.parent_info
+    return ".".join(reversed(names))
+
+
+class KernelLog(TorchDispatchMode):
+    """Notes, with the innermost running module, every kernel run that has no FLOP formula.
+
+    Entered *before* ``FlopCounterMode``, it sits below it and sees exactly the kernels that
+    FlopCounterMode executed after its own decompositions.
+    """
+
+    def __init__(self, model: nn.Module, registry: Any) -> None:
+        super().__init__()
+        self.model = model
+        self.registry = registry
+        self.stack: list[str] = []
+        self.uncounted: Uncounted = Counter()
+        self.handles: list[Any] = []
+
+    def __enter__(self) -> KernelLog:
+        for path, module in self.model.named_modules():
+            self.handles.append(module.register_forward_pre_hook(partial(self._enter, path)))
+            self.handles.append(
+                module.register_forward_hook(partial(self._leave, path), always_call=True)
+            )
+        return super().__enter__()
+
+    def __exit__(self, *args: Any) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+        super().__exit__(*args)
+
+    def _enter(self, path: str, module: nn.Module, args: Any) -> None:
+        self.stack.append(path)
+
+    def _leave(self, path: str, module: nn.Module, args: Any, output: Any) -> None:
+        if self.stack and self.stack[-1] == path:
+            self.stack.pop()
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        if func._overloadpacket not in self.registry:
+            self.uncounted[(op_name(func), self.stack[-1] if self.stack else "")] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def run_flop_counter(model: nn.Module, example: torch.Tensor, grad: bool = True) -> FlopCounterRun:
+    """``with FlopCounterMode(display=False): model(x)`` on the device of ``example``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    log = KernelLog(model, counter.flop_registry)
+    with quiet(), evaluating(model), torch.set_grad_enabled(grad), log, counter:
+        call(model, example)
+    flops = counter.get_flop_counts().get("Global", {})
+    by_operator = {op_name(op): int(n) for op, n in flops.items()}
+    return FlopCounterRun(
+        example.device.type, int(counter.get_total_flops()), by_operator, log.uncounted
+    )

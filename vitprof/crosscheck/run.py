@@ -1,0 +1,233 @@
+"""``run_crosscheck()``: vitprof's count of a model next to every peer's, each difference explained.
+
+vitprof counts on the meta device (:func:`vitprof.analyze`). The peers that need real tensors
+(fvcore traces with ``torch.jit``; torchinfo and the CPU FlopCounterMode row run a forward) run
+on a CPU copy with random weights; FlopCounterMode also runs on a meta copy, where
+``scaled_dot_product_attention`` decomposes into ``bmm``. A model passed as a module is used as
+it is: on the meta device the peers that need weights say so in their rows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cached_property
+from typing import TypeVar
+
+import torch
+from torch import nn
+
+from vitprof.analysis import analyze
+from vitprof.closed_form import closed_form
+from vitprof.crosscheck import causes as why
+from vitprof.crosscheck.peers import (
+    PeerUnavailable,
+    run_flop_counter,
+    run_fvcore,
+    run_torchinfo,
+)
+from vitprof.crosscheck.table import CrossCheck, PeerRow, missing_row, peer_row
+from vitprof.errors import UserError
+from vitprof.result import Profile
+from vitprof.spec_inference import spec_from_model
+from vitprof.zoo import Published, build, lookup
+
+R = TypeVar("R")
+PEERS = ("closed-form", "fvcore", "torchinfo", "flopcounter-meta", "flopcounter-cpu", "published")
+UNITS = {
+    "closed-form": "MACs",
+    "fvcore": "flops (fvcore: 1 flop = 1 MAC)",
+    "torchinfo": "mult-adds (MACs)",
+    "flopcounter-meta": "FLOPs (2 FLOPs per MAC)",
+    "flopcounter-cpu": "FLOPs (2 FLOPs per MAC)",
+    "published": "GMACs (torchvision _ops)",
+}
+
+
+class _NoNumber(Exception):
+    """A peer cannot produce a number for this case; the message says why."""
+
+
+def cpu_copy_limit() -> int:
+    """Largest parameter count copied to the CPU: 4-byte weights in a quarter of the memory."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 16
+
+
+@dataclass
+class Subject:
+    """The model under check, as vitprof counted it, and the copies the peers run on."""
+
+    profile: Profile
+    source: str | nn.Module
+    image_size: int
+
+    @property
+    def example_shape(self) -> tuple[int, ...]:
+        return self.profile.input_shape
+
+    @cached_property
+    def meta_model(self) -> nn.Module:
+        """A meta build of a named model; a module as it is (meta stand-ins run it on meta)."""
+        if isinstance(self.source, str):
+            return build(self.source, image_size=self.image_size, device="meta").module
+        return self.source
+
+    @cached_property
+    def no_cpu_model(self) -> str:
+        """Why there is no CPU model with weights for the peers ("" when there is one)."""
+        if isinstance(self.source, str):
+            params, limit = self.profile.totals.params, cpu_copy_limit()
+            if params > limit:
+                return (f"a CPU copy of {params:,} params would take more than a quarter of "
+                        f"this machine's memory")
+            return ""
+        devices = {t.device.type for t in [*self.source.parameters(), *self.source.buffers()]}
+        if devices <= {"cpu"}:
+            return ""
+        return f"the model lives on {', '.join(sorted(devices))}, not with weights on the cpu"
+
+    @cached_property
+    def cpu_model(self) -> nn.Module | None:
+        """A CPU model with weights (random ones for a named model), or None."""
+        if self.no_cpu_model:
+            return None
+        if isinstance(self.source, str):
+            return build(self.source, image_size=self.image_size, device="cpu").module
+        return self.source
+
+    def example(self, device: str) -> torch.Tensor:
+        return torch.randn(self.example_shape, device=device)
+
+    def published(self) -> Published | None:
+        if not isinstance(self.source, str) or ":" in self.source.removeprefix("torchvision:"):
+            return None
+        entry = lookup(self.source)
+        return entry.published(self.image_size, entry.num_classes)
+
+    def run_real(self, runner: Callable[[nn.Module, torch.Tensor], R]) -> tuple[nn.Module, R]:
+        """``runner(model, x)`` on the CPU model, else on the meta model, where it may fail."""
+        model = self.cpu_model
+        if model is not None:
+            return model, runner(model, self.example("cpu"))
+        try:
+            return self.meta_model, runner(self.meta_model, self.example("meta"))
+        except PeerUnavailable:
+            raise
+        except Exception as error:
+            raise _NoNumber(f"{self.no_cpu_model}, and on the meta device it fails: "
+                            f"{_one_line(error)}") from None
+
+
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def _closed_form(subject: Subject) -> PeerRow:
+    unit = UNITS["closed-form"]
+    try:
+        spec = spec_from_model(subject.meta_model, subject.image_size)
+        totals = closed_form(spec, subject.example_shape[0]).totals
+    except UserError as error:
+        return missing_row("closed-form", unit, f"closed form does not describe this model: "
+                                               f"{error}")
+    return peer_row("closed-form", totals.macs, unit, totals.macs, totals.params,
+                    subject.profile.totals, [])
+
+
+def _breakdown(by_operator: dict[str, int]) -> str:
+    ordered = sorted(by_operator.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{op} {n:,}" for op, n in ordered) or "nothing"
+
+
+def _fvcore(subject: Subject) -> PeerRow:
+    model, run = subject.run_real(run_fvcore)
+    profile = subject.profile
+    causes = why.uncounted_causes(profile, run.unsupported, "does not count", "::")
+    causes += why.fvcore_norm_causes(profile, model, run.unsupported)
+    note = f"by operator: {_breakdown(run.by_operator)}"
+    free = why.free_uncounted(profile, run.unsupported)
+    if free:
+        note += f"; also unsupported, no MACs in vitprof either: {', '.join(free)}"
+    return peer_row("fvcore", run.total, UNITS["fvcore"], run.total, run.params,
+                    profile.totals, causes, note)
+
+
+def _torchinfo(subject: Subject) -> PeerRow:
+    model, run = subject.run_real(run_torchinfo)
+    causes = why.torchinfo_causes(subject.profile, run.layers, model)
+    return peer_row("torchinfo", run.total_mult_adds, UNITS["torchinfo"], run.total_mult_adds,
+                    run.total_params, subject.profile.totals, causes)
+
+
+def _flop_counter(subject: Subject, device: str) -> PeerRow:
+    peer, unit = f"flopcounter-{device}", UNITS[f"flopcounter-{device}"]
+    model = subject.meta_model if device == "meta" else subject.cpu_model
+    if model is None:
+        return missing_row(peer, unit, f"needs a model with weights on the cpu: "
+                                       f"{subject.no_cpu_model}")
+    run = run_flop_counter(model, subject.example(device))
+    causes = why.flop_counter_causes(subject.profile, run.uncounted)
+    return peer_row(peer, run.total_flops, unit, run.total_flops // 2, None,
+                    subject.profile.totals, causes,
+                    f"2 FLOPs per MAC: {run.total_flops:,} FLOPs = {run.total_flops // 2:,} MACs; "
+                    f"by operator: {_breakdown(run.by_operator)}")
+
+
+def _published(subject: Subject) -> PeerRow:
+    published = subject.published()
+    if published is None:
+        return missing_row("published", UNITS["published"],
+                           "no published figure for this model, image size and class count")
+    macs = int(Decimal(str(published.gmacs)) * 10**9)
+    return peer_row("published", published.gmacs, UNITS["published"], macs, published.params,
+                    subject.profile.totals, why.published_causes(subject.profile, published),
+                    published.source)
+
+
+_BUILDERS: dict[str, Callable[[Subject], PeerRow]] = {
+    "closed-form": _closed_form,
+    "fvcore": _fvcore,
+    "torchinfo": _torchinfo,
+    "flopcounter-meta": lambda subject: _flop_counter(subject, "meta"),
+    "flopcounter-cpu": lambda subject: _flop_counter(subject, "cpu"),
+    "published": _published,
+}
+
+
+def check_peers(peers: Sequence[str] | None) -> tuple[str, ...]:
+    """The peers to run, in the order of :data:`PEERS`; a UserError names an unknown one."""
+    if peers is None:
+        return PEERS
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        raise UserError(f"unknown peer '{unknown[0]}'; choose from {', '.join(PEERS)}")
+    return tuple(p for p in PEERS if p in peers)
+
+
+def _row(peer: str, subject: Subject) -> PeerRow:
+    try:
+        return _BUILDERS[peer](subject)
+    except (PeerUnavailable, _NoNumber) as error:
+        return missing_row(peer, UNITS[peer], str(error))
+    except UserError:
+        raise
+    except Exception as error:
+        return missing_row(peer, UNITS[peer], f"could not run: {_one_line(error)}")
+
+
+def run_crosscheck(
+    model: str | nn.Module,
+    image_size: int | None = None,
+    batch_size: int = 1,
+    peers: Sequence[str] | None = None,
+) -> CrossCheck:
+    """vitprof's count of ``model`` next to each peer's, every difference decomposed."""
+    chosen = check_peers(peers)
+    profile = analyze(model, image_size=image_size, batch_size=batch_size)
+    subject = Subject(profile, model, profile.input_shape[-1])
+    rows = [_row(peer, subject) for peer in chosen]
+    return CrossCheck(profile.model, profile.input_shape, profile.torch_version, profile.device,
+                      profile.attention_implementation, profile.totals, rows)
