@@ -126,10 +126,11 @@ def test_note001_head_and_mha_attribution_by_hand() -> None:
     assert form.outside[C.HEAD] == Counts(598_282, 768 * 768 + 768 * 10, 4_618)
     assert form.outside[C.NORM] == Counts(1_536, 0, 5_376)
     # attn_core per block: q scale 197*768 = 151_296, softmax 5*12*197^2 = 2_328_540,
-    # mean over heads 12*197^2 = 465_708, the residual add after it 151_296
-    assert form.blocks[0][C.ATTN_CORE].vector_flops == 151_296 + 2_328_540 + 465_708 + 151_296
-    # so attn_proj keeps only its bias: 197 x 768
-    assert form.blocks[0][C.ATTN_PROJ].vector_flops == 151_296
+    # mean over heads 12*197^2 = 465_708
+    assert form.blocks[0][C.ATTN_CORE].vector_flops == 151_296 + 2_328_540 + 465_708
+    # the residual add follows the data: it adds out_proj's output, so it is attn_proj's,
+    # beside out_proj's bias: 2 x 197 x 768
+    assert form.blocks[0][C.ATTN_PROJ].vector_flops == 2 * 151_296
 
 
 def test_distilled_and_gap_heads_by_hand() -> None:

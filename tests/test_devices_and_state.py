@@ -132,3 +132,22 @@ def test_meta_only_model_that_cannot_run_on_meta_is_a_user_error() -> None:
         model = DataDependent()
     with pytest.raises(UserError, match=r"failed on meta .* no weights"):
         analyze(model, image_size=4)
+
+
+class ScaledByBuffer(nn.Module):
+    """Reads a registered buffer in its forward, as many ViTs do (relative position tables)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x.flatten(1).reshape(-1, 4)) * self.scale
+
+
+def test_model_reading_a_buffer_counts_on_meta() -> None:
+    profile = analyze(ScaledByBuffer(), image_size=4)
+    assert profile.device == "meta" and profile.fallback is None
+    # 1*3*4*4 / 4 = 12 rows: 12 * 4 * 4 = 192 MACs; bias 48 + buffer multiply 48
+    assert (profile.totals.macs, profile.totals.vector_flops) == (192, 96)

@@ -22,6 +22,7 @@ from torch.func import functional_call
 from vitprof.counter import OpCounter
 from vitprof.errors import UserError
 from vitprof.families import ComponentMap, Rule, recognize
+from vitprof.profiling.training import MODES, training_step
 from vitprof.records import OpRecord, ParamRecord
 from vitprof.result import Profile
 from vitprof.zoo import BuiltModel, build, infer_image_size, infer_in_chans
@@ -46,24 +47,37 @@ def _model_device(model: nn.Module) -> str:
     return "cpu"
 
 
-def count_ops(model: nn.Module, example: torch.Tensor, mapping: ComponentMap) -> _Run:
-    """Run ``model(example)`` once under the counter; meta input means meta stand-ins."""
+def count_ops(
+    model: nn.Module, example: torch.Tensor, mapping: ComponentMap, mode: str = "inference"
+) -> _Run:
+    """Run ``model(example)`` once under the counter; meta input means meta stand-ins.
+
+    ``mode="train"`` runs the forward in train mode and the backward to every parameter under
+    the same counter (:func:`vitprof.profiling.training.training_step`).
+    """
     stand_ins: dict[str, torch.Tensor] | None = None
+    params: dict[str, torch.Tensor] = dict(model.named_parameters())
     if example.device.type == "meta" and not _on_meta(model):
         stand_ins = {
             name: torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
             for name, t in [*model.named_parameters(), *model.named_buffers()]
         }
-    params = stand_ins or dict(model.named_parameters())
+        params = {name: stand_ins[name] for name in params}
     counter = OpCounter(model, mapping, params)
+
+    def forward() -> object:
+        if stand_ins is not None:
+            return functional_call(model, stand_ins, (example,))
+        return model(example)
+
     was_training = model.training
-    model.eval()
+    model.train(mode == "train")
     try:
         with counter.running():
-            if stand_ins is not None:
-                functional_call(model, stand_ins, (example,))
+            if mode == "train":
+                training_step(counter, forward, params.values())
             else:
-                model(example)
+                forward()
     finally:
         model.train(was_training)
     return _Run(counter.records(), dict(counter.unsupported))
@@ -90,12 +104,16 @@ def analyze(
     device: str = "meta",
     overrides: Sequence[Rule] = (),
     name: str | None = None,
+    mode: str = "inference",
 ) -> Profile:
     """Count params, MACs and vector FLOPs of ``model`` per component and per block.
 
     ``model`` is an ``nn.Module`` or any name :func:`vitprof.zoo.build` accepts. ``overrides``
-    are ``(regex, component)`` pairs that win over the recognizer.
+    are ``(regex, component)`` pairs that win over the recognizer. ``mode="train"`` counts a
+    training step, forward and backward; each op record says its ``phase``.
     """
+    if mode not in MODES:
+        raise UserError(f"unknown mode '{mode}'; choose from {', '.join(MODES)}")
     if device not in DEVICES:
         raise UserError(f"unknown device '{device}'; choose from {', '.join(DEVICES)}")
     if batch_size < 1:
@@ -109,7 +127,9 @@ def analyze(
     run_device = "meta" if device == "meta" else device
     fallback = None
     try:
-        run = count_ops(built.module, torch.zeros(shape, device=run_device), mapping)
+        run = count_ops(built.module, torch.zeros(shape, device=run_device), mapping, mode)
+    except UserError:
+        raise
     except Exception as error:
         if device != "meta":
             message = f"running {built.name} on {device} failed: {_one_line(error)}"
@@ -120,7 +140,7 @@ def analyze(
         mapping = recognize(built.module, rules)
         run_device = "cpu"
         try:
-            run = count_ops(built.module, torch.zeros(shape), mapping)
+            run = count_ops(built.module, torch.zeros(shape), mapping, mode)
         except Exception as cpu_error:
             raise UserError(f"running {built.name} failed: {_one_line(cpu_error)}") from None
     return Profile(
@@ -134,6 +154,7 @@ def analyze(
         unsupported_ops=run.unsupported,
         fallback=fallback,
         warnings=mapping.warnings + _unsupported_warning(run.unsupported),
+        mode=mode,
     )
 
 

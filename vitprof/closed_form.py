@@ -19,10 +19,9 @@ component   params             MACs            vector FLOPs
 norm        2 x 2D             0               2 x 7ND (LayerNorm 5 + weight 1 + bias 1)
 attn_qkv    3D^2 (+ 3D bias)   3ND^2           3ND if qkv bias
 attn_core   0                  2N^2 D          6S (sdpa, scaled_scores); ND + 5S (scaled_query);
-                                               ND + 6S + ND (mha_weights: mean over heads and
-                                               the residual add, which runs after it);
+                                               ND + 6S (mha_weights: q scale, softmax, head mean);
                                                linear attention: MACs 2NDd, vector 2ND (ReLUs)
-attn_proj   D^2 + D            ND^2            ND bias + ND residual (not with mha_weights)
+attn_proj   D^2 + D            ND^2            ND bias + ND residual
 mlp         2DM + M + D        2NDM            NM bias + 5NM GELU + ND bias + ND residual
 ==========  =================  ==============  ================================================
 
@@ -91,7 +90,7 @@ class AttentionImpl(StrEnum):
     SCALED_SCORES = "scaled_scores"  # softmax((q @ k^T) * scale) @ v: the same 6 per score
     SCALED_QUERY = "scaled_query"  # softmax((q * scale) @ k^T) @ v: 1 per q element + 5 per score
     MHA_WEIGHTS = "mha_weights"  # nn.MultiheadAttention, need_weights=True: as scaled_query, then
-    # the weights' mean over heads (1 per score) AFTER out_proj, so the residual add is attn_core's
+    # the weights' mean over heads (1 per score)
 
 
 _ENUM_FIELDS = {
@@ -306,15 +305,8 @@ def block_counts(spec: ViTSpec, n_tokens: int) -> dict[Component, Counts]:
     counts[Component.NORM] = _layer_norm(big_n, d) + _layer_norm(big_n, d)
     counts[Component.ATTN_QKV] = _linear(big_n, d, 3 * d, bias=spec.qkv_bias)
     counts[Component.ATTN_CORE] = attention_core_counts(spec, big_n)
-    counts[Component.ATTN_PROJ] = _linear(big_n, d, d)
-    # the attention residual add goes to the component of the op before it in the block
-    closes_attention = (
-        Component.ATTN_CORE
-        if spec.attention is AttentionKind.SOFTMAX
-        and spec.attention_impl is AttentionImpl.MHA_WEIGHTS
-        else Component.ATTN_PROJ
-    )
-    counts[closes_attention] += residual
+    # a residual add belongs to the branch whose output it adds
+    counts[Component.ATTN_PROJ] = _linear(big_n, d, d) + residual
     counts[Component.MLP] = (
         _linear(big_n, d, m) + _elementwise(big_n * m, GELU_COST) + _linear(big_n, m, d) + residual
     )

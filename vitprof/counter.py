@@ -12,9 +12,22 @@ Attribution of one operation, in order:
 2. an operation that reads a parameter belongs to that parameter's component;
 3. otherwise, the innermost running module that has a component;
 4. otherwise (a residual add in a block's own ``forward``, pooling in the model's ``forward``),
-   its position: inside a block, the component of the previous operation of that block (a
-   residual add closes the branch before it); outside blocks, ``tokens`` before the first
-   block and ``head`` after it.
+   where its data comes from: inside a block, the component of the latest counted operation
+   that produced one of its inputs (a residual add closes the branch whose output it adds:
+   ``x + attn(x)`` is ``attn_proj``, ``x + mlp(x)`` is ``mlp``), or failing that the previous
+   counted operation of the block; outside blocks, ``tokens`` before the first block and
+   ``head`` after it. Producers are followed through views and data movement by storage.
+
+Backward operations (``phase = "backward"``, with ``track_autograd`` set during the forward) run
+without a module stack: each belongs to the forward operation whose autograd node runs it. In
+the forward, the outputs of every operation are mapped, through their ``grad_fn``, to the record
+of that operation (or, for an operation that is not priced, to the record before it; inside a
+muted fused attention, to the attention's record); in the backward,
+``torch._C._current_autograd_node()`` names the node. A gradient accumulation (two uses of one
+tensor) runs under the node whose gradient completes the sum and is charged to its component.
+
+Each record also carries the bytes its operation reads and writes (tensor sizes at their dtype;
+a broadcast dimension of stride 0 is read once), for arithmetic intensity.
 """
 
 from __future__ import annotations
@@ -55,6 +68,35 @@ class _Pending:
     block: int | None
     cost: Cost
     phase: str
+    traffic: tuple[int, int] = (0, 0)  # bytes read, bytes written
+    owner: int | None = None  # backward: index of the forward record whose node ran it
+    sources: tuple[int, ...] = ()  # forward: indices of the records that produced its inputs
+
+
+def tensor_bytes(value: Any) -> int:
+    """Bytes addressed by the tensors in ``value`` (nested lists, tuples, dict values).
+
+    A dimension of stride 0 (a broadcast) is counted once, so an expanded bias is read once.
+    """
+    if isinstance(value, torch.Tensor):
+        distinct = 1
+        for size, stride in zip(value.shape, value.stride(), strict=True):
+            if stride != 0:
+                distinct *= int(size)
+        return distinct * value.element_size()
+    if isinstance(value, list | tuple):
+        return sum(tensor_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(tensor_bytes(v) for v in value.values())
+    return 0
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _tensors(item)
 
 
 class OpCounter:
@@ -71,6 +113,10 @@ class OpCounter:
         self.unsupported: Counter[str] = Counter()
         self.phase = "forward"
         self.muted = 0
+        self.track_autograd = False  # map autograd nodes to records, to attribute a backward
+        self.owners: dict[Any, int] = {}  # autograd node -> index of its forward record
+        self._fresh: list[tuple[Any, int]] = []  # outputs whose grad_fn is not set yet
+        self.producer: dict[int | None, int] = {}  # storage -> index of the record that wrote it
 
     @contextmanager
     def running(self) -> Iterator[OpCounter]:
@@ -96,21 +142,72 @@ class OpCounter:
         if self.stack and self.stack[-1] == path:
             self.stack.pop()
 
-    def record(self, op: Any, cost: Cost | Mapping[Component, Cost], args: Any) -> None:
-        """Attribute ``cost`` of ``op`` (called with ``args``) to the running context."""
+    def record(
+        self, op: Any, cost: Cost | Mapping[Component, Cost], args: Any,
+        traffic: tuple[int, int] = (0, 0), out: Any = None,
+    ) -> None:
+        """Attribute ``cost`` of ``op`` (called with ``args``, returning ``out``) to the running
+        context.
+
+        ``traffic`` (bytes read, bytes written) of a fused op priced in parts is shared among the
+        parts in proportion to their MACs; ``out`` is written by the last part.
+        """
         if self.muted:
             return
+        sources = self._sources(args) if self.phase == "forward" else ()
         params = self._params_read(args)
-        block = self._block(params)
+        owner = None
+        if self.phase == "backward":
+            owner = self.owners.get(torch._C._current_autograd_node())
+        block = self.pending[owner].block if owner is not None else self._block(params)
         module = self.stack[-1] if self.stack else ""
-        parts = cost.items() if isinstance(cost, Mapping) else [(None, cost)]
+        parts = list(cost.items()) if isinstance(cost, Mapping) else [(None, cost)]
+        shares = _shares(traffic, [part.macs for _, part in parts])
         name = op_name(op)
-        for component, part in parts:
+        for (component, part), share in zip(parts, shares, strict=True):
             self.pending.append(
                 _Pending(
-                    name, module, component or self._component(params), block, part, self.phase
+                    name, module, component or self._component(params), block, part, self.phase,
+                    share, owner, sources,
                 )
             )
+        if self.phase == "forward":
+            for tensor in _tensors(out):
+                self.producer[storage_key(tensor)] = len(self.pending) - 1
+
+    def _sources(self, args: Any) -> tuple[int, ...]:
+        found = (self.producer.get(storage_key(t)) for t in _tensors(args))
+        return tuple(sorted({index for index in found if index is not None}))
+
+    def pass_through(self, args: Any, out: Any) -> None:
+        """An op that is not counted (a copy, a concatenation) hands on its inputs' producer."""
+        if self.muted or self.phase != "forward":
+            return
+        sources = self._sources(args)
+        if sources:
+            for tensor in _tensors(out):
+                self.producer[storage_key(tensor)] = sources[-1]
+
+    def current(self) -> int | None:
+        """Index of the record an output produced now belongs to: the last one, or inside a
+        muted fused attention the attention's own, recorded next."""
+        index = len(self.pending) if self.muted else len(self.pending) - 1
+        return index if index >= 0 else None
+
+    def adopt(self, out: Any) -> None:
+        """Forward: the autograd node of ``out`` will belong to the current record."""
+        self.settle()
+        index = self.current()
+        if index is not None:
+            self._fresh.append((out, index))
+
+    def settle(self) -> None:
+        """Map the ``grad_fn`` of the outputs adopted so far (autograd sets it after dispatch)."""
+        for out, index in self._fresh:
+            for tensor in _tensors(out):
+                if tensor.grad_fn is not None:
+                    self.owners.setdefault(tensor.grad_fn, index)
+        self._fresh.clear()
 
     def _params_read(self, args: Any) -> list[str]:
         names = []
@@ -140,15 +237,40 @@ class OpCounter:
         return self.mapping.block_of(params[0]) if params else None
 
     def records(self) -> list[OpRecord]:
-        """The counted operations, each with a component (resolved by position if need be)."""
-        components = _resolve_positions(self.pending, has_blocks=bool(self.mapping.blocks))
-        return [
-            OpRecord(p.op, p.module, component, p.block, p.cost.macs, p.cost.vector_flops, p.phase)
-            for p, component in zip(self.pending, components, strict=True)
-        ]
+        """The counted operations, each with a component (resolved by position if need be).
+
+        Backward operations take the component of their forward record.
+        """
+        forward = [i for i, p in enumerate(self.pending) if p.phase == "forward"]
+        resolved = dict(zip(forward, _resolve_positions(
+            [self.pending[i] for i in forward], has_blocks=bool(self.mapping.blocks)
+        ), strict=True))
+        records = []
+        for i, p in enumerate(self.pending):
+            component = resolved.get(i)
+            if component is None and p.owner is not None:
+                component = resolved.get(p.owner)
+            records.append(OpRecord(
+                p.op, p.module, component or p.component or Component.OTHER, p.block,
+                p.cost.macs, p.cost.vector_flops, p.phase, *p.traffic,
+            ))
+        return records
+
+
+def _shares(traffic: tuple[int, int], macs: list[int]) -> list[tuple[int, int]]:
+    """``traffic`` split among parts in proportion to ``macs`` (all to the first if none)."""
+    if len(macs) == 1:
+        return [traffic]
+    total = sum(macs)
+    weights = [m / total for m in macs] if total else [1.0] + [0.0] * (len(macs) - 1)
+    return [(round(traffic[0] * w), round(traffic[1] * w)) for w in weights]
 
 
 def _resolve_positions(pending: list[_Pending], has_blocks: bool) -> list[Component]:
+    """Components of ops no parameter or module names, by data flow then position.
+
+    ``pending`` are the forward records, indexed as in the counter (sources refer to them).
+    """
     resolved: list[Component | None] = [p.component for p in pending]
     last_in_block: dict[int, Component] = {}
     seen_block = False
@@ -156,7 +278,8 @@ def _resolve_positions(pending: list[_Pending], has_blocks: bool) -> list[Compon
         if p.block is not None:
             seen_block = True
             if resolved[i] is None:
-                resolved[i] = last_in_block.get(p.block)
+                producers = [j for j in p.sources if j < i and resolved[j] is not None]
+                resolved[i] = resolved[producers[-1]] if producers else last_in_block.get(p.block)
             if resolved[i] is not None:
                 last_in_block[p.block] = resolved[i]
         elif resolved[i] is None and has_blocks:
@@ -181,19 +304,27 @@ class _DispatchCounter(TorchDispatchMode):
         self.counter = counter
         self.meta_outputs = MetaOutputCache()
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         formula = formula_for(func)
+        tracking = self.counter.track_autograd and self.counter.phase == "forward"
         if formula is None and not is_free(func):
             with self:
                 decomposed = func.decompose(*args, **kwargs)
             if decomposed is not NotImplemented:
+                if tracking:
+                    self.counter.adopt(decomposed)
                 return decomposed
             if not self.counter.muted:
                 self.counter.unsupported[op_name(func)] += 1
         out = self.meta_outputs.run(func, args, kwargs)
         if formula is not None and not self.counter.muted:
-            self.counter.record(func, formula(args, kwargs, out), args)
+            traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
+            self.counter.record(func, formula(args, kwargs, out), args, traffic, out)
+        else:
+            self.counter.pass_through(args, out)
+        if tracking:
+            self.counter.adopt(out)
         return out
 
 
@@ -264,7 +395,10 @@ def _priced_attention(counter: OpCounter, *args: Any, **kwargs: Any) -> Any:
         out = _SDPA(*args, **kwargs)
     finally:
         counter.muted -= 1
-    counter.record(aten.scaled_dot_product_attention, sdpa_cost(args, kwargs, out), args)
+    traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
+    counter.record(
+        aten.scaled_dot_product_attention, sdpa_cost(args, kwargs, out), args, traffic, out
+    )
     return out
 
 
@@ -290,7 +424,7 @@ class _AttentionMode(TorchFunctionMode):
         super().__init__()
         self.counter = counter
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is _SDPA:
             return _priced_attention(self.counter, *args, **kwargs)

@@ -24,6 +24,25 @@ sum, mean, amax, amin (reductions)      1    per *input* element
 dropout while training                  2    mask and multiply
 scaled-dot-product attention            6    per attention score: scale 1 + softmax 5
                                              (+1 with a mask or causal, +1 with dropout)
+*backward (training counts)*
+convolution backward                   MACs  the forward MACs once per gradient asked for
+                                             (input, weight); bias gradient 1 per element
+layer norm backward                     8    input gradient: recompute x-hat 2, two row
+                                             sums 3, combine 3 (+1 with a weight: g * w);
+  + weight / bias gradient             +2/+1 multiply by x-hat and accumulate / accumulate
+gelu backward                          10    cdf 4 (scale, erf, add one, halve), pdf 3
+                                             (square, exp, scale), x * pdf + cdf 2, x grad 1
+softmax / log_softmax backward          4    multiply, row sum, subtract, multiply
+relu (threshold) backward               1    compare and select
+dropout backward                        2    mask and scale
+sigmoid / tanh backward                 3    (1 - y) or (1 - y^2), two multiplies
+silu backward                           6    sigmoid 1, x * (1 - s) + 1 3, two multiplies
+embedding backward                      1    one scatter-add per gradient element
+scaled-dot-product attention backward  MACs  4 products, 2 x the forward MACs (no
+                                             recomputation of the scores is charged)
+                                        4    per score: softmax backward, as the math path
+                                       +1/+1 per q / k element: gradient of the scaling
+                                       +2    per score with dropout
 =====================================  ====  ==============================================
 
 Fused kernels are charged what their unfused reference computation costs, so that a count does
@@ -246,7 +265,7 @@ def sdpa_flash_cost(args: tuple, kwargs: dict, out: Any) -> Cost:
 
 @register(aten._scaled_dot_product_efficient_attention)
 def sdpa_efficient_cost(args: tuple, kwargs: dict, out: Any) -> Cost:
-    """Memory-efficient kernel ``(q, k, v, attn_bias, compute_log_sumexp, dropout_p, is_causal)``."""
+    """Memory-efficient kernel ``(q, k, v, attn_bias, compute_log_sumexp, dropout_p, causal)``."""
     return _sdpa(args, kwargs, mask_pos=3, dropout_pos=5, causal_pos=6)
 
 
@@ -274,7 +293,7 @@ def native_mha_cost(args: tuple, kwargs: dict, out: Any) -> dict[Component, Cost
     (1 per q element), multiplies, soft-maxes and averages the weights over heads; without, it
     calls scaled-dot-product attention.
     """
-    query, key, value = args[:3]
+    query, key = args[:2]
     embed_dim, heads = int(args[3]), int(args[4])
     qkv_bias, proj_bias = args[6], args[8]
     mask = args[9] if len(args) > 9 else kwargs.get("mask")
@@ -412,3 +431,111 @@ def op_name(op: Any) -> str:
 def free_op_names() -> Iterable[str]:
     """Names of the operations known to cost nothing, sorted."""
     return sorted(op_name(op) for op in FREE_OPS)
+
+
+# ---------------------------------------------------------------------------------------------
+# backward operations (training counts)
+#
+# These price the aten operations an autograd backward runs, so that a training step can be
+# counted under the same dispatch counter as the forward. Costs are in the docstring table.
+
+LAYER_NORM_BACKWARD_COST = 8
+GELU_BACKWARD_COST = 10
+SOFTMAX_BACKWARD_COST = 4
+
+BACKWARD_VECTOR_COSTS: dict[str, int] = {
+    "threshold_backward": 1, "native_dropout_backward": 2, "sigmoid_backward": 3,
+    "tanh_backward": 3, "silu_backward": 6, "gelu_backward": GELU_BACKWARD_COST,
+    "_softmax_backward_data": SOFTMAX_BACKWARD_COST,
+    "_log_softmax_backward_data": SOFTMAX_BACKWARD_COST,
+}
+_register_table(BACKWARD_VECTOR_COSTS, _elementwise)
+
+# Gradients that only move data: a zero tensor with the gradient copied into a slice of it.
+FREE_OPS = FREE_OPS | frozenset(
+    getattr(aten, name)
+    for name in ("select_backward", "slice_backward", "diagonal_backward", "unfold_backward",
+                 "as_strided_scatter", "slice_scatter", "select_scatter")
+    if hasattr(aten, name)
+)
+
+
+def _mask(value: Any, index: int) -> bool:
+    return bool(value[index]) if value is not None else True
+
+
+@register(aten.convolution_backward)
+def convolution_backward_cost(args: tuple, kwargs: dict, out: Any) -> Cost:
+    """``(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    output_padding, groups, output_mask)``: the input and the weight gradient each cost the
+    forward MACs; the bias gradient sums the output gradient (1 per element)."""
+    grad_output, x, weight = args[0], args[1], args[2]
+    transposed = bool(args[7])
+    mask = kwargs.get("output_mask", args[10] if len(args) > 10 else None)
+    w = _shape(weight)
+    kernel = math.prod(w[2:])
+    forward = _numel(x) * w[1] * kernel if transposed else _numel(grad_output) * w[1] * kernel
+    gradients = int(_mask(mask, 0)) + int(_mask(mask, 1))
+    bias = _numel(grad_output) if _mask(mask, 2) and args[3] is not None else 0
+    return Cost(macs=forward * gradients, vector_flops=bias)
+
+
+@register(aten.native_layer_norm_backward)
+def layer_norm_backward_cost(args: tuple, kwargs: dict, out: Any) -> Cost:
+    """``(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)``."""
+    x, weight, bias = args[1], args[5], args[6]
+    mask = kwargs.get("output_mask", args[7] if len(args) > 7 else None)
+    per_element = 0
+    if _mask(mask, 0):
+        per_element += LAYER_NORM_BACKWARD_COST + int(weight is not None)
+    if _mask(mask, 1) and weight is not None:
+        per_element += 2
+    if _mask(mask, 2) and bias is not None:
+        per_element += 1
+    return Cost(vector_flops=per_element * _numel(x))
+
+
+@register(aten.embedding_dense_backward)
+def embedding_backward_cost(args: tuple, kwargs: dict, out: Any) -> Cost:
+    """``(grad_output, indices, num_weights, ...)``: one scatter-add per gradient element."""
+    return Cost(vector_flops=_numel(args[0]))
+
+
+def attention_backward_cost(
+    q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tuple[int, ...], *,
+    dropout: bool = False,
+) -> Cost:
+    """Gradient of softmax(Q K^T * scale) V, charged as the math path's backward.
+
+    Four products (dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q): 2 x the forward MACs;
+    softmax backward 4 per score (+2 with dropout); the scaling's gradient once per element of
+    Q and of K (the math path scales Q and K^T). No recomputation of the scores is charged, so a
+    fused kernel costs what the meta device's math decomposition costs.
+    """
+    forward = attention_cost(q_shape, k_shape, v_shape)
+    *batch, length, e = q_shape
+    heads = math.prod(batch)
+    scores = heads * length * k_shape[-2]
+    per_score = SOFTMAX_BACKWARD_COST + 2 * int(dropout)
+    scaling = heads * (length + k_shape[-2]) * e
+    return Cost(macs=2 * forward.macs, vector_flops=scores * per_score + scaling)
+
+
+def _sdpa_backward(dropout_pos: int) -> Formula:
+    def formula(args: tuple, kwargs: dict, out: Any) -> Cost:
+        q, k, v = args[1:4]
+        dropout_p = kwargs.get("dropout_p", args[dropout_pos] if len(args) > dropout_pos else 0)
+        return attention_backward_cost(_shape(q), _shape(k), _shape(v), dropout=bool(dropout_p))
+
+    formula.__doc__ = f"``(grad_out, query, key, value, ...)``, dropout_p at {dropout_pos}."
+    return formula
+
+
+for _name, _dropout_pos in (
+    ("_scaled_dot_product_flash_attention_for_cpu_backward", 6),
+    ("_scaled_dot_product_flash_attention_backward", 10),
+    ("_scaled_dot_product_efficient_attention_backward", 9),
+    ("_scaled_dot_product_cudnn_attention_backward", 13),
+):
+    if hasattr(aten, _name):
+        register(getattr(aten, _name))(_sdpa_backward(_dropout_pos))

@@ -93,6 +93,8 @@ class OpRecord:
     macs: int
     vector_flops: int
     phase: str = "forward"  # "forward" or "backward"
+    bytes_read: int = 0  # input tensors, parameters included, at their dtype's element size
+    bytes_written: int = 0  # output tensors
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,8 @@ import argparse
 
 from vitprof.analysis import analyze
 from vitprof.commands.common import add_model_arguments, warn, write_output
+from vitprof.profiling.report import render_training
+from vitprof.profiling.training import MODES
 from vitprof.render import FORMATS, VIEWS, render
 
 
@@ -15,15 +17,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--by", choices=VIEWS, default="component")
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", metavar="FILE")
+    parser.add_argument("--mode", choices=MODES, default="inference",
+                        help="train: count forward + backward, with the ratio per component")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     profile = analyze(
         args.model, image_size=args.image_size, batch_size=args.batch_size,
-        num_classes=args.num_classes, device=args.device, overrides=args.map,
+        num_classes=args.num_classes, device=args.device, overrides=args.map, mode=args.mode,
     )
     for message in profile.warnings:
         warn(message)
-    write_output(render(profile, by=args.by, fmt=args.format), args.output)
+    renderer = render_training if args.mode == "train" else render
+    write_output(renderer(profile, by=args.by, fmt=args.format), args.output)
     return 0

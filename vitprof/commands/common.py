@@ -10,15 +10,24 @@ from vitprof.errors import UserError
 from vitprof.records import Component
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+def _int_at_least(text: str, minimum: int, expected: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got '{text}'") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(text, 0, "an integer >= 0")
 
 
 def component_rule(text: str) -> tuple[str, Component]:

@@ -19,7 +19,7 @@ from vitprof.closed_form import (
     ViTSpec,
     closed_form,
 )
-from vitprof.commands.common import positive_int, write_output
+from vitprof.commands.common import non_negative_int, positive_int, write_output
 from vitprof.errors import UserError
 from vitprof.models.note002 import check_keep_ratios, pruning_blocks, tokens_per_block
 from vitprof.records import Counts
@@ -36,17 +36,6 @@ SPEC_FLAGS = (
 REQUIRED_WITHOUT_MODEL = ("image_size", "patch_size", "width", "depth", "heads")
 FORMATS = ("table", "markdown", "json")
 _HEADERS = ["params", "MACs", "FLOPs", "vector FLOPs", "% MACs"]
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
 
 
 def keep_ratios(text: str) -> tuple[float, ...]:

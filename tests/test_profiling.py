@@ -1,0 +1,361 @@
+"""``vitprof profile`` and training counts: times, FLOP/s, bytes, memory, backward ratios, CLI.
+
+Timing tests run a small torchvision ViT on the CPU (image 32, patch 8 -> 16 patches + the class
+token = 17 tokens, width 64, 2 heads, MLP 128, 2 layers, 10 classes) with one thread. The only
+timing assertion is the sum rule: per-component times add up to the hooked end-to-end time.
+Expected counts and bytes are derived by the arithmetic beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torchvision.models.vision_transformer import VisionTransformer
+
+from vitprof import UserError, analyze
+from vitprof.cli import main
+from vitprof.families import recognize
+from vitprof.profiling.measure import SpeedProfile, profile_model
+from vitprof.profiling.memory import (
+    activation_bytes,
+    param_bytes_by_component,
+    param_bytes_by_dtype,
+    saved_for_backward,
+)
+from vitprof.profiling.peak import matmul_flops, measure_peak
+from vitprof.profiling.roofline import points, write_roofline
+from vitprof.profiling.timing import Timings, interquartile_mean, middle_half, plan_intervals
+from vitprof.profiling.training import phase_components, phase_totals
+from vitprof.records import COMPONENTS, Component
+
+C = Component
+BATCH = 4
+TOKENS = 17  # (32 / 8) ** 2 + 1
+SMALL_FILE = '''
+from torchvision.models.vision_transformer import VisionTransformer
+
+def small(image_size=32, num_classes=10):
+    return VisionTransformer(image_size=image_size, patch_size=8, num_layers=2, num_heads=2,
+                             hidden_dim=64, mlp_dim=128, num_classes=num_classes)
+'''
+# Parameters of the small ViT:
+# conv_proj 64*3*8*8 + 64 = 12_352; class_token 64; pos_embedding 17*64 = 1_088;
+# per layer: ln_1 128, in_proj 3*64*64 + 192 = 12_480, out_proj 64*64 + 64 = 4_160, ln_2 128,
+#   mlp 64*128 + 128 + 128*64 + 64 = 16_576 -> 33_472; two layers 66_944;
+# encoder.ln 128; heads 64*10 + 10 = 650.
+SMALL_PARAMS = 12_352 + 64 + 1_088 + 66_944 + 128 + 650  # = 81_226
+
+
+def small_vit() -> VisionTransformer:
+    torch.manual_seed(0)
+    return VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                             hidden_dim=64, mlp_dim=128, num_classes=10)
+
+
+@pytest.fixture(scope="module")
+def measured() -> SpeedProfile:
+    return profile_model(small_vit(), device="cpu", batch_size=BATCH, warmup=1, iters=8,
+                         threads=1, peak_tflops=0.05)
+
+
+@pytest.fixture
+def small_file(tmp_path: Path) -> Path:
+    path = tmp_path / "small.py"
+    path.write_text(SMALL_FILE)
+    return path
+
+
+# ------------------------------------------------------------------------------ timing
+
+
+def test_component_times_add_up_to_end_to_end(measured: SpeedProfile) -> None:
+    t = measured.timings
+    # Comparable quantities: both come from the same hooked iterations; only the root module's
+    # own hooks (outside the first and last mark) are not attributed.
+    assert t.attributed == pytest.approx(t.hooked_latency, rel=0.10)
+    assert sum(t.blocks.values()) < t.attributed  # blocks are part of the whole
+    assert len(t.latencies) == len(t.hooked_latencies) == 8
+
+
+def test_achieved_flops_are_counted_flops_over_time(measured: SpeedProfile) -> None:
+    rows = {r.component: r for r in measured.rows()}
+    # MLP MACs per image: 2 layers * 17 tokens * 2 linears * 64 * 128 = 557_056
+    assert rows[C.MLP].flops == 2 * BATCH * 557_056
+    # head: one linear 64 -> 10 on the class token
+    assert rows[C.HEAD].flops == 2 * BATCH * 64 * 10
+    for row in rows.values():
+        if row.seconds > 0:
+            assert row.achieved == row.flops / row.seconds
+            assert row.share_of_peak == row.achieved / 0.05e12
+    counted = analyze(small_vit(), batch_size=BATCH).components
+    assert {c: rows[c].flops for c in COMPONENTS} == {c: counted[c].flops for c in COMPONENTS}
+
+
+def test_fused_attention_time_is_flagged_estimated(measured: SpeedProfile) -> None:
+    # nn.MultiheadAttention runs qkv, core and projection inside one module.
+    assert measured.timings.estimated == {C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ}
+    assert not {r.component for r in measured.rows() if r.estimated} - measured.timings.estimated
+
+
+def test_interquartile_mean_drops_the_outer_quarters() -> None:
+    values = [5.0, 1.0, 100.0, 2.0, 3.0, 4.0, 0.0, 6.0]  # sorted: 0 1 2 3 4 5 6 100
+    assert sorted(values[i] for i in middle_half(values)) == [2.0, 3.0, 4.0, 5.0]
+    assert interquartile_mean(values) == (2 + 3 + 4 + 5) / 4
+    assert interquartile_mean([1.0, 2.0, 9.0]) == 4.0  # below four: all of them
+
+
+def test_overhead_is_the_median_paired_difference() -> None:
+    t = Timings(latency=2.0, hooked_latency=0.0, latencies=(2.0, 2.0, 3.0),
+                hooked_latencies=(2.1, 2.0, 9.0), cells={}, components={}, blocks={},
+                estimated=frozenset())
+    # paired differences 0.1, 0.0, 6.0: median 0.1, over the 2.0 s latency
+    assert t.overhead == pytest.approx(0.1 / 2.0)
+
+
+# ------------------------------------------------------------------------------ bytes
+
+
+def test_intensity_from_bytes_read_and_written(measured: SpeedProfile) -> None:
+    head = next(r for r in measured.rows() if r.component is C.HEAD)
+    # addmm(bias, x[:, 0], W^T): reads 4*64 + 64*10 + 10 floats, writes 4*10 floats
+    assert head.bytes_moved == 4 * (BATCH * 64 + 64 * 10 + 10 + BATCH * 10)  # = 3_784
+    assert head.intensity == (head.flops + head.vector_flops) / head.bytes_moved
+
+
+def test_bytes_follow_the_dtype() -> None:
+    model = small_vit().eval()
+    x = torch.zeros(BATCH, 3, 32, 32)
+    fp32, _, _ = plan_intervals(model, x, recognize(model))
+    bf16, _, _ = plan_intervals(model.to(torch.bfloat16), x.to(torch.bfloat16), recognize(model))
+    assert [op.macs for op in fp32] == [op.macs for op in bf16]
+    # Half the bytes, except that the 5 layer norms keep their mean and rstd (4 x 17 values
+    # each) in float32: 2 extra bytes per value in bfloat16.
+    stats = 5 * 2 * BATCH * TOKENS
+    assert sum(op.bytes_written for op in bf16) == sum(op.bytes_written for op in fp32) // 2 + (
+        2 * stats
+    )
+
+
+# ------------------------------------------------------------------------------ memory
+
+
+def test_parameter_memory_by_dtype() -> None:
+    model = small_vit()
+    assert sum(p.numel() for p in model.parameters()) == SMALL_PARAMS
+    assert param_bytes_by_dtype(model) == {"float32": 4 * SMALL_PARAMS}
+    model.heads.to(torch.bfloat16)
+    assert param_bytes_by_dtype(model) == {"float32": 4 * (SMALL_PARAMS - 650), "bfloat16": 2 * 650}
+    by_component = param_bytes_by_component(model.to(torch.float16), recognize(model))
+    assert by_component[C.MLP] == 2 * 2 * 16_576  # fp16 * two layers
+    assert sum(by_component.values()) == 2 * SMALL_PARAMS
+
+
+def test_inference_activations_are_bytes_written() -> None:
+    written = activation_bytes(analyze("vit_b_16").ops)
+    # the qkv projection writes 197 tokens x 2304 floats in each of 12 blocks
+    assert written[C.ATTN_QKV] == 12 * 197 * 2304 * 4  # = 21_786_624
+    # each of 2 * 12 + 1 layer norms writes 197 x 768 floats, plus mean and rstd (197 each)
+    assert written[C.NORM] == 25 * (197 * 768 + 2 * 197) * 4
+
+
+def test_saved_for_backward_keeps_storages_not_parameters() -> None:
+    model = small_vit()
+    x = torch.zeros(BATCH, 3, 32, 32)
+    saved = saved_for_backward(model, x, recognize(model))
+    # The head saves its input x[:, 0], a view that keeps the whole final LayerNorm output
+    # (4 x 17 x 64 floats) alive; its weight is a parameter and not counted.
+    assert saved[C.HEAD] == BATCH * TOKENS * 64 * 4  # = 17_408
+    # The patch convolution saves the image for its weight gradient.
+    assert saved[C.PATCH_EMBED] >= BATCH * 3 * 32 * 32 * 4
+    assert saved[C.OTHER] == 0
+    assert model.training and all(p.grad is None for p in model.parameters())
+
+
+def test_memory_in_the_profile(measured: SpeedProfile) -> None:
+    assert measured.memory.params_by_dtype == {"float32": 4 * SMALL_PARAMS}
+    assert measured.memory.peak_device is None  # the CPU allocator reports no peak
+    rows = {r.component: r for r in measured.rows()}
+    assert rows[C.HEAD].saved_bytes == BATCH * TOKENS * 64 * 4
+
+
+# ------------------------------------------------------------------------------ peak, figure
+
+
+def test_peak_measured_or_given() -> None:
+    assert matmul_flops("cpu", torch.float32, size=64, repeats=2) > 0
+    given = measure_peak("cpu", torch.float32, given_tflops=2.5)
+    assert given.flops_per_s == 2.5e12 and "given" in given.source
+    assert given.ridge == given.flops_per_s / given.bytes_per_s
+
+
+def test_roofline_png(measured: SpeedProfile, tmp_path: Path) -> None:
+    found = {p.component for p in points(measured)}
+    assert {C.MLP, C.NORM, C.HEAD} <= found and C.OTHER not in found
+    path = write_roofline(measured, tmp_path / "roofline.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class DataDependent(VisionTransformer):
+    """Reads a value of its input: cannot run on meta."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.abs().sum().item() < 0:
+            raise AssertionError("unreachable")
+        return super().forward(x)
+
+
+def test_data_dependent_model_is_counted_on_the_device() -> None:
+    torch.manual_seed(0)
+    model = DataDependent(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64,
+                          mlp_dim=128, num_classes=10)
+    result = profile_model(model, batch_size=BATCH, warmup=0, iters=2, threads=1,
+                           peak_tflops=0.05)
+    mlp = next(r for r in result.rows() if r.component is C.MLP)
+    assert mlp.flops == 2 * BATCH * 557_056  # as the torchvision ViT above
+    assert result.memory.saved is None and mlp.saved_bytes is None
+    assert "saved for backward not measured" in result.notes[0]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_profile() -> None:
+    result = profile_model(small_vit().to("cuda", torch.bfloat16), device="cuda",
+                           dtype="bfloat16", batch_size=64, warmup=2, iters=8)
+    assert result.timings.attributed == pytest.approx(result.timings.hooked_latency, rel=0.10)
+    assert result.memory.peak_device and result.memory.peak_device > 0
+
+
+# ------------------------------------------------------------------------------ training
+
+
+@pytest.fixture(scope="module")
+def vit_b_16_train():
+    return analyze("vit_b_16", mode="train")
+
+
+def test_train_matmul_backward_is_two_matmuls(vit_b_16_train) -> None:
+    phases = phase_components(vit_b_16_train.ops)
+    forward = {
+        C.PATCH_EMBED: 196 * 768 * (3 * 16 * 16),  # = 115_605_504
+        C.ATTN_QKV: 12 * 197 * 768 * 3 * 768,  # = 4_183_031_808
+        C.ATTN_CORE: 12 * 2 * 12 * 197 * 197 * 64,  # QK^T and AV per head = 715_327_488
+        C.ATTN_PROJ: 12 * 197 * 768 * 768,  # = 1_394_343_936
+        C.MLP: 12 * 2 * 197 * 768 * 3072,  # = 11_154_751_488
+        C.HEAD: 768 * 1000,  # = 768_000
+    }
+    # Backward of Y = X W: dX = dY W^T and dW = X^T dY, two products of the forward's size.
+    # The patch convolution's input (the image) needs no gradient: only dW, one product.
+    backward = {c: 2 * macs for c, macs in forward.items()} | {C.PATCH_EMBED: 115_605_504}
+    assert {c: phases[c].forward.macs for c in forward} == forward
+    assert {c: phases[c].backward.macs for c in forward} == backward
+    assert phases[C.PATCH_EMBED].macs_ratio == 1.0 and phases[C.MLP].macs_ratio == 2.0
+    assert {op.op for op in vit_b_16_train.ops if op.phase == "backward" and op.macs} == {
+        "aten.mm", "aten.bmm", "aten.convolution_backward"
+    }
+    totals = phase_totals(vit_b_16_train.ops)
+    assert totals.backward.macs == 2 * totals.forward.macs - 115_605_504
+    assert vit_b_16_train.totals.macs == totals.forward.macs + totals.backward.macs
+
+
+def test_train_norm_backward_vector_flops(vit_b_16_train) -> None:
+    # 25 layer norms over 197 x 768: input gradient 8 + weight 1, weight gradient 2, bias 1.
+    # Plus 2 gradient accumulations of the residual stream per block, run by the layer norm's
+    # node (its gradient completes the sum): 24 adds of 197 x 768.
+    expected = 25 * 197 * 768 * (8 + 1 + 2 + 1) + 24 * 197 * 768  # = 49_019_904
+    assert phase_components(vit_b_16_train.ops)[C.NORM].backward.vector_flops == expected
+
+
+def test_train_counts_match_on_meta_and_cpu() -> None:
+    """On the CPU attention runs a flash kernel (one backward op); on meta, its math
+    decomposition (bmm, softmax backward, scaling): the formulas make them cost the same."""
+    model = small_vit()
+    meta = analyze(model, mode="train")
+    cpu = analyze(model, mode="train", device="cpu")
+    cpu_ops = {op.op for op in cpu.ops if op.phase == "backward"}
+    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward" in cpu_ops
+    assert phase_components(meta.ops) == phase_components(cpu.ops)
+    assert all(p.grad is None for p in model.parameters()) and model.training
+
+
+def test_unknown_mode_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="unknown mode"):
+        analyze("vit_b_16", mode="backward")
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+FAST = ["--warmup", "0", "--iters", "2", "--threads", "1", "--peak-tflops", "0.05",
+        "--batch-size", "2", "--no-progress"]
+
+
+def test_cli_profile_json(small_file: Path, capsys) -> None:
+    code, out, err = run(["profile", f"{small_file}:small", *FAST, "--format", "json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and err == ""
+    assert set(data["components"]) == {c.value for c in COMPONENTS}
+    assert data["input_shape"] == [2, 3, 32, 32] and data["dtype"] == "float32"
+    assert data["memory"]["params_by_dtype"] == {"float32": 4 * SMALL_PARAMS}
+    assert math.isclose(data["throughput_images_per_s"], 2 / data["latency_s"])
+    assert [b["index"] for b in data["blocks"]] == [0, 1]
+
+
+def test_cli_profile_table_and_roofline(small_file: Path, tmp_path: Path, capsys) -> None:
+    png = tmp_path / "roof.png"
+    code, out, _ = run(["profile", f"{small_file}:small", *FAST, "--roofline", str(png)], capsys)
+    assert code == 0 and png.is_file()
+    assert "hooks" in out and "overhead" in out and "images/s" in out and "attn_core *" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_cli_profile_cuda_without_gpu(capsys) -> None:
+    code, out, err = run(["profile", "vit_b_16", "--device", "cuda"], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("vitprof: error: no CUDA device") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["profile", "vit_b_16", "--device", "meta"], id="meta-is-not-measurable"),
+        pytest.param(["profile", "vit_b_16", "--dtype", "float64"], id="bad-dtype"),
+        pytest.param(["profile", "vit_b_16", "--iters", "0"], id="zero-iters"),
+        pytest.param(["profile", "vit_b_16", "--warmup", "-1"], id="negative-warmup"),
+        pytest.param(["profile", "vit_b_16", "--peak-tflops", "0"], id="zero-peak"),
+        pytest.param(["analyze", "vit_b_16", "--mode", "eval"], id="bad-mode"),
+    ],
+)
+def test_cli_usage_errors(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_cli_profile_unknown_model(capsys) -> None:
+    code, _, err = run(["profile", "vit_x_99", *FAST], capsys)
+    assert code == 2 and err.startswith("vitprof: error: unknown model") and err.count("\n") == 1
+
+
+def test_cli_analyze_train_json(capsys) -> None:
+    code, out, _ = run(["analyze", "vit_b_32", "--mode", "train", "--format", "json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["mode"] == "train"
+    assert data["training"]["components"]["mlp"]["macs_ratio"] == 2.0
+    assert data["training"]["components"]["patch_embed"]["macs_ratio"] == 1.0
+    forward = data["training"]["total"]["forward"]["macs"]
+    assert data["totals"]["macs"] == forward + data["training"]["total"]["backward"]["macs"]
+
+
+def test_cli_analyze_train_table(capsys) -> None:
+    code, out, _ = run(["analyze", "vit_b_32", "--mode", "train"], capsys)
+    assert code == 0 and "bwd/fwd MACs" in out and "mode: train" in out
