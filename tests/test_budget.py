@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import BUDGET_MODELS_PY
 from torch import nn
 
 from vitprof import UserError, analyze
@@ -502,45 +503,6 @@ def test_unsupported_ops_fail_by_default() -> None:
 
 # --------------------------------------------------------------------------- evaluate
 
-DATA_DEPENDENT = '''
-import torch
-from torch import nn
-
-
-class DataDependent(nn.Module):
-    """Keeps int(x.sum()) + 1 tokens: a data-dependent shape, impossible on meta."""
-
-    def __init__(self):
-        super().__init__()
-        self.patch = nn.Conv2d(3, 8, kernel_size=4, stride=4)
-        self.head = nn.Linear(8, 2)
-
-    def forward(self, x):
-        keep = int(x.sum()) + 1
-        tokens = self.patch(x).flatten(2).transpose(1, 2)[:, :keep]
-        return self.head(tokens.mean(1))
-
-
-class Broken(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.head = nn.Linear(4, 2)
-
-    def forward(self, x):
-        raise RuntimeError("forward is broken")
-
-
-def make():
-    return DataDependent()
-
-
-def make_broken():
-    return Broken()
-
-
-def make_failing():
-    raise ValueError("cannot build this model")
-'''
 # DataDependent at 16 x 16: patch conv 3*4*4*8 + 8 = 392 params, head 8*2 + 2 = 18: 410 params;
 # MACs 16 patches x 48*8 = 6,144 plus the head 8*2 = 16 on the one kept (mean) token: 6,160
 DD_PARAMS = 410
@@ -548,7 +510,7 @@ DD_MACS = 6_160
 
 
 def test_fallback_still_checks(tmp_path: Path) -> None:
-    (tmp_path / "tiny.py").write_text(DATA_DEPENDENT)
+    (tmp_path / "tiny.py").write_text(BUDGET_MODELS_PY)
     path = write(tmp_path, f"""\
         [dd]
         model = "tiny.py:make"
@@ -577,7 +539,7 @@ def test_fallback_still_checks(tmp_path: Path) -> None:
     ],
 )
 def test_model_failures_are_errors(tmp_path: Path, model: str, expected: str) -> None:
-    (tmp_path / "tiny.py").write_text(DATA_DEPENDENT)
+    (tmp_path / "tiny.py").write_text(BUDGET_MODELS_PY)
     path = write(tmp_path, f'[m]\nmax_params = 1\nmodel = "{model}"\n')
     (budget,) = load_budgets(path)
     with pytest.raises(UserError) as info:

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import BUDGET_MODELS_PY
 
 from vitprof.cli import main
 from vitprof.zoo import TORCHVISION_VITS, ZOO
@@ -28,52 +29,13 @@ TINY_PARAMS = 5_362_762  # closed form, tests/test_budget.py
 TINY_MACS = 365_107_584  # closed form, tests/test_budget.py
 TINY_ATTN_CORE_MACS = 19_468_800  # 12 x 2 x 65^2 x 192
 
-MODELS_PY = '''
-import torch
-from torch import nn
-
-
-class DataDependent(nn.Module):
-    """Keeps int(x.sum()) + 1 tokens: a data-dependent shape, impossible on meta."""
-
-    def __init__(self):
-        super().__init__()
-        self.patch = nn.Conv2d(3, 8, kernel_size=4, stride=4)
-        self.head = nn.Linear(8, 2)
-
-    def forward(self, x):
-        keep = int(x.sum()) + 1
-        tokens = self.patch(x).flatten(2).transpose(1, 2)[:, :keep]
-        return self.head(tokens.mean(1))
-
-
-class Broken(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.head = nn.Linear(4, 2)
-
-    def forward(self, x):
-        raise RuntimeError("forward is broken")
-
-
-def make():
-    return DataDependent()
-
-
-def make_broken():
-    return Broken()
-
-
-def make_failing():
-    raise ValueError("cannot build this model")
-'''
 
 # Six explicit checks and the implicit max_unsupported_ops = 0.
 OK_CHECKS = ["max_params", "max_macs", "components.attn_core.min_macs",
              "components.attn_core.max_share", "blocks.min_count", "max_unsupported_ops"]
 
 FILES = {
-    "models.py": MODELS_PY,
+    "models.py": BUDGET_MODELS_PY,
     "ok.toml": f"""\
         [{TINY}]
         max_params = {TINY_PARAMS}

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from vitprof.errors import UserError
 
-COMMANDS = ("analyze", "models")
+COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report", "sweep")
 
 
 def build_parser() -> argparse.ArgumentParser:

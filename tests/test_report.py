@@ -1,0 +1,489 @@
+"""Reports, figures, corrections, sweeps and ``vitprof report --check``.
+
+Most tests read the committed ``reports/`` folder (fast); the ones that regenerate reports are
+marked slow. Expected numbers are derived by the arithmetic written beside them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image, PngImagePlugin
+
+from vitprof.cli import main
+from vitprof.errors import UserError
+from vitprof.records import Component
+from vitprof.report import figures
+from vitprof.report.check import compare, normalize
+from vitprof.report.corrections import CLAIMS, CORRECT, NOTES, WRONG, Claim, Lab, correct
+from vitprof.report.generate import ALL_MODELS, MARKER
+from vitprof.report.markdown import scaling_sizes, stages
+from vitprof.report.sweep import parse_values, sweep
+from vitprof.report.zoo_table import matches
+from vitprof.zoo import ZOO, Published
+
+REPO = Path(__file__).resolve().parents[1]
+REPORTS = REPO / "reports"
+SEEDS = REPO.parent / "shared" / "seeds"
+
+# torchvision vit_b_16 at 224 px, batch 1: N = 197 tokens, D = 768, M = 3072, 12 blocks
+VIT_B_16_MACS = (
+    196 * 768 * 768  # patch embedding: 115,605,504
+    + 12 * (
+        197 * 768 * 2304  # q, k, v: 348,585,984
+        + 2 * 12 * 197 * 197 * 64  # QK^T and AV: 59,610,624
+        + 197 * 768 * 768  # output projection: 116,195,328
+        + 2 * 197 * 768 * 3072  # MLP: 929,562,624
+    )
+    + 768 * 1000  # head on the class token
+)  # = 17,563,828,224
+VIT_B_16_BLOCK_PARAMS = (
+    2 * 2 * 768  # two LayerNorms
+    + 768 * 2304 + 2304  # in_proj
+    + 768 * 768 + 768  # out_proj
+    + 768 * 3072 + 3072 + 3072 * 768 + 768  # MLP
+)  # = 7,087,872
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def tables(text: str) -> list[list[list[str]]]:
+    """Every pipe table of a markdown text: rows of cells, header first, alignment row dropped."""
+    found, current = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if not all(re.fullmatch(r":?-+:?", c) for c in cells):
+                current.append(cells)
+        elif current:
+            found.append(current)
+            current = []
+    return found
+
+
+def number(cell: str) -> float | None:
+    text = cell.replace(",", "").removesuffix("%")
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def summed_tables(text: str) -> tuple[int, int]:
+    """Check every table with a ``total`` row (columns add up to it) and every table with a
+    ``total MACs`` column (the MAC columns before it add up to it); how many of each."""
+    vertical = horizontal = 0
+    for table in tables(text):
+        header, rows = table[0], table[1:]
+        if rows and rows[-1][0] == "total":
+            vertical += 1
+            body = rows[:-1]
+            for col in range(1, len(header)):
+                values = [number(r[col]) for r in body]
+                total = number(rows[-1][col])
+                if total is None or any(v is None for v in values):
+                    continue
+                if rows[-1][col].endswith("%"):
+                    assert sum(values) == pytest.approx(total, abs=0.01 * len(body) + 0.01)
+                else:
+                    assert sum(values) == total, (header[col], table)
+        if "total MACs" in header:
+            horizontal += 1
+            at = header.index("total MACs")
+            parts = [header.index(h) for h in ("attn_core MACs", "MLP MACs", "other MACs")]
+            for row in rows:
+                assert sum(number(row[i]) for i in parts) == number(row[at]), row
+    return vertical, horizontal
+
+
+def correction_rows() -> dict[str, dict[str, str]]:
+    text = (REPORTS / "corrections.md").read_text()
+    rows = {}
+    for table in tables(text):
+        header = table[0]
+        for row in table[1:]:
+            rows[row[0]] = dict(zip(header, row, strict=True))
+    return rows
+
+
+# ------------------------------------------------------------------------------- committed reports
+
+
+def test_reports_folder_has_every_page() -> None:
+    names = {p.name for p in REPORTS.glob("*.md") if p.read_text().startswith(MARKER)}
+    expected = {f"{m}.md" for m in ALL_MODELS} | {"zoo.md", "corrections.md", "README.md"}
+    assert names == expected
+
+
+@pytest.mark.parametrize("model", ALL_MODELS)
+def test_model_report_tables_sum_to_their_totals(model: str) -> None:
+    text = (REPORTS / f"{model}.md").read_text()
+    # stage, component, one block, every block; and the image-size table
+    assert summed_tables(text) == (4, 1)
+
+
+@pytest.mark.parametrize("model", ALL_MODELS)
+def test_model_report_states_its_conventions(model: str) -> None:
+    text = (REPORTS / f"{model}.md").read_text()
+    for needed in ("FLOPs = 2 x MACs", "input: batch 1, 3x224x224", "device meta", "torch ",
+                   "attention: fused scaled_dot_product_attention", "vector FLOPs"):
+        assert needed in text
+    assert "## Cross-check with other counters" in text
+    assert "| fvcore |" in text and "| torchinfo |" in text
+
+
+def test_vit_b_16_report_numbers() -> None:
+    text = (REPORTS / "vit_b_16.md").read_text()
+    assert f"- MACs: {VIT_B_16_MACS:,} (17.564 GMACs)" in text
+    assert f"| encoder: 12 blocks | {12 * VIT_B_16_BLOCK_PARAMS:,} |" in text
+    # the attention core overtakes the MLP at N* = M = 3072 tokens: 3071 patches of 16 px
+    assert "N* = 3,072.0 tokens (3,071.0 patches, an image side of " \
+        f"{16 * math.sqrt(3071):.1f} px)" in text
+
+
+def test_every_figure_is_linked_and_every_link_exists() -> None:
+    linked = set()
+    for page in REPORTS.glob("*.md"):
+        for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page.read_text()):
+            assert not Path(target).is_absolute() and "/" not in target
+            assert (REPORTS / target).is_file(), target
+            linked.add(target)
+    drawn = {p.name for p in REPORTS.glob("*.png") if figures.read_digest(p) is not None}
+    assert linked == drawn
+    assert len(linked) == 3 * len(ALL_MODELS)
+
+
+def test_reports_stay_small() -> None:
+    assert sum(p.stat().st_size for p in REPORTS.iterdir()) < 2_000_000
+
+
+def test_zoo_table_lists_every_model() -> None:
+    text = (REPORTS / "zoo.md").read_text()
+    (table,) = tables(text)
+    assert [row[0] for row in table[1:]] == list(ZOO)
+    for row in table[1:]:
+        if row[0] in ALL_MODELS:
+            assert row[-1].startswith("yes"), row
+
+
+@pytest.mark.parametrize(
+    ("published", "verdict"),
+    [
+        pytest.param(Published("p", 86_567_656, 17.564), True, id="same"),
+        pytest.param(Published("p", 86_567_657, 17.564), False, id="params-off-by-one"),
+        pytest.param(Published("p", 86_567_656, 17.563), False, id="gmacs-truncated"),
+        pytest.param(Published("p", 86_567_656, 17.56), True, id="two-decimals"),
+    ],
+)
+def test_published_figures_match_at_their_precision(published: Published, verdict: bool) -> None:
+    assert matches(published, 86_567_656, VIT_B_16_MACS) is verdict
+
+
+# ------------------------------------------------------------------------------- corrections
+
+
+def test_every_claim_has_a_row_and_a_verdict() -> None:
+    rows = correction_rows()
+    assert set(rows) == {c.id for c in CLAIMS}
+    allowed = re.compile(r"correct|wrong|misleading|correct only for .+")
+    assert all(allowed.fullmatch(r["verdict"]) for r in rows.values())
+    assert all(f"**{c.id}** (" in (REPORTS / "corrections.md").read_text() for c in CLAIMS)
+
+
+@pytest.mark.parametrize(
+    ("claim", "note_value", "vitprof", "verdict"),
+    [
+        # note 000: 56.55M "FLOPs" and "Mult-Adds", against 2 x MACs and the MACs
+        pytest.param("000-3", "56,550,000", f"{2 * VIT_B_16_MACS:,}", WRONG, id="000-flops"),
+        pytest.param("000-4", "56,550,000", f"{VIT_B_16_MACS:,}", WRONG, id="000-macs"),
+        # class token 768 + position embedding 197 x 768 = 152,064
+        pytest.param("000-14", "151,776", f"{768 + 197 * 768:,}", WRONG, id="000-tokens"),
+        # per-block MLP MACs 2 x 197 x 768 x 3072; attention 4 x 197 x 768^2 + 2 x 12 x 197^2 x 64
+        pytest.param("000-22", "4,700,000", f"{2 * 197 * 768 * 3072:,}", WRONG, id="000-mlp"),
+        pytest.param("000-23", "2,360,000", f"{4 * 197 * 768 * 768 + 2 * 12 * 197**2 * 64:,}",
+                     WRONG, id="000-mha"),
+        # note 001: vit_b_16 minus its head (768,000) plus 768 x 768 + 768 x 10 on one token
+        pytest.param("001-13", "173,060,000", f"{VIT_B_16_MACS - 768_000 + 768 * 768 + 768 * 10:,}",
+                     WRONG, id="001-torchinfo"),
+        # note 002: 6 blocks of 4 (512^2 + 512) + 512 x 2048 + 2048 + 2048 x 512 + 512 + 2 x 1024
+        pytest.param("002-8", "8,000,000",
+                      f"{6 * (4 * (512**2 + 512) + 512 * 2048 + 2048 + 2048 * 512 + 512 + 2048):,}",
+                      WRONG, id="002-blocks"),
+        # ... plus conv 3 x 16 x 512 + 512, CLS 512 + 65 x 512, final LN 1024, head 5130
+        pytest.param("002-10", "8,500,000", f"{18_914_304 + 25_088 + 33_792 + 1_024 + 5_130:,}",
+                     WRONG, id="002-total"),
+        # note 004's bias-free tally: qkv right for its own code, the others miss a bias
+        pytest.param("004-6", "1,769,472", f"{768 * 2304 + 2304:,}",
+                     "correct only for its own code (qkv_bias=False)", id="004-qkv"),
+        pytest.param("004-7", "589,824", f"{768 * 768 + 768:,}", WRONG, id="004-proj"),
+        pytest.param("004-8", "2,359,296", f"{768 * 3072 + 3072:,}", WRONG, id="004-fc1"),
+        pytest.param("004-9", "2,359,296", f"{3072 * 768 + 768:,}", WRONG, id="004-fc2"),
+        pytest.param("004-14", "768,000", f"{768 * 1000 + 1000:,}", WRONG, id="004-head"),
+        pytest.param("004-5", "151,296", f"{197 * 768:,}", CORRECT, id="004-pos"),
+    ],
+)
+def test_corrections_spot_values(claim: str, note_value: str, vitprof: str, verdict: str) -> None:
+    row = correction_rows()[claim]
+    assert (row["note's value"], row["vitprof"], row["verdict"]) == (note_value, vitprof, verdict)
+
+
+def test_corrections_name_the_real_meaning_of_notes_figures() -> None:
+    text = (REPORTS / "corrections.md").read_text()
+    # 000's 4.70M / 2.36M are the MLP's and the attention's parameter counts
+    assert f"the MLP has {768 * 3072 + 3072 + 3072 * 768 + 768:,} parameters" in text
+    assert f"the attention has {768 * 2304 + 2304 + 768 * 768 + 768:,} parameters" in text
+    # 001's 173.06M: conv 590,592 x 196 positions + the other leaves' params once each
+    assert f"= {590_592 * 196:,}, plus" in text and "173,061,898 = torchinfo's figure" in text
+
+
+def test_claims_are_well_formed() -> None:
+    ids = [c.id for c in CLAIMS]
+    assert len(ids) == len(set(ids))
+    assert {i.split("-")[0] for i in ids} == set(NOTES)
+    for claim in CLAIMS:
+        assert (claim.value is None) == (claim.judge is not None), claim.id
+        assert re.search(r"lines? \d+", claim.where), claim.id
+
+
+@pytest.mark.skipif(not SEEDS.is_dir(), reason="the source notes are not checked out beside")
+def test_quotes_are_verbatim_and_where_they_say() -> None:
+    for claim in CLAIMS:
+        lines = (SEEDS / claim.note.file).read_text().splitlines()
+        numbers = [int(x) for x in re.findall(r"\d+", claim.where.rpartition("line")[2])]
+        span = set(range(min(numbers), max(numbers) + 1)) | set(numbers)
+        for quote in claim.quote:
+            found = {i + 1 for i, line in enumerate(lines) if quote in line}
+            assert found & span, (claim.id, quote, found)
+
+
+def _claim(value: float | None, measured: float, tolerance: float = 0.0, own: float | None = None,
+           judge=None) -> Claim:
+    return Claim("000-99", "line 1", ("q",), value, "params", lambda lab: measured,
+                 lambda lab: "because", tolerance=tolerance,
+                 own_code=None if own is None else ("its own code", lambda lab: own), judge=judge)
+
+
+@pytest.mark.parametrize(
+    ("claim", "verdict"),
+    [
+        pytest.param(_claim(100, 100), CORRECT, id="exact"),
+        pytest.param(_claim(100, 101), WRONG, id="off-by-one"),
+        pytest.param(_claim(8_000_000, 8_499_999, tolerance=500_000), CORRECT, id="rounded"),
+        pytest.param(_claim(8_000_000, 8_500_001, tolerance=500_000), WRONG, id="past-rounding"),
+        pytest.param(_claim(100, 102, own=100), "correct only for its own code", id="own-code"),
+        pytest.param(_claim(100, 102, own=101), WRONG, id="own-code-also-off"),
+        pytest.param(_claim(None, 7, judge=lambda lab: "misleading"), "misleading", id="judged"),
+    ],
+)
+def test_verdicts(claim: Claim, verdict: str) -> None:
+    assert correct(claim, Lab()).verdict == verdict
+
+
+# ------------------------------------------------------------------------------- markdown pieces
+
+
+def test_stages_of_vit_b_16_add_up() -> None:
+    from vitprof import analyze
+
+    profile = analyze("vit_b_16")
+    got = {name: (c.params, c.macs) for name, c in stages(profile)}
+    assert got == {
+        "patch embedding": (3 * 16 * 16 * 768 + 768, 196 * 768 * 768),
+        "tokens (class token, position embedding)": (768 + 197 * 768, 0),
+        "encoder: 12 blocks": (12 * VIT_B_16_BLOCK_PARAMS, VIT_B_16_MACS - 196 * 768 * 768
+                               - 768 * 1000),
+        "encoder: final norm": (2 * 768, 0),
+        "head": (768 * 1000 + 1000, 768 * 1000),
+    }
+    sizes = scaling_sizes(profile, 16)
+    assert sizes[0] == 224 and all(s % 16 == 0 for s in sizes)
+    assert sizes[-1] > 16 * math.sqrt(3071)  # past the crossover, 3071 patches
+
+
+# ------------------------------------------------------------------------------- figures
+
+
+def test_figures_are_deterministic_and_carry_their_digest(tmp_path: Path) -> None:
+    data = figures.FigureData("blocks", "t", {"blocks": [0, 1], "series": {"mlp": [3, 4]}})
+    figures.save(data, tmp_path / "a.png")
+    figures.save(data, tmp_path / "b.png")
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+    assert figures.read_digest(tmp_path / "a.png") == data.digest
+    other = figures.FigureData("blocks", "t", {"blocks": [0, 1], "series": {"mlp": [3, 5]}})
+    assert other.digest != data.digest
+
+
+# ------------------------------------------------------------------------------- sweeps
+
+
+def test_crossover_of_vit_b_16_is_at_m_tokens() -> None:
+    # per block, core 2 N^2 D = MLP 2 N D M at N = M = 3072 tokens = 3071 patches + CLS
+    found = sweep("vit_b_16", "image_size", [672, 896], progress=False).crossover()
+    assert found is not None
+    assert (found.tokens, found.patches, found.first_swept) == (3072, 3071, 896)
+    assert found.image_size == pytest.approx(16 * math.sqrt(3071))
+
+
+def test_linear_attention_never_overtakes_the_mlp() -> None:
+    assert sweep("note002_linear_attention", "image_size", [32, 64], progress=False
+                 ).crossover() is None
+
+
+def test_depth_and_width_sweeps_rebuild_the_model() -> None:
+    depth = sweep("vit_b_16", "depth", [6, 12], progress=False)
+    params = [p.totals.params for p in depth.points]
+    assert params[1] - params[0] == 6 * VIT_B_16_BLOCK_PARAMS
+    width = sweep("vit_b_16", "width", [384], progress=False)
+    block = 2 * 2 * 384 + 384 * 1152 + 1152 + 384 * 384 + 384 + 2 * 384 * 1536 + 1536 + 384
+    # patch conv + tokens + 12 blocks + final LayerNorm + head, heads 384 / 64 = 6, MLP 4 x 384
+    expected = (3 * 256 * 384 + 384) + 198 * 384 + 12 * block + 2 * 384 + 384 * 1000 + 1000
+    assert width.points[0].totals.params == expected
+    # 12 blocks of QK^T and AV over 6 heads of width 64
+    assert width.points[0].components[Component.ATTN_CORE].macs == 12 * 2 * 6 * 197**2 * 64
+
+
+def test_sweep_values_are_checked() -> None:
+    assert parse_values("224, 384,518") == [224, 384, 518]
+    for bad in ("224,x", "0,224", "224,224"):
+        with pytest.raises(UserError):
+            parse_values(bad)
+
+
+def test_long_sweeps_show_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("vitprof.report.sweep.PROGRESS_DELAY_S", 0)
+    sweep("vit_b_32", "image_size", [224, 256])
+    assert "vit_b_32 image_size" in capsys.readouterr().err
+
+
+SWEEP_ERRORS = [
+    pytest.param(["vit_b_16", "--image-size", "224,518"],
+                 "image size 518 is not divisible by the patch size 16 of vit_b_16", id="size"),
+    pytest.param(["note002_cifar_vit", "--depth", "6,12"],
+                 "--depth sweeps rebuild torchvision and timm ViTs", id="depth-unsupported"),
+    pytest.param(["vit_b_16", "--width", "384,700"],
+                 "width 700 is not a multiple of the head width 64", id="width"),
+    pytest.param(["vit_b_16", "--image-size", "224,big"], "expected comma-separated integers",
+                 id="not-a-number"),
+    pytest.param(["no_such_model", "--image-size", "224"], "unknown model 'no_such_model'",
+                 id="unknown-model"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), SWEEP_ERRORS)
+def test_sweep_user_errors_are_one_line(argv: list[str], message: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vitprof: error: ") and message in err and err.count("\n") == 1
+
+
+def test_sweep_prints_a_table_and_writes_the_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sweep", "vit_b_32", "--image-size", "224,448", "--format", "markdown",
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    (table,) = tables(out)
+    # 224 px: 49 patches of 32 px; 448 px: 196
+    assert [(r[0], r[1]) for r in table[1:]] == [("224", "49"), ("448", "196")]
+    assert summed_tables(out) == (0, 1)
+    assert figures.read_digest(tmp_path / "vit_b_32_image_size_sweep.png") is not None
+
+
+def test_sweep_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["sweep", "vit_b_16", "--depth", "1,2", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["value"] for p in data["points"]] == [1, 2]
+    mlp = [p["components"]["mlp"]["macs"] for p in data["points"]]
+    assert mlp == [2 * 197 * 768 * 3072, 2 * 2 * 197 * 768 * 3072]  # one block, then two
+    assert data["crossover"] is None and data["units"]["flops"] == "2 x macs"
+
+
+# ------------------------------------------------------------------------------- the check
+
+
+@pytest.fixture
+def copies(tmp_path: Path) -> tuple[Path, Path]:
+    """Two copies of the committed reports: a stand-in fresh generation and one to tamper."""
+    fresh, kept = tmp_path / "fresh", tmp_path / "kept"
+    shutil.copytree(REPORTS, fresh)
+    shutil.copytree(REPORTS, kept)
+    return fresh, kept
+
+
+def test_compare_accepts_identical_folders_and_another_torch(copies: tuple[Path, Path]) -> None:
+    fresh, kept = copies
+    page = kept / "vit_b_16.md"
+    page.write_text(re.sub(r"torch \S+;", "torch 2.14.1+cpu;", page.read_text()))
+    assert compare(fresh, kept) == []
+    assert normalize("torch 2.14.1+cu130; x") == "torch <version>; x"
+
+
+def test_compare_finds_every_kind_of_tampering(copies: tuple[Path, Path]) -> None:
+    fresh, kept = copies
+    page = kept / "vit_b_32.md"
+    page.write_text(page.read_text().replace("88,224,232", "88,224,233", 1))
+    shutil.copy(kept / "vit_b_32_blocks.png", kept / "vit_b_32_components.png")
+    with Image.open(fresh / "vit_l_16_blocks.png") as image:  # same data, other pixels
+        info = PngImagePlugin.PngInfo()
+        info.add_text(figures.DIGEST_KEY, image.info[figures.DIGEST_KEY])
+        image.resize((image.width // 2, image.height // 2)).save(kept / "vit_l_16_blocks.png",
+                                                                 pnginfo=info)
+    (kept / "vit_h_14_scaling.png").unlink()
+    (kept / "old.md").write_text(MARKER + "# stale\n")
+    (kept / "notes.md").write_text("# someone else's file\n")
+    problems = "\n".join(compare(fresh, kept))
+    assert "vit_b_32.md differs" in problems and "88,224,233" in problems
+    assert "vit_b_32_components.png plots other data" in problems
+    assert "vit_l_16_blocks.png is 350x200 px" in problems
+    assert "vit_h_14_scaling.png is missing" in problems
+    assert "old.md is not generated any more" in problems
+    assert "notes.md" not in problems
+
+
+REPORT_ERRORS = [
+    pytest.param(["report", "no_such_model", "--out", "{tmp}"], "unknown model", id="model"),
+    pytest.param(["report", "--out", "{tmp}"], "name at least one model, or use --all",
+                 id="nothing"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), REPORT_ERRORS)
+def test_report_user_errors(argv: list[str], message: str, tmp_path: Path,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vitprof: error: ") and message in err and err.count("\n") == 1
+
+
+def test_check_of_a_missing_folder_fails(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--check", "--out", str(tmp_path / "none")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_check_fails_after_tampering(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kept = tmp_path / "reports"
+    shutil.copytree(REPORTS, kept)
+    assert main(["report", "vit_b_32", "--check", "--out", str(kept)]) == 0
+    page = kept / "vit_b_32.md"
+    page.write_text(page.read_text().replace("| head |", "| head (edited) |", 1))
+    (kept / "vit_b_32_scaling.png").unlink()
+    capsys.readouterr()
+    assert main(["report", "vit_b_32", "--check", "--out", str(kept)]) == 1
+    err = capsys.readouterr().err
+    assert "vit_b_32.md differs" in err and "vit_b_32_scaling.png is missing" in err
+
+
+@pytest.mark.slow
+def test_committed_reports_are_up_to_date(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--check", "--out", str(REPORTS)]) == 0, capsys.readouterr().err
