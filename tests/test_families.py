@@ -130,10 +130,18 @@ def test_generic_recognizer_on_a_model_driven_through_module_dicts() -> None:
     assert profile.components[C.MLP].macs == 2 * 2 * n * d * 2 * d
 
 
-def test_map_override_moves_a_module() -> None:
-    profile = analyze(FunctionalViT(), image_size=32, overrides=[(r"^classifier", C.OTHER)])
+@pytest.mark.parametrize("regex", [r"^classifier", r"classifier$"], ids=["prefix", "module-only"])
+def test_map_override_moves_a_module_and_its_parameters(regex: str) -> None:
+    # "classifier$" names the module path only: its parameters follow their owner
+    profile = analyze(FunctionalViT(), image_size=32, overrides=[(regex, C.OTHER)])
     # 32 * 10 + 10 params, 32 * 10 MACs
     assert other(profile) == (330, 320)
+
+
+def test_map_override_on_a_table_family() -> None:
+    profile = analyze("vit_b_32", overrides=[(r"^heads$", C.OTHER)])
+    # torchvision's head Linear(768, 1000): 769_000 params, 768_000 MACs
+    assert other(profile) == (769_000, 768_000)
 
 
 def test_non_vit_gets_exact_totals_and_a_warning() -> None:

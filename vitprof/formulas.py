@@ -54,7 +54,7 @@ not depend on which kernel PyTorch picked: ``aten._native_multi_head_attention``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -423,14 +423,8 @@ def is_free(op: Any) -> bool:
 def op_name(op: Any) -> str:
     """``aten.addmm`` for ``aten.addmm.default``."""
     packet = getattr(op, "overloadpacket", op)
-    return f"{packet._qualified_op_name.replace('::', '.')}" if hasattr(
-        packet, "_qualified_op_name"
-    ) else str(packet)
-
-
-def free_op_names() -> Iterable[str]:
-    """Names of the operations known to cost nothing, sorted."""
-    return sorted(op_name(op) for op in FREE_OPS)
+    qualified = getattr(packet, "_qualified_op_name", None)
+    return qualified.replace("::", ".") if qualified else str(packet)
 
 
 # ---------------------------------------------------------------------------------------------

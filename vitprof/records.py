@@ -31,9 +31,6 @@ class Component(StrEnum):
 
 
 COMPONENTS: tuple[Component, ...] = tuple(Component)
-ATTENTION: frozenset[Component] = frozenset(
-    {Component.ATTN_QKV, Component.ATTN_CORE, Component.ATTN_PROJ}
-)
 
 UNITS: dict[str, str] = {
     "params": "number of parameter elements, each shared tensor counted once",

@@ -191,11 +191,6 @@ def _hf_builtin(name: str, attn_implementation: str = "sdpa") -> Factory:
 ZOO: dict[str, ZooEntry] = _builtin_entries()
 
 
-def model_names() -> list[str]:
-    """Every built-in model name, in the order ``vitprof models`` lists them."""
-    return list(ZOO)
-
-
 def lookup(name: str) -> ZooEntry:
     """The zoo entry for ``name`` (``torchvision:`` prefix optional) or a UserError."""
     key = name.removeprefix("torchvision:")

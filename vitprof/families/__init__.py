@@ -18,7 +18,6 @@ def recognize(model: nn.Module, overrides: Sequence[Rule] = ()) -> ComponentMap:
 
     ``overrides`` are ``(regex, component)`` pairs that win over any recognizer.
     """
-    for family in TABLES:
-        if family.detect(model):
-            return family.resolve(model, overrides)
-    return apply_overrides(resolve_generic(model), model, overrides)
+    family = next((f for f in TABLES if f.detect(model)), None)
+    mapping = family.resolve(model) if family else resolve_generic(model)
+    return apply_overrides(mapping, model, overrides)

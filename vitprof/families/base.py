@@ -58,8 +58,8 @@ class Family:
     blocks: str
     rules: Sequence[Rule]
 
-    def resolve(self, model: nn.Module, overrides: Sequence[Rule] = ()) -> ComponentMap:
-        rules = [*compile_rules(overrides), *compile_rules(self.rules)]
+    def resolve(self, model: nn.Module) -> ComponentMap:
+        rules = compile_rules(self.rules)
         pattern = re.compile(self.blocks)
         blocks: dict[str, int] = {}
         modules: dict[str, Component] = {}
@@ -90,25 +90,34 @@ def first_match(rules: list[tuple[re.Pattern[str], Component]], name: str) -> Co
 
 def owner_component(modules: dict[str, Component], name: str) -> Component:
     """Component of the nearest ancestor module of ``name`` that has one, else OTHER."""
-    path = name
-    while path:
-        path = path.rpartition(".")[0]
-        if path in modules:
-            return modules[path]
-    return Component.OTHER
+    return _nearest_owner(modules, name) or Component.OTHER
 
 
 def apply_overrides(
     mapping: ComponentMap, model: nn.Module, overrides: Sequence[Rule]
 ) -> ComponentMap:
-    """A copy of ``mapping`` where names matching a user rule take that rule's component."""
+    """A copy of ``mapping`` where user rules win: a module path or parameter name a rule
+    matches takes its component, and a parameter follows its nearest overridden owner."""
     if not overrides:
         return mapping
     rules = compile_rules(overrides)
-    modules = dict(mapping.modules)
-    for path, _ in model.named_modules():
-        component = first_match(rules, path) if path else None
-        if component is not None:
-            modules[path] = component
-    params = {name: first_match(rules, name) or c for name, c in mapping.params.items()}
-    return ComponentMap(mapping.family, modules, params, mapping.blocks, mapping.warnings)
+    overridden = {
+        path: component
+        for path, _ in model.named_modules()
+        if path and (component := first_match(rules, path)) is not None
+    }
+    params = {}
+    for name, component in mapping.params.items():
+        params[name] = first_match(rules, name) or _nearest_owner(overridden, name) or component
+    return ComponentMap(
+        mapping.family, {**mapping.modules, **overridden}, params, mapping.blocks, mapping.warnings
+    )
+
+
+def _nearest_owner(modules: dict[str, Component], name: str) -> Component | None:
+    path = name
+    while path:
+        path = path.rpartition(".")[0]
+        if path in modules:
+            return modules[path]
+    return None
