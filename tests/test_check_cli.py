@@ -149,15 +149,14 @@ def run_script(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def assert_outcome(argv: list[str], code: int, out: str, err: str, expected_code: int,
                    expected: str) -> None:
-    """The exit code, no traceback, and: a usage message from argparse, or ONE error line that
-    starts with the budget file's name, or the expected text in the report."""
+    """The exit code, no traceback, and: ONE error line (a usage error of the check command, or
+    one that starts with the budget file's name), or the expected text in the report."""
     assert code == expected_code, out + err
     assert "Traceback" not in err
-    if expected_code == 2 and "usage:" in err:
-        assert expected in err
-    elif expected_code == 2:
+    if expected_code == 2:
         (line,) = err.strip().splitlines()
-        assert line.startswith(f"vitprof: error: {argv[1]}")
+        usage_error = line.startswith("vitprof check: error: ")
+        assert usage_error or line.startswith(f"vitprof: error: {argv[1]}")
         assert expected in line
     else:
         assert expected in out

@@ -457,7 +457,8 @@ def test_formula_usage_errors_exit_2(argv: list[str], message: str, capsys) -> N
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == 2
-    assert message in capsys.readouterr().err
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert message in line
 
 
 @pytest.mark.parametrize(

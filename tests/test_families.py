@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import timm
 import torch
@@ -10,6 +12,7 @@ from torch import nn
 
 from vitprof import Component as C
 from vitprof import analyze
+from vitprof.errors import UserError
 
 NOTHING = (0, 0)
 
@@ -142,6 +145,18 @@ def test_map_override_on_a_table_family() -> None:
     profile = analyze("vit_b_32", overrides=[(r"^heads$", C.OTHER)])
     # torchvision's head Linear(768, 1000): 769_000 params, 768_000 MACs
     assert other(profile) == (769_000, 768_000)
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        pytest.param(("(", C.OTHER), "bad regular expression '('", id="bad-regex"),
+        pytest.param(("heads", "nowhere"), "unknown component 'nowhere'", id="bad-component"),
+    ],
+)
+def test_bad_override_is_a_user_error(rule: tuple[str, str], message: str) -> None:
+    with pytest.raises(UserError, match=re.escape(message)):
+        analyze("vit_b_32", overrides=[rule])
 
 
 def test_non_vit_gets_exact_totals_and_a_warning() -> None:

@@ -338,7 +338,8 @@ def test_cli_usage_errors(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
-    assert "error:" in capsys.readouterr().err
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"vitprof {argv[0]}: error: ")
 
 
 def test_cli_profile_unknown_model(capsys) -> None:

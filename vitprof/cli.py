@@ -1,6 +1,7 @@
 """The ``vitprof`` command line: ``build_parser()`` and ``main(argv) -> int``.
 
-User errors end in one line on stderr and exit code 2; usage errors are argparse's (exit 2).
+User errors and usage errors alike end in one line on stderr and exit code 2: the parser prints
+the error and where to find the usage instead of argparse's multi-line usage block.
 """
 
 from __future__ import annotations
@@ -9,14 +10,25 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from vitprof.errors import UserError
 
 COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report", "sweep")
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr (exit code 2).
+
+    Sub-command parsers inherit the class (``add_subparsers`` uses the parent's type).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="vitprof",
         description="Exact params and MACs of Vision Transformers, per component.",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -35,6 +36,10 @@ def component_rule(text: str) -> tuple[str, Component]:
     regex, sep, name = text.rpartition("=")
     if not sep or not regex:
         raise argparse.ArgumentTypeError(f"expected REGEX=COMPONENT, got '{text}'")
+    try:
+        re.compile(regex)
+    except re.error as error:
+        raise argparse.ArgumentTypeError(f"bad regular expression '{regex}': {error}") from None
     try:
         return regex, Component(name)
     except ValueError:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
+from vitprof.errors import UserError
 from vitprof.records import Component
 
 Rule = tuple[str, Component]
@@ -78,7 +79,16 @@ class Family:
 
 
 def compile_rules(rules: Iterable[Rule]) -> list[tuple[re.Pattern[str], Component]]:
-    return [(re.compile(regex), Component(component)) for regex, component in rules]
+    """Compile ``(regex, component)`` rules; a bad regex or component name is a user error."""
+    compiled = []
+    for regex, component in rules:
+        try:
+            compiled.append((re.compile(regex), Component(component)))
+        except re.error as error:
+            raise UserError(f"bad regular expression '{regex}' in a rule: {error}") from None
+        except ValueError:
+            raise UserError(f"unknown component '{component}' in the rule for '{regex}'") from None
+    return compiled
 
 
 def first_match(rules: list[tuple[re.Pattern[str], Component]], name: str) -> Component | None:
