@@ -113,13 +113,15 @@ def test_map_option(capsys) -> None:
     assert json.loads(out)["components"]["other"]["params"] == 769_000
 
 
-def test_hf_config_file(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("given", ["file", "directory"])
+def test_hf_config_file(tmp_path: Path, given: str, capsys) -> None:
     config = {"model_type": "vit", "hidden_size": 64, "num_hidden_layers": 2,
               "num_attention_heads": 4, "intermediate_size": 128, "image_size": 32,
               "patch_size": 8, "num_labels": 10}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    code, out, _ = run(["analyze", f"hf:{path}", "--format", "json"], capsys)
+    target = path if given == "file" else tmp_path
+    code, out, _ = run(["analyze", f"hf:{target}", "--format", "json"], capsys)
     data = json.loads(out)
     assert code == 0 and data["family"] == "huggingface"
     assert data["input_shape"] == [1, 3, 32, 32]
@@ -167,11 +169,23 @@ def test_bad_factories(factory_file: Path, attribute: str, message: str, capsys)
     assert code == 2 and message in err and err.count("\n") == 1
 
 
-def test_malformed_hf_config(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("{not json", "JSONDecodeError", id="not-json"),
+        pytest.param("[1, 2]", "no 'model_type' key", id="not-an-object"),
+        pytest.param('{"hidden_size": 64}', "no 'model_type' key", id="no-model-type"),
+        pytest.param('{"model_type": "vit", "hidden_size": "wide"}', "'hidden_size'",
+                     id="field-of-wrong-type"),
+    ],
+)
+def test_malformed_hf_config(tmp_path: Path, text: str, message: str, capsys) -> None:
     path = tmp_path / "config.json"
-    path.write_text("{not json")
+    path.write_text(text)
     code, _, err = run(["analyze", f"hf:{path}"], capsys)
-    assert code == 2 and "malformed Hugging Face config" in err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"vitprof: error: malformed Hugging Face config {path}: ")
+    assert message in err
 
 
 def test_missing_optional_package_names_the_extra(monkeypatch, capsys) -> None:

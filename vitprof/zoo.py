@@ -4,8 +4,8 @@ Accepted names:
 
 * every torchvision ViT (``vit_b_16``, ``torchvision:vit_b_16``, ...) and ``vit_22b``;
 * ``timm:NAME`` (needs the ``timm`` extra);
-* ``hf:vit-base-patch16-224`` style built-in configs and ``hf:path/to/config.json`` (needs the
-  ``transformers`` extra);
+* ``hf:vit-base-patch16-224`` style built-in configs, ``hf:path/to/config.json`` and
+  ``hf:path/to/dir`` holding a ``config.json`` (need the ``transformers`` extra);
 * the models of the source notes (``note001_vit_b16``, ``note002_cifar_vit``, ...);
 * ``path/to/file.py:factory`` and ``package.module:factory`` for anything else.
 """
@@ -318,17 +318,30 @@ def _hf_from_config(path: str, num_classes: int | None, image_size: int | None) 
     transformers = _require("transformers", "transformers")
     try:
         data = json.loads(Path(path).read_text())
-        model_type = data.pop("model_type")
-        config = transformers.AutoConfig.for_model(model_type, **data)
     except FileNotFoundError:
         raise UserError(f"no such file: {path}") from None
-    except (json.JSONDecodeError, KeyError, ValueError) as error:
+    except (OSError, json.JSONDecodeError) as error:
+        raise UserError(f"malformed Hugging Face config {path}: {_one_line(error)}") from None
+    if not isinstance(data, dict) or "model_type" not in data:
+        raise UserError(f"malformed Hugging Face config {path}: no 'model_type' key")
+    try:
+        config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    except Exception as error:  # transformers validates fields with its own error classes
         raise UserError(f"malformed Hugging Face config {path}: {_one_line(error)}") from None
     if num_classes is not None:
         config.num_labels = num_classes
     if image_size is not None:
         config.image_size = image_size
     return lambda: transformers.AutoModelForImageClassification.from_config(config)
+
+
+def _is_config_path(target: str) -> bool:
+    """``hf:`` names a config file (``*.json``) or a directory holding ``config.json``."""
+    return target.endswith(".json") or Path(target, "config.json").is_file()
+
+
+def _config_file(target: str) -> str:
+    return target if target.endswith(".json") else str(Path(target, "config.json"))
 
 
 def build(
@@ -355,8 +368,8 @@ def build(
             name, lambda: timm.create_model(model_name, pretrained=False, **kwargs), device
         )
         return _finish(name, module, image_size, None)
-    if name.startswith("hf:") and name.removeprefix("hf:").endswith(".json"):
-        factory = _hf_from_config(name.removeprefix("hf:"), num_classes, image_size)
+    if name.startswith("hf:") and _is_config_path(name.removeprefix("hf:")):
+        factory = _hf_from_config(_config_file(name.removeprefix("hf:")), num_classes, image_size)
         return _finish(name, _construct(name, factory, device), image_size, None)
     if ":" in name and not name.startswith(("hf:", "torchvision:")):
         factory = _call_factory(_load_factory(name), image_size, num_classes)
