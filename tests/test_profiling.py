@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,16 @@ from vitprof.profiling.memory import (
     param_bytes_by_dtype,
     saved_for_backward,
 )
-from vitprof.profiling.peak import matmul_flops, measure_peak
+from vitprof.profiling.peak import best_seconds, matmul_flops, measure_peak
 from vitprof.profiling.roofline import points, write_roofline
-from vitprof.profiling.timing import Timings, interquartile_mean, middle_half, plan_intervals
+from vitprof.profiling.timing import (
+    CudaClock,
+    Timings,
+    interquartile_mean,
+    middle_half,
+    plan_intervals,
+    time_forward,
+)
 from vitprof.profiling.training import phase_components, phase_totals
 from vitprof.records import COMPONENTS, Component
 
@@ -218,6 +226,50 @@ def test_data_dependent_model_is_counted_on_the_device() -> None:
     assert mlp.flops == 2 * BATCH * 557_056  # as the torchvision ViT above
     assert result.memory.saved is None and mlp.saved_bytes is None
     assert "saved for backward not measured" in result.notes[0]
+
+
+class WallClockEvent:
+    """Stands in for ``torch.cuda.Event`` on a machine without a GPU: ``record`` reads the wall
+    clock, ``elapsed_time`` answers in milliseconds as CUDA does. It lets the CUDA clock's own
+    logic (events reused across runs, one synchronize when read, ms -> s) run on the CPU."""
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        assert enable_timing, "timing events must be created with enable_timing=True"
+        self.at: float | None = None
+
+    def record(self) -> None:
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end: WallClockEvent) -> float:
+        assert self.at is not None and end.at is not None, "event read before it was recorded"
+        return (end.at - self.at) * 1e3
+
+
+@pytest.fixture
+def wall_clock_cuda_events(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Patch ``torch.cuda.Event`` and ``torch.cuda.synchronize``; returns the sync calls."""
+    synchronized: list[int] = []
+    monkeypatch.setattr(torch.cuda, "Event", WallClockEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: synchronized.append(1))
+    return synchronized
+
+
+def test_cuda_clock_with_wall_clock_events(wall_clock_cuda_events: list[int]) -> None:
+    model, example = small_vit().eval(), torch.randn(BATCH, 3, 32, 32)
+    _, plan, _ = plan_intervals(model, example, recognize(model))
+    clock = CudaClock()
+    timings = time_forward(model, example, plan, clock, warmup=1, iters=4)
+    assert timings.attributed == pytest.approx(timings.hooked_latency, rel=0.10)
+    # one mark per module event plus the two around the forward, events reused across runs
+    assert len(clock.events) == len(plan.events) + 2
+    # one synchronize per forward read: 1 warm-up + 4 iterations x (hooked + plain)
+    assert len(wall_clock_cuda_events) == 1 + 4 * 2
+
+
+def test_cuda_peak_timing_with_wall_clock_events(wall_clock_cuda_events: list[int]) -> None:
+    seconds = best_seconds(lambda: time.sleep(0.002), "cuda", repeats=3)
+    assert 0.002 <= seconds < 1.0
+    assert len(wall_clock_cuda_events) == 3  # one synchronize per timed repetition
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -33,7 +33,8 @@ class Peak:
         return self.flops_per_s / self.bytes_per_s if self.bytes_per_s else None
 
 
-def _best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
+def best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
+    """The shortest of ``repeats`` timed calls of ``fn`` after one untimed call, in seconds."""
     fn()  # warm-up: allocation, kernel selection
     best = float("inf")
     for _ in range(repeats):
@@ -59,7 +60,7 @@ def matmul_flops(
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
     with torch.inference_mode():
-        seconds = _best_seconds(lambda: torch.mm(a, b), device, repeats)
+        seconds = best_seconds(lambda: torch.mm(a, b), device, repeats)
     return 2 * n**3 / seconds
 
 
@@ -69,7 +70,7 @@ def copy_bandwidth(device: str, nbytes: int | None = None, repeats: int = 5) -> 
     src = torch.empty(count, device=device).fill_(1.0)
     dst = torch.empty_like(src)
     with torch.inference_mode():
-        seconds = _best_seconds(lambda: dst.copy_(src), device, repeats)
+        seconds = best_seconds(lambda: dst.copy_(src), device, repeats)
     return 2 * count * 4 / seconds
 
 
