@@ -129,6 +129,14 @@ def test_hf_config_file(tmp_path: Path, given: str, capsys) -> None:
     assert data["components"]["attn_core"]["macs"] == 73_984
 
 
+def test_timm_name_with_a_pretrained_tag_takes_its_architecture(capsys) -> None:
+    code, out, _ = run(["analyze", "timm:vit_tiny_patch16_224.augreg_in21k", "--format", "json"],
+                       capsys)
+    assert code == 0
+    # the in21k checkpoint's head: 192 * 21_843 + 21_843 = 4_215_699 params
+    assert json.loads(out)["components"]["head"]["params"] == 192 * 21_843 + 21_843
+
+
 def test_models_lists_the_zoo(capsys) -> None:
     code, out, _ = run(["models"], capsys)
     assert code == 0
@@ -146,6 +154,8 @@ def test_models_lists_the_zoo(capsys) -> None:
                      "image size 225 is not divisible by the patch size 16", id="bad-size"),
         pytest.param(["analyze", "timm:vit_tiny_patch16_22"], "unknown timm model",
                      id="unknown-timm"),
+        pytest.param(["analyze", "timm:vit_tiny_patch16_22.augreg_in21k"],
+                     "did you mean timm:vit_tiny_patch16_224", id="unknown-timm-with-tag"),
         pytest.param(["analyze", "no/such/file.py:make"], "no such file", id="missing-file"),
         pytest.param(["analyze", "no_such_package_xyz:make"], "cannot import no_such_package_xyz",
                      id="missing-module"),

@@ -93,6 +93,60 @@ def test_register_tokens_are_tokens() -> None:
     assert profile.components[C.TOKENS].params == 4 * 768 + 256 * 768
 
 
+GENERIC_RELATIVES = [
+    "timm:beit_base_patch16_224", "timm:cait_xxs24_224", "timm:eva02_tiny_patch14_224",
+    "timm:samvit_base_patch16", "timm:vit_small_patch16_rope_224",
+    "timm:swin_tiny_patch4_window7_224",
+]
+
+
+@pytest.mark.parametrize("name", GENERIC_RELATIVES)
+def test_generic_places_every_parameter_of_timm_vit_relatives(name: str) -> None:
+    profile = analyze(name)
+    assert profile.family == "generic"
+    assert other(profile) == NOTHING and profile.warnings == () and profile.unsupported_ops == {}
+
+
+def test_cait_class_attention_blocks_are_numbered_after_the_trunk() -> None:
+    profile = analyze("timm:cait_xxs24_224")
+    assert len(profile.blocks) == 24 + 2
+    cells = {(c, b.index): n for b in profile.blocks for c, n in b.components.items()}
+    # class attention, width 192, 4 heads of 48, 196 patches + 1 class token = 197 tokens:
+    # q on the class token 192*192 = 36_864, k and v on 197 tokens 2*197*192*192 = 14_524_416
+    assert cells[(C.ATTN_QKV, 24)].macs == 36_864 + 14_524_416
+    # one query row per head: q k^T and a v, 2 * 4 * 197 * 48 = 75_648
+    assert cells[(C.ATTN_CORE, 24)].macs == 75_648
+    # the MLP runs on the class token alone: 2 * 192 * 768 = 294_912
+    assert cells[(C.MLP, 25)].macs == 294_912
+
+
+def test_swin_stages_yield_blocks_and_patch_merging_is_patch_embedding() -> None:
+    profile = analyze("timm:swin_tiny_patch4_window7_224")
+    assert len(profile.blocks) == 2 + 2 + 6 + 2
+    # the 4x4 patch conv: 56*56 positions x 96 channels x 3*4*4 = 14_450_688; each of the
+    # three merges is a Linear(4C, 2C) on (56/2^k)^2 positions: 28*28*384*192 = 57_802_752
+    # (and 14*14*768*384, 7*7*1536*768, the same product)
+    assert profile.components[C.PATCH_EMBED].macs == 14_450_688 + 3 * 57_802_752
+
+
+@pytest.mark.parametrize("model_type", ["dinov2", "beit", "swin"])
+def test_other_hugging_face_vision_transformers_go_generic(model_type: str) -> None:
+    config = transformers.AutoConfig.for_model(model_type, num_labels=10)
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageClassification.from_config(config)
+    profile = analyze(model)
+    assert profile.family == "generic" and len(profile.blocks) == 12
+    assert other(profile) == NOTHING and profile.warnings == ()
+
+
+def test_separate_query_and_value_biases_are_qkv() -> None:
+    config = transformers.BeitConfig(num_labels=10)
+    with torch.device("meta"):
+        model = transformers.BeitForImageClassification(config)
+    # per block: query/key/value 3 * 768 * 768, query and value biases 2 * 768 (keys have none)
+    assert analyze(model).components[C.ATTN_QKV].params == 12 * (3 * 768 * 768 + 2 * 768)
+
+
 class FunctionalViT(nn.Module):
     """A hand-written ViT whose attention is all functional: nothing named like a module."""
 
@@ -131,6 +185,55 @@ def test_generic_recognizer_on_a_model_driven_through_module_dicts() -> None:
     assert profile.components[C.ATTN_CORE].macs == 2 * 2 * n * n * d
     assert profile.components[C.ATTN_PROJ].macs == 2 * n * d * d
     assert profile.components[C.MLP].macs == 2 * 2 * n * d * 2 * d
+
+
+class LayerScaleBlock(nn.Module):
+    """A BEiT/CaiT-style block: the layer scales are raw parameters of the block itself."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, 4, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.gamma_1 = nn.Parameter(torch.ones(dim))
+        self.gamma_2 = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm1(x)
+        x = x + self.gamma_1 * self.attn(y, y, y, need_weights=False)[0]
+        return x + self.gamma_2 * self.mlp(self.norm2(x))
+
+
+class NeckViT(nn.Module):
+    """Layer-scale blocks, then a SAM-style convolutional neck instead of a linear head."""
+
+    def __init__(self, dim: int = 32, depth: int = 2) -> None:
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, kernel_size=8, stride=8)
+        self.pos_embed = nn.Parameter(torch.zeros(1, 16, dim))
+        self.blocks = nn.Sequential(*(LayerScaleBlock(dim) for _ in range(depth)))
+        self.neck = nn.Conv2d(dim, 16, kernel_size=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch_embed(x).flatten(2).transpose(1, 2) + self.pos_embed
+        x = self.blocks(x)
+        return self.neck(x.transpose(1, 2).reshape(x.shape[0], -1, 4, 4))
+
+
+def test_layer_scales_follow_their_branch_and_a_conv_neck_is_the_head() -> None:
+    profile = analyze(NeckViT(), image_size=32)
+    assert other(profile) == NOTHING and profile.warnings == ()
+    d, n, depth = 32, 16, 2
+    # attn_proj per block: out_proj 32*32 + 32 = 1_056 params + gamma_1 32 = 1_088
+    assert profile.components[C.ATTN_PROJ].params == depth * (d * d + d + d)
+    # mlp per block: 32*64 + 64 + 64*32 + 32 = 4_192 params + gamma_2 32 = 4_224
+    assert profile.components[C.MLP].params == depth * (2 * d * 2 * d + 2 * d + d + d)
+    # the neck: 1x1 conv 32 -> 16 on 4x4 positions, 16 * 32 * 16 = 8_192 MACs, 528 params
+    assert profile.components[C.HEAD].macs == n * d * 16
+    assert profile.components[C.HEAD].params == d * 16 + 16
+    # attn_proj vector work per block, n x d elements each: out_proj bias add, the gamma_1
+    # multiply, and the residual add that follows the branch
+    assert profile.components[C.ATTN_PROJ].vector_flops == depth * 3 * n * d
 
 
 @pytest.mark.parametrize("regex", [r"^classifier", r"classifier$"], ids=["prefix", "module-only"])

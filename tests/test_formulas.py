@@ -102,6 +102,21 @@ def test_views_and_copies_are_free() -> None:
     assert priced(free, x) == (0, 0, {})
 
 
+def test_in_place_views_are_free() -> None:
+    def in_place(x: torch.Tensor) -> torch.Tensor:
+        return x.unsqueeze_(0).squeeze_(0).transpose_(0, 1).as_strided_((6, 4), (4, 1))
+
+    assert priced(in_place, torch.empty(2, 3, 4)) == (0, 0, {})
+
+
+def test_vector_norm_costs_two_per_input_and_one_per_output() -> None:
+    x = torch.empty(2, 197, 64)
+    # F.normalize: norm over 64 -> 2 * 197 outputs; 2 * 25_216 + 394 = 50_826 for the norm,
+    # then clamp_min 394, expand (free), divide 25_216 elements -> 76_436
+    assert priced(torch.linalg.vector_norm, x)[1] == 2 * 25_216 + 1
+    assert priced(lambda x: F.normalize(x, dim=-1), x)[1] == 2 * 25_216 + 394 + 394 + 25_216
+
+
 def test_op_without_formula_is_reported_not_zeroed() -> None:
     x = torch.empty(4, 8)
     assert priced(lambda x: torch.cumsum(x, 0), x)[2] == {"aten.cumsum": 1}

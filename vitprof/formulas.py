@@ -21,6 +21,8 @@ layer norm                              5    mean, subtract, square, accumulate,
 rms norm                                3    square, accumulate, scale (+1 with a weight)
 batch norm (eval, running statistics)   2    subtract mean, scale (+1/+1 affine)
 sum, mean, amax, amin (reductions)      1    per *input* element
+vector norm (``linalg_vector_norm``)    2    per *input* element: power, accumulate;
+                                        +1   per output element: the root
 dropout while training                  2    mask and multiply
 scaled-dot-product attention            6    per attention score: scale 1 + softmax 5
                                              (+1 with a mask or causal, +1 with dropout)
@@ -102,6 +104,8 @@ FREE_OPS: frozenset[Any] = frozenset(
         "dropout", "_unsafe_index", "_assert_tensor_metadata", "_local_scalar_dense",
         "linspace", "unfold", "movedim", "contiguous", "_reshape_alias", "unsafe_split",
         "bernoulli_", "uniform_", "normal_", "erfinv_",
+        "as_strided_", "squeeze_", "unsqueeze_", "transpose_", "t_",
+        "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",
     )
     if hasattr(aten, name)
 )
@@ -355,6 +359,13 @@ def _register_table(table: Mapping[str, int], make: Callable[[int], Formula]) ->
 
 _register_table(VECTOR_COSTS, _elementwise)
 _register_table(REDUCTION_COSTS, _reduction)
+
+
+@register(aten.linalg_vector_norm)
+def vector_norm_cost(args: tuple, kwargs: dict, out: Any) -> Cost:
+    """``(input, ord, dim, keepdim)``: 2 per input element (power, accumulate), 1 per output
+    element (the root), whatever the order."""
+    return Cost(vector_flops=2 * _numel(args[0]) + _numel(_first_tensor(out)))
 
 
 @register(aten.native_layer_norm)

@@ -355,8 +355,11 @@ def build(
     if name.startswith("timm:"):
         timm = _require("timm", "timm")
         model_name = name.removeprefix("timm:")
-        if model_name not in timm.list_models():
-            close = difflib.get_close_matches(model_name, timm.list_models(), n=3)
+        # a pretrained tag (``vit_base_patch16_224.augreg_in21k``) selects that checkpoint's
+        # architecture settings (its class count, say); no weights are loaded either way
+        architecture = model_name.partition(".")[0]
+        if architecture not in timm.list_models():
+            close = difflib.get_close_matches(architecture, timm.list_models(), n=3)
             hint = f"; did you mean {', '.join('timm:' + c for c in close)}?" if close else ""
             raise UserError(f"unknown timm model '{model_name}'{hint}")
         kwargs: dict[str, int] = {}

@@ -75,7 +75,16 @@ class Family:
             name: first_match(rules, name) or owner_component(modules, name)
             for name, _ in model.named_parameters()
         }
-        return ComponentMap(self.name, modules, params, blocks)
+        unknown = [name for name, component in params.items() if component is Component.OTHER]
+        return ComponentMap(self.name, modules, params, blocks, unrecognized_warnings(unknown))
+
+
+def unrecognized_warnings(names: Sequence[str]) -> tuple[str, ...]:
+    """The warning for parameters no recognizer placed (they are counted as ``other``)."""
+    if not names:
+        return ()
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return (f"{len(names)} parameter tensor(s) not recognized, counted as other: {shown}",)
 
 
 def compile_rules(rules: Iterable[Rule]) -> list[tuple[re.Pattern[str], Component]]:

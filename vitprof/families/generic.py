@@ -1,16 +1,21 @@
 """The recognizer for ViTs nobody wrote a table for: module types, parameter shapes, names.
 
-* Blocks: the ModuleList / Sequential with the most children that all share one class and
+* Blocks: the children of every ModuleList / Sequential whose children all share one class and
   contain an attention module (``nn.MultiheadAttention`` or a class or attribute named like
-  ``attn`` / ``attention``).
+  ``attn`` / ``attention``), innermost stacks only: a list of stages that each hold a stack of
+  blocks (Swin) yields the blocks, not the stages. Several stacks (CaiT's class-attention
+  blocks, an MAE decoder, hierarchical stages) are numbered on, in registration order.
 * Inside a block: the attention module is ``attn_core``; its linears are ``attn_qkv`` unless
   named like an output projection (``proj``, ``out``, ``o_proj``, ``dense``...), and when none is,
   the last one registered is ``attn_proj``. Norm layers are ``norm``; every other child holding
-  parameters is ``mlp``.
+  parameters is ``mlp``. Layer scales (``gamma_1``/``ls1``/``layer_scale1`` and their ``2``
+  twins, raw parameters or modules) scale a branch's output: the first goes with ``attn_proj``,
+  the second with ``mlp``.
 * Outside the blocks: raw parameters (class, distillation, register tokens, position
   embeddings) and the modules holding them are ``tokens``; convolutions, linears and
-  ``patch``-named modules registered before the blocks are ``patch_embed``; linears and
-  ``head``-named modules registered after them are ``head``; norm layers are ``norm``.
+  ``patch``-named modules registered before the first stack of blocks, and those between two
+  stacks (patch merging), are ``patch_embed``; convolutions, linears and ``head``/``neck``-named
+  modules registered after the last stack are ``head``; norm layers are ``norm``.
 * Anything else lands in ``other`` with a warning.
 """
 
@@ -20,7 +25,7 @@ import re
 
 from torch import nn
 
-from vitprof.families.base import ComponentMap
+from vitprof.families.base import ComponentMap, unrecognized_warnings
 from vitprof.records import Component as C
 
 _ATTENTION_NAME = re.compile(r"attn|attention|(^|_)(mha|msa)($|_)", re.IGNORECASE)
@@ -30,7 +35,8 @@ _QKV_NAME = re.compile(
 )
 _PROJ_NAME = re.compile(r"(^|[._])(proj|out|out_proj|o_proj|to_out|output|dense|wo|o)($|[._])")
 _PATCH_NAME = re.compile(r"patch|patcher|stem|conv_proj|to_patch", re.IGNORECASE)
-_HEAD_NAME = re.compile(r"head|classifier|logits|pooler|(^|\.)fc($|\.)", re.IGNORECASE)
+_HEAD_NAME = re.compile(r"head|neck|classifier|logits|pooler|(^|\.)fc($|\.)", re.IGNORECASE)
+_LAYER_SCALE = re.compile(r"^(gamma|ls|layer_scale|lambda)_?([12])$")
 _MHA_QKV_PARAMS = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight",
                    "v_proj_weight", "bias_k", "bias_v")
 _CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -51,20 +57,22 @@ def is_attention(name: str, module: nn.Module) -> bool:
     return bool(named_like) and any(isinstance(m, nn.Linear) for m in module.modules())
 
 
-def find_blocks(model: nn.Module) -> str | None:
-    """Path of the container whose children are the transformer blocks, or None."""
-    best: tuple[int, str] | None = None
-    for path, container in model.named_modules():
-        if not isinstance(container, nn.ModuleList | nn.Sequential):
-            continue
-        children = list(container.children())
-        if not children or len({type(c) for c in children}) != 1:
-            continue
-        if not any(is_attention(n, m) for n, m in children[0].named_modules() if n):
-            continue
-        if best is None or len(children) > best[0]:
-            best = (len(children), path)
-    return None if best is None else best[1]
+def _is_block_stack(container: nn.Module) -> bool:
+    if not isinstance(container, nn.ModuleList | nn.Sequential):
+        return False
+    children = list(container.children())
+    if not children or len({type(c) for c in children}) != 1:
+        return False
+    return any(is_attention(n, m) for n, m in children[0].named_modules() if n)
+
+
+def find_block_stacks(model: nn.Module) -> list[str]:
+    """Paths of the innermost containers whose children are transformer blocks, in order."""
+    stacks = [path for path, module in model.named_modules() if _is_block_stack(module)]
+    return [
+        path for path in stacks
+        if not any(other.startswith(f"{path}.") for other in stacks)
+    ]
 
 
 def _join(prefix: str, name: str) -> str:
@@ -88,10 +96,22 @@ def _map_attention(path: str, attention: nn.Module, modules: dict[str, C]) -> No
             modules[full] = C.ATTN_PROJ
 
 
+def layer_scale_component(name: str) -> C | None:
+    """``attn_proj`` for the first layer scale of a block, ``mlp`` for the second, else None."""
+    match = _LAYER_SCALE.match(name)
+    if match is None:
+        return None
+    return C.ATTN_PROJ if match.group(2) == "1" else C.MLP
+
+
 def _map_block(path: str, block: nn.Module, modules: dict[str, C]) -> None:
     for name, child in block.named_children():
         full = _join(path, name)
-        if is_attention(name, child):
+        scale = layer_scale_component(name)
+        if scale is not None:
+            for sub, _ in child.named_modules():
+                modules[_join(full, sub)] = scale
+        elif is_attention(name, child):
             _map_attention(full, child, modules)
         elif is_norm(child):
             modules[full] = C.NORM
@@ -100,27 +120,26 @@ def _map_block(path: str, block: nn.Module, modules: dict[str, C]) -> None:
                 modules[_join(full, sub)] = C.NORM if is_norm(module) else C.MLP
 
 
-def _map_outside(model: nn.Module, blocks_path: str | None, modules: dict[str, C]) -> None:
-    inside = blocks_path or "\0"
-    seen_blocks = False
+def _map_outside(model: nn.Module, stacks: list[str], modules: dict[str, C]) -> None:
+    stacks_left = len(stacks)
     for path, module in model.named_modules():
-        if path == inside:
-            seen_blocks = True
-        if not path or path == inside or path.startswith(inside + "."):
+        if path in stacks:
+            stacks_left -= 1
+        if not path or any(path == s or path.startswith(f"{s}.") for s in stacks):
             continue
         if path in modules:
             continue
-        before = not seen_blocks
+        after_last = stacks_left == 0
         if is_norm(module):
             modules[path] = C.NORM
         elif list(module.parameters(recurse=False)) and not isinstance(module, _WEIGHTED_LEAVES):
             modules[path] = C.TOKENS
-        elif blocks_path is None:
+        elif not stacks:
             continue
-        elif before and (isinstance(module, (*_CONV, nn.Linear, nn.Unfold))
-                         or _PATCH_NAME.search(path)):
+        elif not after_last and (isinstance(module, (*_CONV, nn.Linear, nn.Unfold))
+                                 or _PATCH_NAME.search(path)):
             _map_subtree(path, module, C.PATCH_EMBED, modules)
-        elif not before and (isinstance(module, nn.Linear) or _HEAD_NAME.search(path)):
+        elif after_last and (isinstance(module, (*_CONV, nn.Linear)) or _HEAD_NAME.search(path)):
             _map_subtree(path, module, C.HEAD, modules)
 
 
@@ -139,6 +158,10 @@ def _param_component(
     owner, _, leaf = name.rpartition(".")
     if leaf in _MHA_QKV_PARAMS:
         return C.ATTN_QKV
+    if modules.get(owner) is C.ATTN_CORE and _QKV_NAME.search(leaf):
+        return C.ATTN_QKV  # separate q / v biases (BEiT, EVA)
+    if owner in blocks and layer_scale_component(leaf) is not None:
+        return layer_scale_component(leaf)
     module = model.get_submodule(owner)
     in_block = any(owner == b or owner.startswith(b + ".") for b in blocks)
     if not in_block and not isinstance(module, _WEIGHTED_LEAVES) and not is_norm(module):
@@ -154,18 +177,17 @@ def _param_component(
 
 def resolve_generic(model: nn.Module) -> ComponentMap:
     """Build the component map of ``model`` from its structure alone."""
-    blocks_path = find_blocks(model)
+    stacks = find_block_stacks(model)
     modules: dict[str, C] = {}
     blocks: dict[str, int] = {}
     warnings: list[str] = []
-    if blocks_path is None:
+    if not stacks:
         warnings.append("no transformer blocks recognized: is this a Vision Transformer?")
-    else:
-        container = model.get_submodule(blocks_path)
-        for index, (name, block) in enumerate(container.named_children()):
-            blocks[_join(blocks_path, name)] = index
-            _map_block(_join(blocks_path, name), block, modules)
-    _map_outside(model, blocks_path, modules)
+    for stack in stacks:
+        for name, block in model.get_submodule(stack).named_children():
+            blocks[_join(stack, name)] = len(blocks)
+            _map_block(_join(stack, name), block, modules)
+    _map_outside(model, stacks, modules)
     params: dict[str, C] = {}
     unknown: list[str] = []
     for name, _ in model.named_parameters():
@@ -173,9 +195,5 @@ def resolve_generic(model: nn.Module) -> ComponentMap:
         if component is None:
             unknown.append(name)
         params[name] = component or C.OTHER
-    if unknown:
-        shown = ", ".join(unknown[:3]) + (", ..." if len(unknown) > 3 else "")
-        warnings.append(
-            f"{len(unknown)} parameter tensor(s) not recognized, counted as other: {shown}"
-        )
+    warnings.extend(unrecognized_warnings(unknown))
     return ComponentMap("generic", modules, params, blocks, tuple(warnings))

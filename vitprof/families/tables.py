@@ -56,9 +56,16 @@ TIMM = Family(
     ),
 )
 
+def _hugging_face_vit(model: nn.Module) -> bool:
+    """The transformers packages that share ViT's module layout; others are generic."""
+    return type(model).__module__.startswith(tuple(
+        f"transformers.models.{package}." for package in ("vit", "deit", "vit_mae", "vit_msn")
+    ))
+
+
 HUGGING_FACE = Family(
     name="huggingface",
-    detect=_from_package("transformers."),
+    detect=_hugging_face_vit,
     # transformers 4.x: encoder.layer.N with attention.attention.{query,key,value},
     # attention.output.dense, intermediate, output; 5.x: layers.N with attention.{q,k,v,o}_proj
     # and mlp.{fc1,fc2}.
