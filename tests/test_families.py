@@ -107,6 +107,11 @@ def test_generic_places_every_parameter_of_timm_vit_relatives(name: str) -> None
     assert other(profile) == NOTHING and profile.warnings == () and profile.unsupported_ops == {}
 
 
+def test_image_size_from_timm_pretrained_config() -> None:
+    # VOLO has neither an img_size attribute nor a flat position embedding
+    assert analyze("timm:volo_d1_384").input_shape == (1, 3, 384, 384)
+
+
 def test_cait_class_attention_blocks_are_numbered_after_the_trunk() -> None:
     profile = analyze("timm:cait_xxs24_224")
     assert len(profile.blocks) == 24 + 2

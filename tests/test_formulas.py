@@ -117,6 +117,26 @@ def test_vector_norm_costs_two_per_input_and_one_per_output() -> None:
     assert priced(lambda x: F.normalize(x, dim=-1), x)[1] == 2 * 25_216 + 394 + 394 + 25_216
 
 
+def test_hard_activations_max_and_fold() -> None:
+    x = torch.empty(2, 10, 8)  # 160 elements
+    assert priced(F.hardsigmoid, x)[1] == 3 * 160
+    assert priced(F.hardswish, x)[1] == 4 * 160
+    assert priced(lambda x: x.max(dim=-1).values, x)[1] == 160  # one comparison per input
+    cols = torch.empty(1, 3 * 2 * 2, 9)  # 3 channels, 2x2 kernel, 3x3 positions: 108 values
+    assert priced(lambda c: F.fold(c, (4, 4), kernel_size=2), cols)[1] == 108
+
+
+def test_interpolation_charges_two_per_tap_and_nearest_is_free() -> None:
+    grid = torch.empty(1, 64, 7, 7)
+    # 64 channels x 14 x 14 outputs = 12_544; bilinear reads 4 taps, bicubic 16
+    bilinear = lambda g: F.interpolate(g, size=(14, 14), mode="bilinear")  # noqa: E731
+    bicubic = lambda g: F.interpolate(g, size=(14, 14), mode="bicubic")  # noqa: E731
+    nearest = lambda g: F.interpolate(g, size=(14, 14), mode="nearest")  # noqa: E731
+    assert priced(bilinear, grid) == (0, 2 * 4 * 12_544, {})
+    assert priced(bicubic, grid) == (0, 2 * 16 * 12_544, {})
+    assert priced(nearest, grid) == (0, 0, {})
+
+
 def test_op_without_formula_is_reported_not_zeroed() -> None:
     x = torch.empty(4, 8)
     assert priced(lambda x: torch.cumsum(x, 0), x)[2] == {"aten.cumsum": 1}

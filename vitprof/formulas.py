@@ -14,13 +14,20 @@ relu, clamp, abs, comparisons           1    one operation
 exp, log, sqrt, rsqrt, tanh, erf, ...   1    one transcendental counted as one operation
 sigmoid                                 1    treated as one transcendental
 silu                                    2    sigmoid, multiply
+hardsigmoid                             3    add 3, clamp, scale by 1/6
+hardswish                               4    hardsigmoid, multiply
 gelu (erf or tanh form)                 5    scale, erf, add one, two multiplies
 softmax, log_softmax                    5    max, subtract, exp, sum, divide
 layer norm                              5    mean, subtract, square, accumulate, scale by 1/std
   + affine weight / bias               +1/+1 per element each
 rms norm                                3    square, accumulate, scale (+1 with a weight)
 batch norm (eval, running statistics)   2    subtract mean, scale (+1/+1 affine)
-sum, mean, amax, amin (reductions)      1    per *input* element
+sum, mean, amax, amin, max, min         1    per *input* element
+fold (``col2im``)                       1    per *input* element: added into its pixel
+interpolation, per output element     2/tap  weight and accumulate each tap: linear 1d 4,
+                                             bilinear 8, trilinear 16, bicubic 32;
+                                             nearest is free; antialiased resampling,
+                                             whose taps vary with the scale, unsupported
 vector norm (``linalg_vector_norm``)    2    per *input* element: power, accumulate;
                                         +1   per output element: the root
 dropout while training                  2    mask and multiply
@@ -82,12 +89,16 @@ VECTOR_COSTS: dict[str, int] = {
     "eq": 1, "ne": 1, "lt": 1, "le": 1, "gt": 1, "ge": 1,
     "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "erf": 1, "sin": 1, "cos": 1,
     "pow": 1, "sigmoid": 1,
-    "silu": 2,
+    "silu": 2, "hardsigmoid": 3, "hardswish": 4,
+    "upsample_linear1d": 2 * 2, "upsample_bilinear2d": 2 * 4, "upsample_trilinear3d": 2 * 8,
+    "upsample_bicubic2d": 2 * 16,
     "gelu": GELU_COST,
     "_softmax": SOFTMAX_COST, "_safe_softmax": SOFTMAX_COST, "_log_softmax": SOFTMAX_COST,
     "native_dropout": 2,
 }
-REDUCTION_COSTS: dict[str, int] = {"sum": 1, "mean": 1, "amax": 1, "amin": 1}
+REDUCTION_COSTS: dict[str, int] = {
+    "sum": 1, "mean": 1, "amax": 1, "amin": 1, "max": 1, "min": 1, "col2im": 1,
+}
 
 # Operations that move, reshape, select or allocate data and do no arithmetic.
 FREE_OPS: frozenset[Any] = frozenset(
@@ -106,6 +117,8 @@ FREE_OPS: frozenset[Any] = frozenset(
         "bernoulli_", "uniform_", "normal_", "erfinv_",
         "as_strided_", "squeeze_", "unsqueeze_", "transpose_", "t_",
         "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",
+        "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+        "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
     )
     if hasattr(aten, name)
 )

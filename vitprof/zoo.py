@@ -220,7 +220,8 @@ def infer_patch_size(module: nn.Module) -> int | None:
 
 def infer_image_size(module: nn.Module) -> int | None:
     """Image size a model was built for: from its attributes or config, else from the length
-    of its position embedding (patches = tokens - prefix tokens, a square grid) and patch size."""
+    of its position embedding (patches = tokens - prefix tokens, a square grid) and patch size,
+    else from timm's ``pretrained_cfg["input_size"]`` (channels, height, width)."""
     for candidate in (
         getattr(module, "image_size", None),
         getattr(module, "img_size", None),
@@ -231,7 +232,11 @@ def infer_image_size(module: nn.Module) -> int | None:
             return candidate
         if isinstance(candidate, tuple | list) and candidate:
             return int(candidate[0])
-    return _size_from_position_embedding(module)
+    from_embedding = _size_from_position_embedding(module)
+    if from_embedding is not None:
+        return from_embedding
+    input_size = (getattr(module, "pretrained_cfg", None) or {}).get("input_size")
+    return int(input_size[-2]) if isinstance(input_size, tuple | list) and input_size else None
 
 
 def _size_from_position_embedding(module: nn.Module) -> int | None:
