@@ -122,6 +122,10 @@ def test_hard_activations_max_and_fold() -> None:
     assert priced(F.hardsigmoid, x)[1] == 3 * 160
     assert priced(F.hardswish, x)[1] == 4 * 160
     assert priced(lambda x: x.max(dim=-1).values, x)[1] == 160  # one comparison per input
+    assert priced(torch.min, x)[1] == 160
+    # element-wise against a broadcast row: one comparison per output element
+    assert priced(torch.max, x, torch.empty(8))[1] == 160
+    assert priced(torch.max, torch.empty(8), x)[1] == 160
     cols = torch.empty(1, 3 * 2 * 2, 9)  # 3 channels, 2x2 kernel, 3x3 positions: 108 values
     assert priced(lambda c: F.fold(c, (4, 4), kernel_size=2), cols)[1] == 108
 

@@ -97,7 +97,7 @@ VECTOR_COSTS: dict[str, int] = {
     "native_dropout": 2,
 }
 REDUCTION_COSTS: dict[str, int] = {
-    "sum": 1, "mean": 1, "amax": 1, "amin": 1, "max": 1, "min": 1, "col2im": 1,
+    "sum": 1, "mean": 1, "amax": 1, "amin": 1, "col2im": 1,
 }
 
 # Operations that move, reshape, select or allocate data and do no arithmetic.
@@ -372,6 +372,15 @@ def _register_table(table: Mapping[str, int], make: Callable[[int], Formula]) ->
 
 _register_table(VECTOR_COSTS, _elementwise)
 _register_table(REDUCTION_COSTS, _reduction)
+
+
+@register(aten.max, aten.min)
+def max_min_cost(args: tuple, kwargs: dict, out: Any) -> Cost:
+    """``max(input[, dim])`` is a reduction, 1 per input element; ``max(input, other)`` is
+    element-wise, 1 per output element."""
+    if len(args) > 1 and isinstance(args[1], torch.Tensor):
+        return Cost(vector_flops=_numel(_first_tensor(out)))
+    return Cost(vector_flops=_numel(args[0]))
 
 
 @register(aten.linalg_vector_norm)

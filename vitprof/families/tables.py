@@ -56,6 +56,7 @@ TIMM = Family(
     ),
 )
 
+
 def _hugging_face_vit(model: nn.Module) -> bool:
     """The transformers packages that share ViT's module layout; others are generic."""
     return type(model).__module__.startswith(tuple(
