@@ -340,13 +340,13 @@ def _hf_from_config(path: str, num_classes: int | None, image_size: int | None) 
     return lambda: transformers.AutoModelForImageClassification.from_config(config)
 
 
-def _is_config_path(target: str) -> bool:
-    """``hf:`` names a config file (``*.json``) or a directory holding ``config.json``."""
-    return target.endswith(".json") or Path(target, "config.json").is_file()
-
-
-def _config_file(target: str) -> str:
-    return target if target.endswith(".json") else str(Path(target, "config.json"))
+def _hf_config_file(target: str) -> str | None:
+    """The config file an ``hf:`` target names: a ``*.json`` path, or a directory's
+    ``config.json``; None for a built-in name."""
+    if target.endswith(".json"):
+        return target
+    in_directory = Path(target, "config.json")
+    return str(in_directory) if in_directory.is_file() else None
 
 
 def build(
@@ -376,8 +376,9 @@ def build(
             name, lambda: timm.create_model(model_name, pretrained=False, **kwargs), device
         )
         return _finish(name, module, image_size, None)
-    if name.startswith("hf:") and _is_config_path(name.removeprefix("hf:")):
-        factory = _hf_from_config(_config_file(name.removeprefix("hf:")), num_classes, image_size)
+    config_file = _hf_config_file(name.removeprefix("hf:")) if name.startswith("hf:") else None
+    if config_file is not None:
+        factory = _hf_from_config(config_file, num_classes, image_size)
         return _finish(name, _construct(name, factory, device), image_size, None)
     if ":" in name and not name.startswith(("hf:", "torchvision:")):
         factory = _call_factory(_load_factory(name), image_size, num_classes)

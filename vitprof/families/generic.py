@@ -160,8 +160,8 @@ def _param_component(
         return C.ATTN_QKV
     if modules.get(owner) is C.ATTN_CORE and _QKV_NAME.search(leaf):
         return C.ATTN_QKV  # separate q / v biases (BEiT, EVA)
-    if owner in blocks and layer_scale_component(leaf) is not None:
-        return layer_scale_component(leaf)
+    if owner in blocks and (scale := layer_scale_component(leaf)) is not None:
+        return scale
     module = model.get_submodule(owner)
     in_block = any(owner == b or owner.startswith(b + ".") for b in blocks)
     if not in_block and not isinstance(module, _WEIGHTED_LEAVES) and not is_norm(module):
