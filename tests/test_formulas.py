@@ -130,6 +130,18 @@ def test_hard_activations_max_and_fold() -> None:
     assert priced(lambda c: F.fold(c, (4, 4), kernel_size=2), cols)[1] == 108
 
 
+def test_addcmul_addcdiv_and_lerp() -> None:
+    beta, alpha, x = torch.empty(8), torch.empty(8), torch.empty(2, 10, 8)  # 160 outputs
+    # ResMLP's affine beta + alpha * x: multiply, add = 2 * 160
+    assert priced(torch.addcmul, beta, alpha, x)[1] == 2 * 160
+    # a value other than 1 adds its scaling: 3 * 160
+    assert priced(lambda b, a, x: torch.addcmul(b, a, x, value=0.5), beta, alpha, x)[1] == 480
+    assert priced(torch.addcdiv, beta, alpha, x)[1] == 2 * 160
+    # start + weight * (end - start): 3 * 160
+    assert priced(lambda s, e: torch.lerp(s, e, 0.3), x, x)[1] == 3 * 160
+    assert priced(lambda s, e: s.lerp_(e, 0.3), x.clone(), x)[1] == 3 * 160
+
+
 def test_interpolation_charges_two_per_tap_and_nearest_is_free() -> None:
     grid = torch.empty(1, 64, 7, 7)
     # 64 channels x 14 x 14 outputs = 12_544; bilinear reads 4 taps, bicubic 16

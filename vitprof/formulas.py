@@ -16,6 +16,9 @@ sigmoid                                 1    treated as one transcendental
 silu                                    2    sigmoid, multiply
 hardsigmoid                             3    add 3, clamp, scale by 1/6
 hardswish                               4    hardsigmoid, multiply
+addcmul, addcdiv                        2    multiply (or divide), add; +1 when ``value``
+                                             is not 1 (its scaling)
+lerp                                    3    subtract, multiply by the weight, add
 gelu (erf or tanh form)                 5    scale, erf, add one, two multiplies
 softmax, log_softmax                    5    max, subtract, exp, sum, divide
 layer norm                              5    mean, subtract, square, accumulate, scale by 1/std
@@ -381,6 +384,20 @@ def max_min_cost(args: tuple, kwargs: dict, out: Any) -> Cost:
     if len(args) > 1 and isinstance(args[1], torch.Tensor):
         return Cost(vector_flops=_numel(_first_tensor(out)))
     return Cost(vector_flops=_numel(args[0]))
+
+
+@register(aten.addcmul, aten.addcmul_, aten.addcdiv, aten.addcdiv_)
+def addcmul_cost(args: tuple, kwargs: dict, out: Any) -> Cost:
+    """``self + value * t1 * t2`` (or ``t1 / t2``): 2 per output element, +1 when ``value`` is
+    not 1 (ResMLP's affine ``addcmul(beta, alpha, x)`` costs 2)."""
+    value = kwargs.get("value", args[3] if len(args) > 3 else 1)
+    return Cost(vector_flops=(2 + (value != 1)) * _numel(_first_tensor(out)))
+
+
+@register(aten.lerp, aten.lerp_)
+def lerp_cost(args: tuple, kwargs: dict, out: Any) -> Cost:
+    """``start + weight * (end - start)``: 3 per output element."""
+    return Cost(vector_flops=3 * _numel(_first_tensor(out)))
 
 
 @register(aten.linalg_vector_norm)

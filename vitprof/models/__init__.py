@@ -1,4 +1,4 @@
-"""Hand-written Vision Transformers transcribed from the source notes (``/work/shared/seeds``).
+"""Hand-written Vision Transformers transcribed from the project's source notes (``seeds/``).
 
 Plain ``torch.nn`` modules with random initialisation, built to show that vitprof's counters
 handle any hand-written ViT: :mod:`.note001` (ViT-B/16 from scratch), :mod:`.note002` (CIFAR-ViT,
