@@ -740,6 +740,32 @@ def test_unsupported_ops_fail_by_default() -> None:
     assert check_profile(allowed, profile).passed
 
 
+@pytest.mark.parametrize(
+    ("mlp_macs", "table", "cells"),
+    [
+        pytest.param(9, {"components": {"attn_core": {"max_share": -0.0}}},
+                     ["<= 0%", "10.00%", "-10.00 pp"],  # attn_core: 2 x 1 of 2 x (1 + 9) MACs
+                     id="negative-zero-share-limit"),
+        pytest.param(9, {"components": {"attn_core": {"min_share": 0.000001}}},
+                     [">= 0.0001%", "10.00%", "10.00 pp"],  # 10% - 0.0001% = 9.9999 pp
+                     id="small-share-limit-keeps-its-digits"),
+        pytest.param(99_999, {"components": {"attn_core": {"min_share": 0}}},
+                     [">= 0%", "0.001%", "0.001 pp"],  # 2 x 1 of 2 x 100,000 MACs = 0.001%
+                     id="small-share-is-not-zero"),
+        pytest.param(99_999, {"max_macs": 199_999},  # 2 x (1 + 99,999) = 200,000 MACs
+                     ["<= 199,999", "200,000", "-1 (-0.0005%)"],  # -1 / 199,999 = -0.00050%
+                     id="count-past-its-limit-by-a-hair"),
+        pytest.param(99_999, {"max_macs": 200_000}, ["<= 200,000", "200,000", "0 (0.00%)"],
+                     id="count-at-its-limit"),
+    ],
+)
+def test_table_percentages_have_no_negative_zero(mlp_macs: int, table: dict,
+                                                 cells: list[str]) -> None:
+    result = check_profile(parse_budget("h", table, model="hand"), hand_profile(1, mlp_macs))
+    row = next(line for line in render_table([result]).splitlines() if line.startswith("h."))
+    assert [cell.strip() for cell in row.split("  ") if cell.strip()][1:4] == cells
+
+
 # --------------------------------------------------------------------------- evaluate
 
 # DataDependent at 16 x 16: patch conv 3*4*4*8 + 8 = 392 params, head 8*2 + 2 = 18: 410 params;
