@@ -7,6 +7,8 @@ L = 12 blocks, 3 heads, M = 768, K = 10 classes.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import textwrap
 from pathlib import Path
 
@@ -532,6 +534,25 @@ def test_every_model_name_is_resolved_before_any_model_runs(tmp_path: Path) -> N
     assert not (tmp_path / "factory_was_called").exists()  # loaded, validated, not built
     assert evaluate(first).passed  # the conv: 3*8*8*2 + 2 = 386 params
     assert (tmp_path / "factory_was_called").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "package"),
+    [pytest.param("hf:vit-base-patch16-224", "transformers", id="hf"),
+     pytest.param("timm:vit_base_patch16_224", "timm", id="timm")],
+)
+def test_model_needing_a_missing_package_fails_validation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str, package: str
+) -> None:
+    monkeypatch.setitem(sys.modules, package, None)  # import fails: not installed
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == package else real_find_spec(name, *a))
+    path = write(tmp_path, f'[x]\nmax_params = 1\nmodel = "{model}"\n')
+    with pytest.raises(UserError) as info:
+        load_budgets(path)
+    assert str(info.value) == (f"{path}:3: entry 'x', key 'model': this model needs {package}: "
+                               f"pip install 'vitprof[{package}]'")
 
 
 def test_integral_float_is_an_exact_count(tmp_path: Path) -> None:

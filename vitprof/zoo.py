@@ -169,9 +169,11 @@ def _require(package: str, extra: str) -> Any:
     try:
         return importlib.import_module(package)
     except ImportError:
-        raise UserError(
-            f"this model needs {package}: pip install 'vitprof[{extra}]'"
-        ) from None
+        raise _missing(package, extra) from None
+
+
+def _missing(package: str, extra: str) -> UserError:
+    return UserError(f"this model needs {package}: pip install 'vitprof[{extra}]'")
 
 
 def _hf_builtin(name: str, attn_implementation: str = "sdpa") -> Factory:
@@ -422,7 +424,8 @@ def validate_name(name: str) -> ZooEntry | None:
         _timm_model(name)
         return None
     if name.startswith("hf:"):
-        _require("transformers", "transformers")
+        if importlib.util.find_spec("transformers") is None:  # found, not imported: a slow import
+            raise _missing("transformers", "transformers")
         config_file = _hf_config_file(name.removeprefix("hf:"))
         if config_file is None:
             return lookup(name)
