@@ -26,11 +26,13 @@ Conventions:
 * ``max_unsupported_ops`` (op calls without a formula) defaults to 0: an uncounted op would make
   every ``max_`` limit too easy to meet.
 
-Fail closed: an empty file, a key outside the schema, a value of the wrong type, a component
-outside the taxonomy, a table without limits, a ``min`` above its ``max``, and a model that fails
-to build or to run are :class:`~vitprof.errors.UserError` naming the file, the entry, the key and,
-where it can be found, the line. A limit with nothing to measure (no blocks, a zero total under a
-share) fails its check.
+Fail closed: an empty file, a key outside the schema, a value of the wrong type, an integer
+outside TOML's 64-bit range, a component outside the taxonomy, a table without limits, a ``min``
+above its ``max``, a model name that does not resolve, an image size a built-in model cannot take,
+and a model that fails to build or to run are :class:`~vitprof.errors.UserError` naming the file,
+the entry, the key and, where it can be found, the line. Everything but building and running is
+checked for every entry when the file is read, before any model is analysed. A limit with
+nothing to measure (no blocks, a zero total under a share) fails its check.
 """
 
 from __future__ import annotations
