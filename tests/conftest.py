@@ -43,3 +43,16 @@ def make_broken():
 def make_failing():
     raise ValueError("cannot build this model")
 '''
+
+# A factory that leaves a mark beside its file when it is called (validating a budget file must
+# never call it): a conv of 3*8*8*2 + 2 = 386 params, for an 8 x 8 input.
+MARKING_FACTORY_PY = """
+from pathlib import Path
+
+from torch import nn
+
+
+def make():
+    Path(__file__).with_name("factory_was_called").touch()
+    return nn.Conv2d(3, 2, kernel_size=8, stride=8)
+"""

@@ -7,12 +7,14 @@ L = 12 blocks, 3 heads, M = 768, K = 10 classes.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import BUDGET_MODELS_PY
+from conftest import BUDGET_MODELS_PY, MARKING_FACTORY_PY
 from torch import nn
 
 from vitprof import UserError, analyze
@@ -267,6 +269,213 @@ SCHEMA_ERRORS = [
         ["b.toml:3: entry 'hf:vit-base-patch16-224', key 'components.mlp.maks'"],
         id="quoted-keys-placed",
     ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        image_size = 225
+        max_params = 1
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'image_size': image size 225 is not divisible by the "
+         "patch size 16 of vit_b_16"],
+        id="image-size-not-divisible-by-the-patch",
+    ),
+    pytest.param(
+        """\
+        [big]
+        max_params = 1
+        model = "vit_b_32"
+
+        image_size = 240
+        """,
+        ["b.toml:5: entry 'big', key 'image_size'", "240 is not divisible by the patch size 32"],
+        id="image-size-after-the-model-key",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 100_000_000_000_000_000_000_000_000_000
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'max_params': 100000000000000000000000000000 is "
+         "outside TOML's 64-bit integer range [-2**63, 2**63 - 1]"],
+        id="integer-above-64-bit",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 1
+        max_macs = 9_223_372_036_854_775_808
+        """,  # 2**63 = 9,223,372,036,854,775,808: one above the largest TOML integer
+        ["b.toml:3: entry 'vit_b_16', key 'max_macs'", "outside TOML's 64-bit integer range"],
+        id="integer-2-to-the-63",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16.components]
+        mlp = { max_macs = 1 }
+        attn_core = { min_macs = 1, max_macs = -9_223_372_036_854_775_809 }
+        """,  # -2**63 - 1: one below the smallest TOML integer
+        ["b.toml:3: entry 'vit_b_16', key 'components.attn_core.max_macs'",
+         "-9223372036854775809 is outside TOML's 64-bit integer range"],
+        id="integer-below-64-bit-in-an-inline-table",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 1
+        components.attn_core.max_share = 2
+        """,
+        ["b.toml:3: entry 'vit_b_16', key 'components.attn_core.max_share'", "got 2"],
+        id="dotted-key-in-the-entry",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 1
+        [vit_b_16.components]
+        mlp = { max_macs = 1 }
+        attn_core = { max_macs = 5, min_macs = 10 }
+        """,
+        ["b.toml:5: entry 'vit_b_16', key 'components.attn_core.min_macs': 10 is above "
+         "components.attn_core.max_macs = 5"],
+        id="min-above-max-in-a-component",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 1
+        [vit_b_16.blocks]
+        """,
+        ["b.toml:3: entry 'vit_b_16', key 'blocks': sets no limit"],
+        id="empty-blocks-table",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        max_params = 1
+        num_classes = 0
+        """,
+        ["b.toml:3: entry 'vit_b_16', key 'num_classes': expected a positive integer, got 0"],
+        id="zero-classes",
+    ),
+    pytest.param(
+        """\
+        [x]
+        max_params = 1
+        model = ""
+        """,
+        ["b.toml:3: entry 'x', key 'model': expected a non-empty string"],
+        id="empty-model-name",
+    ),
+    pytest.param(
+        """\
+        [x]
+        model = "vit_b_16"
+        max_params = 1
+        map = { "^encoder\\\\.layers" = "mlp", "^heads\\\\.head" = "headz" }
+        """,  # the file holds "^heads\\.head", which TOML reads as the regex ^heads\.head
+        ["b.toml:4: entry 'x', key 'map.^heads\\.head'", "did you mean 'head'?"],
+        id="map-escaped-regex-placed",
+    ),
+    pytest.param(
+        """\
+        [x]
+        model = "vit_b_16"
+        max_params = 1
+        map = { "(" = "mlp" }
+        """,
+        ["b.toml:4: entry 'x', key 'map.(': invalid regex"],
+        id="map-invalid-regex",
+    ),
+    pytest.param(
+        """\
+        [x]
+        max_params = 1
+        model = "vit_b_17"
+        """,
+        ["b.toml:3: entry 'x', key 'model': unknown model 'vit_b_17'; did you mean vit_b_16"],
+        id="unknown-model",
+    ),
+    pytest.param(
+        """\
+        [vit_b_61]
+        max_params = 1
+        """,
+        ["b.toml:1: entry 'vit_b_61': no model key, and the entry name is no model: unknown "
+         "model 'vit_b_61'"],
+        id="entry-name-is-no-model",
+    ),
+    pytest.param(
+        """\
+        [x]
+        max_params = 1
+        model = "nowhere.py:make"
+        """,
+        ["b.toml:3: entry 'x', key 'model': no such file: ", "nowhere.py"],
+        id="factory-file-missing",
+    ),
+    pytest.param(
+        """\
+        [x]
+        max_params = 1
+        model = "models.py:mkae"
+        """,
+        ["b.toml:3: entry 'x', key 'model': ", "models.py has no callable named 'mkae'"],
+        id="factory-not-defined",
+    ),
+    pytest.param(
+        """\
+        [x]
+        max_params = 1
+        model = "not_python.py:make"
+        """,
+        ["b.toml:3: entry 'x', key 'model': cannot import ", "not_python.py: SyntaxError"],
+        id="factory-file-does-not-parse",
+    ),
+    pytest.param(
+        """\
+        [x]
+        max_params = 1
+        model = "no_such_package.sub:make"
+        """,
+        ["b.toml:3: entry 'x', key 'model': cannot import no_such_package.sub: "],
+        id="factory-module-missing",
+    ),
+    pytest.param(
+        """\
+        [x]
+        max_params = 1
+        model = "vitprof.zoo:no_such_factory"
+        """,
+        ["b.toml:3: entry 'x', key 'model': vitprof.zoo has no callable named 'no_such_factory'"],
+        id="factory-not-in-the-module",
+    ),
+    pytest.param(
+        """\
+        [x]
+        max_params = 1
+        model = "hf:missing/config.json"
+        """,
+        ["b.toml:3: entry 'x', key 'model': no such file: ", "config.json"],
+        id="hf-config-missing",
+    ),
+    pytest.param(
+        """\
+        [x]
+        max_params = 1
+        model = "hf:vit-base-patch61-224"
+        """,
+        ["b.toml:3: entry 'x', key 'model': unknown model 'hf:vit-base-patch61-224'"],
+        id="hf-unknown-built-in",
+    ),
+    pytest.param(
+        """\
+        [x]
+        max_params = 1
+        model = "timm:vit_base_patch16_2244"
+        """,
+        ["b.toml:3: entry 'x', key 'model': unknown timm model 'vit_base_patch16_2244'"],
+        id="timm-unknown-architecture",
+    ),
     pytest.param("", ["b.toml: no budget entries"], id="empty-file"),
     pytest.param("# only a comment\n", ["b.toml: no budget entries"], id="comment-only-file"),
     pytest.param(
@@ -285,6 +494,8 @@ SCHEMA_ERRORS = [
 
 @pytest.mark.parametrize(("text", "expected"), SCHEMA_ERRORS)
 def test_fail_closed_schema(tmp_path: Path, text: str, expected: list[str]) -> None:
+    (tmp_path / "models.py").write_text(BUDGET_MODELS_PY)
+    (tmp_path / "not_python.py").write_text("def make(:\n")
     message = load_error(tmp_path, text)
     for fragment in expected:
         assert fragment in message
@@ -295,6 +506,53 @@ def test_fail_closed_schema(tmp_path: Path, text: str, expected: list[str]) -> N
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"missing\.toml: no such budget file"):
         load_budgets(tmp_path / "missing.toml")
+
+
+def test_largest_toml_integers_are_accepted(tmp_path: Path) -> None:
+    # 2**63 - 1 = 9,223,372,036,854,775,807, the largest TOML integer
+    (budget,) = load_budgets(write(tmp_path, "[vit_b_16]\nmax_macs = 9_223_372_036_854_775_807\n"))
+    assert budget.checks[0].limit == 2**63 - 1
+
+
+def test_every_model_name_is_resolved_before_any_model_runs(tmp_path: Path) -> None:
+    (tmp_path / "marking.py").write_text(MARKING_FACTORY_PY)
+    path = write(tmp_path, """\
+        [first]
+        model = "marking.py:make"
+        max_params = 386
+
+        [last]
+        model = "vit_b_17"
+        max_params = 1
+        """)
+    with pytest.raises(UserError, match=r"b\.toml:6: entry 'last', key 'model': unknown model"):
+        load_budgets(path)
+    assert not (tmp_path / "factory_was_called").exists()
+    (first, _) = load_budgets(write(tmp_path, '[first]\nmodel = "marking.py:make"\n'
+                                              "image_size = 8\nmax_params = 386\n[last]\n"
+                                              'max_params = 1\nmodel = "vit_b_16"\n'))
+    assert not (tmp_path / "factory_was_called").exists()  # loaded, validated, not built
+    assert evaluate(first).passed  # the conv: 3*8*8*2 + 2 = 386 params
+    assert (tmp_path / "factory_was_called").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "package"),
+    [pytest.param("hf:vit-base-patch16-224", "transformers", id="hf"),
+     pytest.param("timm:vit_base_patch16_224", "timm", id="timm")],
+)
+def test_model_needing_a_missing_package_fails_validation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str, package: str
+) -> None:
+    monkeypatch.setitem(sys.modules, package, None)  # import fails: not installed
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == package else real_find_spec(name, *a))
+    path = write(tmp_path, f'[x]\nmax_params = 1\nmodel = "{model}"\n')
+    with pytest.raises(UserError) as info:
+        load_budgets(path)
+    assert str(info.value) == (f"{path}:3: entry 'x', key 'model': this model needs {package}: "
+                               f"pip install 'vitprof[{package}]'")
 
 
 def test_integral_float_is_an_exact_count(tmp_path: Path) -> None:
@@ -336,6 +594,8 @@ def test_schema_fields_and_implicit_unsupported_limit(tmp_path: Path) -> None:
 
 
 def test_model_path_is_relative_to_the_budget_file(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny.py").write_text(BUDGET_MODELS_PY)
     (budget,) = load_budgets(write(tmp_path, '[m]\nmodel = "models/tiny.py:make"\n'
                                              "max_params = 1\n"))
     assert budget.model == f"{tmp_path / 'models' / 'tiny.py'}:make"
@@ -501,6 +761,32 @@ def test_unsupported_ops_fail_by_default() -> None:
     assert check_profile(allowed, profile).passed
 
 
+@pytest.mark.parametrize(
+    ("mlp_macs", "table", "cells"),
+    [
+        pytest.param(9, {"components": {"attn_core": {"max_share": -0.0}}},
+                     ["<= 0%", "10.00%", "-10.00 pp"],  # attn_core: 2 x 1 of 2 x (1 + 9) MACs
+                     id="negative-zero-share-limit"),
+        pytest.param(9, {"components": {"attn_core": {"min_share": 0.000001}}},
+                     [">= 0.0001%", "10.00%", "10.00 pp"],  # 10% - 0.0001% = 9.9999 pp
+                     id="small-share-limit-keeps-its-digits"),
+        pytest.param(99_999, {"components": {"attn_core": {"min_share": 0}}},
+                     [">= 0%", "0.001%", "0.001 pp"],  # 2 x 1 of 2 x 100,000 MACs = 0.001%
+                     id="small-share-is-not-zero"),
+        pytest.param(99_999, {"max_macs": 199_999},  # 2 x (1 + 99,999) = 200,000 MACs
+                     ["<= 199,999", "200,000", "-1 (-0.0005%)"],  # -1 / 199,999 = -0.00050%
+                     id="count-past-its-limit-by-a-hair"),
+        pytest.param(99_999, {"max_macs": 200_000}, ["<= 200,000", "200,000", "0 (0.00%)"],
+                     id="count-at-its-limit"),
+    ],
+)
+def test_table_percentages_have_no_negative_zero(mlp_macs: int, table: dict,
+                                                 cells: list[str]) -> None:
+    result = check_profile(parse_budget("h", table, model="hand"), hand_profile(1, mlp_macs))
+    row = next(line for line in render_table([result]).splitlines() if line.startswith("h."))
+    assert [cell.strip() for cell in row.split("  ") if cell.strip()][1:4] == cells
+
+
 # --------------------------------------------------------------------------- evaluate
 
 # DataDependent at 16 x 16: patch conv 3*4*4*8 + 8 = 392 params, head 8*2 + 2 = 18: 410 params;
@@ -535,7 +821,6 @@ def test_fallback_still_checks(tmp_path: Path) -> None:
     [
         pytest.param("tiny.py:make_failing", "building", id="fails-to-build"),
         pytest.param("tiny.py:make_broken", "running", id="fails-to-analyze"),
-        pytest.param("no_such_model", "unknown model 'no_such_model'", id="unknown-model"),
     ],
 )
 def test_model_failures_are_errors(tmp_path: Path, model: str, expected: str) -> None:

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import BUDGET_MODELS_PY
+from conftest import BUDGET_MODELS_PY, MARKING_FACTORY_PY
 
 from vitprof.cli import main
 from vitprof.zoo import TORCHVISION_VITS, ZOO
@@ -36,6 +36,7 @@ OK_CHECKS = ["max_params", "max_macs", "components.attn_core.min_macs",
 
 FILES = {
     "models.py": BUDGET_MODELS_PY,
+    "marking.py": MARKING_FACTORY_PY,
     "ok.toml": f"""\
         [{TINY}]
         max_params = {TINY_PARAMS}
@@ -79,6 +80,10 @@ FILES = {
     "build.toml": '[m]\nmax_params = 1\nmodel = "models.py:make_failing"\n',
     "analyze.toml": '[m]\nmax_params = 1\nmodel = "models.py:make_broken"\n',
     "unknown_model.toml": '[m]\nmax_params = 1\nmodel = "vit_b_17"\n',
+    "late_bad_name.toml": '[first]\nmodel = "marking.py:make"\nimage_size = 8\n'
+                          'max_params = 386\n[last]\nmax_params = 1\nmodel = "vit_b_17"\n',
+    "image_size.toml": "[vit_b_16]\nimage_size = 225\nmax_params = 1\n",
+    "huge.toml": "[vit_b_16]\nmax_params = 100_000_000_000_000_000_000_000_000_000\n",
 }
 
 # (argv, exit code, what stdout / stderr must hold)
@@ -126,6 +131,14 @@ CASES = [
                  id="model-fails-to-analyze"),
     pytest.param(["check", "unknown_model.toml"], 2, "unknown_model.toml:3: entry 'm', key "
                  "'model': unknown model 'vit_b_17'", id="unknown-model"),
+    pytest.param(["check", "late_bad_name.toml"], 2, "late_bad_name.toml:7: entry 'last', key "
+                 "'model': unknown model 'vit_b_17'", id="bad-name-in-the-last-entry"),
+    pytest.param(["check", "image_size.toml"], 2, "image_size.toml:2: entry 'vit_b_16', key "
+                 "'image_size': image size 225 is not divisible by the patch size 16",
+                 id="image-size-not-divisible"),
+    pytest.param(["check", "huge.toml"], 2, "huge.toml:2: entry 'vit_b_16', key 'max_params': "
+                 "100000000000000000000000000000 is outside TOML's 64-bit integer range",
+                 id="integer-out-of-toml-range"),
 ]
 # Through the console script, these run in every test run; the rest are marked slow (each
 # subprocess imports torch, about 2.5 s).
@@ -186,6 +199,13 @@ def test_console_script(budgets: Path, argv: list[str], code: int, expected: str
     assert_outcome(argv, proc.returncode, proc.stdout, proc.stderr, code, expected)
 
 
+def test_file_is_validated_before_any_model_runs(budgets: Path) -> None:
+    assert main(["check", "late_bad_name.toml"]) == 2  # its last entry names no model
+    assert not (budgets / "factory_was_called").exists()
+    assert main(["check", "late_bad_name.toml", "--entry", "first"]) == 2  # the file is broken
+    assert not (budgets / "factory_was_called").exists()
+
+
 def test_fallback_is_reported(budgets: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "fallback.toml", "--format", "json"]) == 0
     captured = capsys.readouterr()
@@ -206,9 +226,10 @@ def test_table_columns(budgets: Path, capsys: pytest.CaptureFixture[str]) -> Non
     header = next(line for line in lines if line.startswith("check"))
     assert header.split() == ["check", "limit", "actual", "headroom", "verdict"]
     row = next(line for line in lines if line.startswith("over.max_params"))
-    # limit TINY_PARAMS - 1, actual TINY_PARAMS: one over
-    assert row.split() == ["over.max_params", "<=", "5,362,761", "5,362,762", "-1", "(-0.00%)",
-                           "fail"]
+    # limit TINY_PARAMS - 1, actual TINY_PARAMS: one over, -1 / 5,362,761 = -0.0000186% (two
+    # significant digits; never "-0.00%")
+    assert row.split() == ["over.max_params", "<=", "5,362,761", "5,362,762", "-1",
+                           "(-0.000019%)", "fail"]
 
 
 def test_json(budgets: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,11 +26,13 @@ Conventions:
 * ``max_unsupported_ops`` (op calls without a formula) defaults to 0: an uncounted op would make
   every ``max_`` limit too easy to meet.
 
-Fail closed: an empty file, a key outside the schema, a value of the wrong type, a component
-outside the taxonomy, a table without limits, a ``min`` above its ``max``, and a model that fails
-to build or to run are :class:`~vitprof.errors.UserError` naming the file, the entry, the key and,
-where it can be found, the line. A limit with nothing to measure (no blocks, a zero total under a
-share) fails its check.
+Fail closed: an empty file, a key outside the schema, a value of the wrong type, an integer
+outside TOML's 64-bit range, a component outside the taxonomy, a table without limits, a ``min``
+above its ``max``, a model name that does not resolve, an image size a built-in model cannot take,
+and a model that fails to build or to run are :class:`~vitprof.errors.UserError` naming the file,
+the entry, the key and, where it can be found, the line. Everything but building and running is
+checked for every entry when the file is read, before any model is analysed. A limit with
+nothing to measure (no blocks, a zero total under a share) fails its check.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -53,6 +55,7 @@ from vitprof.families import Rule
 from vitprof.records import Component, Counts
 from vitprof.result import Profile
 from vitprof.toml_lines import key_line, table_at
+from vitprof.zoo import check_image_size, validate_name
 
 
 class Scope(StrEnum):
@@ -98,6 +101,7 @@ class Kind(StrEnum):
 SHARES = frozenset({Metric.SHARE, Metric.PARAMS_SHARE})
 _COUNTS = (Metric.PARAMS, Metric.MACS, Metric.FLOPS, Metric.VECTOR_FLOPS)
 _EXACT_FLOAT = 2**53
+TOML_INTEGERS = (-(2**63), 2**63 - 1)  # the range of a TOML integer
 
 
 def _limit_keys(*metrics: Metric) -> dict[str, tuple[Bound, Metric]]:
@@ -228,7 +232,30 @@ def load_budgets(path: str | Path) -> list[Budget]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise UserError(_syntax_message(name, text, error)) from None
+    _check_integer_range(data, _Source(name, text))
     return parse_budgets(data, source=name, text=text, base_dir=Path(path).parent)
+
+
+def _integers(value: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], int]]:
+    """Every integer in a parsed TOML value with the key that holds it (an array's key for its
+    items)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _integers(item, (*path, key))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _integers(item, path)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        yield path, value
+
+
+def _check_integer_range(data: Mapping[str, Any], where: _Source) -> None:
+    """TOML integers are 64-bit; ``tomllib`` returns any Python int, so refuse the others as a
+    valid TOML reader must."""
+    for path, value in _integers(data, ()):
+        if not TOML_INTEGERS[0] <= value <= TOML_INTEGERS[1]:
+            raise where.error(path, f"{value} is outside TOML's 64-bit integer range "
+                                    "[-2**63, 2**63 - 1]")
 
 
 def _syntax_message(name: str, text: str, error: tomllib.TOMLDecodeError) -> str:
@@ -299,7 +326,7 @@ def _parse_entry(
                             Metric.UNSUPPORTED_OPS, 0, implicit=True))
     return Budget(
         name=name,
-        model=model if model is not None else _resolve(settings.get("model", name), where),
+        model=model if model is not None else _model(name, settings, where),
         checks=tuple(checks),
         image_size=settings.get("image_size"),
         batch_size=settings.get("batch_size", 1),
@@ -434,6 +461,25 @@ def _unknown(what: str, key: str, allowed: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, allowed, n=1)
     hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(allowed)}"
     return f"unknown {what} '{key}'; {hint}"
+
+
+def _model(name: str, settings: Mapping[str, Any], where: _Source) -> str:
+    """The entry's model name, resolved and checked without building it (see
+    :func:`vitprof.zoo.validate_name`), and its image size checked against a zoo model's patch
+    size: the file is validated completely before any model is analysed."""
+    model = _resolve(settings.get("model", name), where)
+    path = (name, "model") if "model" in settings else (name,)
+    try:
+        entry = validate_name(model)
+    except UserError as error:
+        defaulted = "" if "model" in settings else "no model key, and the entry name is no model: "
+        raise where.error(path, f"{defaulted}{error}") from None
+    if entry is not None and "image_size" in settings:
+        try:
+            check_image_size(entry, settings["image_size"])
+        except UserError as error:
+            raise where.error((name, "image_size"), str(error)) from None
+    return model
 
 
 def _resolve(model: str, where: _Source) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from vitprof.budget import SHARES, Bound, BudgetResult, CheckResult, Verdict
@@ -30,8 +31,20 @@ def check_name(result: CheckResult, entry: str) -> str:
     return name if result.block is None else f"{name} (block {result.block})"
 
 
+def _percent(fraction: float) -> str:
+    """``fraction`` in percent, without the unit: two decimals (0.0407 -> ``4.07``); a nonzero
+    value that two decimals would show as 0.00 keeps two significant digits (``-0.000019``), so
+    a limit passed by a hair never reads as zero, and zero has no sign."""
+    if fraction == 0:
+        return "0.00"
+    text = f"{fraction * 100:.2f}"
+    if float(text) == 0:
+        text = format(Decimal(f"{fraction * 100:.2g}"), "f")
+    return text
+
+
 def _value(result: CheckResult, value: int | float) -> str:
-    return f"{value:.2%}" if result.check.metric in SHARES else f"{value:,}"
+    return f"{_percent(value)}%" if result.check.metric in SHARES else f"{value:,}"
 
 
 def _headroom(result: CheckResult) -> str:
@@ -39,9 +52,9 @@ def _headroom(result: CheckResult) -> str:
     if headroom is None:
         return ""
     if result.check.metric in SHARES:
-        return f"{headroom * 100:.2f} pp"
+        return f"{_percent(headroom)} pp"
     limit = result.check.limit
-    relative = f" ({headroom / limit:.2%})" if limit > 0 and abs(headroom) <= limit else ""
+    relative = f" ({_percent(headroom / limit)}%)" if limit > 0 and abs(headroom) <= limit else ""
     return f"{headroom:,}{relative}"
 
 
@@ -50,11 +63,13 @@ def _actual(result: CheckResult) -> str:
 
 
 def _limit(result: CheckResult) -> str:
-    """The limit as written: a share keeps its digits (0.0405 is 4.05%, not 4.1%)."""
+    """The limit as written: a share keeps all its digits (0.0405 is 4.05%, not 4.1%; 1e-06 is
+    0.0001%), and a zero (``-0.0`` included) is 0%."""
     check = result.check
     value = _value(result, check.limit)
     if check.metric in SHARES:
-        value = f"{check.limit * 100:.4f}".rstrip("0").rstrip(".") + "%"
+        percent = (Decimal(repr(check.limit)) * 100).normalize()
+        value = format(percent if percent else Decimal(0), "f") + "%"
     shown = f"{_SIGN[check.bound]} {value}"
     return f"{shown} (default)" if check.implicit else shown
 

@@ -22,6 +22,7 @@ _DOTTED = rf"{_PART}(?:\s*\.\s*{_PART})*"
 _HEADER = re.compile(rf"^\s*\[\s*({_DOTTED})\s*\]")
 _ASSIGN = re.compile(rf"^\s*({_DOTTED})\s*=")
 _PART_RE = re.compile(_PART)
+_INLINE_KEY = re.compile(rf"[{{,]\s*({_DOTTED})\s*=")
 
 
 def split_key(dotted: str) -> tuple[str, ...]:
@@ -52,15 +53,15 @@ def _statements(text: str) -> list[tuple[int, tuple[str, ...], str | None]]:
 
 
 def _inline_has(rest: str, keys: Sequence[str]) -> bool:
-    """Whether ``rest`` (an inline table) assigns ``keys`` in order, each inside the last."""
-    position = 0
-    for key in keys:
-        quoted = "|".join(re.escape(form) for form in (key, f'"{key}"', f"'{key}'"))
-        match = re.compile(rf"(?<![\w\"'-])(?:{quoted})\s*=").search(rest, position)
-        if match is None:
-            return False
-        position = match.end()
-    return True
+    """Whether ``rest`` (an inline table) assigns ``keys`` in order, each inside the last. Its
+    keys are those after a ``{`` or a ``,``: bare, quoted (escapes read as TOML reads them) or
+    dotted."""
+    wanted = tuple(keys)
+    for match in _INLINE_KEY.finditer(rest):
+        parts = split_key(match[1])
+        if wanted and wanted[: len(parts)] == parts:
+            wanted = wanted[len(parts):]
+    return not wanted
 
 
 def key_line(text: str, path: Sequence[str]) -> int | None:

@@ -12,13 +12,14 @@ Accepted names:
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
 import importlib.util
 import inspect
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,9 +169,11 @@ def _require(package: str, extra: str) -> Any:
     try:
         return importlib.import_module(package)
     except ImportError:
-        raise UserError(
-            f"this model needs {package}: pip install 'vitprof[{extra}]'"
-        ) from None
+        raise _missing(package, extra) from None
+
+
+def _missing(package: str, extra: str) -> UserError:
+    return UserError(f"this model needs {package}: pip install 'vitprof[{extra}]'")
 
 
 def _hf_builtin(name: str, attn_implementation: str = "sdpa") -> Factory:
@@ -349,6 +352,98 @@ def _hf_config_file(target: str) -> str | None:
     return str(in_directory) if in_directory.is_file() else None
 
 
+def _timm_model(name: str) -> tuple[Any, str]:
+    """timm and the model name of ``timm:NAME``, or a UserError for an unknown architecture."""
+    timm = _require("timm", "timm")
+    model_name = name.removeprefix("timm:")
+    # a pretrained tag (``vit_base_patch16_224.augreg_in21k``) selects that checkpoint's
+    # architecture settings (its class count, say); no weights are loaded either way
+    architecture = model_name.partition(".")[0]
+    if architecture not in timm.list_models():
+        close = difflib.get_close_matches(architecture, timm.list_models(), n=3)
+        hint = f"; did you mean {', '.join('timm:' + c for c in close)}?" if close else ""
+        raise UserError(f"unknown timm model '{model_name}'{hint}")
+    return timm, model_name
+
+
+def _bound_names(nodes: Iterable[ast.AST]) -> Iterator[str]:
+    """Names a module's statements bind at its top level (``*`` for a star import), read from
+    its syntax tree; the bodies of functions and classes are not entered."""
+    for node in nodes:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            yield from (alias.asname or alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            yield node.id
+        else:
+            yield from _bound_names(ast.iter_child_nodes(node))
+
+
+def _factory_source(target: str) -> Path | None:
+    """The Python source file of ``FILE.py`` or ``package.module``, found without running it;
+    None for a module that has no such file (compiled, namespace): it is checked when built."""
+    if target.endswith(".py"):
+        if not Path(target).is_file():
+            raise UserError(f"no such file: {target}")
+        return Path(target)
+    try:
+        found = importlib.util.find_spec(target)  # imports the parent packages, not the module
+    except (ImportError, ValueError) as error:
+        raise UserError(f"cannot import {target}: {_one_line(error)}") from None
+    if found is None:
+        raise UserError(f"cannot import {target}: no module named '{target}'")
+    origin = found.origin or ""
+    return Path(origin) if origin.endswith(".py") else None
+
+
+def _check_factory(spec: str) -> None:
+    """``FILE.py:factory`` or ``package.module:factory``: the source exists, parses and binds
+    ``factory`` at its top level (or has a star import that may). A name bound only at run time
+    (``globals()[...] = ...``) is not seen."""
+    target, _, attribute = spec.rpartition(":")
+    source = _factory_source(target)
+    if source is None:
+        return
+    try:
+        tree = ast.parse(source.read_bytes(), filename=str(source))
+    except (SyntaxError, ValueError, OSError) as error:
+        raise UserError(f"cannot import {target}: {_one_line(error)}") from None
+    names = set(_bound_names(tree.body))
+    if attribute not in names and "*" not in names:
+        raise UserError(f"{target} has no callable named '{attribute}'")
+
+
+def validate_name(name: str) -> ZooEntry | None:
+    """Check, without building anything or running a factory, that :func:`build` knows
+    ``name``: a zoo name, ``timm:NAME`` (timm installed, a known architecture), ``hf:``
+    (transformers installed; a built-in name, or a config file that exists), ``FILE.py:factory``
+    or ``package.module:factory`` (the source defines ``factory``). Returns the zoo entry where
+    ``name`` is one, else None; raises UserError naming what is wrong."""
+    if name.startswith("timm:"):
+        _timm_model(name)
+        return None
+    if name.startswith("hf:"):
+        if importlib.util.find_spec("transformers") is None:  # found, not imported: a slow import
+            raise _missing("transformers", "transformers")
+        config_file = _hf_config_file(name.removeprefix("hf:"))
+        if config_file is None:
+            return lookup(name)
+        if not Path(config_file).is_file():
+            raise UserError(f"no such file: {config_file}")
+        return None
+    if ":" in name and not name.startswith("torchvision:"):
+        _check_factory(name)
+        return None
+    return lookup(name)
+
+
+def check_image_size(entry: ZooEntry, image_size: int) -> None:
+    """Refuse an image size the zoo model ``entry`` cannot take (not divisible by its patch
+    size), before building it."""
+    _check_size(entry.name, image_size, entry.patch_size)
+
+
 def build(
     name: str,
     *,
@@ -358,15 +453,7 @@ def build(
 ) -> BuiltModel:
     """Build the model called ``name`` on ``device`` without loading any weights."""
     if name.startswith("timm:"):
-        timm = _require("timm", "timm")
-        model_name = name.removeprefix("timm:")
-        # a pretrained tag (``vit_base_patch16_224.augreg_in21k``) selects that checkpoint's
-        # architecture settings (its class count, say); no weights are loaded either way
-        architecture = model_name.partition(".")[0]
-        if architecture not in timm.list_models():
-            close = difflib.get_close_matches(architecture, timm.list_models(), n=3)
-            hint = f"; did you mean {', '.join('timm:' + c for c in close)}?" if close else ""
-            raise UserError(f"unknown timm model '{model_name}'{hint}")
+        timm, model_name = _timm_model(name)
         kwargs: dict[str, int] = {}
         if image_size is not None:
             kwargs["img_size"] = image_size
