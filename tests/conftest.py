@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 # Models for budget files to name as FILE.py:factory: one with a data-dependent shape (it cannot
 # run on meta and falls back to CPU), one whose forward raises, one factory that raises.
 BUDGET_MODELS_PY = '''
@@ -56,3 +60,37 @@ def make():
     Path(__file__).with_name("factory_was_called").touch()
     return nn.Conv2d(3, 2, kernel_size=8, stride=8)
 """
+
+
+# A model that is no ViT and runs an op with no formula (cumsum): every analysis of it warns.
+# And a factory that raises, for commands that must fail before they build any model.
+ODD_MODELS_PY = '''
+from torch import nn
+
+
+class ConvCumsum(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Conv2d(3, 8, kernel_size=8, stride=8)
+
+    def forward(self, x):
+        return self.proj(x).flatten(1).cumsum(-1)
+
+
+def odd():
+    return ConvCumsum()
+
+
+def explodes():
+    raise RuntimeError("the factory ran although it should not have")
+'''
+NO_FORMULA_WARNING = "ops without a formula, not counted: aten.cumsum x1"
+NOT_A_VIT_WARNING = "no transformer blocks recognized"
+
+
+@pytest.fixture
+def odd_models(tmp_path: Path) -> Path:
+    """ODD_MODELS_PY written to a file, for ``FILE.py:odd`` and ``FILE.py:explodes``."""
+    path = tmp_path / "odd_models.py"
+    path.write_text(ODD_MODELS_PY)
+    return path

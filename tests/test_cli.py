@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -106,9 +107,9 @@ def test_package_module_factory(capsys) -> None:
 
 
 def test_map_option(capsys) -> None:
-    code, out, _ = run(["analyze", "vit_b_32", "--map", "^heads=other", "--format", "json"],
-                       capsys)
-    assert code == 0
+    code, out, err = run(["analyze", "vit_b_32", "--map", "^heads=other", "--format", "json"],
+                         capsys)
+    assert code == 0 and err == ""
     # the head: 768 * 1000 + 1000 params, 768 * 1000 MACs
     assert json.loads(out)["components"]["other"]["params"] == 769_000
 
@@ -135,6 +136,13 @@ def test_timm_name_with_a_pretrained_tag_takes_its_architecture(capsys) -> None:
     assert code == 0
     # the in21k checkpoint's head: 192 * 21_843 + 21_843 = 4_215_699 params
     assert json.loads(out)["components"]["head"]["params"] == 192 * 21_843 + 21_843
+
+
+def test_a_map_rule_that_matches_nothing_warns(capsys) -> None:
+    code, _, err = run(["analyze", "vit_b_32", "--map", "^heds=other", "--map", "^heads=other"],
+                       capsys)
+    assert code == 0
+    assert err == "vitprof: warning: --map rule '^heds=other' matched no module or parameter\n"
 
 
 def test_models_lists_the_zoo(capsys) -> None:
@@ -167,6 +175,87 @@ def test_user_errors_are_one_line(argv: list[str], message: str, capsys) -> None
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("vitprof: error: ")
     assert message in err
+
+
+# Every output option, and what kind of place it takes. The model is a factory that raises: the
+# place must be refused before any model is built.
+OUTPUT_OPTIONS = [
+    (["analyze", "{model}", "--output", "{place}"], "file", "analyze"),
+    (["formula", "{model}", "--output", "{place}"], "file", "formula"),
+    (["check", "{budget}", "--output", "{place}"], "file", "check"),
+    (["crosscheck", "{model}", "--output", "{place}"], "file", "crosscheck"),
+    (["profile", "{model}", "--output", "{place}"], "file", "profile"),
+    (["profile", "{model}", "--roofline", "{place}"], "figure", "profile-roofline"),
+    (["report", "{model}", "--out", "{place}"], "folder", "report"),
+    (["sweep", "{model}", "--image-size", "32", "--out", "{place}"], "folder", "sweep-out"),
+    (["sweep", "{model}", "--image-size", "32", "--figure", "{place}"], "png", "sweep-figure"),
+]
+# Places relative to a folder holding a file "afile", a folder "adir" and a read-only folder
+# "ro" (chmod 0o555; root writes there anyway, so those rows are skipped for root).
+UNDER_A_FILE = ("under-a-file", "afile/out.png", "afile is not a folder")
+READ_ONLY = ("read-only-folder", "ro/out.png", "ro is not writable")
+BAD_PLACES = {
+    "file": [UNDER_A_FILE, READ_ONLY, ("a-folder", "adir", "adir: it is a folder"),
+             ("missing-folder", "none/out.png", "no such folder")],
+    "figure": [UNDER_A_FILE, READ_ONLY, ("bad-extension", "fig.xyz", "extension '.xyz' is not "
+                                         "one of avif, eps")],
+    "png": [UNDER_A_FILE, ("not-png", "fig.pdf", "extension '.pdf' is not one of png")],
+    "folder": [("under-a-file", "afile/reports", "afile is not a folder"),
+               ("a-file", "afile", "afile is not a folder"),
+               ("read-only-folder", "ro", "ro is not writable")],
+}
+OUTPUT_PLACES = [
+    pytest.param(argv, place, message, id=f"{command}-{place_id}")
+    for argv, kind, command in OUTPUT_OPTIONS for place_id, place, message in BAD_PLACES[kind]
+]
+
+
+@pytest.mark.parametrize(("argv", "place", "message"), OUTPUT_PLACES)
+def test_output_place_is_refused_before_any_model_is_built(
+    argv: list[str], place: str, message: str, tmp_path: Path, odd_models: Path, capsys
+) -> None:
+    (tmp_path / "afile").write_text("a file, not a folder\n")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "ro").mkdir(mode=0o555)
+    if place.startswith("ro") and os.access(tmp_path / "ro", os.W_OK):
+        pytest.skip("this user writes into read-only folders (root)")
+    budget = tmp_path / "budget.toml"
+    budget.write_text(f'[exploding]\nmodel = "{odd_models}:explodes"\nmax_params = 1\n')
+    filled = [a.format(model=f"{odd_models}:explodes", budget=budget, place=tmp_path / place)
+              for a in argv]
+    code, out, err = run(filled, capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("vitprof: error: cannot write")
+    assert message in err and "factory ran" not in err
+
+
+# Long commands and the description of their bar; "{model}" is a small non-ViT factory.
+PROGRESS_RUNS = [
+    pytest.param(["sweep", "{model}", "--image-size", "16,32"], "{model} image_size", id="sweep"),
+    pytest.param(["crosscheck", "{model}", "--peers", "closed-form"], "crosscheck {model}",
+                 id="crosscheck"),
+    pytest.param(["check", "{budget}"], "check", id="check"),
+    pytest.param(["report", "{model}", "--out", "{tmp}"], "report", id="report"),
+]
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "redirected"])
+@pytest.mark.parametrize(("argv", "bar"), PROGRESS_RUNS)
+def test_progress_bars_only_on_a_terminal(
+    argv: list[str], bar: str, terminal: bool, tmp_path: Path, odd_models: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys,
+) -> None:
+    monkeypatch.setattr("vitprof.progress.DELAY_S", 0)  # draw at once, however fast the run
+    monkeypatch.setattr("vitprof.progress.on_terminal", lambda: terminal)
+    budget = tmp_path / "budget.toml"
+    budget.write_text(f'[odd]\nmodel = "{odd_models}:odd"\nmax_unsupported_ops = 1\n')
+    model = f"{odd_models}:odd"
+    code, _, err = run([a.format(model=model, budget=budget, tmp=tmp_path) for a in argv],
+                       capsys)
+    assert code == 0
+    # a bar's frames (its description, redrawn after carriage returns) are noise in a log file
+    assert (f"{bar.format(model=model)}: " in err) == terminal
+    assert ("\r" in err) == terminal
 
 
 @pytest.mark.parametrize(

@@ -255,6 +255,13 @@ def test_map_override_on_a_table_family() -> None:
     assert other(profile) == (769_000, 768_000)
 
 
+def test_a_map_rule_that_matches_nothing_warns() -> None:
+    profile = analyze("vit_b_32", overrides=[(r"^heds$", C.OTHER), (r"^heads$", C.OTHER)])
+    assert profile.warnings == ("--map rule '^heds$=other' matched no module or parameter",)
+    # the rule that matches still applies: the head's 769_000 params, 768_000 MACs
+    assert other(profile) == (769_000, 768_000)
+
+
 @pytest.mark.parametrize(
     ("rule", "message"),
     [

@@ -6,12 +6,14 @@ marked slow. Expected numbers are derived by the arithmetic written beside them.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+from conftest import NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 from PIL import Image, PngImagePlugin
 
 from vitprof.cli import main
@@ -20,8 +22,8 @@ from vitprof.records import Component
 from vitprof.report import figures
 from vitprof.report.check import compare, normalize
 from vitprof.report.corrections import CLAIMS, CORRECT, NOTES, WRONG, Claim, Lab, correct
-from vitprof.report.generate import ALL_MODELS, MARKER
-from vitprof.report.markdown import scaling_sizes, stages
+from vitprof.report.generate import ALL_MODELS, MARKER, write
+from vitprof.report.markdown import Page, scaling_sizes, stages
 from vitprof.report.sweep import parse_values, sweep
 from vitprof.report.zoo_table import matches
 from vitprof.zoo import ZOO, Published
@@ -354,11 +356,14 @@ def test_sweep_values_are_checked() -> None:
             parse_values(bad)
 
 
-def test_long_sweeps_show_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr("vitprof.report.sweep.PROGRESS_DELAY_S", 0)
-    sweep("vit_b_32", "image_size", [224, 256])
-    assert "vit_b_32 image_size" in capsys.readouterr().err
+def test_sweep_shows_every_warning(odd_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", f"{odd_models}:odd", "--image-size", "16,32", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    warnings = json.loads(captured.out)["warnings"]
+    assert NO_FORMULA_WARNING in warnings
+    assert any(w.startswith(NOT_A_VIT_WARNING) for w in warnings)
+    # each warning once on stderr, though both points raise it
+    assert captured.err.splitlines() == [f"vitprof: warning: {w}" for w in warnings]
 
 
 SWEEP_ERRORS = [
@@ -462,6 +467,26 @@ def test_report_user_errors(argv: list[str], message: str, tmp_path: Path,
     assert main([a.format(tmp=tmp_path) for a in argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vitprof: error: ") and message in err and err.count("\n") == 1
+
+
+def test_report_shows_every_warning_on_stderr_and_on_the_page(
+    odd_models: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "reports"
+    assert main(["report", f"{odd_models}:odd", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    (page,) = out.glob("*.md")
+    text = page.read_text()
+    section = text[text.index("## Warnings"):text.index("## Totals")]
+    for warning in (NO_FORMULA_WARNING, NOT_A_VIT_WARNING):
+        assert f"- {warning}" in section
+        assert f"vitprof: warning: {page.name}: {warning}" in err
+
+
+def test_a_page_that_cannot_be_written_is_one_user_error(tmp_path: Path) -> None:
+    (tmp_path / "a.md").mkdir()  # a folder where the page should go
+    with pytest.raises(UserError, match=r"cannot write .*a\.md: Is a directory"):
+        write([Page("a.md", "# a\n")], tmp_path)
 
 
 def test_check_of_a_missing_folder_fails(tmp_path: Path,

@@ -6,6 +6,7 @@ import argparse
 
 from vitprof.analysis import analyze
 from vitprof.commands.common import add_model_arguments, warn, write_output
+from vitprof.commands.outputs import check_writable
 from vitprof.profiling.report import render_training
 from vitprof.profiling.training import MODES
 from vitprof.render import FORMATS, VIEWS, render
@@ -23,6 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_writable(args.output)
     profile = analyze(
         args.model, image_size=args.image_size, batch_size=args.batch_size,
         num_classes=args.num_classes, device=args.device, overrides=args.map, mode=args.mode,

@@ -13,7 +13,9 @@ import sys
 from vitprof.budget import evaluate, load_budgets
 from vitprof.budget_report import FORMATS, render, summary
 from vitprof.commands.common import warn, write_output
+from vitprof.commands.outputs import check_writable
 from vitprof.errors import UserError
+from vitprof.progress import progress
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_writable(args.output)
     budgets = load_budgets(args.budgets)
     if args.entry:
         known = [b.name for b in budgets]
@@ -37,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{args.budgets}: no entry named {', '.join(missing)}; "
                             f"entries: {', '.join(known)}")
         budgets = [b for b in budgets if b.name in args.entry]
-    outcomes = [evaluate(budget) for budget in budgets]
+    outcomes = [evaluate(budget) for budget in progress(budgets, desc="check", unit="entry")]
     for outcome in outcomes:
         if outcome.profile.fallback:
             warn(f"entry '{outcome.budget.name}': {outcome.profile.fallback}")

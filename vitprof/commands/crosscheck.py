@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from vitprof.commands.common import positive_int, warn, write_output
+from vitprof.commands.outputs import check_writable
 from vitprof.crosscheck import FORMATS, PEERS, render_crosscheck, run_crosscheck
 
 
@@ -34,6 +35,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_writable(args.output)
     check = run_crosscheck(
         args.model, image_size=args.image_size, batch_size=args.batch_size, peers=args.peers
     )

@@ -20,6 +20,7 @@ from vitprof.closed_form import (
     closed_form,
 )
 from vitprof.commands.common import non_negative_int, positive_int, write_output
+from vitprof.commands.outputs import check_writable
 from vitprof.errors import UserError
 from vitprof.models.note002 import check_keep_ratios, pruning_blocks, tokens_per_block
 from vitprof.records import Counts
@@ -168,6 +169,8 @@ def render_formula(form: ClosedForm, source: str, by: str, fmt: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_writable(args.output)
     spec = spec_from_args(args)
     form = closed_form(spec, args.batch_size)
     flags = [name for name in (*SPEC_FLAGS, "keep_ratios") if getattr(args, name) is not None]

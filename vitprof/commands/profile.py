@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from vitprof.commands.common import (
     component_rule,
@@ -12,6 +11,7 @@ from vitprof.commands.common import (
     warn,
     write_output,
 )
+from vitprof.commands.outputs import check_figure_path, check_writable
 from vitprof.profiling.measure import DEVICES, DTYPES, profile_model
 from vitprof.profiling.report import PROFILE_FORMATS, render_profile
 from vitprof.profiling.roofline import write_roofline
@@ -58,11 +58,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_writable(args.output)
+    if args.roofline:
+        check_figure_path(args.roofline)
     result = profile_model(
         args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
         image_size=args.image_size, num_classes=args.num_classes, warmup=args.warmup,
         iters=args.iters, peak_tflops=args.peak_tflops, overrides=args.map,
-        progress=not args.no_progress and sys.stderr.isatty(), threads=args.threads,
+        progress=not args.no_progress, threads=args.threads,
     )
     if result.unsupported_ops:
         listed = ", ".join(f"{op} x{n}" for op, n in sorted(result.unsupported_ops.items()))

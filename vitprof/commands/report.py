@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vitprof.commands.common import warn
+from vitprof.commands.outputs import check_folder
 from vitprof.report.check import check
 from vitprof.report.generate import pages, write
 
@@ -40,6 +42,11 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"{args.out} is up to date")
         return 0
-    for path in write(pages(args.models, everything), args.out):
+    check_folder(args.out)
+    found = pages(args.models, everything)
+    for page in found:
+        for message in page.warnings:
+            warn(f"{page.name}: {message}")
+    for path in write(found, args.out):
         print(path)
     return 0

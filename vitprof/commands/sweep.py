@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from vitprof.commands.common import positive_int, write_output
+from vitprof.commands.common import positive_int, warn, write_output
+from vitprof.commands.outputs import check_figure_path, check_folder
 from vitprof.errors import UserError
 from vitprof.records import UNITS
 from vitprof.render import CONVENTION, markdown_table, text_table
@@ -42,6 +43,7 @@ def _json(result: Sweep) -> str:
     crossover = result.crossover()
     data = {
         "model": result.model, "axis": result.axis, "units": dict(UNITS),
+        "warnings": list(result.warnings),
         "points": [{"value": p.value, "patches": p.patches, "totals": p.totals.as_dict(),
                     "components": {str(c): v.as_dict() for c, v in p.components.items()}}
                    for p in result.points],
@@ -66,30 +68,35 @@ def _text(result: Sweep, fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _figure_path(args: argparse.Namespace, axis: str) -> str | None:
+def _figure_path(args: argparse.Namespace, axis: str) -> Path | None:
+    """Where the figure goes (``--figure``, or a file named after the model in ``--out``),
+    checked to be writable before anything is counted; None without either option."""
     if args.figure:
-        return args.figure
+        return check_figure_path(args.figure, formats=("png",))
     if args.out:
-        folder = Path(args.out)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise UserError(f"cannot create {folder}: {error.strerror}") from None
-        return str(folder / f"{file_stem(args.model)}_{axis}_sweep.png")
+        return check_folder(args.out) / f"{file_stem(args.model)}_{axis}_sweep.png"
     return None
+
+
+def _save_figure(result: Sweep, path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figures.save(figures.sweep_macs(result), path)
+    except (OSError, ValueError) as error:
+        raise UserError(f"cannot write the figure {path}: {error}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     axis = next(name for name in AXES if getattr(args, name) is not None)
+    path = _figure_path(args, axis)
     result = sweep(args.model, axis, parse_values(getattr(args, axis)),
                    batch_size=args.batch_size)
+    for message in result.warnings:
+        warn(message)
+    if path is not None:
+        _save_figure(result, path)
     text = _json(result) if args.format == "json" else _text(result, args.format)
     write_output(text, None)
-    path = _figure_path(args, axis)
     if path is not None:
-        try:
-            figures.save(figures.sweep_macs(result), path)
-        except (OSError, ValueError) as error:
-            raise UserError(f"cannot write the figure {path}: {error}") from None
         print(f"vitprof: figure written to {path}", file=sys.stderr)
     return 0

@@ -30,6 +30,7 @@ from vitprof.crosscheck.peers import (
 )
 from vitprof.crosscheck.table import CrossCheck, PeerRow, missing_row, peer_row
 from vitprof.errors import UserError
+from vitprof.progress import progress
 from vitprof.result import Profile
 from vitprof.spec_inference import spec_from_model
 from vitprof.zoo import Published, build, lookup
@@ -228,6 +229,7 @@ def run_crosscheck(
     chosen = check_peers(peers)
     profile = analyze(model, image_size=image_size, batch_size=batch_size)
     subject = Subject(profile, model, profile.input_shape[-1])
-    rows = [_row(peer, subject) for peer in chosen]
+    rows = [_row(peer, subject)
+            for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
     return CrossCheck(profile.model, profile.input_shape, profile.torch_version, profile.device,
                       profile.attention_implementation, profile.totals, rows)

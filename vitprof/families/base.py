@@ -116,20 +116,26 @@ def apply_overrides(
     mapping: ComponentMap, model: nn.Module, overrides: Sequence[Rule]
 ) -> ComponentMap:
     """A copy of ``mapping`` where user rules win: a module path or parameter name a rule
-    matches takes its component, and a parameter follows its nearest overridden owner."""
+    matches takes its component, and a parameter follows its nearest overridden owner. A rule
+    whose regex is found in no module path and no parameter name adds a warning (a typo)."""
     if not overrides:
         return mapping
     rules = compile_rules(overrides)
+    paths = [path for path, _ in model.named_modules() if path]
     overridden = {
-        path: component
-        for path, _ in model.named_modules()
-        if path and (component := first_match(rules, path)) is not None
+        path: component for path in paths if (component := first_match(rules, path)) is not None
     }
     params = {}
     for name, component in mapping.params.items():
         params[name] = first_match(rules, name) or _nearest_owner(overridden, name) or component
+    names = [*paths, *mapping.params]
+    unmatched = tuple(
+        f"--map rule '{regex.pattern}={component}' matched no module or parameter"
+        for regex, component in rules if not any(regex.search(name) for name in names)
+    )
     return ComponentMap(
-        mapping.family, {**mapping.modules, **overridden}, params, mapping.blocks, mapping.warnings
+        mapping.family, {**mapping.modules, **overridden}, params, mapping.blocks,
+        mapping.warnings + unmatched,
     )
 
 

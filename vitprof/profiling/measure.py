@@ -12,14 +12,12 @@ Conventions of every figure:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from vitprof.errors import UserError
 from vitprof.families import Rule, recognize
@@ -33,6 +31,7 @@ from vitprof.profiling.memory import (
 from vitprof.profiling.peak import Peak, measure_peak
 from vitprof.profiling.roofline import bytes_moved, intensity
 from vitprof.profiling.timing import Timings, clock_for, plan_intervals, time_forward
+from vitprof.progress import progress as progress_bar
 from vitprof.records import COMPONENTS, Component, Counts, OpRecord
 from vitprof.zoo import build, infer_image_size, infer_in_chans
 
@@ -272,8 +271,8 @@ def profile_model(
     was_training, was_threads = module.training, torch.get_num_threads()
     module.eval()
     torch.set_num_threads(threads or was_threads)
-    bar = tqdm(total=warmup + iters, desc=f"profiling {name}", unit="iter", file=sys.stderr,
-               disable=not progress, leave=False)
+    bar = progress_bar(total=warmup + iters, desc=f"profiling {name}", unit="iter",
+                       enabled=progress)
     try:
         records, plan, unsupported = plan_intervals(module, example, mapping)
         peak = measure_peak(device, torch_dtype, peak_tflops)

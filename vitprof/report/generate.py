@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vitprof.errors import UserError
+from vitprof.progress import progress
 from vitprof.report import figures
 from vitprof.report.corrections import corrections_page
 from vitprof.report.markdown import Page, model_report
@@ -37,7 +38,7 @@ def pages(models: Sequence[str], everything: bool = False) -> list[Page]:
     names = list(ALL_MODELS) if everything else list(models)
     if not names:
         raise UserError("name at least one model, or use --all")
-    result = [model_report(name) for name in names]
+    result = [model_report(name) for name in progress(names, desc="report", unit="model")]
     if everything:
         result += [zoo_page(), corrections_page(), index_page(names)]
     return result
@@ -50,11 +51,14 @@ def write(found: Sequence[Page], out: str | Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"cannot create {folder}: {error.strerror}") from None
-    written = []
-    for page in found:
-        (folder / page.name).write_text(MARKER + page.text)
-        written.append(folder / page.name)
-        for name, figure in page.figures:
-            figures.save(figure, folder / name)
-            written.append(folder / name)
+    written: list[Path] = []
+    try:
+        for page in found:
+            written.append(folder / page.name)
+            written[-1].write_text(MARKER + page.text)
+            for name, figure in page.figures:
+                written.append(folder / name)
+                figures.save(figure, written[-1])
+    except OSError as error:
+        raise UserError(f"cannot write {written[-1]}: {error.strerror or error}") from None
     return written

@@ -34,11 +34,13 @@ SWEEP_REACH = 1.5  # image-size sweeps run to this multiple of the estimated cro
 
 @dataclass(frozen=True)
 class Page:
-    """A markdown file and the figures it links to, by file name relative to it."""
+    """A markdown file, the figures it links to (by file name relative to it) and the warnings
+    of the analysis behind it (also in its text)."""
 
     name: str  # file name, e.g. "vit_b_16.md"
     text: str
     figures: tuple[tuple[str, FigureData], ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def file_stem(name: str) -> str:
@@ -239,6 +241,15 @@ def _totals_lines(profile: Profile) -> list[str]:
     ]
 
 
+def _warnings_lines(warnings: Sequence[str]) -> list[str]:
+    """A "Warnings" section listing ``warnings`` (counts they concern may be incomplete), or
+    nothing when there are none."""
+    if not warnings:
+        return []
+    return ["", "## Warnings", "", "The counts below may be incomplete:", "",
+            *(f"- {message}" for message in warnings)]
+
+
 def model_report(name: str) -> Page:
     """The report of the model ``name`` (any name :func:`vitprof.analyze` accepts) at its default
     size, with its figures."""
@@ -248,6 +259,7 @@ def model_report(name: str) -> Page:
     shares = component_shares(profile)
     figures: list[tuple[str, FigureData]] = [(f"{stem}_components.png", shares)]
     lines = [f"# {name}", "", *(f"- {line}" for line in header_lines(profile))]
+    lines += _warnings_lines(profile.warnings)
     lines += ["", "## Totals", "", *_totals_lines(profile)]
     lines += ["", "## Per stage", "", breakdown_table(stages(profile), profile.totals, "stage")]
     lines += ["", "## Per component", "",
@@ -276,4 +288,4 @@ def model_report(name: str) -> Page:
             " ".join(filter(None, [crossover_text(result), closed_form_crossover(name)])), "",
             f"![{scaling.title}]({figures[-1][0]})",
         ]
-    return Page(f"{stem}.md", "\n".join(lines) + "\n", tuple(figures))
+    return Page(f"{stem}.md", "\n".join(lines) + "\n", tuple(figures), profile.warnings)

@@ -22,10 +22,10 @@ from fractions import Fraction
 from itertools import pairwise
 
 from torch import nn
-from tqdm import tqdm
 
 from vitprof.analysis import analyze
 from vitprof.errors import UserError
+from vitprof.progress import progress as progress_bar
 from vitprof.records import Component, Counts
 from vitprof.zoo import build, infer_patch_size
 
@@ -34,7 +34,6 @@ AXES: dict[str, str] = {
     "depth": "depth (blocks)",
     "width": "width D",
 }
-PROGRESS_DELAY_S = 1.0  # the progress bar appears only on sweeps that run longer than this
 
 
 @dataclass(frozen=True)
@@ -76,12 +75,14 @@ class Crossover:
 
 @dataclass(frozen=True)
 class Sweep:
-    """A model's counts along one axis, in the order the values were given."""
+    """A model's counts along one axis, in the order the values were given, and the warnings of
+    its analyses (each once, in the order first met)."""
 
     model: str
     axis: str
     patch_size: int | None
     points: tuple[SweepPoint, ...]
+    warnings: tuple[str, ...] = ()
 
     def crossover(self) -> Crossover | None:
         """The attention-core / MLP crossover of an image-size sweep, if the sweep brackets it."""
@@ -207,9 +208,8 @@ def sweep(
     make = variant_factory(name, axis) if axis != "image_size" else None
     patch_size = infer_patch_size(build(name, device="meta").module)
     points = []
-    bar = tqdm(values, desc=f"{name} {axis}", unit="point", delay=PROGRESS_DELAY_S,
-               disable=not progress, leave=False)
-    for value in bar:
+    warnings: dict[str, None] = {}
+    for value in progress_bar(values, desc=f"{name} {axis}", unit="point", enabled=progress):
         if make is None:
             profile = analyze(name, image_size=value, batch_size=batch_size)
             patches = (value // patch_size) ** 2 if patch_size else None
@@ -217,4 +217,5 @@ def sweep(
             profile = analyze(make(value), batch_size=batch_size, name=name)
             patches = None
         points.append(SweepPoint(value, patches, dict(profile.components)))
-    return Sweep(name, axis, patch_size, tuple(points))
+        warnings.update(dict.fromkeys(profile.warnings))
+    return Sweep(name, axis, patch_size, tuple(points), tuple(warnings))
