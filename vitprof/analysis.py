@@ -30,12 +30,11 @@ from vitprof.running import (
     CountFailed,
     check_image_size,
     check_int,
-    ensure_fits,
-    materialize,
     meta_caused,
+    on_device,
+    on_meta,
     one_line,
     run_failed,
-    weight_bytes,
 )
 from vitprof.zoo import BuiltModel, build, infer_image_size, infer_in_chans
 
@@ -46,11 +45,6 @@ DEVICES = ("meta", "cpu", "cuda")
 class _Run:
     ops: list[OpRecord]
     unsupported: dict[str, int]
-
-
-def _on_meta(model: nn.Module) -> bool:
-    tensors = [*model.parameters(), *model.buffers()]
-    return bool(tensors) and all(t.device.type == "meta" for t in tensors)
 
 
 def _model_device(model: nn.Module) -> str:
@@ -70,7 +64,7 @@ def count_ops(
     """
     stand_ins: dict[str, torch.Tensor] | None = None
     params: dict[str, torch.Tensor] = dict(model.named_parameters())
-    if example.device.type == "meta" and not _on_meta(model):
+    if example.device.type == "meta" and not on_meta(model):
         stand_ins = {
             name: torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
             for name, t in [*model.named_parameters(), *model.named_buffers()]
@@ -187,23 +181,18 @@ def analyze(
 
 def _fallback_device(module: nn.Module) -> str:
     """Where a model that failed on meta runs: where its weights live, else the CPU."""
-    return "cpu" if _on_meta(module) else _model_device(module)
+    return "cpu" if on_meta(module) else _model_device(module)
 
 
 def _real_module(
     built: BuiltModel, owned: bool, device: str, activations: int, reason: str | None
 ) -> nn.Module:
-    """``built.module`` with real tensors on ``device``: a module built here is materialised
-    (after the memory guard); a caller's module is used as it is, if it has weights."""
-    module = built.module
-    if not _on_meta(module):
-        ensure_fits(built.name, device, 0, activations)
-        return module
-    if not owned:
+    """``built.module`` with real tensors on ``device`` (:func:`vitprof.running.on_device`); a
+    caller's module without weights cannot run."""
+    if on_meta(built.module) and not owned:
         raise UserError(f"{built.name} failed on meta ({reason}) and has no weights to run on "
                         f"{device}")
-    ensure_fits(built.name, device, weight_bytes(module), activations)
-    return materialize(module, device)
+    return on_device(built.name, built.module, device, activations)
 
 
 def _unsupported_warning(unsupported: dict[str, int]) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from itertools import chain
 
 import torch
@@ -27,6 +28,7 @@ from torch import nn
 from vitprof.errors import UserError
 
 MEMORY_LIMIT_ENV = "VITPROF_MEMORY_LIMIT"
+ZERO_ELEMENT_WARNING = "Initializing zero-element tensors is a no-op"  # a Linear(D, 0) head
 
 # (exception type, pattern of its message): the failures the meta device itself causes.
 META_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
@@ -99,19 +101,9 @@ def check_image_size(value: object) -> int | None:
     return check_int("image size", value, 1)
 
 
-def weight_bytes(module: nn.Module, dtype: torch.dtype | None = None) -> int:
-    """Bytes of every parameter and buffer (each storage once); floating tensors counted at
-    ``dtype``'s element size when given (the dtype a profile converts them to)."""
-    total, seen = 0, set()
-    for tensor in chain(module.parameters(), module.buffers()):
-        if id(tensor) in seen:
-            continue
-        seen.add(id(tensor))
-        size = tensor.element_size()
-        if dtype is not None and tensor.is_floating_point():
-            size = torch.empty((), dtype=dtype, device="meta").element_size()
-        total += tensor.numel() * size
-    return total
+def weight_bytes(module: nn.Module) -> int:
+    """Bytes of every parameter and buffer, ``numel x element size`` (known on meta)."""
+    return sum(t.numel() * t.element_size() for t in chain(module.parameters(), module.buffers()))
 
 
 def available_bytes(device: str) -> int | None:
@@ -166,6 +158,22 @@ def ensure_fits(name: str, device: str, weights: int, activations: int) -> None:
         )
 
 
+def on_meta(module: nn.Module) -> bool:
+    """True for a module whose parameters and buffers (at least one) all live on meta."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return bool(tensors) and all(t.device.type == "meta" for t in tensors)
+
+
+def on_device(name: str, module: nn.Module, device: str, activations: int) -> nn.Module:
+    """``module`` ready to run on ``device`` after :func:`ensure_fits`: a meta build is
+    materialised there (its weights counted), a module with weights is used as it is."""
+    if not on_meta(module):
+        ensure_fits(name, device, 0, activations)
+        return module
+    ensure_fits(name, device, weight_bytes(module), activations)
+    return materialize(module, device)
+
+
 def materialize(module: nn.Module, device: str) -> nn.Module:
     """Give a module built on meta real storage on ``device``, in place, without its factory.
 
@@ -178,10 +186,12 @@ def materialize(module: nn.Module, device: str) -> nn.Module:
     with torch.no_grad():
         for tensor in chain(module.parameters(), module.buffers()):
             tensor.zero_()
-    for child in module.modules():
-        reset = getattr(child, "reset_parameters", None) or getattr(
-            child, "_reset_parameters", None
-        )
-        if callable(reset):
-            reset()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=ZERO_ELEMENT_WARNING)
+        for child in module.modules():
+            reset = getattr(child, "reset_parameters", None) or getattr(
+                child, "_reset_parameters", None
+            )
+            if callable(reset):
+                reset()
     return module

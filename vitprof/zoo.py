@@ -30,10 +30,15 @@ from torch import nn
 from vitprof.errors import UserError
 from vitprof.families import Rule
 from vitprof.records import Component
-from vitprof.running import check_image_size, check_int, meta_caused, one_line
+from vitprof.running import (
+    ZERO_ELEMENT_WARNING,
+    check_image_size,
+    check_int,
+    meta_caused,
+    one_line,
+)
 
 Factory = Callable[..., nn.Module]
-ZERO_ELEMENT_WARNING = "Initializing zero-element tensors is a no-op"  # a Linear(D, 0) head
 
 
 @dataclass(frozen=True)
