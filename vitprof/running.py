@@ -68,8 +68,8 @@ def one_line(error: BaseException) -> str:
 def run_failed(name: str, shape: tuple[int, ...], device: str, error: BaseException) -> UserError:
     """The one-line error for a model whose forward failed on ``shape``."""
     shown = "x".join(str(n) for n in shape)
-    return UserError(f"running {name} on an input of shape {shown} ({device}) failed: "
-                     f"{one_line(error)}")
+    return UserError(f"running {name} failed: {one_line(error)} (input of shape {shown}, on "
+                     f"{device})")
 
 
 class CountFailed(Exception):
