@@ -255,3 +255,16 @@ def test_cli_accepts_zero_classes(capsys) -> None:
     assert main(["analyze", "vit_b_32", "--num-classes", "0", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["components"]["head"]["params"] == 0
+
+
+def test_a_size_that_does_not_fit_is_refused_before_the_cpu_build(monkeypatch, capsys) -> None:
+    from vitprof.cli import main
+
+    monkeypatch.setenv("VITPROF_MEMORY_LIMIT", str(10**9))
+    assert main(["analyze", "vit_b_16", "--image-size", "1024", "--device", "cpu"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    # vit_b_16: 86_567_656 params at 224; at 1024, 64^2 + 1 = 4097 positions instead of 197
+    weights = (86_567_656 + (4097 - 197) * 768) * 4
+    assert line.startswith("vitprof: error: vit_b_16 needs about ")
+    assert f"on cpu (weights {weights:,} + activations " in line
+    assert line.endswith("but 1,000,000,000 bytes (0.9 GiB) is available (VITPROF_MEMORY_LIMIT)")
