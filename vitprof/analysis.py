@@ -28,8 +28,7 @@ from vitprof.records import OpRecord, ParamRecord
 from vitprof.result import Profile
 from vitprof.running import (
     CountFailed,
-    check_image_size,
-    check_int,
+    check_input,
     meta_caused,
     on_device,
     on_meta,
@@ -108,10 +107,7 @@ def _check_arguments(
         raise UserError(f"unknown mode '{mode}'; choose from {', '.join(MODES)}")
     if device not in DEVICES:
         raise UserError(f"unknown device '{device}'; choose from {', '.join(DEVICES)}")
-    check_image_size(image_size)
-    check_int("batch size", batch_size, 1)
-    if num_classes is not None:
-        check_int("number of classes", num_classes, 0)
+    check_input(image_size, batch_size, num_classes)
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("device cuda requested but no CUDA device is available")
 
@@ -155,10 +151,11 @@ def analyze(
         if not meta_caused(failed.error):
             raise run_failed(built.name, shape, "meta", failed.error) from None
         run, written, reason = None, failed.bytes_written, one_line(failed.error)
-        fallback = f"meta device failed ({reason}); counted on cpu with real tensors"
     run_device = "meta"
     if run is None or device != "meta":
         run_device = device if device != "meta" else _fallback_device(built.module)
+        if reason is not None:
+            fallback = f"meta device failed ({reason}); counted on {run_device} with real tensors"
         module = _real_module(built, isinstance(model, str), run_device, written, reason)
         try:
             run = count_ops(module, torch.zeros(shape, device=run_device), mapping, mode)

@@ -101,6 +101,15 @@ def check_image_size(value: object) -> int | None:
     return check_int("image size", value, 1)
 
 
+def check_input(image_size: object, batch_size: object, num_classes: object) -> None:
+    """The input a caller asks for: an image size (None: the model's own), a batch size, a
+    class count (None: the model's own; 0: no head)."""
+    check_image_size(image_size)
+    check_int("batch size", batch_size, 1)
+    if num_classes is not None:
+        check_int("number of classes", num_classes, 0)
+
+
 def weight_bytes(module: nn.Module) -> int:
     """Bytes of every parameter and buffer, ``numel x element size`` (known on meta)."""
     return sum(t.numel() * t.element_size() for t in chain(module.parameters(), module.buffers()))

@@ -43,8 +43,7 @@ from vitprof.profiling.timing import (
 from vitprof.records import COMPONENTS, Component, Counts, OpRecord
 from vitprof.running import (
     CountFailed,
-    check_image_size,
-    check_int,
+    check_input,
     meta_caused,
     on_device,
     run_failed,
@@ -265,10 +264,7 @@ def _check_arguments(
         raise UserError("no CUDA device: torch.cuda.is_available() is False; use --device cpu")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype '{dtype}'; choose from {', '.join(DTYPES)}")
-    check_image_size(image_size)
-    check_int("batch size", batch_size, 1)
-    if num_classes is not None:
-        check_int("number of classes", num_classes, 0)
+    check_input(image_size, batch_size, num_classes)
     if iters < 1 or warmup < 0 or (threads is not None and threads < 1):
         raise UserError("iterations and threads must be at least 1, warmup at least 0")
 
