@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import BUDGET_MODELS_PY
 
 from vitprof.cli import main
 from vitprof.records import COMPONENTS
@@ -130,6 +131,22 @@ def test_hf_config_file(tmp_path: Path, given: str, capsys) -> None:
     assert data["components"]["attn_core"]["macs"] == 73_984
 
 
+def test_hf_heads_that_do_not_divide_the_width_are_named(tmp_path: Path, capsys) -> None:
+    """transformers builds it (heads of 100 // 3 = 33); say why ``formula`` refuses it."""
+    config = {"model_type": "vit", "hidden_size": 100, "num_hidden_layers": 1,
+              "num_attention_heads": 3, "intermediate_size": 64, "image_size": 32,
+              "patch_size": 8, "num_labels": 10}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, _, err = run(["analyze", f"hf:{path}", "--format", "json"], capsys)
+    assert code == 0
+    assert err == ("vitprof: warning: width 100 is not divisible by 3 heads (vitprof formula "
+                   "refuses this shape); the model ran with heads of 33, 99 of the 100 "
+                   "channels in q, k and v\n")
+    code, _, err = run(["formula", f"hf:{path}"], capsys)
+    assert code == 2 and "width 100 is not divisible by 3 heads" in err
+
+
 def test_timm_name_with_a_pretrained_tag_takes_its_architecture(capsys) -> None:
     code, out, _ = run(["analyze", "timm:vit_tiny_patch16_224.augreg_in21k", "--format", "json"],
                        capsys)
@@ -168,6 +185,10 @@ def test_models_lists_the_zoo(capsys) -> None:
         pytest.param(["analyze", "no_such_package_xyz:make"], "cannot import no_such_package_xyz",
                      id="missing-module"),
         pytest.param(["analyze", "hf:missing.json"], "no such file", id="missing-hf-config"),
+        pytest.param(["analyze", "torch.nn:Flatten", "--num-classes", "5"],
+                     "torch.nn:Flatten takes no num_classes parameter", id="classes-not-taken"),
+        pytest.param(["analyze", "vit_b_16", "--image-size", "1000000"],
+                     "Storage size calculation overflowed", id="absurd-size-fails-on-meta"),
     ],
 )
 def test_user_errors_are_one_line(argv: list[str], message: str, capsys) -> None:
@@ -266,6 +287,66 @@ def test_progress_bars_only_on_a_terminal(
 def test_bad_factories(factory_file: Path, attribute: str, message: str, capsys) -> None:
     code, _, err = run(["analyze", f"{factory_file}:{attribute}"], capsys)
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+ODD_MODELS_PY = """
+from torch import nn
+
+
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        return self.proj(x) + y
+
+
+def two_inputs():
+    return TwoInputs()
+
+
+def mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(32, 10))
+"""
+
+
+# Every sub-command that runs a model (``formula`` only builds one, to read its spec).
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["analyze", "{tmp}/models.py:make_broken"], "forward is broken",
+                     id="analyze"),
+        pytest.param(["analyze", "{tmp}/models.py:make_broken", "--device", "cpu"],
+                     "forward is broken", id="analyze-cpu"),
+        pytest.param(["check", "{tmp}/budget.toml"], "forward is broken", id="check"),
+        pytest.param(["crosscheck", "{tmp}/models.py:make_broken"], "forward is broken",
+                     id="crosscheck"),
+        pytest.param(["profile", "{tmp}/models.py:make_broken"], "forward is broken",
+                     id="profile"),
+        pytest.param(["profile", "{tmp}/odd.py:two_inputs"], "missing 1 required positional",
+                     id="profile-two-inputs"),
+        pytest.param(["profile", "{tmp}/odd.py:mlp"], "must have same reduction dim",
+                     id="profile-mlp-at-224"),
+        pytest.param(["report", "{tmp}/models.py:make_broken", "--out", "{tmp}/report"],
+                     "forward is broken", id="report"),
+        pytest.param(["sweep", "{tmp}/models.py:make_broken", "--image-size", "32,64"],
+                     "forward is broken", id="sweep"),
+    ],
+)
+def test_a_failing_forward_is_one_line_in_every_command(
+    tmp_path: Path, argv: list[str], message: str, capsys
+) -> None:
+    (tmp_path / "models.py").write_text(BUDGET_MODELS_PY)
+    (tmp_path / "odd.py").write_text(ODD_MODELS_PY)
+    (tmp_path / "budget.toml").write_text(
+        f'[m]\nmodel = "{tmp_path}/models.py:make_broken"\nmax_params = 1\n'
+    )
+    code, out, err = run([arg.format(tmp=tmp_path) for arg in argv], capsys)
+    assert code == 2 and out == ""
+    (line,) = err.splitlines()
+    assert line.startswith("vitprof: error: ") and message in line
+    assert "(input of shape 1x3x" in line
 
 
 @pytest.mark.parametrize(

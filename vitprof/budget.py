@@ -55,7 +55,7 @@ from vitprof.families import Rule
 from vitprof.records import Component, Counts
 from vitprof.result import Profile
 from vitprof.toml_lines import key_line, table_at
-from vitprof.zoo import check_image_size, validate_name
+from vitprof.zoo import check_divisible_size, validate_name
 
 
 class Scope(StrEnum):
@@ -476,7 +476,7 @@ def _model(name: str, settings: Mapping[str, Any], where: _Source) -> str:
         raise where.error(path, f"{defaulted}{error}") from None
     if entry is not None and "image_size" in settings:
         try:
-            check_image_size(entry, settings["image_size"])
+            check_divisible_size(entry, settings["image_size"])
         except UserError as error:
             raise where.error((name, "image_size"), str(error)) from None
     return model

@@ -236,6 +236,10 @@ class OpCounter:
                 return index
         return self.mapping.block_of(params[0]) if params else None
 
+    def bytes_written(self) -> int:
+        """Bytes written by the operations counted so far, also after a failed run."""
+        return sum(p.traffic[1] for p in self.pending)
+
     def records(self) -> list[OpRecord]:
         """The counted operations, each with a component (resolved by position if need be).
 

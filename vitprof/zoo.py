@@ -19,6 +19,7 @@ import importlib.util
 import inspect
 import json
 import math
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,13 @@ from torch import nn
 from vitprof.errors import UserError
 from vitprof.families import Rule
 from vitprof.records import Component
+from vitprof.running import (
+    ZERO_ELEMENT_WARNING,
+    check_image_size,
+    check_int,
+    meta_caused,
+    one_line,
+)
 
 Factory = Callable[..., nn.Module]
 
@@ -67,6 +75,7 @@ class BuiltModel:
     image_size: int
     in_chans: int
     entry: ZooEntry | None
+    warnings: tuple[str, ...] = ()  # what the build noticed and the analysis should say
 
 
 TORCHVISION_VITS = ("vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14")
@@ -264,28 +273,30 @@ def infer_in_chans(module: nn.Module) -> int:
 
 
 def _construct(name: str, factory: Callable[[], nn.Module], device: str) -> nn.Module:
-    """Call ``factory`` with ``device`` as the default device; on meta, fall back to a CPU build
-    moved to meta when the constructor itself needs data (``.item()`` in an init)."""
+    """Call ``factory`` with ``device`` as the default device; on meta, when the constructor
+    itself needs data (``.item()`` in an init: :func:`~vitprof.running.meta_caused`), fall back
+    to a CPU build moved to meta: the one case where a factory runs twice. A head of zero
+    classes (``num_classes=0``, no head) is built without torch's zero-element warning."""
     try:
-        with torch.device(device):
-            module = factory()
+        module = _quietly(factory, device)
     except UserError:
         raise
     except Exception as error:
-        if device != "meta":
-            raise UserError(f"building {name} failed: {_one_line(error)}") from None
+        if device != "meta" or not meta_caused(error):
+            raise UserError(f"building {name} failed: {one_line(error)}") from None
         try:
-            module = factory().to("meta")
+            module = _quietly(factory, "cpu").to("meta")
         except Exception as cpu_error:
-            raise UserError(f"building {name} failed: {_one_line(cpu_error)}") from None
+            raise UserError(f"building {name} failed: {one_line(cpu_error)}") from None
     if not isinstance(module, nn.Module):
         raise UserError(f"factory for {name} returned {type(module).__name__}, not an nn.Module")
     return module
 
 
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+def _quietly(factory: Callable[[], nn.Module], device: str) -> nn.Module:
+    with torch.device(device), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=ZERO_ELEMENT_WARNING)
+        return factory()
 
 
 def _load_factory(spec: str) -> Callable[..., Any]:
@@ -299,25 +310,37 @@ def _load_factory(spec: str) -> Callable[..., Any]:
         try:
             module_spec.loader.exec_module(module)  # type: ignore[union-attr]
         except Exception as error:
-            raise UserError(f"cannot import {target}: {_one_line(error)}") from None
+            raise UserError(f"cannot import {target}: {one_line(error)}") from None
     else:
         try:
             module = importlib.import_module(target)
         except Exception as error:
-            raise UserError(f"cannot import {target}: {_one_line(error)}") from None
+            raise UserError(f"cannot import {target}: {one_line(error)}") from None
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise UserError(f"{target} has no callable named '{attribute}'")
     return factory
 
 
-def _call_factory(factory: Callable[..., Any], image_size: int | None, classes: int | None):
+def _call_factory(
+    spec: str, factory: Callable[..., Any], image_size: int | None, classes: int | None
+) -> Callable[[], Any]:
+    """``factory`` with the size and classes asked for, as keywords it accepts.
+
+    A class count the factory cannot take (no ``num_classes`` parameter, no ``**kwargs``) is
+    refused rather than ignored: a count for another head than the one asked for would look
+    right and be wrong. The image size sets the input whether the factory takes it or not.
+    """
     accepted = inspect.signature(factory).parameters
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
     kwargs: dict[str, int] = {}
     for key in ("image_size", "img_size"):
         if image_size is not None and key in accepted:
             kwargs[key] = image_size
-    if classes is not None and "num_classes" in accepted:
+    if classes is not None:
+        if "num_classes" not in accepted and not open_ended:
+            raise UserError(f"{spec} takes no num_classes parameter: cannot build it with "
+                            f"{classes} classes")
         kwargs["num_classes"] = classes
     return lambda: factory(**kwargs)
 
@@ -329,13 +352,13 @@ def _hf_from_config(path: str, num_classes: int | None, image_size: int | None) 
     except FileNotFoundError:
         raise UserError(f"no such file: {path}") from None
     except (OSError, json.JSONDecodeError) as error:
-        raise UserError(f"malformed Hugging Face config {path}: {_one_line(error)}") from None
+        raise UserError(f"malformed Hugging Face config {path}: {one_line(error)}") from None
     if not isinstance(data, dict) or "model_type" not in data:
         raise UserError(f"malformed Hugging Face config {path}: no 'model_type' key")
     try:
         config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
     except Exception as error:  # transformers validates fields with its own error classes
-        raise UserError(f"malformed Hugging Face config {path}: {_one_line(error)}") from None
+        raise UserError(f"malformed Hugging Face config {path}: {one_line(error)}") from None
     if num_classes is not None:
         config.num_labels = num_classes
     if image_size is not None:
@@ -390,7 +413,7 @@ def _factory_source(target: str) -> Path | None:
     try:
         found = importlib.util.find_spec(target)  # imports the parent packages, not the module
     except (ImportError, ValueError) as error:
-        raise UserError(f"cannot import {target}: {_one_line(error)}") from None
+        raise UserError(f"cannot import {target}: {one_line(error)}") from None
     if found is None:
         raise UserError(f"cannot import {target}: no module named '{target}'")
     origin = found.origin or ""
@@ -408,7 +431,7 @@ def _check_factory(spec: str) -> None:
     try:
         tree = ast.parse(source.read_bytes(), filename=str(source))
     except (SyntaxError, ValueError, OSError) as error:
-        raise UserError(f"cannot import {target}: {_one_line(error)}") from None
+        raise UserError(f"cannot import {target}: {one_line(error)}") from None
     names = set(_bound_names(tree.body))
     if attribute not in names and "*" not in names:
         raise UserError(f"{target} has no callable named '{attribute}'")
@@ -438,7 +461,7 @@ def validate_name(name: str) -> ZooEntry | None:
     return lookup(name)
 
 
-def check_image_size(entry: ZooEntry, image_size: int) -> None:
+def check_divisible_size(entry: ZooEntry, image_size: int) -> None:
     """Refuse an image size the zoo model ``entry`` cannot take (not divisible by its patch
     size), before building it."""
     _check_size(entry.name, image_size, entry.patch_size)
@@ -451,7 +474,13 @@ def build(
     num_classes: int | None = None,
     device: str = "meta",
 ) -> BuiltModel:
-    """Build the model called ``name`` on ``device`` without loading any weights."""
+    """Build the model called ``name`` on ``device`` without loading any weights.
+
+    ``image_size`` is a positive int (square images); ``num_classes=0`` means no head.
+    """
+    check_image_size(image_size)
+    if num_classes is not None:
+        check_int("number of classes", num_classes, 0)
     if name.startswith("timm:"):
         timm, model_name = _timm_model(name)
         kwargs: dict[str, int] = {}
@@ -468,12 +497,12 @@ def build(
         factory = _hf_from_config(config_file, num_classes, image_size)
         return _finish(name, _construct(name, factory, device), image_size, None)
     if ":" in name and not name.startswith(("hf:", "torchvision:")):
-        factory = _call_factory(_load_factory(name), image_size, num_classes)
+        factory = _call_factory(name, _load_factory(name), image_size, num_classes)
         return _finish(name, _construct(name, factory, device), image_size, None)
     entry = lookup(name)
-    size = image_size or entry.image_size
+    size = image_size if image_size is not None else entry.image_size
     _check_size(entry.name, size, entry.patch_size)
-    classes = num_classes or entry.num_classes
+    classes = num_classes if num_classes is not None else entry.num_classes
     module = _construct(entry.name, lambda: entry.build(size, classes), device)
     return BuiltModel(entry.name, module, size, infer_in_chans(module), entry)
 
@@ -481,6 +510,20 @@ def build(
 def _finish(
     name: str, module: nn.Module, image_size: int | None, entry: ZooEntry | None
 ) -> BuiltModel:
-    size = image_size or infer_image_size(module) or 224
+    size = image_size if image_size is not None else infer_image_size(module) or 224
     _check_size(name, size, infer_patch_size(module))
-    return BuiltModel(name, module, size, infer_in_chans(module), entry)
+    return BuiltModel(name, module, size, infer_in_chans(module), entry, _head_warnings(module))
+
+
+def _head_warnings(module: nn.Module) -> tuple[str, ...]:
+    """A Hugging Face config whose heads do not divide its width builds (transformers truncates
+    each head to ``width // heads``), but no ViT of that shape exists: ``vitprof formula``
+    refuses it, so say what was counted instead."""
+    config = getattr(module, "config", None)
+    width = getattr(config, "hidden_size", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if not isinstance(width, int) or not isinstance(heads, int) or heads < 1 or not width % heads:
+        return ()
+    return (f"width {width} is not divisible by {heads} heads (vitprof formula refuses this "
+            f"shape); the model ran with heads of {width // heads}, {heads * (width // heads)} "
+            f"of the {width} channels in q, k and v",)

@@ -52,7 +52,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     parser.add_argument("--image-size", type=positive_int, help="input height and width")
     parser.add_argument("--batch-size", type=positive_int, default=1)
-    parser.add_argument("--num-classes", type=positive_int)
+    parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
     parser.add_argument("--device", choices=("meta", "cpu", "cuda"), default="meta")
     parser.add_argument("--map", type=component_rule, action="append", default=[],
                         metavar="REGEX=COMPONENT",

@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32")
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--image-size", type=positive_int, help="input height and width")
-    parser.add_argument("--num-classes", type=positive_int)
+    parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
     parser.add_argument("--warmup", type=non_negative_int, default=2,
                         help="untimed forwards before timing (default 2)")
     parser.add_argument("--iters", type=positive_int, default=10,

@@ -12,7 +12,7 @@ Conventions of every figure:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from vitprof.errors import UserError
-from vitprof.families import Rule, recognize
+from vitprof.families import ComponentMap, Rule, recognize
 from vitprof.profiling.memory import (
     activation_bytes,
     dtype_name,
@@ -30,9 +30,23 @@ from vitprof.profiling.memory import (
 )
 from vitprof.profiling.peak import Peak, measure_peak
 from vitprof.profiling.roofline import bytes_moved, intensity
-from vitprof.profiling.timing import Timings, clock_for, plan_intervals, time_forward
+from vitprof.profiling.timing import (
+    IntervalPlan,
+    Timings,
+    clock_for,
+    plan_on_device,
+    plan_on_meta,
+    time_forward,
+)
 from vitprof.progress import progress as progress_bar
 from vitprof.records import COMPONENTS, Component, Counts, OpRecord
+from vitprof.running import (
+    CountFailed,
+    check_input,
+    meta_caused,
+    on_device,
+    run_failed,
+)
 from vitprof.zoo import build, infer_image_size, infer_in_chans
 
 DEVICES = ("cpu", "cuda")
@@ -215,23 +229,76 @@ def _model_and_shape(
     model: nn.Module | str, device: str, dtype: torch.dtype, batch_size: int,
     image_size: int | None, num_classes: int | None, overrides: Sequence[Rule],
 ) -> tuple[str, nn.Module, tuple[int, int, int, int], list[Rule]]:
+    """The module to measure: a name is built on meta in ``dtype`` (materialised later, after
+    the memory guard); a module must already be on ``device`` in ``dtype``."""
     if isinstance(model, str):
-        built = build(model, image_size=image_size, num_classes=num_classes, device=device)
+        built = build(model, image_size=image_size, num_classes=num_classes, device="meta")
         rules = [*(built.entry.overrides if built.entry else ()), *overrides]
         module = built.module.to(dtype)
         return built.name, module, (batch_size, built.in_chans, built.image_size,
                                     built.image_size), rules
     if not isinstance(model, nn.Module):
         raise UserError(f"expected an nn.Module or a model name, got {type(model).__name__}")
+    if num_classes is not None:
+        raise UserError("num_classes applies to a model built by name; this nn.Module is "
+                        "already built")
     for p in model.parameters():
         if p.device.type != device or p.dtype != dtype:
             raise UserError(
                 f"the model has {dtype_name(p.dtype)} parameters on {p.device.type}; "
                 f"move it with .to('{device}', torch.{dtype_name(dtype)}) first"
             )
-    size = image_size or infer_image_size(model) or 224
+    size = image_size if image_size is not None else infer_image_size(model) or 224
     shape = (batch_size, infer_in_chans(model), size, size)
     return type(model).__name__, model, shape, list(overrides)
+
+
+def _check_arguments(
+    device: str, dtype: str, batch_size: object, image_size: object, num_classes: object,
+    warmup: int, iters: int, threads: int | None,
+) -> None:
+    if device not in DEVICES:
+        raise UserError(f"profile measures on a real device: choose from {', '.join(DEVICES)}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("no CUDA device: torch.cuda.is_available() is False; use --device cpu")
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype '{dtype}'; choose from {', '.join(DTYPES)}")
+    check_input(image_size, batch_size, num_classes)
+    if iters < 1 or warmup < 0 or (threads is not None and threads < 1):
+        raise UserError("iterations and threads must be at least 1, warmup at least 0")
+
+
+Planned = tuple[list[OpRecord], IntervalPlan, dict[str, int]]
+
+
+def _plan_on_meta(
+    name: str, module: nn.Module, shape: tuple[int, ...], dtype: torch.dtype,
+    mapping: ComponentMap,
+) -> tuple[Planned | None, int]:
+    """The meta counting pass and the bytes its operations wrote; no plan (None) when the meta
+    device itself failed, any other failure a UserError."""
+    try:
+        planned = plan_on_meta(module, torch.empty(shape, dtype=dtype, device="meta"), mapping)
+    except CountFailed as failed:
+        if not meta_caused(failed.error):
+            raise run_failed(name, shape, "meta", failed.error) from None
+        return None, failed.bytes_written
+    return planned, sum(op.bytes_written for op in planned[0])
+
+
+def _timed(
+    name: str, shape: tuple[int, ...], module: nn.Module, example: torch.Tensor,
+    plan: IntervalPlan, warmup: int, iters: int, step: Callable[[], object],
+) -> Timings:
+    """:func:`~vitprof.profiling.timing.time_forward`; a forward that fails on the device (it
+    ran on meta) is a UserError naming the input."""
+    try:
+        return time_forward(module, example, plan, clock_for(example.device.type),
+                            warmup=warmup, iters=iters, step=step)
+    except UserError:
+        raise
+    except Exception as error:
+        raise run_failed(name, shape, example.device.type, error) from None
 
 
 def profile_model(
@@ -252,21 +319,20 @@ def profile_model(
     """Measure ``model`` (a name or an ``nn.Module`` already on ``device`` in ``dtype``).
 
     Counts on meta, then times on ``device``; a module's mode is restored afterwards.
-    ``threads`` sets ``torch.set_num_threads`` for the run (restored after).
+    ``threads`` sets ``torch.set_num_threads`` for the run (restored after). A model named is
+    built once, on meta, and materialised on ``device`` after the memory guard
+    (:func:`vitprof.running.ensure_fits`: weights + the bytes the meta pass's operations wrote).
+    A forward that fails is a UserError naming the input; one that fails on meta only for a
+    reason of the meta device is counted on ``device`` instead.
     """
-    if device not in DEVICES:
-        raise UserError(f"profile measures on a real device: choose from {', '.join(DEVICES)}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("no CUDA device: torch.cuda.is_available() is False; use --device cpu")
-    if dtype not in DTYPES:
-        raise UserError(f"unknown dtype '{dtype}'; choose from {', '.join(DTYPES)}")
-    if batch_size < 1 or iters < 1 or warmup < 0 or (threads is not None and threads < 1):
-        raise UserError("batch size, iterations and threads must be at least 1, warmup at least 0")
+    _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads)
     torch_dtype = DTYPES[dtype]
     name, module, shape, rules = _model_and_shape(
         model, device, torch_dtype, batch_size, image_size, num_classes, overrides
     )
     mapping = recognize(module, rules)
+    planned, written = _plan_on_meta(name, module, shape, torch_dtype, mapping)
+    module = on_device(name, module, device, written)
     example = torch.randn(shape, device=device).to(torch_dtype)
     was_training, was_threads = module.training, torch.get_num_threads()
     module.eval()
@@ -274,13 +340,12 @@ def profile_model(
     bar = progress_bar(total=warmup + iters, desc=f"profiling {name}", unit="iter",
                        enabled=progress)
     try:
-        records, plan, unsupported = plan_intervals(module, example, mapping)
+        records, plan, unsupported = planned or plan_on_device(module, example, mapping)
         peak = measure_peak(device, torch_dtype, peak_tflops)
         if device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        timings = time_forward(module, example, plan, clock_for(device), warmup=warmup,
-                               iters=iters, step=bar.update)
+        timings = _timed(name, shape, module, example, plan, warmup, iters, bar.update)
         peak_device = torch.cuda.max_memory_allocated() if device == "cuda" else None
         notes: tuple[str, ...] = ()
         try:
@@ -290,6 +355,8 @@ def profile_model(
             notes = (f"memory saved for backward not measured: the training-mode forward on "
                      f"meta failed ({type(error).__name__})",)
         used_threads = torch.get_num_threads()
+    except CountFailed as failed:
+        raise run_failed(name, shape, device, failed.error) from None
     finally:
         bar.close()
         module.train(was_training)

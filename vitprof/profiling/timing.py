@@ -49,6 +49,7 @@ from vitprof.counter import OpCounter
 from vitprof.errors import UserError
 from vitprof.families import ComponentMap
 from vitprof.records import Component, OpRecord
+from vitprof.running import CountFailed, meta_caused
 
 Key = tuple[Component, int | None]  # (component, block)
 Event = tuple[str, str]  # ("enter" | "leave", module path)
@@ -87,17 +88,47 @@ def plan_intervals(
     """Count ``model`` on meta stand-ins (same dtypes) and map its operations to intervals.
 
     Returns the op records, the plan and the unsupported ops. ``example`` may live anywhere; a
-    meta twin of it is used. A model that cannot run on meta (data-dependent shapes) is counted
-    on ``example``'s device with its real tensors instead. The model runs in its current mode,
-    without gradients.
+    meta twin of it is used. A model that cannot run on meta for a reason of the meta device
+    (:func:`vitprof.running.meta_caused`: data-dependent shapes, ops without a meta kernel) is
+    counted on ``example``'s device with its real tensors instead. Any other failure, and a
+    failure of that second pass, raises :class:`~vitprof.running.CountFailed`. The model runs
+    in its current mode, without gradients.
     """
+    try:
+        return plan_on_meta(model, example, mapping)
+    except CountFailed as failed:
+        if not meta_caused(failed.error) or example.device.type == "meta":
+            raise
+    return plan_on_device(model, example, mapping)
+
+
+def plan_on_meta(
+    model: nn.Module, example: torch.Tensor, mapping: ComponentMap
+) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
+    """:func:`plan_intervals`' pass on meta stand-ins of the parameters, buffers and input."""
     stand_ins = {
         name: torch.empty_like(t, device="meta")
         for name, t in [*model.named_parameters(), *model.named_buffers()]
     }
-    counter = OpCounter(
-        model, mapping, {name: stand_ins[name] for name, _ in model.named_parameters()}
+    params = {name: stand_ins[name] for name, _ in model.named_parameters()}
+    meta_example = torch.empty_like(example, device="meta")
+    return _planning_pass(
+        model, mapping, params, lambda: functional_call(model, stand_ins, (meta_example,))
     )
+
+
+def plan_on_device(
+    model: nn.Module, example: torch.Tensor, mapping: ComponentMap
+) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
+    """:func:`plan_intervals`' pass on the model's own tensors and ``example``."""
+    return _planning_pass(model, mapping, dict(model.named_parameters()), lambda: model(example))
+
+
+def _planning_pass(
+    model: nn.Module, mapping: ComponentMap, params: dict[str, torch.Tensor],
+    forward: Callable[[], object],
+) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
+    counter = OpCounter(model, mapping, params)
     events: list[Event] = []
     offsets: list[int] = []
 
@@ -105,16 +136,13 @@ def plan_intervals(
         events.append((kind, path))
         offsets.append(len(counter.pending))
 
-    meta_example = torch.empty_like(example, device="meta")
     try:
         with marking(model, on_event), counter.running(), torch.no_grad():
-            functional_call(model, stand_ins, (meta_example,))
-    except Exception:
-        events.clear()
-        offsets.clear()
-        counter = OpCounter(model, mapping, dict(model.named_parameters()))
-        with marking(model, on_event), counter.running(), torch.no_grad():
-            model(example)
+            forward()
+    except UserError:
+        raise
+    except Exception as error:
+        raise CountFailed(error, counter.bytes_written()) from error
     records = counter.records()
     return records, _plan(records, events, offsets, mapping), dict(counter.unsupported)
 
