@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import BUDGET_MODELS_PY
 
+from vitprof import analyze
 from vitprof.cli import main
-from vitprof.records import COMPONENTS
+from vitprof.records import COMPONENTS, Counts
+from vitprof.render import FORMATS, VIEWS
 
 FACTORY_FILE = '''
 import torch
@@ -80,6 +82,105 @@ def test_csv_rows_sum_to_totals(by: str, capsys) -> None:
         50 * 768 * 2304 + 2 * 50**2 * 768 + 50 * 768**2 + 2 * 50 * 768 * 3072
     ) + 768_000
     assert sum(int(r["macs"]) for r in rows) == expected_macs
+
+
+# The factory file's `good` model (note 002 layout, depth 1, width 64, 4 heads, MLP 256, patch 4
+# at 32 px: 64 patches + the class token = 65 tokens, 10 classes):
+# params 12*64^2 + 13*64 in the block + 127*64 + 10 outside = 58_122;
+# MACs 64*48*64 patches + 65*64*192 qkv + 2*65^2*64 core + 65*64*64 proj + 2*65*64*256 MLP
+#   + 64*10 head = 3_932_928
+GOOD_PARAMS = 12 * 64**2 + 13 * 64 + 127 * 64 + 10
+GOOD_MACS = (64 * 48 * 64 + 65 * 64 * 192 + 2 * 65**2 * 64 + 65 * 64 * 64 + 2 * 65 * 64 * 256
+             + 64 * 10)
+TOTAL_KEYS = ("params", "macs", "flops", "vector_flops")
+
+
+def _ints(cells: list[str]) -> dict[str, int]:
+    """The four counts of a total row (params, MACs, FLOPs, vector FLOPs) before its % MACs."""
+    assert cells[-1] == "100.00%"
+    return {key: int(c.replace(",", "")) for key, c in zip(TOTAL_KEYS, cells[-5:-1], strict=True)}
+
+
+def view_totals(text: str, fmt: str, by: str) -> dict[str, int]:
+    """Parse one analyze output and return its view's totals (the first table's total row)."""
+    if fmt == "table":
+        row = next(line for line in text.splitlines() if line.split()[:1] == ["total"])
+        return _ints(row.split())
+    if fmt == "markdown":
+        row = next(line for line in text.splitlines() if line.startswith("| total |"))
+        return _ints([c.strip() for c in row.strip("|").split("|")])
+    if fmt == "csv":
+        lines = [line for line in text.splitlines() if not line.startswith("#")]
+        rows = list(csv.DictReader(lines))
+        return {key: sum(int(r[key]) for r in rows) for key in TOTAL_KEYS}
+    data = json.loads(text)
+    for row in data.get(f"by_{by}", []):  # the module and op views' rows add up to the totals
+        assert set(TOTAL_KEYS) <= set(row)
+    if f"by_{by}" in data:
+        rows = data[f"by_{by}"]
+        assert {key: sum(r[key] for r in rows) for key in TOTAL_KEYS} == data["totals"]
+    return data["totals"]
+
+
+@pytest.mark.parametrize("mode", ["inference", "train"])
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("by", VIEWS)
+def test_every_view_in_every_format_adds_up(factory_file: Path, by: str, fmt: str, mode: str,
+                                            capsys) -> None:
+    """Each view parses in each format and its total row is the component total."""
+    model = f"{factory_file}:good"
+    code, out, err = run(["analyze", model, "--image-size", "32", "--by", by, "--format", fmt,
+                          "--mode", mode], capsys)
+    assert code == 0 and err == ""
+    components = analyze(model, image_size=32, mode=mode).totals
+    assert view_totals(out, fmt, by) == components.as_dict()
+    if mode == "inference":
+        assert components == Counts(GOOD_PARAMS, GOOD_MACS, components.vector_flops)
+
+
+def test_table_total_is_exact_at_a_huge_batch(capsys) -> None:
+    """Every format keeps Python ints: no int64 wraps at batch 10**11 (the sum exceeds 2**63)."""
+    batch = 10**11
+    # vit_b_16, per image: per block 2 LayerNorms 2*197*768*7 + qkv bias 197*2304
+    #   + softmax and scale 12*197^2*6 + proj bias and residual 2*197*768 + fc1 bias 197*3072
+    #   + GELU 197*3072*5 + fc2 bias and residual 2*197*768; outside: patch bias 196*768,
+    #   position add 197*768, final LayerNorm 197*768*7, head bias 1000 -> 116_592_712
+    block = (2 * 197 * 768 * 7 + 197 * 2304 + 12 * 197**2 * 6 + 2 * 197 * 768 + 197 * 3072
+             + 197 * 3072 * 5 + 2 * 197 * 768)
+    vector = batch * (12 * block + 196 * 768 + 197 * 768 + 197 * 768 * 7 + 1000)
+    macs = batch * (196 * 768 * 768 + 12 * 1_453_954_560 + 768 * 1000)
+    assert vector > 2**63
+    argv = ["analyze", "vit_b_16", "--batch-size", str(batch)]
+    totals = {fmt: view_totals(run([*argv, "--format", fmt], capsys)[1], fmt, "component")
+              for fmt in FORMATS}
+    expected = {"params": 86_567_656, "macs": macs, "flops": 2 * macs, "vector_flops": vector}
+    assert all(t == expected for t in totals.values()), totals
+
+
+def test_module_view_keeps_each_module_and_its_children_together(factory_file: Path,
+                                                                  capsys) -> None:
+    code, out, _ = run(["analyze", f"{factory_file}:good", "--image-size", "32", "--by",
+                        "module", "--format", "csv"], capsys)
+    modules = [row["module"] for row in csv.DictReader(io.StringIO(out))]
+    assert code == 0 and len(modules) > len(set(modules))  # some modules have several rows
+    for module in set(modules) - {"(root)"}:
+        own = [i for i, m in enumerate(modules) if m == module]
+        subtree = [i for i, m in enumerate(modules) if m == module or m.startswith(module + ".")]
+        assert own == list(range(own[0], own[-1] + 1)), module  # its rows together
+        assert subtree == list(range(own[0], subtree[-1] + 1)), module  # then its children
+
+
+def test_csv_reports_a_fallback_in_a_comment_and_on_stderr(tmp_path: Path, capsys) -> None:
+    """The data-dependent model cannot run on meta: the CSV's first line and stderr say so."""
+    path = tmp_path / "models.py"
+    path.write_text(BUDGET_MODELS_PY)
+    code, out, err = run(["analyze", f"{path}:make", "--format", "csv"], capsys)
+    first, *rest = out.splitlines()
+    assert code == 0 and first.startswith("# fallback: meta device failed (")
+    assert first.endswith("counted on cpu with real tensors")
+    assert f"vitprof: warning: {first.removeprefix('# fallback: ')}" in err.splitlines()
+    # the rows still parse and add up: conv 8*3*4*4 + 8, head 8*2 + 2 = 410 params
+    assert sum(int(r["params"]) for r in csv.DictReader(rest)) == 8 * 3 * 4 * 4 + 8 + 8 * 2 + 2
 
 
 def test_markdown_and_output_file(tmp_path: Path, capsys) -> None:

@@ -28,6 +28,7 @@ from vitprof.profiling.memory import (
     saved_for_backward,
 )
 from vitprof.profiling.peak import best_seconds, matmul_flops, measure_peak
+from vitprof.profiling.report import PROFILE_FORMATS
 from vitprof.profiling.roofline import points, write_roofline
 from vitprof.profiling.timing import (
     CudaClock,
@@ -49,6 +50,10 @@ from torchvision.models.vision_transformer import VisionTransformer
 def small(image_size=32, num_classes=10):
     return VisionTransformer(image_size=image_size, patch_size=8, num_layers=2, num_heads=2,
                              hidden_dim=64, mlp_dim=128, num_classes=num_classes)
+
+def cnn(num_classes=10):
+    from torchvision.models import resnet18
+    return resnet18(num_classes=num_classes)
 '''
 # Parameters of the small ViT:
 # conv_proj 64*3*8*8 + 64 = 12_352; class_token 64; pos_embedding 17*64 = 1_088;
@@ -366,6 +371,37 @@ def test_cli_profile_table_and_roofline(small_file: Path, tmp_path: Path, capsys
     code, out, _ = run(["profile", f"{small_file}:small", *FAST, "--roofline", str(png)], capsys)
     assert code == 0 and png.is_file()
     assert "hooks" in out and "overhead" in out and "images/s" in out and "attn_core *" in out
+
+
+@pytest.mark.parametrize("fmt", PROFILE_FORMATS)
+@pytest.mark.parametrize("factory", ["small", "cnn"])
+def test_cli_profile_every_kind_of_model_in_every_format(small_file: Path, factory: str,
+                                                         fmt: str, capsys) -> None:
+    """A ViT and a CNN (no transformer blocks: no block table, and the header says so)."""
+    code, out, _ = run(["profile", f"{small_file}:{factory}", *FAST, "--image-size", "32",
+                        "--format", fmt], capsys)
+    assert code == 0
+    if fmt == "json":
+        data = json.loads(out)
+        assert set(data["components"]) == {c.value for c in COMPONENTS}
+        assert len(data["blocks"]) == (2 if factory == "small" else 0)
+        return
+    lines = out.splitlines()
+    assert any(line.split()[:1] == ["total"] or line.startswith("| total |") for line in lines)
+    assert "1 thread;" in out  # FAST runs one thread
+    no_blocks = "blocks: no transformer blocks recognized, so no per-block table" in out
+    has_block_table = any(line.startswith(("block ", "| block |")) for line in lines)
+    assert (no_blocks, has_block_table) == ((False, True) if factory == "small" else (True, False))
+
+
+def test_speed_profile_repr_and_notebook_displays(measured: SpeedProfile) -> None:
+    text = repr(measured)
+    assert len(text) < 2_500 and "Timings(" not in text
+    assert text.startswith("model: VisionTransformer") and "latency:" in text
+    assert "attn_core *" in text and text.splitlines()[-1].startswith("total")
+    assert "| total |" in measured._repr_markdown_()
+    html = measured._repr_html_()
+    assert html.count("<table>") == 2 and "<td style=\"text-align: left\">attn_core *</td>" in html
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 import pandas as pd
 
 from vitprof.records import COMPONENTS, UNITS, Component, Counts, OpRecord, ParamRecord
+
+_COUNTS = tuple(Counts().as_dict())
 
 
 @dataclass(frozen=True)
@@ -101,35 +104,43 @@ class Profile:
         total = getattr(self.totals, key)
         return getattr(counts, key) / total if total else 0.0
 
-    # ------------------------------------------------------------------ DataFrame views
+    # ------------------------------------------------------------------ rows and DataFrame views
+    # The ``*_rows`` methods hold Python ints (exact at any size); the ``by_*`` DataFrames are
+    # the same rows for analysis in pandas.
 
-    def by_component(self) -> pd.DataFrame:
-        return _frame(self.components.items(), "component", self.totals)
+    def component_rows(self) -> list[dict[str, Any]]:
+        """One row per component, every component (zeros included), in the taxonomy's order."""
+        return [{"component": str(c), **v.as_dict()} for c, v in self.components.items()]
 
-    def by_block(self) -> pd.DataFrame:
-        rows = []
-        for block in self.blocks:
-            for component, counts in block.components.items():
-                if counts != Counts():
-                    rows.append({"block": block.index, "component": str(component),
-                                 **counts.as_dict()})
-        return pd.DataFrame(rows, columns=["block", "component", *Counts().as_dict()])
+    def block_rows(self) -> list[dict[str, Any]]:
+        """One row per (block, component) with nonzero counts, in block order."""
+        return [{"block": block.index, "component": str(component), **counts.as_dict()}
+                for block in self.blocks for component, counts in block.components.items()
+                if counts != Counts()]
 
-    def by_module(self) -> pd.DataFrame:
-        grouped: dict[tuple[str, Component], Counts] = {}
-        for p in self.params:
-            key = (p.name.rpartition(".")[0], p.component)
-            grouped[key] = grouped.get(key, Counts()) + Counts(params=p.numel)
+    def module_rows(self) -> list[dict[str, Any]]:
+        """One row per (module, component), grouped by module in the model's tree order.
+
+        A module comes right after its parent, siblings in the order they first appear (first
+        op run, then first parameter for modules that never run); a module's components in the
+        order they first appear in it. Parameters belong to the module that owns them, ops to
+        the innermost module running.
+        """
+        grouped: dict[str, dict[Component, Counts]] = {}
         for op in self.ops:
-            key = (op.module, op.component)
-            grouped[key] = grouped.get(key, Counts()) + Counts(
+            cell = grouped.setdefault(op.module, {})
+            cell[op.component] = cell.get(op.component, Counts()) + Counts(
                 macs=op.macs, vector_flops=op.vector_flops
             )
-        rows = [{"module": m or "(root)", "component": str(c), **v.as_dict()}
-                for (m, c), v in grouped.items()]
-        return pd.DataFrame(rows, columns=["module", "component", *Counts().as_dict()])
+        for p in self.params:
+            cell = grouped.setdefault(p.name.rpartition(".")[0], {})
+            cell[p.component] = cell.get(p.component, Counts()) + Counts(params=p.numel)
+        order = _tree_order(grouped)
+        return [{"module": m or "(root)", "component": str(c), **v.as_dict()}
+                for m in sorted(grouped, key=order) for c, v in grouped[m].items()]
 
-    def by_op(self) -> pd.DataFrame:
+    def op_rows(self) -> list[dict[str, Any]]:
+        """One row per aten op: calls and counts, the most MACs first."""
         calls: Counter[str] = Counter()
         grouped: dict[str, Counts] = {}
         for op in self.ops:
@@ -137,9 +148,45 @@ class Profile:
             grouped[op.op] = grouped.get(op.op, Counts()) + Counts(
                 macs=op.macs, vector_flops=op.vector_flops
             )
-        rows = [{"op": name, "calls": calls[name], **counts.as_dict()}
+        return [{"op": name, "calls": calls[name], **counts.as_dict()}
                 for name, counts in sorted(grouped.items(), key=lambda kv: -kv[1].macs)]
-        return pd.DataFrame(rows, columns=["op", "calls", *Counts().as_dict()])
+
+    def by_component(self) -> pd.DataFrame:
+        """``component_rows`` with each row's share of the total MACs and params."""
+        rows = [{**row, "macs_share": self.share(counts),
+                 "params_share": self.share(counts, "params")}
+                for row, counts in zip(self.component_rows(), self.components.values(),
+                                       strict=True)]
+        return pd.DataFrame(rows)
+
+    def by_block(self) -> pd.DataFrame:
+        return pd.DataFrame(self.block_rows(), columns=["block", "component", *_COUNTS])
+
+    def by_module(self) -> pd.DataFrame:
+        return pd.DataFrame(self.module_rows(), columns=["module", "component", *_COUNTS])
+
+    def by_op(self) -> pd.DataFrame:
+        return pd.DataFrame(self.op_rows(), columns=["op", "calls", *_COUNTS])
+
+    # ------------------------------------------------------------------ displays
+
+    def __repr__(self) -> str:
+        """Model, input, totals and the component table (not the records)."""
+        from vitprof.render import profile_repr
+
+        return profile_repr(self)
+
+    def _repr_markdown_(self) -> str:
+        """A notebook's display: ``render(self, "component", "markdown")``."""
+        from vitprof.render import render
+
+        return render(self, "component", "markdown")
+
+    def _repr_html_(self) -> str:
+        """A notebook's display: header lines, totals and the component table."""
+        from vitprof.render import profile_html
+
+        return profile_html(self)
 
     # ------------------------------------------------------------------ JSON
 
@@ -167,11 +214,17 @@ class Profile:
         }
 
 
-def _frame(items: Any, key: str, totals: Counts) -> pd.DataFrame:
-    rows = []
-    for name, counts in items:
-        row = {key: str(name), **counts.as_dict()}
-        row["macs_share"] = counts.macs / totals.macs if totals.macs else 0.0
-        row["params_share"] = counts.params / totals.params if totals.params else 0.0
-        rows.append(row)
-    return pd.DataFrame(rows)
+def _prefixes(module: str) -> list[str]:
+    """``a.b.c`` -> ``a``, ``a.b``, ``a.b.c``; the root ``""`` has none."""
+    parts = module.split(".") if module else []
+    return [".".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+
+
+def _tree_order(modules: dict[str, Any]) -> Callable[[str], tuple[int, ...]]:
+    """A sort key putting each module right after its parent (depth-first), siblings in the
+    order of ``modules`` (the first record reaching anything under them)."""
+    rank: dict[str, int] = {}
+    for module in modules:
+        for prefix in _prefixes(module):
+            rank.setdefault(prefix, len(rank))
+    return lambda module: tuple(rank[prefix] for prefix in _prefixes(module))

@@ -32,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     )
     for message in profile.warnings:
         warn(message)
+    if profile.fallback:
+        warn(profile.fallback)
     renderer = render_training if args.mode == "train" else render
     write_output(renderer(profile, by=args.by, fmt=args.format), args.output)
     return 0

@@ -24,7 +24,7 @@ from vitprof.commands.outputs import check_writable
 from vitprof.errors import UserError
 from vitprof.models.note002 import check_keep_ratios, pruning_blocks, tokens_per_block
 from vitprof.records import Counts
-from vitprof.render import CONVENTION, markdown_table, text_table
+from vitprof.render import CONVENTION, giga, markdown_table, text_table
 from vitprof.spec_inference import spec_from_model
 from vitprof.zoo import build
 
@@ -163,7 +163,7 @@ def render_formula(form: ClosedForm, source: str, by: str, fmt: str) -> str:
         return f"{head}\n\n{markdown_table(headers, rows)}\n"
     t = form.totals
     summary = (f"total: {t.params:,} params ({t.params / 1e6:.2f} M), {t.macs:,} MACs "
-               f"({t.macs / 1e9:.3f} GMACs), "
+               f"({giga(t.macs)} GMACs), "
                f"{t.flops:,} FLOPs, {t.vector_flops:,} vector FLOPs")
     return "\n".join([*lines, summary, "", text_table(headers, rows)]) + "\n"
 

@@ -157,6 +157,22 @@ class SpeedProfile:
                 )
         return [(b, t, per_block.get(b, Counts())) for b, t in self.timings.blocks.items()]
 
+    def __repr__(self) -> str:
+        """Model, input, latency and the component table (not the raw timings)."""
+        from vitprof.profiling.report import speed_repr
+
+        return speed_repr(self)
+
+    def _repr_markdown_(self) -> str:
+        from vitprof.profiling.report import render_profile
+
+        return render_profile(self, "markdown")
+
+    def _repr_html_(self) -> str:
+        from vitprof.profiling.report import speed_html
+
+        return speed_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         t = self.timings
         return {

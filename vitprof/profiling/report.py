@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import html
 import json
-from collections.abc import Sequence
 
 from vitprof.profiling.measure import SpeedProfile
 from vitprof.profiling.training import PhaseCounts, phase_components, phase_totals
-from vitprof.render import CONVENTION, markdown_table, render, text_table
+from vitprof.render import CONVENTION, giga, html_table, markdown_table, render, text_table
 from vitprof.result import Profile
 
 PROFILE_FORMATS = ("table", "markdown", "json")
@@ -39,6 +39,10 @@ def _ratio(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def profile_header(result: SpeedProfile) -> list[str]:
     """What was measured, on what, under which conventions, and the end-to-end figures."""
     batch, chans, height, width = result.input_shape
@@ -48,7 +52,7 @@ def profile_header(result: SpeedProfile) -> list[str]:
     lines = [
         f"model: {result.model} (recognized as {result.family})",
         f"input: batch {batch}, {chans}x{height}x{width}, {result.dtype}; device "
-        f"{result.device} ({result.device_name}), {result.threads} threads; "
+        f"{result.device} ({result.device_name}), {_plural(result.threads, 'thread')}; "
         f"torch {result.torch_version}",
         f"timing: {result.warmup} warm-up + {result.iters} timed iterations",
         f"latency: {_ms(t.latency)} ms end to end ({result.throughput:.1f} images/s); "
@@ -62,6 +66,8 @@ def profile_header(result: SpeedProfile) -> list[str]:
         f"timing convention: {TIMING_CONVENTION}",
     ]
     lines += [f"note: {note}" for note in result.notes]
+    if not result.block_rows():
+        lines.append("blocks: no transformer blocks recognized, so no per-block table")
     if result.unsupported_ops:
         listed = ", ".join(f"{op} x{n}" for op, n in sorted(result.unsupported_ops.items()))
         lines.append(f"ops without a formula, not counted: {listed}")
@@ -76,13 +82,13 @@ def component_table(result: SpeedProfile) -> tuple[list[str], list[list[str]]]:
     for r in result.rows():
         rows.append([
             str(r.component) + (" *" if r.estimated else ""), _ms(r.seconds),
-            _pct(r.seconds / latency if latency else None), f"{r.flops / 1e9:.3f}",
+            _pct(r.seconds / latency if latency else None), giga(r.flops),
             _rate(r.achieved), _pct(r.share_of_peak), _ratio(r.intensity), _mib(r.param_bytes),
             _mib(r.activation_bytes), _mib(r.saved_bytes),
         ])
     total_flops = sum(r.flops for r in result.rows())
     rows.append([
-        "total", _ms(latency), _pct(1.0 if latency else None), f"{total_flops / 1e9:.3f}",
+        "total", _ms(latency), _pct(1.0 if latency else None), giga(total_flops),
         _rate(total_flops / latency if latency else None),
         _pct(total_flops / latency / result.peak.flops_per_s if latency else None), "",
         _mib(sum(r.param_bytes for r in result.rows())),
@@ -100,23 +106,43 @@ def block_table(result: SpeedProfile) -> tuple[list[str], list[list[str]]]:
         achieved = counts.flops / seconds if seconds > 0 else None
         rows.append([
             str(block), _ms(seconds), _pct(seconds / latency if latency else None),
-            f"{counts.flops / 1e9:.3f}", _rate(achieved),
+            giga(counts.flops), _rate(achieved),
             _pct(achieved / result.peak.flops_per_s if achieved is not None else None),
         ])
     return headers, rows
 
 
+def _tables(result: SpeedProfile) -> list[tuple[list[str], list[list[str]]]]:
+    """The component table, and the block table when the model has transformer blocks."""
+    blocks = block_table(result)
+    return [component_table(result), *([blocks] if blocks[1] else [])]
+
+
 def render_profile(result: SpeedProfile, fmt: str = "table") -> str:
-    """A profiling run as a text table, a markdown report or JSON."""
+    """A profiling run as a text table, a markdown report or JSON.
+
+    A model without transformer blocks (a CNN) has no block table; its header says so.
+    """
     if fmt == "json":
         return json.dumps(result.to_dict(), indent=2)
-    tables = [component_table(result), block_table(result)]
+    tables = _tables(result)
     if fmt == "markdown":
         head = "\n".join(f"- {line}" for line in profile_header(result))
         body = "\n\n".join(markdown_table(h, r) for h, r in tables)
         return f"{head}\n\n{body}\n"
     body = "\n\n".join(text_table(h, r) for h, r in tables)
     return "\n".join(profile_header(result)) + "\n\n" + body + "\n"
+
+
+def speed_repr(result: SpeedProfile) -> str:
+    """A short text: model, input, latency and the component table (``repr(result)``)."""
+    return "\n".join([*profile_header(result)[:4], "", text_table(*component_table(result))])
+
+
+def speed_html(result: SpeedProfile) -> str:
+    """The header lines and the tables as HTML (a notebook's display)."""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in profile_header(result))
+    return f"<ul>{items}</ul>\n" + "\n".join(html_table(h, r) for h, r in _tables(result))
 
 
 # ------------------------------------------------------------------------------ training
@@ -151,22 +177,20 @@ def _training_dict(profile: Profile) -> dict[str, object]:
 
 
 def render_training(profile: Profile, by: str = "component", fmt: str = "table") -> str:
-    """``render`` of a train-mode profile (forward + backward summed) plus the phase split."""
+    """``render`` of a train-mode profile (forward + backward summed) plus the phase split.
+
+    JSON adds a ``training`` object, tables and markdown a second table; CSV is the view alone
+    (one table per file), its counts forward + backward, like the first table.
+    """
     base = render(profile, by=by, fmt=fmt)
     if fmt == "json":
         data = json.loads(base)
         data["training"] = _training_dict(profile)
         return json.dumps(data, indent=2)
-    headers, rows = training_table(profile)
     if fmt == "csv":
-        return _csv(headers, rows)
+        return base
+    headers, rows = training_table(profile)
     note = "mode: train (counts above are forward + backward; the split follows)"
     if fmt == "markdown":
         return f"{base}\n- {note}\n\n{markdown_table(headers, rows)}\n"
     return f"{base}\n{note}\n\n{text_table(headers, rows)}\n"
-
-
-def _csv(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = [",".join(headers)]
-    lines += [",".join(cell.replace(",", "") for cell in row) for row in rows]
-    return "\n".join(lines) + "\n"

@@ -21,7 +21,7 @@ from vitprof.closed_form import AttentionKind, block_counts
 from vitprof.crosscheck import render_crosscheck, run_crosscheck
 from vitprof.errors import UserError
 from vitprof.records import Component, Counts
-from vitprof.render import header_lines, markdown_table
+from vitprof.render import giga, header_lines, markdown_table
 from vitprof.report.figures import FigureData, block_macs, component_shares, sweep_macs
 from vitprof.report.sweep import AXES, Sweep, sweep
 from vitprof.result import Profile
@@ -56,11 +56,6 @@ def n(value: int) -> str:
 def pct(part: float, whole: float) -> str:
     """``part`` as a percentage of ``whole`` with two decimals ("0.00%" when whole is 0)."""
     return f"{100 * part / whole:.2f}%" if whole else "0.00%"
-
-
-def gmacs(macs: int) -> str:
-    """MACs in billions, three decimals (as torchvision publishes them)."""
-    return f"{macs / 1e9:.3f}"
 
 
 # ------------------------------------------------------------------------------- tables
@@ -169,7 +164,8 @@ def sweep_cells(result: Sweep) -> tuple[list[str], list[list[str]]]:
     for p in sorted(result.points, key=lambda p: p.value):
         other = p.totals.macs - p.attn_core.macs - p.mlp.macs
         ratio = f"{p.attn_core.macs / p.mlp.macs:.3f}" if p.mlp.macs else "-"
-        cells.append([str(p.value), *([n(p.patches or 0)] if image else []), n(p.totals.params),
+        patches = n(p.patches) if p.patches is not None else "-"  # "-": no patch size known
+        cells.append([str(p.value), *([patches] if image else []), n(p.totals.params),
                       n(p.attn_core.macs), n(p.mlp.macs), n(other), n(p.totals.macs), ratio])
     return headers, cells
 
@@ -235,7 +231,7 @@ def _totals_lines(profile: Profile) -> list[str]:
     t = profile.totals
     return [
         f"- params: {n(t.params)}",
-        f"- MACs: {n(t.macs)} ({gmacs(t.macs)} GMACs)",
+        f"- MACs: {n(t.macs)} ({giga(t.macs)} GMACs)",
         f"- FLOPs = 2 x MACs: {n(t.flops)}",
         f"- vector FLOPs (element-wise work, not in the FLOPs): {n(t.vector_flops)}",
     ]
