@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BUDGET_MODELS_PY
+from conftest import BUDGET_MODELS_PY, NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 
 from vitprof import analyze
 from vitprof.cli import main
@@ -261,6 +261,18 @@ def test_a_map_rule_that_matches_nothing_warns(capsys) -> None:
                        capsys)
     assert code == 0
     assert err == "vitprof: warning: --map rule '^heds=other' matched no module or parameter\n"
+
+
+def test_profile_shows_every_warning_of_the_breakdown(odd_models: Path, capsys) -> None:
+    code, out, err = run(["profile", f"{odd_models}:odd", "--image-size", "16", "--iters", "1",
+                          "--warmup", "0", "--peak-tflops", "1", "--format", "json",
+                          "--map", "^nothing_here=other"], capsys)
+    assert code == 0
+    assert json.loads(out)["warnings"] == [line.removeprefix("vitprof: warning: ")
+                                           for line in err.splitlines()]
+    for expected in (NOT_A_VIT_WARNING, NO_FORMULA_WARNING,
+                     "--map rule '^nothing_here=other' matched no module or parameter"):
+        assert expected in err
 
 
 def test_models_lists_the_zoo(capsys) -> None:

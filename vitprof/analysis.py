@@ -34,6 +34,7 @@ from vitprof.running import (
     on_meta,
     one_line,
     run_failed,
+    unsupported_warning,
 )
 from vitprof.zoo import BuiltModel, build, infer_image_size, infer_in_chans
 
@@ -171,7 +172,7 @@ def analyze(
         ops=tuple(run.ops),
         unsupported_ops=run.unsupported,
         fallback=fallback,
-        warnings=built.warnings + mapping.warnings + _unsupported_warning(run.unsupported),
+        warnings=built.warnings + mapping.warnings + unsupported_warning(run.unsupported),
         mode=mode,
     )
 
@@ -190,13 +191,6 @@ def _real_module(
         raise UserError(f"{built.name} failed on meta ({reason}) and has no weights to run on "
                         f"{device}")
     return on_device(built.name, built.module, device, activations)
-
-
-def _unsupported_warning(unsupported: dict[str, int]) -> tuple[str, ...]:
-    if not unsupported:
-        return ()
-    listed = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
-    return (f"ops without a formula, not counted: {listed}",)
 
 
 def _prepare(

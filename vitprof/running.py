@@ -65,6 +65,14 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def unsupported_warning(unsupported: dict[str, int]) -> tuple[str, ...]:
+    """The warning, if any, for ops that ran without a formula (``{op name: calls}``)."""
+    if not unsupported:
+        return ()
+    listed = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
+    return (f"ops without a formula, not counted: {listed}",)
+
+
 def run_failed(name: str, shape: tuple[int, ...], device: str, error: BaseException) -> UserError:
     """The one-line error for a model whose forward failed on ``shape``."""
     shown = "x".join(str(n) for n in shape)

@@ -68,9 +68,8 @@ def run(args: argparse.Namespace) -> int:
         iters=args.iters, peak_tflops=args.peak_tflops, overrides=args.map,
         progress=not args.no_progress, threads=args.threads,
     )
-    if result.unsupported_ops:
-        listed = ", ".join(f"{op} x{n}" for op, n in sorted(result.unsupported_ops.items()))
-        warn(f"ops without a formula, not counted: {listed}")
+    for message in result.warnings:
+        warn(message)
     if args.roofline:
         write_roofline(result, args.roofline)
     write_output(render_profile(result, args.format), args.output)

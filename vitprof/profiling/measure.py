@@ -46,6 +46,7 @@ from vitprof.running import (
     meta_caused,
     on_device,
     run_failed,
+    unsupported_warning,
 )
 from vitprof.zoo import build, infer_image_size, infer_in_chans
 
@@ -123,6 +124,7 @@ class SpeedProfile:
     ops: tuple[OpRecord, ...] = field(repr=False)
     unsupported_ops: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     @property
     def counts(self) -> dict[Component, Counts]:
@@ -224,6 +226,7 @@ class SpeedProfile:
             ],
             "unsupported_ops": dict(self.unsupported_ops),
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
         }
 
 
@@ -384,4 +387,5 @@ def profile_model(
         dtype=dtype, input_shape=shape, warmup=warmup, iters=iters,
         threads=used_threads, torch_version=torch.__version__, timings=timings,
         peak=peak, memory=memory, ops=tuple(records), unsupported_ops=unsupported, notes=notes,
+        warnings=mapping.warnings + unsupported_warning(unsupported),
     )
