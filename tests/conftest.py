@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+from vitprof import schema
+
 # Models for budget files to name as FILE.py:factory: one with a data-dependent shape (it cannot
 # run on meta and falls back to CPU), one whose forward raises, one factory that raises.
 BUDGET_MODELS_PY = '''
@@ -43,3 +47,9 @@ def make_broken():
 def make_failing():
     raise ValueError("cannot build this model")
 '''
+
+
+@pytest.fixture(autouse=True)
+def _json_outputs_follow_their_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every JSON output any test makes is validated against its schema as it is made."""
+    monkeypatch.setattr(schema, "CHECK_OUTPUTS", True)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from vitprof.records import Counts
 from vitprof.result import Profile
+from vitprof.schema import versioned
 
 VIEWS = ("component", "block", "module", "op")
 FORMATS = ("table", "markdown", "json", "csv")
@@ -118,7 +119,8 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str
 
 
 def _is_number(cell: str) -> bool:
-    return cell.replace(",", "").replace(".", "").replace("%", "").lstrip("-").isdigit() or not cell
+    digits = cell.replace(",", "").replace(".", "").replace("%", "").lstrip("+-")
+    return digits.isdigit() or not cell
 
 
 def header_lines(profile: Profile) -> list[str]:
@@ -142,7 +144,7 @@ def render(profile: Profile, by: str = "component", fmt: str = "table") -> str:
         data = profile.to_dict()
         if by in ("module", "op"):
             data[f"by_{by}"] = view_frame(profile, by).to_dict("records")
-        return json.dumps(data, indent=2)
+        return json.dumps(versioned(data, "profile"), indent=2)
     frame = view_frame(profile, by)
     if fmt == "csv":
         return frame.to_csv(index=False)
