@@ -160,6 +160,8 @@ def test_models_lists_the_zoo(capsys) -> None:
         pytest.param(["analyze", "no_such_package_xyz:make"], "cannot import no_such_package_xyz",
                      id="missing-module"),
         pytest.param(["analyze", "hf:missing.json"], "no such file", id="missing-hf-config"),
+        pytest.param(["diff", "vit_b_16", "vit_b_61"], "unknown model 'vit_b_61'",
+                     id="diff-unknown-model"),
     ],
 )
 def test_user_errors_are_one_line(argv: list[str], message: str, capsys) -> None:
@@ -219,6 +221,9 @@ def test_missing_optional_package_names_the_extra(monkeypatch, capsys) -> None:
         pytest.param(["profile", "vit_b_16", "--warmup", "-1"], id="negative-warmup"),
         pytest.param(["profile", "vit_b_16", "--peak-tflops", "0"], id="zero-peak"),
         pytest.param(["analyze"], id="no-model"),
+        pytest.param(["diff", "vit_b_16"], id="diff-one-side"),
+        pytest.param(["diff", "vit_b_16", "vit_b_32", "--fail-above", "lots"],
+                     id="diff-bad-fail-above"),
         pytest.param([], id="no-command"),
     ],
 )

@@ -99,6 +99,12 @@ def test_b16_against_b32_every_delta_from_arithmetic(
 def test_b16_against_b32_states_both_sides(b16_vs_b32: dict[str, Any]) -> None:
     assert b16_vs_b32["a"]["model"] == "vit_b_16" and b16_vs_b32["b"]["model"] == "vit_b_32"
     assert b16_vs_b32["notes"] == [] and b16_vs_b32["exceeded"] == []
+    # the largest MACs changes, each over blocks 0-11: 12 * 2 * (50 - 197) * 768 * 3072 for the
+    # MLP, 12 * 2 * (50^2 - 197^2) * 768 for the attention core
+    assert b16_vs_b32["highlights"][0] == "mlp MACs -74.62% in blocks 0-11 (-8,323,596,288)"
+    assert 12 * 2 * (T32 - T16) * D * MLP == -8_323_596_288
+    assert "attn_core MACs -93.56% in blocks 0-11 (-669,247,488)" in b16_vs_b32["highlights"]
+    assert 12 * 2 * (T32**2 - T16**2) * D == -669_247_488
     # -669_247_488 = 46_080_000 - 715_327_488
     assert _row(b16_vs_b32, "component", "attn_core")["change"]["macs"] == -669_247_488
 
@@ -176,6 +182,8 @@ def test_blocks_removed_and_unsupported_ops_are_stated(
     row = _row(data, "block", "11")
     assert row["b"]["macs"] == 0 and row["change"]["macs"] == -_block_macs(T16)
     assert row["relative"]["macs"] == -1.0
+    # the two removed blocks' MLPs: 2 * 2 * 197 * 768 * 3072 = 1_859_125_248 MACs gone
+    assert data["highlights"][0] == "mlp MACs -100.00% in blocks 10-11 (-1,859,125,248)"
 
 
 @pytest.mark.parametrize(

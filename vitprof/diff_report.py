@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vitprof.diff import METRICS, Change, Diff, Exceeded, Snapshot
+from vitprof.records import Counts
 from vitprof.render import CONVENTION, markdown_table, text_table
 from vitprof.schema import versioned
 
@@ -53,6 +54,55 @@ def summary(diff: Diff) -> str:
     parts = [f"{_TITLES[m]} {relative_text(total, m)} ({total.value('a', m):,} -> "
              f"{total.value('b', m):,})" for m in METRICS if m != "flops"]
     return f"{diff.a.model} -> {diff.b.model}: " + ", ".join(parts)
+
+
+def highlights(diff: Diff, metric: str = "macs", count: int = 5) -> list[str]:
+    """The ``count`` largest changes of ``metric``, largest first: a component over a run of
+    blocks that changed alike (``attn_core MACs +12.00% in blocks 6-11 (+...)``, the amount
+    summed over the run) or outside the blocks (``patch_embed MACs ... outside the blocks``)."""
+    items = [(c, f"in {_blocks_text(run)}") for c, run in _block_runs(diff, metric)]
+    inside: dict[str, tuple[Counts, Counts]] = {}
+    for c in diff.rows("block_component"):
+        a, b = inside.get(c.name.partition(".")[2], (Counts(), Counts()))
+        inside[c.name.partition(".")[2]] = (a + c.a, b + c.b)
+    for c in diff.rows("component"):
+        a, b = inside.get(c.name, (Counts(), Counts()))
+        outside = Change("component", c.name, _minus(c.a, a), _minus(c.b, b))
+        items.append((outside, "outside the blocks"))
+    items = sorted((i for i in items if i[0].delta(metric)),
+                   key=lambda i: -abs(i[0].delta(metric)))
+    return [f"{c.name} {_TITLES[metric]} {relative_text(c, metric)} {where} "
+            f"({c.delta(metric):+,})" for c, where in items[:count]]
+
+
+def _minus(x: Counts, y: Counts) -> Counts:
+    return Counts(x.params - y.params, x.macs - y.macs, x.vector_flops - y.vector_flops)
+
+
+def _block_runs(diff: Diff, metric: str) -> list[tuple[Change, list[int]]]:
+    """Per component, consecutive blocks with the same A and B, as one summed row."""
+    runs: dict[str, list[tuple[list[Change], int]]] = {}
+    for c in diff.rows("block_component"):
+        index, _, component = c.name.partition(".")
+        mine = runs.setdefault(component, [])
+        same = mine and mine[-1][1] + 1 == int(index) and (
+            mine[-1][0][-1].value("a", metric), mine[-1][0][-1].value("b", metric)
+        ) == (c.value("a", metric), c.value("b", metric))
+        if same:
+            mine[-1][0].append(c)
+            mine[-1] = (mine[-1][0], int(index))
+        else:
+            mine.append(([c], int(index)))
+    return [(Change("block_component", component, sum((c.a for c in run), Counts()),
+                    sum((c.b for c in run), Counts())),
+             [int(c.name.partition(".")[0]) for c in run])
+            for component, component_runs in runs.items() for run, _ in component_runs]
+
+
+def _blocks_text(indices: list[int]) -> str:
+    if len(indices) == 1:
+        return f"block {indices[0]}"
+    return f"blocks {indices[0]}-{indices[-1]}"
 
 
 def exceeded_lines(exceeded: Sequence[Exceeded]) -> list[str]:
@@ -108,7 +158,7 @@ def _tables(diff: Diff, table: Any) -> list[tuple[str, str]]:
 
 
 def render_table(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> str:
-    parts = [*header_lines(diff), "", summary(diff)]
+    parts = [*header_lines(diff), "", summary(diff), *(f"  {h}" for h in highlights(diff))]
     for title, table in _tables(diff, text_table):
         parts += ["", f"{title}:", table]
     if exceeded:
@@ -119,6 +169,7 @@ def render_table(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> str:
 def render_markdown(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> str:
     """A pull-request comment: the summary line first, the details folded."""
     parts = [f"**vitprof diff** {summary(diff)}", ""]
+    parts += [f"- {line}" for line in highlights(diff)]
     parts += [f"- :x: {line}" for line in exceeded_lines(exceeded)]
     parts += [f"- {note}" for note in diff.notes]
     parts += ["", "<details><summary>per component and block</summary>", ""]
@@ -147,7 +198,7 @@ def render_json(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> str:
     "exceeded"}``; ``relative`` is a fraction of A (0.12 = +12%), null when A is 0."""
     data = {
         "a": _side_dict(diff.a), "b": _side_dict(diff.b), "convention": CONVENTION,
-        "notes": list(diff.notes), "summary": summary(diff),
+        "notes": list(diff.notes), "summary": summary(diff), "highlights": highlights(diff),
         "changes": [_change_dict(c) for c in diff.changes],
         "exceeded": [{"scope": e.change.scope, "name": e.change.name, "metric": e.metric,
                       "percent": float(e.percent)} for e in exceeded],
