@@ -80,23 +80,34 @@ def _minus(x: Counts, y: Counts) -> Counts:
 
 
 def _block_runs(diff: Diff, metric: str) -> list[tuple[Change, list[int]]]:
-    """Per component, consecutive blocks with the same A and B, as one summed row."""
-    runs: dict[str, list[tuple[list[Change], int]]] = {}
+    """Per component, each run of blocks that changed alike, as one summed row."""
+    per_component: dict[str, list[tuple[int | None, Change]]] = {}
     for c in diff.rows("block_component"):
         index, _, component = c.name.partition(".")
-        mine = runs.setdefault(component, [])
-        same = mine and mine[-1][1] + 1 == int(index) and (
-            mine[-1][0][-1].value("a", metric), mine[-1][0][-1].value("b", metric)
-        ) == (c.value("a", metric), c.value("b", metric))
-        if same:
-            mine[-1][0].append(c)
-            mine[-1] = (mine[-1][0], int(index))
+        per_component.setdefault(component, []).append((int(index), c))
+    return [(Change("block_component", component, sum((c.a for _, c in run), Counts()),
+                    sum((c.b for _, c in run), Counts())), [int(i or 0) for i, _ in run])
+            for component, rows in per_component.items() for run in _alike_runs(rows, metric)]
+
+
+def _alike_runs(
+    rows: Sequence[tuple[int | None, Change]], metric: str
+) -> list[list[tuple[int | None, Change]]]:
+    """Rows of consecutive block indices with the same A and B in ``metric``, grouped; a row
+    without an index stands alone."""
+    runs: list[list[tuple[int | None, Change]]] = []
+    for index, change in rows:
+        last = runs[-1][-1] if runs else (None, change)
+        if (index is not None and last[0] is not None and index == last[0] + 1
+                and _pair(last[1], metric) == _pair(change, metric)):
+            runs[-1].append((index, change))
         else:
-            mine.append(([c], int(index)))
-    return [(Change("block_component", component, sum((c.a for c in run), Counts()),
-                    sum((c.b for c in run), Counts())),
-             [int(c.name.partition(".")[0]) for c in run])
-            for component, component_runs in runs.items() for run, _ in component_runs]
+            runs.append([(index, change)])
+    return runs
+
+
+def _pair(change: Change, metric: str) -> tuple[int, int]:
+    return change.value("a", metric), change.value("b", metric)
 
 
 def _blocks_text(indices: list[int]) -> str:
@@ -127,21 +138,13 @@ def _growth(change: Change, metric: str) -> float:
 
 
 def _runs(changes: Sequence[Change], metric: str) -> list[tuple[str, Change]]:
-    """(row name, row) with consecutive blocks of equal A and B merged: ``blocks 0-11 (each)``;
+    """(row name, row), consecutive blocks that changed alike merged (``blocks 0-11 (each)``);
     rows zero on both sides left out."""
-    runs: list[tuple[list[Change], Change]] = []
-    for c in changes:
-        if not (c.value("a", metric) or c.value("b", metric)):
-            continue
-        last = runs[-1] if runs else None
-        if (last and c.scope == "block" == last[1].scope and int(c.name) == int(last[0][-1].name)
-                + 1 and (c.value("a", metric), c.value("b", metric))
-                == (last[1].value("a", metric), last[1].value("b", metric))):
-            last[0].append(c)
-        else:
-            runs.append(([c], c))
-    return [(_row_name(run[0]) if len(run) == 1
-             else f"blocks {run[0].name}-{run[-1].name} (each)", first) for run, first in runs]
+    rows = [(int(c.name) if c.scope == "block" else None, c) for c in changes
+            if c.value("a", metric) or c.value("b", metric)]
+    return [(_row_name(run[0][1]) if len(run) == 1
+             else f"blocks {run[0][0]}-{run[-1][0]} (each)", run[0][1])
+            for run in _alike_runs(rows, metric)]
 
 
 def _cells(changes: Sequence[Change], metric: str) -> list[list[str]]:

@@ -1,6 +1,7 @@
 """The JSON outputs' schemas (JSON Schema 2020-12), shipped in ``vitprof/schemas/``.
 
-Every JSON output of vitprof (``analyze``, ``diff``, ``check``, ``crosscheck``) carries
+Every JSON output of vitprof (``analyze``, ``diff``, ``check``, ``crosscheck``, ``formula``,
+``sweep``, ``profile`` as ``speed``) carries
 ``"schema_version": SCHEMA_VERSION``. The version changes when a field is removed or changes
 meaning; a new field leaves it as it is. A saved profile of another version is refused, never
 guessed at.
@@ -18,7 +19,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 SCHEMA_VERSION = 1
-SCHEMAS = ("profile", "diff", "check", "crosscheck")
+SCHEMAS = ("profile", "diff", "check", "crosscheck", "formula", "sweep", "speed")
 CHECK_OUTPUTS = False  # validate every output against its schema as it is made (tests set it)
 
 

@@ -9,6 +9,7 @@ from vitprof.profiling.measure import SpeedProfile
 from vitprof.profiling.training import PhaseCounts, phase_components, phase_totals
 from vitprof.render import CONVENTION, markdown_table, render, text_table
 from vitprof.result import Profile
+from vitprof.schema import versioned
 
 PROFILE_FORMATS = ("table", "markdown", "json")
 TIMING_CONVENTION = (
@@ -109,7 +110,7 @@ def block_table(result: SpeedProfile) -> tuple[list[str], list[list[str]]]:
 def render_profile(result: SpeedProfile, fmt: str = "table") -> str:
     """A profiling run as a text table, a markdown report or JSON."""
     if fmt == "json":
-        return json.dumps(result.to_dict(), indent=2)
+        return json.dumps(versioned(result.to_dict(), "speed"), indent=2)
     tables = [component_table(result), block_table(result)]
     if fmt == "markdown":
         head = "\n".join(f"- {line}" for line in profile_header(result))
