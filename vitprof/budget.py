@@ -48,7 +48,7 @@ from typing import Any
 from torch import nn
 
 from vitprof.analysis import analyze
-from vitprof.baseline import Baseline, baseline_limits, save_baseline
+from vitprof.baseline import Baseline, Limit, baseline_limits, save_baseline
 from vitprof.diff import Snapshot, parse_percent
 from vitprof.errors import UserError
 from vitprof.families import Rule
@@ -99,7 +99,7 @@ class Kind(StrEnum):
 
 
 SHARES = frozenset({Metric.SHARE, Metric.PARAMS_SHARE})
-_COMPONENTS: dict[str | None, Component] = {c.value: c for c in Component}
+_COMPONENTS: dict[str, Component] = {c.value: c for c in Component}
 _COUNTS = (Metric.PARAMS, Metric.MACS, Metric.FLOPS, Metric.VECTOR_FLOPS)
 _EXACT_FLOAT = 2**53
 
@@ -332,6 +332,7 @@ def _baseline(settings: dict[str, Any], name: str, where: _Source) -> Baseline |
         path = where.base_dir / path
     return Baseline(path, settings["max_increase"])
 
+
 def _components(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> list[Check]:
     checks = []
     for name, limits in table.items():
@@ -510,33 +511,39 @@ def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
 def check_profile(budget: Budget, profile: Profile) -> BudgetResult:
     """Every check of ``budget`` against an existing analysis, its baseline's included."""
     results = tuple(_run(check, profile) for check in budget.checks)
-    if budget.baseline is not None:
-        results += _baseline_results(budget, profile)
-    return BudgetResult(budget, profile, results)
+    return BudgetResult(budget, profile, results + _baseline_results(budget, profile))
 
 
 def _baseline_results(budget: Budget, profile: Profile) -> tuple[CheckResult, ...]:
-    """The binding row of each scope and metric against the baseline, as a ``max_`` check."""
-    assert budget.baseline is not None
+    """The binding row of each scope and metric against the baseline, as a ``max_`` check;
+    a failed one notes the baseline's count."""
+    if budget.baseline is None:
+        return ()
     try:
         binding = baseline_limits(budget.baseline, Snapshot.from_profile(profile))
     except UserError as error:
         raise UserError(f"{budget.origin or budget.name}: {error}") from None
-    scopes = {"total": Scope.MODEL, "component": Scope.COMPONENT, "block": Scope.BLOCKS}
     percent = f"{float(budget.baseline.max_increase):g}%"
     results = []
     for limit in binding:
-        component = limit.name if limit.scope == "component" else None
-        key = ".".join(filter(None, ["max_increase", f"{limit.scope}s" if limit.scope != "total"
-                                     else "", component, limit.metric]))
-        check = Check(key, scopes[limit.scope], Bound.MAX, Metric(limit.metric), limit.limit,
-                      _COMPONENTS.get(component))
-        block = int(limit.name) if limit.scope == "block" else None
         verdict = Verdict.PASS if limit.actual <= limit.limit else Verdict.FAIL
         note = f"baseline {budget.baseline.path}: {limit.before:,} + {percent}"
-        results.append(CheckResult(check, limit.actual, verdict, block,
+        results.append(CheckResult(_baseline_check(limit), limit.actual, verdict,
+                                   int(limit.name) if limit.scope == "block" else None,
                                    note if verdict is Verdict.FAIL else ""))
     return tuple(results)
+
+
+def _baseline_check(limit: Limit) -> Check:
+    """``max_increase.macs``, ``max_increase.components.mlp.macs``, ``max_increase.blocks.macs``."""
+    if limit.scope == "total":
+        return Check(f"max_increase.{limit.metric}", Scope.MODEL, Bound.MAX,
+                     Metric(limit.metric), limit.limit)
+    if limit.scope == "block":
+        return Check(f"max_increase.blocks.{limit.metric}", Scope.BLOCKS, Bound.MAX,
+                     Metric(limit.metric), limit.limit)
+    return Check(f"max_increase.components.{limit.name}.{limit.metric}", Scope.COMPONENT,
+                 Bound.MAX, Metric(limit.metric), limit.limit, _COMPONENTS.get(limit.name))
 
 
 def _run(check: Check, profile: Profile) -> CheckResult:
