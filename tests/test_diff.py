@@ -292,3 +292,24 @@ def test_other_units_are_refused(saved_b16: Path, tmp_path: Path, capsys) -> Non
     code, _, err = run(["diff", str(saved_b16), str(path)], capsys)
     assert code == 2 and err.count("\n") == 1
     assert "count in other units (macs differ); comparing them would mislead" in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "note"),
+    [
+        pytest.param(lambda d: d.update(mode="train"), "mode changed: train in A, inference in B",
+                     id="mode"),
+        pytest.param(lambda d: d["components"].update(
+            extra={"params": 0, "macs": 0, "flops": 0, "vector_flops": 0}),
+            "taxonomy: components only in A (zeros on the other side): extra", id="taxonomy"),
+        pytest.param(lambda d: d.update(unsupported_ops={"aten.mystery": 1}),
+                     "unsupported ops gone in B: aten.mystery x1", id="ops-gone"),
+    ],
+)
+def test_other_differences_are_stated_first(
+    saved_b16: Path, tmp_path: Path, edit, note: str, capsys
+) -> None:
+    path = _edited(saved_b16, tmp_path, edit)
+    code, out, _ = run(["diff", str(path), str(saved_b16)], capsys)
+    assert code == 0
+    assert out.splitlines()[3] == f"note: {note}"  # after A, B and the convention

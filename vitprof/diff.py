@@ -30,7 +30,6 @@ from vitprof.result import Profile
 from vitprof.schema import SCHEMA_VERSION, schema_errors
 
 METRICS = ("params", "macs", "flops", "vector_flops")
-SCOPES = ("total", "component", "block", "block_component")
 
 
 @dataclass(frozen=True)
