@@ -35,6 +35,8 @@ def test_pyproject_ships_the_schemas() -> None:
         pytest.param(["analyze", "note002_cifar_vit_tiny", "--format", "json", "--mode", "train"],
                      "profile", id="analyze-train"),
         pytest.param(["diff", "vit_b_32", "vit_b_32", "--format", "json"], "diff", id="diff"),
+        pytest.param(["crosscheck", "note002_cifar_vit_tiny", "--peers", "flopcounter-meta",
+                      "--format", "json"], "crosscheck", id="crosscheck"),
         pytest.param(["formula", "vit_b_32", "--format", "json"], "formula", id="formula"),
         pytest.param(["sweep", "vit_b_32", "--image-size", "224,256", "--format", "json"],
                      "sweep", id="sweep"),
