@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from vitprof import schema
+
 # Models for budget files to name as FILE.py:factory: one with a data-dependent shape (it cannot
 # run on meta and falls back to CPU), one whose forward raises, one factory that raises.
 BUDGET_MODELS_PY = '''
@@ -94,3 +96,9 @@ def odd_models(tmp_path: Path) -> Path:
     path = tmp_path / "odd_models.py"
     path.write_text(ODD_MODELS_PY)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _json_outputs_follow_their_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every JSON output any test makes is validated against its schema as it is made."""
+    monkeypatch.setattr(schema, "CHECK_OUTPUTS", True)

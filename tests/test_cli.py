@@ -302,6 +302,8 @@ def test_models_lists_the_zoo(capsys) -> None:
                      "torch.nn:Flatten takes no num_classes parameter", id="classes-not-taken"),
         pytest.param(["analyze", "vit_b_16", "--image-size", "1000000"],
                      "Storage size calculation overflowed", id="absurd-size-fails-on-meta"),
+        pytest.param(["diff", "vit_b_16", "vit_b_61"], "unknown model 'vit_b_61'",
+                     id="diff-unknown-model"),
     ],
 )
 def test_user_errors_are_one_line(argv: list[str], message: str, capsys) -> None:
@@ -502,6 +504,9 @@ def test_missing_optional_package_names_the_extra(monkeypatch, capsys) -> None:
         pytest.param(["profile", "vit_b_16", "--warmup", "-1"], id="negative-warmup"),
         pytest.param(["profile", "vit_b_16", "--peak-tflops", "0"], id="zero-peak"),
         pytest.param(["analyze"], id="no-model"),
+        pytest.param(["diff", "vit_b_16"], id="diff-one-side"),
+        pytest.param(["diff", "vit_b_16", "vit_b_32", "--fail-above", "lots"],
+                     id="diff-bad-fail-above"),
         pytest.param([], id="no-command"),
     ],
 )

@@ -50,6 +50,8 @@ from typing import Any
 from torch import nn
 
 from vitprof.analysis import analyze
+from vitprof.baseline import Baseline, Limit, baseline_limits, save_baseline
+from vitprof.diff import Snapshot, parse_percent
 from vitprof.errors import UserError
 from vitprof.families import Rule
 from vitprof.records import Component, Counts
@@ -96,9 +98,11 @@ class Kind(StrEnum):
     SHARE = "share in [0, 1]"
     RULES = "table of REGEX = COMPONENT"
     TABLE = "table"
+    PERCENT = "percentage such as \"1%\""
 
 
 SHARES = frozenset({Metric.SHARE, Metric.PARAMS_SHARE})
+_COMPONENTS: dict[str, Component] = {c.value: c for c in Component}
 _COUNTS = (Metric.PARAMS, Metric.MACS, Metric.FLOPS, Metric.VECTOR_FLOPS)
 _EXACT_FLOAT = 2**53
 TOML_INTEGERS = (-(2**63), 2**63 - 1)  # the range of a TOML integer
@@ -118,6 +122,8 @@ SETTINGS: dict[str, Kind] = {
     "map": Kind.RULES,
     "components": Kind.TABLE,
     "blocks": Kind.TABLE,
+    "baseline": Kind.TEXT,  # a saved profile (vitprof.baseline), with max_increase
+    "max_increase": Kind.PERCENT,
 }
 LIMITS: dict[Scope, dict[str, tuple[Bound, Metric]]] = {
     Scope.MODEL: {
@@ -154,6 +160,7 @@ class Budget:
     num_classes: int | None = None
     overrides: tuple[Rule, ...] = ()
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
+    baseline: Baseline | None = None
 
 
 @dataclass(frozen=True)
@@ -317,7 +324,8 @@ def _parse_entry(
             settings[key] = _setting(SETTINGS[key], value, path, where)
         else:
             raise where.error(path, _unknown("key", key, [*SETTINGS, *LIMITS[Scope.MODEL]]))
-    if not checks:
+    baseline = _baseline(settings, name, where)
+    if not checks and baseline is None:
         raise where.error((name,), "sets no limit; a budget without max_ or min_ keys would "
                           "pass any model")
     _check_ranges(checks, name, where)
@@ -333,7 +341,23 @@ def _parse_entry(
         num_classes=settings.get("num_classes"),
         overrides=settings.get("map", ()),
         origin=where.place((name, "model") if "model" in table else (name,)),
+        baseline=baseline,
     )
+
+
+def _baseline(settings: dict[str, Any], name: str, where: _Source) -> Baseline | None:
+    """``baseline`` and ``max_increase`` go together; a relative path is the file's folder's."""
+    given = [key for key in ("baseline", "max_increase") if key in settings]
+    if not given:
+        return None
+    if len(given) == 1:
+        other = "max_increase" if given[0] == "baseline" else "baseline"
+        raise where.error((name, given[0]), f"needs '{other}' as well: a baseline limits "
+                          "growth by max_increase over a saved profile")
+    path = Path(settings["baseline"])
+    if not path.is_absolute() and where.base_dir is not None:
+        path = where.base_dir / path
+    return Baseline(path, settings["max_increase"])
 
 
 def _components(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> list[Check]:
@@ -402,6 +426,8 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
         if number < 1:
             raise where.error(path, f"expected a positive integer, got {number}")
         return number
+    if kind is Kind.PERCENT:
+        return _percent(value, path, where)
     return _rules(_table(value, path, where), path, where)
 
 
@@ -434,6 +460,16 @@ def _count(value: Any, path: tuple[str, ...], where: _Source) -> int:
     if value < 0:
         raise where.error(path, f"expected a {Kind.COUNT}, got {value}")
     return value
+
+
+def _percent(value: Any, path: tuple[str, ...], where: _Source) -> Fraction:
+    """``"1%"`` or a number of percent >= 0, exact."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise where.error(path, f"expected a {Kind.PERCENT}, got {_describe(value)}")
+    try:
+        return parse_percent(str(value))
+    except ValueError as error:
+        raise where.error(path, str(error)) from None
 
 
 def _share(value: Any, path: tuple[str, ...], where: _Source) -> float:
@@ -498,8 +534,9 @@ def _resolve(model: str, where: _Source) -> str:
 # ---------------------------------------------------------------------------- checking
 
 
-def evaluate(budget: Budget) -> BudgetResult:
-    """Analyze the budget's model (meta device, CPU fallback) and run every check."""
+def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
+    """Analyze the budget's model (meta device, CPU fallback) and run every check;
+    ``update_baseline`` first rewrites the entry's baseline from this analysis."""
     origin = budget.origin or f"entry '{budget.name}'"
     try:
         profile = analyze(
@@ -512,12 +549,47 @@ def evaluate(budget: Budget) -> BudgetResult:
     except Exception as error:  # fail closed: any failure to analyze is an error, never a pass
         first = (str(error).strip().splitlines() or [""])[0]
         raise UserError(f"{origin}: analysis failed: {type(error).__name__}: {first}") from None
+    if update_baseline and budget.baseline is not None:
+        save_baseline(budget.baseline, profile)
     return check_profile(budget, profile)
 
 
 def check_profile(budget: Budget, profile: Profile) -> BudgetResult:
-    """Every check of ``budget`` against an existing analysis."""
-    return BudgetResult(budget, profile, tuple(_run(check, profile) for check in budget.checks))
+    """Every check of ``budget`` against an existing analysis, its baseline's included."""
+    results = tuple(_run(check, profile) for check in budget.checks)
+    return BudgetResult(budget, profile, results + _baseline_results(budget, profile))
+
+
+def _baseline_results(budget: Budget, profile: Profile) -> tuple[CheckResult, ...]:
+    """The binding row of each scope and metric against the baseline, as a ``max_`` check;
+    a failed one notes the baseline's count."""
+    if budget.baseline is None:
+        return ()
+    try:
+        binding = baseline_limits(budget.baseline, Snapshot.from_profile(profile))
+    except UserError as error:
+        raise UserError(f"{budget.origin or budget.name}: {error}") from None
+    percent = f"{float(budget.baseline.max_increase):g}%"
+    results = []
+    for limit in binding:
+        verdict = Verdict.PASS if limit.actual <= limit.limit else Verdict.FAIL
+        note = f"baseline {budget.baseline.path}: {limit.before:,} + {percent}"
+        results.append(CheckResult(_baseline_check(limit), limit.actual, verdict,
+                                   int(limit.name) if limit.scope == "block" else None,
+                                   note if verdict is Verdict.FAIL else ""))
+    return tuple(results)
+
+
+def _baseline_check(limit: Limit) -> Check:
+    """``max_increase.macs``, ``max_increase.components.mlp.macs``, ``max_increase.blocks.macs``."""
+    if limit.scope == "total":
+        return Check(f"max_increase.{limit.metric}", Scope.MODEL, Bound.MAX,
+                     Metric(limit.metric), limit.limit)
+    if limit.scope == "block":
+        return Check(f"max_increase.blocks.{limit.metric}", Scope.BLOCKS, Bound.MAX,
+                     Metric(limit.metric), limit.limit)
+    return Check(f"max_increase.components.{limit.name}.{limit.metric}", Scope.COMPONENT,
+                 Bound.MAX, Metric(limit.metric), limit.limit, _COMPONENTS.get(limit.name))
 
 
 def _run(check: Check, profile: Profile) -> CheckResult:

@@ -19,6 +19,7 @@ from typing import Any
 
 from vitprof.budget import SHARES, Bound, BudgetResult, CheckResult, Verdict
 from vitprof.render import CONVENTION, text_table
+from vitprof.schema import versioned
 
 FORMATS = ("table", "json", "junit")
 SHARE_CONVENTION = "share = a component's share of the total MACs; params_share: of the params"
@@ -144,7 +145,7 @@ def render_json(outcomes: Sequence[BudgetResult]) -> str:
             for o in outcomes
         ],
     }
-    return json.dumps(data, indent=2)
+    return json.dumps(versioned(data, "check"), indent=2)
 
 
 def render_junit(outcomes: Sequence[BudgetResult]) -> str:

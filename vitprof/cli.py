@@ -14,7 +14,8 @@ from typing import NoReturn
 
 from vitprof.errors import UserError
 
-COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report", "sweep")
+COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report", "sweep",
+            "diff")
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -22,6 +22,7 @@ from typing import Any
 
 from vitprof.records import COMPONENTS, Counts
 from vitprof.result import Profile
+from vitprof.schema import versioned
 
 VIEWS = ("component", "block", "module", "op")
 FORMATS = ("table", "markdown", "json", "csv")
@@ -179,7 +180,8 @@ def html_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def _is_number(cell: str) -> bool:
-    return cell.replace(",", "").replace(".", "").replace("%", "").lstrip("-").isdigit() or not cell
+    digits = cell.replace(",", "").replace(".", "").replace("%", "").lstrip("+-")
+    return digits.isdigit() or not cell
 
 
 def header_lines(profile: Profile) -> list[str]:
@@ -228,7 +230,7 @@ def render(profile: Profile, by: str = "component", fmt: str = "table") -> str:
         data = profile.to_dict()
         if by in ("module", "op"):
             data[f"by_{by}"] = view_rows(profile, by)
-        return json.dumps(data, indent=2)
+        return json.dumps(versioned(data, "profile"), indent=2)
     if fmt == "csv":
         return csv_text(profile, by)
     headers, rows = table_cells(profile, by)

@@ -27,6 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
     parser.add_argument("--entry", action="append", metavar="NAME",
                         help="check only this entry (repeatable)")
+    parser.add_argument("--update-baselines", action="store_true",
+                        help="rewrite each entry's baseline profile from this analysis first")
     parser.set_defaults(run=run)
 
 
@@ -41,7 +43,14 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{args.budgets}: no entry named {', '.join(missing)}; "
                             f"entries: {', '.join(known)}")
         budgets = [b for b in budgets if b.name in args.entry]
-    outcomes = [evaluate(budget) for budget in progress(budgets, desc="check", unit="entry")]
+    if args.update_baselines and not any(b.baseline for b in budgets):
+        warn("--update-baselines: no entry names a baseline; nothing to update")
+    outcomes = [evaluate(budget, args.update_baselines)
+                for budget in progress(budgets, desc="check", unit="entry")]
+    for budget in budgets:
+        if args.update_baselines and budget.baseline:
+            print(f"vitprof: wrote baseline {budget.baseline.path} for entry '{budget.name}'",
+                  file=sys.stderr)
     for outcome in outcomes:
         if outcome.profile.fallback:
             warn(f"entry '{outcome.budget.name}': {outcome.profile.fallback}")

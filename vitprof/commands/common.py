@@ -50,6 +50,11 @@ def component_rule(text: str) -> tuple[str, Component]:
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """MODEL and the input options every counting command takes."""
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
+    add_input_options(parser)
+
+
+def add_input_options(parser: argparse.ArgumentParser) -> None:
+    """The options that say how a model is built and run."""
     parser.add_argument("--image-size", type=positive_int, help="input height and width")
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")

@@ -25,6 +25,7 @@ from vitprof.errors import UserError
 from vitprof.models.note002 import check_keep_ratios, pruning_blocks, tokens_per_block
 from vitprof.records import Counts
 from vitprof.render import CONVENTION, giga, markdown_table, text_table
+from vitprof.schema import versioned
 from vitprof.spec_inference import spec_from_model
 from vitprof.zoo import build
 
@@ -148,7 +149,8 @@ def table_rows(form: ClosedForm, by: str) -> tuple[list[str], list[list[str]]]:
 def render_formula(form: ClosedForm, source: str, by: str, fmt: str) -> str:
     """The closed form in one view and one format; every output states the convention."""
     if fmt == "json":
-        return json.dumps({"source": source, "convention": CONVENTION, **form.to_dict()}, indent=2)
+        data = {"source": source, "convention": CONVENTION, **form.to_dict()}
+        return json.dumps(versioned(data, "formula"), indent=2)
     spec = form.spec
     side = spec.image_size
     lines = [

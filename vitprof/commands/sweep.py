@@ -15,6 +15,7 @@ from vitprof.render import CONVENTION, markdown_table, text_table
 from vitprof.report import figures
 from vitprof.report.markdown import crossover_text, file_stem, sweep_cells
 from vitprof.report.sweep import AXES, Sweep, parse_values, sweep
+from vitprof.schema import versioned
 
 FORMATS = ("table", "markdown", "json")
 
@@ -52,7 +53,7 @@ def _json(result: Sweep) -> str:
             "image_size": crossover.image_size, "first_swept": crossover.first_swept,
         },
     }
-    return json.dumps(data, indent=2)
+    return json.dumps(versioned(data, "sweep"), indent=2)
 
 
 def _text(result: Sweep, fmt: str) -> str:

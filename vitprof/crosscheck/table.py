@@ -15,6 +15,7 @@ from typing import Any
 from vitprof.crosscheck.causes import Cause
 from vitprof.records import Counts
 from vitprof.render import markdown_table, text_table
+from vitprof.schema import versioned
 
 FORMATS = ("table", "markdown", "json")
 CONVENTION = (
@@ -138,7 +139,7 @@ def _explanation(row: PeerRow) -> list[tuple[str, str]]:
 def render_crosscheck(check: CrossCheck, fmt: str = "table") -> str:
     """The cross-check as an aligned text table, a markdown document or JSON."""
     if fmt == "json":
-        return json.dumps(check.to_dict(), indent=2)
+        return json.dumps(versioned(check.to_dict(), "crosscheck"), indent=2)
     rows = [_cells(row) for row in check.rows]
     if fmt == "markdown":
         parts = ["\n".join(f"- {line}" for line in _header(check)), "",

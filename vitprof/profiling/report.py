@@ -9,6 +9,7 @@ from vitprof.profiling.measure import SpeedProfile
 from vitprof.profiling.training import PhaseCounts, phase_components, phase_totals
 from vitprof.render import CONVENTION, giga, html_table, markdown_table, render, text_table
 from vitprof.result import Profile
+from vitprof.schema import versioned
 
 PROFILE_FORMATS = ("table", "markdown", "json")
 TIMING_CONVENTION = (
@@ -124,7 +125,7 @@ def render_profile(result: SpeedProfile, fmt: str = "table") -> str:
     A model without transformer blocks (a CNN) has no block table; its header says so.
     """
     if fmt == "json":
-        return json.dumps(result.to_dict(), indent=2)
+        return json.dumps(versioned(result.to_dict(), "speed"), indent=2)
     tables = _tables(result)
     if fmt == "markdown":
         head = "\n".join(f"- {line}" for line in profile_header(result))

@@ -1,0 +1,70 @@
+"""The pytest plugin, run inside pytest with ``pytester``: budget items and the fixture."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+MODEL = "vitprof.models.note002:build_cifar_vit"
+# the note 002 CIFAR-ViT: 6 blocks of 12*512^2 + 13*512 params, plus 127*512 + 10 outside
+PARAMS = 6 * (12 * 512**2 + 13 * 512) + 127 * 512 + 10  # 18_979_338
+
+BUDGETS = f"""
+[fits]
+model = "{MODEL}"
+max_params = {PARAMS}
+
+[too_big]
+model = "{MODEL}"
+max_params = {PARAMS - 1}
+"""
+
+
+def test_one_item_per_entry_failure_shows_the_table(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", budgets=BUDGETS)
+    result = pytester.runpytest("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
+                                "budgets.toml", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*budgets.toml::fits PASSED*", "*budgets.toml::too_big FAILED*"])
+    # the failure message is the check table: the limit, the actual count, -1 headroom
+    result.stdout.fnmatch_lines([
+        "*check*limit*actual*headroom*verdict*",
+        f"too_big.max_params*<= {PARAMS - 1:,}*{PARAMS:,}*-1*fail*",
+        "FAIL: 1 of 2 checks failed: too_big.max_params",
+    ])
+
+
+def test_k_selects_entries(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", budgets=BUDGETS)
+    result = pytester.runpytest("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
+                                "budgets.toml", "-k", "fits")
+    result.assert_outcomes(passed=1, deselected=1)
+
+
+def test_a_bad_budget_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", budgets="[fits]\nmax_parms = 1\n")
+    result = pytester.runpytest("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
+                                "budgets.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*vitprof: error: *budgets.toml:2: entry 'fits', key "
+                                 "'max_parms': unknown key*"])
+
+
+def test_an_entry_that_cannot_be_analyzed_errors(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", budgets='[nope]\nmodel = "vit_b_61"\nmax_params = 1\n')
+    result = pytester.runpytest("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
+                                "budgets.toml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["vitprof: error: *entry 'nope'*unknown model 'vit_b_61'*"])
+
+
+def test_profile_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(f"""
+        def test_params(vitprof_profile):
+            profile = vitprof_profile("{MODEL}")
+            assert profile.totals.params == {PARAMS}
+            assert vitprof_profile("{MODEL}") is profile  # analyzed once
+    """)
+    result = pytester.runpytest("-p", "vitprof.pytest_plugin")
+    result.assert_outcomes(passed=1)

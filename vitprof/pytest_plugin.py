@@ -1,0 +1,94 @@
+"""The vitprof pytest plugin (entry point ``pytest11``): budgets as test items, a profile fixture.
+
+``pytest --vitprof-budgets budgets.toml`` collects one test item per entry of the budget file,
+named after the entry; a failed item's message is the table ``vitprof check`` prints. A budget
+file that cannot be read, or an entry whose model cannot be analyzed, is an error, never a pass.
+
+The ``vitprof_profile`` fixture analyzes a model (``vitprof_profile("vit_b_16", image_size=384)``)
+once per session and set of arguments. :mod:`vitprof.testing` stays for direct use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vitprof.analysis import analyze
+from vitprof.budget import Budget, evaluate, load_budgets
+from vitprof.budget_report import render_table
+from vitprof.errors import UserError
+from vitprof.result import Profile
+
+
+class BudgetExceeded(Exception):
+    """A budget entry with a failed check; its message is the check table."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("vitprof")
+    group.addoption("--vitprof-budgets", metavar="BUDGETS.toml", action="append", default=[],
+                    help="collect one test per entry of this vitprof budget file (repeatable)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Add the budget files' items before selection (``-k``, ``--deselect``) applies."""
+    for name in config.getoption("vitprof_budgets"):
+        items.extend(BudgetFile.from_parent(session, path=Path(name).resolve()).collect())
+
+
+class BudgetFile(pytest.File):
+    """A budget file: one item per entry, validated when collected."""
+
+    def collect(self) -> Iterator[BudgetItem]:
+        try:
+            budgets = load_budgets(self.path)
+        except UserError as error:
+            raise pytest.UsageError(f"vitprof: error: {error}") from None
+        for budget in budgets:
+            yield BudgetItem.from_parent(self, name=budget.name, budget=budget)
+
+
+class BudgetItem(pytest.Item):
+    """One budget entry: passes when every check holds."""
+
+    def __init__(self, *, budget: Budget, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.budget = budget
+
+    def runtest(self) -> None:
+        outcome = evaluate(self.budget)
+        if not outcome.passed:
+            raise BudgetExceeded(render_table([outcome]))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, BudgetExceeded):
+            return str(excinfo.value)
+        if isinstance(excinfo.value, UserError):
+            return f"vitprof: error: {excinfo.value}"
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"vitprof budget {self.name}"
+
+
+@pytest.fixture(scope="session")
+def vitprof_profile() -> Callable[..., Profile]:
+    """``vitprof_profile(model, **options) -> Profile``: :func:`vitprof.analyze`, each model
+    name and set of options analyzed once per session (modules are analyzed every call)."""
+    cache: dict[tuple[Any, ...], Profile] = {}
+
+    def profile(model: Any, **options: Any) -> Profile:
+        if not isinstance(model, str):
+            return analyze(model, **options)
+        key = (model, *sorted((k, repr(v)) for k, v in options.items()))
+        if key not in cache:
+            cache[key] = analyze(model, **options)
+        return cache[key]
+
+    return profile
