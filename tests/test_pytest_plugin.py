@@ -23,8 +23,8 @@ max_params = {PARAMS - 1}
 
 def test_one_item_per_entry_failure_shows_the_table(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", budgets=BUDGETS)
-    result = pytester.runpytest("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
-                                "budgets.toml", "-v")
+    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
+                                           "budgets.toml", "-v")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*budgets.toml::fits PASSED*", "*budgets.toml::too_big FAILED*"])
     # the failure message is the check table: the limit, the actual count, -1 headroom
@@ -37,26 +37,36 @@ def test_one_item_per_entry_failure_shows_the_table(pytester: pytest.Pytester) -
 
 def test_k_selects_entries(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", budgets=BUDGETS)
-    result = pytester.runpytest("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
-                                "budgets.toml", "-k", "fits")
+    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
+                                           "budgets.toml", "-k", "fits")
     result.assert_outcomes(passed=1, deselected=1)
 
 
 def test_a_bad_budget_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", budgets="[fits]\nmax_parms = 1\n")
-    result = pytester.runpytest("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
-                                "budgets.toml")
+    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
+                                           "budgets.toml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*vitprof: error: *budgets.toml:2: entry 'fits', key "
                                  "'max_parms': unknown key*"])
 
 
-def test_an_entry_that_cannot_be_analyzed_errors(pytester: pytest.Pytester) -> None:
+def test_an_unknown_model_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", budgets='[nope]\nmodel = "vit_b_61"\nmax_params = 1\n')
-    result = pytester.runpytest("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
-                                "budgets.toml")
+    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
+                                           "budgets.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*vitprof: error: *entry 'nope', key 'model': unknown model "
+                                 "'vit_b_61'*"])
+
+
+def test_an_entry_that_cannot_be_analyzed_fails(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(factories="def boom():\n    raise RuntimeError('the factory exploded')\n")
+    pytester.makefile(".toml", budgets='[nope]\nmodel = "factories.py:boom"\nmax_params = 1\n')
+    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
+                                           "budgets.toml")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["vitprof: error: *entry 'nope'*unknown model 'vit_b_61'*"])
+    result.stdout.fnmatch_lines(["vitprof: error: *entry 'nope'*the factory exploded*"])
 
 
 def test_profile_fixture(pytester: pytest.Pytester) -> None:
@@ -66,5 +76,5 @@ def test_profile_fixture(pytester: pytest.Pytester) -> None:
             assert profile.totals.params == {PARAMS}
             assert vitprof_profile("{MODEL}") is profile  # analyzed once
     """)
-    result = pytester.runpytest("-p", "vitprof.pytest_plugin")
+    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin")
     result.assert_outcomes(passed=1)

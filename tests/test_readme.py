@@ -61,7 +61,7 @@ def token(text: str, word: str, flags: int = 0) -> re.Match[str] | None:
 def test_synopses_are_found() -> None:
     found = synopses(README.read_text())
     assert found["check"] == ("BUDGETS.toml [--format table|json|junit] [--output FILE] "
-                              "[--entry NAME ...]")
+                              "[--entry NAME ...] [--update-baselines]")
     assert "--no-class-token" in found["formula"]
 
 
