@@ -29,6 +29,7 @@ from torch import nn
 from vitprof.errors import UserError
 from vitprof.families import Rule
 from vitprof.records import Component
+from vitprof.slow_notice import notice_if_slow
 
 Factory = Callable[..., nn.Module]
 
@@ -356,7 +357,15 @@ def build(
     num_classes: int | None = None,
     device: str = "meta",
 ) -> BuiltModel:
-    """Build the model called ``name`` on ``device`` without loading any weights."""
+    """Build the model called ``name`` on ``device`` without loading any weights; a build still
+    running after 2 s says so on stderr, once."""
+    with notice_if_slow(f"building {name} ..."):
+        return _build(name, image_size=image_size, num_classes=num_classes, device=device)
+
+
+def _build(
+    name: str, *, image_size: int | None, num_classes: int | None, device: str
+) -> BuiltModel:
     if name.startswith("timm:"):
         timm = _require("timm", "timm")
         model_name = name.removeprefix("timm:")

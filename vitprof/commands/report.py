@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vitprof.commands.common import write_output
 from vitprof.report.check import check
 from vitprof.report.generate import pages, write
 
@@ -38,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
                   f"{'--all' if everything else ' '.join(args.models)} --out {args.out}'",
                   file=sys.stderr)
             return 1
-        print(f"{args.out} is up to date")
+        write_output(f"{args.out} is up to date", None)
         return 0
     for path in write(pages(args.models, everything), args.out):
-        print(path)
+        write_output(str(path), None)
     return 0
