@@ -1,5 +1,6 @@
-"""A one-line notice on stderr when something slow (a model build) is still running after a
-delay: a single line, not a progress bar, so logs stay clean; nothing when it finishes sooner."""
+"""A one-line notice on a terminal's stderr when something slow (a model build) is still
+running after a delay: a single line, not a progress bar; nothing when it finishes sooner, and
+nothing when stderr is not a terminal (logs and captured output stay as they were)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,11 @@ def _notice(message: str) -> None:
 @contextlib.contextmanager
 def notice_if_slow(message: str, after_s: float = NOTICE_AFTER_S) -> Iterator[None]:
     """Print ``vitprof: {message}`` to stderr once if the body is still running ``after_s``
-    seconds after it started (from a daemon timer thread, cancelled when the body ends)."""
+    seconds after it started and stderr is a terminal (from a daemon timer thread, cancelled
+    when the body ends)."""
+    if not sys.stderr.isatty():
+        yield
+        return
     timer = threading.Timer(after_s, _notice, args=(message,))
     timer.daemon = True
     timer.start()

@@ -358,7 +358,7 @@ def build(
     device: str = "meta",
 ) -> BuiltModel:
     """Build the model called ``name`` on ``device`` without loading any weights; a build still
-    running after 2 s says so on stderr, once."""
+    running after 2 s says so once on stderr, if that is a terminal."""
     with notice_if_slow(f"building {name} ..."):
         return _build(name, image_size=image_size, num_classes=num_classes, device=device)
 
