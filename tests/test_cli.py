@@ -378,3 +378,12 @@ def test_interrupt_is_one_line(factory_file: Path) -> None:
     assert process.wait(timeout=120) == 130
     assert process.stderr.read() == "vitprof: interrupted\n"
     assert process.stdout.read() == ""
+
+
+def test_cli_module_imports_no_torch() -> None:
+    """Importing ``vitprof.cli`` (what the console script does before calling main) leaves torch
+    to main's own imports, so an interrupt during those ends in main's one line too."""
+    code = "import sys, vitprof.cli; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout == "False\n"
