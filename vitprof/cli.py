@@ -76,6 +76,8 @@ def _sys_exit_call(exit_: SystemExit) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sub-command ``argv`` names; the exit code: the command's (0, or 1 where it
+    fails a check), 2 for a user error, 130 when interrupted (argparse exits on its own)."""
     try:
         with _one_interrupt():
             args = build_parser().parse_args(argv)  # argparse's own exits (--help, usage) pass
