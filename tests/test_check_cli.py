@@ -168,8 +168,8 @@ def assert_outcome(argv: list[str], code: int, out: str, err: str, expected_code
     assert "Traceback" not in err
     if expected_code == 2:
         (line,) = err.strip().splitlines()
-        usage_error = line.startswith("vitprof check: error: ")
-        assert usage_error or line.startswith(f"vitprof: error: {argv[1]}")
+        usage_error = line.endswith("(see 'vitprof check --help')")
+        assert line.startswith("vitprof: error: " if usage_error else f"vitprof: error: {argv[1]}")
         assert expected in line
     else:
         assert expected in out

@@ -6,8 +6,10 @@ import csv
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,9 @@ from vitprof.records import COMPONENTS, Counts
 from vitprof.render import FORMATS, VIEWS
 
 FACTORY_FILE = '''
+import sys
+import time
+
 import torch
 from torch import nn
 
@@ -32,6 +37,27 @@ def not_a_module():
 
 def crashes():
     raise RuntimeError("factory exploded")
+
+def loud(image_size=32, num_classes=10):
+    """good() whose building and whose every forward print to stdout."""
+    print("factory prints")
+    model = good(image_size, num_classes)
+    model.register_forward_pre_hook(lambda module, args: print("forward prints"))
+    return model
+
+def exits_3():
+    sys.exit(3)
+
+def exits_bye():
+    sys.exit("bye")
+
+def sleeps():
+    print("building", file=sys.stderr, flush=True)
+    time.sleep(60)
+
+def slow(image_size=32, num_classes=10):
+    time.sleep(2.5)
+    return good(image_size, num_classes)
 '''
 
 
@@ -304,6 +330,8 @@ def test_models_lists_the_zoo(capsys) -> None:
                      "Storage size calculation overflowed", id="absurd-size-fails-on-meta"),
         pytest.param(["diff", "vit_b_16", "vit_b_61"], "unknown model 'vit_b_61'",
                      id="diff-unknown-model"),
+        pytest.param(["sweep", "vit_b_16", "--image-size=-16,224"],
+                     "sweep values must be positive, got -16", id="negative-sweep-size"),
     ],
 )
 def test_user_errors_are_one_line(argv: list[str], message: str, capsys) -> None:
@@ -397,7 +425,9 @@ def test_progress_bars_only_on_a_terminal(
 @pytest.mark.parametrize(
     ("attribute", "message"),
     [("not_a_module", "returned int, not an nn.Module"), ("crashes", "factory exploded"),
-     ("absent", "has no callable named 'absent'")],
+     ("absent", "has no callable named 'absent'"),
+     ("exits_3", "error: the model's code called sys.exit(3) while vitprof ran it"),
+     ("exits_bye", "error: the model's code called sys.exit('bye') while vitprof ran it")],
 )
 def test_bad_factories(factory_file: Path, attribute: str, message: str, capsys) -> None:
     code, _, err = run(["analyze", f"{factory_file}:{attribute}"], capsys)
@@ -490,34 +520,43 @@ def test_missing_optional_package_names_the_extra(monkeypatch, capsys) -> None:
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "message"),
     [
-        pytest.param(["analyze", "vit_b_16", "--batch-size", "0"], id="batch-zero"),
-        pytest.param(["analyze", "vit_b_16", "--device", "tpu"], id="bad-device"),
-        pytest.param(["analyze", "vit_b_16", "--format", "xml"], id="bad-format"),
-        pytest.param(["analyze", "vit_b_16", "--map", "heads=nowhere"], id="bad-component"),
-        pytest.param(["analyze", "vit_b_16", "--map", "(=attn_core"], id="bad-regex"),
-        pytest.param(["analyze", "vit_b_16", "--mode", "eval"], id="bad-mode"),
-        pytest.param(["profile", "vit_b_16", "--device", "meta"], id="meta-is-not-measurable"),
-        pytest.param(["profile", "vit_b_16", "--dtype", "float64"], id="bad-dtype"),
-        pytest.param(["profile", "vit_b_16", "--iters", "0"], id="zero-iters"),
-        pytest.param(["profile", "vit_b_16", "--warmup", "-1"], id="negative-warmup"),
-        pytest.param(["profile", "vit_b_16", "--peak-tflops", "0"], id="zero-peak"),
-        pytest.param(["analyze"], id="no-model"),
-        pytest.param(["diff", "vit_b_16"], id="diff-one-side"),
-        pytest.param(["diff", "vit_b_16", "vit_b_32", "--fail-above", "lots"],
+        pytest.param(["analyze", "vit_b_16", "--batch-size", "0"], "", id="batch-zero"),
+        pytest.param(["analyze", "vit_b_16", "--device", "tpu"], "", id="bad-device"),
+        pytest.param(["analyze", "vit_b_16", "--format", "xml"], "", id="bad-format"),
+        pytest.param(["analyze", "vit_b_16", "--map", "heads=nowhere"], "", id="bad-component"),
+        pytest.param(["analyze", "vit_b_16", "--map", "(=attn_core"], "", id="bad-regex"),
+        pytest.param(["analyze", "vit_b_16", "--mode", "eval"], "", id="bad-mode"),
+        pytest.param(["profile", "vit_b_16", "--device", "meta"], "", id="meta-is-not-measurable"),
+        pytest.param(["profile", "vit_b_16", "--dtype", "float64"], "", id="bad-dtype"),
+        pytest.param(["profile", "vit_b_16", "--iters", "0"], "", id="zero-iters"),
+        pytest.param(["profile", "vit_b_16", "--warmup", "-1"], "", id="negative-warmup"),
+        pytest.param(["profile", "vit_b_16", "--peak-tflops", "0"], "", id="zero-peak"),
+        pytest.param(["profile", "vit_b_16", "--peak-tflops", "inf"],
+                     "expected a finite positive number, got inf", id="infinite-peak"),
+        pytest.param(["profile", "vit_b_16", "--peak-tflops", "nan"],
+                     "expected a finite positive number, got nan", id="nan-peak"),
+        pytest.param(["sweep", "vit_b_16", "--image-size", "-16,224"],
+                     "expected one argument; a value that starts with '-' is written OPTION=VALUE",
+                     id="dash-value-needs-equals"),
+        pytest.param(["analyze"], "", id="no-model"),
+        pytest.param(["diff", "vit_b_16"], "", id="diff-one-side"),
+        pytest.param(["diff", "vit_b_16", "vit_b_32", "--fail-above", "lots"], "",
                      id="diff-bad-fail-above"),
-        pytest.param([], id="no-command"),
+        pytest.param([], "", id="no-command"),
     ],
 )
-def test_usage_errors_exit_2(argv: list[str], capsys) -> None:
-    """One line on stderr, naming the sub-command and its help, not argparse's usage block."""
+def test_usage_errors_exit_2(argv: list[str], message: str, capsys) -> None:
+    """One line on stderr with the prefix of user errors, naming the sub-command's help, not
+    argparse's usage block."""
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     prog = " ".join(["vitprof", *argv[:1]])
-    assert line.startswith(f"{prog}: error: ") and line.endswith(f"(see '{prog} --help')")
+    assert line.startswith("vitprof: error: ") and line.endswith(f"(see '{prog} --help')")
+    assert message in line
 
 
 def test_console_script_and_module_entry_point() -> None:
@@ -527,3 +566,112 @@ def test_console_script_and_module_entry_point() -> None:
     result = subprocess.run([sys.executable, "-m", "vitprof", "analyze", "vit_b_32",
                              "--format", "json"], capture_output=True, text=True)
     assert result.returncode == 0 and json.loads(result.stdout)["model"] == "vit_b_32"
+
+
+def _csv_table(out: str) -> list[dict[str, str]]:
+    """The rows of a component CSV; its header must be the first line."""
+    reader = csv.DictReader(io.StringIO(out))
+    assert reader.fieldnames is not None and reader.fieldnames[0] == "component"
+    return list(reader)
+
+
+def _written_files(out: str) -> list[Path]:
+    """``report``'s result: one written file per line."""
+    paths = [Path(line) for line in out.splitlines()]
+    assert paths and all(path.is_file() for path in paths)
+    return paths
+
+
+PROFILE_ONCE = ["--iters", "1", "--warmup", "0", "--peak-tflops", "0.05", "--no-progress"]
+BOTH_PRINTS = ("factory prints", "forward prints")
+
+
+# Every sub-command that builds a model, with mymodels.py:loud, which prints at build and in
+# every forward; formula infers the spec from the built model and runs no forward.
+@pytest.mark.parametrize(
+    ("argv", "parse", "prints"),
+    [
+        pytest.param(["analyze", "mymodels.py:loud", "--format", "json"], json.loads, BOTH_PRINTS,
+                     id="analyze-json"),
+        pytest.param(["analyze", "mymodels.py:loud", "--format", "csv"], _csv_table, BOTH_PRINTS,
+                     id="analyze-csv"),
+        pytest.param(["check", "loud.toml", "--format", "json"], json.loads, BOTH_PRINTS,
+                     id="check-json"),
+        pytest.param(["crosscheck", "mymodels.py:loud", "--format", "json", "--peers",
+                      "closed-form,flopcounter-meta"], json.loads, BOTH_PRINTS,
+                     id="crosscheck-json"),
+        pytest.param(["profile", "mymodels.py:loud", *PROFILE_ONCE, "--format", "json"],
+                     json.loads, BOTH_PRINTS, id="profile-json"),
+        pytest.param(["report", "mymodels.py:loud", "--out", "reports"], _written_files,
+                     BOTH_PRINTS, id="report"),
+        pytest.param(["sweep", "mymodels.py:loud", "--image-size", "16,32", "--format", "json"],
+                     json.loads, BOTH_PRINTS, id="sweep-json"),
+        pytest.param(["formula", "mymodels.py:loud", "--format", "json"], json.loads,
+                     ("factory prints",), id="formula-json"),
+    ],
+)
+def test_model_prints_go_to_stderr(factory_file: Path, monkeypatch, capsys, argv: list[str],
+                                   parse, prints: tuple[str, ...]) -> None:
+    """stdout carries only the result, whatever the model prints; its prints reach stderr."""
+    monkeypatch.chdir(factory_file.parent)
+    Path("loud.toml").write_text('[loud]\nmodel = "mymodels.py:loud"\nmax_params = 10_000_000\n')
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    parse(out)
+    assert "prints" not in out
+    for text in prints:
+        assert text in err
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "markdown"])
+def test_output_file_holds_what_stdout_gets(fmt: str, tmp_path: Path, capsys) -> None:
+    """--output FILE writes the same text as stdout, final newline included."""
+    argv = ["analyze", "vit_b_32", "--format", fmt]
+    _, printed, _ = run(argv, capsys)
+    target = tmp_path / f"out.{fmt}"
+    code, out, _ = run([*argv, "--output", str(target)], capsys)
+    assert code == 0 and out == ""
+    assert target.read_text() == printed and printed.endswith("\n")
+
+
+@pytest.mark.parametrize(("terminal", "notices"), [(True, 1), (False, 0)])
+def test_slow_build_says_so_once_on_a_terminal(factory_file: Path, monkeypatch, capsys,
+                                                terminal: bool, notices: int) -> None:
+    """A factory that takes 2.5 s: one notice line after 2 s when stderr is a terminal."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    code, out, err = run(["analyze", f"{factory_file}:slow", "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)["model"] == f"{factory_file}:slow"
+    assert err.count(f"vitprof: building {factory_file}:slow ...\n") == notices
+
+
+def test_help_still_exits_0(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["analyze", "--help"])
+    assert exit_info.value.code == 0 and "usage: vitprof analyze" in capsys.readouterr().out
+
+
+def test_interrupt_is_one_line(factory_file: Path) -> None:
+    """SIGINT while a factory runs, then a second one while vitprof exits (a second Ctrl-C used
+    to interrupt torch's exit hooks with a traceback): exactly one line and exit code 130."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vitprof", "analyze", f"{factory_file}:sleeps"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # Python keeps SIGINT ignored if its parent ignores it (a background job): restore it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert process.stderr.readline() == "building\n"
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) == 130
+    assert process.stderr.read() == "vitprof: interrupted\n"
+    assert process.stdout.read() == ""
+
+
+def test_cli_module_imports_no_torch() -> None:
+    """Importing ``vitprof.cli`` (what the console script does before calling main) leaves torch
+    to main's own imports, so an interrupt during those ends in main's one line too."""
+    code = "import sys, vitprof.cli; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout == "False\n"

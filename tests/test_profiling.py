@@ -371,6 +371,8 @@ def test_cli_profile_table_and_roofline(small_file: Path, tmp_path: Path, capsys
     code, out, _ = run(["profile", f"{small_file}:small", *FAST, "--roofline", str(png)], capsys)
     assert code == 0 and png.is_file()
     assert "hooks" in out and "overhead" in out and "images/s" in out and "attn_core *" in out
+    # FAST gives --peak-tflops: the peak is said to be given, and nothing calls it measured
+    assert "compute given (--peak-tflops)" in out and "measured matmul peak" not in out
 
 
 @pytest.mark.parametrize("fmt", PROFILE_FORMATS)

@@ -4,10 +4,23 @@ MACs are the primary unit (one multiply-accumulate of a matmul, linear, convolut
 attention product); FLOPs = 2 x MACs; element-wise work is counted apart as vector FLOPs.
 """
 
-from vitprof.analysis import analyze
-from vitprof.errors import UserError
-from vitprof.records import Component, Counts
-from vitprof.result import Profile
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> the module defining it, imported on first use: ``vitprof.cli`` then starts
+# without torch, so that an interrupt during the long imports ends in main's one line
+_EXPORTS = {
+    "Component": "vitprof.records", "Counts": "vitprof.records", "Profile": "vitprof.result",
+    "UserError": "vitprof.errors", "analyze": "vitprof.analysis",
+}
 
 __all__ = ["Component", "Counts", "Profile", "UserError", "analyze"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'vitprof' has no attribute {name!r}")

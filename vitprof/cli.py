@@ -1,17 +1,24 @@
 """The ``vitprof`` command line: ``build_parser()`` and ``main(argv) -> int``.
 
-User errors and usage errors alike end in one line on stderr and exit code 2: the parser prints
-the error and where to find the usage instead of argparse's multi-line usage block.
+User errors and usage errors alike end in one line on stderr, ``vitprof: error: ...``, and exit
+code 2: the parser prints the error and where to find the usage instead of argparse's multi-line
+usage block. stdout carries only the result: while a command runs, whatever the model's code (or
+a library) prints goes to stderr. A model's code that calls ``sys.exit`` is a user error too. An
+interrupt (SIGINT) ends in one line, ``vitprof: interrupted``, and exit code 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
+from vitprof.commands.common import results_only_on_stdout
 from vitprof.errors import UserError
 
 COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report", "sweep",
@@ -25,7 +32,10 @@ class OneLineErrorParser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        if message.endswith("expected one argument"):
+            # argparse takes a value such as -16,224 for an option: say how to pass it
+            message += "; a value that starts with '-' is written OPTION=VALUE"
+        self.exit(2, f"vitprof: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,10 +49,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _interrupt_once(signum: int, frame: object) -> NoReturn:
+    """SIGINT handler: ignore every later SIGINT, then raise KeyboardInterrupt. A second Ctrl-C
+    would otherwise interrupt the exit itself (torch's atexit hooks) with a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _one_interrupt() -> Iterator[None]:
+    """Run the body with ``_interrupt_once`` as the SIGINT handler (in the main thread, where
+    Python's own handler is installed); the previous handler is restored unless interrupted."""
+    own = threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if own:
+        signal.signal(signal.SIGINT, _interrupt_once)
     try:
-        return args.run(args)
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is _interrupt_once:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _sys_exit_call(exit_: SystemExit) -> str:
+    """``sys.exit(3)``, ``sys.exit('bye')`` or ``sys.exit()``: the call that raised ``exit_``."""
+    return f"sys.exit({'' if exit_.code is None else repr(exit_.code)})"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sub-command ``argv`` names; the exit code: the command's (0, or 1 where it
+    fails a check), 2 for a user error, 130 when interrupted (argparse exits on its own)."""
+    try:
+        with _one_interrupt():
+            args = build_parser().parse_args(argv)  # argparse's own exits (--help, usage) pass
+            try:
+                with results_only_on_stdout():
+                    return args.run(args)
+            except SystemExit as exit_:  # argparse is done: this comes from the model's code
+                raise UserError(
+                    f"the model's code called {_sys_exit_call(exit_)} while vitprof ran it"
+                ) from None
     except UserError as error:
         print(f"vitprof: error: {error}", file=sys.stderr)
         return 2

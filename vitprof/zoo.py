@@ -38,6 +38,7 @@ from vitprof.running import (
     meta_caused,
     one_line,
 )
+from vitprof.slow_notice import notice_if_slow
 
 Factory = Callable[..., nn.Module]
 
@@ -474,13 +475,21 @@ def build(
     num_classes: int | None = None,
     device: str = "meta",
 ) -> BuiltModel:
-    """Build the model called ``name`` on ``device`` without loading any weights.
+    """Build the model called ``name`` on ``device`` without loading any weights; a build still
+    running after 2 s says so once on stderr, if that is a terminal.
 
     ``image_size`` is a positive int (square images); ``num_classes=0`` means no head.
     """
     check_image_size(image_size)
     if num_classes is not None:
         check_int("number of classes", num_classes, 0)
+    with notice_if_slow(f"building {name} ..."):
+        return _build(name, image_size=image_size, num_classes=num_classes, device=device)
+
+
+def _build(
+    name: str, *, image_size: int | None, num_classes: int | None, device: str
+) -> BuiltModel:
     if name.startswith("timm:"):
         timm, model_name = _timm_model(name)
         kwargs: dict[str, int] = {}

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 from vitprof.errors import UserError
 from vitprof.records import Component
@@ -64,10 +67,29 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
                         help="attribute modules/parameters matching REGEX to COMPONENT")
 
 
+# the stdout saved by results_only_on_stdout, innermost last
+_RESULT_STREAMS: list[TextIO] = []
+
+
+@contextlib.contextmanager
+def results_only_on_stdout() -> Iterator[None]:
+    """Keep stdout for the result alone: inside, ``sys.stdout`` is stderr, so what a factory, a
+    model's forward or a library prints lands on stderr, and ``write_output`` writes to the
+    stdout of the moment the block was entered."""
+    _RESULT_STREAMS.append(sys.stdout)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _RESULT_STREAMS.pop()
+
+
 def write_output(text: str, output: str | None) -> None:
-    """Print ``text`` or write it to ``output``."""
+    """Print ``text`` (to the stdout saved by ``results_only_on_stdout``, if inside it) or write
+    it to ``output``; either way it ends with a newline."""
+    text = text if text.endswith("\n") else text + "\n"
     if output is None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        (_RESULT_STREAMS[-1] if _RESULT_STREAMS else sys.stdout).write(text)
         return
     try:
         Path(output).write_text(text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from vitprof.commands.common import (
     component_rule,
@@ -18,13 +19,13 @@ from vitprof.profiling.roofline import write_roofline
 
 
 def positive_float(text: str) -> float:
-    """argparse type: a number > 0."""
+    """argparse type: a finite number > 0 (not inf, not nan)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got '{text}'") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
     return value
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vitprof.commands.common import warn
+from vitprof.commands.common import warn, write_output
 from vitprof.commands.outputs import check_folder
 from vitprof.report.check import check
 from vitprof.report.generate import pages, write
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{'--all' if everything else ' '.join(args.models)} --out {args.out}'",
                   file=sys.stderr)
             return 1
-        print(f"{args.out} is up to date")
+        write_output(f"{args.out} is up to date", None)
         return 0
     check_folder(args.out)
     found = pages(args.models, everything)
@@ -48,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
         for message in page.warnings:
             warn(f"{page.name}: {message}")
     for path in write(found, args.out):
-        print(path)
+        write_output(str(path), None)
     return 0

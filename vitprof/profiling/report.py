@@ -15,7 +15,7 @@ PROFILE_FORMATS = ("table", "markdown", "json")
 TIMING_CONVENTION = (
     "times are interquartile means of the timed iterations (exclusive module times cut at module "
     "boundaries, split by counted work where one module spans components: marked *); "
-    "achieved = FLOPs / time; % peak against the measured matmul peak; "
+    "achieved = FLOPs / time; % peak against the FLOP/s of the peak line (given or measured); "
     "intensity = (FLOPs + vector FLOPs) / bytes read and written per operation"
 )
 
