@@ -22,6 +22,9 @@ LayerNorms 2 * 16 = 32; in_proj 8 * 24 + 24 = 216; out_proj 64 + 8 = 72; MLP 8 *
 from __future__ import annotations
 
 import json
+import sys
+from functools import partial
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -34,11 +37,21 @@ from vitprof.crosscheck import PEERS, render_crosscheck, run_crosscheck
 from vitprof.crosscheck.causes import (
     Cause,
     fvcore_norm_causes,
+    patch_causes,
+    ptflops_aten_causes,
+    ptflops_pytorch_causes,
     published_causes,
     torchinfo_causes,
     uncounted_causes,
 )
-from vitprof.crosscheck.peers import run_flop_counter, run_fvcore, run_torchinfo
+from vitprof.crosscheck.peers import (
+    run_calflops,
+    run_deepspeed,
+    run_flop_counter,
+    run_fvcore,
+    run_ptflops,
+    run_torchinfo,
+)
 from vitprof.crosscheck.table import peer_row
 from vitprof.records import Counts
 from vitprof.zoo import Published
@@ -48,6 +61,14 @@ ATTENTION_MACS = 800  # 2 * 2 * 5 * 5 * 8
 MHA_MACS = 1_920 + 800 + 640  # in_proj + attention + out_proj = 3_360
 TOTAL_MACS = 9_040
 TOTAL_PARAMS = 1_067
+# The optional peers (extra `peers`) and the package each one imports.
+OPTIONAL = {"ptflops-pytorch": "ptflops", "ptflops-aten": "ptflops", "calflops": "calflops",
+            "deepspeed": "deepspeed"}
+INSTALLED = tuple(peer for peer, package in OPTIONAL.items() if find_spec(package))
+
+
+def needs(package: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(find_spec(package) is None, reason=f"{package} is not installed")
 
 
 class TinyBlock(nn.Module):
@@ -178,6 +199,97 @@ def test_flop_counter_on_meta_counts_every_product(tiny, tiny_profile) -> None:
     assert run.total_flops == 2 * TOTAL_MACS
 
 
+@needs("ptflops")
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no-grad"])
+def test_ptflops_pytorch_rules_cause_by_cause(tiny, tiny_profile, tiny_input, grad: bool) -> None:
+    run = run_ptflops(tiny, tiny_input, "pytorch", grad)
+    causes = ptflops_pytorch_causes(tiny_profile, tiny, run)
+    assert [c.macs for c in causes] == [
+        # ln_1, ln_2 and norm: 3 * (B * N * D = 80) input elements, x1 (LayerNorm has no
+        # `affine` attribute, so the BatchNorm rule's x2 never applies)
+        240,
+        # Linear biases x tokens: mlp.0 10 * 16 + mlp.2 10 * 8 + head 2 * 3 = 246
+        246,
+        # conv bias x batch x positions: 8 * 2 * 4 = 64
+        64,
+        # nn.GELU output elements: B * N * M = 2 * 5 * 16 = 160
+        160,
+        # MHA hook, per image: query scaling N * D = 40, in-projection bias 3 * N * D = 120,
+        # softmax H * N * N = 50, out-projection bias N * D = 40; 250 * B = 500. The hook
+        # reads shapes, so the fast path under no_grad changes nothing.
+        500,
+        # hook counts divided by B: (9_040 + 240 + 246 + 64 + 160 + 500) / 2 - 10_250 = -5_125
+        -5_125,
+        # the patched F.gelu, called inside nn.GELU, counts its 160 elements again, per batch
+        160,
+    ]
+    assert run.macs == 5_285 == TOTAL_MACS + sum(c.macs for c in causes)
+    assert "F.gelu" in causes[-1].text and "batch size 2" in causes[-2].text
+
+
+@pytest.mark.parametrize(
+    ("runner", "explain", "grad", "expected"),
+    [
+        # no formula for the CPU flash kernel: -800; bias elements of addmm: out_proj 10 * 8
+        # + mlp.0 10 * 16 + mlp.2 10 * 8 + head 2 * 3 = 326, of the conv 8 * 2 * 4 = 64: +390
+        pytest.param(lambda m, x, g: run_ptflops(m, x, "aten", g), ptflops_aten_causes, True,
+                     [-ATTENTION_MACS, 390], marks=needs("ptflops"), id="ptflops-aten"),
+        # the fast path kernel has no formula: -3_360, and out_proj's 80 bias elements are
+        # inside it: 390 - 80 = 310
+        pytest.param(lambda m, x, g: run_ptflops(m, x, "aten", g), ptflops_aten_causes, False,
+                     [-MHA_MACS, 310], marks=needs("ptflops"), id="ptflops-aten-no-grad"),
+        pytest.param(run_calflops, partial(patch_causes, peer="calflops",
+                                           patches_attention=False),
+                     True, [-ATTENTION_MACS], marks=needs("calflops"), id="calflops"),
+        pytest.param(run_calflops, partial(patch_causes, peer="calflops",
+                                           patches_attention=False),
+                     False, [-MHA_MACS], marks=needs("calflops"), id="calflops-no-grad"),
+        pytest.param(run_deepspeed, partial(patch_causes, peer="DeepSpeed",
+                                            patches_attention=True),
+                     True, [], marks=needs("deepspeed"), id="deepspeed"),
+        pytest.param(run_deepspeed, partial(patch_causes, peer="DeepSpeed",
+                                            patches_attention=True),
+                     False, [-MHA_MACS], marks=needs("deepspeed"), id="deepspeed-no-grad"),
+    ],
+)
+def test_patch_peers_miss_attention_and_the_fast_path(
+    tiny, tiny_profile, tiny_input, runner, explain, grad: bool, expected: list[int]
+) -> None:
+    run = runner(tiny, tiny_input, grad)
+    causes = explain(tiny_profile, tiny, run)
+    assert [c.macs for c in causes] == expected
+    assert run.macs == TOTAL_MACS + sum(expected)
+    assert run.params == TOTAL_PARAMS
+    if not grad:
+        assert "fast path" in causes[0].text
+
+
+@needs("calflops")
+def test_calflops_does_not_patch_the_matmul_operator() -> None:
+    (row,) = run_crosscheck("note002_cifar_vit_tiny", peers=["calflops"]).rows
+    # note 002's attention is `q @ k^T` and `attn @ v`: 12 blocks x 2 x 65^2 x 192 = 19_468_800
+    assert [c.macs for c in row.causes] == [-19_468_800]
+    assert "Tensor.__matmul__" in row.causes[0].text and row.residual_macs == 0
+
+
+@pytest.mark.parametrize(
+    ("peer", "module"),
+    [
+        pytest.param("ptflops-pytorch", "ptflops", id="ptflops-pytorch"),
+        pytest.param("ptflops-aten", "ptflops", id="ptflops-aten"),
+        pytest.param("calflops", "calflops", id="calflops"),
+        pytest.param("deepspeed", "deepspeed.profiling.flops_profiler", id="deepspeed"),
+    ],
+)
+def test_missing_optional_peer_is_a_one_line_row(
+    tiny, peer: str, module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # importing it now raises ImportError
+    (row,) = run_crosscheck(tiny, image_size=8, peers=[peer]).rows
+    package = module.split(".")[0]
+    assert (row.macs, row.note) == (None, f"{package} not installed: pip install vitprof[peers]")
+
+
 @pytest.mark.parametrize(
     ("gmacs", "residual"),
     [
@@ -243,7 +355,14 @@ ACCEPTANCE = [
     "note002_cifar_vit_large",
     "note004_vit_b16",
 ]
-ALWAYS_RUN = ("closed-form", "fvcore", "torchinfo", "flopcounter-meta", "flopcounter-cpu")
+ALWAYS_RUN = ("closed-form", "fvcore", "torchinfo", "flopcounter-meta", "flopcounter-cpu",
+              *INSTALLED)
+
+
+def _explained(row) -> None:
+    assert row.macs is not None, f"{row.peer}: {row.note}"
+    assert (row.residual_macs, row.residual_params) in ((0, 0), (0, None)), row.peer
+    assert sum(c.macs for c in row.causes) == row.delta_macs
 
 
 @pytest.mark.parametrize(
@@ -255,15 +374,24 @@ def test_every_difference_is_explained(name: str) -> None:
     rows = {row.peer: row for row in check.rows}
     assert list(rows) == list(PEERS)
     for peer in ALWAYS_RUN:
-        row = rows[peer]
-        assert row.macs is not None, f"{peer}: {row.note}"
-        assert (row.residual_macs, row.residual_params) in ((0, 0), (0, None)), peer
-        assert sum(c.macs for c in row.causes) == row.delta_macs
+        _explained(rows[peer])
     published = rows["published"]
     if name in TORCHVISION:
         assert (published.residual_macs, published.residual_params) == (0, 0)
     else:
         assert published.macs is None and "no published figure" in published.note
+
+
+@pytest.mark.skipif(not INSTALLED, reason="no optional peer is installed")
+@pytest.mark.parametrize(
+    "name",
+    [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in ACCEPTANCE],
+)
+def test_every_difference_is_explained_under_no_grad(name: str) -> None:
+    for row in run_crosscheck(name, peers=[*INSTALLED, "fvcore", "flopcounter-cpu"],
+                              grad=False).rows:
+        _explained(row)
+        assert "torch.no_grad()" in row.note or row.peer in ("fvcore", "flopcounter-cpu")
 
 
 @pytest.mark.slow

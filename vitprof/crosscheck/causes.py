@@ -295,7 +295,7 @@ def matmul_operator_causes(profile: Profile, run: PatchRun, peer: str) -> list[C
 
 
 def patch_causes(
-    profile: Profile, run: PatchRun, peer: str, patches_attention: bool
+    profile: Profile, model: nn.Module, run: PatchRun, *, peer: str, patches_attention: bool
 ) -> list[Cause]:
     """calflops and DeepSpeed: fused kernels unseen, and (calflops) SDPA and ``@`` unpatched."""
     causes = uncounted_causes(profile, _fused_kernels(run.kernels), f"{FAST_PATH}: does not see")
@@ -311,7 +311,7 @@ def patch_causes(
 # ---------------------------------------------------------------------------------- ptflops
 
 
-def ptflops_aten_causes(profile: Profile, run: PatchRun) -> list[Cause]:
+def ptflops_aten_causes(profile: Profile, model: nn.Module, run: PatchRun) -> list[Cause]:
     """ptflops's aten backend: kernels without a formula, and bias elements counted as MACs."""
     causes = uncounted_causes(profile, run.kernels, "has no formula for")
     fused = fused_modules(run.kernels)

@@ -1,10 +1,10 @@
 """``run_crosscheck()``: vitprof's count of a model next to every peer's, each difference explained.
 
 vitprof counts on the meta device (:func:`vitprof.analyze`). The peers that need real tensors
-(fvcore traces with ``torch.jit``; torchinfo and the CPU FlopCounterMode row run a forward) run
-on a CPU copy with random weights; FlopCounterMode also runs on a meta copy, where
-``scaled_dot_product_attention`` decomposes into ``bmm``. A model passed as a module is used as
-it is: on the meta device the peers that need weights say so in their rows.
+(fvcore traces with ``torch.jit``; torchinfo, the CPU FlopCounterMode row, ptflops, calflops and
+DeepSpeed run a forward) run on a CPU copy with random weights; FlopCounterMode also runs on a
+meta copy, where ``scaled_dot_product_attention`` decomposes into ``bmm``. A model passed as a
+module is used as it is: on the meta device the peers that need weights say so in their rows.
 """
 
 from __future__ import annotations
@@ -215,17 +215,15 @@ TABLE = (
     Peer("flopcounter-meta", "FLOPs (2 FLOPs per MAC)", partial(_flop_counter, device="meta")),
     Peer("flopcounter-cpu", "FLOPs (2 FLOPs per MAC)", partial(_flop_counter, device="cpu")),
     Peer("ptflops-pytorch", "MACs (ptflops GMac)", _patch_peer(
-        "ptflops-pytorch", partial(run_ptflops, backend="pytorch"),
-        lambda profile, model, run: why.ptflops_pytorch_causes(profile, model, run))),
+        "ptflops-pytorch", partial(run_ptflops, backend="pytorch"), why.ptflops_pytorch_causes)),
     Peer("ptflops-aten", "MACs (ptflops GMac)", _patch_peer(
-        "ptflops-aten", partial(run_ptflops, backend="aten"),
-        lambda profile, model, run: why.ptflops_aten_causes(profile, run))),
+        "ptflops-aten", partial(run_ptflops, backend="aten"), why.ptflops_aten_causes)),
     Peer("calflops", "MACs (calflops macs)", _patch_peer(
         "calflops", run_calflops,
-        lambda profile, model, run: why.patch_causes(profile, run, "calflops", False))),
+        partial(why.patch_causes, peer="calflops", patches_attention=False))),
     Peer("deepspeed", "MACs (DeepSpeed macs)", _patch_peer(
         "deepspeed", run_deepspeed,
-        lambda profile, model, run: why.patch_causes(profile, run, "DeepSpeed", True))),
+        partial(why.patch_causes, peer="DeepSpeed", patches_attention=True))),
     Peer("published", "GMACs (torchvision _ops)", _published),
 )
 PEERS = tuple(peer.name for peer in TABLE)
