@@ -413,6 +413,20 @@ def test_vit_b_16_causes_have_their_closed_form_amounts() -> None:
     assert torchinfo[-1] == -(12 * (197 * 768 * 2304 + 197 * 768 * 768) + attention)
     # published _ops 17.564 is 17_563_828_224 MACs rounded to 3 decimals of a G
     assert [c.macs for c in rows["published"].causes] == [17_564_000_000 - 17_563_828_224]
+    if "ptflops-pytorch" in INSTALLED:
+        ptflops = rows["ptflops-pytorch"]
+        assert [c.macs for c in ptflops.causes] == [
+            25 * 197 * 768,  # LayerNorm input elements: 3_782_400
+            12 * 197 * (3072 + 768) + 1000,  # Linear bias elements, head included: 9_078_760
+            196 * 768,  # patch convolution bias elements: 150_528
+            12 * 197 * 3072,  # nn.GELU output elements: 7_262_208
+            # MHA query scaling N * D, in-projection bias 3 * N * D, out-projection bias N * D
+            # and softmax H * N^2: 12 * (5 * 197 * 768 + 12 * 197 * 197) = 14_666_256
+            12 * (5 * 197 * 768 + 12 * 197 * 197),
+            12 * 197 * 3072,  # F.gelu again: 7_262_208
+        ]
+        # the +42,202,360 of reports/benchmark.md: 17_606_030_584 - 17_563_828_224
+        assert ptflops.delta_macs == 42_202_360 and ptflops.residual_macs == 0
 
 
 # --------------------------------------------------------------------------- command line

@@ -267,10 +267,7 @@ def flop_counter_causes(profile: Profile, uncounted: Uncounted) -> list[Cause]:
 # ----------------------------------------------------------------------- calflops, DeepSpeed
 
 MATMUL_KERNELS = frozenset({"aten.mm", "aten.bmm", "aten.matmul"})
-FAST_PATH = (
-    "fast path (grad disabled: the nn.MultiheadAttention fast path runs one fused kernel that "
-    "no hook or patched function sees)"
-)
+FAST_PATH = "under torch.no_grad(), no hook or patched function sees"
 
 
 def fused_modules(kernels: Uncounted) -> list[str]:
@@ -298,7 +295,7 @@ def patch_causes(
     profile: Profile, model: nn.Module, run: PatchRun, *, peer: str, patches_attention: bool
 ) -> list[Cause]:
     """calflops and DeepSpeed: fused kernels unseen, and (calflops) SDPA and ``@`` unpatched."""
-    causes = uncounted_causes(profile, _fused_kernels(run.kernels), f"{FAST_PATH}: does not see")
+    causes = uncounted_causes(profile, _fused_kernels(run.kernels), FAST_PATH)
     if patches_attention:
         return causes
     fused = fused_modules(run.kernels)
