@@ -272,6 +272,18 @@ def test_calflops_does_not_patch_the_matmul_operator() -> None:
     assert "Tensor.__matmul__" in row.causes[0].text and row.residual_macs == 0
 
 
+@needs("calflops")
+@needs("ptflops")
+def test_rows_with_grad_say_what_the_fast_path_would_hide(tiny) -> None:
+    calflops, ptflops = run_crosscheck(tiny, image_size=8, batch_size=BATCH,
+                                       peers=["ptflops-pytorch", "calflops"]).rows[::-1]
+    # all of nn.MultiheadAttention: in_proj 1_920 + attention 800 + out_proj 640 = 3_360
+    assert "fast path hides all 3,360 MACs" in calflops.note
+    assert "does not patch F.scaled_dot_product_attention" in calflops.causes[0].text
+    # ptflops's MHA hook computes from shapes: the fast path hides nothing from it
+    assert ptflops.note == "run in eval mode, grad enabled"
+
+
 @pytest.mark.parametrize(
     ("peer", "module"),
     [

@@ -270,6 +270,13 @@ MATMUL_KERNELS = frozenset({"aten.mm", "aten.bmm", "aten.matmul"})
 FAST_PATH = "under torch.no_grad(), no hook or patched function sees"
 
 
+def fast_path_macs(profile: Profile, model: nn.Module) -> int:
+    """vitprof's MACs inside ``nn.MultiheadAttention`` modules: what its fast path hides from
+    a hook-and-patch peer under ``torch.no_grad()`` (projections and attention)."""
+    paths = [p for p, m in model.named_modules() if isinstance(m, nn.MultiheadAttention)]
+    return sum(r.macs for r in profile.ops if any(_under(r.module, p) for p in paths if p))
+
+
 def fused_modules(kernels: Uncounted) -> list[str]:
     """Modules that ran a whole-module fused kernel (the ``nn.MultiheadAttention`` fast path)."""
     return sorted({module for op, module in kernels if op in FUSED_MODULE_KERNELS})
@@ -301,7 +308,9 @@ def patch_causes(
     fused = fused_modules(run.kernels)
     sdpa = Counter({(op, module): n for (op, module), n in run.kernels.items()
                     if op in SDPA_KERNELS and not any(_under(module, f) for f in fused)})
-    causes += uncounted_causes(profile, sdpa, f"{peer} does not patch")
+    causes += uncounted_causes(
+        profile, sdpa, f"{peer} does not patch F.scaled_dot_product_attention, so misses"
+    )
     return causes + matmul_operator_causes(profile, run, peer)
 
 

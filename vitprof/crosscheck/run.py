@@ -185,16 +185,22 @@ def _published(subject: Subject, unit: str) -> PeerRow:
 def _patch_peer(
     peer: str, runner: Callable[..., PatchRun],
     explain: Callable[[Profile, nn.Module, PatchRun], list[why.Cause]],
+    fast_path_blind: bool = True,
 ) -> Callable[[Subject, str], PeerRow]:
     """A row builder for a hook-and-patch peer: its MACs, params and the causes ``explain``
-    names; the note states the grad mode, which decides the nn.MultiheadAttention path."""
+    names; the note states the grad mode, which decides the nn.MultiheadAttention path, and
+    with grad enabled what the fast path would hide from a ``fast_path_blind`` peer."""
 
     def build(subject: Subject, unit: str) -> PeerRow:
         model, run = subject.run_real(partial(runner, grad=subject.grad))
         causes = explain(subject.profile, model, run)
-        mode = "grad enabled" if subject.grad else "under torch.no_grad()"
+        note = f"run in eval mode, {'grad enabled' if subject.grad else 'under torch.no_grad()'}"
+        hidden = why.fast_path_macs(subject.profile, model) if fast_path_blind else 0
+        if subject.grad and hidden:
+            note += (f"; under torch.no_grad() the nn.MultiheadAttention fast path hides all "
+                     f"{hidden:,} MACs of its modules from {peer}")
         return peer_row(peer, run.macs, unit, run.macs, run.params, subject.profile.totals,
-                        causes, f"run in eval mode, {mode}")
+                        causes, note)
 
     return build
 
@@ -215,7 +221,8 @@ TABLE = (
     Peer("flopcounter-meta", "FLOPs (2 FLOPs per MAC)", partial(_flop_counter, device="meta")),
     Peer("flopcounter-cpu", "FLOPs (2 FLOPs per MAC)", partial(_flop_counter, device="cpu")),
     Peer("ptflops-pytorch", "MACs (ptflops GMac)", _patch_peer(
-        "ptflops-pytorch", partial(run_ptflops, backend="pytorch"), why.ptflops_pytorch_causes)),
+        "ptflops-pytorch", partial(run_ptflops, backend="pytorch"), why.ptflops_pytorch_causes,
+        fast_path_blind=False)),
     Peer("ptflops-aten", "MACs (ptflops GMac)", _patch_peer(
         "ptflops-aten", partial(run_ptflops, backend="aten"), why.ptflops_aten_causes)),
     Peer("calflops", "MACs (calflops macs)", _patch_peer(
