@@ -116,19 +116,28 @@ class Subject:
                             f"{_one_line(error)}") from None
 
 
+@dataclass(frozen=True)
+class Peer:
+    """One peer: its name, its unit and the function that builds its row from the subject."""
+
+    name: str
+    unit: str
+    build: Callable[[Subject, Peer], PeerRow]
+
+
 def _one_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
-def _closed_form(subject: Subject, unit: str) -> PeerRow:
+def _closed_form(subject: Subject, peer: Peer) -> PeerRow:
     try:
         spec = spec_from_model(subject.meta_model, subject.image_size)
         totals = closed_form(spec, subject.example_shape[0]).totals
     except UserError as error:
-        return missing_row("closed-form", unit, f"closed form does not describe this model: "
-                                               f"{error}")
-    return peer_row("closed-form", totals.macs, unit, totals.macs, totals.params,
+        return missing_row(peer.name, peer.unit,
+                           f"closed form does not describe this model: {error}")
+    return peer_row(peer.name, totals.macs, peer.unit, totals.macs, totals.params,
                     subject.profile.totals, [])
 
 
@@ -137,7 +146,7 @@ def _breakdown(by_operator: dict[str, int]) -> str:
     return ", ".join(f"{op} {n:,}" for op, n in ordered) or "nothing"
 
 
-def _fvcore(subject: Subject, unit: str) -> PeerRow:
+def _fvcore(subject: Subject, peer: Peer) -> PeerRow:
     model, run = subject.run_real(partial(run_fvcore, grad=subject.grad))
     profile = subject.profile
     causes = why.uncounted_causes(profile, run.unsupported, "does not count", "::")
@@ -146,72 +155,63 @@ def _fvcore(subject: Subject, unit: str) -> PeerRow:
     free = why.free_uncounted(profile, run.unsupported)
     if free:
         note += f"; also unsupported, no MACs in vitprof either: {', '.join(free)}"
-    return peer_row("fvcore", run.total, unit, run.total, run.params,
+    return peer_row(peer.name, run.total, peer.unit, run.total, run.params,
                     profile.totals, causes, note)
 
 
-def _torchinfo(subject: Subject, unit: str) -> PeerRow:
+def _torchinfo(subject: Subject, peer: Peer) -> PeerRow:
     model, run = subject.run_real(run_torchinfo)
     causes = why.torchinfo_causes(subject.profile, run.layers, model)
-    return peer_row("torchinfo", run.total_mult_adds, unit, run.total_mult_adds,
+    return peer_row(peer.name, run.total_mult_adds, peer.unit, run.total_mult_adds,
                     run.total_params, subject.profile.totals, causes)
 
 
-def _flop_counter(subject: Subject, unit: str, device: str) -> PeerRow:
-    peer = f"flopcounter-{device}"
+def _flop_counter(subject: Subject, peer: Peer, device: str) -> PeerRow:
     model = subject.meta_model if device == "meta" else subject.cpu_model
     if model is None:
-        return missing_row(peer, unit, f"needs a model with weights on the cpu: "
-                                       f"{subject.no_cpu_model}")
+        return missing_row(peer.name, peer.unit, f"needs a model with weights on the cpu: "
+                                                 f"{subject.no_cpu_model}")
     run = run_flop_counter(model, subject.example(device), subject.grad)
     causes = why.flop_counter_causes(subject.profile, run.uncounted)
-    return peer_row(peer, run.total_flops, unit, run.total_flops // 2, None,
+    return peer_row(peer.name, run.total_flops, peer.unit, run.total_flops // 2, None,
                     subject.profile.totals, causes,
                     f"2 FLOPs per MAC: {run.total_flops:,} FLOPs = {run.total_flops // 2:,} MACs; "
                     f"by operator: {_breakdown(run.by_operator)}")
 
 
-def _published(subject: Subject, unit: str) -> PeerRow:
+def _published(subject: Subject, peer: Peer) -> PeerRow:
     published = subject.published()
     if published is None:
-        return missing_row("published", unit,
+        return missing_row(peer.name, peer.unit,
                            "no published figure for this model, image size and class count")
     macs = int(Decimal(str(published.gmacs)) * 10**9)
-    return peer_row("published", published.gmacs, unit, macs, published.params,
+    return peer_row(peer.name, published.gmacs, peer.unit, macs, published.params,
                     subject.profile.totals, why.published_causes(subject.profile, published),
                     published.source)
 
 
 def _patch_peer(
-    peer: str, runner: Callable[..., PatchRun],
+    runner: Callable[..., PatchRun],
     explain: Callable[[Profile, nn.Module, PatchRun], list[why.Cause]],
     fast_path_blind: bool = True,
-) -> Callable[[Subject, str], PeerRow]:
+) -> Callable[[Subject, Peer], PeerRow]:
     """A row builder for a hook-and-patch peer: its MACs, params and the causes ``explain``
     names; the note states the grad mode, which decides the nn.MultiheadAttention path, and
     with grad enabled what the fast path would hide from a ``fast_path_blind`` peer."""
 
-    def build(subject: Subject, unit: str) -> PeerRow:
+    def build(subject: Subject, peer: Peer) -> PeerRow:
         model, run = subject.run_real(partial(runner, grad=subject.grad))
         causes = explain(subject.profile, model, run)
         note = f"run in eval mode, {'grad enabled' if subject.grad else 'under torch.no_grad()'}"
         hidden = why.fast_path_macs(subject.profile, model) if fast_path_blind else 0
         if subject.grad and hidden:
             note += (f"; under torch.no_grad() the nn.MultiheadAttention fast path hides all "
-                     f"{hidden:,} MACs of its modules from {peer}")
-        return peer_row(peer, run.macs, unit, run.macs, run.params, subject.profile.totals,
+                     f"{hidden:,} MACs of its modules from {peer.name}")
+        return peer_row(peer.name, run.macs, peer.unit, run.macs, run.params,
+                        subject.profile.totals,
                         causes, note)
 
     return build
-
-
-@dataclass(frozen=True)
-class Peer:
-    """One peer: its name, its unit and the function that builds its row."""
-
-    name: str
-    unit: str
-    build: Callable[[Subject, str], PeerRow]
 
 
 TABLE = (
@@ -221,16 +221,14 @@ TABLE = (
     Peer("flopcounter-meta", "FLOPs (2 FLOPs per MAC)", partial(_flop_counter, device="meta")),
     Peer("flopcounter-cpu", "FLOPs (2 FLOPs per MAC)", partial(_flop_counter, device="cpu")),
     Peer("ptflops-pytorch", "MACs (ptflops GMac)", _patch_peer(
-        "ptflops-pytorch", partial(run_ptflops, backend="pytorch"), why.ptflops_pytorch_causes,
+        partial(run_ptflops, backend="pytorch"), why.ptflops_pytorch_causes,
         fast_path_blind=False)),
     Peer("ptflops-aten", "MACs (ptflops GMac)", _patch_peer(
-        "ptflops-aten", partial(run_ptflops, backend="aten"), why.ptflops_aten_causes)),
+        partial(run_ptflops, backend="aten"), why.ptflops_aten_causes)),
     Peer("calflops", "MACs (calflops macs)", _patch_peer(
-        "calflops", run_calflops,
-        partial(why.patch_causes, peer="calflops", patches_attention=False))),
+        run_calflops, partial(why.patch_causes, peer="calflops", patches_attention=False))),
     Peer("deepspeed", "MACs (DeepSpeed macs)", _patch_peer(
-        "deepspeed", run_deepspeed,
-        partial(why.patch_causes, peer="DeepSpeed", patches_attention=True))),
+        run_deepspeed, partial(why.patch_causes, peer="DeepSpeed", patches_attention=True))),
     Peer("published", "GMACs (torchvision _ops)", _published),
 )
 PEERS = tuple(peer.name for peer in TABLE)
@@ -250,7 +248,7 @@ def check_peers(peers: Sequence[str] | None) -> tuple[str, ...]:
 
 def _row(peer: str, subject: Subject) -> PeerRow:
     try:
-        return _BY_NAME[peer].build(subject, UNITS[peer])
+        return _BY_NAME[peer].build(subject, _BY_NAME[peer])
     except (PeerUnavailable, _NoNumber) as error:
         return missing_row(peer, UNITS[peer], str(error))
     except UserError:
