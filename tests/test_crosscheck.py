@@ -450,6 +450,8 @@ CLI_CASES = [
                  "| peer |", id="markdown"),
     pytest.param(["note002_cifar_vit_tiny", "--peers", "flopcounter-meta", "--format", "json",
                   "--batch-size", "2"], '"peer": "flopcounter-meta"', id="json"),
+    pytest.param(["note002_cifar_vit_tiny", "--peers", "ptflops-aten", "--no-grad"],
+                 "run in eval mode, under torch.no_grad()", id="no-grad", marks=needs("ptflops")),
 ]
 
 
