@@ -51,7 +51,7 @@ from decimal import Decimal
 from torch import nn
 
 from vitprof.crosscheck.peers import LayerRow, PatchRun, Uncounted
-from vitprof.formulas import GELU_COST, LAYER_NORM_COST
+from vitprof.formulas import GELU_COST, LAYER_NORM_COST, SOFTMAX_COST
 from vitprof.records import OpRecord
 from vitprof.result import Profile
 from vitprof.zoo import Published
@@ -266,8 +266,11 @@ def flop_counter_causes(profile: Profile, uncounted: Uncounted) -> list[Cause]:
 
 # ----------------------------------------------------------------------- calflops, DeepSpeed
 
-MATMUL_KERNELS = frozenset({"aten.mm", "aten.bmm", "aten.matmul"})
+# The product kernels each logged call (vitprof.crosscheck.peers.LOGGED_CALLS) runs.
+CALL_KERNELS = {"Tensor.__matmul__": frozenset({"aten.mm", "aten.bmm"}),
+                "torch.bmm": frozenset({"aten.bmm"})}
 FAST_PATH = "under torch.no_grad(), no hook or patched function sees"
+SOFTMAX_OPS = frozenset({"aten._softmax", "aten._safe_softmax"})
 
 
 def fast_path_macs(profile: Profile, model: nn.Module) -> int:
@@ -286,22 +289,32 @@ def _fused_kernels(kernels: Uncounted) -> Uncounted:
     return Counter({key: n for key, n in kernels.items() if key[0] in FUSED_MODULE_KERNELS})
 
 
-def matmul_operator_causes(profile: Profile, run: PatchRun, peer: str) -> list[Cause]:
-    """``a @ b`` (``Tensor.__matmul__``), which the peer does not patch: vitprof's MACs of the
-    matmul kernels run in the modules that called it, negated."""
-    callers = {module for _, module in run.matmul_calls}
-    keys = {(op, module) for op, module in run.kernels
-            if op in MATMUL_KERNELS and module in callers}
-    amount = sum(vitprof_macs_for(profile, op, module) for op, module in keys)
-    calls = sum(run.matmul_calls.values())
-    return [c for c in [Cause(f"{peer} does not patch the @ operator (Tensor.__matmul__), "
-                              f"{calls} calls", -amount)] if c.macs]
+def _call_kernels(run: PatchRun, call: str) -> set[tuple[str, str]]:
+    """(product kernel, module) pairs run in the modules that made the logged ``call``."""
+    callers = {module for name, module in run.calls if name == call}
+    return {(op, module) for op, module in run.kernels
+            if op in CALL_KERNELS[call] and module in callers}
+
+
+def unpatched_call_causes(
+    profile: Profile, run: PatchRun, peer: str, calls: Sequence[str]
+) -> list[Cause]:
+    """Logged calls the peer does not patch: vitprof's MACs of the product kernels run in the
+    modules that made them, negated."""
+    causes = []
+    for call in calls:
+        amount = sum(vitprof_macs_for(profile, op, module)
+                     for op, module in _call_kernels(run, call))
+        made = sum(n for (name, _), n in run.calls.items() if name == call)
+        causes.append(Cause(f"{peer} does not patch {call}, {made} calls", -amount))
+    return [c for c in causes if c.macs]
 
 
 def patch_causes(
     profile: Profile, model: nn.Module, run: PatchRun, *, peer: str, patches_attention: bool
 ) -> list[Cause]:
-    """calflops and DeepSpeed: fused kernels unseen, and (calflops) SDPA and ``@`` unpatched."""
+    """calflops and DeepSpeed: fused kernels unseen, and (calflops) SDPA, ``@`` and
+    ``torch.bmm`` unpatched."""
     causes = uncounted_causes(profile, _fused_kernels(run.kernels), FAST_PATH)
     if patches_attention:
         return causes
@@ -311,7 +324,7 @@ def patch_causes(
     causes += uncounted_causes(
         profile, sdpa, f"{peer} does not patch F.scaled_dot_product_attention, so misses"
     )
-    return causes + matmul_operator_causes(profile, run, peer)
+    return causes + unpatched_call_causes(profile, run, peer, ["Tensor.__matmul__", "torch.bmm"])
 
 
 # ---------------------------------------------------------------------------------- ptflops
@@ -384,9 +397,19 @@ def _timm_attention_extra(module: nn.Module, shapes: tuple[tuple[int, ...], ...]
 def ptflops_pytorch_causes(profile: Profile, model: nn.Module, run: PatchRun) -> list[Cause]:
     """ptflops's pytorch backend, rule by rule, against vitprof's records."""
     roots = _roots(list(run.hooked))
+
+    def hooked(module: str) -> bool:
+        return any(_under(module, p) for p in roots)
+
     hidden = sum(r.macs for r in profile.ops
                  if any(_under(r.module, p) and r.module != p for p in roots))
-    unhooked = sum(r.macs for r in profile.ops if not any(_under(r.module, p) for p in roots))
+    unhooked = sum(r.macs for r in profile.ops if not hooked(r.module))
+    bmm = {True: 0, False: 0}  # vitprof's MACs of torch.bmm calls, inside and outside hooks
+    for op, module in _call_kernels(run, "torch.bmm"):
+        bmm[hooked(module)] += vitprof_macs_for(profile, op, module)
+    softmax_callers = {module for name, module in run.calls if name == "F.softmax"}
+    softmax = sum(r.vector_flops for r in profile.ops
+                  if r.op in SOFTMAX_OPS and r.module in softmax_callers) // SOFTMAX_COST
     extras: Counter[str] = Counter()
     for path in roots:
         kind, amount = _hook_extra(profile, model.get_submodule(path), path, run.hooked[path])
@@ -399,7 +422,10 @@ def ptflops_pytorch_causes(profile: Profile, model: nn.Module, run: PatchRun) ->
         Cause("a hooked module's count replaces its children's: their MACs are lost "
               "(timm Attention's qkv and proj)", -hidden),
         Cause("MACs outside every hooked module, in functions it does not patch "
-              "(F.linear, the @ operator, F.scaled_dot_product_attention)", -unhooked),
+              "(F.linear, the @ operator, F.scaled_dot_product_attention)", bmm[False] - unhooked),
+        Cause("the patched torch.bmm counts again products its module's hook already counts "
+              "(nn.MultiheadAttention with need_weights)", bmm[True]),
+        Cause("counts F.softmax's input elements as MACs (patched F.softmax)", softmax),
         Cause(f"divides module-hook counts by the batch size {batch} (per-image average); "
               f"patched functions stay per batch", counted // batch - counted),
         Cause("counts F.gelu's input elements again as MACs (patched F.gelu, called by nn.GELU)",

@@ -17,7 +17,8 @@ while what it reports as unsupported is kept in the returned record.
   DeepSpeed ``get_model_profile`` (no engine) patch ``torch.nn.functional`` and tensor methods and
   report MACs beside FLOPs. Each runs in eval mode with the grad mode it is given; a
   :class:`KernelLog` notes every kernel that ran (or, for ptflops's ``aten`` backend, every kernel
-  it has no formula for) and a :class:`CallLog` every ``Tensor.__matmul__`` call, with modules.
+  it has no formula for) and a :class:`CallLog` every ``@``, ``torch.bmm`` and ``F.softmax`` call,
+  with modules.
 
 A peer that cannot be imported raises :class:`PeerUnavailable`.
 """
@@ -37,12 +38,18 @@ from typing import Any
 import torch
 from torch import nn
 from torch.func import functional_call
+from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vitprof.formulas import op_name
 
 Uncounted = Counter[tuple[str, str]]  # (op as "aten.name", module path) -> calls
-MATMUL_OPERATOR = "Tensor.__matmul__"
+# Python-level calls that some peers patch and others do not: name -> (owner, attribute).
+LOGGED_CALLS = {
+    "Tensor.__matmul__": (torch.Tensor, "__matmul__"),
+    "torch.bmm": (torch, "bmm"),
+    "F.softmax": (F, "softmax"),
+}
 INSTALL = "not installed: pip install vitprof[peers]"
 
 
@@ -280,31 +287,59 @@ class KernelLog(TorchDispatchMode):
 
 
 class CallLog:
-    """Notes, with the innermost running module, every ``Tensor.__matmul__`` (``@``) call.
+    """Notes, with the innermost running module, every call of the :data:`LOGGED_CALLS`.
 
-    It wraps ``torch.Tensor.__matmul__`` for the duration, as the peers themselves patch tensor
-    methods: a torch function mode would turn off ``nn.MultiheadAttention``'s fast path.
+    It wraps them for the duration, as the peers themselves patch functions (a peer that patches
+    one wraps the wrapper and restores it): a torch function mode would instead turn off
+    ``nn.MultiheadAttention``'s fast path.
     """
 
     def __init__(self, model: nn.Module) -> None:
         self.modules = ModuleStack(model)
         self.calls: Uncounted = Counter()
-        self.original = torch.Tensor.__matmul__
+        self.originals = {
+            name: getattr(owner, attr) for name, (owner, attr) in LOGGED_CALLS.items()
+        }
 
     def __enter__(self) -> CallLog:
         self.modules.__enter__()
-        original = self.original
-
-        def logged(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-            self.calls[(MATMUL_OPERATOR, self.modules.current)] += 1
-            return original(a, b)
-
-        torch.Tensor.__matmul__ = logged  # type: ignore[method-assign,assignment]
+        for name, (owner, attr) in LOGGED_CALLS.items():
+            setattr(owner, attr, self._logged(name, self.originals[name]))
         return self
 
     def __exit__(self, *args: Any) -> None:
-        torch.Tensor.__matmul__ = self.original  # type: ignore[method-assign]
+        for name, (owner, attr) in LOGGED_CALLS.items():
+            setattr(owner, attr, self.originals[name])
         self.modules.__exit__(*args)
+
+    def _logged(self, name: str, original: Any) -> _Logged:
+        return _Logged(original, partial(self._note, name))
+
+    def _note(self, name: str) -> None:
+        self.calls[(name, self.modules.current)] += 1
+
+
+class _Logged:
+    """``original`` with a note of each call; it hashes and compares equal to ``original``, so
+    the peers' tables keyed by the function (ptflops's ``FUNCTIONAL_MAPPING``) still find it,
+    and binds as a method where ``original`` does (``Tensor.__matmul__``)."""
+
+    def __init__(self, original: Any, note: Any) -> None:
+        self.original = original
+        self.note = note
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.note()
+        return self.original(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        return self if instance is None else partial(self, instance)
+
+    def __hash__(self) -> int:
+        return hash(self.original)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or other is self.original or other == self.original
 
 
 def run_flop_counter(model: nn.Module, example: torch.Tensor, grad: bool = True) -> FlopCounterRun:
@@ -327,14 +362,14 @@ class PatchRun:
     """What a hook-and-patch counter (ptflops, calflops, DeepSpeed) reported, and what ran.
 
     ``kernels``: every kernel that ran, or for ptflops's ``aten`` backend every kernel it has no
-    formula for; ``matmul_calls``: the ``@`` calls; ``hooked``: the modules ptflops's
+    formula for; ``calls``: the :data:`LOGGED_CALLS` made; ``hooked``: the modules ptflops's
     ``pytorch`` backend hooks, with the input shapes each call of them saw.
     """
 
     macs: int
     params: int
     kernels: Uncounted
-    matmul_calls: Uncounted
+    calls: Uncounted
     hooked: dict[str, list[tuple[tuple[int, ...], ...]]]
 
 
