@@ -103,6 +103,30 @@ class TinyViT(nn.Module):
         return self.head(self.norm(x)[:, 0])
 
 
+class StoredGelu(nn.Module):
+    """GELU through a reference taken when the module is built (Hugging Face's GELUActivation)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = nn.functional.gelu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(x)
+
+
+class WeightsBlock(TinyBlock):
+    """The tiny block with attention weights asked for (note 001's call) and a stored GELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp[1] = StoredGelu()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.ln_1(x)
+        x = x + self.attn(h, h, h)[0]  # need_weights=True: torch.bmm and F.softmax
+        return x + self.mlp(self.ln_2(x))
+
+
 @pytest.fixture(scope="module")
 def tiny() -> TinyViT:
     torch.manual_seed(0)
@@ -262,6 +286,29 @@ def test_patch_peers_miss_attention_and_the_fast_path(
     assert run.params == TOTAL_PARAMS
     if not grad:
         assert "fast path" in causes[0].text
+
+
+@needs("calflops")
+@needs("ptflops")
+def test_attention_weights_path_and_a_stored_gelu(tiny_input) -> None:
+    torch.manual_seed(0)
+    model = TinyViT()
+    model.blocks[0] = WeightsBlock()
+    profile = analyze(model, image_size=8, batch_size=BATCH)
+    causes = ptflops_pytorch_causes(profile, model, run_ptflops(model, tiny_input, "pytorch"))
+    assert [c.macs for c in causes] == [
+        240, 246, 64, 500,  # LayerNorm, Linear bias, conv bias, MHA hook, as on the tiny ViT
+        # the patched torch.bmm inside the hooked MHA counts QK^T and AV again: 800
+        ATTENTION_MACS,
+        # F.softmax on B * H * N * N = 2 * 2 * 5 * 5 = 100 scores
+        100,
+        # hooks without an nn.GELU now: 9_040 + 240 + 246 + 64 + 500 = 10_090, halved: -5_045
+        -5_045,
+        # no F.gelu cause: the stored reference bypasses ptflops's patched F.gelu
+    ]
+    calflops = run_calflops(model, tiny_input)
+    (cause,) = patch_causes(profile, model, calflops, peer="calflops", patches_attention=False)
+    assert cause.macs == -ATTENTION_MACS and "torch.bmm, 2 calls" in cause.text
 
 
 @needs("calflops")

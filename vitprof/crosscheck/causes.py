@@ -379,6 +379,15 @@ def _gelu_elements(records: Sequence[OpRecord]) -> int:
     return sum(r.vector_flops for r in records if r.op == "aten.gelu") // GELU_COST
 
 
+def _called_elements(
+    profile: Profile, run: PatchRun, call: str, ops: frozenset[str], cost: int
+) -> int:
+    """Elements of vitprof's ``ops`` records (vector FLOPs over ``cost``) in the modules that
+    made the logged ``call``: what a patched element-wise function counts."""
+    callers = {module for name, module in run.calls if name == call}
+    return sum(r.vector_flops for r in profile.ops if r.op in ops and r.module in callers) // cost
+
+
 def _mha_extra(module: nn.MultiheadAttention, shapes: tuple[tuple[int, ...], ...]) -> int:
     q, k = shapes[0], shapes[1]
     batch_dim, length_dim = (0, 1) if module.batch_first else (1, 0)
@@ -407,9 +416,8 @@ def ptflops_pytorch_causes(profile: Profile, model: nn.Module, run: PatchRun) ->
     bmm = {True: 0, False: 0}  # vitprof's MACs of torch.bmm calls, inside and outside hooks
     for op, module in _call_kernels(run, "torch.bmm"):
         bmm[hooked(module)] += vitprof_macs_for(profile, op, module)
-    softmax_callers = {module for name, module in run.calls if name == "F.softmax"}
-    softmax = sum(r.vector_flops for r in profile.ops
-                  if r.op in SOFTMAX_OPS and r.module in softmax_callers) // SOFTMAX_COST
+    softmax = _called_elements(profile, run, "F.softmax", SOFTMAX_OPS, SOFTMAX_COST)
+    gelu = _called_elements(profile, run, "F.gelu", frozenset({"aten.gelu"}), GELU_COST)
     extras: Counter[str] = Counter()
     for path in roots:
         kind, amount = _hook_extra(profile, model.get_submodule(path), path, run.hooked[path])
@@ -428,8 +436,8 @@ def ptflops_pytorch_causes(profile: Profile, model: nn.Module, run: PatchRun) ->
         Cause("counts F.softmax's input elements as MACs (patched F.softmax)", softmax),
         Cause(f"divides module-hook counts by the batch size {batch} (per-image average); "
               f"patched functions stay per batch", counted // batch - counted),
-        Cause("counts F.gelu's input elements again as MACs (patched F.gelu, called by nn.GELU)",
-              _gelu_elements(profile.ops)),
+        Cause("counts F.gelu's input elements as MACs (patched F.gelu; nn.GELU calls it, so its "
+              "elements count twice)", gelu),
     ]
     return [c for c in causes if c.macs]
 

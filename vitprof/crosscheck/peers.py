@@ -17,8 +17,8 @@ while what it reports as unsupported is kept in the returned record.
   DeepSpeed ``get_model_profile`` (no engine) patch ``torch.nn.functional`` and tensor methods and
   report MACs beside FLOPs. Each runs in eval mode with the grad mode it is given; a
   :class:`KernelLog` notes every kernel that ran (or, for ptflops's ``aten`` backend, every kernel
-  it has no formula for) and a :class:`CallLog` every ``@``, ``torch.bmm`` and ``F.softmax`` call,
-  with modules.
+  it has no formula for) and a :class:`CallLog` every ``@``, ``torch.bmm``, ``F.softmax`` and
+  ``F.gelu`` call, with modules.
 
 A peer that cannot be imported raises :class:`PeerUnavailable`.
 """
@@ -49,6 +49,7 @@ LOGGED_CALLS = {
     "Tensor.__matmul__": (torch.Tensor, "__matmul__"),
     "torch.bmm": (torch, "bmm"),
     "F.softmax": (F, "softmax"),
+    "F.gelu": (F, "gelu"),
 }
 INSTALL = "not installed: pip install vitprof[peers]"
 
