@@ -32,12 +32,13 @@ Peer rules used here (read from the installed sources):
   attribute, which LayerNorm lacks); GELU: output elements; ``nn.MultiheadAttention``: products
   plus query scaling, in-projection bias, softmax (L x S per head) and out-projection bias;
   timm's ``Attention``: QK^T, AV, query scaling and softmax. Hook counts are divided by the
-  batch size; the patched functions (``F.gelu``, ``F.softmax``, ``torch.matmul``, ...) add
-  their counts undivided, and ``nn.GELU`` calls the patched ``F.gelu``.
+  batch size; the patched functions (``F.gelu``, ``F.softmax``, ``torch.bmm``, ...) add their
+  counts undivided, and ``nn.GELU`` calls the patched ``F.gelu``.
 * calflops 0.3.2 and DeepSpeed 0.19.8 (``profiler.py``): MACs of the patched ``F.linear``,
   ``F.conv*``, ``torch.matmul``, ``addmm``, ``einsum`` (products only, as vitprof); DeepSpeed
   also patches ``F.scaled_dot_product_attention``, ``Tensor.__matmul__``, ``mm`` and ``bmm``,
-  calflops none of them. Neither sees inside a fused module kernel.
+  calflops none of them. Neither sees inside a fused module kernel. Which of these calls ran,
+  and in which module, comes from :class:`vitprof.crosscheck.peers.CallLog`.
 """
 
 from __future__ import annotations
