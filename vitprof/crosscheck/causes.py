@@ -352,9 +352,14 @@ def _own(profile: Profile, path: str) -> list[OpRecord]:
 
 
 def _hook_extra(profile: Profile, module: nn.Module, path: str, calls: list) -> tuple[str, int]:
-    """(kind, amount) a ptflops module hook adds beyond vitprof's MACs of that module."""
+    """(kind, amount) a ptflops module hook adds beyond vitprof's MACs of that module.
+
+    Only modules of a type ptflops maps reach here; the one mapped type with ``head_dim`` and
+    ``num_heads`` is timm's ``Attention``. A mapped type with no rule here (ReLU, pooling)
+    adds 0 and leaves its count in the residual.
+    """
     own = _own(profile, path)
-    if isinstance(module, nn.Linear) and type(module) is nn.Linear:
+    if isinstance(module, nn.Linear):
         bias = sum(r.macs for r in own) // module.in_features if module.bias is not None else 0
         return "Linear bias elements (tokens x out_features)", bias
     if isinstance(module, nn.modules.conv._ConvNd):
