@@ -39,6 +39,38 @@ CASES = [("vit_b_16", 224), ("vit_h_14", 518), ("vit_22b", 224)]
 PEERS = ["vitprof", "FlopCounterMode", "fvcore", "torchinfo", "ptflops"]
 ON_META = {"vitprof", "FlopCounterMode"}
 HEAVY = {("vit_h_14", 518)}
+# Why each peer's MACs differ from vitprof's on CASES: the named causes of `vitprof crosscheck`
+# (docs/crosscheck.md), at batch 1. ViT-B/16 at 224: N = 197 tokens, D = 768, MLP 3072, 12
+# blocks and heads; ViT-H/14 at 518: N = 1370, D = 1280, MLP 5120, 32 blocks, 16 heads.
+EXPLAINED = [
+    "## Why the peers' MACs differ",
+    "",
+    "Each difference is the sum of the named causes of `vitprof crosscheck` (see "
+    "[docs/crosscheck.md](../docs/crosscheck.md)), residual 0:",
+    "",
+    "- FlopCounterMode on meta: equal to vitprof (scaled_dot_product_attention decomposes into "
+    "bmm there).",
+    "- fvcore: it does not count `aten::scaled_dot_product_attention` (QK^T and AV) and counts "
+    "LayerNorm as 5 flops per element. vit_b_16: -715,327,488 (12 x 2 x 197^2 x 768) "
+    "+ 18,912,000 (25 x 197 x 768 x 5) = -696,415,488; vit_h_14 at 518: -153,755,648,000 "
+    "(32 x 2 x 1370^2 x 1280) + 569,920,000 (65 x 1370 x 1280 x 5) = -153,185,728,000.",
+    "- torchinfo 1.8.0: a Linear on (B, N, D) is charged B x weight, not B x N x weight; biases "
+    "and LayerNorm parameters are charged B x params; `nn.MultiheadAttention` runs functionally "
+    "and no rule sees it. vit_b_16: -11,098,128,384 ((1 - 197) x 768 x 3072 x 2 x 12) + 47,080 "
+    "+ 150,528 + 38,400 - 6,292,703,232 = -17,390,595,608; vit_h_14 at 518: -574,200,217,600 "
+    "((1 - 1370) x 1280 x 5120 x 2 x 32) + 205,800 (Linear biases) + 1,752,320 (convolution "
+    "bias, 1369 x 1280) + 166,400 (65 LayerNorms x 2560) - 441,065,472,000 (32 x 1370 x 1280 x "
+    "5120 projections + 153,755,648,000 attention) = -1,015,263,565,080.",
+    "- ptflops 0.7.5 (pytorch backend): its module hooks count LayerNorm input elements, Linear "
+    "and convolution bias elements, nn.GELU output elements and nn.MultiheadAttention's query "
+    "scaling, biases and softmax as MACs, and its patched F.gelu counts GELU again. vit_b_16: "
+    "3,782,400 (25 x 197 x 768) + 9,078,760 (12 x 197 x 3840 + 1000) + 150,528 (196 x 768) "
+    "+ 7,262,208 (12 x 197 x 3072) + 14,666,256 (12 x (5 x 197 x 768 + 12 x 197^2)) "
+    "+ 7,262,208 = +42,202,360; vit_h_14 at 518: 113,984,000 + 280,577,000 + 1,752,320 "
+    "+ 224,460,800 + 1,241,548,800 (32 x (5 x 1370 x 1280 + 16 x 1370^2)) + 224,460,800 "
+    "= +2,086,783,720.",
+    "",
+]
 
 CHILD = r"""
 import contextlib, io, json, logging, sys, time, warnings
@@ -207,6 +239,7 @@ def main() -> int:
         "| :--- | :--- | :--- | ---: | ---: | ---: | ---: | :--- |",
         *("| " + " | ".join(row) + " |" for row in rows),
         "",
+        *EXPLAINED,
     ]
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)

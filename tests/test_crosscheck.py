@@ -22,6 +22,9 @@ LayerNorms 2 * 16 = 32; in_proj 8 * 24 + 24 = 216; out_proj 64 + 8 = 72; MLP 8 *
 from __future__ import annotations
 
 import json
+import sys
+from functools import partial
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -34,11 +37,21 @@ from vitprof.crosscheck import PEERS, render_crosscheck, run_crosscheck
 from vitprof.crosscheck.causes import (
     Cause,
     fvcore_norm_causes,
+    patch_causes,
+    ptflops_aten_causes,
+    ptflops_pytorch_causes,
     published_causes,
     torchinfo_causes,
     uncounted_causes,
 )
-from vitprof.crosscheck.peers import run_flop_counter, run_fvcore, run_torchinfo
+from vitprof.crosscheck.peers import (
+    run_calflops,
+    run_deepspeed,
+    run_flop_counter,
+    run_fvcore,
+    run_ptflops,
+    run_torchinfo,
+)
 from vitprof.crosscheck.table import peer_row
 from vitprof.records import Counts
 from vitprof.zoo import Published
@@ -48,6 +61,14 @@ ATTENTION_MACS = 800  # 2 * 2 * 5 * 5 * 8
 MHA_MACS = 1_920 + 800 + 640  # in_proj + attention + out_proj = 3_360
 TOTAL_MACS = 9_040
 TOTAL_PARAMS = 1_067
+# The optional peers (extra `peers`) and the package each one imports.
+OPTIONAL = {"ptflops-pytorch": "ptflops", "ptflops-aten": "ptflops", "calflops": "calflops",
+            "deepspeed": "deepspeed"}
+INSTALLED = tuple(peer for peer, package in OPTIONAL.items() if find_spec(package))
+
+
+def needs(package: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(find_spec(package) is None, reason=f"{package} is not installed")
 
 
 class TinyBlock(nn.Module):
@@ -80,6 +101,30 @@ class TinyViT(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x)[:, 0])
+
+
+class StoredGelu(nn.Module):
+    """GELU through a reference taken when the module is built (Hugging Face's GELUActivation)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = nn.functional.gelu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(x)
+
+
+class WeightsBlock(TinyBlock):
+    """The tiny block with attention weights asked for (note 001's call) and a stored GELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp[1] = StoredGelu()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.ln_1(x)
+        x = x + self.attn(h, h, h)[0]  # need_weights=True: torch.bmm and F.softmax
+        return x + self.mlp(self.ln_2(x))
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +223,132 @@ def test_flop_counter_on_meta_counts_every_product(tiny, tiny_profile) -> None:
     assert run.total_flops == 2 * TOTAL_MACS
 
 
+@needs("ptflops")
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no-grad"])
+def test_ptflops_pytorch_rules_cause_by_cause(tiny, tiny_profile, tiny_input, grad: bool) -> None:
+    run = run_ptflops(tiny, tiny_input, "pytorch", grad)
+    causes = ptflops_pytorch_causes(tiny_profile, tiny, run)
+    assert [c.macs for c in causes] == [
+        # ln_1, ln_2 and norm: 3 * (B * N * D = 80) input elements, x1 (LayerNorm has no
+        # `affine` attribute, so the BatchNorm rule's x2 never applies)
+        240,
+        # Linear biases x tokens: mlp.0 10 * 16 + mlp.2 10 * 8 + head 2 * 3 = 246
+        246,
+        # conv bias x batch x positions: 8 * 2 * 4 = 64
+        64,
+        # nn.GELU output elements: B * N * M = 2 * 5 * 16 = 160
+        160,
+        # MHA hook, per image: query scaling N * D = 40, in-projection bias 3 * N * D = 120,
+        # softmax H * N * N = 50, out-projection bias N * D = 40; 250 * B = 500. The hook
+        # reads shapes, so the fast path under no_grad changes nothing.
+        500,
+        # hook counts divided by B: (9_040 + 240 + 246 + 64 + 160 + 500) / 2 - 10_250 = -5_125
+        -5_125,
+        # the patched F.gelu, called inside nn.GELU, counts its 160 elements again, per batch
+        160,
+    ]
+    assert run.macs == 5_285 == TOTAL_MACS + sum(c.macs for c in causes)
+    assert "F.gelu" in causes[-1].text and "batch size 2" in causes[-2].text
+
+
+@pytest.mark.parametrize(
+    ("runner", "explain", "grad", "expected"),
+    [
+        # no formula for the CPU flash kernel: -800; bias elements of addmm: out_proj 10 * 8
+        # + mlp.0 10 * 16 + mlp.2 10 * 8 + head 2 * 3 = 326, of the conv 8 * 2 * 4 = 64: +390
+        pytest.param(lambda m, x, g: run_ptflops(m, x, "aten", g), ptflops_aten_causes, True,
+                     [-ATTENTION_MACS, 390], marks=needs("ptflops"), id="ptflops-aten"),
+        # the fast path kernel has no formula: -3_360, and out_proj's 80 bias elements are
+        # inside it: 390 - 80 = 310
+        pytest.param(lambda m, x, g: run_ptflops(m, x, "aten", g), ptflops_aten_causes, False,
+                     [-MHA_MACS, 310], marks=needs("ptflops"), id="ptflops-aten-no-grad"),
+        pytest.param(run_calflops, partial(patch_causes, peer="calflops",
+                                           patches_attention=False),
+                     True, [-ATTENTION_MACS], marks=needs("calflops"), id="calflops"),
+        pytest.param(run_calflops, partial(patch_causes, peer="calflops",
+                                           patches_attention=False),
+                     False, [-MHA_MACS], marks=needs("calflops"), id="calflops-no-grad"),
+        pytest.param(run_deepspeed, partial(patch_causes, peer="DeepSpeed",
+                                            patches_attention=True),
+                     True, [], marks=needs("deepspeed"), id="deepspeed"),
+        pytest.param(run_deepspeed, partial(patch_causes, peer="DeepSpeed",
+                                            patches_attention=True),
+                     False, [-MHA_MACS], marks=needs("deepspeed"), id="deepspeed-no-grad"),
+    ],
+)
+def test_patch_peers_miss_attention_and_the_fast_path(
+    tiny, tiny_profile, tiny_input, runner, explain, grad: bool, expected: list[int]
+) -> None:
+    run = runner(tiny, tiny_input, grad)
+    causes = explain(tiny_profile, tiny, run)
+    assert [c.macs for c in causes] == expected
+    assert run.macs == TOTAL_MACS + sum(expected)
+    assert run.params == TOTAL_PARAMS
+    if not grad:
+        assert "fast path" in causes[0].text
+
+
+@needs("calflops")
+@needs("ptflops")
+def test_attention_weights_path_and_a_stored_gelu(tiny_input) -> None:
+    torch.manual_seed(0)
+    model = TinyViT()
+    model.blocks[0] = WeightsBlock()
+    profile = analyze(model, image_size=8, batch_size=BATCH)
+    causes = ptflops_pytorch_causes(profile, model, run_ptflops(model, tiny_input, "pytorch"))
+    assert [c.macs for c in causes] == [
+        240, 246, 64, 500,  # LayerNorm, Linear bias, conv bias, MHA hook, as on the tiny ViT
+        # the patched torch.bmm inside the hooked MHA counts QK^T and AV again: 800
+        ATTENTION_MACS,
+        # F.softmax on B * H * N * N = 2 * 2 * 5 * 5 = 100 scores
+        100,
+        # hooks without an nn.GELU now: 9_040 + 240 + 246 + 64 + 500 = 10_090, halved: -5_045
+        -5_045,
+        # no F.gelu cause: the stored reference bypasses ptflops's patched F.gelu
+    ]
+    calflops = run_calflops(model, tiny_input)
+    (cause,) = patch_causes(profile, model, calflops, peer="calflops", patches_attention=False)
+    assert cause.macs == -ATTENTION_MACS and "torch.bmm, 2 calls" in cause.text
+
+
+@needs("calflops")
+def test_calflops_does_not_patch_the_matmul_operator() -> None:
+    (row,) = run_crosscheck("note002_cifar_vit_tiny", peers=["calflops"]).rows
+    # note 002's attention is `q @ k^T` and `attn @ v`: 12 blocks x 2 x 65^2 x 192 = 19_468_800
+    assert [c.macs for c in row.causes] == [-19_468_800]
+    assert "Tensor.__matmul__" in row.causes[0].text and row.residual_macs == 0
+
+
+@needs("calflops")
+@needs("ptflops")
+def test_rows_with_grad_say_what_the_fast_path_would_hide(tiny) -> None:
+    calflops, ptflops = run_crosscheck(tiny, image_size=8, batch_size=BATCH,
+                                       peers=["ptflops-pytorch", "calflops"]).rows[::-1]
+    # all of nn.MultiheadAttention: in_proj 1_920 + attention 800 + out_proj 640 = 3_360
+    assert "fast path hides all 3,360 MACs" in calflops.note
+    assert "does not patch F.scaled_dot_product_attention" in calflops.causes[0].text
+    # ptflops's MHA hook computes from shapes: the fast path hides nothing from it
+    assert ptflops.note == "run in eval mode, grad enabled"
+
+
+@pytest.mark.parametrize(
+    ("peer", "module"),
+    [
+        pytest.param("ptflops-pytorch", "ptflops", id="ptflops-pytorch"),
+        pytest.param("ptflops-aten", "ptflops", id="ptflops-aten"),
+        pytest.param("calflops", "calflops", id="calflops"),
+        pytest.param("deepspeed", "deepspeed.profiling.flops_profiler", id="deepspeed"),
+    ],
+)
+def test_missing_optional_peer_is_a_one_line_row(
+    tiny, peer: str, module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # importing it now raises ImportError
+    (row,) = run_crosscheck(tiny, image_size=8, peers=[peer]).rows
+    package = module.split(".")[0]
+    assert (row.macs, row.note) == (None, f"{package} not installed: pip install vitprof[peers]")
+
+
 @pytest.mark.parametrize(
     ("gmacs", "residual"),
     [
@@ -243,7 +414,14 @@ ACCEPTANCE = [
     "note002_cifar_vit_large",
     "note004_vit_b16",
 ]
-ALWAYS_RUN = ("closed-form", "fvcore", "torchinfo", "flopcounter-meta", "flopcounter-cpu")
+ALWAYS_RUN = ("closed-form", "fvcore", "torchinfo", "flopcounter-meta", "flopcounter-cpu",
+              *INSTALLED)
+
+
+def _explained(row) -> None:
+    assert row.macs is not None, f"{row.peer}: {row.note}"
+    assert (row.residual_macs, row.residual_params) in ((0, 0), (0, None)), row.peer
+    assert sum(c.macs for c in row.causes) == row.delta_macs
 
 
 @pytest.mark.parametrize(
@@ -255,15 +433,24 @@ def test_every_difference_is_explained(name: str) -> None:
     rows = {row.peer: row for row in check.rows}
     assert list(rows) == list(PEERS)
     for peer in ALWAYS_RUN:
-        row = rows[peer]
-        assert row.macs is not None, f"{peer}: {row.note}"
-        assert (row.residual_macs, row.residual_params) in ((0, 0), (0, None)), peer
-        assert sum(c.macs for c in row.causes) == row.delta_macs
+        _explained(rows[peer])
     published = rows["published"]
     if name in TORCHVISION:
         assert (published.residual_macs, published.residual_params) == (0, 0)
     else:
         assert published.macs is None and "no published figure" in published.note
+
+
+@pytest.mark.skipif(not INSTALLED, reason="no optional peer is installed")
+@pytest.mark.parametrize(
+    "name",
+    [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in ACCEPTANCE],
+)
+def test_every_difference_is_explained_under_no_grad(name: str) -> None:
+    for row in run_crosscheck(name, peers=[*INSTALLED, "fvcore", "flopcounter-cpu"],
+                              grad=False).rows:
+        _explained(row)
+        assert "torch.no_grad()" in row.note or row.peer in ("fvcore", "flopcounter-cpu")
 
 
 @pytest.mark.slow
@@ -285,6 +472,20 @@ def test_vit_b_16_causes_have_their_closed_form_amounts() -> None:
     assert torchinfo[-1] == -(12 * (197 * 768 * 2304 + 197 * 768 * 768) + attention)
     # published _ops 17.564 is 17_563_828_224 MACs rounded to 3 decimals of a G
     assert [c.macs for c in rows["published"].causes] == [17_564_000_000 - 17_563_828_224]
+    if "ptflops-pytorch" in INSTALLED:
+        ptflops = rows["ptflops-pytorch"]
+        assert [c.macs for c in ptflops.causes] == [
+            25 * 197 * 768,  # LayerNorm input elements: 3_782_400
+            12 * 197 * (3072 + 768) + 1000,  # Linear bias elements, head included: 9_078_760
+            196 * 768,  # patch convolution bias elements: 150_528
+            12 * 197 * 3072,  # nn.GELU output elements: 7_262_208
+            # MHA query scaling N * D, in-projection bias 3 * N * D, out-projection bias N * D
+            # and softmax H * N^2: 12 * (5 * 197 * 768 + 12 * 197 * 197) = 14_666_256
+            12 * (5 * 197 * 768 + 12 * 197 * 197),
+            12 * 197 * 3072,  # F.gelu again: 7_262_208
+        ]
+        # the +42,202,360 of reports/benchmark.md: 17_606_030_584 - 17_563_828_224
+        assert ptflops.delta_macs == 42_202_360 and ptflops.residual_macs == 0
 
 
 # --------------------------------------------------------------------------- command line
@@ -296,6 +497,8 @@ CLI_CASES = [
                  "| peer |", id="markdown"),
     pytest.param(["note002_cifar_vit_tiny", "--peers", "flopcounter-meta", "--format", "json",
                   "--batch-size", "2"], '"peer": "flopcounter-meta"', id="json"),
+    pytest.param(["note002_cifar_vit_tiny", "--peers", "ptflops-aten", "--no-grad"],
+                 "run in eval mode, under torch.no_grad()", id="no-grad", marks=needs("ptflops")),
 ]
 
 

@@ -21,8 +21,8 @@ def peer_list(text: str) -> list[str]:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "crosscheck", help="compare with fvcore, torchinfo, FlopCounterMode, closed form, "
-                           "published figures; explain every difference"
+        "crosscheck", help="compare with fvcore, torchinfo, FlopCounterMode, ptflops, calflops, "
+                           "DeepSpeed, closed form, published figures; explain every difference"
     )
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     parser.add_argument("--image-size", type=positive_int, help="input height and width")
@@ -30,6 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--peers", type=peer_list, metavar="PEER,...",
                         help=f"peers to run (default all): {', '.join(PEERS)}")
+    parser.add_argument("--no-grad", action="store_true",
+                        help="run the peers under torch.no_grad() (nn.MultiheadAttention then "
+                             "takes its fused fast path)")
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
     parser.set_defaults(run=run)
 
@@ -38,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_writable(args.output)
     check = run_crosscheck(
-        args.model, image_size=args.image_size, batch_size=args.batch_size, peers=args.peers
+        args.model, image_size=args.image_size, batch_size=args.batch_size, peers=args.peers,
+        grad=not args.no_grad,
     )
     for row in check.rows:
         if row.macs is not None and (row.residual_macs or row.residual_params):

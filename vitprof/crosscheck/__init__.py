@@ -1,7 +1,9 @@
 """``vitprof crosscheck``: every peer's count of a model next to vitprof's, differences explained.
 
 Peers: the closed form, fvcore ``FlopCountAnalysis``, torchinfo ``summary``, torch's
-``FlopCounterMode`` (on meta and on a real CPU run) and torchvision's published figures. See
+``FlopCounterMode`` (on meta and on a real CPU run), ptflops (``pytorch`` and ``aten`` backends),
+calflops and DeepSpeed's flops profiler (the optional extra ``peers``) and torchvision's
+published figures. See
 ``docs/crosscheck.md`` for each peer's rule and the causes.
 """
 

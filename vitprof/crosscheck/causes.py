@@ -22,6 +22,23 @@ Peer rules used here (read from the installed sources):
   ``bmm``, ``baddbmm``, convolutions and the CUDA attention kernels, bias excluded; any other
   kernel that does not decompose counts 0, such as the CPU attention kernel
   ``_scaled_dot_product_flash_attention_for_cpu``.
+* ptflops 0.7.5 ``aten`` backend (``ptflops/aten_ops.py``): ``mm``, ``matmul``, ``bmm`` count
+  products; ``addmm`` and ``convolution`` add their bias elements as MACs; any other kernel
+  counts 0.
+* ptflops 0.7.5 ``pytorch`` backend (``ptflops/pytorch_ops.py``, ``pytorch_engine.py``): forward
+  hooks on modules whose exact type it maps; a hooked module's count replaces its children's
+  (``accumulate_flops`` does not descend into it). Linear and convolution: products plus bias
+  elements; LayerNorm / BatchNorm / GroupNorm: input elements (x2 with a true ``affine``
+  attribute, which LayerNorm lacks); GELU: output elements; ``nn.MultiheadAttention``: products
+  plus query scaling, in-projection bias, softmax (L x S per head) and out-projection bias;
+  timm's ``Attention``: QK^T, AV, query scaling and softmax. Hook counts are divided by the
+  batch size; the patched functions (``F.gelu``, ``F.softmax``, ``torch.bmm``, ...) add their
+  counts undivided, and ``nn.GELU`` calls the patched ``F.gelu``.
+* calflops 0.3.2 and DeepSpeed 0.19.8 (``profiler.py``): MACs of the patched ``F.linear``,
+  ``F.conv*``, ``torch.matmul``, ``addmm``, ``einsum`` (products only, as vitprof); DeepSpeed
+  also patches ``F.scaled_dot_product_attention``, ``Tensor.__matmul__``, ``mm`` and ``bmm``,
+  calflops none of them. Neither sees inside a fused module kernel. Which of these calls ran,
+  and in which module, comes from :class:`vitprof.crosscheck.peers.CallLog`.
 """
 
 from __future__ import annotations
@@ -34,8 +51,8 @@ from decimal import Decimal
 
 from torch import nn
 
-from vitprof.crosscheck.peers import LayerRow, Uncounted
-from vitprof.formulas import LAYER_NORM_COST
+from vitprof.crosscheck.peers import LayerRow, PatchRun, Uncounted
+from vitprof.formulas import GELU_COST, LAYER_NORM_COST, SOFTMAX_COST
 from vitprof.records import OpRecord
 from vitprof.result import Profile
 from vitprof.zoo import Published
@@ -155,8 +172,14 @@ def fvcore_norm_causes(
 def _norm_elements(record: OpRecord, model: nn.Module) -> tuple[int, bool]:
     module = model.get_submodule(record.module)
     weighted = getattr(module, "weight", None) is not None
+    return _elements_normed(record, module), weighted
+
+
+def _elements_normed(record: OpRecord, module: nn.Module) -> int:
+    """Input elements of a norm record: its vector FLOPs over 5 + 1 per weight and bias."""
+    weighted = getattr(module, "weight", None) is not None
     has_bias = getattr(module, "bias", None) is not None
-    return record.vector_flops // (LAYER_NORM_COST + weighted + has_bias), weighted
+    return record.vector_flops // (LAYER_NORM_COST + weighted + has_bias)
 
 
 # ------------------------------------------------------------------------------------ torchinfo
@@ -240,6 +263,189 @@ def _unhooked_causes(
 def flop_counter_causes(profile: Profile, uncounted: Uncounted) -> list[Cause]:
     """Kernels FlopCounterMode ran without a formula, priced by vitprof's records."""
     return uncounted_causes(profile, uncounted, "has no formula for")
+
+
+# ----------------------------------------------------------------------- calflops, DeepSpeed
+
+# The product kernels each logged call (vitprof.crosscheck.peers.LOGGED_CALLS) runs.
+CALL_KERNELS = {"Tensor.__matmul__": frozenset({"aten.mm", "aten.bmm"}),
+                "torch.bmm": frozenset({"aten.bmm"})}
+FAST_PATH = "under torch.no_grad(), no hook or patched function sees"
+SOFTMAX_OPS = frozenset({"aten._softmax", "aten._safe_softmax"})
+
+
+def fast_path_macs(profile: Profile, model: nn.Module) -> int:
+    """vitprof's MACs inside ``nn.MultiheadAttention`` modules: what its fast path hides from
+    a hook-and-patch peer under ``torch.no_grad()`` (projections and attention)."""
+    paths = [p for p, m in model.named_modules() if isinstance(m, nn.MultiheadAttention)]
+    return sum(r.macs for r in profile.ops if any(_under(r.module, p) for p in paths if p))
+
+
+def fused_modules(kernels: Uncounted) -> list[str]:
+    """Modules that ran a whole-module fused kernel (the ``nn.MultiheadAttention`` fast path)."""
+    return sorted({module for op, module in kernels if op in FUSED_MODULE_KERNELS})
+
+
+def _fused_kernels(kernels: Uncounted) -> Uncounted:
+    return Counter({key: n for key, n in kernels.items() if key[0] in FUSED_MODULE_KERNELS})
+
+
+def _call_kernels(run: PatchRun, call: str) -> set[tuple[str, str]]:
+    """(product kernel, module) pairs run in the modules that made the logged ``call``."""
+    callers = {module for name, module in run.calls if name == call}
+    return {(op, module) for op, module in run.kernels
+            if op in CALL_KERNELS[call] and module in callers}
+
+
+def unpatched_call_causes(
+    profile: Profile, run: PatchRun, peer: str, calls: Sequence[str]
+) -> list[Cause]:
+    """Logged calls the peer does not patch: vitprof's MACs of the product kernels run in the
+    modules that made them, negated."""
+    causes = []
+    for call in calls:
+        amount = sum(vitprof_macs_for(profile, op, module)
+                     for op, module in _call_kernels(run, call))
+        made = sum(n for (name, _), n in run.calls.items() if name == call)
+        causes.append(Cause(f"{peer} does not patch {call}, {made} calls", -amount))
+    return [c for c in causes if c.macs]
+
+
+def patch_causes(
+    profile: Profile, model: nn.Module, run: PatchRun, *, peer: str, patches_attention: bool
+) -> list[Cause]:
+    """calflops and DeepSpeed: fused kernels unseen, and (calflops) SDPA, ``@`` and
+    ``torch.bmm`` unpatched."""
+    causes = uncounted_causes(profile, _fused_kernels(run.kernels), FAST_PATH)
+    if patches_attention:
+        return causes
+    fused = fused_modules(run.kernels)
+    sdpa = Counter({(op, module): n for (op, module), n in run.kernels.items()
+                    if op in SDPA_KERNELS and not any(_under(module, f) for f in fused)})
+    causes += uncounted_causes(
+        profile, sdpa, f"{peer} does not patch F.scaled_dot_product_attention, so misses"
+    )
+    return causes + unpatched_call_causes(profile, run, peer, ["Tensor.__matmul__", "torch.bmm"])
+
+
+# ---------------------------------------------------------------------------------- ptflops
+
+
+def ptflops_aten_causes(profile: Profile, model: nn.Module, run: PatchRun) -> list[Cause]:
+    """ptflops's aten backend: kernels without a formula, and bias elements counted as MACs."""
+    causes = uncounted_causes(profile, run.kernels, "has no formula for")
+    fused = fused_modules(run.kernels)
+    bias = sum(r.vector_flops for r in profile.ops
+               if r.op in ("aten.addmm", "aten.convolution")
+               and not any(_under(r.module, f) for f in fused))
+    causes.append(Cause("counts the bias elements of addmm and convolution as MACs", bias))
+    return [c for c in causes if c.macs]
+
+
+def _roots(hooked: Sequence[str]) -> list[str]:
+    """Hooked modules with no hooked ancestor: the ones whose counts ptflops adds up."""
+    return [p for p in hooked if not any(q != p and _under(p, q) for q in hooked)]
+
+
+def _own(profile: Profile, path: str) -> list[OpRecord]:
+    return [r for r in profile.ops if r.module == path]
+
+
+def _hook_extra(profile: Profile, module: nn.Module, path: str, calls: list) -> tuple[str, int]:
+    """(kind, amount) a ptflops module hook adds beyond vitprof's MACs of that module.
+
+    Only modules of a type ptflops maps reach here; the one mapped type with ``head_dim`` and
+    ``num_heads`` is timm's ``Attention``. A mapped type with no rule here (ReLU, pooling)
+    adds 0 and leaves its count in the residual.
+    """
+    own = _own(profile, path)
+    if isinstance(module, nn.Linear):
+        bias = sum(r.macs for r in own) // module.in_features if module.bias is not None else 0
+        return "Linear bias elements (tokens x out_features)", bias
+    if isinstance(module, nn.modules.conv._ConvNd):
+        per_output = module.in_channels // module.groups * math.prod(module.kernel_size)
+        bias = sum(r.macs for r in own) // per_output if module.bias is not None else 0
+        return "convolution bias elements", bias
+    if isinstance(module, nn.LayerNorm | nn.GroupNorm | nn.modules.batchnorm._BatchNorm):
+        elements = sum(_elements_normed(r, module) for r in own if "norm" in r.op)
+        factor = 2 if getattr(module, "affine", False) else 1
+        return f"{type(module).__name__} input elements x{factor}", elements * factor
+    if isinstance(module, nn.GELU):
+        return "nn.GELU output elements", _gelu_elements(own)
+    if isinstance(module, nn.MultiheadAttention):
+        return ("nn.MultiheadAttention query scaling, in-projection bias, softmax and "
+                "out-projection bias", sum(_mha_extra(module, shapes) for shapes in calls))
+    if hasattr(module, "head_dim") and hasattr(module, "num_heads"):
+        return (f"{type(module).__name__} (timm) query scaling and softmax",
+                sum(_timm_attention_extra(module, shapes) for shapes in calls))
+    return f"{type(module).__name__} (no rule here)", 0
+
+
+def _gelu_elements(records: Sequence[OpRecord]) -> int:
+    return sum(r.vector_flops for r in records if r.op == "aten.gelu") // GELU_COST
+
+
+def _called_elements(
+    profile: Profile, run: PatchRun, call: str, ops: frozenset[str], cost: int
+) -> int:
+    """Elements of vitprof's ``ops`` records (vector FLOPs over ``cost``) in the modules that
+    made the logged ``call``: what a patched element-wise function counts."""
+    callers = {module for name, module in run.calls if name == call}
+    return sum(r.vector_flops for r in profile.ops if r.op in ops and r.module in callers) // cost
+
+
+def _mha_extra(module: nn.MultiheadAttention, shapes: tuple[tuple[int, ...], ...]) -> int:
+    q, k = shapes[0], shapes[1]
+    batch_dim, length_dim = (0, 1) if module.batch_first else (1, 0)
+    batch, embed, heads = q[batch_dim], module.embed_dim, module.num_heads
+    queries, keys = q[length_dim], k[length_dim]
+    bias = (queries + 2 * keys) * embed if module.in_proj_bias is not None else 0
+    return batch * (queries * embed + bias + heads * queries * keys + queries * embed)
+
+
+def _timm_attention_extra(module: nn.Module, shapes: tuple[tuple[int, ...], ...]) -> int:
+    batch, tokens, _ = shapes[0]
+    heads = int(module.num_heads)
+    return batch * (tokens * int(module.head_dim) * heads + heads * tokens * tokens)
+
+
+def ptflops_pytorch_causes(profile: Profile, model: nn.Module, run: PatchRun) -> list[Cause]:
+    """ptflops's pytorch backend, rule by rule, against vitprof's records."""
+    roots = _roots(list(run.hooked))
+
+    def hooked(module: str) -> bool:
+        return any(_under(module, p) for p in roots)
+
+    hidden = sum(r.macs for r in profile.ops
+                 if any(_under(r.module, p) and r.module != p for p in roots))
+    unhooked = sum(r.macs for r in profile.ops if not hooked(r.module))
+    bmm = {True: 0, False: 0}  # vitprof's MACs of torch.bmm calls, inside and outside hooks
+    for op, module in _call_kernels(run, "torch.bmm"):
+        bmm[hooked(module)] += vitprof_macs_for(profile, op, module)
+    softmax = _called_elements(profile, run, "F.softmax", SOFTMAX_OPS, SOFTMAX_COST)
+    gelu = _called_elements(profile, run, "F.gelu", frozenset({"aten.gelu"}), GELU_COST)
+    extras: Counter[str] = Counter()
+    for path in roots:
+        kind, amount = _hook_extra(profile, model.get_submodule(path), path, run.hooked[path])
+        extras[kind] += amount
+    counted = sum(r.macs for p in roots for r in _own(profile, p)) + sum(extras.values())
+    batch = profile.input_shape[0]
+    causes = [Cause(f"counts {kind} as MACs (module hook)", amount)
+              for kind, amount in sorted(extras.items())]
+    causes += [
+        Cause("a hooked module's count replaces its children's: their MACs are lost "
+              "(timm Attention's qkv and proj)", -hidden),
+        Cause("MACs outside every hooked module, in functions it does not patch "
+              "(F.linear, the @ operator, F.scaled_dot_product_attention)", bmm[False] - unhooked),
+        Cause("the patched torch.bmm counts again products its module's hook already counts "
+              "(nn.MultiheadAttention with need_weights)", bmm[True]),
+        Cause("counts F.softmax's input elements as MACs (patched F.softmax)", softmax),
+        Cause(f"divides module-hook counts by the batch size {batch} (per-image average); "
+              f"patched functions stay per batch", counted // batch - counted),
+        Cause("counts F.gelu's input elements as MACs (patched F.gelu; nn.GELU calls it, so its "
+              "elements count twice)", gelu),
+    ]
+    return [c for c in causes if c.macs]
 
 
 # ------------------------------------------------------------------------------------ published

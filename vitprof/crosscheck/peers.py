@@ -12,6 +12,13 @@ while what it reports as unsupported is kept in the returned record.
 * ``torch.utils.flop_counter.FlopCounterMode`` (FLOPs = 2 x MACs) runs ``model(x)`` in eval mode
   with grad enabled, as in its documentation. Below it, a :class:`KernelLog` notes every kernel
   that ran without a formula.
+* ptflops ``get_model_complexity_info`` (MACs) with its ``pytorch`` backend (module hooks and
+  patched functions) or its ``aten`` backend (a dispatch mode); calflops ``calculate_flops`` and
+  DeepSpeed ``get_model_profile`` (no engine) patch ``torch.nn.functional`` and tensor methods and
+  report MACs beside FLOPs. Each runs in eval mode with the grad mode it is given; a
+  :class:`KernelLog` notes every kernel that ran (or, for ptflops's ``aten`` backend, every kernel
+  it has no formula for) and a :class:`CallLog` every ``@``, ``torch.bmm``, ``F.softmax`` and
+  ``F.gelu`` call, with modules.
 
 A peer that cannot be imported raises :class:`PeerUnavailable`.
 """
@@ -31,11 +38,20 @@ from typing import Any
 import torch
 from torch import nn
 from torch.func import functional_call
+from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vitprof.formulas import op_name
 
 Uncounted = Counter[tuple[str, str]]  # (op as "aten.name", module path) -> calls
+# Python-level calls that some peers patch and others do not: name -> (owner, attribute).
+LOGGED_CALLS = {
+    "Tensor.__matmul__": (torch.Tensor, "__matmul__"),
+    "torch.bmm": (torch, "bmm"),
+    "F.softmax": (F, "softmax"),
+    "F.gelu": (F, "gelu"),
+}
+INSTALL = "not installed: pip install vitprof[peers]"
 
 
 class PeerUnavailable(Exception):
@@ -208,34 +224,30 @@ def _layer_path(info: Any) -> str:
     return ".".join(reversed(names))
 
 
-class KernelLog(TorchDispatchMode):
-    """Notes, with the innermost running module, every kernel run that has no FLOP formula.
+class ModuleStack:
+    """The path of the innermost module running, kept by forward pre- and post-hooks."""
 
-    Entered *before* ``FlopCounterMode``, it sits below it and sees exactly the kernels that
-    FlopCounterMode executed after its own decompositions.
-    """
-
-    def __init__(self, model: nn.Module, registry: Any) -> None:
-        super().__init__()
+    def __init__(self, model: nn.Module) -> None:
         self.model = model
-        self.registry = registry
         self.stack: list[str] = []
-        self.uncounted: Uncounted = Counter()
         self.handles: list[Any] = []
 
-    def __enter__(self) -> KernelLog:
+    def __enter__(self) -> ModuleStack:
         for path, module in self.model.named_modules():
             self.handles.append(module.register_forward_pre_hook(partial(self._enter, path)))
             self.handles.append(
                 module.register_forward_hook(partial(self._leave, path), always_call=True)
             )
-        return super().__enter__()
+        return self
 
     def __exit__(self, *args: Any) -> None:
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
-        super().__exit__(*args)
+
+    @property
+    def current(self) -> str:
+        return self.stack[-1] if self.stack else ""
 
     def _enter(self, path: str, module: nn.Module, args: Any) -> None:
         self.stack.append(path)
@@ -244,12 +256,91 @@ class KernelLog(TorchDispatchMode):
         if self.stack and self.stack[-1] == path:
             self.stack.pop()
 
+
+class KernelLog(TorchDispatchMode):
+    """Notes, with the innermost running module, every kernel run that has no FLOP formula.
+
+    Entered *before* a counting dispatch mode (``FlopCounterMode``, ptflops's ``aten`` backend),
+    it sits below it and sees exactly the kernels that mode executed after its own
+    decompositions. With an empty ``registry`` it notes every kernel.
+    """
+
+    def __init__(self, model: nn.Module, registry: Any) -> None:
+        super().__init__()
+        self.modules = ModuleStack(model)
+        self.registry = registry
+        self.uncounted: Uncounted = Counter()
+
+    def __enter__(self) -> KernelLog:
+        self.modules.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *args: Any) -> None:
+        self.modules.__exit__(*args)
+        super().__exit__(*args)
+
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
     ) -> Any:
         if func._overloadpacket not in self.registry:
-            self.uncounted[(op_name(func), self.stack[-1] if self.stack else "")] += 1
+            self.uncounted[(op_name(func), self.modules.current)] += 1
         return func(*args, **(kwargs or {}))
+
+
+class CallLog:
+    """Notes, with the innermost running module, every call of the :data:`LOGGED_CALLS`.
+
+    It wraps them for the duration, as the peers themselves patch functions (a peer that patches
+    one wraps the wrapper and restores it): a torch function mode would instead turn off
+    ``nn.MultiheadAttention``'s fast path.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.modules = ModuleStack(model)
+        self.calls: Uncounted = Counter()
+        self.originals = {
+            name: getattr(owner, attr) for name, (owner, attr) in LOGGED_CALLS.items()
+        }
+
+    def __enter__(self) -> CallLog:
+        self.modules.__enter__()
+        for name, (owner, attr) in LOGGED_CALLS.items():
+            setattr(owner, attr, self._logged(name, self.originals[name]))
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        for name, (owner, attr) in LOGGED_CALLS.items():
+            setattr(owner, attr, self.originals[name])
+        self.modules.__exit__(*args)
+
+    def _logged(self, name: str, original: Any) -> _Logged:
+        return _Logged(original, partial(self._note, name))
+
+    def _note(self, name: str) -> None:
+        self.calls[(name, self.modules.current)] += 1
+
+
+class _Logged:
+    """``original`` with a note of each call; it hashes and compares equal to ``original``, so
+    the peers' tables keyed by the function (ptflops's ``FUNCTIONAL_MAPPING``) still find it,
+    and binds as a method where ``original`` does (``Tensor.__matmul__``)."""
+
+    def __init__(self, original: Any, note: Any) -> None:
+        self.original = original
+        self.note = note
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.note()
+        return self.original(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        return self if instance is None else partial(self, instance)
+
+    def __hash__(self) -> int:
+        return hash(self.original)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or other is self.original or other == self.original
 
 
 def run_flop_counter(model: nn.Module, example: torch.Tensor, grad: bool = True) -> FlopCounterRun:
@@ -265,3 +356,114 @@ def run_flop_counter(model: nn.Module, example: torch.Tensor, grad: bool = True)
     return FlopCounterRun(
         example.device.type, int(counter.get_total_flops()), by_operator, log.uncounted
     )
+
+
+@dataclass(frozen=True)
+class PatchRun:
+    """What a hook-and-patch counter (ptflops, calflops, DeepSpeed) reported, and what ran.
+
+    ``kernels``: every kernel that ran, or for ptflops's ``aten`` backend every kernel it has no
+    formula for; ``calls``: the :data:`LOGGED_CALLS` made; ``hooked``: the modules ptflops's
+    ``pytorch`` backend hooks, with the input shapes each call of them saw.
+    """
+
+    macs: int
+    params: int
+    kernels: Uncounted
+    calls: Uncounted
+    hooked: dict[str, list[tuple[tuple[int, ...], ...]]]
+
+
+@contextlib.contextmanager
+def _watching(
+    model: nn.Module, registry: Any, hooked: dict[str, list[tuple[tuple[int, ...], ...]]]
+) -> Iterator[tuple[KernelLog, CallLog]]:
+    """Logs kernels and ``@`` calls, and records the input shapes of the ``hooked`` modules."""
+    handles = [
+        model.get_submodule(path).register_forward_hook(partial(_shapes, hooked[path]))
+        for path in hooked
+    ]
+    try:
+        with KernelLog(model, registry) as kernels, CallLog(model) as calls:
+            yield kernels, calls
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _shapes(seen: list, module: nn.Module, args: tuple, output: Any) -> None:
+    seen.append(tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor)))
+
+
+def _patch_run(
+    model: nn.Module, example: torch.Tensor, grad: bool, count: Any, registry: Any = frozenset(),
+    hooked: dict[str, list] | None = None,
+) -> PatchRun:
+    """``count()`` -> (MACs, params) in eval mode and ``grad`` mode, quietly, everything logged."""
+    hooked = {} if hooked is None else hooked
+    with (
+        quiet(), evaluating(model), torch.set_grad_enabled(grad),
+        _watching(model, registry, hooked) as (kernels, calls),
+    ):
+        macs, params = count()
+    if macs is None:
+        raise RuntimeError("the peer returned no count (it failed on this model)")
+    return PatchRun(int(macs), int(params), kernels.uncounted, calls.calls, hooked)
+
+
+def run_ptflops(
+    model: nn.Module, example: torch.Tensor, backend: str = "pytorch", grad: bool = True
+) -> PatchRun:
+    """ptflops ``get_model_complexity_info(model, shape, backend=...)`` on ``example``."""
+    try:
+        from ptflops import get_model_complexity_info
+        from ptflops.aten_ops import ATEN_OPS_MAPPING
+        from ptflops.pytorch_ops import MODULES_MAPPING
+    except ImportError:
+        raise PeerUnavailable(f"ptflops {INSTALL}") from None
+    hooked = {} if backend == "aten" else {
+        path: [] for path, module in model.named_modules() if type(module) in MODULES_MAPPING
+    }
+
+    def count() -> tuple[Any, Any]:
+        return get_model_complexity_info(
+            model, tuple(example.shape[1:]), print_per_layer_stat=False, as_strings=False,
+            input_constructor=lambda _: example, backend=backend,
+        )
+
+    registry = ATEN_OPS_MAPPING if backend == "aten" else frozenset()
+    return _patch_run(model, example, grad, count, registry, hooked)
+
+
+def run_calflops(model: nn.Module, example: torch.Tensor, grad: bool = True) -> PatchRun:
+    """calflops ``calculate_flops(model, args=[x])``: its MACs and params."""
+    try:
+        from calflops import calculate_flops
+    except ImportError:
+        raise PeerUnavailable(f"calflops {INSTALL}") from None
+
+    def count() -> tuple[Any, Any]:
+        _, macs, params = calculate_flops(
+            model, args=[example], print_results=False, print_detailed=False,
+            output_as_string=False,
+        )
+        return macs, params
+
+    return _patch_run(model, example, grad, count)
+
+
+def run_deepspeed(model: nn.Module, example: torch.Tensor, grad: bool = True) -> PatchRun:
+    """DeepSpeed ``get_model_profile(model, args=[x])`` without an engine, no warm-up run."""
+    try:
+        with quiet():  # importing DeepSpeed logs the accelerator it picked
+            from deepspeed.profiling.flops_profiler import get_model_profile
+    except ImportError:
+        raise PeerUnavailable(f"deepspeed {INSTALL}") from None
+
+    def count() -> tuple[Any, Any]:
+        _, macs, params = get_model_profile(
+            model, args=[example], print_profile=False, warm_up=0, as_string=False,
+        )
+        return macs, params
+
+    return _patch_run(model, example, grad, count)

@@ -1,10 +1,10 @@
 """``run_crosscheck()``: vitprof's count of a model next to every peer's, each difference explained.
 
 vitprof counts on the meta device (:func:`vitprof.analyze`). The peers that need real tensors
-(fvcore traces with ``torch.jit``; torchinfo and the CPU FlopCounterMode row run a forward) run
-on a CPU copy with random weights; FlopCounterMode also runs on a meta copy, where
-``scaled_dot_product_attention`` decomposes into ``bmm``. A model passed as a module is used as
-it is: on the meta device the peers that need weights say so in their rows.
+(fvcore traces with ``torch.jit``; torchinfo, the CPU FlopCounterMode row, ptflops, calflops and
+DeepSpeed run a forward) run on a CPU copy with random weights; FlopCounterMode also runs on a
+meta copy, where ``scaled_dot_product_attention`` decomposes into ``bmm``. A model passed as a
+module is used as it is: on the meta device the peers that need weights say so in their rows.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TypeVar
 
 import torch
@@ -23,28 +23,24 @@ from vitprof.analysis import analyze
 from vitprof.closed_form import closed_form
 from vitprof.crosscheck import causes as why
 from vitprof.crosscheck.peers import (
+    PatchRun,
     PeerUnavailable,
+    run_calflops,
+    run_deepspeed,
     run_flop_counter,
     run_fvcore,
+    run_ptflops,
     run_torchinfo,
 )
 from vitprof.crosscheck.table import CrossCheck, PeerRow, missing_row, peer_row
 from vitprof.errors import UserError
 from vitprof.progress import progress
 from vitprof.result import Profile
+from vitprof.running import one_line
 from vitprof.spec_inference import spec_from_model
 from vitprof.zoo import Published, build, lookup
 
 R = TypeVar("R")
-PEERS = ("closed-form", "fvcore", "torchinfo", "flopcounter-meta", "flopcounter-cpu", "published")
-UNITS = {
-    "closed-form": "MACs",
-    "fvcore": "flops (fvcore: 1 flop = 1 MAC)",
-    "torchinfo": "mult-adds (MACs)",
-    "flopcounter-meta": "FLOPs (2 FLOPs per MAC)",
-    "flopcounter-cpu": "FLOPs (2 FLOPs per MAC)",
-    "published": "GMACs (torchvision _ops)",
-}
 
 
 class _NoNumber(Exception):
@@ -63,6 +59,7 @@ class Subject:
     profile: Profile
     source: str | nn.Module
     image_size: int
+    grad: bool = True  # the grad mode the peers that run a forward are called in
 
     @property
     def example_shape(self) -> tuple[int, ...]:
@@ -118,23 +115,26 @@ class Subject:
             raise
         except Exception as error:
             raise _NoNumber(f"{self.no_cpu_model}, and on the meta device it fails: "
-                            f"{_one_line(error)}") from None
+                            f"{one_line(error)}") from None
 
 
-def _one_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+@dataclass(frozen=True)
+class Peer:
+    """One peer: its name, its unit and the function that builds its row from the subject."""
+
+    name: str
+    unit: str
+    build: Callable[[Subject, Peer], PeerRow]
 
 
-def _closed_form(subject: Subject) -> PeerRow:
-    unit = UNITS["closed-form"]
+def _closed_form(subject: Subject, peer: Peer) -> PeerRow:
     try:
         spec = spec_from_model(subject.meta_model, subject.image_size)
         totals = closed_form(spec, subject.example_shape[0]).totals
     except UserError as error:
-        return missing_row("closed-form", unit, f"closed form does not describe this model: "
-                                               f"{error}")
-    return peer_row("closed-form", totals.macs, unit, totals.macs, totals.params,
+        return missing_row(peer.name, peer.unit,
+                           f"closed form does not describe this model: {error}")
+    return peer_row(peer.name, totals.macs, peer.unit, totals.macs, totals.params,
                     subject.profile.totals, [])
 
 
@@ -143,8 +143,8 @@ def _breakdown(by_operator: dict[str, int]) -> str:
     return ", ".join(f"{op} {n:,}" for op, n in ordered) or "nothing"
 
 
-def _fvcore(subject: Subject) -> PeerRow:
-    model, run = subject.run_real(run_fvcore)
+def _fvcore(subject: Subject, peer: Peer) -> PeerRow:
+    model, run = subject.run_real(partial(run_fvcore, grad=subject.grad))
     profile = subject.profile
     causes = why.uncounted_causes(profile, run.unsupported, "does not count", "::")
     causes += why.fvcore_norm_causes(profile, model, run.unsupported)
@@ -152,50 +152,85 @@ def _fvcore(subject: Subject) -> PeerRow:
     free = why.free_uncounted(profile, run.unsupported)
     if free:
         note += f"; also unsupported, no MACs in vitprof either: {', '.join(free)}"
-    return peer_row("fvcore", run.total, UNITS["fvcore"], run.total, run.params,
+    return peer_row(peer.name, run.total, peer.unit, run.total, run.params,
                     profile.totals, causes, note)
 
 
-def _torchinfo(subject: Subject) -> PeerRow:
+def _torchinfo(subject: Subject, peer: Peer) -> PeerRow:
     model, run = subject.run_real(run_torchinfo)
     causes = why.torchinfo_causes(subject.profile, run.layers, model)
-    return peer_row("torchinfo", run.total_mult_adds, UNITS["torchinfo"], run.total_mult_adds,
+    return peer_row(peer.name, run.total_mult_adds, peer.unit, run.total_mult_adds,
                     run.total_params, subject.profile.totals, causes)
 
 
-def _flop_counter(subject: Subject, device: str) -> PeerRow:
-    peer, unit = f"flopcounter-{device}", UNITS[f"flopcounter-{device}"]
+def _flop_counter(subject: Subject, peer: Peer, device: str) -> PeerRow:
     model = subject.meta_model if device == "meta" else subject.cpu_model
     if model is None:
-        return missing_row(peer, unit, f"needs a model with weights on the cpu: "
-                                       f"{subject.no_cpu_model}")
-    run = run_flop_counter(model, subject.example(device))
+        return missing_row(peer.name, peer.unit, f"needs a model with weights on the cpu: "
+                                                 f"{subject.no_cpu_model}")
+    run = run_flop_counter(model, subject.example(device), subject.grad)
     causes = why.flop_counter_causes(subject.profile, run.uncounted)
-    return peer_row(peer, run.total_flops, unit, run.total_flops // 2, None,
+    return peer_row(peer.name, run.total_flops, peer.unit, run.total_flops // 2, None,
                     subject.profile.totals, causes,
                     f"2 FLOPs per MAC: {run.total_flops:,} FLOPs = {run.total_flops // 2:,} MACs; "
                     f"by operator: {_breakdown(run.by_operator)}")
 
 
-def _published(subject: Subject) -> PeerRow:
+def _published(subject: Subject, peer: Peer) -> PeerRow:
     published = subject.published()
     if published is None:
-        return missing_row("published", UNITS["published"],
+        return missing_row(peer.name, peer.unit,
                            "no published figure for this model, image size and class count")
     macs = int(Decimal(str(published.gmacs)) * 10**9)
-    return peer_row("published", published.gmacs, UNITS["published"], macs, published.params,
+    return peer_row(peer.name, published.gmacs, peer.unit, macs, published.params,
                     subject.profile.totals, why.published_causes(subject.profile, published),
                     published.source)
 
 
-_BUILDERS: dict[str, Callable[[Subject], PeerRow]] = {
-    "closed-form": _closed_form,
-    "fvcore": _fvcore,
-    "torchinfo": _torchinfo,
-    "flopcounter-meta": lambda subject: _flop_counter(subject, "meta"),
-    "flopcounter-cpu": lambda subject: _flop_counter(subject, "cpu"),
-    "published": _published,
-}
+def _patch_peer(
+    runner: Callable[..., PatchRun],
+    explain: Callable[[Profile, nn.Module, PatchRun], list[why.Cause]],
+    fast_path_blind: bool = True,
+) -> Callable[[Subject, Peer], PeerRow]:
+    """A row builder for a hook-and-patch peer: its MACs, params and the causes ``explain``
+    names; the note states the grad mode, which decides the nn.MultiheadAttention path, and
+    with grad enabled what the fast path would hide from a ``fast_path_blind`` peer."""
+
+    def build(subject: Subject, peer: Peer) -> PeerRow:
+        model, run = subject.run_real(partial(runner, grad=subject.grad))
+        causes = explain(subject.profile, model, run)
+        note = f"run in eval mode, {'grad enabled' if subject.grad else 'under torch.no_grad()'}"
+        hidden = why.fast_path_macs(subject.profile, model) if fast_path_blind else 0
+        if subject.grad and hidden:
+            note += (f"; under torch.no_grad() the nn.MultiheadAttention fast path hides all "
+                     f"{hidden:,} MACs of its modules from {peer.name}")
+        return peer_row(peer.name, run.macs, peer.unit, run.macs, run.params,
+                        subject.profile.totals,
+                        causes, note)
+
+    return build
+
+
+TABLE = (
+    Peer("closed-form", "MACs", _closed_form),
+    Peer("fvcore", "flops (fvcore: 1 flop = 1 MAC)", _fvcore),
+    Peer("torchinfo", "mult-adds (MACs)", _torchinfo),
+    Peer("flopcounter-meta", "FLOPs (2 FLOPs per MAC)", partial(_flop_counter, device="meta")),
+    Peer("flopcounter-cpu", "FLOPs (2 FLOPs per MAC)", partial(_flop_counter, device="cpu")),
+    Peer("ptflops-pytorch", "MACs (ptflops GMac)", _patch_peer(
+        partial(run_ptflops, backend="pytorch"), why.ptflops_pytorch_causes,
+        fast_path_blind=False)),
+    Peer("ptflops-aten", "MACs (ptflops GMac)", _patch_peer(
+        partial(run_ptflops, backend="aten"), why.ptflops_aten_causes)),
+    Peer("calflops", "MACs (calflops macs)", _patch_peer(
+        run_calflops, partial(why.patch_causes, peer="calflops", patches_attention=False))),
+    Peer("deepspeed", "MACs (DeepSpeed macs)", _patch_peer(
+        run_deepspeed, partial(why.patch_causes, peer="DeepSpeed", patches_attention=True))),
+    Peer("published", "GMACs (torchvision _ops)", _published),
+)
+PEERS = tuple(peer.name for peer in TABLE)
+UNITS = {peer.name: peer.unit for peer in TABLE}
+_BY_NAME = {peer.name: peer for peer in TABLE}
 
 
 def check_peers(peers: Sequence[str] | None) -> tuple[str, ...]:
@@ -210,13 +245,13 @@ def check_peers(peers: Sequence[str] | None) -> tuple[str, ...]:
 
 def _row(peer: str, subject: Subject) -> PeerRow:
     try:
-        return _BUILDERS[peer](subject)
+        return _BY_NAME[peer].build(subject, _BY_NAME[peer])
     except (PeerUnavailable, _NoNumber) as error:
         return missing_row(peer, UNITS[peer], str(error))
     except UserError:
         raise
     except Exception as error:
-        return missing_row(peer, UNITS[peer], f"could not run: {_one_line(error)}")
+        return missing_row(peer, UNITS[peer], f"could not run: {one_line(error)}")
 
 
 def run_crosscheck(
@@ -224,11 +259,16 @@ def run_crosscheck(
     image_size: int | None = None,
     batch_size: int = 1,
     peers: Sequence[str] | None = None,
+    grad: bool = True,
 ) -> CrossCheck:
-    """vitprof's count of ``model`` next to each peer's, every difference decomposed."""
+    """vitprof's count of ``model`` next to each peer's, every difference decomposed.
+
+    ``grad=False`` runs the peers that run a forward under ``torch.no_grad()``, where
+    ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way).
+    """
     chosen = check_peers(peers)
     profile = analyze(model, image_size=image_size, batch_size=batch_size)
-    subject = Subject(profile, model, profile.input_shape[-1])
+    subject = Subject(profile, model, profile.input_shape[-1], grad)
     rows = [_row(peer, subject)
             for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
     return CrossCheck(profile.model, profile.input_shape, profile.torch_version, profile.device,
