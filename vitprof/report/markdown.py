@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from vitprof.analysis import analyze
 from vitprof.closed_form import AttentionKind, block_counts
-from vitprof.crosscheck import render_crosscheck, run_crosscheck
+from vitprof.crosscheck import PEERS, render_crosscheck, run_crosscheck
 from vitprof.errors import UserError
 from vitprof.records import Component, Counts
 from vitprof.render import giga, header_lines, markdown_table
@@ -223,8 +223,14 @@ def scaling_sizes(profile: Profile, patch_size: int) -> list[int]:
 # ------------------------------------------------------------------------------- the page
 
 
+# The peers a model page shows: those the ``test`` extra installs, so that ``report --check``
+# regenerates the same page wherever the suite runs. DeepSpeed, installed only by the ``peers``
+# extra (it builds from source), is left to ``vitprof crosscheck``.
+PAGE_PEERS = tuple(peer for peer in PEERS if peer != "deepspeed")
+
+
 def _crosscheck_section(name: str) -> str:
-    return render_crosscheck(run_crosscheck(name), "markdown").rstrip("\n")
+    return render_crosscheck(run_crosscheck(name, peers=PAGE_PEERS), "markdown").rstrip("\n")
 
 
 def _totals_lines(profile: Profile) -> list[str]:
