@@ -168,11 +168,14 @@ def test_factory_of_a_model_that_falls_back_runs_once(models: Path, run: Callabl
     assert sum(op.macs for op in result.ops) == 56 * 56 * 8 * 48 + 8 * 2
 
 
+# The peak is the process's own high-water mark (VmHWM, in kB): getrusage's ru_maxrss survives
+# exec and would report the forking pytest process's peak.
 GUARD_SCRIPT = """
-import resource, sys
+import re, sys
+from pathlib import Path
 from vitprof.cli import main
 code = main(sys.argv[1:])
-print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+print(code, int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text())[1]) * 1024)
 """
 WEIGHTS = 12_288 * 65_536 * 4  # 3_221_225_472 bytes of float32
 
