@@ -289,10 +289,15 @@ def test_a_map_rule_that_matches_nothing_warns(capsys) -> None:
     assert err == "vitprof: warning: --map rule '^heds=other' matched no module or parameter\n"
 
 
-def test_profile_shows_every_warning_of_the_breakdown(odd_models: Path, capsys) -> None:
-    code, out, err = run(["profile", f"{odd_models}:odd", "--image-size", "16", "--iters", "1",
-                          "--warmup", "0", "--peak-tflops", "1", "--format", "json",
-                          "--map", "^nothing_here=other"], capsys)
+@pytest.mark.parametrize("argv", [
+    pytest.param(["profile", "--iters", "1", "--warmup", "0", "--peak-tflops", "1"], id="profile"),
+    pytest.param(["crosscheck", "--peers", "fvcore"], id="crosscheck"),
+])
+def test_every_warning_of_the_breakdown_is_shown(argv: list[str], odd_models: Path,
+                                                 capsys) -> None:
+    command, *options = argv
+    code, out, err = run([command, f"{odd_models}:odd", "--image-size", "16", *options,
+                          "--format", "json", "--map", "^nothing_here=other"], capsys)
     assert code == 0
     assert json.loads(out)["warnings"] == [line.removeprefix("vitprof: warning: ")
                                            for line in err.splitlines()]

@@ -62,6 +62,11 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
     parser.add_argument("--device", choices=("meta", "cpu", "cuda"), default="meta")
+    add_map_option(parser)
+
+
+def add_map_option(parser: argparse.ArgumentParser) -> None:
+    """``--map REGEX=COMPONENT``, repeatable: overrides that win over the recognizer."""
     parser.add_argument("--map", type=component_rule, action="append", default=[],
                         metavar="REGEX=COMPONENT",
                         help="attribute modules/parameters matching REGEX to COMPONENT")

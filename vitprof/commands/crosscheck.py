@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from vitprof.commands.common import positive_int, warn, write_output
+from vitprof.commands.common import add_map_option, positive_int, warn, write_output
 from vitprof.commands.outputs import check_writable
 from vitprof.crosscheck import FORMATS, PEERS, render_crosscheck, run_crosscheck
 
@@ -33,6 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-grad", action="store_true",
                         help="run the peers under torch.no_grad() (nn.MultiheadAttention then "
                              "takes its fused fast path)")
+    add_map_option(parser)
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
     parser.set_defaults(run=run)
 
@@ -42,8 +43,10 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.output)
     check = run_crosscheck(
         args.model, image_size=args.image_size, batch_size=args.batch_size, peers=args.peers,
-        grad=not args.no_grad,
+        grad=not args.no_grad, overrides=args.map,
     )
+    for message in check.warnings:
+        warn(message)
     for row in check.rows:
         if row.macs is not None and (row.residual_macs or row.residual_params):
             warn(f"{row.peer}: unexplained residual of {row.residual_macs:,} MACs and "

@@ -6,7 +6,7 @@ import argparse
 import math
 
 from vitprof.commands.common import (
-    component_rule,
+    add_map_option,
     non_negative_int,
     positive_int,
     warn,
@@ -47,9 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="CPU threads for the run (default: torch's)")
     parser.add_argument("--peak-tflops", type=positive_float,
                         help="the device's peak in TFLOP/s instead of measuring a matmul")
-    parser.add_argument("--map", type=component_rule, action="append", default=[],
-                        metavar="REGEX=COMPONENT",
-                        help="attribute modules/parameters matching REGEX to COMPONENT")
+    add_map_option(parser)
     parser.add_argument("--format", choices=PROFILE_FORMATS, default="table")
     parser.add_argument("--output", metavar="FILE")
     parser.add_argument("--roofline", metavar="PNG", help="also write the roofline figure")

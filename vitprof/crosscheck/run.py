@@ -34,6 +34,7 @@ from vitprof.crosscheck.peers import (
 )
 from vitprof.crosscheck.table import CrossCheck, PeerRow, missing_row, peer_row
 from vitprof.errors import UserError
+from vitprof.families import Rule
 from vitprof.progress import progress
 from vitprof.result import Profile
 from vitprof.running import one_line
@@ -260,16 +261,19 @@ def run_crosscheck(
     batch_size: int = 1,
     peers: Sequence[str] | None = None,
     grad: bool = True,
+    overrides: Sequence[Rule] = (),
 ) -> CrossCheck:
     """vitprof's count of ``model`` next to each peer's, every difference decomposed.
+
+    ``overrides`` are ``--map`` rules for vitprof's breakdown (the totals do not depend on them).
 
     ``grad=False`` runs the peers that run a forward under ``torch.no_grad()``, where
     ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way).
     """
     chosen = check_peers(peers)
-    profile = analyze(model, image_size=image_size, batch_size=batch_size)
+    profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides)
     subject = Subject(profile, model, profile.input_shape[-1], grad)
     rows = [_row(peer, subject)
             for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
     return CrossCheck(profile.model, profile.input_shape, profile.torch_version, profile.device,
-                      profile.attention_implementation, profile.totals, rows)
+                      profile.attention_implementation, profile.totals, rows, profile.warnings)

@@ -72,6 +72,7 @@ class CrossCheck:
     attention_implementation: str
     vitprof: Counts
     rows: list[PeerRow]
+    warnings: tuple[str, ...] = ()  # vitprof's own warnings about the model (its Profile's)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON interface: the model, vitprof's totals, the convention and every row."""
@@ -84,6 +85,7 @@ class CrossCheck:
             "convention": CONVENTION,
             "vitprof": self.vitprof.as_dict(),
             "rows": [asdict(row) for row in self.rows],
+            "warnings": list(self.warnings),
         }
 
 
