@@ -439,7 +439,7 @@ def test_bad_factories(factory_file: Path, attribute: str, message: str, capsys)
     assert code == 2 and message in err and err.count("\n") == 1
 
 
-ODD_MODELS_PY = """
+FAILING_FORWARDS_PY = """
 from torch import nn
 
 
@@ -488,7 +488,7 @@ def test_a_failing_forward_is_one_line_in_every_command(
     tmp_path: Path, argv: list[str], message: str, capsys
 ) -> None:
     (tmp_path / "models.py").write_text(BUDGET_MODELS_PY)
-    (tmp_path / "odd.py").write_text(ODD_MODELS_PY)
+    (tmp_path / "odd.py").write_text(FAILING_FORWARDS_PY)
     (tmp_path / "budget.toml").write_text(
         f'[m]\nmodel = "{tmp_path}/models.py:make_broken"\nmax_params = 1\n'
     )

@@ -52,7 +52,7 @@ from torch import nn
 from vitprof.analysis import analyze
 from vitprof.baseline import Baseline, Limit, baseline_limits, save_baseline
 from vitprof.diff import Snapshot, parse_percent
-from vitprof.errors import UserError
+from vitprof.errors import UserError, read_user_file
 from vitprof.families import Rule
 from vitprof.records import Component, Counts
 from vitprof.result import Profile
@@ -229,12 +229,7 @@ def load_budgets(path: str | Path) -> list[Budget]:
     """Every budget of the TOML file ``path``, validated; relative model paths are relative to
     the file's folder."""
     name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{name}: no such budget file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"{name}: cannot read the budget file: {error}") from None
+    text = read_user_file(path, "budget")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

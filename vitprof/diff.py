@@ -24,7 +24,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from vitprof.errors import UserError
+from vitprof.errors import UserError, read_user_file
 from vitprof.records import Counts
 from vitprof.result import Profile
 from vitprof.schema import SCHEMA_VERSION, schema_errors
@@ -82,12 +82,7 @@ def read_profile(path: str | Path) -> Snapshot:
     """A saved profile, checked against the profile schema; any defect is one
     :class:`UserError` naming the file and what is wrong."""
     name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{name}: no such profile file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"{name}: cannot read the profile: {error}") from None
+    text = read_user_file(path, "profile")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:

@@ -1,5 +1,21 @@
-"""The one exception type that means "the user asked for something that cannot be done"."""
+"""The one exception type that means "the user asked for something that cannot be done", and
+reading a user's file with that exception as its only failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 
 class UserError(Exception):
     """A bad model name, size, file or option: reported as one line and exit code 2."""
+
+
+def read_user_file(path: str | Path, kind: str) -> str:
+    """The UTF-8 text of the user's ``kind`` file (``"budget"``, ``"profile"``): a missing or
+    unreadable file is one :class:`UserError` naming it."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such {kind} file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: cannot read the {kind} file: {error}") from None
