@@ -20,6 +20,7 @@ from torch import nn
 from torch.func import functional_call
 
 from vitprof.counter import OpCounter
+from vitprof.deploy import deployed
 from vitprof.errors import UserError
 from vitprof.families import ComponentMap, Rule, recognize
 from vitprof.profiling.training import MODES, training_step
@@ -105,12 +106,14 @@ def analyze(
     overrides: Sequence[Rule] = (),
     name: str | None = None,
     mode: str = "inference",
+    deploy: bool = False,
 ) -> Profile:
     """Count params, MACs and vector FLOPs of ``model`` per component and per block.
 
     ``model`` is an ``nn.Module`` or any name :func:`vitprof.zoo.build` accepts. ``overrides``
     are ``(regex, component)`` pairs that win over the recognizer. ``mode="train"`` counts a
-    training step, forward and backward; each op record says its ``phase``.
+    training step, forward and backward; each op record says its ``phase``. ``deploy=True``
+    counts the deploy form (:func:`vitprof.deploy.deploy_form`), a copy: BatchNorm folded.
     """
     if mode not in MODES:
         raise UserError(f"unknown mode '{mode}'; choose from {', '.join(MODES)}")
@@ -120,7 +123,7 @@ def analyze(
         raise UserError(f"batch size must be at least 1, got {batch_size}")
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("device cuda requested but no CUDA device is available")
-    built = _prepare(model, image_size, num_classes, device, name)
+    built = deployed(_prepare(model, image_size, num_classes, device, name), deploy)
     rules = [*(built.entry.overrides if built.entry else ()), *overrides]
     mapping = recognize(built.module, rules)
     shape = (batch_size, built.in_chans, built.image_size, built.image_size)
@@ -136,7 +139,7 @@ def analyze(
             raise UserError(message) from None
         reason = _one_line(error)
         fallback = f"meta device failed ({reason}); counted on cpu with real tensors"
-        built = _cpu_copy(built, model, image_size, num_classes, reason)
+        built = deployed(_cpu_copy(built, model, image_size, num_classes, reason), deploy)
         mapping = recognize(built.module, rules)
         run_device = "cpu"
         try:
