@@ -44,10 +44,16 @@ def deployed(built: BuiltModel, deploy: bool) -> BuiltModel:
 
 def deploy_form(model: nn.Module) -> nn.Module:
     """A copy of ``model`` re-parameterised by timm and with BatchNorm folded (module docs)."""
-    with torch.device(_device(model)):  # timm's fuse() builds its new layers on this device
-        copied = _reparameterize(model)
-        fold_batch_norms(copied)
+    copied = reparameterized(model)
+    fold_batch_norms(copied)
     return copied
+
+
+def reparameterized(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` after timm's ``reparameterize_model`` only (a plain copy without
+    timm): what timm itself deploys, and what its results tables count."""
+    with torch.device(_device(model)):  # timm's fuse() builds its new layers on this device
+        return _reparameterize(model)
 
 
 def _device(model: nn.Module) -> torch.device:

@@ -11,6 +11,7 @@ import argparse
 
 from vitprof.commands.common import positive_int, warn, write_output
 from vitprof.crosscheck import FORMATS, PEERS, render_crosscheck, run_crosscheck
+from vitprof.deploy import DEPLOY_HELP
 
 
 def peer_list(text: str) -> list[str]:
@@ -30,12 +31,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--peers", type=peer_list, metavar="PEER,...",
                         help=f"peers to run (default all): {', '.join(PEERS)}")
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     check = run_crosscheck(
-        args.model, image_size=args.image_size, batch_size=args.batch_size, peers=args.peers
+        args.model, image_size=args.image_size, batch_size=args.batch_size, peers=args.peers,
+        deploy=args.deploy,
     )
     for row in check.rows:
         if row.macs is not None and (row.residual_macs or row.residual_params):

@@ -28,7 +28,11 @@ from vitprof.crosscheck.peers import (
     run_fvcore,
     run_torchinfo,
 )
+from vitprof.crosscheck.published import PEER as TIMM_PEER
+from vitprof.crosscheck.published import UNIT as TIMM_UNIT
+from vitprof.crosscheck.published import subject_row as timm_published_row
 from vitprof.crosscheck.table import CrossCheck, PeerRow, missing_row, peer_row
+from vitprof.deploy import deploy_form, deployed
 from vitprof.errors import UserError
 from vitprof.result import Profile
 from vitprof.spec_inference import spec_from_model
@@ -44,6 +48,8 @@ UNITS = {
     "flopcounter-cpu": "FLOPs (2 FLOPs per MAC)",
     "published": "GMACs (torchvision _ops)",
 }
+PEERS += (TIMM_PEER,)
+UNITS[TIMM_PEER] = TIMM_UNIT
 
 
 class _NoNumber(Exception):
@@ -62,6 +68,7 @@ class Subject:
     profile: Profile
     source: str | nn.Module
     image_size: int
+    deploy: bool = False  # the peers run on the deploy form too (vitprof.deploy)
 
     @property
     def example_shape(self) -> tuple[int, ...]:
@@ -71,8 +78,9 @@ class Subject:
     def meta_model(self) -> nn.Module:
         """A meta build of a named model; a module as it is (meta stand-ins run it on meta)."""
         if isinstance(self.source, str):
-            return build(self.source, image_size=self.image_size, device="meta").module
-        return self.source
+            built = build(self.source, image_size=self.image_size, device="meta")
+            return deployed(built, self.deploy).module
+        return deploy_form(self.source) if self.deploy else self.source
 
     @cached_property
     def no_cpu_model(self) -> str:
@@ -94,8 +102,9 @@ class Subject:
         if self.no_cpu_model:
             return None
         if isinstance(self.source, str):
-            return build(self.source, image_size=self.image_size, device="cpu").module
-        return self.source
+            built = build(self.source, image_size=self.image_size, device="cpu")
+            return deployed(built, self.deploy).module
+        return deploy_form(self.source) if self.deploy else self.source
 
     def example(self, device: str) -> torch.Tensor:
         return torch.randn(self.example_shape, device=device)
@@ -195,6 +204,7 @@ _BUILDERS: dict[str, Callable[[Subject], PeerRow]] = {
     "flopcounter-cpu": lambda subject: _flop_counter(subject, "cpu"),
     "published": _published,
 }
+_BUILDERS[TIMM_PEER] = timm_published_row
 
 
 def check_peers(peers: Sequence[str] | None) -> tuple[str, ...]:
@@ -223,11 +233,13 @@ def run_crosscheck(
     image_size: int | None = None,
     batch_size: int = 1,
     peers: Sequence[str] | None = None,
+    deploy: bool = False,
 ) -> CrossCheck:
-    """vitprof's count of ``model`` next to each peer's, every difference decomposed."""
+    """vitprof's count of ``model`` next to each peer's, every difference decomposed; with
+    ``deploy``, of its deploy form (:mod:`vitprof.deploy`), for vitprof and every peer."""
     chosen = check_peers(peers)
-    profile = analyze(model, image_size=image_size, batch_size=batch_size)
-    subject = Subject(profile, model, profile.input_shape[-1])
+    profile = analyze(model, image_size=image_size, batch_size=batch_size, deploy=deploy)
+    subject = Subject(profile, model, profile.input_shape[-1], deploy)
     rows = [_row(peer, subject) for peer in chosen]
     return CrossCheck(profile.model, profile.input_shape, profile.torch_version, profile.device,
                       profile.attention_implementation, profile.totals, rows)

@@ -1,0 +1,291 @@
+"""timm's published results table as a cross-check peer (``timm-published``), differences named.
+
+timm publishes, for each model and inference image size, ``param_count`` (millions) and
+``infer_gmacs`` (billions of MACs), both rounded to 0.01 by ``benchmark.py``
+(``round(x / 1e6, 2)``, ``round(macs / 1e9, 2)``). vitprof ships the needed columns of one such
+file (:data:`DATA_FILE`, source, commit and date in its header). How that table counts, found by
+experiment against vitprof's records (``reports/timm_published.md``):
+
+* **the deploy form** (*table form*): ``param_count`` and the MACs are those of the model after
+  ``timm.utils.reparameterize_model`` (BatchNorm fused into the convolutions and linears of
+  LeViT, EfficientViT-M, TinyViT; FastViT's MobileOne branches merged). A model counted as built
+  differs by the fused BatchNorms' parameters and the merged branches' MACs.
+* **fvcore's rules** (timm profiles with fvcore ``FlopCountAnalysis``, one "flop" per MAC, on the
+  non-fused attention path, so its products are counted as vitprof counts them), which add
+  element-wise work to the MACs: LayerNorm and GroupNorm 5 per input element (4 without a
+  weight), eval BatchNorm 2 per element (1 without affine), adaptive average pooling 1 per input
+  element; and no handle, so 0, for ``aten::baddbmm``.
+* **rounding** to 0.01 M params and 0.01 GMACs of the count those rules give.
+
+Each of these is a :class:`Cause` with its exact amount; what they leave is the residual, 0 when
+the table is reconciled (the published figure is the rounding of vitprof's count under timm's
+rules, so ``|published - (vitprof + rules)| <= 0.005``).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from torch import nn
+
+from vitprof.analysis import analyze
+from vitprof.crosscheck.causes import Cause, fvcore_norm_causes
+from vitprof.crosscheck.table import PeerRow, missing_row, peer_row
+from vitprof.deploy import reparameterized
+from vitprof.records import OpRecord
+from vitprof.result import Profile
+from vitprof.zoo import build
+
+if TYPE_CHECKING:
+    from vitprof.crosscheck.run import Subject
+
+PEER = "timm-published"
+UNIT = "GMACs (timm results table, rounded to 0.01)"
+REPOSITORY = "https://github.com/huggingface/pytorch-image-models"
+COLUMNS = ["model", "infer_img_size", "param_count", "infer_gmacs"]
+DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "timm_published.csv"
+GIGA, MEGA = 10**9, 10**6
+# fvcore's per-element "flops" (= MACs to it) for eval BatchNorm: (with affine, without)
+FVCORE_BATCH_NORM = (2, 1)
+# vitprof's vector FLOPs per element of each batch-norm kernel, before +1 for a weight, +1 bias
+VITPROF_BATCH_NORM = {
+    "aten._native_batch_norm_legit_no_training": 2,
+    "aten.native_batch_norm": 5,
+    "aten._native_batch_norm_legit": 5,
+}
+ADAPTIVE_POOL = ("aten._adaptive_avg_pool2d", "aten.adaptive_avg_pool2d")
+FVCORE_NO_HANDLE = ("aten.baddbmm",)
+
+
+def header_lines(source: str, commit: str, date: str) -> list[str]:
+    """The ``#`` lines that head the shipped table: where it comes from."""
+    return [
+        "# timm's published results table: the columns vitprof needs",
+        f"# source: {source}",
+        f"# commit: {commit}",
+        f"# date: {date}",
+        "# regenerate with: python tools/refresh_timm_table.py SRC.csv --commit SHA --date DATE",
+    ]
+
+
+@dataclass(frozen=True)
+class TimmRow:
+    """One row of timm's table, figures kept as printed (strings of 0.01 precision)."""
+
+    model: str
+    image_size: int
+    param_count: str  # millions
+    gmacs: str  # billions of MACs
+
+    @property
+    def params(self) -> int:
+        return int(Decimal(self.param_count) * MEGA)
+
+    @property
+    def macs(self) -> int:
+        return int(Decimal(self.gmacs) * GIGA)
+
+
+@dataclass(frozen=True)
+class TimmTable:
+    """timm's table: its source, commit, date and rows."""
+
+    source: str
+    commit: str
+    date: str
+    rows: tuple[TimmRow, ...]
+
+    def find(self, model: str, image_size: int) -> TimmRow | None:
+        """The row of ``model`` (a pretrained tag is ignored) at ``image_size``, or None."""
+        name = model.partition(".")[0]
+        return next((r for r in self.rows if r.model == name and r.image_size == image_size),
+                    None)
+
+    def sizes(self, model: str) -> list[int]:
+        name = model.partition(".")[0]
+        return [r.image_size for r in self.rows if r.model == name]
+
+    @property
+    def citation(self) -> str:
+        return f"timm {self.source.rpartition('/')[2]} @ {self.commit[:8]} ({self.date})"
+
+
+@cache
+def load_table(path: Path = DATA_FILE) -> TimmTable:
+    """The shipped table (or another file in its format)."""
+    header: dict[str, str] = {}
+    with path.open(newline="") as handle:
+        lines = [line for line in handle if not _comment(line, header)]
+    rows = tuple(
+        TimmRow(r["model"], int(r["infer_img_size"]), r["param_count"], r["infer_gmacs"])
+        for r in csv.DictReader(lines)
+    )
+    return TimmTable(header["source"], header["commit"], header["date"], rows)
+
+
+def _comment(line: str, header: dict[str, str]) -> bool:
+    if not line.startswith("#"):
+        return False
+    key, sep, value = line[1:].strip().partition(": ")
+    if sep:
+        header[key] = value
+    return True
+
+
+# --------------------------------------------------------------------------------------- causes
+
+
+def rounded(value: int, scale: int) -> int:
+    """``value`` as timm prints it, ``round(value / scale, 2)``, back in units."""
+    return int(Decimal(str(round(value / scale, 2))) * scale)
+
+
+def table_form_causes(profile: Profile, table: Profile) -> list[Cause]:
+    """What counting timm's deploy form instead of the model counted changes."""
+    params = table.totals.params - profile.totals.params
+    macs = table.totals.macs - profile.totals.macs
+    if not (params or macs):
+        return []
+    return [Cause("timm's table counts the model after timm.utils.reparameterize_model "
+                  "(BatchNorm fused into convs and linears, re-parameterised branches merged)",
+                  macs, params)]
+
+
+def fvcore_rule_causes(table: Profile, model: nn.Module) -> list[Cause]:
+    """fvcore's element-wise rules on the table form's records (module docstring)."""
+    causes = fvcore_norm_causes(table, model, Counter())
+    causes += _batch_norm_causes(table, model)
+    pooled = sum(r.vector_flops for r in table.ops if _adaptive_pool(r, model))
+    if pooled:
+        causes.append(Cause(f"fvcore counts adaptive_avg_pool2d as 1 flop per input element, "
+                            f"{pooled:,} elements", pooled))
+    for op in FVCORE_NO_HANDLE:
+        macs = sum(r.macs for r in table.ops if r.op == op)
+        if macs:
+            causes.append(Cause(f"fvcore has no handle for {op.replace('.', '::')}: "
+                                f"vitprof's MACs for it", -macs))
+    return causes
+
+
+def _adaptive_pool(record: OpRecord, model: nn.Module) -> bool:
+    """An adaptive average pooling, which fvcore's trace sees as ``aten::adaptive_avg_pool2d``
+    and the dispatcher as ``aten.mean`` when its output is 1x1 (one vector FLOP per input
+    element either way)."""
+    if record.op in ADAPTIVE_POOL:
+        return True
+    return record.op == "aten.mean" and isinstance(
+        model.get_submodule(record.module), nn.AdaptiveAvgPool2d)
+
+
+def _batch_norm_causes(table: Profile, model: nn.Module) -> list[Cause]:
+    elements = {True: 0, False: 0}
+    calls = 0
+    for record in table.ops:
+        if record.op not in VITPROF_BATCH_NORM:
+            continue
+        module = model.get_submodule(record.module)
+        affine = getattr(module, "weight", None) is not None
+        has_bias = getattr(module, "bias", None) is not None
+        elements[affine] += record.vector_flops // (
+            VITPROF_BATCH_NORM[record.op] + affine + has_bias)
+        calls += 1
+    amount = elements[True] * FVCORE_BATCH_NORM[0] + elements[False] * FVCORE_BATCH_NORM[1]
+    if not amount:
+        return []
+    return [Cause(f"fvcore counts eval batch_norm as {FVCORE_BATCH_NORM[0]} flops per element "
+                  f"({FVCORE_BATCH_NORM[1]} without affine), {calls} calls on "
+                  f"{sum(elements.values()):,} elements", amount)]
+
+
+def rounding_causes(expected_macs: int, expected_params: int) -> list[Cause]:
+    """timm rounds to 0.01 G MACs and 0.01 M params: the rounding of the expected counts."""
+    macs = rounded(expected_macs, GIGA) - expected_macs
+    params = rounded(expected_params, MEGA) - expected_params
+    return [c for c in [
+        Cause(f"rounded to 0.01 GMACs: {expected_macs:,} MACs under timm's rules", macs),
+        Cause(f"rounded to 0.01 M params: {expected_params:,} params in the table form",
+              params=params),
+    ] if c.macs or c.params]
+
+
+def cause_groups(profile: Profile, table: Profile, table_model: nn.Module
+                 ) -> dict[str, list[Cause]]:
+    """Every named cause from vitprof's count ``profile`` to timm's published row, by group:
+    ``deploy form``, ``fvcore rules`` and ``rounding`` (in that order, each on what the
+    previous ones give)."""
+    groups = {"deploy form": table_form_causes(profile, table),
+              "fvcore rules": fvcore_rule_causes(table, table_model)}
+    before = [c for causes in groups.values() for c in causes]
+    expected_macs = profile.totals.macs + sum(c.macs for c in before)
+    expected_params = profile.totals.params + sum(c.params for c in before)
+    groups["rounding"] = rounding_causes(expected_macs, expected_params)
+    return groups
+
+
+# ------------------------------------------------------------------------------------------ row
+
+
+def table_model(name: str, image_size: int) -> nn.Module:
+    """timm's deploy form of ``timm:NAME`` on meta, built as timm's benchmark builds it (no
+    ``img_size`` argument) unless its own input size is not ``image_size``."""
+    built = build(name, device="meta")
+    if built.image_size != image_size:
+        built = build(name, image_size=image_size, device="meta")
+    return reparameterized(built.module)
+
+
+@dataclass(frozen=True)
+class Explained:
+    """vitprof's count of one timm model next to its row of timm's table, causes by group."""
+
+    row: TimmRow
+    groups: dict[str, list[Cause]]
+    peer: PeerRow
+
+    @property
+    def reconciled(self) -> bool:
+        """The causes take vitprof's count exactly to the published params and GMACs."""
+        return self.peer.residual_macs == 0 and self.peer.residual_params == 0
+
+
+def explain(profile: Profile, name: str, row: TimmRow, table: TimmTable) -> Explained:
+    """The causes and the peer row of ``row`` against ``profile``, vitprof's count of
+    ``timm:NAME`` at the row's image size, batch 1."""
+    model = table_model(name, row.image_size)
+    table_profile = analyze(model, image_size=row.image_size,
+                            name=f"{name} (timm's deploy form)")
+    groups = cause_groups(profile, table_profile, model)
+    peer = peer_row(PEER, float(row.gmacs), UNIT, row.macs, row.params, profile.totals,
+                    [c for causes in groups.values() for c in causes],
+                    f"{table.citation}: {row.model} at {row.image_size}px, param_count "
+                    f"{row.param_count} M, infer_gmacs {row.gmacs}")
+    return Explained(row, groups, peer)
+
+
+def published_row(profile: Profile, name: str, table: TimmTable | None = None) -> PeerRow:
+    """The ``timm-published`` row for ``profile``, vitprof's count of ``timm:NAME``."""
+    table = table or load_table()
+    batch, size = profile.input_shape[0], profile.input_shape[-1]
+    row = table.find(name.removeprefix("timm:"), size)
+    if row is None:
+        sizes = ", ".join(map(str, table.sizes(name.removeprefix("timm:")))) or "none"
+        return missing_row(PEER, UNIT, f"no row for {name} at {size}px in {table.citation} "
+                                       f"(sizes there: {sizes})")
+    if batch != 1:
+        return missing_row(PEER, UNIT, f"timm's table is per image; run with batch size 1, "
+                                       f"not {batch}")
+    return explain(profile, name, row, table).peer
+
+
+def subject_row(subject: Subject) -> PeerRow:
+    """The peer as ``vitprof crosscheck`` runs it: only for a ``timm:NAME`` model."""
+    source = subject.source
+    if not isinstance(source, str) or not source.startswith("timm:"):
+        return missing_row(PEER, UNIT, "only for timm:NAME models")
+    return published_row(subject.profile, source)
