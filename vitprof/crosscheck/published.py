@@ -37,7 +37,7 @@ from torch import nn
 from vitprof.analysis import analyze
 from vitprof.crosscheck.causes import Cause, fvcore_norm_causes
 from vitprof.crosscheck.table import PeerRow, missing_row, peer_row
-from vitprof.deploy import reparameterized
+from vitprof.deploy import has_reparameterization, reparameterized
 from vitprof.records import OpRecord
 from vitprof.result import Profile
 from vitprof.zoo import build
@@ -231,13 +231,13 @@ def cause_groups(profile: Profile, table: Profile, table_model: nn.Module
 # ------------------------------------------------------------------------------------------ row
 
 
-def table_model(name: str, image_size: int) -> nn.Module:
-    """timm's deploy form of ``timm:NAME`` on meta, built as timm's benchmark builds it (no
-    ``img_size`` argument) unless its own input size is not ``image_size``."""
+def built_model(name: str, image_size: int) -> nn.Module:
+    """``timm:NAME`` on meta, built as timm's benchmark builds it (no ``img_size`` argument)
+    unless its own input size is not ``image_size``."""
     built = build(name, device="meta")
     if built.image_size != image_size:
         built = build(name, image_size=image_size, device="meta")
-    return reparameterized(built.module)
+    return built.module
 
 
 @dataclass(frozen=True)
@@ -254,12 +254,16 @@ class Explained:
         return self.peer.residual_macs == 0 and self.peer.residual_params == 0
 
 
-def explain(profile: Profile, name: str, row: TimmRow, table: TimmTable) -> Explained:
+def explain(profile: Profile, name: str, row: TimmRow, table: TimmTable,
+            deploy: bool = False) -> Explained:
     """The causes and the peer row of ``row`` against ``profile``, vitprof's count of
-    ``timm:NAME`` at the row's image size, batch 1."""
-    model = table_model(name, row.image_size)
-    table_profile = analyze(model, image_size=row.image_size,
-                            name=f"{name} (timm's deploy form)")
+    ``timm:NAME`` at the row's image size, batch 1 (of its deploy form with ``deploy``)."""
+    model = built_model(name, row.image_size)
+    table_profile = profile  # timm's deploy form is the model as built: no second count
+    if deploy or has_reparameterization(model):
+        model = reparameterized(model)
+        table_profile = analyze(model, image_size=row.image_size,
+                                name=f"{name} (timm's deploy form)")
     groups = cause_groups(profile, table_profile, model)
     peer = peer_row(PEER, float(row.gmacs), UNIT, row.macs, row.params, profile.totals,
                     [c for causes in groups.values() for c in causes],
@@ -268,8 +272,10 @@ def explain(profile: Profile, name: str, row: TimmRow, table: TimmTable) -> Expl
     return Explained(row, groups, peer)
 
 
-def published_row(profile: Profile, name: str, table: TimmTable | None = None) -> PeerRow:
-    """The ``timm-published`` row for ``profile``, vitprof's count of ``timm:NAME``."""
+def published_row(profile: Profile, name: str, table: TimmTable | None = None,
+                  deploy: bool = False) -> PeerRow:
+    """The ``timm-published`` row for ``profile``, vitprof's count of ``timm:NAME`` (of its
+    deploy form with ``deploy``)."""
     table = table or load_table()
     batch, size = profile.input_shape[0], profile.input_shape[-1]
     row = table.find(name.removeprefix("timm:"), size)
@@ -280,7 +286,7 @@ def published_row(profile: Profile, name: str, table: TimmTable | None = None) -
     if batch != 1:
         return missing_row(PEER, UNIT, f"timm's table is per image; run with batch size 1, "
                                        f"not {batch}")
-    return explain(profile, name, row, table).peer
+    return explain(profile, name, row, table, deploy).peer
 
 
 def subject_row(subject: Subject) -> PeerRow:
@@ -288,4 +294,4 @@ def subject_row(subject: Subject) -> PeerRow:
     source = subject.source
     if not isinstance(source, str) or not source.startswith("timm:"):
         return missing_row(PEER, UNIT, "only for timm:NAME models")
-    return published_row(subject.profile, source)
+    return published_row(subject.profile, source, deploy=subject.deploy)

@@ -11,10 +11,12 @@ this page only when named, never with ``--all``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matplotlib.figure import Figure
+from tqdm import tqdm
 
 from vitprof.analysis import analyze
 from vitprof.crosscheck.causes import Cause
@@ -78,7 +80,7 @@ def check_row(row: TimmRow, module: str, table: TimmTable, deploy: bool = False)
     name = f"timm:{row.model}"
     try:
         profile = count_row(row, deploy)
-        return RowResult(row, module, explain(profile, name, row, table))
+        return RowResult(row, module, explain(profile, name, row, table, deploy))
     except UserError as error:
         return RowResult(row, module, None, str(error).splitlines()[0])
     except Exception as error:  # a timm model whose build or forward raises
@@ -194,7 +196,8 @@ def timm_published_page(models: Sequence[str] | None = None) -> Page:
     table = load_table()
     selected = [(row, module) for row, module in transformer_rows(table)
                 if models is None or row.model in models]
-    results = [check_row(row, module, table) for row, module in selected]
+    rows = tqdm(selected, desc="timm rows", unit="row", disable=None, file=sys.stderr)
+    results = [check_row(row, module, table) for row, module in rows]
     counted = [r for r in results if r.explained is not None]
     reconciled = sum(r.explained.reconciled for r in counted)  # type: ignore[union-attr]
     figure = scatter(results)
