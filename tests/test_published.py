@@ -91,8 +91,19 @@ def test_fvcore_rules_on_a_conv_bn_model() -> None:
     # LayerNorm over 8 elements at 5 (with a weight); BatchNorm over 8 x 8 x 8 = 512 elements
     # at 2 (affine); the 1x1 adaptive pool reads the same 512 elements at 1
     assert [c.macs for c in causes] == [8 * 5, 512 * 2, 512]
-    assert ["layer_norm" in causes[0].text, "batch_norm" in causes[1].text,
+    assert ["layer_norm" in causes[0].text, "eval BatchNorm" in causes[1].text,
             "adaptive_avg_pool2d" in causes[2].text] == [True, True, True]
+
+
+def test_fvcore_rule_for_weight_standardisation() -> None:
+    """timm's StdConv2d standardises its weight with a functional batch norm over batch
+    statistics, no affine: fvcore's training-mode rule, 4 per element of the weight."""
+    std_conv = pytest.importorskip("timm.layers").StdConv2d
+    model = nn.Sequential(std_conv(3, 8, 3, padding=1))
+    profile = analyze(model, image_size=8)
+    (cause,) = fvcore_rule_causes(profile, model)
+    # the weight has 8 * 3 * 3 * 3 = 216 elements, at 4 each: 864
+    assert cause.macs == 216 * 4 and "weight standardisation" in cause.text
 
 
 def test_deploy_form_cause_is_what_folding_changes() -> None:

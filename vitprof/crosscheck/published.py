@@ -13,7 +13,8 @@ experiment against vitprof's records (``reports/timm_published.md``):
 * **fvcore's rules** (timm profiles with fvcore ``FlopCountAnalysis``, one "flop" per MAC, on the
   non-fused attention path, so its products are counted as vitprof counts them), which add
   element-wise work to the MACs: LayerNorm and GroupNorm 5 per input element (4 without a
-  weight), eval BatchNorm 2 per element (1 without affine), adaptive average pooling 1 per input
+  weight), eval BatchNorm 2 per element (1 without affine), a functional batch norm over batch
+  statistics (weight standardisation) 5 (4 without affine), adaptive average pooling 1 per input
   element; and no handle, so 0, for ``aten::baddbmm``.
 * **rounding** to 0.01 M params and 0.01 GMACs of the count those rules give.
 
@@ -184,23 +185,45 @@ def _adaptive_pool(record: OpRecord, model: nn.Module) -> bool:
 
 
 def _batch_norm_causes(table: Profile, model: nn.Module) -> list[Cause]:
-    elements = {True: 0, False: 0}
-    calls = 0
+    """fvcore's batch-norm rule: a BatchNorm module (eval, running statistics) 2 per element,
+    1 without affine; a functional batch norm over batch statistics inside another module (the
+    weight standardisation of timm's ``StdConv2d``, over that module's weight) 5, 4 without."""
+    elements: Counter[tuple[bool, bool]] = Counter()  # (eval module, affine) -> elements
+    calls: Counter[bool] = Counter()
     for record in table.ops:
         if record.op not in VITPROF_BATCH_NORM:
             continue
         module = model.get_submodule(record.module)
-        affine = getattr(module, "weight", None) is not None
-        has_bias = getattr(module, "bias", None) is not None
-        elements[affine] += record.vector_flops // (
-            VITPROF_BATCH_NORM[record.op] + affine + has_bias)
-        calls += 1
-    amount = elements[True] * FVCORE_BATCH_NORM[0] + elements[False] * FVCORE_BATCH_NORM[1]
-    if not amount:
-        return []
-    return [Cause(f"fvcore counts eval batch_norm as {FVCORE_BATCH_NORM[0]} flops per element "
-                  f"({FVCORE_BATCH_NORM[1]} without affine), {calls} calls on "
-                  f"{sum(elements.values()):,} elements", amount)]
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            affine = module.weight is not None
+            per_element = VITPROF_BATCH_NORM[record.op] + affine + (module.bias is not None)
+            elements[True, affine] += record.vector_flops // per_element
+        else:
+            count, affine = _standardised_weight(record, module)
+            elements[False, affine] += count
+        calls[isinstance(module, nn.modules.batchnorm._BatchNorm)] += 1
+    causes = []
+    for module_call, text in ((True, "eval BatchNorm"),
+                              (False, "batch_norm over batch statistics (weight standardisation)")):
+        with_affine, without = FVCORE_BATCH_NORM if module_call else (5, 4)
+        amount = elements[module_call, True] * with_affine + elements[module_call, False] * without
+        if amount:
+            count = elements[module_call, True] + elements[module_call, False]
+            causes.append(Cause(f"fvcore counts {text} as {with_affine} flops per element "
+                                f"({without} without affine), {calls[module_call]} calls on "
+                                f"{count:,} elements", amount))
+    return causes
+
+
+def _standardised_weight(record: OpRecord, module: nn.Module) -> tuple[int, bool]:
+    """(elements, affine) of a functional batch norm over ``module``'s own weight: vitprof
+    counts it at 5 per element, 6 with an affine weight; 0 elements when it is not that."""
+    weight = getattr(module, "weight", None)
+    numel = weight.numel() if isinstance(weight, nn.Parameter) else 0
+    for affine, per_element in ((False, 5), (True, 6)):
+        if numel and record.vector_flops == per_element * numel:
+            return numel, affine
+    return 0, False
 
 
 def rounding_causes(expected_macs: int, expected_params: int) -> list[Cause]:
