@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -97,3 +98,44 @@ def test_cli_deploy_flag(capsys) -> None:
     out = json.loads(capsys.readouterr().out)
     # LeViT-128 deploy form rounds to the 9.19M params timm publishes
     assert round(out["totals"]["params"] / 1e6, 2) == 9.19
+    assert out["model"] == "timm:levit_128 (deploy form)"
+
+
+DATA_DEPENDENT_BN = """
+import torch
+from torch import nn
+
+
+class DataDependent(nn.Module):
+    \"\"\"Conv + BN, then keeps int(x.sum()) + 1 tokens: cannot run on meta.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Sequential(nn.Conv2d(3, 8, 4, stride=4, bias=False), nn.BatchNorm2d(8))
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        keep = int(x.sum()) + 1
+        tokens = self.patch(x).flatten(2).transpose(1, 2)[:, :keep]
+        return self.head(tokens.mean(1))
+
+
+def make():
+    return DataDependent()
+"""
+
+
+@pytest.fixture
+def factory_file_with_bn(tmp_path: Path) -> Path:
+    path = tmp_path / "bn_models.py"
+    path.write_text(DATA_DEPENDENT_BN)
+    return path
+
+
+def test_deploy_form_survives_the_cpu_fallback(factory_file_with_bn: Path) -> None:
+    """A model that cannot run on meta is counted on the CPU: in deploy form all the same."""
+    deployed = analyze(f"{factory_file_with_bn}:make", deploy=True)
+    assert deployed.fallback is not None
+    assert deployed.model.endswith(":make (deploy form)")
+    # conv 8*3*4*4 = 384 + bias 8 (the folded BN's 2*8 affine gone), head 8*2 + 2 = 18
+    assert deployed.totals.params == 384 + 8 + 18

@@ -139,7 +139,9 @@ def analyze(
             raise UserError(message) from None
         reason = _one_line(error)
         fallback = f"meta device failed ({reason}); counted on cpu with real tensors"
-        built = deployed(_cpu_copy(built, model, image_size, num_classes, reason), deploy)
+        # a rebuilt named model needs its deploy form again; a module is reused as it was
+        built = deployed(_cpu_copy(built, model, image_size, num_classes, reason),
+                         deploy and isinstance(model, str))
         mapping = recognize(built.module, rules)
         run_device = "cpu"
         try:

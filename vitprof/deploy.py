@@ -37,10 +37,11 @@ DEPLOY_HELP = ("count the deploy form: timm's re-parameterisation applied and Ba
 
 
 def deployed(built: BuiltModel, deploy: bool) -> BuiltModel:
-    """``built`` with its module in deploy form when ``deploy``; else ``built`` unchanged."""
+    """``built`` with its module in deploy form, and its name saying so, when ``deploy``;
+    else ``built`` unchanged."""
     if not deploy:
         return built
-    return replace(built, module=deploy_form(built.module))
+    return replace(built, name=f"{built.name} (deploy form)", module=deploy_form(built.module))
 
 
 def deploy_form(model: nn.Module) -> nn.Module:
