@@ -39,6 +39,7 @@ from vitprof.analysis import analyze
 from vitprof.crosscheck.causes import Cause, fvcore_norm_causes
 from vitprof.crosscheck.table import PeerRow, missing_row, peer_row
 from vitprof.deploy import has_reparameterization, reparameterized
+from vitprof.errors import UserError
 from vitprof.records import OpRecord
 from vitprof.result import Profile
 from vitprof.zoo import build
@@ -256,10 +257,15 @@ def cause_groups(profile: Profile, table: Profile, table_model: nn.Module
 
 def built_model(name: str, image_size: int) -> nn.Module:
     """``timm:NAME`` on meta, built as timm's benchmark builds it (no ``img_size`` argument)
-    unless its own input size is not ``image_size``."""
+    unless its own input size is not ``image_size`` and it takes an ``img_size``."""
     built = build(name, device="meta")
-    if built.image_size != image_size:
-        built = build(name, image_size=image_size, device="meta")
+    if built.image_size == image_size:
+        return built.module
+    try:
+        return build(name, image_size=image_size, device="meta").module
+    except UserError as error:
+        if "'img_size'" not in str(error):  # a model without one takes any input size
+            raise
     return built.module
 
 

@@ -20,14 +20,20 @@ from tqdm import tqdm
 
 from vitprof.analysis import analyze
 from vitprof.crosscheck.causes import Cause
-from vitprof.crosscheck.published import Explained, TimmRow, TimmTable, explain, load_table
+from vitprof.crosscheck.published import (
+    Explained,
+    TimmRow,
+    TimmTable,
+    built_model,
+    explain,
+    load_table,
+)
 from vitprof.errors import UserError
 from vitprof.render import markdown_table
 from vitprof.report import figures
 from vitprof.report.figures import FigureData
 from vitprof.report.markdown import Page, n
 from vitprof.result import Profile
-from vitprof.zoo import build
 
 PAGE = "timm-published"
 FIGURE = "timm_published.png"
@@ -63,15 +69,10 @@ def transformer_rows(table: TimmTable) -> list[tuple[TimmRow, str]]:
 
 
 def count_row(row: TimmRow, deploy: bool = False) -> Profile:
-    """vitprof's count of the row's model at its image size: built with ``img_size`` where the
-    model takes one, else as timm's benchmark builds it and fed the row's image size."""
+    """vitprof's count of the row's model at its image size (:func:`built_model`)."""
     name = f"timm:{row.model}"
-    try:
-        return analyze(name, image_size=row.image_size, deploy=deploy)
-    except UserError as error:
-        if "img_size" not in str(error):
-            raise
-    return analyze(build(name).module, image_size=row.image_size, name=name, deploy=deploy)
+    return analyze(built_model(name, row.image_size), image_size=row.image_size, name=name,
+                   deploy=deploy)
 
 
 def check_row(row: TimmRow, module: str, table: TimmTable, deploy: bool = False) -> RowResult:
