@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from torch import nn
 
 from vitprof import analyze
@@ -104,6 +105,26 @@ def test_fvcore_rule_for_weight_standardisation() -> None:
     (cause,) = fvcore_rule_causes(profile, model)
     # the weight has 8 * 3 * 3 * 3 = 216 elements, at 4 each: 864
     assert cause.macs == 216 * 4 and "weight standardisation" in cause.text
+
+
+class Baddbmm(nn.Module):
+    """One ``baddbmm``: (1, 4, 6) @ (1, 6, 4) added to a (1, 4, 4) input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(3, 6, 1)
+
+    def forward(self, x):
+        a = self.proj(x).flatten(2).transpose(1, 2)[:, :4]  # (1, 4, 6)
+        return torch.baddbmm(a[:, :, :4], a, a.transpose(1, 2))
+
+
+def test_fvcore_has_no_handle_for_baddbmm() -> None:
+    model = Baddbmm()
+    profile = analyze(model, image_size=4)
+    (cause,) = fvcore_rule_causes(profile, model)
+    # the product (1, 4, 6) @ (1, 6, 4) costs 4 * 6 * 4 = 96 MACs, which fvcore leaves out
+    assert cause.macs == -96 and "baddbmm" in cause.text
 
 
 def test_deploy_form_cause_is_what_folding_changes() -> None:

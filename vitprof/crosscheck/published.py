@@ -4,14 +4,17 @@ timm publishes, for each model and inference image size, ``param_count`` (millio
 ``infer_gmacs`` (billions of MACs), both rounded to 0.01 by ``benchmark.py``
 (``round(x / 1e6, 2)``, ``round(macs / 1e9, 2)``). vitprof ships the needed columns of one such
 file (:data:`DATA_FILE`, source, commit and date in its header). How that table counts, found by
-experiment against vitprof's records (``reports/timm_published.md``):
+experiment against vitprof's records on about 180 transformer rows of it (all reconcile; the
+page ``vitprof report timm-published`` runs every row):
 
 * **the deploy form** (*table form*): ``param_count`` and the MACs are those of the model after
   ``timm.utils.reparameterize_model`` (BatchNorm fused into the convolutions and linears of
   LeViT, EfficientViT-M, TinyViT; FastViT's MobileOne branches merged). A model counted as built
   differs by the fused BatchNorms' parameters and the merged branches' MACs.
-* **fvcore's rules** (timm profiles with fvcore ``FlopCountAnalysis``, one "flop" per MAC, on the
-  non-fused attention path, so its products are counted as vitprof counts them), which add
+* **fvcore's rules** (timm's ``benchmark.py`` profiles with fvcore ``FlopCountAnalysis``, one
+  "flop" per MAC, when DeepSpeed is absent; the table's ``infer_macts`` column, which only the
+  fvcore path fills, says it was; the attention products are in the published figures, so the
+  models ran their non-fused attention, counted as vitprof counts it), which add
   element-wise work to the MACs: LayerNorm and GroupNorm 5 per input element (4 without a
   weight), eval BatchNorm 2 per element (1 without affine), a functional batch norm over batch
   statistics (weight standardisation) 5 (4 without affine), adaptive average pooling 1 per input
@@ -53,8 +56,10 @@ REPOSITORY = "https://github.com/huggingface/pytorch-image-models"
 COLUMNS = ["model", "infer_img_size", "param_count", "infer_gmacs"]
 DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "timm_published.csv"
 GIGA, MEGA = 10**9, 10**6
-# fvcore's per-element "flops" (= MACs to it) for eval BatchNorm: (with affine, without)
+# fvcore's per-element "flops" (= MACs to it), (with affine, without), for an eval BatchNorm
+# module and for a batch norm over batch statistics (fvcore's training-mode rule)
 FVCORE_BATCH_NORM = (2, 1)
+FVCORE_BATCH_STATISTICS = (5, 4)
 # vitprof's vector FLOPs per element of each batch-norm kernel, before +1 for a weight, +1 bias
 VITPROF_BATCH_NORM = {
     "aten._native_batch_norm_legit_no_training": 2,
@@ -206,7 +211,7 @@ def _batch_norm_causes(table: Profile, model: nn.Module) -> list[Cause]:
     causes = []
     for module_call, text in ((True, "eval BatchNorm"),
                               (False, "batch_norm over batch statistics (weight standardisation)")):
-        with_affine, without = FVCORE_BATCH_NORM if module_call else (5, 4)
+        with_affine, without = FVCORE_BATCH_NORM if module_call else FVCORE_BATCH_STATISTICS
         amount = elements[module_call, True] * with_affine + elements[module_call, False] * without
         if amount:
             count = elements[module_call, True] + elements[module_call, False]
