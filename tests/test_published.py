@@ -15,13 +15,15 @@ from vitprof.cli import main
 from vitprof.crosscheck import run_crosscheck
 from vitprof.crosscheck.published import (
     PEER,
+    TimmRow,
+    TimmTable,
     fvcore_rule_causes,
     load_table,
     rounded,
     rounding_causes,
     table_form_causes,
 )
-from vitprof.report.timm_published import timm_published_page
+from vitprof.report.timm_published import _why_not, check_row, timm_published_page
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMM_COMMIT = "90cae8c5ab83d2d7e23b1fb2bab1559bfdcbc7e9"
@@ -206,3 +208,19 @@ def test_committed_page_is_up_to_date(capsys: pytest.CaptureFixture[str]) -> Non
     if not (ROOT / "reports" / "timm_published.md").is_file():
         pytest.skip("reports/timm_published.md not generated yet")
     assert main(["report", "timm-published", "--check", "--out", str(ROOT / "reports")]) == 0
+
+
+def test_a_row_that_does_not_reconcile_says_by_how_much() -> None:
+    pytest.importorskip("timm")
+    real = load_table().find("test_vit", 160)
+    wrong = TimmRow("test_vit", 160, real.param_count, "0.06")  # published 0.04 really
+    table = TimmTable("file.csv", "0" * 40, "2026-01-06", (wrong,))
+    result = check_row(wrong, "vision_transformer", table)
+    peer = result.explained.peer
+    assert not result.explained.reconciled and peer.residual_params == 0
+    # 0.06 G published, the causes reach 0.04 G: 60_000_000 - 40_000_000 = 20_000_000 left
+    assert peer.residual_macs == 60_000_000 - 40_000_000
+    assert "`test_vit` at 160px: residual +20,000,000 MACs, 0 params" in "\n".join(
+        _why_not([result]))
+    broken = check_row(TimmRow("no_such_model", 224, "1.0", "1.0"), "deit", table)
+    assert broken.explained is None and "unknown timm model 'no_such_model'" in broken.error
