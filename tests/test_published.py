@@ -23,6 +23,8 @@ from vitprof.crosscheck.published import (
     rounding_causes,
     table_form_causes,
 )
+from vitprof.report.check import compare
+from vitprof.report.generate import MARKER
 from vitprof.report.timm_published import _why_not, check_row, timm_published_page
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,3 +226,16 @@ def test_a_row_that_does_not_reconcile_says_by_how_much() -> None:
         _why_not([result]))
     broken = check_row(TimmRow("no_such_model", 224, "1.0", "1.0"), "deit", table)
     assert broken.explained is None and "unknown timm model 'no_such_model'" in broken.error
+
+
+def test_check_of_everything_keeps_the_named_page(tmp_path: Path) -> None:
+    """``report --check`` of --all does not call timm_published.md stale: it is written only
+    when named, and checked with ``report timm-published --check``."""
+    fresh, kept = tmp_path / "fresh", tmp_path / "kept"
+    fresh.mkdir()
+    kept.mkdir()
+    for folder in (fresh, kept):
+        (folder / "a.md").write_text(MARKER + "a\n")
+    (kept / "timm_published.md").write_text(MARKER + "the page\n")
+    (kept / "old.md").write_text(MARKER + "an old page\n")
+    assert compare(fresh, kept) == ["old.md is not generated any more (stale)"]

@@ -36,7 +36,7 @@ from vitprof.report.markdown import Page, n
 from vitprof.result import Profile
 
 PAGE = "timm-published"
-FIGURE = "timm_published.png"
+FILES = ("timm_published.md", "timm_published.png")  # the page and its figure
 # timm modules whose models are vision transformers or transformer hybrids
 TRANSFORMER_MODULES = (
     "vision_transformer", "vision_transformer_hybrid", "vision_transformer_relpos",
@@ -210,6 +210,6 @@ def timm_published_page(models: Sequence[str] | None = None) -> Page:
              f"GMACs reconciled: "
              f"{sum(r.explained.peer.residual_macs == 0 for r in counted)}",  # type: ignore[union-attr]
              "", "Rows that do not reconcile, and why:", "", *_why_not(results), "",
-             f"![{figure.title}]({FIGURE})", "", "## Every row", "",
+             f"![{figure.title}]({FILES[1]})", "", "## Every row", "",
              markdown_table(HEADERS, [_cells(r) for r in results])]
-    return Page("timm_published.md", "\n".join(lines) + "\n", ((FIGURE, figure),))
+    return Page(FILES[0], "\n".join(lines) + "\n", ((FILES[1], figure),))
