@@ -17,6 +17,8 @@ from vitprof.crosscheck.published import (
     PEER,
     TimmRow,
     TimmTable,
+    built_model,
+    explain,
     fvcore_rule_causes,
     load_table,
     rounded,
@@ -121,6 +123,28 @@ class Baddbmm(nn.Module):
     def forward(self, x):
         a = self.proj(x).flatten(2).transpose(1, 2)[:, :4]  # (1, 4, 6)
         return torch.baddbmm(a[:, :, :4], a, a.transpose(1, 2))
+
+
+def test_fvcore_rule_for_bilinear_upsampling() -> None:
+    model = nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear"))
+    profile = analyze(model, image_size=4)
+    (cause,) = fvcore_rule_causes(profile, model)
+    # output 3 x 8 x 8 = 192 elements at fvcore's 4 each: 768
+    assert cause.macs == 192 * 4 and "upsample_bilinear2d" in cause.text
+
+
+def test_timm_counts_differential_attention_on_its_non_fused_path() -> None:
+    """timm's fused DiffAttention runs two SDPAs, each with its own A @ V; the non-fused path
+    that timm's table counts applies the combined attention to V once."""
+    pytest.importorskip("timm")
+    row = load_table().find("vit_dwee_patch16_reg1_gap_256", 256)
+    profile = analyze(built_model("timm:" + row.model, 256), image_size=256)
+    explained = explain(profile, "timm:" + row.model, row, load_table())
+    (cause,) = explained.groups["deploy form"]
+    # 14 layers, 4 heads, head width 256 / 4 / 2 = 32, 16 x 16 + 1 register = 257 tokens: the
+    # second A @ V over 2 x 32 values costs 257 * 257 * 64 per head: 14 * 4 * 257**2 * 64
+    assert cause.macs == -(14 * 4 * 257**2 * 64) and cause.params == 0
+    assert explained.reconciled
 
 
 def test_fvcore_has_no_handle_for_baddbmm() -> None:

@@ -4,21 +4,24 @@ timm publishes, for each model and inference image size, ``param_count`` (millio
 ``infer_gmacs`` (billions of MACs), both rounded to 0.01 by ``benchmark.py``
 (``round(x / 1e6, 2)``, ``round(macs / 1e9, 2)``). vitprof ships the needed columns of one such
 file (:data:`DATA_FILE`, source, commit and date in its header). How that table counts, found by
-experiment against vitprof's records on about 180 transformer rows of it (all reconcile; the
-page ``vitprof report timm-published`` runs every row):
+experiment against vitprof's records on the 601 transformer rows of it (``vitprof report
+timm-published``):
 
-* **the deploy form** (*table form*): ``param_count`` and the MACs are those of the model after
-  ``timm.utils.reparameterize_model`` (BatchNorm fused into the convolutions and linears of
-  LeViT, EfficientViT-M, TinyViT; FastViT's MobileOne branches merged). A model counted as built
-  differs by the fused BatchNorms' parameters and the merged branches' MACs.
+* **the deploy form** (*table form*, :func:`table_form`): ``param_count`` and the MACs are those
+  of the model built with timm's non-fused attention and then ``timm.utils.reparameterize_model``
+  (BatchNorm fused into the convolutions and linears of LeViT, EfficientViT-M, TinyViT; FastViT's
+  MobileOne branches merged). A model counted as built differs by the fused BatchNorms'
+  parameters, the merged branches' MACs, and where the two attention paths cost different MACs
+  (timm's differential attention: its fused path computes A @ V twice).
 * **fvcore's rules** (timm's ``benchmark.py`` profiles with fvcore ``FlopCountAnalysis``, one
   "flop" per MAC, when DeepSpeed is absent; the table's ``infer_macts`` column, which only the
   fvcore path fills, says it was; the attention products are in the published figures, so the
   models ran their non-fused attention, counted as vitprof counts it), which add
   element-wise work to the MACs: LayerNorm and GroupNorm 5 per input element (4 without a
   weight), eval BatchNorm 2 per element (1 without affine), a functional batch norm over batch
-  statistics (weight standardisation) 5 (4 without affine), adaptive average pooling 1 per input
-  element; and no handle, so 0, for ``aten::baddbmm``.
+  statistics (weight standardisation) 5 (4 without affine), bilinear upsampling 4 per output
+  element, adaptive average pooling 1 per input element; and no handle, so 0, for
+  ``aten::baddbmm``.
 * **rounding** to 0.01 M params and 0.01 GMACs of the count those rules give.
 
 Each of these is a :class:`Cause` with its exact amount; what they leave is the residual, 0 when
@@ -28,8 +31,10 @@ rules, so ``|published - (vitprof + rules)| <= 0.005``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
@@ -41,7 +46,7 @@ from torch import nn
 from vitprof.analysis import analyze
 from vitprof.crosscheck.causes import Cause, fvcore_norm_causes
 from vitprof.crosscheck.table import PeerRow, missing_row, peer_row
-from vitprof.deploy import has_reparameterization, reparameterized
+from vitprof.deploy import reparameterized
 from vitprof.errors import UserError
 from vitprof.records import OpRecord
 from vitprof.result import Profile
@@ -68,6 +73,8 @@ VITPROF_BATCH_NORM = {
 }
 ADAPTIVE_POOL = ("aten._adaptive_avg_pool2d", "aten.adaptive_avg_pool2d")
 FVCORE_NO_HANDLE = ("aten.baddbmm",)
+BILINEAR = "aten.upsample_bilinear2d"
+VITPROF_BILINEAR, FVCORE_BILINEAR = 2 * 4, 4  # per output element: vitprof's vector FLOPs, fvcore
 
 
 def header_lines(source: str, commit: str, date: str) -> list[str]:
@@ -154,14 +161,14 @@ def rounded(value: int, scale: int) -> int:
 
 
 def table_form_causes(profile: Profile, table: Profile) -> list[Cause]:
-    """What counting timm's deploy form instead of the model counted changes."""
+    """What counting timm's form (:func:`table_form`) instead of the model counted changes."""
     params = table.totals.params - profile.totals.params
     macs = table.totals.macs - profile.totals.macs
     if not (params or macs):
         return []
     return [Cause("timm's table counts the model after timm.utils.reparameterize_model "
-                  "(BatchNorm fused into convs and linears, re-parameterised branches merged)",
-                  macs, params)]
+                  "(BatchNorm fused into convs and linears, re-parameterised branches merged), "
+                  "with timm's non-fused attention", macs, params)]
 
 
 def fvcore_rule_causes(table: Profile, model: nn.Module) -> list[Cause]:
@@ -172,6 +179,11 @@ def fvcore_rule_causes(table: Profile, model: nn.Module) -> list[Cause]:
     if pooled:
         causes.append(Cause(f"fvcore counts adaptive_avg_pool2d as 1 flop per input element, "
                             f"{pooled:,} elements", pooled))
+    upsampled = sum(r.vector_flops for r in table.ops if r.op == BILINEAR) // VITPROF_BILINEAR
+    if upsampled:
+        causes.append(Cause(f"fvcore counts upsample_bilinear2d as {FVCORE_BILINEAR} flops per "
+                            f"output element, {upsampled:,} elements",
+                            upsampled * FVCORE_BILINEAR))
     for op in FVCORE_NO_HANDLE:
         macs = sum(r.macs for r in table.ops if r.op == op)
         if macs:
@@ -260,6 +272,27 @@ def cause_groups(profile: Profile, table: Profile, table_model: nn.Module
 # ------------------------------------------------------------------------------------------ row
 
 
+@contextlib.contextmanager
+def unfused_attention() -> Iterator[None]:
+    """timm's fused attention off (``TIMM_FUSED_ATTN=0``) for the models built meanwhile."""
+    from timm.layers import config
+
+    previous = config._USE_FUSED_ATTN
+    config.set_fused_attn(False)
+    try:
+        yield
+    finally:
+        config._USE_FUSED_ATTN = previous
+
+
+def table_form(name: str, image_size: int) -> nn.Module:
+    """The model timm's table counts: built with timm's non-fused attention (the published
+    figures include the attention products, which fvcore cannot see in a fused kernel), then
+    re-parameterised by ``timm.utils.reparameterize_model``."""
+    with unfused_attention():
+        return reparameterized(built_model(name, image_size))
+
+
 def built_model(name: str, image_size: int) -> nn.Module:
     """``timm:NAME`` on meta, built as timm's benchmark builds it (no ``img_size`` argument)
     unless its own input size is not ``image_size`` and it takes an ``img_size``."""
@@ -292,12 +325,8 @@ def explain(profile: Profile, name: str, row: TimmRow, table: TimmTable,
             deploy: bool = False) -> Explained:
     """The causes and the peer row of ``row`` against ``profile``, vitprof's count of
     ``timm:NAME`` at the row's image size, batch 1 (of its deploy form with ``deploy``)."""
-    model = built_model(name, row.image_size)
-    table_profile = profile  # timm's deploy form is the model as built: no second count
-    if deploy or has_reparameterization(model):
-        model = reparameterized(model)
-        table_profile = analyze(model, image_size=row.image_size,
-                                name=f"{name} (timm's deploy form)")
+    model = table_form(name, row.image_size)
+    table_profile = analyze(model, image_size=row.image_size, name=f"{name} (timm's form)")
     groups = cause_groups(profile, table_profile, model)
     peer = peer_row(PEER, float(row.gmacs), UNIT, row.macs, row.params, profile.totals,
                     [c for causes in groups.values() for c in causes],

@@ -181,11 +181,14 @@ def _preamble(table: TimmTable, rows: int) -> list[str]:
         "Causes, each an exact amount from vitprof's op records (see "
         "`vitprof.crosscheck.published`):", "",
         "- **deploy form**: timm counts the model after `timm.utils.reparameterize_model` "
-        "(BatchNorm fused, branches merged); the amount is the deploy form's count minus the "
-        "built model's;",
+        "(BatchNorm fused, branches merged), built with timm's non-fused attention (the "
+        "differential attention of the `vit_d*` models computes A @ V once there, twice on "
+        "its fused path); the amount is that form's count minus the built model's;",
         "- **fvcore rules**: timm's MACs come from fvcore, which adds LayerNorm/GroupNorm at 5 "
-        "per element (4 without a weight), eval BatchNorm at 2 (1 without affine) and adaptive "
-        "average pooling at 1 per input element, and counts no `aten::baddbmm`;",
+        "per element (4 without a weight), eval BatchNorm at 2 (1 without affine), a batch "
+        "norm over batch statistics (weight standardisation) at 5 (4 without affine), "
+        "bilinear upsampling at 4 per output element and adaptive average pooling at 1 per "
+        "input element, and counts no `aten::baddbmm`;",
         "- **rounding**: the count those give, rounded to 0.01 as timm prints it.", "",
         "A row is **reconciled** when these causes take vitprof's count exactly to the published "
         "figure (residual 0): |published - (vitprof + deploy form + fvcore rules)| <= 0.005.",
