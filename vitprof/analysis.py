@@ -21,6 +21,7 @@ from torch import nn
 from torch.func import functional_call
 
 from vitprof.counter import OpCounter
+from vitprof.deploy import deployed
 from vitprof.errors import UserError
 from vitprof.families import ComponentMap, Rule, recognize
 from vitprof.profiling.training import MODES, training_step
@@ -123,6 +124,7 @@ def analyze(
     overrides: Sequence[Rule] = (),
     name: str | None = None,
     mode: str = "inference",
+    deploy: bool = False,
 ) -> Profile:
     """Count params, MACs and vector FLOPs of ``model`` per component and per block.
 
@@ -130,7 +132,8 @@ def analyze(
     and ``batch_size`` are positive ints (square images only); ``num_classes=0`` builds the
     model without a classification head (timm's convention). ``overrides`` are ``(regex,
     component)`` pairs that win over the recognizer. ``mode="train"`` counts a training step,
-    forward and backward; each op record says its ``phase``.
+    forward and backward; each op record says its ``phase``. ``deploy=True`` counts the deploy
+    form (:func:`vitprof.deploy.deploy_form`), a copy: re-parameterised, BatchNorm folded.
 
     Every model is counted on meta first. It is then run with real tensors when ``device`` is
     cpu or cuda, or when the meta run failed for a reason of the meta device
@@ -139,7 +142,7 @@ def analyze(
     (:func:`vitprof.running.ensure_fits`). Any other failure is a UserError naming the input.
     """
     _check_arguments(image_size, batch_size, num_classes, device, mode)
-    built = _prepare(model, image_size, num_classes, device, name)
+    built = deployed(_prepare(model, image_size, num_classes, device, name), deploy)
     rules = [*(built.entry.overrides if built.entry else ()), *overrides]
     mapping = recognize(built.module, rules)
     shape = (batch_size, built.in_chans, built.image_size, built.image_size)

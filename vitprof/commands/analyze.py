@@ -7,6 +7,7 @@ import argparse
 from vitprof.analysis import analyze
 from vitprof.commands.common import add_model_arguments, warn, write_output
 from vitprof.commands.outputs import check_writable
+from vitprof.deploy import DEPLOY_HELP
 from vitprof.profiling.report import render_training
 from vitprof.profiling.training import MODES
 from vitprof.render import FORMATS, VIEWS, render
@@ -20,6 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", metavar="FILE")
     parser.add_argument("--mode", choices=MODES, default="inference",
                         help="train: count forward + backward, with the ratio per component")
+    parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
     parser.set_defaults(run=run)
 
 
@@ -29,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     profile = analyze(
         args.model, image_size=args.image_size, batch_size=args.batch_size,
         num_classes=args.num_classes, device=args.device, overrides=args.map, mode=args.mode,
+        deploy=args.deploy,
     )
     for message in profile.warnings:
         warn(message)

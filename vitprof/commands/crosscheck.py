@@ -12,6 +12,7 @@ import argparse
 from vitprof.commands.common import add_map_option, positive_int, warn, write_output
 from vitprof.commands.outputs import check_writable
 from vitprof.crosscheck import FORMATS, PEERS, render_crosscheck, run_crosscheck
+from vitprof.deploy import DEPLOY_HELP
 
 
 def peer_list(text: str) -> list[str]:
@@ -35,6 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "takes its fused fast path)")
     add_map_option(parser)
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
     parser.set_defaults(run=run)
 
 
@@ -43,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.output)
     check = run_crosscheck(
         args.model, image_size=args.image_size, batch_size=args.batch_size, peers=args.peers,
-        grad=not args.no_grad, overrides=args.map,
+        grad=not args.no_grad, overrides=args.map, deploy=args.deploy,
     )
     for message in check.warnings:
         warn(message)

@@ -18,7 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "torchvision ViTs, the zoo table, the corrections to the source notes and an index.",
     )
     parser.add_argument("models", nargs="*", metavar="MODEL",
-                        help="model names (see 'vitprof models'), timm:NAME, hf:...")
+                        help="model names (see 'vitprof models'), timm:NAME, hf:..., or "
+                        "timm-published: timm's results table against vitprof (slow)")
     parser.add_argument("--all", action="store_true", dest="everything",
                         help="every torchvision ViT, zoo.md, corrections.md and README.md")
     parser.add_argument("--out", default="reports", metavar="DIR",

@@ -32,7 +32,11 @@ from vitprof.crosscheck.peers import (
     run_ptflops,
     run_torchinfo,
 )
+from vitprof.crosscheck.published import PEER as TIMM_PEER
+from vitprof.crosscheck.published import UNIT as TIMM_UNIT
+from vitprof.crosscheck.published import subject_row as timm_published_row
 from vitprof.crosscheck.table import CrossCheck, PeerRow, missing_row, peer_row
+from vitprof.deploy import deploy_form, deployed
 from vitprof.errors import UserError
 from vitprof.families import Rule
 from vitprof.progress import progress
@@ -61,6 +65,7 @@ class Subject:
     source: str | nn.Module
     image_size: int
     grad: bool = True  # the grad mode the peers that run a forward are called in
+    deploy: bool = False  # the peers run on the deploy form too (vitprof.deploy)
 
     @property
     def example_shape(self) -> tuple[int, ...]:
@@ -70,8 +75,9 @@ class Subject:
     def meta_model(self) -> nn.Module:
         """A meta build of a named model; a module as it is (meta stand-ins run it on meta)."""
         if isinstance(self.source, str):
-            return build(self.source, image_size=self.image_size, device="meta").module
-        return self.source
+            built = build(self.source, image_size=self.image_size, device="meta")
+            return deployed(built, self.deploy).module
+        return deploy_form(self.source) if self.deploy else self.source
 
     @cached_property
     def no_cpu_model(self) -> str:
@@ -93,8 +99,9 @@ class Subject:
         if self.no_cpu_model:
             return None
         if isinstance(self.source, str):
-            return build(self.source, image_size=self.image_size, device="cpu").module
-        return self.source
+            built = build(self.source, image_size=self.image_size, device="cpu")
+            return deployed(built, self.deploy).module
+        return deploy_form(self.source) if self.deploy else self.source
 
     def example(self, device: str) -> torch.Tensor:
         return torch.randn(self.example_shape, device=device)
@@ -228,6 +235,7 @@ TABLE = (
     Peer("deepspeed", "MACs (DeepSpeed macs)", _patch_peer(
         run_deepspeed, partial(why.patch_causes, peer="DeepSpeed", patches_attention=True))),
     Peer("published", "GMACs (torchvision _ops)", _published),
+    Peer(TIMM_PEER, TIMM_UNIT, lambda subject, peer: timm_published_row(subject)),
 )
 PEERS = tuple(peer.name for peer in TABLE)
 UNITS = {peer.name: peer.unit for peer in TABLE}
@@ -262,17 +270,19 @@ def run_crosscheck(
     peers: Sequence[str] | None = None,
     grad: bool = True,
     overrides: Sequence[Rule] = (),
+    deploy: bool = False,
 ) -> CrossCheck:
     """vitprof's count of ``model`` next to each peer's, every difference decomposed.
 
     ``overrides`` are ``--map`` rules for vitprof's breakdown (the totals do not depend on them).
-
     ``grad=False`` runs the peers that run a forward under ``torch.no_grad()``, where
-    ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way).
+    ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way). With
+    ``deploy``, vitprof and every peer count the deploy form (:mod:`vitprof.deploy`).
     """
     chosen = check_peers(peers)
-    profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides)
-    subject = Subject(profile, model, profile.input_shape[-1], grad)
+    profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
+                      deploy=deploy)
+    subject = Subject(profile, model, profile.input_shape[-1], grad=grad, deploy=deploy)
     rows = [_row(peer, subject)
             for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
     return CrossCheck(profile.model, profile.input_shape, profile.torch_version, profile.device,

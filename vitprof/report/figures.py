@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,3 +165,10 @@ def read_digest(path: str | Path) -> str | None:
     """The data digest stored in a PNG written by :func:`save`, or None."""
     with Image.open(path) as image:
         return image.info.get(DIGEST_KEY)
+
+
+def register(kind: str, draw: Callable[[Figure, dict[str, Any]], None]) -> None:
+    """Add the drawing function of figures of ``kind`` (a page module owns its figure)."""
+    if kind in _DRAW:
+        raise ValueError(f"a drawing for figures of kind {kind} is already registered")
+    _DRAW[kind] = draw
