@@ -227,6 +227,7 @@ def test_deploy_crosscheck_of_a_reparameterised_model(capsys: pytest.CaptureFixt
     assert row["residual_macs"] == 0 and row["residual_params"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.exhaustive  # builds ~600 timm models: about 13 minutes on 2 cores
 def test_committed_page_is_up_to_date(capsys: pytest.CaptureFixture[str]) -> None:
     """The whole page: every transformer row of the table built and counted (long)."""
