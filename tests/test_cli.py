@@ -358,6 +358,7 @@ OUTPUT_OPTIONS = [
     (["report", "{model}", "--out", "{place}"], "folder", "report"),
     (["sweep", "{model}", "--image-size", "32", "--out", "{place}"], "folder", "sweep-out"),
     (["sweep", "{model}", "--image-size", "32", "--figure", "{place}"], "png", "sweep-figure"),
+    (["diff", "{model}", "{model}", "--output", "{place}"], "file", "diff"),
 ]
 # Places relative to a folder holding a file "afile", a folder "adir" and a read-only folder
 # "ro" (chmod 0o555; root writes there anyway, so those rows are skipped for root).
@@ -482,6 +483,8 @@ def mlp():
                      "forward is broken", id="report"),
         pytest.param(["sweep", "{tmp}/models.py:make_broken", "--image-size", "32,64"],
                      "forward is broken", id="sweep"),
+        pytest.param(["diff", "vit_b_32", "{tmp}/models.py:make_broken"], "forward is broken",
+                     id="diff"),
     ],
 )
 def test_a_failing_forward_is_one_line_in_every_command(
@@ -613,6 +616,8 @@ BOTH_PRINTS = ("factory prints", "forward prints")
                      json.loads, BOTH_PRINTS, id="sweep-json"),
         pytest.param(["formula", "mymodels.py:loud", "--format", "json"], json.loads,
                      ("factory prints",), id="formula-json"),
+        pytest.param(["diff", "mymodels.py:loud", "mymodels.py:loud", "--format", "json"],
+                     json.loads, BOTH_PRINTS, id="diff-json"),
     ],
 )
 def test_model_prints_go_to_stderr(factory_file: Path, monkeypatch, capsys, argv: list[str],

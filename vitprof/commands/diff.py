@@ -14,6 +14,7 @@ from pathlib import Path
 
 from vitprof.analysis import analyze
 from vitprof.commands.common import add_input_options, warn, write_output
+from vitprof.commands.outputs import check_writable
 from vitprof.diff import Snapshot, compare, parse_fail_above, read_profile
 from vitprof.diff_report import FORMATS, exceeded_lines, render
 from vitprof.profiling.training import MODES
@@ -71,6 +72,8 @@ def _options_given(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_writable(args.output)
     if is_saved_profile(args.a) and is_saved_profile(args.b) and _options_given(args):
         warn(f"{', '.join(_options_given(args))} ignored: both sides are saved profiles")
     diff = compare(_snapshot(args.a, args), _snapshot(args.b, args))
