@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -78,3 +81,11 @@ def test_profile_fixture(pytester: pytest.Pytester) -> None:
     """)
     result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin")
     result.assert_outcomes(passed=1)
+
+
+def test_loading_the_plugin_imports_no_torch() -> None:
+    """pytest loads the plugin in every session of a project that installs vitprof."""
+    code = "import sys, vitprof.pytest_plugin; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout == "False\n"

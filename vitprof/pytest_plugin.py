@@ -6,21 +6,24 @@ file that cannot be read, or an entry whose model cannot be analyzed, is an erro
 
 The ``vitprof_profile`` fixture analyzes a model (``vitprof_profile("vit_b_16", image_size=384)``)
 once per session and set of arguments. :mod:`vitprof.testing` stays for direct use.
+
+pytest loads the plugin in every session of a project that installs vitprof, so it imports torch
+(through vitprof's counting modules) only when a budget file is collected or the fixture is used.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from vitprof.analysis import analyze
-from vitprof.budget import Budget, evaluate, load_budgets
-from vitprof.budget_report import render_table
 from vitprof.errors import UserError
-from vitprof.result import Profile
+
+if TYPE_CHECKING:
+    from vitprof.budget import Budget
+    from vitprof.result import Profile
 
 
 class BudgetExceeded(Exception):
@@ -46,6 +49,8 @@ class BudgetFile(pytest.File):
     """A budget file: one item per entry, validated when collected."""
 
     def collect(self) -> Iterator[BudgetItem]:
+        from vitprof.budget import load_budgets
+
         try:
             budgets = load_budgets(self.path)
         except UserError as error:
@@ -62,6 +67,9 @@ class BudgetItem(pytest.Item):
         self.budget = budget
 
     def runtest(self) -> None:
+        from vitprof.budget import evaluate
+        from vitprof.budget_report import render_table
+
         outcome = evaluate(self.budget)
         if not outcome.passed:
             raise BudgetExceeded(render_table([outcome]))
@@ -81,6 +89,8 @@ class BudgetItem(pytest.Item):
 def vitprof_profile() -> Callable[..., Profile]:
     """``vitprof_profile(model, **options) -> Profile``: :func:`vitprof.analyze`, each model
     name and set of options analyzed once per session (modules are analyzed every call)."""
+    from vitprof.analysis import analyze
+
     cache: dict[tuple[Any, ...], Profile] = {}
 
     def profile(model: Any, **options: Any) -> Profile:
