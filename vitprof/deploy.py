@@ -31,7 +31,6 @@ from vitprof.zoo import BuiltModel
 
 FOLDABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
-REPARAMETERIZE = ("fuse", "reparameterize", "switch_to_deploy")  # what timm's walk calls
 DEPLOY_HELP = ("count the deploy form: timm's re-parameterisation applied and BatchNorm folded "
                "into the preceding conv/linear (a copy; the default counts the model as built)")
 
@@ -62,12 +61,6 @@ def _device(model: nn.Module) -> torch.device:
     for tensor in [*model.parameters(), *model.buffers()]:
         return tensor.device
     return torch.device("cpu")
-
-
-def has_reparameterization(model: nn.Module) -> bool:
-    """Whether timm's ``reparameterize_model`` would change ``model`` (a child with ``fuse``,
-    ``reparameterize`` or ``switch_to_deploy``)."""
-    return any(hasattr(m, name) for m in list(model.modules())[1:] for name in REPARAMETERIZE)
 
 
 def _reparameterize(model: nn.Module) -> nn.Module:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from referencing import Registry
-from referencing.jsonschema import DRAFT202012
+if TYPE_CHECKING:
+    from referencing import Registry
 
 SCHEMA_VERSION = 1
 SCHEMAS = ("profile", "diff", "check", "crosscheck", "formula", "sweep", "speed")
@@ -34,7 +33,12 @@ def load_schema(name: str) -> dict[str, Any]:
 
 @cache
 def _registry() -> Registry:
-    """Every schema under its ``$id``, so that one can refer to another (``profile.json#...``)."""
+    """Every schema under its ``$id``, so that one can refer to another (``profile.json#...``).
+
+    jsonschema is imported here, on first validation, not by every command that writes JSON."""
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
     resources_ = [(load_schema(n)["$id"], DRAFT202012.create_resource(load_schema(n)))
                   for n in SCHEMAS]
     return Registry().with_resources(resources_)
@@ -42,6 +46,8 @@ def _registry() -> Registry:
 
 def schema_errors(data: Any, name: str) -> list[str]:
     """Where ``data`` departs from the schema ``name``: ``at totals.macs: ...``, first by path."""
+    from jsonschema import Draft202012Validator
+
     validator = Draft202012Validator(load_schema(name), registry=_registry())
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
     return [f"at {'.'.join(str(p) for p in e.path) or 'the top'}: {e.message}" for e in errors]
