@@ -31,9 +31,9 @@ import torch, torchvision  # noqa: F401  the baseline
 baseline = status("VmRSS:")
 start = time.perf_counter()
 import vitprof
-from vitprof.analysis import count_ops
-from vitprof.families import recognize
-from vitprof.zoo import build
+from vitprof.count.analysis import count_ops
+from vitprof.count.families import recognize
+from vitprof.models.zoo import build
 imported = time.perf_counter()
 name, size, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 built = build(name, image_size=size)

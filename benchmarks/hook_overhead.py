@@ -22,9 +22,9 @@ import time
 import torch
 from torch import nn
 
-from vitprof.families import recognize
-from vitprof.profiling.timing import clock_for, marking, plan_intervals, time_forward
-from vitprof.zoo import build
+from vitprof.count.families import recognize
+from vitprof.measure.timing import clock_for, marking, plan_intervals, time_forward
+from vitprof.models.zoo import build
 
 
 def seconds_per_call(module: nn.Module, x: torch.Tensor, calls: int = 20_000) -> float:

@@ -3,7 +3,7 @@
 Each (peer, case) runs in a fresh subprocess with a timeout. The child reports the wall time
 of building the model and of counting (imports excluded), its peak resident memory (VmHWM of
 ``/proc/self/status``) and that peak above the resident memory after importing torch,
-torchvision and vitprof.zoo (the baseline, the same for every peer), and the MACs the peer
+torchvision and vitprof.models.zoo (the baseline, the same for every peer), and the MACs the peer
 reports (FlopCounterMode reports FLOPs = 2 x MACs: halved here). Writes a markdown table.
 
 How each peer runs, as its documentation shows it:
@@ -85,7 +85,7 @@ warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
 peer, name, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
 import torch, torchvision  # noqa: F401
-from vitprof.zoo import build
+from vitprof.models.zoo import build
 baseline = status("VmRSS:")
 start = time.perf_counter()
 params = None
@@ -229,7 +229,7 @@ def main() -> int:
         "- wall s: building the model and counting, imports excluded; for the peers "
         "(build + count). vitprof's figure includes its build on meta.",
         "- peak RSS: VmHWM of the process; above baseline: less the resident memory after "
-        "importing torch, torchvision and vitprof.zoo (before building the model).",
+        "importing torch, torchvision and vitprof.models.zoo (before building the model).",
         "- MACs: as each tool reports them (FlopCounterMode's FLOPs halved). vitprof's "
         "convention: multiply-accumulates of matmul, linear, convolution and attention "
         "products; why the others differ is what `vitprof crosscheck` explains.",

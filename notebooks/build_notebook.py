@@ -24,7 +24,7 @@ A walk through torchvision's `vit_b_16` with vitprof. Conventions, everywhere be
 - **MACs** are multiply-accumulates of the matmuls, linears, convolutions and attention products;
   **FLOPs = 2 x MACs**;
 - **vector FLOPs** are the element-wise work (LayerNorm, softmax, GELU, bias and residual adds),
-  counted apart at the per-element costs of `vitprof.formulas`;
+  counted apart at the per-element costs of `vitprof.count.formulas`;
 - parameters are counted once each; the model runs on the **meta device** (no memory, no
   compute), batch 1, 224 x 224."""),
     ("code", """\
@@ -47,7 +47,7 @@ has no parameters at all but 4% of the MACs at 224 px."""),
 A block's MACs are its weights used once per token (197 tokens here), plus the attention core,
 which has no weights. The vector FLOPs of the LayerNorms are real work, but not MACs."""),
     ("code", """\
-from vitprof.report.markdown import blocks_table, one_block_table, stages
+from vitprof.render.pages.markdown import blocks_table, one_block_table, stages
 
 Markdown(one_block_table(profile, 0))"""),
     ("code", """\
@@ -61,7 +61,7 @@ fvcore, torchinfo and torch's `FlopCounterMode` count the same model differently
 difference from vitprof is decomposed into named causes (the peers run on a CPU copy with random
 weights, so this cell takes a few seconds)."""),
     ("code", """\
-from vitprof.crosscheck import render_crosscheck, run_crosscheck
+from vitprof.checks.crosscheck import render_crosscheck, run_crosscheck
 
 Markdown(render_crosscheck(run_crosscheck("vit_b_16"), "markdown"))"""),
     ("markdown", """\
@@ -72,7 +72,7 @@ The same figures as `reports/vit_b_16.md`, drawn here into a temporary folder.""
 import tempfile
 from pathlib import Path
 
-from vitprof.report import figures
+from vitprof.render import figures
 
 folder = Path(tempfile.mkdtemp())
 figures.save(figures.component_shares(profile), folder / "components.png")
@@ -86,8 +86,8 @@ The attention core grows with the square of the token count N, everything else l
 the ratio core / MLP is N / N*. For ViT-B/16 the closed form says core = 2 N^2 D and MLP =
 2 N D M per block: N* = M = 3072 tokens, an image of about 887 px."""),
     ("code", """\
-from vitprof.report.markdown import crossover_text
-from vitprof.report.sweep import sweep
+from vitprof.render.pages.markdown import crossover_text
+from vitprof.checks.sweep import sweep
 
 sizes = [224, 384, 512, 640, 768, 896, 1024, 1152]
 result = sweep("vit_b_16", "image_size", sizes, progress=False)
@@ -102,7 +102,7 @@ reasons, is `reports/corrections.md`)."""),
     ("code", """\
 import pandas as pd
 
-from vitprof.report.corrections import corrections
+from vitprof.checks.corrections import corrections
 
 
 def shown(value):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from vitprof.cli import main
+from vitprof.cli.main import main
 
 MODEL = "vit_b_32"
 COUNTS = ("params", "macs", "vector_flops")

@@ -18,7 +18,7 @@ from conftest import BUDGET_MODELS_PY, MARKING_FACTORY_PY
 from torch import nn
 
 from vitprof import UserError, analyze
-from vitprof.budget import (
+from vitprof.checks.budget import (
     Bound,
     Metric,
     Scope,
@@ -28,11 +28,11 @@ from vitprof.budget import (
     load_budgets,
     parse_budget,
 )
-from vitprof.budget_report import render_table
-from vitprof.records import Component, OpRecord, ParamRecord
-from vitprof.result import Profile
+from vitprof.checks.toml_lines import key_line, table_at
+from vitprof.core.records import Component, OpRecord, ParamRecord
+from vitprof.count.result import Profile
+from vitprof.render.budget import render_table
 from vitprof.testing import assert_budget, assert_budget_file
-from vitprof.toml_lines import key_line, table_at
 
 TINY = "note002_cifar_vit_tiny"
 # patch 3*4*4*192 + 192 = 9,408; class token 192; positions 65*192 = 12,480;
@@ -444,9 +444,10 @@ SCHEMA_ERRORS = [
         """\
         [x]
         max_params = 1
-        model = "vitprof.zoo:no_such_factory"
+        model = "vitprof.models.zoo:no_such_factory"
         """,
-        ["b.toml:3: entry 'x', key 'model': vitprof.zoo has no callable named 'no_such_factory'"],
+        ["b.toml:3: entry 'x', key 'model': "
+         "vitprof.models.zoo has no callable named 'no_such_factory'"],
         id="factory-not-in-the-module",
     ),
     pytest.param(

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import BUDGET_MODELS_PY, MARKING_FACTORY_PY
 
-from vitprof.cli import main
-from vitprof.zoo import TORCHVISION_VITS, ZOO
+from vitprof.cli.main import main
+from vitprof.models.zoo import TORCHVISION_VITS, ZOO
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).parent / "vitprof"

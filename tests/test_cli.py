@@ -16,9 +16,9 @@ import pytest
 from conftest import BUDGET_MODELS_PY, NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 
 from vitprof import analyze
-from vitprof.cli import main
-from vitprof.records import COMPONENTS, Counts
-from vitprof.render import FORMATS, VIEWS
+from vitprof.cli.main import main
+from vitprof.core.records import COMPONENTS, Counts
+from vitprof.render.tables import FORMATS, VIEWS
 
 FACTORY_FILE = '''
 import sys
@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 def good(image_size=32, num_classes=10):
-    from vitprof.models.note002 import build_cifar_vit
+    from vitprof.models.notes.note002 import build_cifar_vit
     return build_cifar_vit(image_size=image_size, num_classes=num_classes, depth=1,
                            embed_dim=64, num_heads=4)
 
@@ -226,7 +226,8 @@ def test_factory_file(factory_file: Path, capsys) -> None:
 
 
 def test_package_module_factory(capsys) -> None:
-    code, out, _ = run(["analyze", "vitprof.models.note002:build_cifar_vit", "--format", "json"],
+    code, out, _ = run(
+        ["analyze", "vitprof.models.notes.note002:build_cifar_vit", "--format", "json"],
                        capsys)
     data = json.loads(out)
     assert code == 0 and data["input_shape"] == [1, 3, 32, 32]
@@ -415,8 +416,8 @@ def test_progress_bars_only_on_a_terminal(
     argv: list[str], bar: str, terminal: bool, tmp_path: Path, odd_models: Path,
     monkeypatch: pytest.MonkeyPatch, capsys,
 ) -> None:
-    monkeypatch.setattr("vitprof.progress.DELAY_S", 0)  # draw at once, however fast the run
-    monkeypatch.setattr("vitprof.progress.on_terminal", lambda: terminal)
+    monkeypatch.setattr("vitprof.core.progress.DELAY_S", 0)  # draw at once, however fast the run
+    monkeypatch.setattr("vitprof.core.progress.on_terminal", lambda: terminal)
     budget = tmp_path / "budget.toml"
     budget.write_text(f'[odd]\nmodel = "{odd_models}:odd"\nmax_unsupported_ops = 1\n')
     model = f"{odd_models}:odd"
@@ -679,9 +680,9 @@ def test_interrupt_is_one_line(factory_file: Path) -> None:
 
 
 def test_cli_module_imports_no_torch() -> None:
-    """Importing ``vitprof.cli`` (what the console script does before calling main) leaves torch
-    to main's own imports, so an interrupt during those ends in main's one line too."""
-    code = "import sys, vitprof.cli; print('torch' in sys.modules)"
+    """Importing ``vitprof.cli.main`` (what the console script does before calling main) leaves
+    torch to main's own imports, so an interrupt during those ends in main's one line too."""
+    code = "import sys, vitprof.cli.main; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout == "False\n"

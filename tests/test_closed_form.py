@@ -18,8 +18,9 @@ from torchvision.models import VisionTransformer
 
 from vitprof import Component as C
 from vitprof import Counts, UserError, analyze
-from vitprof.cli import main
-from vitprof.closed_form import (
+from vitprof.cli.main import main
+from vitprof.models.notes import note001, note002, note004
+from vitprof.models.closed_form import (
     AttentionImpl,
     AttentionKind,
     FinalNorm,
@@ -27,9 +28,8 @@ from vitprof.closed_form import (
     ViTSpec,
     closed_form,
 )
-from vitprof.models import note001, note002, note004
-from vitprof.spec_inference import spec_from_model
-from vitprof.zoo import build
+from vitprof.models.spec_inference import spec_from_model
+from vitprof.models.zoo import build
 
 VIT_B_16 = ViTSpec(image_size=224, patch_size=16, width=768, depth=12, heads=12, mlp_width=3072)
 CIFAR_VIT = ViTSpec(

@@ -15,7 +15,7 @@ from timm.models.deit import VisionTransformerDistilled
 from timm.models.vision_transformer import VisionTransformer as TimmViT
 
 from vitprof import analyze
-from vitprof.closed_form import (
+from vitprof.models.closed_form import (
     AttentionImpl,
     AttentionKind,
     FinalNorm,
@@ -24,7 +24,7 @@ from vitprof.closed_form import (
     closed_form,
 )
 from vitprof.models.reference import OVERRIDES, build_reference_vit
-from vitprof.spec_inference import spec_from_model
+from vitprof.models.spec_inference import spec_from_model
 
 NEEDS_CLASS_TOKEN = (HeadKind.TOKEN, HeadKind.HIDDEN, HeadKind.POOLER, HeadKind.DISTILLED)
 

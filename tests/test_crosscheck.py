@@ -32,9 +32,8 @@ import torch
 from torch import nn
 
 from vitprof import UserError, analyze
-from vitprof.cli import main
-from vitprof.crosscheck import PEERS, render_crosscheck, run_crosscheck
-from vitprof.crosscheck.causes import (
+from vitprof.checks.crosscheck import PEERS, render_crosscheck, run_crosscheck
+from vitprof.checks.crosscheck.causes import (
     Cause,
     fvcore_norm_causes,
     patch_causes,
@@ -44,7 +43,7 @@ from vitprof.crosscheck.causes import (
     torchinfo_causes,
     uncounted_causes,
 )
-from vitprof.crosscheck.peers import (
+from vitprof.checks.crosscheck.peers import (
     run_calflops,
     run_deepspeed,
     run_flop_counter,
@@ -52,9 +51,10 @@ from vitprof.crosscheck.peers import (
     run_ptflops,
     run_torchinfo,
 )
-from vitprof.crosscheck.table import peer_row
-from vitprof.records import Counts
-from vitprof.zoo import Published
+from vitprof.checks.crosscheck.table import peer_row
+from vitprof.cli.main import main
+from vitprof.core.records import Counts
+from vitprof.models.zoo import Published
 
 BATCH = 2
 ATTENTION_MACS = 800  # 2 * 2 * 5 * 5 * 8

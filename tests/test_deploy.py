@@ -1,4 +1,5 @@
-"""Deploy-form counts: timm's re-parameterisation and BatchNorm folded (``vitprof.deploy``)."""
+"""Deploy-form counts: timm's re-parameterisation and BatchNorm folded
+(``vitprof.models.deploy``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import torch
 from torch import nn
 
 from vitprof import analyze
-from vitprof.cli import main
-from vitprof.deploy import deploy_form, fold_batch_norms
+from vitprof.cli.main import main
+from vitprof.models.deploy import deploy_form, fold_batch_norms
 
 
 def conv_bn() -> nn.Module:

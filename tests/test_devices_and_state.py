@@ -8,7 +8,7 @@ from torch import nn
 
 from vitprof import Component as C
 from vitprof import analyze
-from vitprof.zoo import build
+from vitprof.models.zoo import build
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +67,8 @@ def _total(counter) -> tuple[int, int]:
 
 def test_multihead_attention_fast_path_formula_matches_slow_path() -> None:
     """aten._native_multi_head_attention is charged what F.multi_head_attention_forward costs."""
-    from vitprof.counter import OpCounter
-    from vitprof.families import ComponentMap
+    from vitprof.count.counter import OpCounter
+    from vitprof.count.families import ComponentMap
 
     mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
     x = torch.randn(2, 5, 16)
@@ -126,7 +126,7 @@ def test_model_that_cannot_run_on_meta_falls_back_to_cpu() -> None:
 
 
 def test_meta_only_model_that_cannot_run_on_meta_is_a_user_error() -> None:
-    from vitprof.errors import UserError
+    from vitprof.core.errors import UserError
 
     with torch.device("meta"):
         model = DataDependent()

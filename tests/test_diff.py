@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from vitprof.cli import main
-from vitprof.diff import Change, parse_fail_above
-from vitprof.records import Counts
+from vitprof.checks.diff import Change, parse_fail_above
+from vitprof.cli.main import main
+from vitprof.core.records import Counts
 
 D, MLP, LAYERS = 768, 3072, 12  # ViT-B: width, MLP width, blocks
 T16, T32 = 197, 50  # tokens: 14^2 + 1 and 7^2 + 1

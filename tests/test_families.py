@@ -12,7 +12,7 @@ from torch import nn
 
 from vitprof import Component as C
 from vitprof import analyze
-from vitprof.errors import UserError
+from vitprof.core.errors import UserError
 
 NOTHING = (0, 0)
 
@@ -41,7 +41,7 @@ def test_nothing_lands_in_other(name: str) -> None:
 
 
 def test_note001_unfold_patcher_is_patch_embedding() -> None:
-    from vitprof.models.note001 import build_note001_vit
+    from vitprof.models.notes.note001 import build_note001_vit
 
     with torch.device("meta"):
         model = build_note001_vit(patcher="unfold")

@@ -9,9 +9,9 @@ from torch import nn
 
 from vitprof import Component as C
 from vitprof import analyze
-from vitprof.counter import OpCounter
-from vitprof.families import ComponentMap
-from vitprof.formulas import FORMULAS, FREE_OPS, aten, register
+from vitprof.count.counter import OpCounter
+from vitprof.count.families import ComponentMap
+from vitprof.count.formulas import FORMULAS, FREE_OPS, aten, register
 
 EMPTY = ComponentMap("test", {}, {}, {})
 

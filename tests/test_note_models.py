@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from vitprof.models import note001, note002, note004
+from vitprof.models.notes import note001, note002, note004
 
 
 def n_params(model: nn.Module) -> int:

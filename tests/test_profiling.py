@@ -18,19 +18,20 @@ import torch
 from torchvision.models.vision_transformer import VisionTransformer
 
 from vitprof import UserError, analyze
-from vitprof.cli import main
-from vitprof.families import recognize
-from vitprof.profiling.measure import SpeedProfile, profile_model
-from vitprof.profiling.memory import (
+from vitprof.cli.main import main
+from vitprof.core.records import COMPONENTS, Component
+from vitprof.count.families import recognize
+from vitprof.count.training import phase_components, phase_totals
+from vitprof.measure.measure import SpeedProfile, profile_model
+from vitprof.measure.memory import (
     activation_bytes,
     param_bytes_by_component,
     param_bytes_by_dtype,
     saved_for_backward,
 )
-from vitprof.profiling.peak import best_seconds, matmul_flops, measure_peak
-from vitprof.profiling.report import PROFILE_FORMATS
-from vitprof.profiling.roofline import points, write_roofline
-from vitprof.profiling.timing import (
+from vitprof.measure.peak import best_seconds, matmul_flops, measure_peak
+from vitprof.measure.roofline import points, write_roofline
+from vitprof.measure.timing import (
     CudaClock,
     Timings,
     interquartile_mean,
@@ -38,8 +39,7 @@ from vitprof.profiling.timing import (
     plan_intervals,
     time_forward,
 )
-from vitprof.profiling.training import phase_components, phase_totals
-from vitprof.records import COMPONENTS, Component
+from vitprof.render.speed import PROFILE_FORMATS
 
 C = Component
 BATCH = 4

@@ -11,9 +11,8 @@ import torch
 from torch import nn
 
 from vitprof import analyze
-from vitprof.cli import main
-from vitprof.crosscheck import run_crosscheck
-from vitprof.crosscheck.published import (
+from vitprof.checks.crosscheck import run_crosscheck
+from vitprof.checks.crosscheck.published import (
     PEER,
     TimmRow,
     TimmTable,
@@ -25,9 +24,10 @@ from vitprof.crosscheck.published import (
     rounding_causes,
     table_form_causes,
 )
-from vitprof.report.check import compare
-from vitprof.report.generate import MARKER
-from vitprof.report.timm_published import _why_not, check_row, timm_published_page
+from vitprof.cli.main import main
+from vitprof.render.pages.check import compare
+from vitprof.render.pages.generate import MARKER
+from vitprof.render.pages.timm_published import _why_not, check_row, timm_published_page
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMM_COMMIT = "90cae8c5ab83d2d7e23b1fb2bab1559bfdcbc7e9"

@@ -9,7 +9,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-MODEL = "vitprof.models.note002:build_cifar_vit"
+MODEL = "vitprof.models.notes.note002:build_cifar_vit"
 # the note 002 CIFAR-ViT: 6 blocks of 12*512^2 + 13*512 params, plus 127*512 + 10 outside
 PARAMS = 6 * (12 * 512**2 + 13 * 512) + 127 * 512 + 10  # 18_979_338
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vitprof.cli import COMMANDS, build_parser
+from vitprof.cli.main import COMMANDS, build_parser
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from vitprof import analyze
-from vitprof.records import COMPONENTS, Component, Counts
-from vitprof.render import giga, text_table
-from vitprof.report.markdown import sweep_cells
-from vitprof.report.sweep import Sweep, SweepPoint
+from vitprof.checks.sweep import Sweep, SweepPoint
+from vitprof.core.records import COMPONENTS, Component, Counts
+from vitprof.render.pages.markdown import sweep_cells
+from vitprof.render.tables import giga, text_table
 
 # torchvision vit_b_16, batch 1: 196 x 768 x 768 patch MACs + 12 blocks of 1,453,954,560 MACs
 # + 768 x 1000 head MACs = 17,563,828,224

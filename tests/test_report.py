@@ -16,17 +16,17 @@ import pytest
 from conftest import NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 from PIL import Image, PngImagePlugin
 
-from vitprof.cli import main
-from vitprof.errors import UserError
-from vitprof.records import Component
-from vitprof.report import figures
-from vitprof.report.check import compare, normalize
-from vitprof.report.corrections import CLAIMS, CORRECT, NOTES, WRONG, Claim, Lab, correct
-from vitprof.report.generate import ALL_MODELS, MARKER, NAMED_PAGE_FILES, write
-from vitprof.report.markdown import Page, scaling_sizes, stages
-from vitprof.report.sweep import parse_values, sweep
-from vitprof.report.zoo_table import matches
-from vitprof.zoo import ZOO, Published
+from vitprof.checks.corrections import CLAIMS, CORRECT, NOTES, WRONG, Claim, Lab, correct
+from vitprof.checks.sweep import parse_values, sweep
+from vitprof.cli.main import main
+from vitprof.core.errors import UserError
+from vitprof.core.records import Component
+from vitprof.models.zoo import ZOO, Published
+from vitprof.render import figures
+from vitprof.render.pages.check import compare, normalize
+from vitprof.render.pages.generate import ALL_MODELS, MARKER, NAMED_PAGE_FILES, write
+from vitprof.render.pages.markdown import Page, scaling_sizes, stages
+from vitprof.render.pages.zoo_table import matches
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports"

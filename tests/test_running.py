@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from vitprof import Component, analyze
-from vitprof.errors import UserError
-from vitprof.profiling.measure import profile_model
-from vitprof.running import meta_caused
+from vitprof.core.errors import UserError
+from vitprof.count.running import meta_caused
+from vitprof.measure.measure import profile_model
 
 META = torch.zeros(4, 4, device="meta")
 
@@ -146,7 +146,7 @@ def test_wrong_forward_signature_is_reported_at_once_without_a_cpu_build(
     models: Path, monkeypatch
 ) -> None:
     real_runs: list[str] = []
-    monkeypatch.setattr("vitprof.analysis.on_device", lambda *args: real_runs.append(args[0]))
+    monkeypatch.setattr("vitprof.count.analysis.on_device", lambda *args: real_runs.append(args[0]))
     with pytest.raises(UserError) as error:
         analyze(f"{models}:two_inputs")
     message = str(error.value)
@@ -173,7 +173,7 @@ def test_factory_of_a_model_that_falls_back_runs_once(models: Path, run: Callabl
 GUARD_SCRIPT = """
 import re, sys
 from pathlib import Path
-from vitprof.cli import main
+from vitprof.cli.main import main
 code = main(sys.argv[1:])
 print(code, int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text())[1]) * 1024)
 """
@@ -253,7 +253,7 @@ def test_zero_classes_means_no_head(model: str, params_without_head: int) -> Non
 
 
 def test_cli_accepts_zero_classes(capsys) -> None:
-    from vitprof.cli import main
+    from vitprof.cli.main import main
 
     assert main(["analyze", "vit_b_32", "--num-classes", "0", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -261,7 +261,7 @@ def test_cli_accepts_zero_classes(capsys) -> None:
 
 
 def test_a_size_that_does_not_fit_is_refused_before_the_cpu_build(monkeypatch, capsys) -> None:
-    from vitprof.cli import main
+    from vitprof.cli.main import main
 
     monkeypatch.setenv("VITPROF_MEMORY_LIMIT", str(10**9))
     assert main(["analyze", "vit_b_16", "--image-size", "1024", "--device", "cpu"]) == 2

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from vitprof import schema
-from vitprof.cli import main
-from vitprof.schema import SCHEMA_VERSION, SCHEMAS, load_schema, schema_errors, versioned
+from vitprof.render import schema
+from vitprof.cli.main import main
+from vitprof.render.schema import SCHEMA_VERSION, SCHEMAS, load_schema, schema_errors, versioned
 
 
 @pytest.mark.parametrize("name", SCHEMAS)

@@ -10,7 +10,7 @@ import pytest
 
 from vitprof import Component as C
 from vitprof import analyze
-from vitprof.zoo import ZOO
+from vitprof.models.zoo import ZOO
 
 # name: (patch, layers, width, mlp width)
 SHAPES = {

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from vitprof.cli import build_parser
+from vitprof.cli.main import build_parser
 
 ROOT = Path(__file__).parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "vitprof.yml"

@@ -9,11 +9,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# public name -> the module defining it, imported on first use: ``vitprof.cli`` then starts
+# public name -> the module defining it, imported on first use: ``vitprof.cli.main`` then starts
 # without torch, so that an interrupt during the long imports ends in main's one line
 _EXPORTS = {
-    "Component": "vitprof.records", "Counts": "vitprof.records", "Profile": "vitprof.result",
-    "UserError": "vitprof.errors", "analyze": "vitprof.analysis",
+    "Component": "vitprof.core.records", "Counts": "vitprof.core.records",
+    "Profile": "vitprof.count.result",
+    "UserError": "vitprof.core.errors", "analyze": "vitprof.count.analysis",
 }
 
 __all__ = ["Component", "Counts", "Profile", "UserError", "analyze"]

@@ -2,6 +2,6 @@
 
 import sys
 
-from vitprof.cli import main
+from vitprof.cli.main import main
 
 sys.exit(main())

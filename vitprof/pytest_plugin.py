@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from vitprof.errors import UserError
+from vitprof.core.errors import UserError
 
 if TYPE_CHECKING:
-    from vitprof.budget import Budget
-    from vitprof.result import Profile
+    from vitprof.checks.budget import Budget
+    from vitprof.count.result import Profile
 
 
 class BudgetExceeded(Exception):
@@ -49,7 +49,7 @@ class BudgetFile(pytest.File):
     """A budget file: one item per entry, validated when collected."""
 
     def collect(self) -> Iterator[BudgetItem]:
-        from vitprof.budget import load_budgets
+        from vitprof.checks.budget import load_budgets
 
         try:
             budgets = load_budgets(self.path)
@@ -67,8 +67,8 @@ class BudgetItem(pytest.Item):
         self.budget = budget
 
     def runtest(self) -> None:
-        from vitprof.budget import evaluate
-        from vitprof.budget_report import render_table
+        from vitprof.checks.budget import evaluate
+        from vitprof.render.budget import render_table
 
         outcome = evaluate(self.budget)
         if not outcome.passed:
@@ -89,7 +89,7 @@ class BudgetItem(pytest.Item):
 def vitprof_profile() -> Callable[..., Profile]:
     """``vitprof_profile(model, **options) -> Profile``: :func:`vitprof.analyze`, each model
     name and set of options analyzed once per session (modules are analyzed every call)."""
-    from vitprof.analysis import analyze
+    from vitprof.count.analysis import analyze
 
     cache: dict[tuple[Any, ...], Profile] = {}
 

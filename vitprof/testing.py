@@ -26,11 +26,11 @@ from typing import Any
 
 from torch import nn
 
-from vitprof.budget import BudgetResult, check_profile, evaluate, load_budgets, parse_budget
-from vitprof.budget_report import render_table
-from vitprof.errors import UserError
-from vitprof.families import Rule
-from vitprof.result import Profile
+from vitprof.checks.budget import BudgetResult, check_profile, evaluate, load_budgets, parse_budget
+from vitprof.core.errors import UserError
+from vitprof.count.families import Rule
+from vitprof.count.result import Profile
+from vitprof.render.budget import render_table
 
 
 def _raise_on_failure(outcomes: Sequence[BudgetResult]) -> None:

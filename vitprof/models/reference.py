@@ -1,9 +1,10 @@
-"""A plain Vision Transformer built from a :class:`~vitprof.closed_form.ViTSpec`, field by field.
+"""A plain Vision Transformer built from a :class:`~vitprof.models.closed_form.ViTSpec`, field by
+field.
 
 The model the closed form describes, written out: a strided-conv patch embedding, prefix tokens
 (class, distillation, registers) and a position embedding, pre-norm blocks (``norm1``, ``attn``
 with one ``qkv`` Linear and a ``proj`` Linear, ``norm2``, ``mlp`` with ``fc1``, GELU, ``fc2``),
-a final norm, pooling and a head. Names follow timm, so :mod:`vitprof.families.generic`
+a final norm, pooling and a head. Names follow timm, so :mod:`vitprof.count.families.generic`
 recognizes every module; the note 002 token predictors live in ``predictors`` and, as in the zoo,
 are mapped to ``other`` by :data:`OVERRIDES`. It builds and runs on the meta device.
 """
@@ -14,10 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vitprof.closed_form import AttentionImpl, AttentionKind, FinalNorm, HeadKind, ViTSpec
-from vitprof.families import Rule
-from vitprof.models.note002 import TokenPredictor
-from vitprof.records import Component
+from vitprof.core.records import Component
+from vitprof.count.families import Rule
+from vitprof.models.closed_form import AttentionImpl, AttentionKind, FinalNorm, HeadKind, ViTSpec
+from vitprof.models.notes.note002 import TokenPredictor
 
 OVERRIDES: tuple[Rule, ...] = ((r"^predictors", Component.OTHER),)
 

@@ -1,0 +1,221 @@
+"""Sweeps: one model analyzed over a range of image sizes, depths or widths.
+
+Every point is a full :func:`vitprof.analyze` on the meta device (nothing is allocated or
+computed, so a point costs a fraction of a second). Along the image-size axis the attention core
+grows with the square of the token count N (``QK^T`` and ``AV`` are N x N per head) while every
+other component grows linearly with N, so the ratio attention-core MACs / MLP MACs is linear in N:
+:meth:`Sweep.crossover` finds where it reaches 1 from the measured points, exactly whenever the
+model follows that law (for a plain ViT, core = 2 N^2 D and MLP = 2 N D M per block, so the
+crossover is at N = M tokens).
+
+Depth and width sweeps rebuild the model with one dimension changed; they support the
+torchvision ``VisionTransformer`` (all ``vit_*`` names) and timm ViTs. A width sweep keeps the
+head width d and the MLP ratio M / D of the original model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import pairwise
+
+from torch import nn
+
+from vitprof.core.errors import UserError
+from vitprof.core.progress import progress as progress_bar
+from vitprof.core.records import Component, Counts
+from vitprof.count.analysis import analyze
+from vitprof.models.zoo import build, infer_patch_size
+
+AXES: dict[str, str] = {
+    "image_size": "image size (px)",
+    "depth": "depth (blocks)",
+    "width": "width D",
+}
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One analyzed variant: the swept value and the counts per component."""
+
+    value: int
+    patches: int | None  # patch tokens per image (image-size sweeps only)
+    components: dict[Component, Counts]
+
+    @property
+    def totals(self) -> Counts:
+        return sum(self.components.values(), Counts())
+
+    @property
+    def attn_core(self) -> Counts:
+        return self.components[Component.ATTN_CORE]
+
+    @property
+    def mlp(self) -> Counts:
+        return self.components[Component.MLP]
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where the attention core's MACs reach the MLP's, interpolated between two swept sizes.
+
+    ``tokens`` is N* = 1 / slope of (core / mlp) against the patch count, exact when core grows
+    as N^2 and the MLP as N; ``patches`` and ``image_size`` are the matching patch count and
+    image side (``patch_size * sqrt(patches)``, not necessarily a multiple of the patch size).
+    ``first_swept`` is the smallest swept image size where core MACs exceed MLP MACs.
+    """
+
+    tokens: Fraction
+    patches: Fraction
+    image_size: float
+    first_swept: int
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A model's counts along one axis, in the order the values were given, and the warnings of
+    its analyses (each once, in the order first met)."""
+
+    model: str
+    axis: str
+    patch_size: int | None
+    points: tuple[SweepPoint, ...]
+    warnings: tuple[str, ...] = ()
+
+    def crossover(self) -> Crossover | None:
+        """The attention-core / MLP crossover of an image-size sweep, if the sweep brackets it."""
+        if self.axis != "image_size" or self.patch_size is None:
+            return None
+        measured = [(p, _core_ratio(p)) for p in sorted(self.points, key=lambda p: p.value)]
+        for (a, ra), (b, rb) in pairwise(measured):
+            if ra is None or rb is None or not ra <= 1 < rb:
+                continue
+            slope = (rb - ra) / (b.patches - a.patches)  # type: ignore[operator]
+            patches = a.patches + (1 - ra) / slope  # type: ignore[operator]
+            return Crossover(
+                tokens=1 / slope,
+                patches=patches,
+                image_size=self.patch_size * math.sqrt(patches),
+                first_swept=b.value,
+            )
+        return None
+
+
+def _core_ratio(point: SweepPoint) -> Fraction | None:
+    return Fraction(point.attn_core.macs, point.mlp.macs) if point.mlp.macs else None
+
+
+# ------------------------------------------------------------------------------- variants
+
+
+def _torchvision_variant(module: nn.Module, axis: str) -> Callable[[int], nn.Module]:
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    first = module.encoder.layers[0].self_attention
+    config = {
+        "image_size": module.image_size, "patch_size": module.patch_size,
+        "num_layers": len(module.encoder.layers), "num_heads": first.num_heads,
+        "hidden_dim": module.hidden_dim, "mlp_dim": module.mlp_dim,
+        "num_classes": module.num_classes,
+    }
+    head_dim = module.hidden_dim // first.num_heads
+
+    def make(value: int) -> nn.Module:
+        changed = dict(config)
+        if axis == "depth":
+            changed["num_layers"] = value
+        else:
+            changed.update(hidden_dim=value, num_heads=_heads(value, head_dim),
+                           mlp_dim=value * module.mlp_dim // module.hidden_dim)
+        return VisionTransformer(**changed)
+
+    return make
+
+
+def _timm_variant(name: str, module: nn.Module, axis: str) -> Callable[[int], nn.Module]:
+    import timm
+
+    head_dim = module.embed_dim // module.blocks[0].attn.num_heads
+
+    def make(value: int) -> nn.Module:
+        if axis == "depth":
+            kwargs = {"depth": value}
+        else:
+            kwargs = {"embed_dim": value, "num_heads": _heads(value, head_dim)}
+        return timm.create_model(name.removeprefix("timm:"), pretrained=False, **kwargs)
+
+    return make
+
+
+def _heads(width: int, head_dim: int) -> int:
+    if width % head_dim:
+        raise UserError(f"width {width} is not a multiple of the head width {head_dim}")
+    return width // head_dim
+
+
+def variant_factory(name: str, axis: str) -> Callable[[int], nn.Module]:
+    """A function value -> the model ``name`` with its depth or width set to value, on meta."""
+    base = build(name, device="meta").module
+    if type(base).__module__.startswith("torchvision.models.vision_transformer"):
+        make = _torchvision_variant(base, axis)
+    elif name.startswith("timm:") and hasattr(base, "blocks") and hasattr(base, "embed_dim"):
+        make = _timm_variant(name, base, axis)
+    else:
+        raise UserError(
+            f"--{axis} sweeps rebuild torchvision and timm ViTs; {name} is neither "
+            "(use --image-size, or a torchvision/timm model)"
+        )
+
+    def on_meta(value: int) -> nn.Module:
+        import torch
+
+        with torch.device("meta"):
+            return make(value)
+
+    return on_meta
+
+
+# ------------------------------------------------------------------------------- sweeping
+
+
+def parse_values(text: str) -> list[int]:
+    """``"224,384,518"`` -> ``[224, 384, 518]``; each value a positive integer, no repeats."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = int(part.strip())
+        except ValueError:
+            raise UserError(f"expected comma-separated integers, got '{text}'") from None
+        if value < 1:
+            raise UserError(f"sweep values must be positive, got {value}")
+        values.append(value)
+    if len(set(values)) != len(values):
+        raise UserError(f"sweep values repeat: '{text}'")
+    return values
+
+
+def sweep(
+    name: str, axis: str, values: Sequence[int], *, batch_size: int = 1,
+    progress: bool = True,
+) -> Sweep:
+    """Analyze ``name`` at every value of ``axis`` (``image_size``, ``depth`` or ``width``)."""
+    if axis not in AXES:
+        raise ValueError(f"unknown sweep axis {axis}")
+    if not values:
+        raise UserError("a sweep needs at least one value")
+    make = variant_factory(name, axis) if axis != "image_size" else None
+    patch_size = infer_patch_size(build(name, device="meta").module)
+    points = []
+    warnings: dict[str, None] = {}
+    for value in progress_bar(values, desc=f"{name} {axis}", unit="point", enabled=progress):
+        if make is None:
+            profile = analyze(name, image_size=value, batch_size=batch_size)
+            patches = (value // patch_size) ** 2 if patch_size else None
+        else:
+            profile = analyze(make(value), batch_size=batch_size, name=name)
+            patches = None
+        points.append(SweepPoint(value, patches, dict(profile.components)))
+        warnings.update(dict.fromkeys(profile.warnings))
+    return Sweep(name, axis, patch_size, tuple(points), tuple(warnings))

@@ -1,0 +1,60 @@
+"""``vitprof check``: hold models to the limits of a budget file; exit 1 when one is exceeded.
+
+Exit codes: 0 every check holds, 1 at least one limit is exceeded, 2 a usage or budget-file error
+(the file is missing, malformed or outside the schema, or a model fails to build or to run);
+with 2 no report is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vitprof.checks.budget import evaluate, load_budgets
+from vitprof.cli.commands.common import warn, write_output
+from vitprof.cli.commands.outputs import check_writable
+from vitprof.core.errors import UserError
+from vitprof.core.progress import progress
+from vitprof.render.budget import FORMATS, render, summary
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check", help="check models against a budget file (exit 1 when a limit is exceeded)"
+    )
+    parser.add_argument("budgets", metavar="BUDGETS.toml", help="budget file")
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    parser.add_argument("--entry", action="append", metavar="NAME",
+                        help="check only this entry (repeatable)")
+    parser.add_argument("--update-baselines", action="store_true",
+                        help="rewrite each entry's baseline profile from this analysis first")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_writable(args.output)
+    budgets = load_budgets(args.budgets)
+    if args.entry:
+        known = [b.name for b in budgets]
+        missing = [name for name in args.entry if name not in known]
+        if missing:
+            raise UserError(f"{args.budgets}: no entry named {', '.join(missing)}; "
+                            f"entries: {', '.join(known)}")
+        budgets = [b for b in budgets if b.name in args.entry]
+    if args.update_baselines and not any(b.baseline for b in budgets):
+        warn("--update-baselines: no entry names a baseline; nothing to update")
+    outcomes = [evaluate(budget, args.update_baselines)
+                for budget in progress(budgets, desc="check", unit="entry")]
+    for budget in budgets:
+        if args.update_baselines and budget.baseline:
+            print(f"vitprof: wrote baseline {budget.baseline.path} for entry '{budget.name}'",
+                  file=sys.stderr)
+    for outcome in outcomes:
+        if outcome.profile.fallback:
+            warn(f"entry '{outcome.budget.name}': {outcome.profile.fallback}")
+    write_output(render(outcomes, args.format), args.output)
+    if args.output or args.format != "table":
+        print(f"vitprof: {summary(outcomes)}", file=sys.stderr)
+    return 0 if all(o.passed for o in outcomes) else 1

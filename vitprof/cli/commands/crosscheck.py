@@ -1,0 +1,57 @@
+"""``vitprof crosscheck``: each peer counter's number next to vitprof's, every difference explained.
+
+Exit codes: 0 the cross-check ran (a residual, or a peer that could not run, is reported in the
+output, not in the exit code); 2 a usage error, an unknown model or peer, or a model that fails
+to build or run.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from vitprof.checks.crosscheck import FORMATS, PEERS, render_crosscheck, run_crosscheck
+from vitprof.cli.commands.common import add_map_option, positive_int, warn, write_output
+from vitprof.cli.commands.outputs import check_writable
+from vitprof.models.deploy import DEPLOY_HELP
+
+
+def peer_list(text: str) -> list[str]:
+    """argparse type for ``--peers fvcore,torchinfo`` (names are checked by run_crosscheck)."""
+    return [p.strip() for p in text.split(",")]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "crosscheck", help="compare with fvcore, torchinfo, FlopCounterMode, ptflops, calflops, "
+                           "DeepSpeed, closed form, published figures; explain every difference"
+    )
+    parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
+    parser.add_argument("--image-size", type=positive_int, help="input height and width")
+    parser.add_argument("--batch-size", type=positive_int, default=1)
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--peers", type=peer_list, metavar="PEER,...",
+                        help=f"peers to run (default all): {', '.join(PEERS)}")
+    parser.add_argument("--no-grad", action="store_true",
+                        help="run the peers under torch.no_grad() (nn.MultiheadAttention then "
+                             "takes its fused fast path)")
+    add_map_option(parser)
+    parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_writable(args.output)
+    check = run_crosscheck(
+        args.model, image_size=args.image_size, batch_size=args.batch_size, peers=args.peers,
+        grad=not args.no_grad, overrides=args.map, deploy=args.deploy,
+    )
+    for message in check.warnings:
+        warn(message)
+    for row in check.rows:
+        if row.macs is not None and (row.residual_macs or row.residual_params):
+            warn(f"{row.peer}: unexplained residual of {row.residual_macs:,} MACs and "
+                 f"{row.residual_params or 0:,} params")
+    write_output(render_crosscheck(check, args.format), args.output)
+    return 0

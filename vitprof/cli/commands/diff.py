@@ -1,0 +1,84 @@
+"""``vitprof diff A B``: what changed between two analyses; exit 1 when an increase passes
+``--fail-above``.
+
+A and B are anything ``vitprof analyze`` accepts (the input options apply to both) or saved
+profiles (``vitprof analyze MODEL --format json --output A.json``). Exit codes: 0 the diff is
+shown and no increase passes a threshold, 1 one does, 2 a usage error or a bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from vitprof.checks.diff import Snapshot, compare, parse_fail_above, read_profile
+from vitprof.cli.commands.common import add_input_options, warn, write_output
+from vitprof.cli.commands.outputs import check_writable
+from vitprof.count.analysis import analyze
+from vitprof.count.training import MODES
+from vitprof.render.diff import FORMATS, exceeded_lines, render
+
+
+def _fail_above(text: str) -> str:
+    """argparse type: ``PCT`` or ``METRIC=PCT``, checked here, parsed with the others later."""
+    try:
+        parse_fail_above([text])
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "diff", help="compare two models or saved profiles (exit 1 past --fail-above)"
+    )
+    for side in ("a", "b"):
+        parser.add_argument(side, metavar=side.upper(),
+                            help="model name, FILE.py:FACTORY, or a saved profile FILE.json")
+    add_input_options(parser)
+    parser.add_argument("--mode", choices=MODES, default="inference")
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--output", metavar="FILE")
+    parser.add_argument("--fail-above", type=_fail_above, action="append", default=[],
+                        metavar="[METRIC=]PCT",
+                        help="exit 1 when a total, component or block grows by more than PCT "
+                             "percent (all metrics, or one: params, macs, flops, vector_flops)")
+    parser.set_defaults(run=run)
+
+
+def is_saved_profile(spec: str) -> bool:
+    """A ``.json`` path that is not a Hugging Face config (``hf:config.json``)."""
+    return spec.endswith(".json") and not spec.startswith("hf:")
+
+
+def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
+    if is_saved_profile(spec):
+        return read_profile(Path(spec))
+    profile = analyze(
+        spec, image_size=args.image_size, batch_size=args.batch_size,
+        num_classes=args.num_classes, device=args.device, overrides=args.map, mode=args.mode,
+    )
+    for message in profile.warnings:
+        warn(f"{spec}: {message}")
+    return Snapshot.from_profile(profile)
+
+
+def _options_given(args: argparse.Namespace) -> list[str]:
+    given = {"--image-size": args.image_size is not None, "--batch-size": args.batch_size != 1,
+             "--num-classes": args.num_classes is not None, "--device": args.device != "meta",
+             "--map": bool(args.map), "--mode": args.mode != "inference"}
+    return [option for option, set_ in given.items() if set_]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_writable(args.output)
+    if is_saved_profile(args.a) and is_saved_profile(args.b) and _options_given(args):
+        warn(f"{', '.join(_options_given(args))} ignored: both sides are saved profiles")
+    diff = compare(_snapshot(args.a, args), _snapshot(args.b, args))
+    exceeded = diff.exceeded(parse_fail_above(args.fail_above))
+    write_output(render(diff, args.format, exceeded), args.output)
+    for line in exceeded_lines(exceeded):
+        print(f"vitprof: FAIL: {line}", file=sys.stderr)
+    return 1 if exceeded else 0

@@ -1,0 +1,75 @@
+"""``vitprof profile``: measured time, FLOP/s, intensity and memory per component and block."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from vitprof.cli.commands.common import (
+    add_map_option,
+    non_negative_int,
+    positive_int,
+    warn,
+    write_output,
+)
+from vitprof.cli.commands.outputs import check_figure_path, check_writable
+from vitprof.measure.measure import DEVICES, DTYPES, profile_model
+from vitprof.measure.roofline import write_roofline
+from vitprof.render.speed import PROFILE_FORMATS, render_profile
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (not inf, not nan)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got '{text}'") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
+    return value
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "profile", help="measure time, FLOP/s and memory per component on cpu or cuda"
+    )
+    parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
+    parser.add_argument("--device", choices=DEVICES, default="cpu")
+    parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32")
+    parser.add_argument("--batch-size", type=positive_int, default=1)
+    parser.add_argument("--image-size", type=positive_int, help="input height and width")
+    parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
+    parser.add_argument("--warmup", type=non_negative_int, default=2,
+                        help="untimed forwards before timing (default 2)")
+    parser.add_argument("--iters", type=positive_int, default=10,
+                        help="timed forwards, each with and without hooks (default 10)")
+    parser.add_argument("--threads", type=positive_int,
+                        help="CPU threads for the run (default: torch's)")
+    parser.add_argument("--peak-tflops", type=positive_float,
+                        help="the device's peak in TFLOP/s instead of measuring a matmul")
+    add_map_option(parser)
+    parser.add_argument("--format", choices=PROFILE_FORMATS, default="table")
+    parser.add_argument("--output", metavar="FILE")
+    parser.add_argument("--roofline", metavar="PNG", help="also write the roofline figure")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar (it is shown only on a terminal anyway)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.output:
+        check_writable(args.output)
+    if args.roofline:
+        check_figure_path(args.roofline)
+    result = profile_model(
+        args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+        image_size=args.image_size, num_classes=args.num_classes, warmup=args.warmup,
+        iters=args.iters, peak_tflops=args.peak_tflops, overrides=args.map,
+        progress=not args.no_progress, threads=args.threads,
+    )
+    for message in result.warnings:
+        warn(message)
+    if args.roofline:
+        write_roofline(result, args.roofline)
+    write_output(render_profile(result, args.format), args.output)
+    return 0

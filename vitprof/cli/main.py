@@ -1,0 +1,101 @@
+"""The ``vitprof`` command line: ``build_parser()`` and ``main(argv) -> int``.
+
+User errors and usage errors alike end in one line on stderr, ``vitprof: error: ...``, and exit
+code 2: the parser prints the error and where to find the usage instead of argparse's multi-line
+usage block. stdout carries only the result: while a command runs, whatever the model's code (or
+a library) prints goes to stderr. A model's code that calls ``sys.exit`` is a user error too. An
+interrupt (SIGINT) ends in one line, ``vitprof: interrupted``, and exit code 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from typing import NoReturn
+
+from vitprof.cli.commands.common import results_only_on_stdout
+from vitprof.core.errors import UserError
+
+COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report", "sweep",
+            "diff")
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr (exit code 2).
+
+    Sub-command parsers inherit the class (``add_subparsers`` uses the parent's type).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        if message.endswith("expected one argument"):
+            # argparse takes a value such as -16,224 for an option: say how to pass it
+            message += "; a value that starts with '-' is written OPTION=VALUE"
+        self.exit(2, f"vitprof: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(
+        prog="vitprof",
+        description="Exact params and MACs of Vision Transformers, per component.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"vitprof.cli.commands.{name}").add_parser(subparsers)
+    return parser
+
+
+def _interrupt_once(signum: int, frame: object) -> NoReturn:
+    """SIGINT handler: ignore every later SIGINT, then raise KeyboardInterrupt. A second Ctrl-C
+    would otherwise interrupt the exit itself (torch's atexit hooks) with a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _one_interrupt() -> Iterator[None]:
+    """Run the body with ``_interrupt_once`` as the SIGINT handler (in the main thread, where
+    Python's own handler is installed); the previous handler is restored unless interrupted."""
+    own = threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if own:
+        signal.signal(signal.SIGINT, _interrupt_once)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is _interrupt_once:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _sys_exit_call(exit_: SystemExit) -> str:
+    """``sys.exit(3)``, ``sys.exit('bye')`` or ``sys.exit()``: the call that raised ``exit_``."""
+    return f"sys.exit({'' if exit_.code is None else repr(exit_.code)})"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sub-command ``argv`` names; the exit code: the command's (0, or 1 where it
+    fails a check), 2 for a user error, 130 when interrupted (argparse exits on its own)."""
+    try:
+        with _one_interrupt():
+            args = build_parser().parse_args(argv)  # argparse's own exits (--help, usage) pass
+            try:
+                with results_only_on_stdout():
+                    return args.run(args)
+            except SystemExit as exit_:  # argparse is done: this comes from the model's code
+                raise UserError(
+                    f"the model's code called {_sys_exit_call(exit_)} while vitprof ran it"
+                ) from None
+    except UserError as error:
+        print(f"vitprof: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("vitprof: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,435 @@
+"""The counting engine: every aten op a model runs, priced and attributed to a component.
+
+A ``TorchDispatchMode`` sees each aten operation below autograd, so functional code
+(``q @ k.transpose(-2, -1)``, ``F.linear`` on a parameter nobody calls as a module) is seen as
+well as module code. Module hooks keep the stack of running modules. A ``TorchFunctionMode``
+catches ``F.scaled_dot_product_attention`` so that it is priced as one operation whichever kernel
+PyTorch picks (a math decomposition on the meta device, a flash kernel on the CPU).
+
+Attribution of one operation, in order:
+
+1. a fused operation that spans components (``_native_multi_head_attention``) names them itself;
+2. an operation that reads a parameter belongs to that parameter's component;
+3. otherwise, the innermost running module that has a component;
+4. otherwise (a residual add in a block's own ``forward``, pooling in the model's ``forward``),
+   where its data comes from: inside a block, the component of the latest counted operation
+   that produced one of its inputs (a residual add closes the branch whose output it adds:
+   ``x + attn(x)`` is ``attn_proj``, ``x + mlp(x)`` is ``mlp``), or failing that the previous
+   counted operation of the block; outside blocks, ``tokens`` before the first block and
+   ``head`` after it. Producers are followed through views and data movement by storage.
+
+Backward operations (``phase = "backward"``, with ``track_autograd`` set during the forward) run
+without a module stack: each belongs to the forward operation whose autograd node runs it. In
+the forward, the outputs of every operation are mapped, through their ``grad_fn``, to the record
+of that operation (or, for an operation that is not priced, to the record before it; inside a
+muted fused attention, to the attention's record); in the backward,
+``torch._C._current_autograd_node()`` names the node. A gradient accumulation (two uses of one
+tensor) runs under the node whose gradient completes the sum and is charged to its component.
+
+Each record also carries the bytes its operation reads and writes (tensor sizes at their dtype;
+a broadcast dimension of stride 0 is read once), for arithmetic intensity.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from vitprof.core.records import Component, Cost, OpRecord
+from vitprof.count.families import ComponentMap
+from vitprof.count.formulas import aten, formula_for, is_free, op_name, sdpa_cost
+
+_SDPA = F.scaled_dot_product_attention
+
+
+def storage_key(tensor: torch.Tensor) -> int | None:
+    """An id shared by a tensor and all its views (also on the meta device)."""
+    try:
+        return tensor.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+@dataclass(slots=True)
+class _Pending:
+    op: str
+    module: str
+    component: Component | None
+    block: int | None
+    cost: Cost
+    phase: str
+    traffic: tuple[int, int] = (0, 0)  # bytes read, bytes written
+    owner: int | None = None  # backward: index of the forward record whose node ran it
+    sources: tuple[int, ...] = ()  # forward: indices of the records that produced its inputs
+
+
+def tensor_bytes(value: Any) -> int:
+    """Bytes addressed by the tensors in ``value`` (nested lists, tuples, dict values).
+
+    A dimension of stride 0 (a broadcast) is counted once, so an expanded bias is read once.
+    """
+    if isinstance(value, torch.Tensor):
+        distinct = 1
+        for size, stride in zip(value.shape, value.stride(), strict=True):
+            if stride != 0:
+                distinct *= int(size)
+        return distinct * value.element_size()
+    if isinstance(value, list | tuple):
+        return sum(tensor_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(tensor_bytes(v) for v in value.values())
+    return 0
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _tensors(item)
+
+
+class OpCounter:
+    """Counts the operations of ``model`` while :meth:`running` is active."""
+
+    def __init__(
+        self, model: nn.Module, mapping: ComponentMap, params: Mapping[str, torch.Tensor]
+    ) -> None:
+        self.model = model
+        self.mapping = mapping
+        self.param_of_storage = {storage_key(t): name for name, t in params.items()}
+        self.stack: list[str] = []
+        self.pending: list[_Pending] = []
+        self.unsupported: Counter[str] = Counter()
+        self.phase = "forward"
+        self.muted = 0
+        self.track_autograd = False  # map autograd nodes to records, to attribute a backward
+        self.owners: dict[Any, int] = {}  # autograd node -> index of its forward record
+        self._fresh: list[tuple[Any, int]] = []  # outputs whose grad_fn is not set yet
+        self.producer: dict[int | None, int] = {}  # storage -> index of the record that wrote it
+
+    @contextmanager
+    def running(self) -> Iterator[OpCounter]:
+        """Install hooks and modes; remove them all on exit, even after an error."""
+        handles = []
+        for path, module in self.model.named_modules():
+            handles.append(module.register_forward_pre_hook(partial(self._enter, path)))
+            handles.append(
+                module.register_forward_hook(partial(self._leave, path), always_call=True)
+            )
+        try:
+            with _attention_wrapped(self), _AttentionMode(self), _DispatchCounter(self):
+                yield self
+        finally:
+            for handle in handles:
+                handle.remove()
+            self.stack.clear()
+
+    def _enter(self, path: str, module: nn.Module, args: Any) -> None:
+        self.stack.append(path)
+
+    def _leave(self, path: str, module: nn.Module, args: Any, output: Any) -> None:
+        if self.stack and self.stack[-1] == path:
+            self.stack.pop()
+
+    def record(
+        self, op: Any, cost: Cost | Mapping[Component, Cost], args: Any,
+        traffic: tuple[int, int] = (0, 0), out: Any = None,
+    ) -> None:
+        """Attribute ``cost`` of ``op`` (called with ``args``, returning ``out``) to the running
+        context.
+
+        ``traffic`` (bytes read, bytes written) of a fused op priced in parts is shared among the
+        parts in proportion to their MACs; ``out`` is written by the last part.
+        """
+        if self.muted:
+            return
+        sources = self._sources(args) if self.phase == "forward" else ()
+        params = self._params_read(args)
+        owner = None
+        if self.phase == "backward":
+            owner = self.owners.get(torch._C._current_autograd_node())
+        block = self.pending[owner].block if owner is not None else self._block(params)
+        module = self.stack[-1] if self.stack else ""
+        parts = list(cost.items()) if isinstance(cost, Mapping) else [(None, cost)]
+        shares = _shares(traffic, [part.macs for _, part in parts])
+        name = op_name(op)
+        for (component, part), share in zip(parts, shares, strict=True):
+            self.pending.append(
+                _Pending(
+                    name, module, component or self._component(params), block, part, self.phase,
+                    share, owner, sources,
+                )
+            )
+        if self.phase == "forward":
+            for tensor in _tensors(out):
+                self.producer[storage_key(tensor)] = len(self.pending) - 1
+
+    def _sources(self, args: Any) -> tuple[int, ...]:
+        found = (self.producer.get(storage_key(t)) for t in _tensors(args))
+        return tuple(sorted({index for index in found if index is not None}))
+
+    def pass_through(self, args: Any, out: Any) -> None:
+        """An op that is not counted (a copy, a concatenation) hands on its inputs' producer."""
+        if self.muted or self.phase != "forward":
+            return
+        sources = self._sources(args)
+        if sources:
+            for tensor in _tensors(out):
+                self.producer[storage_key(tensor)] = sources[-1]
+
+    def current(self) -> int | None:
+        """Index of the record an output produced now belongs to: the last one, or inside a
+        muted fused attention the attention's own, recorded next."""
+        index = len(self.pending) if self.muted else len(self.pending) - 1
+        return index if index >= 0 else None
+
+    def adopt(self, out: Any) -> None:
+        """Forward: the autograd node of ``out`` will belong to the current record."""
+        self.settle()
+        index = self.current()
+        if index is not None:
+            self._fresh.append((out, index))
+
+    def settle(self) -> None:
+        """Map the ``grad_fn`` of the outputs adopted so far (autograd sets it after dispatch)."""
+        for out, index in self._fresh:
+            for tensor in _tensors(out):
+                if tensor.grad_fn is not None:
+                    self.owners.setdefault(tensor.grad_fn, index)
+        self._fresh.clear()
+
+    def _params_read(self, args: Any) -> list[str]:
+        names = []
+        for value in args:
+            tensors = value if isinstance(value, list | tuple) else (value,)
+            for tensor in tensors:
+                if isinstance(tensor, torch.Tensor):
+                    name = self.param_of_storage.get(storage_key(tensor))
+                    if name is not None:
+                        names.append(name)
+        return names
+
+    def _component(self, params: list[str]) -> Component | None:
+        if params:
+            return self.mapping.params[params[0]]
+        for path in reversed(self.stack):
+            component = self.mapping.modules.get(path)
+            if component is not None:
+                return component
+        return None
+
+    def _block(self, params: list[str]) -> int | None:
+        for path in reversed(self.stack):
+            index = self.mapping.blocks.get(path)
+            if index is not None:
+                return index
+        return self.mapping.block_of(params[0]) if params else None
+
+    def bytes_written(self) -> int:
+        """Bytes written by the operations counted so far, also after a failed run."""
+        return sum(p.traffic[1] for p in self.pending)
+
+    def records(self) -> list[OpRecord]:
+        """The counted operations, each with a component (resolved by position if need be).
+
+        Backward operations take the component of their forward record.
+        """
+        forward = [i for i, p in enumerate(self.pending) if p.phase == "forward"]
+        resolved = dict(zip(forward, _resolve_positions(
+            [self.pending[i] for i in forward], has_blocks=bool(self.mapping.blocks)
+        ), strict=True))
+        records = []
+        for i, p in enumerate(self.pending):
+            component = resolved.get(i)
+            if component is None and p.owner is not None:
+                component = resolved.get(p.owner)
+            records.append(OpRecord(
+                p.op, p.module, component or p.component or Component.OTHER, p.block,
+                p.cost.macs, p.cost.vector_flops, p.phase, *p.traffic,
+            ))
+        return records
+
+
+def _shares(traffic: tuple[int, int], macs: list[int]) -> list[tuple[int, int]]:
+    """``traffic`` split among parts in proportion to ``macs`` (all to the first if none)."""
+    if len(macs) == 1:
+        return [traffic]
+    total = sum(macs)
+    weights = [m / total for m in macs] if total else [1.0] + [0.0] * (len(macs) - 1)
+    return [(round(traffic[0] * w), round(traffic[1] * w)) for w in weights]
+
+
+def _resolve_positions(pending: list[_Pending], has_blocks: bool) -> list[Component]:
+    """Components of ops no parameter or module names, by data flow then position.
+
+    ``pending`` are the forward records, indexed as in the counter (sources refer to them).
+    """
+    resolved: list[Component | None] = [p.component for p in pending]
+    last_in_block: dict[int, Component] = {}
+    seen_block = False
+    for i, p in enumerate(pending):
+        if p.block is not None:
+            seen_block = True
+            if resolved[i] is None:
+                producers = [j for j in p.sources if j < i and resolved[j] is not None]
+                resolved[i] = resolved[producers[-1]] if producers else last_in_block.get(p.block)
+            if resolved[i] is not None:
+                last_in_block[p.block] = resolved[i]
+        elif resolved[i] is None and has_blocks:
+            resolved[i] = Component.HEAD if seen_block else Component.TOKENS
+    next_in_block: dict[int, Component] = {}
+    for i in reversed(range(len(pending))):
+        block = pending[i].block
+        if block is None:
+            continue
+        if resolved[i] is None:
+            resolved[i] = next_in_block.get(block)
+        if resolved[i] is not None:
+            next_in_block[block] = resolved[i]
+    return [c or Component.OTHER for c in resolved]
+
+
+class _DispatchCounter(TorchDispatchMode):
+    """Prices every aten op; decomposes what has no formula; reports what stays unpriced."""
+
+    def __init__(self, counter: OpCounter) -> None:
+        super().__init__()
+        self.counter = counter
+        self.meta_outputs = MetaOutputCache()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        formula = formula_for(func)
+        tracking = self.counter.track_autograd and self.counter.phase == "forward"
+        if formula is None and not is_free(func):
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                if tracking:
+                    self.counter.adopt(decomposed)
+                return decomposed
+            if not self.counter.muted:
+                self.counter.unsupported[op_name(func)] += 1
+        out = self.meta_outputs.run(func, args, kwargs)
+        if formula is not None and not self.counter.muted:
+            traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
+            self.counter.record(func, formula(args, kwargs, out), args, traffic, out)
+        else:
+            self.counter.pass_through(args, out)
+        if tracking:
+            self.counter.adopt(out)
+        return out
+
+
+def _signature(value: Any) -> Any:
+    """A hashable stand-in for an op argument; tensors by metadata. Raises TypeError if none."""
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "meta":
+            raise TypeError("not a meta tensor")
+        return (tuple(value.shape), value.stride(), value.dtype)
+    if isinstance(value, list | tuple):
+        return tuple(_signature(v) for v in value)
+    hash(value)
+    return value
+
+
+class MetaOutputCache:
+    """Reuses output metadata of functional ops on meta tensors instead of rerunning kernels.
+
+    On the meta device an op's outputs depend only on its inputs' shapes, strides and dtypes,
+    and the twelve identical blocks of a ViT repeat the same calls, so after the first block
+    outputs are made with ``empty_strided``. Ops that alias or mutate their inputs (views,
+    in-place ops) always run, so storage sharing stays exact.
+    """
+
+    def __init__(self) -> None:
+        self.outputs: dict[Any, Any] = {}
+
+    def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        schema = func._schema
+        if schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
+            return func(*args, **kwargs)
+        try:
+            key = (func, _signature(args), _signature(tuple(sorted(kwargs.items()))))
+        except TypeError:
+            return func(*args, **kwargs)
+        cached = self.outputs.get(key)
+        if cached is not None:
+            return _rebuild(cached)
+        out = func(*args, **kwargs)
+        layout = _layout(out)
+        if layout is not None:
+            self.outputs[key] = layout
+        return out
+
+
+def _layout(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return ("tensor", tuple(out.shape), out.stride(), out.dtype) if out.is_meta else None
+    if isinstance(out, tuple | list) and out:
+        parts = tuple(_layout(o) for o in out)
+        return ("tuple", parts) if all(p is not None for p in parts) else None
+    return None
+
+
+def _rebuild(layout: Any) -> Any:
+    if layout[0] == "tensor":
+        _, shape, stride, dtype = layout
+        return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+    return tuple(_rebuild(part) for part in layout[1])
+
+
+def _priced_attention(counter: OpCounter, *args: Any, **kwargs: Any) -> Any:
+    """Run the real ``scaled_dot_product_attention`` unseen, and record it as one op."""
+    if counter.muted:
+        return _SDPA(*args, **kwargs)
+    counter.muted += 1
+    try:
+        out = _SDPA(*args, **kwargs)
+    finally:
+        counter.muted -= 1
+    traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
+    counter.record(
+        aten.scaled_dot_product_attention, sdpa_cost(args, kwargs, out), args, traffic, out
+    )
+    return out
+
+
+@contextmanager
+def _attention_wrapped(counter: OpCounter) -> Iterator[None]:
+    """Point ``torch.nn.functional.scaled_dot_product_attention`` at :func:`_priced_attention`.
+
+    A torch-function mode alone misses calls nested in functions that handle torch functions
+    themselves (``F.multi_head_attention_forward`` runs its body with modes popped), so the
+    module attribute is swapped for the duration of the count and always restored.
+    """
+    F.scaled_dot_product_attention = partial(_priced_attention, counter)
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = _SDPA
+
+
+class _AttentionMode(TorchFunctionMode):
+    """Catches direct calls of the builtin ``scaled_dot_product_attention`` under other names."""
+
+    def __init__(self, counter: OpCounter) -> None:
+        super().__init__()
+        self.counter = counter
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is _SDPA:
+            return _priced_attention(self.counter, *args, **kwargs)
+        return func(*args, **kwargs)

@@ -1,0 +1,230 @@
+"""The result of an analysis: records plus the views every renderer and check reads.
+
+``Profile.to_dict()`` is the JSON interface (documented in the README): totals, every component
+(zeros included), per-block components, unsupported ops and the fallback, with the units.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import pandas as pd
+
+from vitprof.core.records import COMPONENTS, UNITS, Component, Counts, OpRecord, ParamRecord
+
+_COUNTS = tuple(Counts().as_dict())
+
+
+@dataclass(frozen=True)
+class BlockCounts:
+    """One transformer block's counts, per component."""
+
+    index: int
+    components: dict[Component, Counts]
+
+    @property
+    def total(self) -> Counts:
+        return sum(self.components.values(), Counts())
+
+
+def _zero_components() -> dict[Component, Counts]:
+    return {component: Counts() for component in COMPONENTS}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything one analysis found. Immutable; views are computed once, on first use."""
+
+    model: str
+    input_shape: tuple[int, int, int, int]
+    device: str
+    torch_version: str
+    family: str
+    params: tuple[ParamRecord, ...]
+    ops: tuple[OpRecord, ...]
+    unsupported_ops: dict[str, int] = field(default_factory=dict)
+    fallback: str | None = None
+    warnings: tuple[str, ...] = ()
+    mode: str = "inference"
+
+    @cached_property
+    def totals(self) -> Counts:
+        return sum(self.components.values(), Counts())
+
+    @cached_property
+    def components(self) -> dict[Component, Counts]:
+        """Counts per component, every component present (zeros included)."""
+        totals = _zero_components()
+        for p in self.params:
+            totals[p.component] += Counts(params=p.numel)
+        for op in self.ops:
+            totals[op.component] += Counts(macs=op.macs, vector_flops=op.vector_flops)
+        return totals
+
+    @cached_property
+    def blocks(self) -> list[BlockCounts]:
+        """Counts per block and component, in block order."""
+        per_block: dict[int, dict[Component, Counts]] = {}
+        for p in self.params:
+            if p.block is not None:
+                per_block.setdefault(p.block, _zero_components())[p.component] += Counts(
+                    params=p.numel
+                )
+        for op in self.ops:
+            if op.block is not None:
+                per_block.setdefault(op.block, _zero_components())[op.component] += Counts(
+                    macs=op.macs, vector_flops=op.vector_flops
+                )
+        return [BlockCounts(i, per_block[i]) for i in sorted(per_block)]
+
+    @property
+    def attention(self) -> Counts:
+        """The attention group: qkv + core + proj."""
+        c = self.components
+        return c[Component.ATTN_QKV] + c[Component.ATTN_CORE] + c[Component.ATTN_PROJ]
+
+    @cached_property
+    def attention_implementation(self) -> str:
+        """How the attention core ran, read from the ops seen in ``attn_core``."""
+        ops = {op.op for op in self.ops if op.component is Component.ATTN_CORE and op.macs}
+        if "aten._native_multi_head_attention" in ops:
+            return "nn.MultiheadAttention fast path (aten._native_multi_head_attention)"
+        if "aten.scaled_dot_product_attention" in ops:
+            return "fused scaled_dot_product_attention"
+        if ops:
+            return "explicit matmuls (" + ", ".join(sorted(ops)) + ")"
+        return "none seen"
+
+    def share(self, counts: Counts, key: str = "macs") -> float:
+        """Fraction of the total ``key`` (params, macs, vector_flops) that ``counts`` holds."""
+        total = getattr(self.totals, key)
+        return getattr(counts, key) / total if total else 0.0
+
+    # ------------------------------------------------------------------ rows and DataFrame views
+    # The ``*_rows`` methods hold Python ints (exact at any size); the ``by_*`` DataFrames are
+    # the same rows for analysis in pandas.
+
+    def component_rows(self) -> list[dict[str, Any]]:
+        """One row per component, every component (zeros included), in the taxonomy's order."""
+        return [{"component": str(c), **v.as_dict()} for c, v in self.components.items()]
+
+    def block_rows(self) -> list[dict[str, Any]]:
+        """One row per (block, component) with nonzero counts, in block order."""
+        return [{"block": block.index, "component": str(component), **counts.as_dict()}
+                for block in self.blocks for component, counts in block.components.items()
+                if counts != Counts()]
+
+    def module_rows(self) -> list[dict[str, Any]]:
+        """One row per (module, component), grouped by module in the model's tree order.
+
+        A module comes right after its parent, siblings in the order they first appear (first
+        op run, then first parameter for modules that never run); a module's components in the
+        order they first appear in it. Parameters belong to the module that owns them, ops to
+        the innermost module running.
+        """
+        grouped: dict[str, dict[Component, Counts]] = {}
+        for op in self.ops:
+            cell = grouped.setdefault(op.module, {})
+            cell[op.component] = cell.get(op.component, Counts()) + Counts(
+                macs=op.macs, vector_flops=op.vector_flops
+            )
+        for p in self.params:
+            cell = grouped.setdefault(p.name.rpartition(".")[0], {})
+            cell[p.component] = cell.get(p.component, Counts()) + Counts(params=p.numel)
+        order = _tree_order(grouped)
+        return [{"module": m or "(root)", "component": str(c), **v.as_dict()}
+                for m in sorted(grouped, key=order) for c, v in grouped[m].items()]
+
+    def op_rows(self) -> list[dict[str, Any]]:
+        """One row per aten op: calls and counts, the most MACs first."""
+        calls: Counter[str] = Counter()
+        grouped: dict[str, Counts] = {}
+        for op in self.ops:
+            calls[op.op] += 1
+            grouped[op.op] = grouped.get(op.op, Counts()) + Counts(
+                macs=op.macs, vector_flops=op.vector_flops
+            )
+        return [{"op": name, "calls": calls[name], **counts.as_dict()}
+                for name, counts in sorted(grouped.items(), key=lambda kv: -kv[1].macs)]
+
+    def by_component(self) -> pd.DataFrame:
+        """``component_rows`` with each row's share of the total MACs and params."""
+        rows = [{**row, "macs_share": self.share(counts),
+                 "params_share": self.share(counts, "params")}
+                for row, counts in zip(self.component_rows(), self.components.values(),
+                                       strict=True)]
+        return pd.DataFrame(rows)
+
+    def by_block(self) -> pd.DataFrame:
+        return pd.DataFrame(self.block_rows(), columns=["block", "component", *_COUNTS])
+
+    def by_module(self) -> pd.DataFrame:
+        return pd.DataFrame(self.module_rows(), columns=["module", "component", *_COUNTS])
+
+    def by_op(self) -> pd.DataFrame:
+        return pd.DataFrame(self.op_rows(), columns=["op", "calls", *_COUNTS])
+
+    # ------------------------------------------------------------------ displays
+
+    def __repr__(self) -> str:
+        """Model, input, totals and the component table (not the records)."""
+        from vitprof.render.tables import profile_repr
+
+        return profile_repr(self)
+
+    def _repr_markdown_(self) -> str:
+        """A notebook's display: ``render(self, "component", "markdown")``."""
+        from vitprof.render.tables import render
+
+        return render(self, "component", "markdown")
+
+    def _repr_html_(self) -> str:
+        """A notebook's display: header lines, totals and the component table."""
+        from vitprof.render.tables import profile_html
+
+        return profile_html(self)
+
+    # ------------------------------------------------------------------ JSON
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "input_shape": list(self.input_shape),
+            "device": self.device,
+            "torch_version": self.torch_version,
+            "family": self.family,
+            "mode": self.mode,
+            "attention_implementation": self.attention_implementation,
+            "units": dict(UNITS),
+            "totals": self.totals.as_dict(),
+            "components": {str(c): v.as_dict() for c, v in self.components.items()},
+            "attention": self.attention.as_dict(),
+            "blocks": [
+                {"index": b.index, "components": {str(c): v.as_dict()
+                                                  for c, v in b.components.items()}}
+                for b in self.blocks
+            ],
+            "unsupported_ops": dict(self.unsupported_ops),
+            "fallback": self.fallback,
+            "warnings": list(self.warnings),
+        }
+
+
+def _prefixes(module: str) -> list[str]:
+    """``a.b.c`` -> ``a``, ``a.b``, ``a.b.c``; the root ``""`` has none."""
+    parts = module.split(".") if module else []
+    return [".".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+
+
+def _tree_order(modules: dict[str, Any]) -> Callable[[str], tuple[int, ...]]:
+    """A sort key putting each module right after its parent (depth-first), siblings in the
+    order of ``modules`` (the first record reaching anything under them)."""
+    rank: dict[str, int] = {}
+    for module in modules:
+        for prefix in _prefixes(module):
+            rank.setdefault(prefix, len(rank))
+    return lambda module: tuple(rank[prefix] for prefix in _prefixes(module))

@@ -1,0 +1,214 @@
+"""Running a model for real: inputs checked, meta failures told apart, memory guarded.
+
+Counting runs on the meta device, where nothing is allocated. Three things decide whether and
+how a model is run with real tensors afterwards (``analyze``'s fallback, ``--device cpu``,
+``profile``):
+
+* :func:`meta_caused` says whether a failure on meta is the meta device's own doing (an op
+  without a meta kernel, a data-dependent shape, reading a value); only those are retried with
+  real tensors. Anything else (a wrong forward signature, a shape mismatch) would fail on any
+  device and is reported at once with :func:`run_failed`.
+* :func:`ensure_fits` refuses, before anything is allocated, a run whose weights plus activation
+  estimate exceed the memory available (``VITPROF_MEMORY_LIMIT`` bytes, when set, replaces the
+  measured figure: tests and cautious users set it).
+* :func:`materialize` gives a module built on meta real storage without calling its factory a
+  second time, so that a factory's side effects happen once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from itertools import chain
+
+import torch
+from torch import nn
+
+from vitprof.core.errors import UserError
+
+MEMORY_LIMIT_ENV = "VITPROF_MEMORY_LIMIT"
+ZERO_ELEMENT_WARNING = "Initializing zero-element tensors is a no-op"  # a Linear(D, 0) head
+
+# (exception type, pattern of its message): the failures the meta device itself causes.
+META_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
+    # no meta kernel ("attempted to run this operator with Meta tensors", "register_meta"),
+    # reading data ("Cannot copy out of meta tensor; no data!" from .tolist() or .cpu())
+    (NotImplementedError, r"meta"),
+    # .item(), bool(), int() of a meta tensor; repeat_interleave without output_size
+    (RuntimeError, r"on meta tensors|a meta tensor"),
+    (RuntimeError, r"data pointer"),  # "Cannot access data pointer of Tensor ... storage"
+    (RuntimeError, r"data.dependent|dynamic output shape"),
+    (TypeError, r"meta device type tensor"),  # .numpy()
+)
+
+
+def meta_caused(error: BaseException) -> bool:
+    """True when ``error`` (or an exception it was raised from) is one the meta device causes.
+
+    The rules are :data:`META_FAILURES`: an exception type and a pattern its message must match
+    (case-insensitive). Everything else is an error the model would raise on any device.
+    """
+    seen: BaseException | None = error
+    while seen is not None:
+        text = str(seen)
+        if any(isinstance(seen, kind) and re.search(pattern, text, re.IGNORECASE)
+               for kind, pattern in META_FAILURES):
+            return True
+        seen = seen.__cause__
+    return False
+
+
+def one_line(error: BaseException) -> str:
+    """``Type: first line of the message``."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def unsupported_warning(unsupported: dict[str, int]) -> tuple[str, ...]:
+    """The warning, if any, for ops that ran without a formula (``{op name: calls}``)."""
+    if not unsupported:
+        return ()
+    listed = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
+    return (f"ops without a formula, not counted: {listed}",)
+
+
+def run_failed(name: str, shape: tuple[int, ...], device: str, error: BaseException) -> UserError:
+    """The one-line error for a model whose forward failed on ``shape``."""
+    shown = "x".join(str(n) for n in shape)
+    return UserError(f"running {name} failed: {one_line(error)} (input of shape {shown}, on "
+                     f"{device})")
+
+
+class CountFailed(Exception):
+    """A counting pass on meta failed with ``error`` after its operations wrote
+    ``bytes_written`` bytes (what the memory guard can know of a model that never finished)."""
+
+    def __init__(self, error: Exception, bytes_written: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.bytes_written = bytes_written
+
+
+def check_int(what: str, value: object, minimum: int) -> int:
+    """``value`` if it is an int >= ``minimum`` (not a bool, not a float), else a UserError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{what} must be an int, got {value!r}")
+    if value < minimum:
+        raise UserError(f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+def check_image_size(value: object) -> int | None:
+    """None (the model's own size) or a positive int; a pair is refused: square images only."""
+    if value is None:
+        return None
+    if isinstance(value, tuple | list):
+        raise UserError(f"image size must be one int: only square images are supported, "
+                        f"got {value!r}")
+    return check_int("image size", value, 1)
+
+
+def check_input(image_size: object, batch_size: object, num_classes: object) -> None:
+    """The input a caller asks for: an image size (None: the model's own), a batch size, a
+    class count (None: the model's own; 0: no head)."""
+    check_image_size(image_size)
+    check_int("batch size", batch_size, 1)
+    if num_classes is not None:
+        check_int("number of classes", num_classes, 0)
+
+
+def weight_bytes(module: nn.Module) -> int:
+    """Bytes of every parameter and buffer, ``numel x element size`` (known on meta)."""
+    return sum(t.numel() * t.element_size() for t in chain(module.parameters(), module.buffers()))
+
+
+def available_bytes(device: str) -> int | None:
+    """Memory a run may use: ``VITPROF_MEMORY_LIMIT`` when set; else a CUDA device's free
+    memory, or the host's available memory (psutil, else ``MemAvailable`` of /proc/meminfo);
+    None where none of these can be read."""
+    limit = os.environ.get(MEMORY_LIMIT_ENV)
+    if limit is not None:
+        try:
+            return check_int(MEMORY_LIMIT_ENV, int(limit), 0)
+        except ValueError:
+            message = f"{MEMORY_LIMIT_ENV} must be a number of bytes, got '{limit}'"
+            raise UserError(message) from None
+    if device == "cuda":
+        return int(torch.cuda.mem_get_info()[0])
+    try:
+        import psutil
+    except ImportError:
+        return _meminfo_available()
+    return int(psutil.virtual_memory().available)
+
+
+def _meminfo_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _size(n: int) -> str:
+    return f"{n:,} bytes ({n / 2**30:,.1f} GiB)"
+
+
+def ensure_fits(name: str, device: str, weights: int, activations: int) -> None:
+    """Refuse a real run of ``name`` on ``device`` that would not fit, before allocating.
+
+    ``weights`` are the bytes still to allocate for parameters and buffers; ``activations`` the
+    caller's conservative estimate (the sum of the bytes written by every operation of the
+    counting pass on meta: every output kept, none freed, more than the peak of live tensors).
+    """
+    available = available_bytes(device)
+    needed = weights + activations
+    if available is not None and needed > available:
+        source = f" ({MEMORY_LIMIT_ENV})" if MEMORY_LIMIT_ENV in os.environ else ""
+        raise UserError(
+            f"{name} needs about {_size(needed)} on {device} (weights {weights:,} + activations "
+            f"{activations:,}) but {_size(available)} is available{source}"
+        )
+
+
+def on_meta(module: nn.Module) -> bool:
+    """True for a module whose parameters and buffers (at least one) all live on meta."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return bool(tensors) and all(t.device.type == "meta" for t in tensors)
+
+
+def on_device(name: str, module: nn.Module, device: str, activations: int) -> nn.Module:
+    """``module`` ready to run on ``device`` after :func:`ensure_fits`: a meta build is
+    materialised there (its weights counted), a module with weights is used as it is."""
+    if not on_meta(module):
+        ensure_fits(name, device, 0, activations)
+        return module
+    ensure_fits(name, device, weight_bytes(module), activations)
+    return materialize(module, device)
+
+
+def materialize(module: nn.Module, device: str) -> nn.Module:
+    """Give a module built on meta real storage on ``device``, in place, without its factory.
+
+    ``to_empty``, then zeros in every parameter and buffer, then each submodule's
+    ``reset_parameters`` (``_reset_parameters`` for ``nn.MultiheadAttention``). The values are
+    not the factory's: counts and times depend on shapes only, and zeros keep buffers computed
+    in an ``__init__`` (index tables) valid and nothing NaN.
+    """
+    module.to_empty(device=device)
+    with torch.no_grad():
+        for tensor in chain(module.parameters(), module.buffers()):
+            tensor.zero_()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=ZERO_ELEMENT_WARNING)
+        for child in module.modules():
+            reset = getattr(child, "reset_parameters", None) or getattr(
+                child, "_reset_parameters", None
+            )
+            if callable(reset):
+                reset()
+    return module

@@ -1,0 +1,12 @@
+"""Measured profiling: time, memory and throughput per component, and training counts.
+
+One job per module: :mod:`~vitprof.measure.timing` (per-module timeline with the right
+synchronization), :mod:`~vitprof.measure.peak` (the device's matmul peak and copy bandwidth),
+:mod:`~vitprof.measure.roofline` (arithmetic intensity, the roofline figure),
+:mod:`~vitprof.measure.memory` (parameter, activation and saved-for-backward memory),
+:mod:`~vitprof.count.training` (forward + backward counting), :mod:`~vitprof.measure.measure`
+(one profiling run, end to end) and :mod:`~vitprof.render.speed` (tables and JSON).
+
+Nothing is imported here, so that :mod:`vitprof.count.analysis` can use the training module without
+importing the rest.
+"""

@@ -1,0 +1,392 @@
+"""One profiling run: build, count on meta, measure on the device, assemble a SpeedProfile.
+
+Conventions of every figure:
+
+* times are interquartile means over ``iters`` timed forwards (after ``warmup``), in seconds,
+  under ``torch.inference_mode()``; the end-to-end latency is measured without hooks;
+* achieved FLOP/s = counted FLOPs (2 x MACs, from the meta count of the same model, dtype and
+  batch) / measured time; "% of peak" divides it by the matmul peak of the same dtype;
+* intensity = (FLOPs + vector FLOPs) / bytes moved (inputs + outputs of each operation);
+* throughput = batch size / end-to-end latency, images per second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from vitprof.core.errors import UserError
+from vitprof.core.progress import progress as progress_bar
+from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord
+from vitprof.count.families import ComponentMap, Rule, recognize
+from vitprof.count.running import (
+    CountFailed,
+    check_input,
+    meta_caused,
+    on_device,
+    run_failed,
+    unsupported_warning,
+)
+from vitprof.measure.memory import (
+    activation_bytes,
+    dtype_name,
+    param_bytes_by_component,
+    param_bytes_by_dtype,
+    saved_for_backward,
+)
+from vitprof.measure.peak import Peak, measure_peak
+from vitprof.measure.roofline import bytes_moved, intensity
+from vitprof.measure.timing import (
+    IntervalPlan,
+    Timings,
+    clock_for,
+    plan_on_device,
+    plan_on_meta,
+    time_forward,
+)
+from vitprof.models.zoo import build, infer_image_size, infer_in_chans
+
+DEVICES = ("cpu", "cuda")
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+}
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes, per dtype or per component; see :mod:`vitprof.measure.memory`."""
+
+    params_by_dtype: dict[str, int]
+    params: dict[Component, int]
+    activations: dict[Component, int]  # inference: bytes written by the forward's operations
+    saved: dict[Component, int] | None  # training: bytes kept for the backward (None: failed)
+    peak_device: int | None  # max_memory_allocated over the timed run; None on the CPU
+
+
+@dataclass(frozen=True)
+class Row:
+    """One component: counted work, measured time, memory."""
+
+    component: Component
+    seconds: float
+    counts: Counts
+    bytes_moved: int
+    param_bytes: int
+    activation_bytes: int
+    saved_bytes: int | None
+    estimated: bool
+    peak: Peak
+
+    @property
+    def flops(self) -> int:
+        return self.counts.flops
+
+    @property
+    def vector_flops(self) -> int:
+        return self.counts.vector_flops
+
+    @property
+    def achieved(self) -> float | None:
+        """Counted FLOPs / measured seconds."""
+        return self.flops / self.seconds if self.seconds > 0 else None
+
+    @property
+    def share_of_peak(self) -> float | None:
+        achieved = self.achieved
+        return achieved / self.peak.flops_per_s if achieved is not None else None
+
+    @property
+    def intensity(self) -> float | None:
+        return intensity(self.flops + self.vector_flops, self.bytes_moved)
+
+
+@dataclass(frozen=True)
+class SpeedProfile:
+    """Everything one ``vitprof profile`` run measured."""
+
+    model: str
+    family: str
+    device: str
+    device_name: str
+    dtype: str
+    input_shape: tuple[int, int, int, int]
+    warmup: int
+    iters: int
+    threads: int
+    torch_version: str
+    timings: Timings
+    peak: Peak
+    memory: Memory
+    ops: tuple[OpRecord, ...] = field(repr=False)
+    unsupported_ops: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def counts(self) -> dict[Component, Counts]:
+        totals = {c: Counts() for c in COMPONENTS}
+        for op in self.ops:
+            totals[op.component] += Counts(macs=op.macs, vector_flops=op.vector_flops)
+        return totals
+
+    @property
+    def throughput(self) -> float:
+        """Images per second, end to end without hooks."""
+        return self.input_shape[0] / self.timings.latency
+
+    def rows(self) -> list[Row]:
+        """One row per component, in the taxonomy's order."""
+        counts, moved = self.counts, bytes_moved(self.ops)
+        saved = self.memory.saved
+        return [
+            Row(c, self.timings.components.get(c, 0.0), counts[c], moved[c],
+                self.memory.params[c], self.memory.activations[c],
+                saved[c] if saved is not None else None, c in self.timings.estimated, self.peak)
+            for c in COMPONENTS
+        ]
+
+    def block_rows(self) -> list[tuple[int, float, Counts]]:
+        """(block, seconds, counts) for each transformer block."""
+        per_block: dict[int, Counts] = {}
+        for op in self.ops:
+            if op.block is not None:
+                per_block[op.block] = per_block.get(op.block, Counts()) + Counts(
+                    macs=op.macs, vector_flops=op.vector_flops
+                )
+        return [(b, t, per_block.get(b, Counts())) for b, t in self.timings.blocks.items()]
+
+    def __repr__(self) -> str:
+        """Model, input, latency and the component table (not the raw timings)."""
+        from vitprof.render.speed import speed_repr
+
+        return speed_repr(self)
+
+    def _repr_markdown_(self) -> str:
+        from vitprof.render.speed import render_profile
+
+        return render_profile(self, "markdown")
+
+    def _repr_html_(self) -> str:
+        from vitprof.render.speed import speed_html
+
+        return speed_html(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.timings
+        return {
+            "model": self.model,
+            "family": self.family,
+            "device": self.device,
+            "device_name": self.device_name,
+            "dtype": self.dtype,
+            "input_shape": list(self.input_shape),
+            "warmup": self.warmup,
+            "iters": self.iters,
+            "threads": self.threads,
+            "torch_version": self.torch_version,
+            "units": {
+                "seconds": "interquartile mean over the timed iterations",
+                "flops": "2 x MACs counted on meta",
+                "achieved_flops_per_s": "flops / seconds",
+                "intensity": "(flops + vector_flops) / bytes_moved, bytes = inputs + outputs",
+                "bytes": "bytes",
+            },
+            "latency_s": t.latency,
+            "hooked_latency_s": t.hooked_latency,
+            "hook_overhead": t.overhead,
+            "attributed_s": t.attributed,
+            "throughput_images_per_s": self.throughput,
+            "latencies_s": list(t.latencies),
+            "hooked_latencies_s": list(t.hooked_latencies),
+            "peak": {"flops_per_s": self.peak.flops_per_s, "bytes_per_s": self.peak.bytes_per_s,
+                     "source": self.peak.source},
+            "memory": {
+                "params_by_dtype": self.memory.params_by_dtype,
+                "peak_device_bytes": self.memory.peak_device,
+            },
+            "components": {
+                str(r.component): {
+                    "seconds": r.seconds, **r.counts.as_dict(), "bytes_moved": r.bytes_moved,
+                    "achieved_flops_per_s": r.achieved, "share_of_peak": r.share_of_peak,
+                    "intensity": r.intensity, "param_bytes": r.param_bytes,
+                    "activation_bytes": r.activation_bytes, "saved_for_backward_bytes":
+                    r.saved_bytes, "time_estimated": r.estimated,
+                }
+                for r in self.rows()
+            },
+            "blocks": [
+                {"index": b, "seconds": s, **c.as_dict(),
+                 "components": {str(comp): secs for (comp, blk), secs in t.cells.items()
+                                if blk == b}}
+                for b, s, c in self.block_rows()
+            ],
+            "unsupported_ops": dict(self.unsupported_ops),
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+        }
+
+
+def device_name(device: str) -> str:
+    """The GPU's name, or the CPU's model name where Linux says it."""
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
+def _model_and_shape(
+    model: nn.Module | str, device: str, dtype: torch.dtype, batch_size: int,
+    image_size: int | None, num_classes: int | None, overrides: Sequence[Rule],
+) -> tuple[str, nn.Module, tuple[int, int, int, int], list[Rule]]:
+    """The module to measure: a name is built on meta in ``dtype`` (materialised later, after
+    the memory guard); a module must already be on ``device`` in ``dtype``."""
+    if isinstance(model, str):
+        built = build(model, image_size=image_size, num_classes=num_classes, device="meta")
+        rules = [*(built.entry.overrides if built.entry else ()), *overrides]
+        module = built.module.to(dtype)
+        return built.name, module, (batch_size, built.in_chans, built.image_size,
+                                    built.image_size), rules
+    if not isinstance(model, nn.Module):
+        raise UserError(f"expected an nn.Module or a model name, got {type(model).__name__}")
+    if num_classes is not None:
+        raise UserError("num_classes applies to a model built by name; this nn.Module is "
+                        "already built")
+    for p in model.parameters():
+        if p.device.type != device or p.dtype != dtype:
+            raise UserError(
+                f"the model has {dtype_name(p.dtype)} parameters on {p.device.type}; "
+                f"move it with .to('{device}', torch.{dtype_name(dtype)}) first"
+            )
+    size = image_size if image_size is not None else infer_image_size(model) or 224
+    shape = (batch_size, infer_in_chans(model), size, size)
+    return type(model).__name__, model, shape, list(overrides)
+
+
+def _check_arguments(
+    device: str, dtype: str, batch_size: object, image_size: object, num_classes: object,
+    warmup: int, iters: int, threads: int | None,
+) -> None:
+    if device not in DEVICES:
+        raise UserError(f"profile measures on a real device: choose from {', '.join(DEVICES)}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("no CUDA device: torch.cuda.is_available() is False; use --device cpu")
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype '{dtype}'; choose from {', '.join(DTYPES)}")
+    check_input(image_size, batch_size, num_classes)
+    if iters < 1 or warmup < 0 or (threads is not None and threads < 1):
+        raise UserError("iterations and threads must be at least 1, warmup at least 0")
+
+
+Planned = tuple[list[OpRecord], IntervalPlan, dict[str, int]]
+
+
+def _plan_on_meta(
+    name: str, module: nn.Module, shape: tuple[int, ...], dtype: torch.dtype,
+    mapping: ComponentMap,
+) -> tuple[Planned | None, int]:
+    """The meta counting pass and the bytes its operations wrote; no plan (None) when the meta
+    device itself failed, any other failure a UserError."""
+    try:
+        planned = plan_on_meta(module, torch.empty(shape, dtype=dtype, device="meta"), mapping)
+    except CountFailed as failed:
+        if not meta_caused(failed.error):
+            raise run_failed(name, shape, "meta", failed.error) from None
+        return None, failed.bytes_written
+    return planned, sum(op.bytes_written for op in planned[0])
+
+
+def _timed(
+    name: str, shape: tuple[int, ...], module: nn.Module, example: torch.Tensor,
+    plan: IntervalPlan, warmup: int, iters: int, step: Callable[[], object],
+) -> Timings:
+    """:func:`~vitprof.measure.timing.time_forward`; a forward that fails on the device (it
+    ran on meta) is a UserError naming the input."""
+    try:
+        return time_forward(module, example, plan, clock_for(example.device.type),
+                            warmup=warmup, iters=iters, step=step)
+    except UserError:
+        raise
+    except Exception as error:
+        raise run_failed(name, shape, example.device.type, error) from None
+
+
+def profile_model(
+    model: nn.Module | str,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+    batch_size: int = 1,
+    image_size: int | None = None,
+    num_classes: int | None = None,
+    warmup: int = 2,
+    iters: int = 10,
+    peak_tflops: float | None = None,
+    overrides: Sequence[Rule] = (),
+    progress: bool = False,
+    threads: int | None = None,
+) -> SpeedProfile:
+    """Measure ``model`` (a name or an ``nn.Module`` already on ``device`` in ``dtype``).
+
+    Counts on meta, then times on ``device``; a module's mode is restored afterwards.
+    ``threads`` sets ``torch.set_num_threads`` for the run (restored after). A model named is
+    built once, on meta, and materialised on ``device`` after the memory guard
+    (:func:`vitprof.count.running.ensure_fits`: weights + the bytes the meta pass's operations
+    wrote).
+    A forward that fails is a UserError naming the input; one that fails on meta only for a
+    reason of the meta device is counted on ``device`` instead.
+    """
+    _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads)
+    torch_dtype = DTYPES[dtype]
+    name, module, shape, rules = _model_and_shape(
+        model, device, torch_dtype, batch_size, image_size, num_classes, overrides
+    )
+    mapping = recognize(module, rules)
+    planned, written = _plan_on_meta(name, module, shape, torch_dtype, mapping)
+    module = on_device(name, module, device, written)
+    example = torch.randn(shape, device=device).to(torch_dtype)
+    was_training, was_threads = module.training, torch.get_num_threads()
+    module.eval()
+    torch.set_num_threads(threads or was_threads)
+    bar = progress_bar(total=warmup + iters, desc=f"profiling {name}", unit="iter",
+                       enabled=progress)
+    try:
+        records, plan, unsupported = planned or plan_on_device(module, example, mapping)
+        peak = measure_peak(device, torch_dtype, peak_tflops)
+        if device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        timings = _timed(name, shape, module, example, plan, warmup, iters, bar.update)
+        peak_device = torch.cuda.max_memory_allocated() if device == "cuda" else None
+        notes: tuple[str, ...] = ()
+        try:
+            saved = saved_for_backward(module, example, mapping)
+        except Exception as error:
+            saved = None
+            notes = (f"memory saved for backward not measured: the training-mode forward on "
+                     f"meta failed ({type(error).__name__})",)
+        used_threads = torch.get_num_threads()
+    except CountFailed as failed:
+        raise run_failed(name, shape, device, failed.error) from None
+    finally:
+        bar.close()
+        module.train(was_training)
+        torch.set_num_threads(was_threads)
+    memory = Memory(param_bytes_by_dtype(module), param_bytes_by_component(module, mapping),
+                    activation_bytes(records), saved, peak_device)
+    return SpeedProfile(
+        model=name, family=mapping.family, device=device, device_name=device_name(device),
+        dtype=dtype, input_shape=shape, warmup=warmup, iters=iters,
+        threads=used_threads, torch_version=torch.__version__, timings=timings,
+        peak=peak, memory=memory, ops=tuple(records), unsupported_ops=unsupported, notes=notes,
+        warnings=mapping.warnings + unsupported_warning(unsupported),
+    )

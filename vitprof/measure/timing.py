@@ -1,0 +1,362 @@
+"""Per-module timing: a timeline cut at module boundaries, attributed to components like counts.
+
+Every module gets a forward pre-hook and a forward hook that put a mark on a clock: the wall
+clock (``time.perf_counter``) on the CPU, where an operation has finished when it returns; CUDA
+events on the current stream on a GPU, read after one ``torch.cuda.synchronize()`` at the end of
+the forward, so that the hooks never stall the GPU. Consecutive marks cut the forward into
+intervals, each the EXCLUSIVE time of the module on top of the stack then. The intervals
+partition the forward, so per-component times add up to the hooked end-to-end time (less the
+hooks of the root module itself).
+
+Intervals are attributed with the same component map and rules as the counter: a counting pass
+on the meta device with the same marks finds the counted operations of each interval.
+
+* An interval whose operations belong to one component and block goes to it.
+* One whose operations span several (torchvision's ``nn.MultiheadAttention`` runs qkv, core and
+  projection inside one module, fused into one kernel at inference) is split in proportion to
+  their work (2 x MACs + vector FLOPs); those components are flagged as *estimated*.
+* An interval with no counted operation (views, copies, the hooks themselves) goes to its
+  module's component, else to the operation before it in the same block (a residual add closes
+  the branch before it), else to the operation after it.
+
+End-to-end latency is measured without hooks, alternating with the hooked runs (which goes first
+alternates too) so that a change of load on the machine hits both alike. The hook overhead is
+the median over iterations of the paired difference (hooked - unhooked, same iteration) over the
+unhooked latency: on a shared machine a forward varies by more than the hooks cost, and pairing
+cancels the slow drifts. As in ``timeit``, the garbage collector is off during a timed forward.
+
+Every figure is an interquartile mean over the timed iterations: the mean of the middle half
+(all of them below four), robust to the stalls of a shared machine. Component times are means
+over the same hooked iterations as the hooked latency, so they add up to it.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from vitprof.core.errors import UserError
+from vitprof.core.records import Component, OpRecord
+from vitprof.count.counter import OpCounter
+from vitprof.count.families import ComponentMap
+from vitprof.count.running import CountFailed, meta_caused
+
+Key = tuple[Component, int | None]  # (component, block)
+Event = tuple[str, str]  # ("enter" | "leave", module path)
+
+
+@contextmanager
+def marking(model: nn.Module, on_event: Callable[[str, str], None]) -> Iterator[None]:
+    """Call ``on_event(kind, path)`` when each module is entered and left; always unhooked."""
+    handles = []
+    for path, module in model.named_modules():
+        handles.append(module.register_forward_pre_hook(
+            lambda _m, _a, p=path: on_event("enter", p)
+        ))
+        handles.append(module.register_forward_hook(
+            lambda _m, _a, _o, p=path: on_event("leave", p), always_call=True
+        ))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@dataclass(frozen=True)
+class IntervalPlan:
+    """What ran between each pair of consecutive module events, from a meta counting pass."""
+
+    events: tuple[Event, ...]
+    shares: tuple[tuple[tuple[Key, float], ...], ...]  # per interval: (key, fraction) pairs
+    estimated: frozenset[Component]
+
+
+def plan_intervals(
+    model: nn.Module, example: torch.Tensor, mapping: ComponentMap
+) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
+    """Count ``model`` on meta stand-ins (same dtypes) and map its operations to intervals.
+
+    Returns the op records, the plan and the unsupported ops. ``example`` may live anywhere; a
+    meta twin of it is used. A model that cannot run on meta for a reason of the meta device
+    (:func:`vitprof.count.running.meta_caused`: data-dependent shapes, ops without a meta kernel) is
+    counted on ``example``'s device with its real tensors instead. Any other failure, and a
+    failure of that second pass, raises :class:`~vitprof.count.running.CountFailed`. The model runs
+    in its current mode, without gradients.
+    """
+    try:
+        return plan_on_meta(model, example, mapping)
+    except CountFailed as failed:
+        if not meta_caused(failed.error) or example.device.type == "meta":
+            raise
+    return plan_on_device(model, example, mapping)
+
+
+def plan_on_meta(
+    model: nn.Module, example: torch.Tensor, mapping: ComponentMap
+) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
+    """:func:`plan_intervals`' pass on meta stand-ins of the parameters, buffers and input."""
+    stand_ins = {
+        name: torch.empty_like(t, device="meta")
+        for name, t in [*model.named_parameters(), *model.named_buffers()]
+    }
+    params = {name: stand_ins[name] for name, _ in model.named_parameters()}
+    meta_example = torch.empty_like(example, device="meta")
+    return _planning_pass(
+        model, mapping, params, lambda: functional_call(model, stand_ins, (meta_example,))
+    )
+
+
+def plan_on_device(
+    model: nn.Module, example: torch.Tensor, mapping: ComponentMap
+) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
+    """:func:`plan_intervals`' pass on the model's own tensors and ``example``."""
+    return _planning_pass(model, mapping, dict(model.named_parameters()), lambda: model(example))
+
+
+def _planning_pass(
+    model: nn.Module, mapping: ComponentMap, params: dict[str, torch.Tensor],
+    forward: Callable[[], object],
+) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
+    counter = OpCounter(model, mapping, params)
+    events: list[Event] = []
+    offsets: list[int] = []
+
+    def on_event(kind: str, path: str) -> None:
+        events.append((kind, path))
+        offsets.append(len(counter.pending))
+
+    try:
+        with marking(model, on_event), counter.running(), torch.no_grad():
+            forward()
+    except UserError:
+        raise
+    except Exception as error:
+        raise CountFailed(error, counter.bytes_written()) from error
+    records = counter.records()
+    return records, _plan(records, events, offsets, mapping), dict(counter.unsupported)
+
+
+def _plan(
+    records: list[OpRecord], events: list[Event], offsets: list[int], mapping: ComponentMap
+) -> IntervalPlan:
+    shares = []
+    estimated: set[Component] = set()
+    stack: list[str] = []
+    for i, (kind, path) in enumerate(events[:-1]):
+        if kind == "enter":
+            stack.append(path)
+        elif stack and stack[-1] == path:
+            stack.pop()
+        ops = records[offsets[i]:offsets[i + 1]]
+        work: dict[Key, int] = defaultdict(int)
+        for op in ops:
+            work[(op.component, op.block)] += 2 * op.macs + op.vector_flops
+        total = sum(work.values())
+        if total:
+            parts = tuple((key, w / total) for key, w in work.items() if w)
+            if len({key[0] for key, _ in parts}) > 1:
+                estimated.update(key[0] for key, _ in parts)
+        else:
+            top = stack[-1] if stack else ""
+            previous = records[offsets[i] - 1] if offsets[i] > 0 else None
+            following = records[offsets[i + 1]] if offsets[i + 1] < len(records) else None
+            parts = ((_context(top, mapping, previous, following), 1.0),)
+        shares.append(parts)
+    return IntervalPlan(tuple(events), tuple(shares), frozenset(estimated))
+
+
+def _context(
+    top: str, mapping: ComponentMap, previous: OpRecord | None, following: OpRecord | None
+) -> Key:
+    block = mapping.block_of(top) if top else None
+    component = mapping.modules.get(top)
+    if component is not None:
+        return (component, block)
+    for candidate in (previous, following):
+        if candidate is not None and candidate.block == block:
+            return (candidate.component, block)
+    for candidate in (previous, following):
+        if candidate is not None:
+            return (candidate.component, candidate.block)
+    return (Component.OTHER, block)
+
+
+class CpuClock:
+    """Wall-clock marks; a CPU operation has finished when it returns, so no sync is needed."""
+
+    def __init__(self) -> None:
+        self.marks: list[float] = []
+
+    def mark(self) -> None:
+        self.marks.append(time.perf_counter())
+
+    def reset(self) -> None:
+        self.marks.clear()
+
+    def intervals(self) -> list[float]:
+        """Seconds between consecutive marks."""
+        return [b - a for a, b in itertools.pairwise(self.marks)]
+
+
+class CudaClock:
+    """CUDA events recorded on the current stream; one synchronize when they are read."""
+
+    def __init__(self) -> None:
+        self.events: list[torch.cuda.Event] = []
+        self.count = 0
+
+    def mark(self) -> None:
+        if self.count == len(self.events):
+            self.events.append(torch.cuda.Event(enable_timing=True))
+        self.events[self.count].record()
+        self.count += 1
+
+    def reset(self) -> None:
+        self.count = 0
+
+    def intervals(self) -> list[float]:
+        torch.cuda.synchronize()
+        used = self.events[:self.count]
+        return [a.elapsed_time(b) / 1e3 for a, b in itertools.pairwise(used)]
+
+
+Clock = CpuClock | CudaClock
+
+
+def clock_for(device: str) -> Clock:
+    return CudaClock() if device == "cuda" else CpuClock()
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Interquartile means over the timed iterations, in seconds."""
+
+    latency: float  # end to end, no hooks
+    hooked_latency: float  # end to end, with the marking hooks
+    latencies: tuple[float, ...]  # every iteration, no hooks
+    hooked_latencies: tuple[float, ...]
+    cells: dict[Key, float]  # (component, block) -> exclusive time
+    components: dict[Component, float]
+    blocks: dict[int, float]
+    estimated: frozenset[Component]
+
+    @property
+    def overhead(self) -> float:
+        """Median paired (hooked - unhooked) difference over the unhooked latency."""
+        pairs = zip(self.hooked_latencies, self.latencies, strict=True)
+        return statistics.median(h - p for h, p in pairs) / self.latency if self.latency else 0.0
+
+    @property
+    def attributed(self) -> float:
+        """Sum of the per-component times."""
+        return sum(self.components.values())
+
+
+def time_forward(
+    model: nn.Module,
+    example: torch.Tensor,
+    plan: IntervalPlan,
+    clock: Clock,
+    *,
+    warmup: int,
+    iters: int,
+    step: Callable[[], None] = lambda: None,
+) -> Timings:
+    """Time ``iters`` forwards with and without hooks after ``warmup`` (``step`` after each)."""
+    with torch.inference_mode():
+        _check_events(model, example, plan)
+        for _ in range(warmup):
+            _run(model, example, clock)
+            step()
+        plain: list[float] = []
+        hooked: list[float] = []
+        per_iter: list[dict[Key, float]] = []
+        for i in range(iters):
+            for with_hooks in (i % 2 == 1, i % 2 == 0):
+                if not with_hooks:
+                    plain.append(sum(_run(model, example, clock)))
+                    continue
+                with marking(model, lambda _kind, _path: clock.mark()):
+                    intervals = _run(model, example, clock)
+                hooked.append(sum(intervals))
+                per_iter.append(_attribute(intervals[1:-1], plan))
+            step()
+    return _summarize(plain, hooked, per_iter, plan.estimated)
+
+
+def _run(model: nn.Module, example: torch.Tensor, clock: Clock) -> list[float]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        clock.reset()
+        clock.mark()
+        model(example)
+        clock.mark()
+    finally:
+        if enabled:
+            gc.enable()
+    return clock.intervals()
+
+
+def _check_events(model: nn.Module, example: torch.Tensor, plan: IntervalPlan) -> None:
+    events: list[Event] = []
+    with marking(model, lambda kind, path: events.append((kind, path))):
+        model(example)
+    if tuple(events) != plan.events:
+        raise UserError(
+            f"the model calls its modules differently on {example.device.type} than on meta "
+            f"({len(events)} module events against {len(plan.events)}): times cannot be "
+            "attributed to components"
+        )
+
+
+def _attribute(intervals: Sequence[float], plan: IntervalPlan) -> dict[Key, float]:
+    cells: dict[Key, float] = defaultdict(float)
+    for seconds, parts in zip(intervals, plan.shares, strict=True):
+        for key, fraction in parts:
+            cells[key] += seconds * fraction
+    return cells
+
+
+def middle_half(values: Sequence[float]) -> list[int]:
+    """Indices of the middle half of ``values`` by value (all of them below four)."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    cut = len(values) // 4
+    return order[cut:len(values) - cut]
+
+
+def interquartile_mean(values: Sequence[float]) -> float:
+    return statistics.fmean(values[i] for i in middle_half(values))
+
+
+def _summarize(
+    plain: list[float], hooked: list[float], per_iter: list[dict[Key, float]],
+    estimated: frozenset[Component],
+) -> Timings:
+    chosen = [per_iter[i] for i in middle_half(hooked)]
+    keys = {key for cells in chosen for key in cells}
+    cells = {key: statistics.fmean(c.get(key, 0.0) for c in chosen) for key in keys}
+    components = {
+        component: sum(t for (c, _), t in cells.items() if c is component)
+        for component in Component
+    }
+    blocks = {
+        b: sum(t for (_, k), t in cells.items() if k == b)
+        for b in sorted({b for _, b in keys if b is not None})
+    }
+    return Timings(
+        latency=interquartile_mean(plain), hooked_latency=interquartile_mean(hooked),
+        latencies=tuple(plain), hooked_latencies=tuple(hooked), cells=cells,
+        components=components, blocks=blocks, estimated=estimated,
+    )

@@ -1,0 +1,539 @@
+"""Model names to ``nn.Module`` factories. Weights are never loaded: random init, or meta.
+
+Accepted names:
+
+* every torchvision ViT (``vit_b_16``, ``torchvision:vit_b_16``, ...) and ``vit_22b``;
+* ``timm:NAME`` (needs the ``timm`` extra);
+* ``hf:vit-base-patch16-224`` style built-in configs, ``hf:path/to/config.json`` and
+  ``hf:path/to/dir`` holding a ``config.json`` (need the ``transformers`` extra);
+* the models of the source notes (``note001_vit_b16``, ``note002_cifar_vit``, ...);
+* ``path/to/file.py:factory`` and ``package.module:factory`` for anything else.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib
+import importlib.util
+import inspect
+import json
+import math
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from vitprof.core.errors import UserError
+from vitprof.core.records import Component
+from vitprof.core.slow_notice import notice_if_slow
+from vitprof.count.families import Rule
+from vitprof.count.running import (
+    ZERO_ELEMENT_WARNING,
+    check_image_size,
+    check_int,
+    meta_caused,
+    one_line,
+)
+
+Factory = Callable[..., nn.Module]
+
+
+@dataclass(frozen=True)
+class Published:
+    """A parameter count and a GMAC figure published by a model's authors."""
+
+    source: str
+    params: int
+    gmacs: float
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """How to build one named model; ``build(image_size, num_classes)`` returns the module."""
+
+    name: str
+    family: str
+    description: str
+    build: Factory
+    image_size: int
+    num_classes: int
+    patch_size: int | None = None
+    overrides: tuple[Rule, ...] = ()
+    published: Callable[[int, int], Published | None] = field(default=lambda size, classes: None)
+
+
+@dataclass(frozen=True)
+class BuiltModel:
+    """A model ready to be analyzed, with what is known about its input."""
+
+    name: str
+    module: nn.Module
+    image_size: int
+    in_chans: int
+    entry: ZooEntry | None
+    warnings: tuple[str, ...] = ()  # what the build noticed and the analysis should say
+
+
+TORCHVISION_VITS = ("vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14")
+
+
+def _torchvision(name: str) -> Factory:
+    def build(image_size: int, num_classes: int) -> nn.Module:
+        import torchvision.models as tvm
+
+        return getattr(tvm, name)(weights=None, image_size=image_size, num_classes=num_classes)
+
+    return build
+
+
+def _torchvision_published(name: str) -> Callable[[int, int], Published | None]:
+    def published(image_size: int, num_classes: int) -> Published | None:
+        import torchvision.models as tvm
+
+        for weights in tvm.get_model_weights(name):
+            crop = weights.transforms.keywords.get("crop_size")
+            if crop == image_size and len(weights.meta["categories"]) == num_classes:
+                return Published(
+                    f"torchvision {weights}", weights.meta["num_params"], weights.meta["_ops"]
+                )
+        return None
+
+    return published
+
+
+def _vit_22b(image_size: int, num_classes: int) -> nn.Module:
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(
+        image_size=image_size, patch_size=14, num_layers=48, num_heads=48, hidden_dim=6144,
+        mlp_dim=24576, num_classes=num_classes,
+    )
+
+
+def _note(module: str, function: str, **fixed: Any) -> Factory:
+    def build(image_size: int, num_classes: int) -> nn.Module:
+        factory = getattr(importlib.import_module(f"vitprof.models.notes.{module}"), function)
+        return factory(image_size=image_size, num_classes=num_classes, **fixed)
+
+    return build
+
+
+_PATCH_SIZES = {"vit_b_16": 16, "vit_b_32": 32, "vit_l_16": 16, "vit_l_32": 32, "vit_h_14": 14}
+_PREDICTORS: tuple[Rule, ...] = ((r"^predictors", Component.OTHER),)
+
+
+def _builtin_entries() -> dict[str, ZooEntry]:
+    entries = [
+        ZooEntry(
+            name, "torchvision", f"torchvision {name}", _torchvision(name), 224, 1000,
+            _PATCH_SIZES[name], published=_torchvision_published(name),
+        )
+        for name in TORCHVISION_VITS
+    ]
+    entries += [
+        ZooEntry("vit_22b", "torchvision", "22B-parameter ViT: 48 layers, width 6144, 48 heads, "
+                 "MLP 24576, patch 14 (torchvision VisionTransformer)", _vit_22b, 224, 1000, 14),
+        ZooEntry("note001_vit_b16", "notes", "note 001: from-scratch ViT-B/16 with "
+                 "nn.MultiheadAttention and a hidden-layer MLPHead, 10 classes",
+                 _note("note001", "build_note001_vit"), 224, 10, 16),
+        ZooEntry("note002_cifar_vit", "notes", "note 002: CIFAR-ViT, 32px, patch 4, D=512, "
+                 "depth 6, 8 heads, separate Q/K/V linears",
+                 _note("note002", "build_cifar_vit"), 32, 10, 4),
+        ZooEntry("note002_linear_attention", "notes", "note 002 section 3.2: the CIFAR-ViT "
+                 "with ReLU linear attention (K^T V first)",
+                 _note("note002", "build_linear_attention_vit"), 32, 10, 4),
+        ZooEntry("note002_dynamic_vit", "notes", "note 002 section 3.1: the CIFAR-ViT with "
+                 "Dynamic-ViT token pruning (predictors counted as other)",
+                 _note("note002", "build_dynamic_vit"), 32, 10, 4, overrides=_PREDICTORS),
+        ZooEntry("note004_vit_b16", "notes", "note 004: timm-style ViT-B/16 with "
+                 "qkv_bias=False by default", _note("note004", "build_note004_vit"), 224, 1000, 16),
+    ]
+    for size in ("tiny", "small", "base", "large"):
+        entries.append(
+            ZooEntry(f"note002_cifar_vit_{size}", "notes", f"note 002 scaling table: {size}",
+                     _note("note002", "build_cifar_vit_size", size=size), 32, 10, 4)
+        )
+    for name, (width, depth, heads, mlp, patch) in HF_CONFIGS.items():
+        entries.append(
+            ZooEntry(f"hf:{name}", "huggingface", f"Hugging Face ViTForImageClassification "
+                     f"(D={width}, depth {depth}, {heads} heads, MLP {mlp}, patch {patch})",
+                     _hf_builtin(name), 224, 1000, patch)
+        )
+    return {entry.name: entry for entry in entries}
+
+
+HF_CONFIGS: dict[str, tuple[int, int, int, int, int]] = {
+    "vit-base-patch16-224": (768, 12, 12, 3072, 16),
+    "vit-base-patch32-224": (768, 12, 12, 3072, 32),
+    "vit-large-patch16-224": (1024, 24, 16, 4096, 16),
+    "vit-huge-patch14-224": (1280, 32, 16, 5120, 14),
+}
+
+
+def _require(package: str, extra: str) -> Any:
+    try:
+        return importlib.import_module(package)
+    except ImportError:
+        raise _missing(package, extra) from None
+
+
+def _missing(package: str, extra: str) -> UserError:
+    return UserError(f"this model needs {package}: pip install 'vitprof[{extra}]'")
+
+
+def _hf_builtin(name: str, attn_implementation: str = "sdpa") -> Factory:
+    width, depth, heads, mlp, patch = HF_CONFIGS[name]
+
+    def build(image_size: int, num_classes: int) -> nn.Module:
+        transformers = _require("transformers", "transformers")
+        config = transformers.ViTConfig(
+            hidden_size=width, num_hidden_layers=depth, num_attention_heads=heads,
+            intermediate_size=mlp, patch_size=patch, image_size=image_size,
+            num_labels=num_classes, attn_implementation=attn_implementation,
+        )
+        return transformers.ViTForImageClassification(config)
+
+    return build
+
+
+ZOO: dict[str, ZooEntry] = _builtin_entries()
+
+
+def lookup(name: str) -> ZooEntry:
+    """The zoo entry for ``name`` (``torchvision:`` prefix optional) or a UserError."""
+    key = name.removeprefix("torchvision:")
+    if key in ZOO:
+        return ZOO[key]
+    close = difflib.get_close_matches(key, list(ZOO), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see 'vitprof models'"
+    raise UserError(f"unknown model '{name}'{hint}")
+
+
+def _check_size(name: str, image_size: int, patch_size: int | None) -> None:
+    if image_size <= 0:
+        raise UserError(f"image size must be positive, got {image_size}")
+    if patch_size and image_size % patch_size:
+        raise UserError(
+            f"image size {image_size} is not divisible by the patch size {patch_size} of {name}"
+        )
+
+
+def infer_patch_size(module: nn.Module) -> int | None:
+    """Kernel of the first convolution whose kernel equals its stride (a patchify conv)."""
+    for child in module.modules():
+        if isinstance(child, nn.Conv2d) and child.kernel_size == child.stride:
+            return int(child.kernel_size[0])
+    return None
+
+
+def infer_image_size(module: nn.Module) -> int | None:
+    """Image size a model was built for: from its attributes or config, else from the length
+    of its position embedding (patches = tokens - prefix tokens, a square grid) and patch size,
+    else from timm's ``pretrained_cfg["input_size"]`` (channels, height, width)."""
+    for candidate in (
+        getattr(module, "image_size", None),
+        getattr(module, "img_size", None),
+        getattr(getattr(module, "config", None), "image_size", None),
+        getattr(getattr(module, "patch_embed", None), "img_size", None),
+    ):
+        if isinstance(candidate, int):
+            return candidate
+        if isinstance(candidate, tuple | list) and candidate:
+            return int(candidate[0])
+    from_embedding = _size_from_position_embedding(module)
+    if from_embedding is not None:
+        return from_embedding
+    input_size = (getattr(module, "pretrained_cfg", None) or {}).get("input_size")
+    return int(input_size[-2]) if isinstance(input_size, tuple | list) and input_size else None
+
+
+def _size_from_position_embedding(module: nn.Module) -> int | None:
+    patch = infer_patch_size(module)
+    if patch is None:
+        return None
+    for name, param in module.named_parameters():
+        if "pos" in name.rpartition(".")[2] and param.dim() == 3:
+            tokens = int(param.shape[1])
+            for prefix in range(6):
+                side = math.isqrt(max(tokens - prefix, 0))
+                if side and side * side == tokens - prefix:
+                    return side * patch
+    return None
+
+
+def infer_in_chans(module: nn.Module) -> int:
+    for child in module.modules():
+        if isinstance(child, nn.Conv2d):
+            return int(child.in_channels)
+    return 3
+
+
+def _construct(name: str, factory: Callable[[], nn.Module], device: str) -> nn.Module:
+    """Call ``factory`` with ``device`` as the default device; on meta, when the constructor
+    itself needs data (``.item()`` in an init: :func:`~vitprof.count.running.meta_caused`), fall
+    back
+    to a CPU build moved to meta: the one case where a factory runs twice. A head of zero
+    classes (``num_classes=0``, no head) is built without torch's zero-element warning."""
+    try:
+        module = _quietly(factory, device)
+    except UserError:
+        raise
+    except Exception as error:
+        if device != "meta" or not meta_caused(error):
+            raise UserError(f"building {name} failed: {one_line(error)}") from None
+        try:
+            module = _quietly(factory, "cpu").to("meta")
+        except Exception as cpu_error:
+            raise UserError(f"building {name} failed: {one_line(cpu_error)}") from None
+    if not isinstance(module, nn.Module):
+        raise UserError(f"factory for {name} returned {type(module).__name__}, not an nn.Module")
+    return module
+
+
+def _quietly(factory: Callable[[], nn.Module], device: str) -> nn.Module:
+    with torch.device(device), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=ZERO_ELEMENT_WARNING)
+        return factory()
+
+
+def _load_factory(spec: str) -> Callable[..., Any]:
+    target, _, attribute = spec.rpartition(":")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise UserError(f"no such file: {target}")
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
+        try:
+            module_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        except Exception as error:
+            raise UserError(f"cannot import {target}: {one_line(error)}") from None
+    else:
+        try:
+            module = importlib.import_module(target)
+        except Exception as error:
+            raise UserError(f"cannot import {target}: {one_line(error)}") from None
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise UserError(f"{target} has no callable named '{attribute}'")
+    return factory
+
+
+def _call_factory(
+    spec: str, factory: Callable[..., Any], image_size: int | None, classes: int | None
+) -> Callable[[], Any]:
+    """``factory`` with the size and classes asked for, as keywords it accepts.
+
+    A class count the factory cannot take (no ``num_classes`` parameter, no ``**kwargs``) is
+    refused rather than ignored: a count for another head than the one asked for would look
+    right and be wrong. The image size sets the input whether the factory takes it or not.
+    """
+    accepted = inspect.signature(factory).parameters
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+    kwargs: dict[str, int] = {}
+    for key in ("image_size", "img_size"):
+        if image_size is not None and key in accepted:
+            kwargs[key] = image_size
+    if classes is not None:
+        if "num_classes" not in accepted and not open_ended:
+            raise UserError(f"{spec} takes no num_classes parameter: cannot build it with "
+                            f"{classes} classes")
+        kwargs["num_classes"] = classes
+    return lambda: factory(**kwargs)
+
+
+def _hf_from_config(path: str, num_classes: int | None, image_size: int | None) -> Factory:
+    transformers = _require("transformers", "transformers")
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"no such file: {path}") from None
+    except (OSError, json.JSONDecodeError) as error:
+        raise UserError(f"malformed Hugging Face config {path}: {one_line(error)}") from None
+    if not isinstance(data, dict) or "model_type" not in data:
+        raise UserError(f"malformed Hugging Face config {path}: no 'model_type' key")
+    try:
+        config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    except Exception as error:  # transformers validates fields with its own error classes
+        raise UserError(f"malformed Hugging Face config {path}: {one_line(error)}") from None
+    if num_classes is not None:
+        config.num_labels = num_classes
+    if image_size is not None:
+        config.image_size = image_size
+    return lambda: transformers.AutoModelForImageClassification.from_config(config)
+
+
+def _hf_config_file(target: str) -> str | None:
+    """The config file an ``hf:`` target names: a ``*.json`` path, or a directory's
+    ``config.json``; None for a built-in name."""
+    if target.endswith(".json"):
+        return target
+    in_directory = Path(target, "config.json")
+    return str(in_directory) if in_directory.is_file() else None
+
+
+def _timm_model(name: str) -> tuple[Any, str]:
+    """timm and the model name of ``timm:NAME``, or a UserError for an unknown architecture."""
+    timm = _require("timm", "timm")
+    model_name = name.removeprefix("timm:")
+    # a pretrained tag (``vit_base_patch16_224.augreg_in21k``) selects that checkpoint's
+    # architecture settings (its class count, say); no weights are loaded either way
+    architecture = model_name.partition(".")[0]
+    if architecture not in timm.list_models():
+        close = difflib.get_close_matches(architecture, timm.list_models(), n=3)
+        hint = f"; did you mean {', '.join('timm:' + c for c in close)}?" if close else ""
+        raise UserError(f"unknown timm model '{model_name}'{hint}")
+    return timm, model_name
+
+
+def _bound_names(nodes: Iterable[ast.AST]) -> Iterator[str]:
+    """Names a module's statements bind at its top level (``*`` for a star import), read from
+    its syntax tree; the bodies of functions and classes are not entered."""
+    for node in nodes:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            yield from (alias.asname or alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            yield node.id
+        else:
+            yield from _bound_names(ast.iter_child_nodes(node))
+
+
+def _factory_source(target: str) -> Path | None:
+    """The Python source file of ``FILE.py`` or ``package.module``, found without running it;
+    None for a module that has no such file (compiled, namespace): it is checked when built."""
+    if target.endswith(".py"):
+        if not Path(target).is_file():
+            raise UserError(f"no such file: {target}")
+        return Path(target)
+    try:
+        found = importlib.util.find_spec(target)  # imports the parent packages, not the module
+    except (ImportError, ValueError) as error:
+        raise UserError(f"cannot import {target}: {one_line(error)}") from None
+    if found is None:
+        raise UserError(f"cannot import {target}: no module named '{target}'")
+    origin = found.origin or ""
+    return Path(origin) if origin.endswith(".py") else None
+
+
+def _check_factory(spec: str) -> None:
+    """``FILE.py:factory`` or ``package.module:factory``: the source exists, parses and binds
+    ``factory`` at its top level (or has a star import that may). A name bound only at run time
+    (``globals()[...] = ...``) is not seen."""
+    target, _, attribute = spec.rpartition(":")
+    source = _factory_source(target)
+    if source is None:
+        return
+    try:
+        tree = ast.parse(source.read_bytes(), filename=str(source))
+    except (SyntaxError, ValueError, OSError) as error:
+        raise UserError(f"cannot import {target}: {one_line(error)}") from None
+    names = set(_bound_names(tree.body))
+    if attribute not in names and "*" not in names:
+        raise UserError(f"{target} has no callable named '{attribute}'")
+
+
+def validate_name(name: str) -> ZooEntry | None:
+    """Check, without building anything or running a factory, that :func:`build` knows
+    ``name``: a zoo name, ``timm:NAME`` (timm installed, a known architecture), ``hf:``
+    (transformers installed; a built-in name, or a config file that exists), ``FILE.py:factory``
+    or ``package.module:factory`` (the source defines ``factory``). Returns the zoo entry where
+    ``name`` is one, else None; raises UserError naming what is wrong."""
+    if name.startswith("timm:"):
+        _timm_model(name)
+        return None
+    if name.startswith("hf:"):
+        if importlib.util.find_spec("transformers") is None:  # found, not imported: a slow import
+            raise _missing("transformers", "transformers")
+        config_file = _hf_config_file(name.removeprefix("hf:"))
+        if config_file is None:
+            return lookup(name)
+        if not Path(config_file).is_file():
+            raise UserError(f"no such file: {config_file}")
+        return None
+    if ":" in name and not name.startswith("torchvision:"):
+        _check_factory(name)
+        return None
+    return lookup(name)
+
+
+def check_divisible_size(entry: ZooEntry, image_size: int) -> None:
+    """Refuse an image size the zoo model ``entry`` cannot take (not divisible by its patch
+    size), before building it."""
+    _check_size(entry.name, image_size, entry.patch_size)
+
+
+def build(
+    name: str,
+    *,
+    image_size: int | None = None,
+    num_classes: int | None = None,
+    device: str = "meta",
+) -> BuiltModel:
+    """Build the model called ``name`` on ``device`` without loading any weights; a build still
+    running after 2 s says so once on stderr, if that is a terminal.
+
+    ``image_size`` is a positive int (square images); ``num_classes=0`` means no head.
+    """
+    check_image_size(image_size)
+    if num_classes is not None:
+        check_int("number of classes", num_classes, 0)
+    with notice_if_slow(f"building {name} ..."):
+        return _build(name, image_size=image_size, num_classes=num_classes, device=device)
+
+
+def _build(
+    name: str, *, image_size: int | None, num_classes: int | None, device: str
+) -> BuiltModel:
+    if name.startswith("timm:"):
+        timm, model_name = _timm_model(name)
+        kwargs: dict[str, int] = {}
+        if image_size is not None:
+            kwargs["img_size"] = image_size
+        if num_classes is not None:
+            kwargs["num_classes"] = num_classes
+        module = _construct(
+            name, lambda: timm.create_model(model_name, pretrained=False, **kwargs), device
+        )
+        return _finish(name, module, image_size, None)
+    config_file = _hf_config_file(name.removeprefix("hf:")) if name.startswith("hf:") else None
+    if config_file is not None:
+        factory = _hf_from_config(config_file, num_classes, image_size)
+        return _finish(name, _construct(name, factory, device), image_size, None)
+    if ":" in name and not name.startswith(("hf:", "torchvision:")):
+        factory = _call_factory(name, _load_factory(name), image_size, num_classes)
+        return _finish(name, _construct(name, factory, device), image_size, None)
+    entry = lookup(name)
+    size = image_size if image_size is not None else entry.image_size
+    _check_size(entry.name, size, entry.patch_size)
+    classes = num_classes if num_classes is not None else entry.num_classes
+    module = _construct(entry.name, lambda: entry.build(size, classes), device)
+    return BuiltModel(entry.name, module, size, infer_in_chans(module), entry)
+
+
+def _finish(
+    name: str, module: nn.Module, image_size: int | None, entry: ZooEntry | None
+) -> BuiltModel:
+    size = image_size if image_size is not None else infer_image_size(module) or 224
+    _check_size(name, size, infer_patch_size(module))
+    return BuiltModel(name, module, size, infer_in_chans(module), entry, _head_warnings(module))
+
+
+def _head_warnings(module: nn.Module) -> tuple[str, ...]:
+    """A Hugging Face config whose heads do not divide its width builds (transformers truncates
+    each head to ``width // heads``), but no ViT of that shape exists: ``vitprof formula``
+    refuses it, so say what was counted instead."""
+    config = getattr(module, "config", None)
+    width = getattr(config, "hidden_size", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if not isinstance(width, int) or not isinstance(heads, int) or heads < 1 or not width % heads:
+        return ()
+    return (f"width {width} is not divisible by {heads} heads (vitprof formula refuses this "
+            f"shape); the model ran with heads of {width // heads}, {heads * (width // heads)} "
+            f"of the {width} channels in q, k and v",)

@@ -1,0 +1,192 @@
+"""Budget results as a table, JSON or JUnit XML. Renders; never counts or checks.
+
+Every format names each check by its entry and dotted key as written in the budget file
+(``vit_b_16.components.attn_core.max_share``), states the counting convention, and carries each
+entry's fallback note when its model could not run on the meta device.
+
+Headroom is how far the actual value is inside the limit (negative: past it), in the limit's unit:
+a count (with its percentage of the limit when it is at most the limit itself), or percentage
+points (pp) for a share.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from vitprof.checks.budget import SHARES, Bound, BudgetResult, CheckResult, Verdict
+from vitprof.render.schema import versioned
+from vitprof.render.tables import CONVENTION, text_table
+
+FORMATS = ("table", "json", "junit")
+SHARE_CONVENTION = "share = a component's share of the total MACs; params_share: of the params"
+_SIGN = {Bound.MAX: "<=", Bound.MIN: ">="}
+
+
+def check_name(result: CheckResult, entry: str) -> str:
+    """``entry.key``, and the binding block of a per-block limit."""
+    name = f"{entry}.{result.check.key}"
+    return name if result.block is None else f"{name} (block {result.block})"
+
+
+def _percent(fraction: float) -> str:
+    """``fraction`` in percent, without the unit: two decimals (0.0407 -> ``4.07``); a nonzero
+    value that two decimals would show as 0.00 keeps two significant digits (``-0.000019``), so
+    a limit passed by a hair never reads as zero, and zero has no sign."""
+    if fraction == 0:
+        return "0.00"
+    text = f"{fraction * 100:.2f}"
+    if float(text) == 0:
+        text = format(Decimal(f"{fraction * 100:.2g}"), "f")
+    return text
+
+
+def _value(result: CheckResult, value: int | float) -> str:
+    return f"{_percent(value)}%" if result.check.metric in SHARES else f"{value:,}"
+
+
+def _headroom(result: CheckResult) -> str:
+    headroom = result.headroom
+    if headroom is None:
+        return ""
+    if result.check.metric in SHARES:
+        return f"{_percent(headroom)} pp"
+    limit = result.check.limit
+    relative = f" ({_percent(headroom / limit)}%)" if limit > 0 and abs(headroom) <= limit else ""
+    return f"{headroom:,}{relative}"
+
+
+def _actual(result: CheckResult) -> str:
+    return "n/a" if result.actual is None else _value(result, result.actual)
+
+
+def _limit(result: CheckResult) -> str:
+    """The limit as written: a share keeps all its digits (0.0405 is 4.05%, not 4.1%; 1e-06 is
+    0.0001%), and a zero (``-0.0`` included) is 0%."""
+    check = result.check
+    value = _value(result, check.limit)
+    if check.metric in SHARES:
+        percent = (Decimal(repr(check.limit)) * 100).normalize()
+        value = format(percent if percent else Decimal(0), "f") + "%"
+    shown = f"{_SIGN[check.bound]} {value}"
+    return f"{shown} (default)" if check.implicit else shown
+
+
+def _entry_line(outcome: BudgetResult) -> str:
+    profile = outcome.profile
+    shape = "x".join(str(n) for n in profile.input_shape)
+    line = f"{outcome.budget.name}: model {profile.model}, input {shape}, on {profile.device}"
+    if profile.fallback:
+        line += f" (fallback: {profile.fallback})"
+    return line
+
+
+def _notes(outcome: BudgetResult) -> list[str]:
+    notes = [f"{outcome.budget.name}: warning: {w}" for w in outcome.profile.warnings]
+    notes += [f"{check_name(r, outcome.budget.name)}: {r.note}" for r in outcome.results
+              if r.note]
+    return notes
+
+
+def summary(outcomes: Sequence[BudgetResult]) -> str:
+    """One line: how many checks passed, and which failed."""
+    results = [(o.budget.name, r) for o in outcomes for r in o.results]
+    failed = [check_name(r, entry) for entry, r in results if r.verdict is Verdict.FAIL]
+    if not failed:
+        budgets = "1 budget" if len(outcomes) == 1 else f"{len(outcomes)} budgets"
+        return f"PASS: all {len(results)} checks of {budgets} hold"
+    return f"FAIL: {len(failed)} of {len(results)} checks failed: {', '.join(failed)}"
+
+
+def render_table(outcomes: Sequence[BudgetResult]) -> str:
+    """Entries, one row per check (limit, actual, headroom, verdict), notes, and a summary."""
+    rows = [
+        [check_name(r, o.budget.name), _limit(r), _actual(r), _headroom(r), str(r.verdict)]
+        for o in outcomes for r in o.results
+    ]
+    table = text_table(["check", "limit", "actual", "headroom", "verdict"], rows)
+    notes = [note for o in outcomes for note in _notes(o)]
+    lines = [f"convention: {CONVENTION}", f"shares: {SHARE_CONVENTION}", "",
+             *(_entry_line(o) for o in outcomes), "", table]
+    if notes:
+        lines += ["", *notes]
+    return "\n".join([*lines, "", summary(outcomes)]) + "\n"
+
+
+def _result_dict(result: CheckResult, entry: str) -> dict[str, Any]:
+    check = result.check
+    return {
+        "check": f"{entry}.{check.key}", "key": check.key, "scope": str(check.scope),
+        "component": None if check.component is None else str(check.component),
+        "bound": str(check.bound), "metric": str(check.metric), "limit": check.limit,
+        "implicit": check.implicit, "actual": result.actual, "headroom": result.headroom,
+        "block": result.block, "verdict": str(result.verdict), "note": result.note or None,
+    }
+
+
+def render_json(outcomes: Sequence[BudgetResult]) -> str:
+    """``{"passed", "convention", "budgets": [{entry, model, ..., "checks": [...]}]}``."""
+    data = {
+        "passed": all(o.passed for o in outcomes),
+        "convention": CONVENTION,
+        "shares": SHARE_CONVENTION,
+        "summary": summary(outcomes),
+        "budgets": [
+            {
+                "entry": o.budget.name, "model": o.profile.model,
+                "input_shape": list(o.profile.input_shape), "device": o.profile.device,
+                "fallback": o.profile.fallback, "warnings": list(o.profile.warnings),
+                "passed": o.passed,
+                "checks": [_result_dict(r, o.budget.name) for r in o.results],
+            }
+            for o in outcomes
+        ],
+    }
+    return json.dumps(versioned(data, "check"), indent=2)
+
+
+def render_junit(outcomes: Sequence[BudgetResult]) -> str:
+    """JUnit XML: a ``<testsuite>`` per entry, a ``<testcase>`` per check, ``<failure>`` when the
+    limit is exceeded; the fallback note goes to the suite's properties and ``<system-out>``."""
+    checks = sum(len(o.results) for o in outcomes)
+    failures = sum(len(o.failures) for o in outcomes)
+    root = ET.Element("testsuites", name="vitprof check", tests=str(checks),
+                      failures=str(failures), errors="0")
+    for outcome in outcomes:
+        entry = outcome.budget.name
+        suite = ET.SubElement(root, "testsuite", name=entry, tests=str(len(outcome.results)),
+                              failures=str(len(outcome.failures)), errors="0", skipped="0")
+        properties = ET.SubElement(suite, "properties")
+        profile = outcome.profile
+        for name, value in (("model", profile.model),
+                            ("input_shape", "x".join(str(n) for n in profile.input_shape)),
+                            ("device", profile.device), ("convention", CONVENTION),
+                            ("fallback", profile.fallback)):
+            if value is not None:
+                ET.SubElement(properties, "property", name=name, value=value)
+        for result in outcome.results:
+            case = ET.SubElement(suite, "testcase", classname=entry, name=result.check.key)
+            if result.verdict is Verdict.FAIL:
+                message = f"{_actual(result)} is not {_limit(result)}"
+                failure = ET.SubElement(case, "failure", message=message, type="BudgetExceeded")
+                failure.text = (f"{check_name(result, entry)}: limit {_limit(result)}, actual "
+                                f"{_actual(result)}, headroom {_headroom(result) or 'n/a'}"
+                                + (f"; {result.note}" if result.note else ""))
+        out = [_entry_line(outcome), *_notes(outcome)]
+        ET.SubElement(suite, "system-out").text = "\n".join(out)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def render(outcomes: Sequence[BudgetResult], fmt: str = "table") -> str:
+    """The results in one of :data:`FORMATS`."""
+    if fmt == "json":
+        return render_json(outcomes)
+    if fmt == "junit":
+        return render_junit(outcomes)
+    if fmt == "table":
+        return render_table(outcomes)
+    raise ValueError(f"unknown format {fmt}")

@@ -1,0 +1,217 @@
+"""A diff as a text table, a pull-request comment (markdown) or JSON. Renders; never compares.
+
+Every format states both sides (model, input, mode), the counting convention and what else
+differs (:attr:`vitprof.checks.diff.Diff.notes`) before the numbers. Tables show the totals, the
+components and the blocks, one table per metric; rows zero on both sides are left out. The JSON
+holds every row, the blocks' components included. Relative changes are percentages of A;
+``new`` marks a count that was 0 in A.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from vitprof.checks.diff import METRICS, Change, Diff, Exceeded, Snapshot
+from vitprof.core.records import Counts
+from vitprof.render.schema import versioned
+from vitprof.render.tables import CONVENTION, markdown_table, text_table
+
+FORMATS = ("table", "markdown", "json")
+_TITLES = {"params": "params", "macs": "MACs", "flops": "FLOPs", "vector_flops": "vector FLOPs"}
+_HEADERS = ["row", "A", "B", "change", "relative"]
+_SHOWN = ("total", "component", "block")
+
+
+def relative_text(change: Change, metric: str) -> str:
+    relative = change.relative(metric)
+    if relative is None:
+        return "new"
+    return f"{float(relative):+.2%}" if relative else "0.00%"
+
+
+def _row_name(change: Change) -> str:
+    return change.name if change.scope != "block" else f"block {change.name}"
+
+
+def _side(label: str, snapshot: Snapshot) -> str:
+    return (f"{label}: {snapshot.label} (model {snapshot.model}, input {snapshot.shape}, "
+            f"{snapshot.mode})")
+
+
+def header_lines(diff: Diff) -> list[str]:
+    """Both sides, the convention, then every difference besides the counts."""
+    return [_side("A", diff.a), _side("B", diff.b), f"convention: {CONVENTION}",
+            *(f"note: {note}" for note in diff.notes)]
+
+
+def summary(diff: Diff) -> str:
+    """One line: each total's change, A -> B."""
+    total = diff.total
+    if all(c.unchanged for c in diff.changes):
+        return f"{diff.a.model} -> {diff.b.model}: no change"
+    parts = [f"{_TITLES[m]} {relative_text(total, m)} ({total.value('a', m):,} -> "
+             f"{total.value('b', m):,})" for m in METRICS if m != "flops"]
+    return f"{diff.a.model} -> {diff.b.model}: " + ", ".join(parts)
+
+
+def highlights(diff: Diff, metric: str = "macs", count: int = 5) -> list[str]:
+    """The ``count`` largest changes of ``metric``, largest first: a component over a run of
+    blocks that changed alike (``attn_core MACs +12.00% in blocks 6-11 (+...)``, the amount
+    summed over the run) or outside the blocks (``patch_embed MACs ... outside the blocks``)."""
+    items = [(c, f"in {_blocks_text(run)}") for c, run in _block_runs(diff, metric)]
+    inside: dict[str, tuple[Counts, Counts]] = {}
+    for c in diff.rows("block_component"):
+        a, b = inside.get(c.name.partition(".")[2], (Counts(), Counts()))
+        inside[c.name.partition(".")[2]] = (a + c.a, b + c.b)
+    for c in diff.rows("component"):
+        a, b = inside.get(c.name, (Counts(), Counts()))
+        outside = Change("component", c.name, _minus(c.a, a), _minus(c.b, b))
+        items.append((outside, "outside the blocks"))
+    items = sorted((i for i in items if i[0].delta(metric)),
+                   key=lambda i: -abs(i[0].delta(metric)))
+    return [f"{c.name} {_TITLES[metric]} {relative_text(c, metric)} {where} "
+            f"({c.delta(metric):+,})" for c, where in items[:count]]
+
+
+def _minus(x: Counts, y: Counts) -> Counts:
+    return Counts(x.params - y.params, x.macs - y.macs, x.vector_flops - y.vector_flops)
+
+
+def _block_runs(diff: Diff, metric: str) -> list[tuple[Change, list[int]]]:
+    """Per component, each run of blocks that changed alike, as one summed row."""
+    per_component: dict[str, list[tuple[int | None, Change]]] = {}
+    for c in diff.rows("block_component"):
+        index, _, component = c.name.partition(".")
+        per_component.setdefault(component, []).append((int(index), c))
+    return [(Change("block_component", component, sum((c.a for _, c in run), Counts()),
+                    sum((c.b for _, c in run), Counts())), [int(i or 0) for i, _ in run])
+            for component, rows in per_component.items() for run in _alike_runs(rows, metric)]
+
+
+def _alike_runs(
+    rows: Sequence[tuple[int | None, Change]], metric: str
+) -> list[list[tuple[int | None, Change]]]:
+    """Rows of consecutive block indices with the same A and B in ``metric``, grouped; a row
+    without an index stands alone."""
+    runs: list[list[tuple[int | None, Change]]] = []
+    for index, change in rows:
+        last = runs[-1][-1] if runs else (None, change)
+        if (index is not None and last[0] is not None and index == last[0] + 1
+                and _pair(last[1], metric) == _pair(change, metric)):
+            runs[-1].append((index, change))
+        else:
+            runs.append([(index, change)])
+    return runs
+
+
+def _pair(change: Change, metric: str) -> tuple[int, int]:
+    return change.value("a", metric), change.value("b", metric)
+
+
+def _blocks_text(indices: list[int]) -> str:
+    if len(indices) == 1:
+        return f"block {indices[0]}"
+    return f"blocks {indices[0]}-{indices[-1]}"
+
+
+def exceeded_lines(exceeded: Sequence[Exceeded]) -> list[str]:
+    """``MACs of attn_core: +12.00% is above 5% (and 2 more components)``: the largest increase
+    of each scope and metric above its threshold."""
+    groups: dict[tuple[str, str], list[Exceeded]] = {}
+    for e in exceeded:
+        groups.setdefault((e.change.scope, e.metric), []).append(e)
+    lines = []
+    for (scope, metric), group in groups.items():
+        worst = max(group, key=lambda e: _growth(e.change, metric))
+        more = f" (and {len(group) - 1} more {scope}s)" if len(group) > 1 else ""
+        lines.append(f"{_TITLES[metric]} of {_row_name(worst.change)}: "
+                     f"{relative_text(worst.change, metric)} is above "
+                     f"{float(worst.percent):g}%{more}")
+    return lines
+
+
+def _growth(change: Change, metric: str) -> float:
+    relative = change.relative(metric)
+    return float("inf") if relative is None else float(relative)
+
+
+def _runs(changes: Sequence[Change], metric: str) -> list[tuple[str, Change]]:
+    """(row name, row), consecutive blocks that changed alike merged (``blocks 0-11 (each)``);
+    rows zero on both sides left out."""
+    rows = [(int(c.name) if c.scope == "block" else None, c) for c in changes
+            if c.value("a", metric) or c.value("b", metric)]
+    return [(_row_name(run[0][1]) if len(run) == 1
+             else f"blocks {run[0][0]}-{run[-1][0]} (each)", run[0][1])
+            for run in _alike_runs(rows, metric)]
+
+
+def _cells(changes: Sequence[Change], metric: str) -> list[list[str]]:
+    return [[name, f"{c.value('a', metric):,}", f"{c.value('b', metric):,}",
+             f"{c.delta(metric):+,}" if c.delta(metric) else "0", relative_text(c, metric)]
+            for name, c in _runs(changes, metric)]
+
+
+def _tables(diff: Diff, table: Any) -> list[tuple[str, str]]:
+    """(title, table) for each metric."""
+    changes = diff.rows(*_SHOWN)
+    return [(_TITLES[m], table(_HEADERS, _cells(changes, m) or [["(all zero)", "", "", "", ""]]))
+            for m in METRICS]
+
+
+def render_table(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> str:
+    parts = [*header_lines(diff), "", summary(diff), *(f"  {h}" for h in highlights(diff))]
+    for title, table in _tables(diff, text_table):
+        parts += ["", f"{title}:", table]
+    if exceeded:
+        parts += ["", *(f"FAIL: {line}" for line in exceeded_lines(exceeded))]
+    return "\n".join(parts) + "\n"
+
+
+def render_markdown(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> str:
+    """A pull-request comment: the summary line first, the details folded."""
+    parts = [f"**vitprof diff** {summary(diff)}", ""]
+    parts += [f"- {line}" for line in highlights(diff)]
+    parts += [f"- :x: {line}" for line in exceeded_lines(exceeded)]
+    parts += [f"- {note}" for note in diff.notes]
+    parts += ["", "<details><summary>per component and block</summary>", ""]
+    parts += [f"- {line}" for line in header_lines(diff)[:3]]
+    for title, table in _tables(diff, markdown_table):
+        parts += ["", f"**{title}**", "", table]
+    parts += ["", "</details>"]
+    return "\n".join(parts) + "\n"
+
+
+def _side_dict(snapshot: Snapshot) -> dict[str, Any]:
+    return {"label": snapshot.label, "model": snapshot.model,
+            "input_shape": list(snapshot.input_shape), "mode": snapshot.mode,
+            "unsupported_ops": dict(snapshot.unsupported_ops)}
+
+
+def _change_dict(change: Change) -> dict[str, Any]:
+    relative = {m: change.relative(m) for m in METRICS}
+    return {"scope": change.scope, "name": change.name, "a": change.a.as_dict(),
+            "b": change.b.as_dict(), "change": {m: change.delta(m) for m in METRICS},
+            "relative": {m: None if r is None else float(r) for m, r in relative.items()}}
+
+
+def render_json(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> str:
+    """``{"schema_version", "a", "b", "convention", "notes", "summary", "changes",
+    "exceeded"}``; ``relative`` is a fraction of A (0.12 = +12%), null when A is 0."""
+    data = {
+        "a": _side_dict(diff.a), "b": _side_dict(diff.b), "convention": CONVENTION,
+        "notes": list(diff.notes), "summary": summary(diff), "highlights": highlights(diff),
+        "changes": [_change_dict(c) for c in diff.changes],
+        "exceeded": [{"scope": e.change.scope, "name": e.change.name, "metric": e.metric,
+                      "percent": float(e.percent)} for e in exceeded],
+    }
+    return json.dumps(versioned(data, "diff"), indent=2)
+
+
+def render(diff: Diff, fmt: str = "table", exceeded: Sequence[Exceeded] = ()) -> str:
+    """The diff in one of :data:`FORMATS`, with the increases above a threshold."""
+    renderers = {"table": render_table, "markdown": render_markdown, "json": render_json}
+    if fmt not in renderers:
+        raise ValueError(f"unknown format {fmt}; choose from {', '.join(FORMATS)}")
+    return renderers[fmt](diff, exceeded)

@@ -1,0 +1,294 @@
+"""One model's markdown report: conventions, stages, components, blocks, cross-check, scaling.
+
+Every breakdown table ends with a ``total`` row, and its rows add up to it exactly (integers) or
+to 100.00% within rounding (shares); the image-size table instead carries a ``total MACs``
+column that its other MAC columns add up to. Tables are drawn with
+:func:`vitprof.render.tables.markdown_table`. Figures are returned as :class:`FigureData` with the
+file name the markdown links to (relative, beside the markdown file);
+:mod:`vitprof.render.pages.generate` writes them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from vitprof.checks.crosscheck import PEERS, render_crosscheck, run_crosscheck
+from vitprof.checks.sweep import AXES, Sweep, sweep
+from vitprof.core.errors import UserError
+from vitprof.core.records import Component, Counts
+from vitprof.count.analysis import analyze
+from vitprof.count.result import Profile
+from vitprof.models.closed_form import AttentionKind, block_counts
+from vitprof.models.spec_inference import spec_from_model
+from vitprof.models.zoo import build, infer_patch_size
+from vitprof.render.figures import FigureData, block_macs, component_shares, sweep_macs
+from vitprof.render.tables import giga, header_lines, markdown_table
+
+SWEEP_POINTS = 8
+SWEEP_REACH = 1.5  # image-size sweeps run to this multiple of the estimated crossover size
+
+
+@dataclass(frozen=True)
+class Page:
+    """A markdown file, the figures it links to (by file name relative to it) and the warnings
+    of the analysis behind it (also in its text)."""
+
+    name: str  # file name, e.g. "vit_b_16.md"
+    text: str
+    figures: tuple[tuple[str, FigureData], ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def file_stem(name: str) -> str:
+    """A model name as a file name: ``timm:vit_tiny_patch16_224`` -> ``timm_vit_tiny_...``."""
+    return re.sub(r"[^\w.-]", "_", name)
+
+
+def n(value: int) -> str:
+    """An integer with thousands separators."""
+    return f"{value:,}"
+
+
+def pct(part: float, whole: float) -> str:
+    """``part`` as a percentage of ``whole`` with two decimals ("0.00%" when whole is 0)."""
+    return f"{100 * part / whole:.2f}%" if whole else "0.00%"
+
+
+# ------------------------------------------------------------------------------- tables
+
+
+def _outside_blocks(profile: Profile) -> dict[Component, Counts]:
+    """Per component, what is counted outside every block (total minus the blocks)."""
+    outside = dict(profile.components)
+    for block in profile.blocks:
+        for component, counts in block.components.items():
+            c = outside[component]
+            outside[component] = Counts(c.params - counts.params, c.macs - counts.macs,
+                                        c.vector_flops - counts.vector_flops)
+    return outside
+
+
+def stages(profile: Profile) -> list[tuple[str, Counts]]:
+    """Patch embedding, tokens, the encoder (its blocks, then what runs outside them), head.
+
+    The encoder's blocks are every record with a block index; "final norm" is the LayerNorm
+    work outside the blocks; anything else outside the blocks and not in patch_embed, tokens
+    or head is listed as "other, outside blocks" (only when there is some).
+    """
+    outside = _outside_blocks(profile)
+    inside = sum((b.total for b in profile.blocks), Counts())
+    named = (Component.PATCH_EMBED, Component.TOKENS, Component.NORM, Component.HEAD)
+    rest = sum((v for c, v in outside.items() if c not in named), Counts())
+    rows = [
+        ("patch embedding", outside[Component.PATCH_EMBED]),
+        ("tokens (class token, position embedding)", outside[Component.TOKENS]),
+        (f"encoder: {len(profile.blocks)} blocks", inside),
+        ("encoder: final norm", outside[Component.NORM]),
+        ("head", outside[Component.HEAD]),
+    ]
+    if rest != Counts():
+        rows.append(("other, outside blocks", rest))
+    return rows
+
+
+def breakdown_table(rows: Sequence[tuple[str, Counts]], total: Counts, label: str) -> str:
+    """Params, MACs (with shares), FLOPs and vector FLOPs per row, then the total row."""
+    headers = [label, "params", "% params", "MACs", "% MACs", "FLOPs", "vector FLOPs"]
+    cells = [
+        [name, n(c.params), pct(c.params, total.params), n(c.macs), pct(c.macs, total.macs),
+         n(c.flops), n(c.vector_flops)]
+        for name, c in rows
+    ]
+    summed = sum((c for _, c in rows), Counts())
+    cells.append(["total", n(summed.params), pct(summed.params, total.params), n(summed.macs),
+                  pct(summed.macs, total.macs), n(summed.flops), n(summed.vector_flops)])
+    return markdown_table(headers, cells)
+
+
+_BLOCK_PARTS = (
+    (Component.NORM, "LayerNorms (norm)"),
+    (Component.ATTN_QKV, "attention: q, k, v projections (attn_qkv)"),
+    (Component.ATTN_CORE, "attention: QK^T, softmax, AV (attn_core)"),
+    (Component.ATTN_PROJ, "attention: output projection (attn_proj)"),
+    (Component.MLP, "MLP (mlp)"),
+    (Component.OTHER, "other"),
+)
+
+
+def one_block_table(profile: Profile, index: int) -> str:
+    """One block's params, MACs and vector FLOPs per part, with shares of the block."""
+    block = profile.blocks[index].components
+    total = profile.blocks[index].total
+    headers = ["part", "params", "MACs", "% of block MACs", "vector FLOPs"]
+    cells = [
+        [label, n(block[c].params), n(block[c].macs), pct(block[c].macs, total.macs),
+         n(block[c].vector_flops)]
+        for c, label in _BLOCK_PARTS if block[c] != Counts()
+    ]
+    cells.append(["total", n(total.params), n(total.macs), pct(total.macs, total.macs),
+                  n(total.vector_flops)])
+    return markdown_table(headers, cells)
+
+
+def blocks_table(profile: Profile) -> str:
+    """Every block's params and MACs (attention, MLP, all), the outside row and the total."""
+    headers = ["block", "params", "attention MACs", "MLP MACs", "other MACs", "MACs",
+               "vector FLOPs"]
+
+    def row(label: str, parts: dict[Component, Counts]) -> list[str]:
+        total = sum(parts.values(), Counts())
+        attention = sum(parts[c].macs for c in (Component.ATTN_QKV, Component.ATTN_CORE,
+                                                Component.ATTN_PROJ))
+        mlp = parts[Component.MLP].macs
+        return [label, n(total.params), n(attention), n(mlp), n(total.macs - attention - mlp),
+                n(total.macs), n(total.vector_flops)]
+
+    cells = [row(str(b.index), b.components) for b in profile.blocks]
+    cells.append(row("outside blocks", _outside_blocks(profile)))
+    cells.append(row("total", profile.components))
+    return markdown_table(headers, cells)
+
+
+def sweep_cells(result: Sweep) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of a sweep: the swept value (and patches, for image sizes), params,
+    attention-core / MLP / other MACs, total MACs (the three before it add up to it) and the
+    attention-core / MLP ratio."""
+    image = result.axis == "image_size"
+    headers = [AXES[result.axis], *(["patches"] if image else []), "params", "attn_core MACs",
+               "MLP MACs", "other MACs", "total MACs", "attn_core / MLP"]
+    cells = []
+    for p in sorted(result.points, key=lambda p: p.value):
+        other = p.totals.macs - p.attn_core.macs - p.mlp.macs
+        ratio = f"{p.attn_core.macs / p.mlp.macs:.3f}" if p.mlp.macs else "-"
+        patches = n(p.patches) if p.patches is not None else "-"  # "-": no patch size known
+        cells.append([str(p.value), *([patches] if image else []), n(p.totals.params),
+                      n(p.attn_core.macs), n(p.mlp.macs), n(other), n(p.totals.macs), ratio])
+    return headers, cells
+
+
+def crossover_text(result: Sweep) -> str:
+    """One sentence on where the attention core overtakes the MLP, or that it does not."""
+    crossover = result.crossover()
+    largest = max(p.value for p in result.points)
+    if crossover is None:
+        return (f"The attention core stays below the MLP up to {largest} px, the largest size "
+                "swept.")
+    return (
+        f"The attention core's MACs overtake the MLP's at N* = {float(crossover.tokens):,.1f} "
+        f"tokens ({float(crossover.patches):,.1f} patches, an image side of "
+        f"{crossover.image_size:.1f} px); {crossover.first_swept} px is the first swept size "
+        "past it. The core grows as N^2 and the MLP as N, so their ratio is N / N*."
+    )
+
+
+def closed_form_crossover(name: str) -> str:
+    """The crossover token count from :mod:`vitprof.models.closed_form` and the model's spec (one
+    sentence), or "" when no spec describes the model or its attention is not softmax."""
+    module = build(name, device="meta").module
+    try:
+        spec = spec_from_model(module)
+    except UserError:
+        return ""
+    if spec.attention is not AttentionKind.SOFTMAX:
+        return ""
+    tokens = spec.prefix_tokens + spec.num_patches
+    block = block_counts(spec, tokens)
+    crossover = Fraction(tokens * block[Component.MLP].macs, block[Component.ATTN_CORE].macs)
+    return (
+        f"The closed form (`vitprof.models.closed_form`, spec D = {spec.width}, "
+        f"M = {spec.mlp_width}) "
+        f"has core = 2 N^2 D and MLP = 2 N D M per block: N* = M = {float(crossover):,.1f} "
+        "tokens."
+    )
+
+
+def scaling_sizes(profile: Profile, patch_size: int) -> list[int]:
+    """Image sizes (multiples of the patch size) from the model's own size to about 1.5 x the
+    size where the attention core is estimated to overtake the MLP (patches / core ratio),
+    or to 4 x its own size when there is no such size."""
+    start = profile.input_shape[-1] // patch_size
+    core, mlp = profile.components[Component.ATTN_CORE].macs, profile.components[Component.MLP].macs
+    if core and mlp:
+        side = math.sqrt(start * start * mlp / core)
+        stop = max(start + SWEEP_POINTS, math.ceil(SWEEP_REACH * side))
+    else:
+        stop = 4 * start
+    steps = [round(start + i * (stop - start) / (SWEEP_POINTS - 1)) for i in range(SWEEP_POINTS)]
+    return sorted({k * patch_size for k in steps})
+
+
+# ------------------------------------------------------------------------------- the page
+
+
+# The peers a model page shows: those the ``test`` extra installs, so that ``report --check``
+# regenerates the same page wherever the suite runs. DeepSpeed, installed only by the ``peers``
+# extra (it builds from source), is left to ``vitprof crosscheck``.
+PAGE_PEERS = tuple(peer for peer in PEERS if peer != "deepspeed")
+
+
+def _crosscheck_section(name: str) -> str:
+    return render_crosscheck(run_crosscheck(name, peers=PAGE_PEERS), "markdown").rstrip("\n")
+
+
+def _totals_lines(profile: Profile) -> list[str]:
+    t = profile.totals
+    return [
+        f"- params: {n(t.params)}",
+        f"- MACs: {n(t.macs)} ({giga(t.macs)} GMACs)",
+        f"- FLOPs = 2 x MACs: {n(t.flops)}",
+        f"- vector FLOPs (element-wise work, not in the FLOPs): {n(t.vector_flops)}",
+    ]
+
+
+def _warnings_lines(warnings: Sequence[str]) -> list[str]:
+    """A "Warnings" section listing ``warnings`` (counts they concern may be incomplete), or
+    nothing when there are none."""
+    if not warnings:
+        return []
+    return ["", "## Warnings", "", "The counts below may be incomplete:", "",
+            *(f"- {message}" for message in warnings)]
+
+
+def model_report(name: str) -> Page:
+    """The report of the model ``name`` (any name :func:`vitprof.analyze` accepts) at its default
+    size, with its figures."""
+    profile = analyze(name)
+    name, stem = profile.model, file_stem(profile.model)
+    patch_size = infer_patch_size(build(name, device="meta").module)
+    shares = component_shares(profile)
+    figures: list[tuple[str, FigureData]] = [(f"{stem}_components.png", shares)]
+    lines = [f"# {name}", "", *(f"- {line}" for line in header_lines(profile))]
+    lines += _warnings_lines(profile.warnings)
+    lines += ["", "## Totals", "", *_totals_lines(profile)]
+    lines += ["", "## Per stage", "", breakdown_table(stages(profile), profile.totals, "stage")]
+    lines += ["", "## Per component", "",
+              breakdown_table(list(profile.components.items()), profile.totals, "component"),
+              "", f"![{shares.title}]({figures[0][0]})"]
+    if profile.blocks:
+        per_block = block_macs(profile)
+        figures.append((f"{stem}_blocks.png", per_block))
+        lines += [
+            "", "## Per block", "",
+            "One block (block 0), part by part. Parameter counts are not MACs: a linear layer "
+            "uses each weight once per token, so its MACs are its weights x the tokens; the "
+            "attention core has MACs and no parameters.", "",
+            one_block_table(profile, 0), "", "Every block, and what runs outside them:", "",
+            blocks_table(profile), "", f"![{per_block.title}]({figures[-1][0]})",
+        ]
+    lines += ["", "## Cross-check with other counters", "", _crosscheck_section(name)]
+    if patch_size:
+        result = sweep(name, "image_size", scaling_sizes(profile, patch_size), progress=False)
+        scaling = sweep_macs(result)
+        figures.append((f"{stem}_scaling.png", scaling))
+        lines += [
+            "", "## Cost against image size", "",
+            "Counted by vitprof at each size (meta device, batch 1).", "",
+            markdown_table(*sweep_cells(result)), "",
+            " ".join(filter(None, [crossover_text(result), closed_form_crossover(name)])), "",
+            f"![{scaling.title}]({figures[-1][0]})",
+        ]
+    return Page(f"{stem}.md", "\n".join(lines) + "\n", tuple(figures), profile.warnings)

@@ -1,0 +1,218 @@
+"""``timm_published.md``: timm's published table against vitprof, every transformer row explained.
+
+The rows are those of the shipped table (:mod:`vitprof.checks.crosscheck.published`) whose model is
+defined in one of :data:`TRANSFORMER_MODULES` of the installed timm, each counted by vitprof as
+built, at the row's ``infer_img_size``, batch 1, on the meta device. For every row the page gives
+the published figures, vitprof's, the named causes by group and the residual; a summary of how
+many rows reconcile, why the others do not, and a figure of published against vitprof GMACs.
+Building every model takes long (about 500 rows), so ``vitprof report timm-published`` writes
+this page only when named, never with ``--all``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from matplotlib.figure import Figure
+from tqdm import tqdm
+
+from vitprof.checks.crosscheck.causes import Cause
+from vitprof.checks.crosscheck.published import (
+    Explained,
+    TimmRow,
+    TimmTable,
+    built_model,
+    explain,
+    load_table,
+)
+from vitprof.core.errors import UserError
+from vitprof.count.analysis import analyze
+from vitprof.count.result import Profile
+from vitprof.render import figures
+from vitprof.render.figures import FigureData
+from vitprof.render.pages.markdown import Page, n
+from vitprof.render.tables import markdown_table
+
+PAGE = "timm-published"
+FILES = ("timm_published.md", "timm_published.png")  # the page and its figure
+# timm modules whose models are vision transformers or transformer hybrids
+TRANSFORMER_MODULES = (
+    "vision_transformer", "vision_transformer_hybrid", "vision_transformer_relpos",
+    "vision_transformer_sam", "deit", "cait", "swin_transformer", "swin_transformer_v2",
+    "swin_transformer_v2_cr", "beit", "eva", "levit", "fastvit", "efficientvit_mit",
+    "efficientvit_msra", "tiny_vit", "xcit", "volo", "pvt_v2", "twins", "coat", "crossvit",
+    "mvitv2", "maxxvit", "hiera", "hieradet_sam2", "convit", "pit", "tnt", "nest", "gcvit",
+    "davit", "efficientformer", "efficientformer_v2", "mobilevit", "nextvit", "vitamin",
+    "naflexvit", "visformer",
+)
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """One row of the table: vitprof's explanation of it, or why vitprof could not count it."""
+
+    row: TimmRow
+    module: str
+    explained: Explained | None
+    error: str = ""
+
+
+def transformer_rows(table: TimmTable) -> list[tuple[TimmRow, str]]:
+    """The rows whose model the installed timm defines in a transformer module, with it."""
+    import timm
+
+    module_of = {name: module for module in TRANSFORMER_MODULES
+                 for name in timm.list_models(module=module)}
+    return [(row, module_of[row.model]) for row in table.rows if row.model in module_of]
+
+
+def count_row(row: TimmRow, deploy: bool = False) -> Profile:
+    """vitprof's count of the row's model at its image size (:func:`built_model`)."""
+    name = f"timm:{row.model}"
+    return analyze(built_model(name, row.image_size), image_size=row.image_size, name=name,
+                   deploy=deploy)
+
+
+def check_row(row: TimmRow, module: str, table: TimmTable, deploy: bool = False) -> RowResult:
+    """Count and explain one row; a model that cannot be built or run is a result with its
+    error (one line), not an exception."""
+    name = f"timm:{row.model}"
+    try:
+        profile = count_row(row, deploy)
+        return RowResult(row, module, explain(profile, name, row, table, deploy))
+    except UserError as error:
+        return RowResult(row, module, None, str(error).splitlines()[0])
+    except Exception as error:  # a timm model whose build or forward raises
+        lines = str(error).strip().splitlines()
+        return RowResult(row, module, None, f"{type(error).__name__}: {lines[0] if lines else ''}")
+
+
+def _sum(causes: list[Cause], what: str) -> int:
+    return sum(getattr(c, what) for c in causes)
+
+
+def _signed(value: int) -> str:
+    return f"{value:+,}" if value else "0"
+
+
+HEADERS = ["model", "px", "module", "params (M) published", "vitprof params",
+           "deploy form params", "rounding params", "residual params", "GMACs published",
+           "vitprof MACs", "deploy form MACs", "fvcore rules MACs", "rounding MACs",
+           "residual MACs", "reconciled"]
+
+
+def _cells(result: RowResult) -> list[str]:
+    row, e = result.row, result.explained
+    head = [row.model, str(row.image_size), result.module, row.param_count]
+    if e is None:
+        return [*head, "", "", "", "", row.gmacs, "", "", "", "", "",
+                f"not counted: {result.error.replace('|', '/')}"]
+    g, peer = e.groups, e.peer
+    vitprof_params = row.params - (peer.delta_params or 0)
+    vitprof_macs = row.macs - (peer.delta_macs or 0)
+    return [
+        *head, n(vitprof_params), _signed(_sum(g["deploy form"], "params")),
+        _signed(_sum(g["rounding"], "params")), _signed(peer.residual_params or 0), row.gmacs,
+        n(vitprof_macs), _signed(_sum(g["deploy form"], "macs")),
+        _signed(_sum(g["fvcore rules"], "macs")), _signed(_sum(g["rounding"], "macs")),
+        _signed(peer.residual_macs or 0), "yes" if e.reconciled else "**no**",
+    ]
+
+
+def scatter(results: Sequence[RowResult]) -> FigureData:
+    """Published GMACs against vitprof's, one point per counted row, reconciled or not."""
+    points = [(r.row.model, float(r.row.gmacs),
+               round((r.row.macs - (r.explained.peer.delta_macs or 0)) / 1e9, 6),
+               r.explained.reconciled)
+              for r in results if r.explained is not None]
+    return FigureData("timm_published", "timm's published GMACs against vitprof's", {
+        "models": [p[0] for p in points], "published": [p[1] for p in points],
+        "vitprof": [p[2] for p in points], "reconciled": [p[3] for p in points],
+    })
+
+
+def _draw(fig: Figure, data: dict) -> None:
+    ax = fig.add_subplot()
+    for reconciled, color, label in ((True, "#1f77b4", "reconciled"),
+                                     (False, "#d62728", "not reconciled")):
+        xs = [v for v, ok in zip(data["vitprof"], data["reconciled"], strict=True)
+              if ok is reconciled]
+        ys = [p for p, ok in zip(data["published"], data["reconciled"], strict=True)
+              if ok is reconciled]
+        if xs:
+            ax.scatter(xs, ys, s=10, color=color, label=f"{label} ({len(xs)})")
+    values = [v for v in data["vitprof"] + data["published"] if v > 0]
+    if values:
+        low, high = min(values) / 1.5, max(values) * 1.5
+        ax.plot([low, high], [low, high], color="#7f7f7f", linewidth=0.8, label="equal")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("vitprof GMACs (as built, log scale)")
+    ax.set_ylabel("published GMACs (log scale)")
+    ax.legend(loc="upper left", fontsize="small")
+
+
+figures.register("timm_published", _draw)
+
+
+def _why_not(results: Sequence[RowResult]) -> list[str]:
+    lines = []
+    for r in results:
+        if r.explained is None:
+            lines.append(f"- `{r.row.model}` at {r.row.image_size}px: not counted: {r.error}")
+        elif not r.explained.reconciled:
+            peer = r.explained.peer
+            lines.append(f"- `{r.row.model}` at {r.row.image_size}px: residual "
+                         f"{_signed(peer.residual_macs or 0)} MACs, "
+                         f"{_signed(peer.residual_params or 0)} params after every named cause")
+    return lines or ["- none: every row reconciles"]
+
+
+def _preamble(table: TimmTable, rows: int) -> list[str]:
+    return [
+        "# timm's published table against vitprof", "",
+        f"Source: {table.citation}, {table.source}; columns `param_count` (M) and "
+        f"`infer_gmacs` (G), both rounded to 0.01 by timm's `benchmark.py`.", "",
+        f"Rows: the {rows} rows whose model the installed timm defines in one of these modules "
+        f"(the transformer family): {', '.join(f'`{m}`' for m in TRANSFORMER_MODULES)}. Each is "
+        "counted by vitprof as built, at the row's `infer_img_size`, batch 1, meta device.", "",
+        "Causes, each an exact amount from vitprof's op records (see "
+        "`vitprof.checks.crosscheck.published`):", "",
+        "- **deploy form**: timm counts the model after `timm.utils.reparameterize_model` "
+        "(BatchNorm fused, branches merged), built with timm's non-fused attention (the "
+        "differential attention of the `vit_d*` models computes A @ V once there, twice on "
+        "its fused path); the amount is that form's count minus the built model's;",
+        "- **fvcore rules**: timm's MACs come from fvcore, which adds LayerNorm/GroupNorm at 5 "
+        "per element (4 without a weight), eval BatchNorm at 2 (1 without affine), a batch "
+        "norm over batch statistics (weight standardisation) at 5 (4 without affine), "
+        "bilinear upsampling at 4 per output element and adaptive average pooling at 1 per "
+        "input element, and counts no `aten::baddbmm`;",
+        "- **rounding**: the count those give, rounded to 0.01 as timm prints it.", "",
+        "A row is **reconciled** when these causes take vitprof's count exactly to the published "
+        "figure (residual 0): |published - (vitprof + deploy form + fvcore rules)| <= 0.005.",
+    ]
+
+
+def timm_published_page(models: Sequence[str] | None = None) -> Page:
+    """The page, over every transformer row (only those of ``models``, for tests)."""
+    table = load_table()
+    selected = [(row, module) for row, module in transformer_rows(table)
+                if models is None or row.model in models]
+    rows = tqdm(selected, desc="timm rows", unit="row", disable=None, file=sys.stderr)
+    results = [check_row(row, module, table) for row, module in rows]
+    counted = [r for r in results if r.explained is not None]
+    reconciled = sum(r.explained.reconciled for r in counted)  # type: ignore[union-attr]
+    figure = scatter(results)
+    lines = [*_preamble(table, len(results)), "", "## Summary", "",
+             f"- rows: {len(results)}; counted by vitprof: {len(counted)}; "
+             f"reconciled (params and GMACs): {reconciled}",
+             f"- params reconciled: "
+             f"{sum(r.explained.peer.residual_params == 0 for r in counted)}; "  # type: ignore[union-attr]
+             f"GMACs reconciled: "
+             f"{sum(r.explained.peer.residual_macs == 0 for r in counted)}",  # type: ignore[union-attr]
+             "", "Rows that do not reconcile, and why:", "", *_why_not(results), "",
+             f"![{figure.title}]({FILES[1]})", "", "## Every row", "",
+             markdown_table(HEADERS, [_cells(r) for r in results])]
+    return Page(FILES[0], "\n".join(lines) + "\n", ((FILES[1], figure),))
