@@ -30,7 +30,6 @@ from vitprof.measure.memory import (
     saved_for_backward,
 )
 from vitprof.measure.peak import best_seconds, matmul_flops, measure_peak
-from vitprof.measure.roofline import points, write_roofline
 from vitprof.measure.timing import (
     CudaClock,
     Timings,
@@ -39,6 +38,7 @@ from vitprof.measure.timing import (
     plan_intervals,
     time_forward,
 )
+from vitprof.render.roofline import points, write_roofline
 from vitprof.render.speed import PROFILE_FORMATS
 
 C = Component

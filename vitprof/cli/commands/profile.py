@@ -14,7 +14,7 @@ from vitprof.cli.commands.common import (
 )
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
 from vitprof.measure.measure import DEVICES, DTYPES, profile_model
-from vitprof.measure.roofline import write_roofline
+from vitprof.render.roofline import write_roofline
 from vitprof.render.speed import PROFILE_FORMATS, render_profile
 
 
