@@ -288,5 +288,6 @@ def test_analyze_refuses_a_malformed_formulas_mapping(formulas, message) -> None
 def test_docs_cost_table_is_the_generated_one() -> None:
     text = DOCS.read_text()
     assert replace_cost_table(text) == text, (
-        "docs/formulas.md's cost table is stale: regenerate it (vitprof.count.formulas.table)"
+        "docs/formulas.md's cost table is stale: python -m vitprof.count.formulas.table "
+        "docs/formulas.md"
     )

@@ -3,12 +3,14 @@
 The documentation holds the output of :func:`cost_table` between two marker lines;
 ``tests/test_formulas.py`` checks that it is current. To regenerate it::
 
-    python -c "import pathlib, vitprof.count.formulas.table as t; p = pathlib.Path('docs/formulas.md'); p.write_text(t.replace_cost_table(p.read_text()))"
-"""  # noqa: E501
+    python -m vitprof.count.formulas.table docs/formulas.md
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 from vitprof.count.formulas.backward import BACKWARD_ROWS
 from vitprof.count.formulas.elementwise import ELEMENTWISE, CostRow, documented
@@ -55,3 +57,12 @@ def replace_cost_table(text: str) -> str:
     if not found or not found_end:
         raise ValueError("the cost table's marker lines are missing")
     return f"{head}{BEGIN}\n{cost_table()}\n{END}{tail}"
+
+
+def write_cost_table(path: Path) -> None:
+    """Rewrite the cost table of the markdown file at ``path`` in place."""
+    path.write_text(replace_cost_table(path.read_text()))
+
+
+if __name__ == "__main__":
+    write_cost_table(Path(sys.argv[1]))
