@@ -291,3 +291,29 @@ def test_docs_cost_table_is_the_generated_one() -> None:
         "docs/formulas.md's cost table is stale: python -m vitprof.count.formulas.table "
         "docs/formulas.md"
     )
+
+
+Q, K = torch.empty(2, 3, 8, 16, device="meta"), torch.empty(2, 3, 10, 16, device="meta")
+BIAS = torch.empty(2, 3, 8, 10, device="meta")
+
+
+@pytest.mark.parametrize(
+    ("kernel", "per_score"),
+    [
+        pytest.param(lambda: aten._scaled_dot_product_flash_attention(Q, K, K, 0.1, True),
+                     1 + 5 + 1 + 1, id="flash-dropout-causal"),
+        pytest.param(lambda: aten._scaled_dot_product_efficient_attention(Q, K, K, BIAS, True),
+                     1 + 5 + 1, id="efficient-bias"),
+        pytest.param(lambda: aten._scaled_dot_product_cudnn_attention(
+            Q, K, K, None, True, is_causal=True), 1 + 5 + 1, id="cudnn-causal"),
+        pytest.param(lambda: aten._scaled_dot_product_flash_attention_for_cpu(
+            Q, K, K, dropout_p=0.1, attn_mask=BIAS[0, 0]), 1 + 5 + 1 + 1, id="cpu-mask-dropout"),
+    ],
+)
+def test_every_attention_kernel_costs_what_sdpa_costs(kernel, per_score) -> None:
+    """2 x 3 heads x 8 x 10 = 480 scores; QK^T and AV 480 * 16 MACs each = 15_360; per score
+    scale 1 + softmax 5, +1 with a mask or causal, +1 with dropout, read by argument name."""
+    counter = OpCounter(nn.Identity(), EMPTY, {})
+    with counter.running():
+        kernel()
+    assert [(r.macs, r.vector_flops) for r in counter.records()] == [(15_360, 480 * per_score)]
