@@ -13,8 +13,9 @@ caller's. Hooks are removed even when the model fails.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -24,6 +25,7 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import OpRecord, ParamRecord
 from vitprof.count.counter import OpCounter
 from vitprof.count.families import ComponentMap, Rule, recognize
+from vitprof.count.formulas import Formula
 from vitprof.count.result import Profile
 from vitprof.count.running import (
     CountFailed,
@@ -55,9 +57,12 @@ def _model_device(model: nn.Module) -> str:
 
 
 def count_ops(
-    model: nn.Module, example: torch.Tensor, mapping: ComponentMap, mode: str = "inference"
+    model: nn.Module, example: torch.Tensor, mapping: ComponentMap, mode: str = "inference",
+    formulas: Mapping[Any, Formula] | None = None,
 ) -> _Run:
     """Run ``model(example)`` once under the counter; meta input means meta stand-ins.
+
+    ``formulas`` win over the registered formulas for this run (:class:`OpCounter`).
 
     ``mode="train"`` runs the forward in train mode and the backward to every parameter under
     the same counter (:func:`vitprof.count.training.training_step`). A failing model raises
@@ -71,7 +76,7 @@ def count_ops(
             for name, t in [*model.named_parameters(), *model.named_buffers()]
         }
         params = {name: stand_ins[name] for name in params}
-    counter = OpCounter(model, mapping, params)
+    counter = OpCounter(model, mapping, params, formulas)
 
     def forward() -> object:
         if stand_ins is not None:
@@ -125,6 +130,7 @@ def analyze(
     name: str | None = None,
     mode: str = "inference",
     deploy: bool = False,
+    formulas: Mapping[Any, Formula] | None = None,
 ) -> Profile:
     """Count params, MACs and vector FLOPs of ``model`` per component and per block.
 
@@ -134,6 +140,8 @@ def analyze(
     component)`` pairs that win over the recognizer. ``mode="train"`` counts a training step,
     forward and backward; each op record says its ``phase``. ``deploy=True`` counts the deploy
     form (:func:`vitprof.models.deploy.deploy_form`), a copy: re-parameterised, BatchNorm folded.
+    ``formulas`` (``{torch.ops.aten.OP: formula}``) price those ops for this call only, over the
+    registered formulas (signature and conventions in :mod:`vitprof.count.formulas`).
 
     Every model is counted on meta first. It is then run with real tensors when ``device`` is
     cpu or cuda, or when the meta run failed for a reason of the meta
@@ -149,7 +157,7 @@ def analyze(
     fallback = reason = None
     try:
         run: _Run | None = count_ops(built.module, torch.zeros(shape, device="meta"), mapping,
-                                     mode)
+                                     mode, formulas)
         written = sum(op.bytes_written for op in run.ops)
     except CountFailed as failed:
         if not meta_caused(failed.error):
@@ -162,7 +170,8 @@ def analyze(
             fallback = f"meta device failed ({reason}); counted on {run_device} with real tensors"
         module = _real_module(built, isinstance(model, str), run_device, written, reason)
         try:
-            run = count_ops(module, torch.zeros(shape, device=run_device), mapping, mode)
+            run = count_ops(module, torch.zeros(shape, device=run_device), mapping, mode,
+                            formulas)
         except CountFailed as failed:
             raise run_failed(built.name, shape, run_device, failed.error) from None
     return Profile(

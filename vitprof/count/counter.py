@@ -47,7 +47,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from vitprof.core.records import Component, Cost, OpRecord
 from vitprof.count.families import ComponentMap
-from vitprof.count.formulas import aten, formula_for, is_free, op_name, sdpa_cost
+from vitprof.count.formulas import (
+    Formula,
+    arguments,
+    aten,
+    formula_for,
+    is_free,
+    op_name,
+    overriding,
+    sdpa_cost,
+)
 
 _SDPA = F.scaled_dot_product_attention
 
@@ -100,12 +109,17 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 
 
 class OpCounter:
-    """Counts the operations of ``model`` while :meth:`running` is active."""
+    """Counts the operations of ``model`` while :meth:`running` is active.
+
+    ``formulas`` (``{op: formula}``) win over the registered formulas for this counter only.
+    """
 
     def __init__(
-        self, model: nn.Module, mapping: ComponentMap, params: Mapping[str, torch.Tensor]
+        self, model: nn.Module, mapping: ComponentMap, params: Mapping[str, torch.Tensor],
+        formulas: Mapping[Any, Formula] | None = None,
     ) -> None:
         self.model = model
+        self.formulas = overriding(formulas)
         self.mapping = mapping
         self.param_of_storage = {storage_key(t): name for name, t in params.items()}
         self.stack: list[str] = []
@@ -310,7 +324,7 @@ class _DispatchCounter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        formula = formula_for(func)
+        formula = formula_for(func, self.counter.formulas)
         tracking = self.counter.track_autograd and self.counter.phase == "forward"
         if formula is None and not is_free(func):
             with self:
@@ -324,7 +338,8 @@ class _DispatchCounter(TorchDispatchMode):
         out = self.meta_outputs.run(func, args, kwargs)
         if formula is not None and not self.counter.muted:
             traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
-            self.counter.record(func, formula(args, kwargs, out), args, traffic, out)
+            cost = formula(arguments(func, args, kwargs), out)
+            self.counter.record(func, cost, args, traffic, out)
         else:
             self.counter.pass_through(args, out)
         if tracking:
@@ -400,9 +415,9 @@ def _priced_attention(counter: OpCounter, *args: Any, **kwargs: Any) -> Any:
     finally:
         counter.muted -= 1
     traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
-    counter.record(
-        aten.scaled_dot_product_attention, sdpa_cost(args, kwargs, out), args, traffic, out
-    )
+    sdpa = aten.scaled_dot_product_attention.default
+    formula = formula_for(sdpa, counter.formulas) or sdpa_cost
+    counter.record(sdpa, formula(arguments(sdpa, args, kwargs), out), args, traffic, out)
     return out
 
 
