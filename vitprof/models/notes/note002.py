@@ -238,7 +238,7 @@ class TokenPredictor(nn.Sequential):
         return super().forward(tokens).squeeze(-1)
 
 
-def prune_tokens(tokens: torch.Tensor, predictor: TokenPredictor, keep: int) -> torch.Tensor:
+def prune_tokens(tokens: torch.Tensor, predictor: nn.Module, keep: int) -> torch.Tensor:
     """Keep the CLS token and the ``keep`` patch tokens the predictor scores highest."""
     cls_token, patches = tokens[:, :1], tokens[:, 1:]
     importance = predictor(patches)  # (B, N)
