@@ -38,8 +38,7 @@ from vitprof.count.running import (
     unsupported_warning,
 )
 from vitprof.count.training import MODES, training_step
-from vitprof.models.deploy import deployed
-from vitprof.models.zoo import BuiltModel, build, infer_image_size, infer_in_chans
+from vitprof.workload import Workload, deployed, make_workload
 
 DEVICES = ("meta", "cpu", "cuda")
 
@@ -150,14 +149,15 @@ def analyze(
     (:func:`vitprof.count.running.ensure_fits`). Any other failure is a UserError naming the input.
     """
     _check_arguments(image_size, batch_size, num_classes, device, mode)
-    built = deployed(_prepare(model, image_size, num_classes, device, name), deploy)
-    rules = [*(built.entry.overrides if built.entry else ()), *overrides]
-    mapping = recognize(built.module, rules)
-    shape = (batch_size, built.in_chans, built.image_size, built.image_size)
+    built = deployed(
+        _prepare(model, image_size, batch_size, num_classes, device, name, overrides), deploy
+    )
+    mapping = recognize(built.module, built.rules)
+    shape = built.inputs.shape
     fallback = reason = None
     try:
-        run: _Run | None = count_ops(built.module, torch.zeros(shape, device="meta"), mapping,
-                                     mode, formulas)
+        run: _Run | None = count_ops(built.module, built.inputs.tensor("meta"), mapping, mode,
+                                     formulas)
         written = sum(op.bytes_written for op in run.ops)
     except CountFailed as failed:
         if not meta_caused(failed.error):
@@ -170,8 +170,7 @@ def analyze(
             fallback = f"meta device failed ({reason}); counted on {run_device} with real tensors"
         module = _real_module(built, isinstance(model, str), run_device, written, reason)
         try:
-            run = count_ops(module, torch.zeros(shape, device=run_device), mapping, mode,
-                            formulas)
+            run = count_ops(module, built.inputs.tensor(run_device), mapping, mode, formulas)
         except CountFailed as failed:
             raise run_failed(built.name, shape, run_device, failed.error) from None
     return Profile(
@@ -195,7 +194,7 @@ def _fallback_device(module: nn.Module) -> str:
 
 
 def _real_module(
-    built: BuiltModel, owned: bool, device: str, activations: int, reason: str | None
+    built: Workload, owned: bool, device: str, activations: int, reason: str | None
 ) -> nn.Module:
     """``built.module`` with real tensors on ``device`` (:func:`vitprof.count.running.on_device`); a
     caller's module without weights cannot run."""
@@ -206,19 +205,15 @@ def _real_module(
 
 
 def _prepare(
-    model: nn.Module | str, image_size: int | None, classes: int | None, device: str,
-    name: str | None,
-) -> BuiltModel:
-    if isinstance(model, str):
-        return build(model, image_size=image_size, num_classes=classes, device="meta")
-    if not isinstance(model, nn.Module):
-        raise UserError(f"expected an nn.Module or a model name, got {type(model).__name__}")
-    if classes is not None:
-        raise UserError("num_classes applies to a model built by name; this nn.Module is "
-                        "already built")
-    if device != "meta" and _model_device(model) != device:
+    model: nn.Module | str, image_size: int | None, batch_size: int, classes: int | None,
+    device: str, name: str | None, overrides: Sequence[Rule],
+) -> Workload:
+    """The workload to count (:func:`vitprof.workload.make_workload`), built on meta; a
+    caller's module must live on ``device`` unless that is meta."""
+    work = make_workload(model, image_size=image_size, batch_size=batch_size,
+                         num_classes=classes, name=name, overrides=overrides)
+    if isinstance(model, nn.Module) and device != "meta" and _model_device(model) != device:
         raise UserError(
             f"the model lives on {_model_device(model)}; move it to {device} or use device meta"
         )
-    size = image_size if image_size is not None else infer_image_size(model) or 224
-    return BuiltModel(name or type(model).__name__, model, size, infer_in_chans(model), None)
+    return work

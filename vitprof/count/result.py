@@ -40,7 +40,7 @@ class Profile:
     """Everything one analysis found. Immutable; views are computed once, on first use."""
 
     model: str
-    input_shape: tuple[int, int, int, int]
+    input_shape: tuple[int, ...]  # (batch, channels, *spatial): the input tensor's shape
     device: str
     torch_version: str
     family: str

@@ -48,7 +48,7 @@ from vitprof.measure.timing import (
     plan_on_meta,
     time_forward,
 )
-from vitprof.models.zoo import build, infer_image_size, infer_in_chans
+from vitprof.workload import InputSpec, Workload, make_workload
 
 DEVICES = ("cpu", "cuda")
 DTYPES: dict[str, torch.dtype] = {
@@ -113,7 +113,7 @@ class SpeedProfile:
     device: str
     device_name: str
     dtype: str
-    input_shape: tuple[int, int, int, int]
+    input_shape: tuple[int, ...]
     warmup: int
     iters: int
     threads: int
@@ -244,32 +244,22 @@ def device_name(device: str) -> str:
     return "cpu"
 
 
-def _model_and_shape(
+def _workload(
     model: nn.Module | str, device: str, dtype: torch.dtype, batch_size: int,
     image_size: int | None, num_classes: int | None, overrides: Sequence[Rule],
-) -> tuple[str, nn.Module, tuple[int, int, int, int], list[Rule]]:
-    """The module to measure: a name is built on meta in ``dtype`` (materialised later, after
+) -> Workload:
+    """The workload to measure: a name is built on meta in ``dtype`` (materialised later, after
     the memory guard); a module must already be on ``device`` in ``dtype``."""
-    if isinstance(model, str):
-        built = build(model, image_size=image_size, num_classes=num_classes, device="meta")
-        rules = [*(built.entry.overrides if built.entry else ()), *overrides]
-        module = built.module.to(dtype)
-        return built.name, module, (batch_size, built.in_chans, built.image_size,
-                                    built.image_size), rules
-    if not isinstance(model, nn.Module):
-        raise UserError(f"expected an nn.Module or a model name, got {type(model).__name__}")
-    if num_classes is not None:
-        raise UserError("num_classes applies to a model built by name; this nn.Module is "
-                        "already built")
-    for p in model.parameters():
-        if p.device.type != device or p.dtype != dtype:
-            raise UserError(
-                f"the model has {dtype_name(p.dtype)} parameters on {p.device.type}; "
-                f"move it with .to('{device}', torch.{dtype_name(dtype)}) first"
-            )
-    size = image_size if image_size is not None else infer_image_size(model) or 224
-    shape = (batch_size, infer_in_chans(model), size, size)
-    return type(model).__name__, model, shape, list(overrides)
+    work = make_workload(model, image_size=image_size, batch_size=batch_size,
+                         num_classes=num_classes, overrides=overrides, dtype=dtype)
+    if isinstance(model, nn.Module):
+        for p in model.parameters():
+            if p.device.type != device or p.dtype != dtype:
+                raise UserError(
+                    f"the model has {dtype_name(p.dtype)} parameters on {p.device.type}; "
+                    f"move it with .to('{device}', torch.{dtype_name(dtype)}) first"
+                )
+    return work
 
 
 def _check_arguments(
@@ -291,16 +281,15 @@ Planned = tuple[list[OpRecord], IntervalPlan, dict[str, int]]
 
 
 def _plan_on_meta(
-    name: str, module: nn.Module, shape: tuple[int, ...], dtype: torch.dtype,
-    mapping: ComponentMap,
+    name: str, module: nn.Module, inputs: InputSpec, mapping: ComponentMap
 ) -> tuple[Planned | None, int]:
     """The meta counting pass and the bytes its operations wrote; no plan (None) when the meta
     device itself failed, any other failure a UserError."""
     try:
-        planned = plan_on_meta(module, torch.empty(shape, dtype=dtype, device="meta"), mapping)
+        planned = plan_on_meta(module, inputs.tensor("meta"), mapping)
     except CountFailed as failed:
         if not meta_caused(failed.error):
-            raise run_failed(name, shape, "meta", failed.error) from None
+            raise run_failed(name, inputs.shape, "meta", failed.error) from None
         return None, failed.bytes_written
     return planned, sum(op.bytes_written for op in planned[0])
 
@@ -347,13 +336,12 @@ def profile_model(
     """
     _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads)
     torch_dtype = DTYPES[dtype]
-    name, module, shape, rules = _model_and_shape(
-        model, device, torch_dtype, batch_size, image_size, num_classes, overrides
-    )
-    mapping = recognize(module, rules)
-    planned, written = _plan_on_meta(name, module, shape, torch_dtype, mapping)
+    work = _workload(model, device, torch_dtype, batch_size, image_size, num_classes, overrides)
+    name, module, shape = work.name, work.module, work.inputs.shape
+    mapping = recognize(module, work.rules)
+    planned, written = _plan_on_meta(name, module, work.inputs, mapping)
     module = on_device(name, module, device, written)
-    example = torch.randn(shape, device=device).to(torch_dtype)
+    example = work.inputs.tensor(device, random=True)
     was_training, was_threads = module.training, torch.get_num_threads()
     module.eval()
     torch.set_num_threads(threads or was_threads)

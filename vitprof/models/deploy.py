@@ -21,26 +21,15 @@ layer's bias add takes their place).
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from itertools import pairwise
 
 import torch
 from torch import nn
 
-from vitprof.models.zoo import BuiltModel
-
 FOLDABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 DEPLOY_HELP = ("count the deploy form: timm's re-parameterisation applied and BatchNorm folded "
                "into the preceding conv/linear (a copy; the default counts the model as built)")
-
-
-def deployed(built: BuiltModel, deploy: bool) -> BuiltModel:
-    """``built`` with its module in deploy form, and its name saying so, when ``deploy``;
-    else ``built`` unchanged."""
-    if not deploy:
-        return built
-    return replace(built, name=f"{built.name} (deploy form)", module=deploy_form(built.module))
 
 
 def deploy_form(model: nn.Module) -> nn.Module:

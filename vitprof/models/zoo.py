@@ -79,6 +79,8 @@ class BuiltModel:
     warnings: tuple[str, ...] = ()  # what the build noticed and the analysis should say
 
 
+DEFAULT_IMAGE_SIZE = 224  # the input size of a model that does not say its own
+
 TORCHVISION_VITS = ("vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14")
 
 
@@ -264,6 +266,12 @@ def _size_from_position_embedding(module: nn.Module) -> int | None:
                 if side and side * side == tokens - prefix:
                     return side * patch
     return None
+
+
+def default_image_size(module: nn.Module) -> int:
+    """The image size a model was built for (:func:`infer_image_size`), else
+    :data:`DEFAULT_IMAGE_SIZE`."""
+    return infer_image_size(module) or DEFAULT_IMAGE_SIZE
 
 
 def infer_in_chans(module: nn.Module) -> int:
@@ -520,7 +528,7 @@ def _build(
 def _finish(
     name: str, module: nn.Module, image_size: int | None, entry: ZooEntry | None
 ) -> BuiltModel:
-    size = image_size if image_size is not None else infer_image_size(module) or 224
+    size = image_size if image_size is not None else default_image_size(module)
     _check_size(name, size, infer_patch_size(module))
     return BuiltModel(name, module, size, infer_in_chans(module), entry, _head_warnings(module))
 
