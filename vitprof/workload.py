@@ -9,10 +9,12 @@ A :class:`Workload` is a model ready to count: its name, its module, its inputs,
 component rules (``(regex, component)``) of its zoo entry followed by the caller's.
 :func:`make_workload` builds one from what a user gave: a zoo name, ``timm:NAME``, ``hf:...``,
 ``FILE.py:factory``, ``package.module:factory`` (all through :func:`vitprof.models.zoo.build`)
-or an ``nn.Module``, plus an image size, a batch size and a class count. The defaults come from
-the model: a zoo entry's image size, else the size the module was built for
-(:func:`vitprof.models.zoo.default_image_size`), and the input channels of its first
-convolution. Images are square by default.
+or an ``nn.Module``, plus an image size, a batch size and a class count. Without an image size
+the input is the model's own: a zoo entry's size, else what the module declares
+(:func:`vitprof.models.declared_input.declared_input`: timm's ``pretrained_cfg``, a Hugging Face
+config, ``img_size`` / ``in_chans`` attributes; a non-square size kept as declared), else
+:data:`vitprof.models.zoo.DEFAULT_IMAGE_SIZE`. :attr:`Workload.input_source` says which, and
+names every guess. A given ``image_size`` is a square image.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from torch import nn
 from vitprof.core.errors import UserError
 from vitprof.count.families import Rule
 from vitprof.count.running import check_input, check_int
+from vitprof.models.declared_input import declared_input
 from vitprof.models.deploy import deploy_form
-from vitprof.models.zoo import ZooEntry, build, default_image_size, infer_in_chans
+from vitprof.models.zoo import DEFAULT_IMAGE_SIZE, ZooEntry, build
 
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
 
@@ -101,6 +104,7 @@ class Workload:
     rules: tuple[Rule, ...] = ()  # the zoo entry's overrides, then the caller's
     entry: ZooEntry | None = None
     warnings: tuple[str, ...] = ()  # what the build noticed and the analysis should say
+    input_source: str = "given"  # where the input's size and channels came from
 
 
 def make_workload(
@@ -124,19 +128,45 @@ def make_workload(
     if isinstance(model, str):
         built = build(model, image_size=image_size, num_classes=num_classes, device=device)
         module = built.module.to(dtype) if dtype is not None else built.module
-        inputs = InputSpec.image(built.image_size, batch=batch_size, channels=built.in_chans,
-                                 dtype=input_dtype)
+        spatial, channels, source = _own_input(built.module, image_size, built.entry,
+                                               built.image_size)
+        inputs = InputSpec(batch_size, channels, spatial, input_dtype)
         rules = (*(built.entry.overrides if built.entry else ()), *overrides)
-        return Workload(built.name, module, inputs, rules, built.entry, built.warnings)
+        return Workload(built.name, module, inputs, rules, built.entry, built.warnings, source)
     if not isinstance(model, nn.Module):
         raise UserError(f"expected an nn.Module or a model name, got {type(model).__name__}")
     if num_classes is not None:
         raise UserError("num_classes applies to a model built by name; this nn.Module is "
                         "already built")
-    size = image_size if image_size is not None else default_image_size(model)
-    inputs = InputSpec.image(size, batch=batch_size, channels=infer_in_chans(model),
-                             dtype=input_dtype)
-    return Workload(name or type(model).__name__, model, inputs, tuple(overrides))
+    spatial, channels, source = _own_input(model, image_size, None, image_size)
+    inputs = InputSpec(batch_size, channels, spatial, input_dtype)
+    return Workload(name or type(model).__name__, model, inputs, tuple(overrides),
+                    input_source=source)
+
+
+def _own_input(
+    module: nn.Module, image_size: int | None, entry: ZooEntry | None, built_size: int | None
+) -> tuple[tuple[int, ...], int, str]:
+    """Spatial size, channels and where they came from: a given ``image_size`` (square), else
+    the zoo entry's size, else what ``module`` declares, else the default size."""
+    declared = declared_input(module)
+    channels = declared.channels or 3
+    guesses = list(declared.guessed)
+    if declared.channels is None:
+        guesses.append("3 channels (the model declares none and has no convolution)")
+    if image_size is not None:
+        return (image_size, image_size), channels, _source("image size given", guesses)
+    if entry is not None:
+        return (entry.image_size,) * 2, channels, _source("zoo entry", guesses)
+    if declared.size is not None:
+        return declared.size, channels, _source(declared.source, guesses)
+    size = built_size or DEFAULT_IMAGE_SIZE
+    said = "the default size" if size == DEFAULT_IMAGE_SIZE else "the size it was built with"
+    return (size, size), channels, _source(said, guesses)
+
+
+def _source(said: str, guesses: Sequence[str]) -> str:
+    return "; ".join([said or "nothing declared", *(f"guessed {g}" for g in guesses)])
 
 
 def deployed(work: Workload, deploy: bool) -> Workload:

@@ -2,10 +2,10 @@
 
 Sources, first found wins, each named in :attr:`DeclaredInput.source`:
 
-1. timm's ``pretrained_cfg["input_size"]``: ``(channels, height, width)``;
+1. attributes of the model, then of its ``patch_embed``: ``img_size`` / ``image_size`` (an int
+   or a pair) and ``in_chans`` / ``in_channels`` / ``num_channels``: what it was built for;
 2. a Hugging Face ``config``: ``image_size`` (an int or a pair) and ``num_channels``;
-3. attributes of the model or of its ``patch_embed``: ``img_size`` / ``image_size`` (an int or a
-   pair) and ``in_chans`` / ``in_channels`` / ``num_channels``.
+3. timm's ``pretrained_cfg["input_size"]``: ``(channels, height, width)``.
 
 Only when none of them says is the value guessed, and then :attr:`DeclaredInput.guessed` names
 what was guessed: the channels from the first convolution's input channels, the size from the
@@ -58,14 +58,6 @@ def _count(value: Any) -> int | None:
 
 def _declarations(module: nn.Module) -> Iterator[tuple[str, int | None, tuple[int, ...] | None]]:
     """(source, channels, size) for each place a model may declare its input, in order."""
-    cfg = getattr(module, "pretrained_cfg", None)
-    input_size = cfg.get("input_size") if isinstance(cfg, dict) else None
-    if isinstance(input_size, tuple | list) and len(input_size) == 3:
-        yield "timm pretrained_cfg['input_size']", _count(input_size[0]), _pair(input_size[1:])
-    config = getattr(module, "config", None)
-    if config is not None:
-        yield ("config", _count(getattr(config, "num_channels", None)),
-               _pair(getattr(config, "image_size", None)))
     for owner, where in ((module, "model"), (getattr(module, "patch_embed", None), "patch_embed")):
         if isinstance(owner, nn.Module):
             size = next((s for a in _SIZE_ATTRIBUTES if (s := _pair(getattr(owner, a, None)))),
@@ -73,6 +65,14 @@ def _declarations(module: nn.Module) -> Iterator[tuple[str, int | None, tuple[in
             chans = next((c for a in _CHANNEL_ATTRIBUTES
                           if (c := _count(getattr(owner, a, None)))), None)
             yield f"{where} attributes", chans, size
+    config = getattr(module, "config", None)
+    if config is not None:
+        yield ("config", _count(getattr(config, "num_channels", None)),
+               _pair(getattr(config, "image_size", None)))
+    cfg = getattr(module, "pretrained_cfg", None)
+    input_size = cfg.get("input_size") if isinstance(cfg, dict) else None
+    if isinstance(input_size, tuple | list) and len(input_size) == 3:
+        yield "timm pretrained_cfg['input_size']", _count(input_size[0]), _pair(input_size[1:])
 
 
 def _first_conv_channels(module: nn.Module) -> int | None:
