@@ -5,12 +5,13 @@ forward hooks (``always_call=True``, so a module that raises is still left) on e
 ``model``, named by its path in ``model.named_modules()`` (``""`` for the root). Counting,
 timing and crosscheck's kernel log all read the innermost path from here.
 
-With ``backward=True`` the backward is followed too, as ``ModuleTracker`` does: a gradient
-reaching every output of a module's call enters it, the gradients of all of its inputs that
-require one leave it (``torch.autograd.graph.register_multi_grad_hook``). A module whose inputs
-need no gradient (the first layer, fed the image) is never left in the backward. Backward
-entries are reported to the callbacks only; :attr:`ModuleStack.current` is the forward stack,
-empty during the backward.
+With ``backward=True`` the backward is followed too, as ``ModTracker`` does: the first gradient
+reaching an output of a module's call enters it, the gradients of all of its inputs that
+require one leave it (``torch.autograd.graph.register_multi_grad_hook``, modes ``"any"`` and
+``"all"``; in mode ``"all"`` a hook on the output the backward starts from never runs). A
+module whose inputs need no gradient (the first layer, fed the image) is never left in the
+backward. Backward entries are reported to the callbacks only; :attr:`ModuleStack.current` is
+the forward stack, empty during the backward.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class ModuleStack:
         self._notify(self.on_leave, path, module)
         if self.backward and (needing := _needing_grad(output)):
             self._handles.append(register_multi_grad_hook(
-                needing, lambda _grads: self._notify(self.on_enter, path, module)
+                needing, lambda _grad: self._notify(self.on_enter, path, module), mode="any"
             ))
 
     @staticmethod
