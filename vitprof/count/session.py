@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -62,12 +63,24 @@ def stand_ins(model: nn.Module) -> dict[str, torch.Tensor]:
     }
 
 
+def _substitutes(model: nn.Module, inputs: Inputs) -> dict[str, torch.Tensor] | None:
+    """The stand-ins a run of ``model`` on ``inputs`` needs: for meta inputs and a model with
+    weights; None when the model runs as it is."""
+    return stand_ins(model) if _on_meta(inputs) and not on_meta(model) else None
+
+
+def _forward(
+    model: nn.Module, inputs: Inputs, substitutes: dict[str, torch.Tensor] | None
+) -> Any:
+    args, kwargs = inputs
+    if substitutes is not None:
+        return functional_call(model, substitutes, args, kwargs)
+    return model(*args, **kwargs)
+
+
 def call(model: nn.Module, inputs: Inputs) -> Any:
     """``model(*args, **kwargs)``; a model with weights meets meta inputs through stand-ins."""
-    args, kwargs = inputs
-    if _on_meta(inputs) and not on_meta(model):
-        return functional_call(model, stand_ins(model), args, kwargs)
-    return model(*args, **kwargs)
+    return _forward(model, inputs, _substitutes(model, inputs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,29 +133,23 @@ def count(
     bytes its operations wrote until then; a :class:`UserError` passes as it is.
     """
     params = dict(model.named_parameters())
-    substitutes: dict[str, torch.Tensor] | None = None
-    if _on_meta(inputs) and not on_meta(model):
-        substitutes = stand_ins(model)
+    substitutes = _substitutes(model, inputs)
+    if substitutes is not None:
         params = {name: substitutes[name] for name in params}
     counter: OpCounter
+    modules: ModuleStack
 
     def notify(kind: str) -> Callable[[str, nn.Module], None] | None:
         if on_event is None:
             return None
-        return lambda path, _module: on_event(
-            Event(kind, path, counter.phase, counter.recorded)
-        )
+        return lambda path, _module: on_event(Event(
+            kind, path, "backward" if modules.in_backward else "forward", counter.recorded
+        ))
 
     modules = ModuleStack(model, on_enter=notify("enter"), on_leave=notify("leave"),
                           backward=train and backward and on_event is not None)
     counter = OpCounter(model, mapping, params, modules)
-    args, kwargs = inputs
-
-    def forward() -> Any:
-        if substitutes is not None:
-            return functional_call(model, substitutes, args, kwargs)
-        return model(*args, **kwargs)
-
+    forward = partial(_forward, model, inputs, substitutes)
     was_training = model.training
     model.train(train)
     try:
