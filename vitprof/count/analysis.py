@@ -14,89 +14,37 @@ caller's. Hooks are removed even when the model fails.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
-from torch.func import functional_call
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import OpRecord, ParamRecord
-from vitprof.count.counter import OpCounter
+from vitprof.core.records import ParamRecord
 from vitprof.count.families import ComponentMap, Rule, recognize
 from vitprof.count.formulas import Formula
 from vitprof.count.result import Profile
 from vitprof.count.running import (
     CountFailed,
+    MetaFailure,
     check_input,
-    meta_caused,
+    first_on_meta,
     on_device,
     on_meta,
-    one_line,
     run_failed,
     unsupported_warning,
 )
-from vitprof.count.training import MODES, training_step
+from vitprof.count.session import Run, count
+from vitprof.count.training import MODES
 from vitprof.workload import Workload, deployed, make_workload
 
 DEVICES = ("meta", "cpu", "cuda")
-
-
-@dataclass(frozen=True)
-class _Run:
-    ops: list[OpRecord]
-    unsupported: dict[str, int]
 
 
 def _model_device(model: nn.Module) -> str:
     for tensor in [*model.parameters(), *model.buffers()]:
         return tensor.device.type
     return "cpu"
-
-
-def count_ops(
-    model: nn.Module, example: torch.Tensor, mapping: ComponentMap, mode: str = "inference",
-    formulas: Mapping[Any, Formula] | None = None,
-) -> _Run:
-    """Run ``model(example)`` once under the counter; meta input means meta stand-ins.
-
-    ``formulas`` win over the registered formulas for this run (:class:`OpCounter`).
-
-    ``mode="train"`` runs the forward in train mode and the backward to every parameter under
-    the same counter (:func:`vitprof.count.training.training_step`). A failing model raises
-    :class:`~vitprof.count.running.CountFailed` with its error and the bytes written until then.
-    """
-    stand_ins: dict[str, torch.Tensor] | None = None
-    params: dict[str, torch.Tensor] = dict(model.named_parameters())
-    if example.device.type == "meta" and not on_meta(model):
-        stand_ins = {
-            name: torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
-            for name, t in [*model.named_parameters(), *model.named_buffers()]
-        }
-        params = {name: stand_ins[name] for name in params}
-    counter = OpCounter(model, mapping, params, formulas)
-
-    def forward() -> object:
-        if stand_ins is not None:
-            return functional_call(model, stand_ins, (example,))
-        return model(example)
-
-    was_training = model.training
-    model.train(mode == "train")
-    try:
-        with counter.running():
-            if mode == "train":
-                training_step(counter, forward, params.values())
-            else:
-                forward()
-    except UserError:
-        raise
-    except Exception as error:
-        raise CountFailed(error, counter.bytes_written()) from error
-    finally:
-        model.train(was_training)
-    return _Run(counter.records(), dict(counter.unsupported))
 
 
 def _param_records(model: nn.Module, mapping: ComponentMap) -> tuple[ParamRecord, ...]:
@@ -154,23 +102,21 @@ def analyze(
     )
     mapping = recognize(built.module, built.rules)
     shape = built.inputs.shape
-    fallback = reason = None
-    try:
-        run: _Run | None = count_ops(built.module, built.inputs.tensor("meta"), mapping, mode,
-                                     formulas)
-        written = sum(op.bytes_written for op in run.ops)
-    except CountFailed as failed:
-        if not meta_caused(failed.error):
-            raise run_failed(built.name, shape, "meta", failed.error) from None
-        run, written, reason = None, failed.bytes_written, one_line(failed.error)
-    run_device = "meta"
-    if run is None or device != "meta":
+    train = mode == "train"
+    run: Run | MetaFailure = first_on_meta(built.name, shape, lambda: count(
+        built.module, built.inputs.example("meta"), mapping, train=train, formulas=formulas
+    ))
+    run_device, fallback = "meta", None
+    if isinstance(run, MetaFailure) or device != "meta":
         run_device = device if device != "meta" else _fallback_device(built.module)
-        if reason is not None:
-            fallback = f"meta device failed ({reason}); counted on {run_device} with real tensors"
-        module = _real_module(built, isinstance(model, str), run_device, written, reason)
+        failure = run if isinstance(run, MetaFailure) else None
+        if failure is not None:
+            fallback = failure.note(run_device)
+        module = _real_module(built, isinstance(model, str), run_device, run.bytes_written,
+                              failure)
         try:
-            run = count_ops(module, built.inputs.tensor(run_device), mapping, mode, formulas)
+            run = count(module, built.inputs.example(run_device), mapping, train=train,
+                        formulas=formulas)
         except CountFailed as failed:
             raise run_failed(built.name, shape, run_device, failed.error) from None
     return Profile(
@@ -194,11 +140,12 @@ def _fallback_device(module: nn.Module) -> str:
 
 
 def _real_module(
-    built: Workload, owned: bool, device: str, activations: int, reason: str | None
+    built: Workload, owned: bool, device: str, activations: int, failure: MetaFailure | None
 ) -> nn.Module:
     """``built.module`` with real tensors on ``device`` (:func:`vitprof.count.running.on_device`); a
     caller's module without weights cannot run."""
     if on_meta(built.module) and not owned:
+        reason = failure.reason if failure is not None else None
         raise UserError(f"{built.name} failed on meta ({reason}) and has no weights to run on "
                         f"{device}")
     return on_device(built.name, built.module, device, activations)

@@ -22,15 +22,17 @@ from torch import nn
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord
-from vitprof.count.families import ComponentMap, Rule, recognize
+from vitprof.count.families import Rule, recognize
 from vitprof.count.running import (
     CountFailed,
+    MetaFailure,
     check_input,
-    meta_caused,
+    first_on_meta,
     on_device,
     run_failed,
     unsupported_warning,
 )
+from vitprof.count.session import image_inputs
 from vitprof.measure.memory import (
     activation_bytes,
     dtype_name,
@@ -42,13 +44,13 @@ from vitprof.measure.peak import Peak, measure_peak
 from vitprof.measure.roofline import bytes_moved, intensity
 from vitprof.measure.timing import (
     IntervalPlan,
+    Planned,
     Timings,
     clock_for,
-    plan_on_device,
-    plan_on_meta,
+    plan_intervals,
     time_forward,
 )
-from vitprof.workload import InputSpec, Workload, make_workload
+from vitprof.workload import Workload, make_workload
 
 DEVICES = ("cpu", "cuda")
 DTYPES: dict[str, torch.dtype] = {
@@ -277,23 +279,6 @@ def _check_arguments(
         raise UserError("iterations and threads must be at least 1, warmup at least 0")
 
 
-Planned = tuple[list[OpRecord], IntervalPlan, dict[str, int]]
-
-
-def _plan_on_meta(
-    name: str, module: nn.Module, inputs: InputSpec, mapping: ComponentMap
-) -> tuple[Planned | None, int]:
-    """The meta counting pass and the bytes its operations wrote; no plan (None) when the meta
-    device itself failed, any other failure a UserError."""
-    try:
-        planned = plan_on_meta(module, inputs.tensor("meta"), mapping)
-    except CountFailed as failed:
-        if not meta_caused(failed.error):
-            raise run_failed(name, inputs.shape, "meta", failed.error) from None
-        return None, failed.bytes_written
-    return planned, sum(op.bytes_written for op in planned[0])
-
-
 def _timed(
     name: str, shape: tuple[int, ...], module: nn.Module, example: torch.Tensor,
     plan: IntervalPlan, warmup: int, iters: int, step: Callable[[], object],
@@ -332,36 +317,42 @@ def profile_model(
     (:func:`vitprof.count.running.ensure_fits`: weights + the bytes the meta pass's operations
     wrote).
     A forward that fails is a UserError naming the input; one that fails on meta only for a
-    reason of the meta device is counted on ``device`` instead.
+    reason of the meta device is counted on ``device`` instead, and a note says so
+    (:func:`vitprof.count.running.first_on_meta`).
     """
     _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads)
     torch_dtype = DTYPES[dtype]
     work = _workload(model, device, torch_dtype, batch_size, image_size, num_classes, overrides)
     name, module, shape = work.name, work.module, work.inputs.shape
     mapping = recognize(module, work.rules)
-    planned, written = _plan_on_meta(name, module, work.inputs, mapping)
-    module = on_device(name, module, device, written)
+    planned: Planned | MetaFailure = first_on_meta(
+        name, shape, lambda: plan_intervals(module, work.inputs.example("meta"), mapping)
+    )
+    module = on_device(name, module, device, planned.bytes_written)
     example = work.inputs.tensor(device, random=True)
+    notes: tuple[str, ...] = ()
     was_training, was_threads = module.training, torch.get_num_threads()
     module.eval()
     torch.set_num_threads(threads or was_threads)
     bar = progress_bar(total=warmup + iters, desc=f"profiling {name}", unit="iter",
                        enabled=progress)
     try:
-        records, plan, unsupported = planned or plan_on_device(module, example, mapping)
+        if isinstance(planned, MetaFailure):
+            notes += (planned.note(device),)
+            planned = plan_intervals(module, image_inputs(example), mapping)
         peak = measure_peak(device, torch_dtype, peak_tflops)
         if device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        timings = _timed(name, shape, module, example, plan, warmup, iters, bar.update)
+        timings = _timed(name, shape, module, example, planned.plan, warmup, iters, bar.update)
         peak_device = torch.cuda.max_memory_allocated() if device == "cuda" else None
-        notes: tuple[str, ...] = ()
         try:
             saved = saved_for_backward(module, example, mapping)
-        except Exception as error:
+        except (CountFailed, UserError) as error:
             saved = None
-            notes = (f"memory saved for backward not measured: the training-mode forward on "
-                     f"meta failed ({type(error).__name__})",)
+            failure = error.error if isinstance(error, CountFailed) else error
+            notes += (f"memory saved for backward not measured: the training-mode forward on "
+                      f"meta failed ({type(failure).__name__})",)
         used_threads = torch.get_num_threads()
     except CountFailed as failed:
         raise run_failed(name, shape, device, failed.error) from None
@@ -369,6 +360,7 @@ def profile_model(
         bar.close()
         module.train(was_training)
         torch.set_num_threads(was_threads)
+    records, unsupported = list(planned.run.ops), planned.run.unsupported
     memory = Memory(param_bytes_by_dtype(module), param_bytes_by_component(module, mapping),
                     activation_bytes(records), saved, peak_device)
     return SpeedProfile(
