@@ -21,7 +21,7 @@ from torch import nn
 from torch.func import functional_call
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import OpRecord, ParamRecord
+from vitprof.core.records import DEVICES, MODES, OpRecord, ParamRecord
 from vitprof.count.counter import OpCounter
 from vitprof.count.families import ComponentMap, Rule, recognize
 from vitprof.count.result import Profile
@@ -35,11 +35,9 @@ from vitprof.count.running import (
     run_failed,
     unsupported_warning,
 )
-from vitprof.count.training import MODES, training_step
+from vitprof.count.training import training_step
 from vitprof.models.deploy import deployed
 from vitprof.models.zoo import BuiltModel, build, infer_image_size, infer_in_chans
-
-DEVICES = ("meta", "cpu", "cuda")
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from vitprof.core.records import Component, Cost, OpRecord
+from vitprof.core.records import Component, Cost, OpRecord, Phase
 from vitprof.count.families import ComponentMap
 from vitprof.count.formulas import aten, formula_for, is_free, op_name, sdpa_cost
 
@@ -67,7 +67,7 @@ class _Pending:
     component: Component | None
     block: int | None
     cost: Cost
-    phase: str
+    phase: Phase
     traffic: tuple[int, int] = (0, 0)  # bytes read, bytes written
     owner: int | None = None  # backward: index of the forward record whose node ran it
     sources: tuple[int, ...] = ()  # forward: indices of the records that produced its inputs
@@ -111,7 +111,7 @@ class OpCounter:
         self.stack: list[str] = []
         self.pending: list[_Pending] = []
         self.unsupported: Counter[str] = Counter()
-        self.phase = "forward"
+        self.phase = Phase.FORWARD
         self.muted = 0
         self.track_autograd = False  # map autograd nodes to records, to attribute a backward
         self.owners: dict[Any, int] = {}  # autograd node -> index of its forward record

@@ -18,10 +18,8 @@ from typing import Any
 import torch
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord
+from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord, Phase
 from vitprof.count.counter import OpCounter
-
-MODES = ("inference", "train")
 
 
 def first_output(out: Any) -> torch.Tensor:
@@ -52,7 +50,7 @@ def training_step(
         counter.settle()
         if out.grad_fn is None:
             raise UserError("the model's output does not depend on any trainable parameter")
-        counter.phase = "backward"
+        counter.phase = Phase.BACKWARD
         torch.autograd.grad(out, leaves, torch.ones_like(out), allow_unused=True)
 
 
@@ -90,8 +88,8 @@ def phase_components(ops: Iterable[OpRecord]) -> dict[Component, PhaseCounts]:
     ops = list(ops)
     return {
         component: PhaseCounts(
-            _counts(op for op in ops if op.component is component and op.phase == "forward"),
-            _counts(op for op in ops if op.component is component and op.phase == "backward"),
+            _counts(op for op in ops if op.component is component and op.phase == Phase.FORWARD),
+            _counts(op for op in ops if op.component is component and op.phase == Phase.BACKWARD),
         )
         for component in COMPONENTS
     }
@@ -101,6 +99,6 @@ def phase_totals(ops: Iterable[OpRecord]) -> PhaseCounts:
     """Forward and backward counts of the whole model."""
     ops = list(ops)
     return PhaseCounts(
-        _counts(op for op in ops if op.phase == "forward"),
-        _counts(op for op in ops if op.phase == "backward"),
+        _counts(op for op in ops if op.phase == Phase.FORWARD),
+        _counts(op for op in ops if op.phase == Phase.BACKWARD),
     )

@@ -26,7 +26,7 @@ from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 from torch.func import functional_call
 
-from vitprof.core.records import COMPONENTS, Component, OpRecord
+from vitprof.core.records import COMPONENTS, Component, OpRecord, Phase
 from vitprof.count.counter import OpCounter, storage_key
 from vitprof.count.families import ComponentMap
 from vitprof.count.training import first_output
@@ -57,7 +57,7 @@ def activation_bytes(records: Iterable[OpRecord]) -> dict[Component, int]:
     """Bytes written by each component's forward operations (every component present)."""
     totals = dict.fromkeys(COMPONENTS, 0)
     for op in records:
-        if op.phase == "forward":
+        if op.phase == Phase.FORWARD:
             totals[op.component] += op.bytes_written
     return totals
 

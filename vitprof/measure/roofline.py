@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import COMPONENTS, Component, OpRecord
+from vitprof.core.records import COMPONENTS, Component, OpRecord, Phase
 
 if TYPE_CHECKING:
     from vitprof.measure.measure import SpeedProfile
@@ -28,7 +28,7 @@ def bytes_moved(records: Iterable[OpRecord]) -> dict[Component, int]:
     """Bytes read and written by each component's forward operations (every component)."""
     totals = dict.fromkeys(COMPONENTS, 0)
     for op in records:
-        if op.phase == "forward":
+        if op.phase == Phase.FORWARD:
             totals[op.component] += op.bytes_read + op.bytes_written
     return totals
 
