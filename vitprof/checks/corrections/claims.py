@@ -104,13 +104,38 @@ class OwnCode:
     measure: Spec
 
 
+class Rule(StrEnum):
+    """The rules of :mod:`.verdicts` that decide a claim about how cost scales (no value)."""
+
+    SCALES_AS = "scales_as"  # reads the exponent and the term's share of its layer; a power
+    SAVES = "saves"  # reads the saving in per cent; the least saving that makes it correct
+
+
+# For each rule: the name of its parameter and the roles of the values it reads.
+RULE_INPUTS: dict[Rule, tuple[str, frozenset[str]]] = {
+    Rule.SCALES_AS: ("power", frozenset({"exponent", "share"})),
+    Rule.SAVES: ("percent", frozenset({"saving"})),
+}
+
+
 @dataclass(frozen=True)
 class Judge:
-    """A rule of :mod:`.verdicts` that decides a claim without a value, and what it reads."""
+    """A rule of :mod:`.verdicts` that decides a claim without a value: its parameter and the
+    named values it reads, by role."""
 
-    rule: str
-    value: str
+    rule: Rule
     parameter: float
+    reads: Mapping[str, str]
+
+
+def judge(table: Mapping[str, Any]) -> Judge:
+    """A :class:`Judge` from ``{rule = ..., <parameter> = ..., <role> = "value name", ...}``."""
+    rule = Rule(table["rule"])
+    parameter, roles = RULE_INPUTS[rule]
+    reads = {k: v for k, v in table.items() if k not in ("rule", parameter)}
+    if set(reads) != roles:
+        raise ValueError(f"rule {rule} reads {sorted(roles)}, not {sorted(reads)}")
+    return Judge(rule, table[parameter], reads)
 
 
 @dataclass(frozen=True)
@@ -120,7 +145,9 @@ class Claim:
     ``value`` is the note's figure in ``unit`` (None for O-notation claims, which ``judge``
     decides); ``measure`` is the correct value for the model the note describes; ``reason`` a
     template over ``values``, ``value`` and ``measured`` (the measure's result), which the
-    values may read too.
+    values may read too. ``evaluated``: the value is vitprof's evaluation of the note's formula
+    or code, not a figure the note states. ``declared``: the note says it leaves the term out
+    or approximates it.
     """
 
     id: str
@@ -135,13 +162,15 @@ class Claim:
     tolerance: float = 0.0
     own_code: OwnCode | None = None
     judge: Judge | None = None
+    evaluated: bool = False
+    declared: bool = False
 
 
 _NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Load, ast.Add, ast.Sub, ast.Mult, ast.Div,
           ast.FloorDiv, ast.Pow, ast.USub)
 _MEASUREMENT_KEYS = frozenset(Measurement.__dataclass_fields__)
 _CLAIM_KEYS = frozenset({"id", "where", "quote", "value", "unit", "measure", "reason", "values",
-                         "tolerance", "own_code", "judge"})
+                         "tolerance", "own_code", "judge", "evaluated", "declared"})
 
 
 def expression(text: str) -> Expression:
@@ -201,7 +230,7 @@ def _check_names(claim: Claim) -> None:
     used = set().union(*(s.names for s in specs if isinstance(s, Expression)))
     used |= _template_names(claim.reason)
     if claim.judge is not None:
-        used.add(claim.judge.value)
+        used |= set(claim.judge.reads.values())
     if used - known:
         raise ValueError(f"undefined names {sorted(used - known)}")
     if isinstance(claim.measure, Expression) and {"value", "measured"} & claim.measure.names:
@@ -214,7 +243,7 @@ def claim(table: Mapping[str, Any], notes: Mapping[str, Note]) -> Claim:
         unknown = set(table) - _CLAIM_KEYS
         if unknown:
             raise ValueError(f"unknown keys {sorted(unknown)}")
-        own, judge = table.get("own_code"), table.get("judge")
+        own, judge_table = table.get("own_code"), table.get("judge")
         found = Claim(
             id=table["id"], note=notes[table["id"].split("-")[0]], where=table["where"],
             quote=tuple(table["quote"]), value=table.get("value"), unit=table["unit"],
@@ -222,9 +251,8 @@ def claim(table: Mapping[str, Any], notes: Mapping[str, Note]) -> Claim:
             values={name: spec(item) for name, item in table.get("values", {}).items()},
             tolerance=table.get("tolerance", 0.0),
             own_code=None if own is None else OwnCode(own["label"], spec(own["measure"])),
-            judge=None if judge is None else Judge(
-                judge["rule"], judge["value"],
-                next(v for k, v in judge.items() if k not in ("rule", "value"))),
+            judge=None if judge_table is None else judge(judge_table),
+            evaluated=table.get("evaluated", False), declared=table.get("declared", False),
         )
         if (found.value is None) == (found.judge is None):
             raise ValueError("a claim has a value or a judge, not both")

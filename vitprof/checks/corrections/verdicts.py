@@ -1,28 +1,32 @@
 """Verdicts on the notes' claims, computed, never typed.
 
-The rules, applied in this order to every claim:
+The rules, applied to every claim in this order (the report states them in its preamble):
 
-1. A claim with a value is **correct** when vitprof's measured value is within the claim's
-   tolerance of the note's value (the tolerance is the rounding the note states: "~8M" allows
-   500,000, an exact figure nothing).
-2. Otherwise it is **correct only for** the claim's own-code label when it has one and the
-   own-code measure is within the tolerance: the note's own code, or the variant named, gives
-   the note's value, and the standard model it describes differs.
-3. Otherwise it is **wrong**.
-4. A claim about how cost *scales* (O-notation) has no value; its judge decides by measuring:
-   ``scales_as`` is **correct** when the measured exponent k in MACs ~ N^k equals the stated
-   power (to 1e-9), else **wrong**; ``saves`` is **correct** when the measured saving is at least
-   the stated per cent, else **misleading** (the order is right but the comparison the note
-   draws from it is not).
+1. **correct**: the value vitprof measures for the model the note describes is within the
+   claim's tolerance of the note's value. The tolerance is the rounding the note states: half a
+   unit of its last digit for "≈" and "~" figures ("~86M" allows 500,000), nothing for an exact
+   figure.
+2. **correct only for** *X*: not 1, but the variant *X* the note's own formula or code defines
+   (a bias-free projection as a formula writes it, its own model, a single head) gives the note's
+   value within the tolerance; the standard model differs.
+3. **declared approximation**: not 1 or 2, but the note itself says it leaves the term out or
+   approximates it ("LayerNorm x 2: 忽略"); the reason gives the size of what it leaves out.
+4. **wrong**: none of the above.
+5. A claim about how cost *scales* (O-notation) has no value; it is decided by measuring:
+   ``scales_as`` is **wrong** when the measured exponent k in MACs ~ N^k of the term it names
+   is not the stated power (to 1e-9), **misleading** when it is but that term is less than half
+   of the layer the claim names at the note's own size (the order leaves out what dominates),
+   else **correct**; ``saves`` (a cost presented as a saving) is **correct** when it saves at
+   least the stated per cent at the note's size, else **misleading**.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from vitprof.checks.corrections.claims import Claim
+from vitprof.checks.corrections.claims import Claim, Rule
 from vitprof.checks.corrections.measure import Figures, Lab, Number, reason
 
 
@@ -31,6 +35,7 @@ class Verdict(StrEnum):
 
     CORRECT = "correct"
     CORRECT_ONLY_FOR = "correct only for"
+    DECLARED = "declared approximation"
     WRONG = "wrong"
     MISLEADING = "misleading"
 
@@ -57,30 +62,33 @@ class Correction:
         return None if self.claim.value is None else self.measured - self.claim.value
 
 
-def _scales_as(exponent: Number, power: float) -> Verdict:
-    return Verdict.CORRECT if abs(exponent - power) < 1e-9 else Verdict.WRONG
+def _scales_as(read: Mapping[str, Number], power: float) -> Verdict:
+    if abs(read["exponent"] - power) >= 1e-9:
+        return Verdict.WRONG
+    return Verdict.CORRECT if read["share"] >= 50 else Verdict.MISLEADING
 
 
-def _saves(saving: Number, percent: float) -> Verdict:
-    return Verdict.CORRECT if saving >= percent else Verdict.MISLEADING
+def _saves(read: Mapping[str, Number], percent: float) -> Verdict:
+    return Verdict.CORRECT if read["saving"] >= percent else Verdict.MISLEADING
 
 
-JUDGES: dict[str, Callable[[Number, float], Verdict]] = {
-    "scales_as": _scales_as, "saves": _saves,
+JUDGES: dict[Rule, Callable[[Mapping[str, Number], float], Verdict]] = {
+    Rule.SCALES_AS: _scales_as, Rule.SAVES: _saves,
 }
 
 
 def verdict(claim: Claim, figures: Figures, measured: Number) -> Verdict:
-    """Rules 1-4 of the module docstring."""
+    """Rules 1-5 of the module docstring."""
     if claim.judge is not None:
-        return JUDGES[claim.judge.rule](figures.get(claim.judge.value), claim.judge.parameter)
+        read = {role: figures.get(name) for role, name in claim.judge.reads.items()}
+        return JUDGES[claim.judge.rule](read, claim.judge.parameter)
     assert claim.value is not None
     if abs(measured - claim.value) <= claim.tolerance:
         return Verdict.CORRECT
     own = claim.own_code
     if own is not None and abs(figures.evaluate(own.measure) - claim.value) <= claim.tolerance:
         return Verdict.CORRECT_ONLY_FOR
-    return Verdict.WRONG
+    return Verdict.DECLARED if claim.declared else Verdict.WRONG
 
 
 def correct(claim: Claim, lab: Lab) -> Correction:

@@ -44,6 +44,14 @@ def _difference(c: Correction) -> str:
     return text
 
 
+def _value(claim: Claim) -> str:
+    """The note's value; marked when it is vitprof's evaluation of the note's formula or code."""
+    if claim.value is None:
+        return "-"
+    shown = _number(claim.value, claim.unit)
+    return f"{shown} *(evaluated)*" if claim.evaluated else shown
+
+
 def _quote(claim: Claim) -> str:
     return " … ".join(f"`{q.replace('|', chr(92) + '|')}`" for q in claim.quote)
 
@@ -61,8 +69,23 @@ def _preamble(found: Sequence[Correction]) -> list[str]:
         "when this file is generated (`vitprof report --all`).", "",
         "- units: MACs = multiply-accumulates; FLOPs = 2 x MACs; parameters counted once each; "
         "meta device, batch 1, the note's own image size",
-        "- tolerance: a note's value is *correct* when it is within the rounding it states "
-        "(\"≈ 85.8 Million\" allows ±0.05M, \"~8M\" ±0.5M, an exact figure nothing)",
+        "- note's value: a figure the note states, or *(evaluated)*: vitprof's evaluation of the "
+        "note's formula or code for the model compared, where the note states no number",
+        "- verdict rules, applied to every row in this order "
+        "(`vitprof/checks/corrections/verdicts.py`):",
+        "  1. *correct*: vitprof's value is within the rounding the note states (half a unit of "
+        "its last digit for \"≈\" and \"~\" figures: \"≈ 85.8 Million\" allows ±0.05M, "
+        "\"~8M\" ±0.5M; an exact figure nothing);",
+        "  2. *correct only for X*: otherwise, when the variant X that the note's own formula or "
+        "code defines (a bias-free projection as a formula writes it, its own model, a single "
+        "head) gives its value;",
+        "  3. *declared approximation*: otherwise, when the note itself says it leaves the term "
+        "out or approximates it; the reason gives the size of what is left out;",
+        "  4. *wrong*: otherwise;",
+        "  5. O-notation (no value): *wrong* when the measured growth with the tokens is not the "
+        "stated power; *misleading* when it is but the term is less than half of the layer the "
+        "claim names at the note's own size, or when what the note presents as a saving costs "
+        "more there; *correct* otherwise",
         "- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())), "",
     ]
 
@@ -72,7 +95,7 @@ def _note_section(note: Note, rows: Sequence[Correction]) -> list[str]:
              f"File `{note.file}`; compared with {note.compared_with}.", ""]
     cells = [
         [c.claim.id, c.claim.where, _quote(c.claim),
-         "-" if c.claim.value is None else _number(c.claim.value, c.claim.unit),
+         _value(c.claim),
          _number(c.measured, c.claim.unit), c.claim.unit, _difference(c), c.label]
         for c in rows
     ]

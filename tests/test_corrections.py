@@ -1,0 +1,227 @@
+"""The corrections to the source notes: the data file, the verdict rules, and the figures of the
+committed ``reports/corrections.md`` re-derived by arithmetic.
+
+Each verdict rule of :mod:`vitprof.checks.corrections.verdicts` has a test with a constructed
+claim; ``test_rules_hold_on_every_row`` checks every row of the committed report against them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from vitprof.checks.corrections import Claim, Lab, Verdict, claims, correct, notes
+from vitprof.checks.corrections.claims import (
+    Judge,
+    OwnCode,
+    Rule,
+    expression,
+    measurement,
+    parse,
+)
+
+REPORT = Path(__file__).resolve().parents[1] / "reports" / "corrections.md"
+
+
+def constructed(value: float | None, measured: float, *, tolerance: float = 0.0,
+                own: float | None = None, declared: bool = False,
+                judge: tuple[Rule, float, dict[str, float]] | None = None) -> Claim:
+    """A claim measuring the constant ``measured``; ``judge`` is (rule, parameter, {role: x})."""
+    reads = {} if judge is None else judge[2]
+    return Claim(
+        "000-99", notes()["000"], "line 1", ("q",), value, "params", expression(str(measured)),
+        "because", values={role: expression(str(x)) for role, x in reads.items()},
+        tolerance=tolerance,
+        own_code=None if own is None else OwnCode("its own code", expression(str(own))),
+        judge=None if judge is None else Judge(judge[0], judge[1], {r: r for r in reads}),
+        declared=declared,
+    )
+
+
+def label(claim: Claim) -> str:
+    return correct(claim, Lab()).label
+
+
+# ------------------------------------------------------------------------------- rule 1: correct
+
+
+@pytest.mark.parametrize(
+    ("value", "measured", "tolerance", "verdict"),
+    [
+        pytest.param(100, 100, 0, "correct", id="exact"),
+        pytest.param(100, 101, 0, "wrong", id="exact-off-by-one"),
+        # "~86M" allows 86M +- 0.5M: 86,396,938 is in, 86,567,656 is out
+        pytest.param(86_000_000, 86_396_938, 500_000, "correct", id="rounds-to-86M"),
+        pytest.param(86_000_000, 86_567_656, 500_000, "wrong", id="rounds-to-87M"),
+        pytest.param(8_000_000, 8_500_000, 500_000, "correct", id="at-the-edge"),
+    ],
+)
+def test_rule_1_within_the_stated_rounding(value: float, measured: float, tolerance: float,
+                                           verdict: str) -> None:
+    assert label(constructed(value, measured, tolerance=tolerance)) == verdict
+
+
+# ------------------------------------------------------------------------------- rule 2: variant
+
+
+def test_rule_2_correct_only_for_the_variant_that_gives_the_value() -> None:
+    # a bias-free W_O: 768 x 768 = 589,824 against 768 x 768 + 768 = 590,592
+    claim = constructed(768 * 768, 768 * 768 + 768, own=768 * 768)
+    assert label(claim) == "correct only for its own code"
+    assert correct(claim, Lab()).verdict is Verdict.CORRECT_ONLY_FOR
+
+
+def test_rule_2_needs_the_variant_to_match_too() -> None:
+    assert label(constructed(100, 102, own=101)) == "wrong"
+
+
+def test_rule_1_wins_over_rule_2() -> None:
+    assert label(constructed(100, 100, own=100)) == "correct"
+
+
+# ------------------------------------------------------------------------------- rule 3: declared
+
+
+def test_rule_3_a_declared_approximation_is_not_wrong() -> None:
+    # "LayerNorm x 2: 忽略": 0 stated, 2 x 2 x 768 = 3,072 per block
+    assert label(constructed(0, 2 * 2 * 768, declared=True)) == "declared approximation"
+
+
+def test_rule_3_comes_after_rule_2() -> None:
+    claim = constructed(0, 3_072, own=0, declared=True)
+    assert label(claim) == "correct only for its own code"
+
+
+# ------------------------------------------------------------------------------- rule 4: wrong
+
+
+def test_rule_4_wrong_otherwise() -> None:
+    assert label(constructed(56_550_000, 17_563_828_224, tolerance=5_000)) == "wrong"
+
+
+# ------------------------------------------------------------------------------- rule 5: O-notation
+
+
+@pytest.mark.parametrize(
+    ("power", "exponent", "share", "verdict"),
+    [
+        pytest.param(1, 1.0, 100.0, "correct", id="ffn-is-the-layer"),
+        pytest.param(2, 1.0, 100.0, "wrong", id="wrong-power"),
+        # at N = 65, D = 512 the core 2 N^2 D = 4,326,400 is 5.97% of the layer (+ 4 N D^2)
+        pytest.param(2, 2.0, 100 * 4_326_400 / (4_326_400 + 68_157_440), "misleading",
+                     id="dominated"),
+        pytest.param(2, 2.0, 50.0, "correct", id="half-is-enough"),
+    ],
+)
+def test_rule_5_scales_as(power: int, exponent: float, share: float, verdict: str) -> None:
+    claim = constructed(None, 0, judge=(Rule.SCALES_AS, power,
+                                        {"exponent": exponent, "share": share}))
+    assert label(claim) == verdict
+
+
+@pytest.mark.parametrize(
+    ("saving", "verdict"),
+    [
+        pytest.param(10.0, "correct", id="saves-enough"),
+        pytest.param(1.5, "misleading", id="saves-little"),
+        # as written: 34,078,720 against 4,326,400 MACs, a saving of -687.7%
+        pytest.param(100 * (4_326_400 - 34_078_720) / 4_326_400, "misleading", id="costs-more"),
+    ],
+)
+def test_rule_5_saves(saving: float, verdict: str) -> None:
+    claim = constructed(None, 0, judge=(Rule.SAVES, 10, {"saving": saving}))
+    assert label(claim) == verdict
+
+
+# ------------------------------------------------------------------------------- every row
+
+
+def report_rows() -> dict[str, dict[str, str]]:
+    """The rows of the committed report's tables, by claim id."""
+    rows: dict[str, dict[str, str]] = {}
+    header: list[str] = []
+    for line in REPORT.read_text().splitlines():
+        if not line.startswith("|") or line.startswith("| :"):
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if cells[0] == "#":
+            header = cells
+        else:
+            rows[cells[0]] = dict(zip(header, cells, strict=True))
+    return rows
+
+
+def number(text: str) -> float:
+    return float(re.sub(r"[,%]| MB|\*\(evaluated\)\*", "", text).strip())
+
+
+def test_rules_hold_on_every_row() -> None:
+    rows = report_rows()
+    assert set(rows) == {c.id for c in claims()}
+    for claim in claims():
+        row = rows[claim.id]
+        verdict = row["verdict"]
+        if claim.value is None:  # rule 5
+            assert verdict in ("correct", "misleading", "wrong"), claim.id
+            continue
+        shown = row["vitprof"]
+        decimals = len(re.search(r"(?:\.(\d+))?\D*$", shown).group(1) or "")
+        half_unit = 0.5 * 10**-decimals  # the value as shown is rounded to this
+        off = abs(number(shown) - claim.value)
+        if off + half_unit <= claim.tolerance or off - half_unit > claim.tolerance:  # rule 1
+            assert (verdict == "correct") == (off <= claim.tolerance), claim.id
+        if verdict.startswith("correct only for "):  # rule 2
+            assert claim.own_code and verdict == f"correct only for {claim.own_code.label}"
+        if verdict == "declared approximation":  # rule 3
+            assert claim.declared, claim.id
+        if verdict == "wrong":  # rule 4: no variant matched, nothing declared
+            assert not claim.declared, claim.id
+
+
+def test_report_states_the_rules() -> None:
+    text = REPORT.read_text()
+    for rule in ("1. *correct*", "2. *correct only for X*", "3. *declared approximation*",
+                 "4. *wrong*", "5. O-notation"):
+        assert rule in text
+
+
+@pytest.mark.parametrize(
+    ("claim", "verdict"),
+    [
+        # bias-free formulas copied from the ViT paper, judged alike
+        pytest.param("003-2", "correct only for a bias-free projection, as the formula writes it"),
+        pytest.param("003-5", "correct only for a bias-free projection, as the formula writes it"),
+        pytest.param("003-6", "correct only for a bias-free projection, as the formula writes it"),
+        # declared approximations
+        pytest.param("004-10", "declared approximation"),
+        pytest.param("004-17", "correct only for a single head (d = D), as its example takes it"),
+        # "~86M": vit_b_16 has 86,567,656 (87M), note 001's model 86,396,938 (86M)
+        pytest.param("000-27", "wrong"),
+        pytest.param("004-15", "wrong"),
+        pytest.param("001-12", "correct"),
+        # O(N^2 D) for a layer whose projections are 94% of it at N = 65
+        pytest.param("002-3", "misleading"),
+        pytest.param("002-4", "correct"),
+    ],
+)
+def test_consistent_verdicts(claim: str, verdict: str) -> None:
+    assert report_rows()[claim]["verdict"] == verdict
+
+
+# ------------------------------------------------------------------------------- the data file
+
+
+def test_data_file_rejects_what_it_cannot_measure() -> None:
+    with pytest.raises(ValueError, match="only arithmetic"):
+        expression("__import__('os')")
+    with pytest.raises(ValueError, match="unknown measurement keys"):
+        measurement({"model": "vit_b_16", "figure": "params", "size": 3})
+    with pytest.raises(ValueError, match="'flop'"):
+        measurement({"model": "vit_b_16", "figure": "flop"})
+    table = {"notes": {"000": {"file": "f", "title": "t", "compared_with": "c"}},
+             "claim": [{"id": "000-1", "where": "line 1", "quote": ["q"], "value": 1,
+                        "unit": "params", "measure": "x", "reason": "r"}]}
+    with pytest.raises(ValueError, match=r"claim 000-1: undefined names \['x'\]"):
+        parse(table)
