@@ -16,8 +16,7 @@ import pytest
 from conftest import NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 from PIL import Image, PngImagePlugin
 
-from vitprof.checks.corrections import Claim, Lab, Verdict, claims, correct, notes
-from vitprof.checks.corrections.claims import Judge, OwnCode, expression
+from vitprof.checks.corrections import Verdict, claims, notes
 from vitprof.checks.sweep import parse_values, sweep
 from vitprof.cli.main import main
 from vitprof.core.errors import UserError
@@ -266,33 +265,6 @@ def test_quotes_are_verbatim_and_where_they_say() -> None:
         for quote in claim.quote:
             found = {i + 1 for i, line in enumerate(lines) if quote in line}
             assert found & span, (claim.id, quote, found)
-
-
-def _claim(value: float | None, measured: float, tolerance: float = 0.0, own: float | None = None,
-           judge: tuple[str, float, float] | None = None) -> Claim:
-    """A claim measuring the constant ``measured``; ``judge`` is (rule, value read, parameter)."""
-    return Claim("000-99", notes()["000"], "line 1", ("q",), value, "params",
-                 expression(str(measured)), "because",
-                 values={} if judge is None else {"read": expression(str(judge[1]))},
-                 tolerance=tolerance,
-                 own_code=None if own is None else OwnCode("its own code", expression(str(own))),
-                 judge=None if judge is None else Judge(judge[0], "read", judge[2]))
-
-
-@pytest.mark.parametrize(
-    ("claim", "verdict"),
-    [
-        pytest.param(_claim(100, 100), CORRECT, id="exact"),
-        pytest.param(_claim(100, 101), WRONG, id="off-by-one"),
-        pytest.param(_claim(8_000_000, 8_499_999, tolerance=500_000), CORRECT, id="rounded"),
-        pytest.param(_claim(8_000_000, 8_500_001, tolerance=500_000), WRONG, id="past-rounding"),
-        pytest.param(_claim(100, 102, own=100), "correct only for its own code", id="own-code"),
-        pytest.param(_claim(100, 102, own=101), WRONG, id="own-code-also-off"),
-        pytest.param(_claim(None, 7, judge=("saves", 9.9, 10)), "misleading", id="judged"),
-    ],
-)
-def test_verdicts(claim: Claim, verdict: str) -> None:
-    assert correct(claim, Lab()).label == verdict
 
 
 # ------------------------------------------------------------------------------- markdown pieces
