@@ -225,3 +225,33 @@ def test_data_file_rejects_what_it_cannot_measure() -> None:
                         "unit": "params", "measure": "x", "reason": "r"}]}
     with pytest.raises(ValueError, match=r"claim 000-1: undefined names \['x'\]"):
         parse(table)
+
+
+# ------------------------------------------------------------------------------- note 002, §3.2
+
+# note 002's CIFAR-ViT: N = 64 patches + CLS = 65 tokens, D = 512, 6 blocks, 8 heads (d = 64)
+N, D, DEPTH, HEAD_DIM = 65, 512, 6, 64
+SOFTMAX_CORE = 2 * N * N * D  # QK^T and AV: 4,326,400
+AS_WRITTEN_CORE = 2 * N * D * D  # K^T V (D, D) and Q @ Context: 34,078,720
+PER_HEAD_CORE = 2 * N * D * HEAD_DIM  # per-head contexts (d, d): 4,259,840
+SOFTMAX_MODEL = (
+    64 * 3 * 4 * 4 * D  # patch embedding: 1,572,864
+    + DEPTH * (4 * N * D * D + SOFTMAX_CORE + 2 * N * D * 4 * D)  # q, k, v, proj; core; MLP
+    + D * 10  # head on the class token
+)  # = 1,254,370,304
+AS_WRITTEN_MODEL = SOFTMAX_MODEL + DEPTH * (AS_WRITTEN_CORE - SOFTMAX_CORE)  # 1,432,884,224
+
+
+def test_linear_attention_is_evaluated_as_written() -> None:
+    row = report_rows()["002-5"]
+    assert (row["vitprof"], row["verdict"]) == (f"{AS_WRITTEN_CORE:,}", "misleading")
+    reason = next(line for line in REPORT.read_text().splitlines()
+                  if line.startswith("- **002-5**"))
+    assert f"2 N D^2 = {AS_WRITTEN_CORE:,} MACs per block" in reason
+    assert f"2 N^2 D = {SOFTMAX_CORE:,} (x{AS_WRITTEN_CORE / SOFTMAX_CORE:.1f})" in reason  # x7.9
+    more = 100 * (AS_WRITTEN_MODEL - SOFTMAX_MODEL) / SOFTMAX_MODEL  # +14.2%
+    assert f"{AS_WRITTEN_MODEL:,} MACs, {more:+.1f}% against {SOFTMAX_MODEL:,}" in reason
+    # the per-head reading is offered as vitprof's, not the note's
+    saving = 100 * (SOFTMAX_CORE - PER_HEAD_CORE) / SOFTMAX_CORE  # 1.5%
+    assert "vitprof's and not the note's" in reason
+    assert f"2 N D d = {PER_HEAD_CORE:,} MACs per block, {saving:.1f}% less" in reason

@@ -70,7 +70,7 @@ class Measurement:
     pattern: str | None = None
     axis: int = -1
     image_size: int | None = None
-    batch: int = 1
+    options: tuple[tuple[str, int], ...] = ()  # keyword arguments of a note model's factory
     index: int = 0
     sizes: tuple[int, int] | None = None
 
@@ -198,7 +198,7 @@ def measurement(table: Mapping[str, Any]) -> Measurement:
         scope=Scope(table.get("scope", Scope.MODEL)),
         components=tuple(Component(c) for c in table.get("components", ())),
         pattern=table.get("pattern"), axis=table.get("axis", -1),
-        image_size=table.get("image_size"), batch=table.get("batch", 1),
+        image_size=table.get("image_size"), options=tuple(sorted(table.get("options", {}).items())),
         index=table.get("index", 0),
         sizes=tuple(table["sizes"]) if "sizes" in table else None,  # type: ignore[arg-type]
     )

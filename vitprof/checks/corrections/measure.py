@@ -1,14 +1,15 @@
 """The measuring harness: vitprof profiles of the notes' models, and the figures a claim reads.
 
-Every model and image size is analyzed once, on the meta device, at batch 1 unless a
-measurement names another batch. A claim's figures (its measure, its named values, its own-code
-measure) are evaluated in the order they need each other: an expression reads the values it
-names, ``value`` is the note's figure and ``measured`` the claim's measure.
+Every model, image size and set of factory options is analyzed once, on the meta device, at
+batch 1 unless the options name a ``batch_size``. A claim's figures (its measure, its named
+values, its own-code measure) are evaluated in the order they need each other: an expression
+reads the values it names, ``value`` is the note's figure and ``measured`` the claim's measure.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import math
 import operator
 import re
@@ -37,14 +38,21 @@ from vitprof.models.zoo import build
 Number = int | float
 
 
-def _note001(batch_size: int) -> torch.nn.Module:
-    from vitprof.models.notes.note001 import build_note001_vit
+def _factory(module: str, function: str) -> Callable[..., torch.nn.Module]:
+    def build(**options: int) -> torch.nn.Module:
+        factory = getattr(importlib.import_module(f"vitprof.models.notes.{module}"), function)
+        return factory(**options)
 
-    return build_note001_vit(batch_size=batch_size)
+    return build
 
 
-# Models whose parameters carry the batch axis: built by their factory for another batch.
-BATCHED_BUILDERS: dict[str, Callable[[int], torch.nn.Module]] = {"note001_vit_b16": _note001}
+# The factories of the note models a measurement may build with ``options``: note 001 for
+# another BATCH_SIZE (its parameters carry that axis), note 002's linear attention as written
+# (num_heads = 1: one (D, D) context).
+FACTORIES: dict[str, Callable[..., torch.nn.Module]] = {
+    "note001_vit_b16": _factory("note001", "build_note001_vit"),
+    "note002_linear_attention": _factory("note002", "build_linear_attention_vit"),
+}
 
 
 class Lab:
@@ -54,20 +62,22 @@ class Lab:
         self._profiles: dict[tuple[str, int | None, int], Profile] = {}
         self._specs: dict[str, ViTSpec] = {}
 
-    def profile(self, name: str, image_size: int | None = None, batch: int = 1) -> Profile:
-        key = (name, image_size, batch)
+    def profile(self, name: str, image_size: int | None = None,
+                options: tuple[tuple[str, int], ...] = ()) -> Profile:
+        key = (name, image_size, options)
         if key not in self._profiles:
-            if batch == 1:
+            if not options:
                 self._profiles[key] = analyze(name, image_size=image_size)
             else:
                 with torch.device("meta"):
-                    model = BATCHED_BUILDERS[name](batch)
+                    model = FACTORIES[name](**dict(options))
+                batch = dict(options).get("batch_size", 1)
                 self._profiles[key] = analyze(model, batch_size=batch, name=name)
         return self._profiles[key]
 
     def counts(self, m: Measurement) -> Counts:
         """Counts of ``m.components`` (every component when none) in ``m.scope``."""
-        profile = self.profile(m.model, m.image_size, m.batch)
+        profile = self.profile(m.model, m.image_size, m.options)
         picked = m.components or tuple(Component)
         if m.scope is Scope.ENCODER:
             return (self.counts(_scoped(m, Scope.BLOCKS))
@@ -95,7 +105,7 @@ class Lab:
         """The figure ``m`` names."""
         if m.figure in COUNTED:
             return getattr(self.counts(m), m.figure)
-        profile = self.profile(m.model, m.image_size, m.batch)
+        profile = self.profile(m.model, m.image_size, m.options)
         params = profile.params
         match m.figure:
             case Figure.PARAM:
@@ -130,12 +140,13 @@ class Lab:
 def _scoped(m: Measurement, scope: Scope, components: tuple[Component, ...] | None = None
             ) -> Measurement:
     return Measurement(m.model, m.figure, scope, m.components if components is None else components,
-                       image_size=m.image_size, batch=m.batch)
+                       image_size=m.image_size, options=m.options)
 
 
 def _sized(m: Measurement, figure: Figure, size: int) -> Measurement:
     components = m.components if figure is Figure.MACS else ()
-    return Measurement(m.model, figure, components=components, image_size=size, batch=m.batch)
+    return Measurement(m.model, figure, components=components, image_size=size,
+                       options=m.options)
 
 
 _BINARY: dict[type, Callable[[Any, Any], Number]] = {
