@@ -255,3 +255,20 @@ def test_linear_attention_is_evaluated_as_written() -> None:
     saving = 100 * (SOFTMAX_CORE - PER_HEAD_CORE) / SOFTMAX_CORE  # 1.5%
     assert "vitprof's and not the note's" in reason
     assert f"2 N D d = {PER_HEAD_CORE:,} MACs per block, {saving:.1f}% less" in reason
+
+
+# ------------------------------------------------------------------------------- evaluations
+
+
+def test_evaluations_are_marked_apart_from_quoted_figures() -> None:
+    rows = report_rows()
+    evaluated = {c.id for c in claims() if c.evaluated}
+    # note 003 states formulas, no numbers; 001-2 is its code evaluated at batch 2
+    assert evaluated == {f"003-{i}" for i in range(1, 10)} | {"001-2"}
+    for claim in claims():
+        marked = rows[claim.id]["note's value"].endswith("*(evaluated)*")
+        assert marked == (claim.id in evaluated), claim.id
+    # 001-2: (B, 1, D) + (B, N + 1, D) at B = 2 is 2 x (768 + 197 x 768) = 304,128, no figure
+    # of the note; its code at its own BATCH_SIZE = 1 holds 768 + 197 x 768 = 152,064 (row 001-4)
+    assert rows["001-2"]["note's value"] == f"{2 * (768 + 197 * 768):,} *(evaluated)*"
+    assert rows["001-4"]["note's value"] == f"{768 + 197 * 768:,}"
