@@ -272,3 +272,25 @@ def test_evaluations_are_marked_apart_from_quoted_figures() -> None:
     # of the note; its code at its own BATCH_SIZE = 1 holds 768 + 197 x 768 = 152,064 (row 001-4)
     assert rows["001-2"]["note's value"] == f"{2 * (768 + 197 * 768):,} *(evaluated)*"
     assert rows["001-4"]["note's value"] == f"{768 + 197 * 768:,}"
+
+
+# ------------------------------------------------------------------------------- honest labels
+
+
+@pytest.mark.parametrize(
+    ("model", "label"),
+    [
+        pytest.param("note002_dynamic_vit", "keep ratios are vitprof's assumptions", id="dynamic"),
+        pytest.param("note002_linear_attention", "per head: vitprof's reading", id="linear"),
+        pytest.param("vit_22b", "not ViT-22B itself", id="vit_22b"),
+    ],
+)
+def test_zoo_labels_say_what_is_ours(model: str, label: str) -> None:
+    from vitprof.models.zoo import ZOO
+
+    assert label in ZOO[model].description
+
+
+def test_report_labels_the_dynamic_vit_assumptions() -> None:
+    assert ("`note002_dynamic_vit` assumes them (vitprof's assumption, not the note's)"
+            in REPORT.read_text())
