@@ -135,6 +135,22 @@ def test_rule_5_saves(saving: float, verdict: str) -> None:
     assert label(claim) == verdict
 
 
+# ------------------------------------------------------------------------------- rule 6: order
+
+
+@pytest.mark.parametrize(
+    ("larger", "smaller", "verdict"),
+    [
+        pytest.param(21_342_346, 18_979_338, "correct", id="larger"),
+        pytest.param(18_979_338, 21_342_346, "wrong", id="smaller"),
+        pytest.param(85_054_464, 85_054_464, "wrong", id="equal"),
+    ],
+)
+def test_rule_6_exceeds(larger: int, smaller: int, verdict: str) -> None:
+    claim = constructed(None, 0, judge=(Rule.EXCEEDS, 0, {"larger": larger, "smaller": smaller}))
+    assert label(claim) == verdict
+
+
 # ------------------------------------------------------------------------------- every row
 
 
@@ -183,7 +199,7 @@ def test_rules_hold_on_every_row() -> None:
 def test_report_states_the_rules() -> None:
     text = REPORT.read_text()
     for rule in ("1. *correct*", "2. *correct only for X*", "3. *declared approximation*",
-                 "4. *wrong*", "5. O-notation"):
+                 "4. *wrong*", "5. O-notation", "6. a size name"):
         assert rule in text
 
 
@@ -264,7 +280,7 @@ def test_evaluations_are_marked_apart_from_quoted_figures() -> None:
     rows = report_rows()
     evaluated = {c.id for c in claims() if c.evaluated}
     # note 003 states formulas, no numbers; 001-2 is its code evaluated at batch 2
-    assert evaluated == {f"003-{i}" for i in range(1, 10)} | {"001-2"}
+    assert evaluated == {f"003-{i}" for i in range(1, 12)} | {"001-2", "002-13"}
     for claim in claims():
         marked = rows[claim.id]["note's value"].endswith("*(evaluated)*")
         assert marked == (claim.id in evaluated), claim.id
@@ -294,3 +310,33 @@ def test_zoo_labels_say_what_is_ours(model: str, label: str) -> None:
 def test_report_labels_the_dynamic_vit_assumptions() -> None:
     assert ("`note002_dynamic_vit` assumes them (vitprof's assumption, not the note's)"
             in REPORT.read_text())
+
+
+# ------------------------------------------------------------------------------- claims added
+
+
+def cifar_params(width: int, depth: int) -> int:
+    """Note 002's CIFAR-ViT: 32 px, patch 4 (64 patches + CLS), MLP 4D, 10 classes."""
+    block = 4 * (width**2 + width) + 2 * 4 * width**2 + 4 * width + width + 2 * 2 * width
+    return (3 * 4 * 4 * width + width  # patch embedding
+            + width + 65 * width  # CLS token, position embedding
+            + depth * block + 2 * width + width * 10 + 10)  # blocks, final norm, head
+
+
+def test_size_ladder_claims() -> None:
+    rows = report_rows()
+    base, small = cifar_params(512, 6), cifar_params(384, 12)  # 18,979,338 and 21,342,346
+    assert (base, small) == (18_979_338, 21_342_346)
+    assert (rows["002-14"]["vitprof"], rows["002-14"]["verdict"]) == (f"{base:,}", "wrong")
+    # "Large" = ViT-B's blocks: 12 x (4 (768^2 + 768) + 2 x 768 x 3072 + 3072 + 768 + 4 x 768)
+    vit_b_blocks = 12 * (4 * (768**2 + 768) + 2 * 768 * 3072 + 3072 + 768 + 4 * 768)
+    assert rows["002-15"]["vitprof"] == f"{vit_b_blocks:,}"  # 85,054,464
+    assert rows["002-15"]["verdict"] == "wrong"
+
+
+def test_context_and_head_width_claims() -> None:
+    rows = report_rows()
+    # as written the context is (D, D): 2 N D^2 / (2 N) = 512 x 512
+    assert (rows["002-13"]["vitprof"], rows["002-13"]["verdict"]) == (f"{512 * 512:,}", "correct")
+    for claim in ("003-10", "003-11"):  # d = D / H = 768 / 12, the d of 1/sqrt(d)
+        assert (rows[claim]["vitprof"], rows[claim]["verdict"]) == (f"{768 // 12}", "correct")

@@ -109,12 +109,14 @@ class Rule(StrEnum):
 
     SCALES_AS = "scales_as"  # reads the exponent and the term's share of its layer; a power
     SAVES = "saves"  # reads the saving in per cent; the least saving that makes it correct
+    EXCEEDS = "exceeds"  # reads the larger and the smaller model's figure a size name implies
 
 
 # For each rule: the name of its parameter and the roles of the values it reads.
 RULE_INPUTS: dict[Rule, tuple[str, frozenset[str]]] = {
     Rule.SCALES_AS: ("power", frozenset({"exponent", "share"})),
     Rule.SAVES: ("percent", frozenset({"saving"})),
+    Rule.EXCEEDS: ("by", frozenset({"larger", "smaller"})),
 }
 
 

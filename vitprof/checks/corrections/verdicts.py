@@ -18,6 +18,9 @@ The rules, applied to every claim in this order (the report states them in its p
    of the layer the claim names at the note's own size (the order leaves out what dominates),
    else **correct**; ``saves`` (a cost presented as a saving) is **correct** when it saves at
    least the stated per cent at the note's size, else **misleading**.
+6. A size name that implies an order ("Base" above "Small", "Large" above ViT-Base) has no value
+   either: ``exceeds`` is **correct** when the model the name puts higher has more than the
+   stated number of parameters more, else **wrong**.
 """
 
 from __future__ import annotations
@@ -72,13 +75,17 @@ def _saves(read: Mapping[str, Number], percent: float) -> Verdict:
     return Verdict.CORRECT if read["saving"] >= percent else Verdict.MISLEADING
 
 
+def _exceeds(read: Mapping[str, Number], by: float) -> Verdict:
+    return Verdict.CORRECT if read["larger"] - read["smaller"] > by else Verdict.WRONG
+
+
 JUDGES: dict[Rule, Callable[[Mapping[str, Number], float], Verdict]] = {
-    Rule.SCALES_AS: _scales_as, Rule.SAVES: _saves,
+    Rule.SCALES_AS: _scales_as, Rule.SAVES: _saves, Rule.EXCEEDS: _exceeds,
 }
 
 
 def verdict(claim: Claim, figures: Figures, measured: Number) -> Verdict:
-    """Rules 1-5 of the module docstring."""
+    """Rules 1-6 of the module docstring."""
     if claim.judge is not None:
         read = {role: figures.get(name) for role, name in claim.judge.reads.items()}
         return JUDGES[claim.judge.rule](read, claim.judge.parameter)

@@ -85,7 +85,9 @@ def _preamble(found: Sequence[Correction]) -> list[str]:
         "  5. O-notation (no value): *wrong* when the measured growth with the tokens is not the "
         "stated power; *misleading* when it is but the term is less than half of the layer the "
         "claim names at the note's own size, or when what the note presents as a saving costs "
-        "more there; *correct* otherwise",
+        "more there; *correct* otherwise;",
+        "  6. a size name that implies an order (no value): *correct* when the model the name "
+        "puts higher has more parameters, else *wrong*",
         "- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())), "",
     ]
 
