@@ -280,7 +280,8 @@ def test_evaluations_are_marked_apart_from_quoted_figures() -> None:
     rows = report_rows()
     evaluated = {c.id for c in claims() if c.evaluated}
     # note 003 states formulas, no numbers; 001-2 is its code evaluated at batch 2
-    assert evaluated == {f"003-{i}" for i in range(1, 12)} | {"001-2", "002-13"}
+    assert evaluated == ({f"003-{i}" for i in range(1, 12)}
+                         | {"001-2", "002-13", "002-16", "002-17"})
     for claim in claims():
         marked = rows[claim.id]["note's value"].endswith("*(evaluated)*")
         assert marked == (claim.id in evaluated), claim.id
@@ -340,3 +341,14 @@ def test_context_and_head_width_claims() -> None:
     assert (rows["002-13"]["vitprof"], rows["002-13"]["verdict"]) == (f"{512 * 512:,}", "correct")
     for claim in ("003-10", "003-11"):  # d = D / H = 768 / 12, the d of 1/sqrt(d)
         assert (rows[claim]["vitprof"], rows[claim]["verdict"]) == (f"{768 // 12}", "correct")
+
+
+def test_complexity_totals_fit_exactly() -> None:
+    rows = report_rows()
+    text = REPORT.read_text()
+    # softmax block: 2 N^2 D + 12 N D^2 (q, k, v, proj 4 D^2; MLP 8 D^2), D = 512
+    assert (rows["002-16"]["vitprof"], rows["002-16"]["verdict"]) == ("0", "correct")
+    assert f"a = {2 * 512:,} = 2D" in text and f"b = {12 * 512**2:,} = 12 D^2" in text
+    # as-written linear block at 32 and 64 px (N = 65, 257): 14 N D^2 at both sizes
+    assert (rows["002-17"]["vitprof"], rows["002-17"]["verdict"]) == ("0", "correct")
+    assert f"b = {14 * 512**2:,} = 14 D^2" in text  # 3,670,016

@@ -69,8 +69,9 @@ class Lab:
             if not options:
                 self._profiles[key] = analyze(name, image_size=image_size)
             else:
+                sized = {} if image_size is None else {"image_size": image_size}
                 with torch.device("meta"):
-                    model = FACTORIES[name](**dict(options))
+                    model = FACTORIES[name](**dict(options), **sized)
                 batch = dict(options).get("batch_size", 1)
                 self._profiles[key] = analyze(model, batch_size=batch, name=name)
         return self._profiles[key]
