@@ -352,3 +352,17 @@ def test_complexity_totals_fit_exactly() -> None:
     # as-written linear block at 32 and 64 px (N = 65, 257): 14 N D^2 at both sizes
     assert (rows["002-17"]["vitprof"], rows["002-17"]["verdict"]) == ("0", "correct")
     assert f"b = {14 * 512**2:,} = 14 D^2" in text  # 3,670,016
+
+
+def test_torchinfo_activation_size_is_reproduced_and_its_gap_named() -> None:
+    row = report_rows()["001-20"]
+    text = REPORT.read_text()
+    # torchinfo: 2 x outputs of the leaf layers with parameters, float32: the conv 196 x 768,
+    # per block 2 LayerNorms + fc1 + fc2 (3 x 197 x 768 + 197 x 3072), head LN + 2 Linears
+    elements = 196 * 768 + 12 * (3 * 197 * 768 + 197 * 3072) + 768 + 768 + 10  # 12,860,938
+    assert f"{elements:,} elements x 4 bytes x 2 = {elements * 8 / 1e6:.2f} MB" in text
+    assert f"{elements * 8 / 1e6:.2f}" == "102.89"
+    maps = 12 * 197**2 * 4 * 12  # attention maps of one forward: 22,353,984 bytes
+    assert f"= {maps / 1e6:.2f} MB per forward" in text
+    measured = float(row["vitprof"].removesuffix(" MB"))
+    assert measured > 102.89 + 2 * maps / 1e6 and row["verdict"] == "wrong"

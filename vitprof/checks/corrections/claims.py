@@ -44,6 +44,7 @@ class Figure(StrEnum):
     HEAD_DIM = "head_dim"
     PREFIX_TOKENS = "prefix_tokens"
     EXPONENT = "exponent"
+    ACTIVATION_BYTES = "activation_bytes"
 
 
 COUNTED = frozenset({Figure.PARAMS, Figure.MACS, Figure.FLOPS, Figure.VECTOR_FLOPS})

@@ -127,6 +127,8 @@ class Lab:
                             if re.search(r"pos_embed(ding)?$", p.name))[-2]
             case Figure.EXPONENT:
                 return self._exponent(m)
+            case Figure.ACTIVATION_BYTES:  # the outputs of every counted op of one forward
+                return sum(op.bytes_written for op in profile.ops)
         return getattr(self.spec(m.model), m.figure)
 
     def _exponent(self, m: Measurement) -> float:
