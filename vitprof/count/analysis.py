@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import ParamRecord
+from vitprof.core.records import DEVICES, MODES, ParamRecord
 from vitprof.count.families import ComponentMap, Rule, recognize
 from vitprof.count.formulas import Formula
 from vitprof.count.result import Profile
@@ -35,10 +35,7 @@ from vitprof.count.running import (
     unsupported_warning,
 )
 from vitprof.count.session import Run, count
-from vitprof.count.training import MODES
 from vitprof.workload import Workload, deployed, make_workload
-
-DEVICES = ("meta", "cpu", "cuda")
 
 
 def _model_device(model: nn.Module) -> str:

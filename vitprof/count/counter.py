@@ -46,7 +46,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from vitprof.core.records import Component, Cost, OpRecord
+from vitprof.core.records import Component, Cost, OpRecord, Phase
 from vitprof.count.families import ComponentMap
 from vitprof.count.formulas import (
     Formula,
@@ -78,7 +78,7 @@ class _Pending:
     component: Component | None
     block: int | None
     cost: Cost
-    phase: str
+    phase: Phase
     traffic: tuple[int, int] = (0, 0)  # bytes read, bytes written
     owner: int | None = None  # backward: index of the forward record whose node ran it
     sources: tuple[int, ...] = ()  # forward: indices of the records that produced its inputs
@@ -131,7 +131,7 @@ class OpCounter:
         self.modules = modules if modules is not None else ModuleStack(model)
         self.pending: list[_Pending] = []
         self.unsupported: Counter[str] = Counter()
-        self.phase = "forward"
+        self.phase = Phase.FORWARD
         self.muted = 0
         self.tracking = False  # map autograd nodes to records, to attribute a backward
         self.owners: dict[Any, int] = {}  # autograd node -> index of its forward record
@@ -161,7 +161,7 @@ class OpCounter:
     def begin_backward(self) -> None:
         """The forward is over: the operations from now on are the backward's."""
         self.settle()
-        self.phase = "backward"
+        self.phase = Phase.BACKWARD
 
     def nodes(self) -> dict[Any, int]:
         """Autograd node -> index of the forward record it belongs to (with autograd tracked)."""
@@ -180,10 +180,10 @@ class OpCounter:
         """
         if self.muted:
             return
-        sources = self._sources(args) if self.phase == "forward" else ()
+        sources = self._sources(args) if self.phase == Phase.FORWARD else ()
         params = self._params_read(args)
         owner = None
-        if self.phase == "backward":
+        if self.phase == Phase.BACKWARD:
             owner = self.owners.get(torch._C._current_autograd_node())
         block = self.pending[owner].block if owner is not None else self._block(params)
         module = self.stack[-1] if self.stack else ""
@@ -197,7 +197,7 @@ class OpCounter:
                     share, owner, sources,
                 )
             )
-        if self.phase == "forward":
+        if self.phase == Phase.FORWARD:
             for tensor in _tensors(out):
                 self.producer[storage_key(tensor)] = len(self.pending) - 1
 
@@ -207,7 +207,7 @@ class OpCounter:
 
     def pass_through(self, args: Any, out: Any) -> None:
         """An op that is not counted (a copy, a concatenation) hands on its inputs' producer."""
-        if self.muted or self.phase != "forward":
+        if self.muted or self.phase != Phase.FORWARD:
             return
         sources = self._sources(args)
         if sources:
@@ -271,7 +271,7 @@ class OpCounter:
 
         Backward operations take the component of their forward record.
         """
-        forward = [i for i, p in enumerate(self.pending) if p.phase == "forward"]
+        forward = [i for i, p in enumerate(self.pending) if p.phase == Phase.FORWARD]
         resolved = dict(zip(forward, _resolve_positions(
             [self.pending[i] for i in forward], has_blocks=bool(self.mapping.blocks)
         ), strict=True))
@@ -337,7 +337,7 @@ class _DispatchCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         formula = formula_for(func, self.counter.formulas)
-        tracking = self.counter.tracking and self.counter.phase == "forward"
+        tracking = self.counter.tracking and self.counter.phase == Phase.FORWARD
         if formula is None and not is_free(func):
             with self:
                 decomposed = func.decompose(*args, **kwargs)

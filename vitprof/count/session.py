@@ -26,7 +26,7 @@ from torch.func import functional_call
 from torch.utils._pytree import tree_leaves, tree_map
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import OpRecord
+from vitprof.core.records import OpRecord, Phase
 from vitprof.count.counter import OpCounter
 from vitprof.count.families import ComponentMap
 from vitprof.count.formulas import Formula
@@ -95,7 +95,7 @@ class Event:
 
     kind: str
     path: str
-    phase: str
+    phase: Phase
     ops: int
 
 
@@ -146,7 +146,7 @@ def count(
         if on_event is None:
             return None
         return lambda path, _module: on_event(Event(
-            kind, path, "backward" if modules.in_backward else "forward", counter.recorded
+            kind, path, Phase.BACKWARD if modules.in_backward else Phase.FORWARD, counter.recorded
         ))
 
     modules = ModuleStack(model, on_enter=notify("enter"), on_leave=notify("leave"),

@@ -19,9 +19,7 @@ from typing import Any
 import torch
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord
-
-MODES = ("inference", "train")
+from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord, Phase
 
 
 def first_output(out: Any) -> torch.Tensor:
@@ -73,8 +71,8 @@ def phase_components(ops: Iterable[OpRecord]) -> dict[Component, PhaseCounts]:
     ops = list(ops)
     return {
         component: PhaseCounts(
-            _counts(op for op in ops if op.component is component and op.phase == "forward"),
-            _counts(op for op in ops if op.component is component and op.phase == "backward"),
+            _counts(op for op in ops if op.component is component and op.phase == Phase.FORWARD),
+            _counts(op for op in ops if op.component is component and op.phase == Phase.BACKWARD),
         )
         for component in COMPONENTS
     }
@@ -84,6 +82,6 @@ def phase_totals(ops: Iterable[OpRecord]) -> PhaseCounts:
     """Forward and backward counts of the whole model."""
     ops = list(ops)
     return PhaseCounts(
-        _counts(op for op in ops if op.phase == "forward"),
-        _counts(op for op in ops if op.phase == "backward"),
+        _counts(op for op in ops if op.phase == Phase.FORWARD),
+        _counts(op for op in ops if op.phase == Phase.BACKWARD),
     )

@@ -21,7 +21,7 @@ from torch import nn
 
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
-from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord
+from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord
 from vitprof.count.families import Rule, recognize
 from vitprof.count.running import (
     CountFailed,
@@ -52,7 +52,6 @@ from vitprof.measure.timing import (
 )
 from vitprof.workload import Workload, make_workload
 
-DEVICES = ("cpu", "cuda")
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
 }
@@ -268,8 +267,9 @@ def _check_arguments(
     device: str, dtype: str, batch_size: object, image_size: object, num_classes: object,
     warmup: int, iters: int, threads: int | None,
 ) -> None:
-    if device not in DEVICES:
-        raise UserError(f"profile measures on a real device: choose from {', '.join(DEVICES)}")
+    if device not in REAL_DEVICES:
+        raise UserError(
+            f"profile measures on a real device: choose from {', '.join(REAL_DEVICES)}")
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("no CUDA device: torch.cuda.is_available() is False; use --device cpu")
     if dtype not in DTYPES:

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
-from vitprof.core.records import COMPONENTS, Component, OpRecord
+from vitprof.core.records import COMPONENTS, Component, OpRecord, Phase
 from vitprof.count.counter import storage_key
 from vitprof.count.families import ComponentMap
 from vitprof.count.session import count, image_inputs, meta_twins
@@ -56,7 +56,7 @@ def activation_bytes(records: Iterable[OpRecord]) -> dict[Component, int]:
     """Bytes written by each component's forward operations (every component present)."""
     totals = dict.fromkeys(COMPONENTS, 0)
     for op in records:
-        if op.phase == "forward":
+        if op.phase == Phase.FORWARD:
             totals[op.component] += op.bytes_written
     return totals
 

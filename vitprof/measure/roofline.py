@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from vitprof.core.records import COMPONENTS, Component, OpRecord
+from vitprof.core.records import COMPONENTS, Component, OpRecord, Phase
 
 
 def bytes_moved(records: Iterable[OpRecord]) -> dict[Component, int]:
     """Bytes read and written by each component's forward operations (every component)."""
     totals = dict.fromkeys(COMPONENTS, 0)
     for op in records:
-        if op.phase == "forward":
+        if op.phase == Phase.FORWARD:
             totals[op.component] += op.bytes_read + op.bytes_written
     return totals
 
