@@ -34,6 +34,7 @@ from vitprof.count.running import (
     run_failed,
     unsupported_warning,
 )
+from vitprof.count.self_checks import self_checks
 from vitprof.count.session import Run, count
 from vitprof.workload import Workload, deployed, make_workload
 
@@ -116,6 +117,7 @@ def analyze(
                         formulas=formulas)
         except CountFailed as failed:
             raise run_failed(built.name, shape, run_device, failed.error) from None
+    checks = tuple(self_checks(run.ops))
     return Profile(
         model=built.name,
         input_shape=shape,
@@ -126,8 +128,11 @@ def analyze(
         ops=tuple(run.ops),
         unsupported_ops=run.unsupported,
         fallback=fallback,
-        warnings=built.warnings + mapping.warnings + unsupported_warning(run.unsupported),
+        warnings=built.warnings + mapping.warnings + unsupported_warning(run.unsupported)
+        + checks,
         mode=mode,
+        input_source=built.input_source,
+        self_checks=checks,
     )
 
 
