@@ -127,10 +127,7 @@ class Lab:
 
     def outside(self, name: str, component: Component) -> Counts:
         """What ``component`` counts outside every block."""
-        total = self.counts(name, component)
-        inside = sum((b.components[component] for b in self.profile(name).blocks), Counts())
-        return Counts(total.params - inside.params, total.macs - inside.macs,
-                      total.vector_flops - inside.vector_flops)
+        return self.profile(name).outside[component]
 
     def encoder(self, name: str) -> Counts:
         """The encoder as the notes mean it: the blocks and the final norm after them."""

@@ -72,6 +72,13 @@ class Counts:
             self.vector_flops + other.vector_flops,
         )
 
+    def __sub__(self, other: Counts) -> Counts:
+        return Counts(
+            self.params - other.params,
+            self.macs - other.macs,
+            self.vector_flops - other.vector_flops,
+        )
+
     def as_dict(self) -> dict[str, int]:
         return {
             "params": self.params,
