@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from vitprof import UserError, analyze
-from vitprof.checks.crosscheck import PEERS, render_crosscheck, run_crosscheck
+from vitprof.checks.crosscheck import PEERS, run_crosscheck
 from vitprof.checks.crosscheck.causes import (
     Cause,
     fvcore_norm_causes,
@@ -55,6 +55,8 @@ from vitprof.checks.crosscheck.table import peer_row
 from vitprof.cli.main import main
 from vitprof.core.records import Counts
 from vitprof.models.zoo import Published
+from vitprof.render.crosscheck import crosscheck_document
+from vitprof.render.formats import render
 
 BATCH = 2
 ATTENTION_MACS = 800  # 2 * 2 * 5 * 5 * 8
@@ -550,4 +552,4 @@ def test_cli_user_errors_are_one_line(
 def test_render_rejects_unknown_format() -> None:
     check = run_crosscheck("note002_cifar_vit_tiny", peers=["published"])
     with pytest.raises(ValueError, match="unknown format"):
-        render_crosscheck(check, "csv")
+        render(crosscheck_document(check), "yaml")

@@ -68,11 +68,12 @@ class BudgetItem(pytest.Item):
 
     def runtest(self) -> None:
         from vitprof.checks.budget import evaluate
-        from vitprof.render.budget import render_table
+        from vitprof.render.budget import budget_document
+        from vitprof.render.formats import render
 
         outcome = evaluate(self.budget)
         if not outcome.passed:
-            raise BudgetExceeded(render_table([outcome]))
+            raise BudgetExceeded(render(budget_document([outcome])))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, BudgetExceeded):

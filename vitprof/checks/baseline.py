@@ -23,7 +23,8 @@ from pathlib import Path
 from vitprof.checks.diff import Change, Snapshot, compare, read_profile
 from vitprof.core.errors import UserError
 from vitprof.count.result import Profile
-from vitprof.render.tables import render
+from vitprof.render.formats import render
+from vitprof.render.tables import profile_document
 
 METRICS = ("params", "macs", "vector_flops")
 SCOPES = ("total", "component", "block")
@@ -71,7 +72,7 @@ def save_baseline(baseline: Baseline, profile: Profile) -> None:
     """Write ``profile`` as the new baseline (folders created as needed)."""
     try:
         baseline.path.parent.mkdir(parents=True, exist_ok=True)
-        baseline.path.write_text(render(profile, fmt="json") + "\n", encoding="utf-8")
+        baseline.path.write_text(render(profile_document(profile), "json") + "\n", encoding="utf-8")
     except OSError as error:
         raise UserError(f"cannot write baseline {baseline.path}: {error.strerror}") from None
 

@@ -20,12 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise
+from typing import Any
 
 from torch import nn
 
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
-from vitprof.core.records import Component, Counts
+from vitprof.core.records import UNITS, Component, Counts
 from vitprof.count.analysis import analyze
 from vitprof.models.zoo import build, infer_patch_size
 
@@ -101,6 +102,22 @@ class Sweep:
                 first_swept=b.value,
             )
         return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON interface: the model, the axis, the units, the warnings, every point's
+        totals and components, and the crossover (null when the sweep does not bracket it)."""
+        crossover = self.crossover()
+        return {
+            "model": self.model, "axis": self.axis, "units": dict(UNITS),
+            "warnings": list(self.warnings),
+            "points": [{"value": p.value, "patches": p.patches, "totals": p.totals.as_dict(),
+                        "components": {str(c): v.as_dict() for c, v in p.components.items()}}
+                       for p in self.points],
+            "crossover": None if crossover is None else {
+                "tokens": float(crossover.tokens), "patches": float(crossover.patches),
+                "image_size": crossover.image_size, "first_swept": crossover.first_swept,
+            },
+        }
 
 
 def _core_ratio(point: SweepPoint) -> Fraction | None:

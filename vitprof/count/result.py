@@ -83,6 +83,16 @@ class Profile:
                 )
         return [BlockCounts(i, per_block[i]) for i in sorted(per_block)]
 
+    @cached_property
+    def outside(self) -> dict[Component, Counts]:
+        """Counts per component outside every block (the totals less the blocks'), every
+        component present (zeros included)."""
+        outside = dict(self.components)
+        for block in self.blocks:
+            for component, counts in block.components.items():
+                outside[component] = outside[component] - counts
+        return outside
+
     @property
     def attention(self) -> Counts:
         """The attention group: qkv + core + proj."""
@@ -179,16 +189,18 @@ class Profile:
         return profile_repr(self)
 
     def _repr_markdown_(self) -> str:
-        """A notebook's display: ``render(self, "component", "markdown")``."""
-        from vitprof.render.tables import render
-
-        return render(self, "component", "markdown")
+        """A notebook's display: the component view in markdown."""
+        return self._rendered("markdown")
 
     def _repr_html_(self) -> str:
         """A notebook's display: header lines, totals and the component table."""
-        from vitprof.render.tables import profile_html
+        return self._rendered("html")
 
-        return profile_html(self)
+    def _rendered(self, fmt: str) -> str:
+        from vitprof.render.formats import render
+        from vitprof.render.tables import profile_document
+
+        return render(profile_document(self), fmt)
 
     # ------------------------------------------------------------------ JSON
 

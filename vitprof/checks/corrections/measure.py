@@ -83,18 +83,15 @@ class Lab:
         if m.scope is Scope.ENCODER:
             return (self.counts(_scoped(m, Scope.BLOCKS))
                     + self.counts(_scoped(m, Scope.OUTSIDE, (Component.NORM,))))
-        if m.scope is Scope.MODEL:
+        if m.scope is Scope.OUTSIDE:
+            groups = [profile.outside]
+        elif m.scope is Scope.MODEL:
             groups = [profile.components]
         elif m.scope is Scope.BLOCK:
             groups = [profile.blocks[m.index].components]
         else:
             groups = [b.components for b in profile.blocks]
-        inside = sum((g[c] for g in groups for c in picked), Counts())
-        if m.scope is not Scope.OUTSIDE:
-            return inside
-        total = sum((profile.components[c] for c in picked), Counts())
-        return Counts(total.params - inside.params, total.macs - inside.macs,
-                      total.vector_flops - inside.vector_flops)
+        return sum((g[c] for g in groups for c in picked), Counts())
 
     def spec(self, name: str) -> ViTSpec:
         """The model's spec as :func:`vitprof.models.spec_inference.spec_from_model` infers it."""

@@ -9,15 +9,15 @@ from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.records import MODES
 from vitprof.count.analysis import analyze
 from vitprof.models.deploy import DEPLOY_HELP
-from vitprof.render.speed import render_training
-from vitprof.render.tables import FORMATS, VIEWS, render
+from vitprof.render.formats import choices, render
+from vitprof.render.tables import VIEWS, profile_document
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("analyze", help="count params and MACs per component")
     add_model_arguments(parser)
     parser.add_argument("--by", choices=VIEWS, default="component")
-    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--format", choices=choices("analyze"), default="table")
     parser.add_argument("--output", metavar="FILE")
     parser.add_argument("--mode", choices=MODES, default="inference",
                         help="train: count forward + backward, with the ratio per component")
@@ -37,6 +37,5 @@ def run(args: argparse.Namespace) -> int:
         warn(message)
     if profile.fallback:
         warn(profile.fallback)
-    renderer = render_training if args.mode == "train" else render
-    write_output(renderer(profile, by=args.by, fmt=args.format), args.output)
+    write_output(render(profile_document(profile, args.by), args.format), args.output)
     return 0

@@ -17,7 +17,8 @@ from vitprof.cli.commands.common import add_input_options, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.records import MODES
 from vitprof.count.analysis import analyze
-from vitprof.render.diff import FORMATS, exceeded_lines, render
+from vitprof.render.diff import diff_document, exceeded_lines
+from vitprof.render.formats import choices, render
 
 
 def _fail_above(text: str) -> str:
@@ -38,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                             help="model name, FILE.py:FACTORY, or a saved profile FILE.json")
     add_input_options(parser)
     parser.add_argument("--mode", choices=MODES, default="inference")
-    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--format", choices=choices("diff"), default="table")
     parser.add_argument("--output", metavar="FILE")
     parser.add_argument("--fail-above", type=_fail_above, action="append", default=[],
                         metavar="[METRIC=]PCT",
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         warn(f"{', '.join(_options_given(args))} ignored: both sides are saved profiles")
     diff = compare(_snapshot(args.a, args), _snapshot(args.b, args))
     exceeded = diff.exceeded(parse_fail_above(args.fail_above))
-    write_output(render(diff, args.format, exceeded), args.output)
+    write_output(render(diff_document(diff, exceeded), args.format), args.output)
     for line in exceeded_lines(exceeded):
         print(f"vitprof: FAIL: {line}", file=sys.stderr)
     return 1 if exceeded else 0

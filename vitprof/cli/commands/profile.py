@@ -15,8 +15,9 @@ from vitprof.cli.commands.common import (
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
 from vitprof.core.records import REAL_DEVICES
 from vitprof.measure.measure import DTYPES, profile_model
+from vitprof.render.formats import choices, render
 from vitprof.render.roofline import write_roofline
-from vitprof.render.speed import PROFILE_FORMATS, render_profile
+from vitprof.render.speed import speed_document
 
 
 def positive_float(text: str) -> float:
@@ -49,7 +50,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--peak-tflops", type=positive_float,
                         help="the device's peak in TFLOP/s instead of measuring a matmul")
     add_map_option(parser)
-    parser.add_argument("--format", choices=PROFILE_FORMATS, default="table")
+    parser.add_argument("--format", choices=choices("profile"), default="table")
     parser.add_argument("--output", metavar="FILE")
     parser.add_argument("--roofline", metavar="PNG", help="also write the roofline figure")
     parser.add_argument("--no-progress", action="store_true",
@@ -72,5 +73,5 @@ def run(args: argparse.Namespace) -> int:
         warn(message)
     if args.roofline:
         write_roofline(result, args.roofline)
-    write_output(render_profile(result, args.format), args.output)
+    write_output(render(speed_document(result), args.format), args.output)
     return 0

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from vitprof.checks.crosscheck import PEERS, render_crosscheck, run_crosscheck
+from vitprof.checks.crosscheck import PEERS, run_crosscheck
 from vitprof.checks.sweep import AXES, Sweep, sweep
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component, Counts
@@ -25,7 +25,9 @@ from vitprof.count.result import Profile
 from vitprof.models.closed_form import AttentionKind, block_counts
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import build, infer_patch_size
+from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.figures import FigureData, block_macs, component_shares, sweep_macs
+from vitprof.render.formats import render
 from vitprof.render.tables import giga, header_lines, markdown_table
 
 SWEEP_POINTS = 8
@@ -61,17 +63,6 @@ def pct(part: float, whole: float) -> str:
 # ------------------------------------------------------------------------------- tables
 
 
-def _outside_blocks(profile: Profile) -> dict[Component, Counts]:
-    """Per component, what is counted outside every block (total minus the blocks)."""
-    outside = dict(profile.components)
-    for block in profile.blocks:
-        for component, counts in block.components.items():
-            c = outside[component]
-            outside[component] = Counts(c.params - counts.params, c.macs - counts.macs,
-                                        c.vector_flops - counts.vector_flops)
-    return outside
-
-
 def stages(profile: Profile) -> list[tuple[str, Counts]]:
     """Patch embedding, tokens, the encoder (its blocks, then what runs outside them), head.
 
@@ -79,7 +70,7 @@ def stages(profile: Profile) -> list[tuple[str, Counts]]:
     work outside the blocks; anything else outside the blocks and not in patch_embed, tokens
     or head is listed as "other, outside blocks" (only when there is some).
     """
-    outside = _outside_blocks(profile)
+    outside = profile.outside
     inside = sum((b.total for b in profile.blocks), Counts())
     named = (Component.PATCH_EMBED, Component.TOKENS, Component.NORM, Component.HEAD)
     rest = sum((v for c, v in outside.items() if c not in named), Counts())
@@ -148,7 +139,7 @@ def blocks_table(profile: Profile) -> str:
                 n(total.macs), n(total.vector_flops)]
 
     cells = [row(str(b.index), b.components) for b in profile.blocks]
-    cells.append(row("outside blocks", _outside_blocks(profile)))
+    cells.append(row("outside blocks", profile.outside))
     cells.append(row("total", profile.components))
     return markdown_table(headers, cells)
 
@@ -231,7 +222,8 @@ PAGE_PEERS = tuple(peer for peer in PEERS if peer != "deepspeed")
 
 
 def _crosscheck_section(name: str) -> str:
-    return render_crosscheck(run_crosscheck(name, peers=PAGE_PEERS), "markdown").rstrip("\n")
+    check = run_crosscheck(name, peers=PAGE_PEERS)
+    return render(crosscheck_document(check), "markdown").rstrip("\n")
 
 
 def _totals_lines(profile: Profile) -> list[str]:
