@@ -243,29 +243,27 @@ TABLE = (
     Peer(TIMM_PEER, TIMM_UNIT, lambda subject, peer: timm_published_row(subject)),
 )
 PEERS = tuple(peer.name for peer in TABLE)
-UNITS = {peer.name: peer.unit for peer in TABLE}
-_BY_NAME = {peer.name: peer for peer in TABLE}
 
 
-def check_peers(peers: Sequence[str] | None) -> tuple[str, ...]:
-    """The peers to run, in the order of :data:`PEERS`; a UserError names an unknown one."""
+def check_peers(peers: Sequence[str] | None) -> tuple[Peer, ...]:
+    """The peers to run, in the order of :data:`TABLE`; a UserError names an unknown one."""
     if peers is None:
-        return PEERS
+        return TABLE
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
         raise UserError(f"unknown peer '{unknown[0]}'; choose from {', '.join(PEERS)}")
-    return tuple(p for p in PEERS if p in peers)
+    return tuple(peer for peer in TABLE if peer.name in peers)
 
 
-def _row(peer: str, subject: Subject) -> PeerRow:
+def _row(peer: Peer, subject: Subject) -> PeerRow:
     try:
-        return _BY_NAME[peer].build(subject, _BY_NAME[peer])
+        return peer.build(subject, peer)
     except (PeerUnavailable, _NoNumber) as error:
-        return missing_row(peer, UNITS[peer], str(error))
+        return missing_row(peer.name, peer.unit, str(error))
     except UserError:
         raise
     except Exception as error:
-        return missing_row(peer, UNITS[peer], f"could not run: {one_line(error)}")
+        return missing_row(peer.name, peer.unit, f"could not run: {one_line(error)}")
 
 
 def run_crosscheck(
