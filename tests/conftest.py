@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vitprof.render import schema
+from vitprof.core import schema
 
 # Models for budget files to name as FILE.py:factory: one with a data-dependent shape (it cannot
 # run on meta and falls back to CPU), one whose forward raises, one factory that raises.

@@ -160,5 +160,6 @@ def test_a_video_profile_renders_its_shape_as_given() -> None:
     assert "input: batch 1, 3x4x8x8; device meta" in render(profile_document(profile))
     assert "- input: batch 1, 3x4x8x8;" in render(profile_document(profile), "markdown")
     assert repr(profile).startswith("Profile(tubelets, generic, input 1x3x4x8x8 on meta")
-    assert "total: 776 params, 6,144 MACs" in render(profile_document(profile))  # 8 x 96 + 8; 8 x 8 x 96
+    # 8 x 96 + 8 params; 8 x 8 x 96 MACs
+    assert "total: 776 params, 6,144 MACs" in render(profile_document(profile))
     assert json.loads(render(profile_document(profile), "json"))["input_shape"] == [1, 3, 4, 8, 8]

@@ -90,7 +90,7 @@ class BudgetItem(pytest.Item):
 def vitprof_profile() -> Callable[..., Profile]:
     """``vitprof_profile(model, **options) -> Profile``: :func:`vitprof.analyze`, each model
     name and set of options analyzed once per session (modules are analyzed every call)."""
-    from vitprof.count.analysis import analyze
+    from vitprof.analysis import analyze
 
     cache: dict[tuple[Any, ...], Profile] = {}
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import Counts, op_calls
+from vitprof.core.schema import SCHEMA_VERSION, schema_errors
 from vitprof.count.result import Profile
-from vitprof.render.schema import SCHEMA_VERSION, schema_errors
 
 METRICS = ("params", "macs", "flops", "vector_flops")
 

@@ -24,10 +24,10 @@ from typing import Any
 
 from torch import nn
 
+from vitprof.analysis import analyze
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import UNITS, Component, Counts
-from vitprof.count.analysis import analyze
 from vitprof.models.zoo import build, infer_patch_size
 
 AXES: dict[str, str] = {

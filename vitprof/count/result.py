@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from vitprof.core.records import COMPONENTS, UNITS, Component, Counts, OpRecord, ParamRecord
+from vitprof.count.training import training_dict
 
 _COUNTS = tuple(Counts().as_dict())
 
@@ -227,6 +228,7 @@ class Profile:
             "warnings": list(self.warnings),
             "input_source": self.input_source,
             "self_checks": list(self.self_checks),
+            **({"training": training_dict(self.ops)} if self.mode == "train" else {}),
         }
 
 

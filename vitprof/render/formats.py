@@ -25,8 +25,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from vitprof.core.schema import versioned
 from vitprof.render.document import Document, Lines, Table
-from vitprof.render.schema import versioned
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

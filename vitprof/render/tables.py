@@ -127,7 +127,6 @@ def profile_document(profile: Profile, by: str = "component") -> Document:
               lines([summary_line(profile)], only=("table", "html")),
               BLANK, view_table(profile, by)]
     if profile.mode == "train":
-        data["training"] = _training_dict(profile)
         blocks += training_blocks(profile)
     comments = (f"fallback: {profile.fallback}",) if profile.fallback else ()
     return Document(tuple(blocks), data, "profile", comments)
@@ -147,8 +146,6 @@ def profile_repr(profile: Profile) -> str:
 
 # ------------------------------------------------------------------------------ training
 
-TRAINING_CONVENTION = ("a training step: forward in train mode, then the gradient of the output "
-                       "(a ones gradient, no loss) to every trainable parameter")
 TRAINING_NOTE = "mode: train (counts above are forward + backward; the split follows)"
 _PHASE_COLUMNS = columns(Col.COMPONENT, Col.FORWARD_MACS, Col.BACKWARD_MACS, Col.MACS_RATIO,
                          Col.FORWARD_VECTOR, Col.BACKWARD_VECTOR, Col.VECTOR_RATIO)
@@ -173,15 +170,3 @@ def training_blocks(profile: Profile) -> list[Lines | Table]:
     shown = ("table", "markdown", "html")
     return [BLANK, lines([TRAINING_NOTE], only=shown), BLANK,
             only(training_table(profile), *shown)]
-
-
-def _training_dict(profile: Profile) -> dict[str, object]:
-    def entry(counts: PhaseCounts) -> dict[str, object]:
-        return {"forward": counts.forward.as_dict(), "backward": counts.backward.as_dict(),
-                "macs_ratio": counts.macs_ratio, "vector_flops_ratio": counts.vector_ratio}
-
-    return {
-        "convention": TRAINING_CONVENTION,
-        "total": entry(phase_totals(profile.ops)),
-        "components": {str(c): entry(v) for c, v in phase_components(profile.ops).items()},
-    }

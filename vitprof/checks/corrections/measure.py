@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from vitprof.analysis import analyze
 from vitprof.checks.corrections.claims import (
     COUNTED,
     Claim,
@@ -29,7 +30,6 @@ from vitprof.checks.corrections.claims import (
     Spec,
 )
 from vitprof.core.records import Component, Counts
-from vitprof.count.analysis import analyze
 from vitprof.count.result import Profile
 from vitprof.models.closed_form import ViTSpec
 from vitprof.models.spec_inference import spec_from_model

@@ -19,6 +19,7 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from vitprof.analysis import analyze
 from vitprof.checks.crosscheck import causes as why
 from vitprof.checks.crosscheck.peers import (
     PatchRun,
@@ -36,7 +37,6 @@ from vitprof.checks.crosscheck.published import subject_row as timm_published_ro
 from vitprof.checks.crosscheck.table import CrossCheck, PeerRow, missing_row, peer_row
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
-from vitprof.count.analysis import analyze
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile
 from vitprof.count.running import one_line

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from vitprof.analysis import analyze
 from vitprof.cli.commands.common import add_model_arguments, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.records import MODES
-from vitprof.count.analysis import analyze
 from vitprof.models.deploy import DEPLOY_HELP
 from vitprof.render.formats import choices, render
 from vitprof.render.tables import VIEWS, profile_document

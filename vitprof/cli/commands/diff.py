@@ -12,11 +12,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from vitprof.analysis import analyze
 from vitprof.checks.diff import Snapshot, compare, parse_fail_above, read_profile
 from vitprof.cli.commands.common import add_input_options, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.records import MODES
-from vitprof.count.analysis import analyze
 from vitprof.render.diff import diff_document, exceeded_lines
 from vitprof.render.formats import choices, render
 

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from vitprof.analysis import analyze
 from vitprof.checks.crosscheck import PEERS, run_crosscheck
 from vitprof.checks.sweep import AXES, Sweep, sweep
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component, Counts
-from vitprof.count.analysis import analyze
 from vitprof.count.result import Profile
 from vitprof.models.closed_form import AttentionKind, block_counts
 from vitprof.models.spec_inference import spec_from_model

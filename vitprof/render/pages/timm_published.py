@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from matplotlib.figure import Figure
 from tqdm import tqdm
 
+from vitprof.analysis import analyze
 from vitprof.checks.crosscheck.causes import Cause
 from vitprof.checks.crosscheck.published import (
     Explained,
@@ -28,7 +29,6 @@ from vitprof.checks.crosscheck.published import (
     load_table,
 )
 from vitprof.core.errors import UserError
-from vitprof.count.analysis import analyze
 from vitprof.count.result import Profile
 from vitprof.render import figures
 from vitprof.render.figures import FigureData

@@ -6,8 +6,8 @@ vitprof's MACs rounded to the decimals it is printed with (torchvision prints th
 
 from __future__ import annotations
 
+from vitprof.analysis import analyze
 from vitprof.core.records import Component
-from vitprof.count.analysis import analyze
 from vitprof.models.zoo import ZOO, Published, ZooEntry
 from vitprof.render.pages.markdown import Page, n, pct
 from vitprof.render.tables import CONVENTION, markdown_table
