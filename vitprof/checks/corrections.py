@@ -252,7 +252,6 @@ def _m(value: float) -> str:
 # ------------------------------------------------------------------------------- the claims
 # Values in comments are the arithmetic the note itself states or implies.
 
-NOTE000 = "000"
 _TV_BLOCK_MHA = (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ)
 
 
