@@ -17,6 +17,7 @@ from conftest import NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 from PIL import Image, PngImagePlugin
 
 from vitprof.checks.corrections import CLAIMS, CORRECT, NOTES, WRONG, Claim, Lab, correct
+from vitprof.checks.page_inputs import scaling_sizes
 from vitprof.checks.sweep import parse_values, sweep
 from vitprof.cli.main import main
 from vitprof.core.errors import UserError
@@ -25,7 +26,7 @@ from vitprof.models.zoo import ZOO, Published
 from vitprof.render import figures
 from vitprof.render.pages.check import compare, normalize
 from vitprof.render.pages.generate import ALL_MODELS, MARKER, NAMED_PAGE_FILES, write
-from vitprof.render.pages.markdown import Page, scaling_sizes, stages
+from vitprof.render.pages.markdown import Page, stages
 from vitprof.render.pages.zoo_table import matches
 
 REPO = Path(__file__).resolve().parents[1]
