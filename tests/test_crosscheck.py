@@ -428,8 +428,8 @@ def _explained(row) -> None:
     "name",
     [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in ACCEPTANCE],
 )
-def test_every_difference_is_explained(name: str) -> None:
-    check = run_crosscheck(name)
+def test_every_difference_is_explained(name: str, crosscheck_of) -> None:
+    check = crosscheck_of(name)
     rows = {row.peer: row for row in check.rows}
     assert list(rows) == list(PEERS)
     for peer in ALWAYS_RUN:
@@ -454,8 +454,8 @@ def test_every_difference_is_explained_under_no_grad(name: str) -> None:
 
 
 @pytest.mark.slow
-def test_vit_b_16_causes_have_their_closed_form_amounts() -> None:
-    rows = {row.peer: row for row in run_crosscheck("vit_b_16").rows}
+def test_vit_b_16_causes_have_their_closed_form_amounts(crosscheck_of) -> None:
+    rows = {row.peer: row for row in crosscheck_of("vit_b_16").rows}
     # 12 layers of QK^T + AV: 12 * 2 * 197 * 197 * 768 = 715_327_488
     attention = 715_327_488
     assert [c.macs for c in rows["fvcore"].causes] == [
