@@ -102,7 +102,7 @@ def model_page_inputs(name: str) -> ModelPageInputs:
     its default size: one analysis there, one per other swept size, one meta and one CPU build
     for the peers."""
     profile = analyze(name)
-    subject = Subject(profile, profile.model, profile.input_shape[-1])
+    subject = Subject(profile, profile.model, image_size=None)  # the model's own size
     patch_size = infer_patch_size(subject.meta_model)
     closed_form = closed_form_crossover(subject.meta_model)  # before any peer runs on it
     return ModelPageInputs(

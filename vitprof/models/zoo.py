@@ -79,6 +79,8 @@ class BuiltModel:
     warnings: tuple[str, ...] = ()  # what the build noticed and the analysis should say
 
 
+DEFAULT_IMAGE_SIZE = 224  # the input size of a model that does not say its own
+
 TORCHVISION_VITS = ("vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14")
 
 
@@ -136,8 +138,9 @@ def _builtin_entries() -> dict[str, ZooEntry]:
         for name in TORCHVISION_VITS
     ]
     entries += [
-        ZooEntry("vit_22b", "torchvision", "22B-parameter ViT: 48 layers, width 6144, 48 heads, "
-                 "MLP 24576, patch 14 (torchvision VisionTransformer)", _vit_22b, 224, 1000, 14),
+        ZooEntry("vit_22b", "torchvision", "torchvision's VisionTransformer at ViT-22B's sizes "
+                 "(48 layers, width 6144, 48 heads, MLP 24576, patch 14); not ViT-22B itself, "
+                 "which has parallel blocks, QK-norm and no biases", _vit_22b, 224, 1000, 14),
         ZooEntry("note001_vit_b16", "notes", "note 001: from-scratch ViT-B/16 with "
                  "nn.MultiheadAttention and a hidden-layer MLPHead, 10 classes",
                  _note("note001", "build_note001_vit"), 224, 10, 16),
@@ -145,10 +148,12 @@ def _builtin_entries() -> dict[str, ZooEntry]:
                  "depth 6, 8 heads, separate Q/K/V linears",
                  _note("note002", "build_cifar_vit"), 32, 10, 4),
         ZooEntry("note002_linear_attention", "notes", "note 002 section 3.2: the CIFAR-ViT "
-                 "with ReLU linear attention (K^T V first)",
+                 "with ReLU linear attention (K^T V first), per head: vitprof's reading; the "
+                 "note's one (D, D) context is num_heads=1",
                  _note("note002", "build_linear_attention_vit"), 32, 10, 4),
         ZooEntry("note002_dynamic_vit", "notes", "note 002 section 3.1: the CIFAR-ViT with "
-                 "Dynamic-ViT token pruning (predictors counted as other)",
+                 "Dynamic-ViT token pruning (predictors counted as other); the predictor layers "
+                 "and keep ratios are vitprof's assumptions, the note gives neither",
                  _note("note002", "build_dynamic_vit"), 32, 10, 4, overrides=_PREDICTORS),
         ZooEntry("note004_vit_b16", "notes", "note 004: timm-style ViT-B/16 with "
                  "qkv_bias=False by default", _note("note004", "build_note004_vit"), 224, 1000, 16),
@@ -264,6 +269,12 @@ def _size_from_position_embedding(module: nn.Module) -> int | None:
                 if side and side * side == tokens - prefix:
                     return side * patch
     return None
+
+
+def default_image_size(module: nn.Module) -> int:
+    """The image size a model was built for (:func:`infer_image_size`), else
+    :data:`DEFAULT_IMAGE_SIZE`."""
+    return infer_image_size(module) or DEFAULT_IMAGE_SIZE
 
 
 def infer_in_chans(module: nn.Module) -> int:
@@ -519,7 +530,7 @@ def _build(
 
 def _finish(name: str, module: nn.Module, image_size: int | None) -> BuiltModel:
     """A model built from outside the zoo's table (timm, hf, FILE.py:factory): no entry."""
-    size = image_size if image_size is not None else infer_image_size(module) or 224
+    size = image_size if image_size is not None else default_image_size(module)
     _check_size(name, size, infer_patch_size(module))
     return BuiltModel(name, module, size, infer_in_chans(module), None, _head_warnings(module))
 

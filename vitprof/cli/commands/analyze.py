@@ -6,8 +6,8 @@ import argparse
 
 from vitprof.cli.commands.common import add_model_arguments, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
+from vitprof.core.records import MODES
 from vitprof.count.analysis import analyze
-from vitprof.count.training import MODES
 from vitprof.models.deploy import DEPLOY_HELP
 from vitprof.render.speed import render_training
 from vitprof.render.tables import FORMATS, VIEWS, render

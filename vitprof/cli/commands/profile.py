@@ -13,8 +13,9 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
-from vitprof.measure.measure import DEVICES, DTYPES, profile_model
-from vitprof.measure.roofline import write_roofline
+from vitprof.core.records import REAL_DEVICES
+from vitprof.measure.measure import DTYPES, profile_model
+from vitprof.render.roofline import write_roofline
 from vitprof.render.speed import PROFILE_FORMATS, render_profile
 
 
@@ -34,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "profile", help="measure time, FLOP/s and memory per component on cpu or cuda"
     )
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
-    parser.add_argument("--device", choices=DEVICES, default="cpu")
+    parser.add_argument("--device", choices=REAL_DEVICES, default="cpu")
     parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32")
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--image-size", type=positive_int, help="input height and width")
