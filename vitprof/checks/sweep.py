@@ -28,6 +28,7 @@ from vitprof.analysis import analyze
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import UNITS, Component, Counts
+from vitprof.count.result import Profile
 from vitprof.models.zoo import build, infer_patch_size
 
 AXES: dict[str, str] = {
@@ -224,15 +225,25 @@ def sweep(
         raise UserError("a sweep needs at least one value")
     make = variant_factory(name, axis) if axis != "image_size" else None
     patch_size = infer_patch_size(build(name, device="meta").module)
-    points = []
-    warnings: dict[str, None] = {}
+    profiles = []
     for value in progress_bar(values, desc=f"{name} {axis}", unit="point", enabled=progress):
         if make is None:
             profile = analyze(name, image_size=value, batch_size=batch_size)
-            patches = (value // patch_size) ** 2 if patch_size else None
         else:
             profile = analyze(make(value), batch_size=batch_size, name=name)
-            patches = None
+        profiles.append((value, profile))
+    return sweep_from(name, axis, patch_size, profiles)
+
+
+def sweep_from(
+    name: str, axis: str, patch_size: int | None, profiles: Sequence[tuple[int, Profile]]
+) -> Sweep:
+    """The Sweep of analyses made already: ``(value, Profile)`` pairs of ``name`` along
+    ``axis``, in order; patch counts for image sizes when ``patch_size`` is known."""
+    points = []
+    warnings: dict[str, None] = {}
+    for value, profile in profiles:
+        patches = (value // patch_size) ** 2 if axis == "image_size" and patch_size else None
         points.append(SweepPoint(value, patches, dict(profile.components)))
         warnings.update(dict.fromkeys(profile.warnings))
     return Sweep(name, axis, patch_size, tuple(points), tuple(warnings))

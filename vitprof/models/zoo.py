@@ -375,14 +375,14 @@ def _build(
         module = _construct(
             name, lambda: timm.create_model(model_name, pretrained=False, **kwargs), device
         )
-        return _finish(name, module, image_size, None)
+        return _finish(name, module, image_size)
     config_file = _hf_config_file(name.removeprefix("hf:")) if name.startswith("hf:") else None
     if config_file is not None:
         factory = _hf_from_config(config_file, num_classes, image_size)
-        return _finish(name, _construct(name, factory, device), image_size, None)
+        return _finish(name, _construct(name, factory, device), image_size)
     if ":" in name and not name.startswith(("hf:", "torchvision:")):
         factory = _call_factory(name, _load_factory(name), image_size, num_classes)
-        return _finish(name, _construct(name, factory, device), image_size, None)
+        return _finish(name, _construct(name, factory, device), image_size)
     entry = lookup(name)
     size = image_size if image_size is not None else entry.image_size
     _check_size(entry.name, size, entry.patch_size)
@@ -391,12 +391,11 @@ def _build(
     return BuiltModel(entry.name, module, size, infer_in_chans(module), entry)
 
 
-def _finish(
-    name: str, module: nn.Module, image_size: int | None, entry: ZooEntry | None
-) -> BuiltModel:
+def _finish(name: str, module: nn.Module, image_size: int | None) -> BuiltModel:
+    """A model built from outside the zoo's table (timm, hf, FILE.py:factory): no entry."""
     size = image_size if image_size is not None else default_image_size(module)
     _check_size(name, size, infer_patch_size(module))
-    return BuiltModel(name, module, size, infer_in_chans(module), entry, _head_warnings(module))
+    return BuiltModel(name, module, size, infer_in_chans(module), None, _head_warnings(module))
 
 
 def _head_warnings(module: nn.Module) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vitprof.checks.corrections import corrections, notes
+from vitprof.checks.page_inputs import model_page_inputs
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
 from vitprof.models.zoo import TORCHVISION_VITS
@@ -44,7 +45,7 @@ def pages(models: Sequence[str], everything: bool = False) -> list[Page]:
     names = list(ALL_MODELS) if everything else list(models)
     if not names:
         raise UserError("name at least one model, or use --all")
-    result = [NAMED_PAGES[name]() if name in NAMED_PAGES else model_report(name)
+    result = [NAMED_PAGES[name]() if name in NAMED_PAGES else model_report(model_page_inputs(name))
               for name in progress(names, desc="report", unit="model")]
     if everything:
         result += [zoo_page(), corrections_page(notes().values(), corrections()),
