@@ -100,6 +100,7 @@ def header_lines(profile: Profile) -> list[str]:
         f"model: {profile.model} (recognized as {profile.family})",
         f"input: {input_text(profile.input_shape)}; device {profile.device}; "
         f"torch {profile.torch_version}",
+        *([f"input from: {profile.input_source}"] if profile.input_source else []),
         f"attention: {profile.attention_implementation}",
         f"convention: {CONVENTION}",
     ]

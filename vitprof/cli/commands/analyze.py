@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from vitprof.analysis import analyze
 from vitprof.cli.commands.common import add_model_arguments, warn, write_output
@@ -22,6 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mode", choices=MODES, default="inference",
                         help="train: count forward + backward, with the ratio per component")
     parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when the breakdown fails a self-check (listed in the README)")
     parser.set_defaults(run=run)
 
 
@@ -38,4 +41,8 @@ def run(args: argparse.Namespace) -> int:
     if profile.fallback:
         warn(profile.fallback)
     write_output(render(profile_document(profile, args.by), args.format), args.output)
+    if args.strict and profile.self_checks:
+        print(f"vitprof: {len(profile.self_checks)} self-check(s) failed (--strict)",
+              file=sys.stderr)
+        return 1
     return 0
