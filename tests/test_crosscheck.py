@@ -398,6 +398,13 @@ def test_unknown_peer_is_a_user_error() -> None:
         run_crosscheck("note002_cifar_vit_tiny", peers=["thop"])
 
 
+def test_named_peers_run_once_each_in_table_order(tiny) -> None:
+    """The names are resolved to peers once (resolving the resolved peers again called each one
+    unknown): asked for in any order, the rows follow :data:`PEERS`."""
+    check = run_crosscheck(tiny, image_size=8, peers=["torchinfo", "closed-form"])
+    assert [row.peer for row in check.rows] == ["closed-form", "torchinfo"]
+
+
 # --------------------------------------------------------------------------- acceptance
 
 TORCHVISION = ["vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]

@@ -10,7 +10,8 @@ crossover is at N = M tokens).
 
 Depth and width sweeps rebuild the model with one dimension changed; they support the
 torchvision ``VisionTransformer`` (all ``vit_*`` names) and timm ViTs. A width sweep keeps the
-head width d and the MLP ratio M / D of the original model.
+head width d and the MLP ratio M / D of the original model. The rebuilders take ``module: Any``:
+they read attributes torch types as ``Tensor | Module``.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def _core_ratio(point: SweepPoint) -> Fraction | None:
 # ------------------------------------------------------------------------------- variants
 
 
-def _torchvision_variant(module: nn.Module, axis: str) -> Callable[[int], nn.Module]:
+def _torchvision_variant(module: Any, axis: str) -> Callable[[int], nn.Module]:
     from torchvision.models.vision_transformer import VisionTransformer
 
     first = module.encoder.layers[0].self_attention
@@ -152,12 +153,13 @@ def _torchvision_variant(module: nn.Module, axis: str) -> Callable[[int], nn.Mod
     return make
 
 
-def _timm_variant(name: str, module: nn.Module, axis: str) -> Callable[[int], nn.Module]:
+def _timm_variant(name: str, module: Any, axis: str) -> Callable[[int], nn.Module]:
     import timm
 
     head_dim = module.embed_dim // module.blocks[0].attn.num_heads
 
     def make(value: int) -> nn.Module:
+        kwargs: dict[str, Any]
         if axis == "depth":
             kwargs = {"depth": value}
         else:

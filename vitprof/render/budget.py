@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from vitprof.checks.budget import SHARES, Bound, BudgetResult, CheckResult, Verdict
-from vitprof.render.document import BLANK, Case, Col, Document, Suite, Table, columns, lines
+from vitprof.render.document import BLANK, Block, Case, Col, Document, Suite, Table, columns, lines
 from vitprof.render.tables import CONVENTION
 
 SHARE_CONVENTION = "share = a component's share of the total MACs; params_share: of the params"
@@ -167,9 +167,10 @@ def budget_document(outcomes: Sequence[BudgetResult]) -> Document:
     """The conventions, each entry's model and input, one row per check, the notes and a
     summary; the JSON; a JUnit suite per entry."""
     notes = [note for o in outcomes for note in _notes(o)]
-    blocks = [lines([f"convention: {CONVENTION}", f"shares: {SHARE_CONVENTION}", ""]),
-              lines(_entry_line(o) for o in outcomes), BLANK, _table(outcomes),
-              *([BLANK, lines(notes)] if notes else []), BLANK, lines([summary(outcomes)])]
+    blocks: list[Block] = [
+        lines([f"convention: {CONVENTION}", f"shares: {SHARE_CONVENTION}", ""]),
+        lines(_entry_line(o) for o in outcomes), BLANK, _table(outcomes),
+        *([BLANK, lines(notes)] if notes else []), BLANK, lines([summary(outcomes)])]
     return Document(tuple(blocks), _data(outcomes), "check",
                     suites=tuple(_suite(o) for o in outcomes), suites_name="vitprof check",
                     failure_type="BudgetExceeded")

@@ -159,9 +159,10 @@ def _tables(diff: Diff) -> list[Block]:
 def _text_blocks(diff: Diff, exceeded: Sequence[Exceeded]) -> tuple[list[Block], list[Block]]:
     """What the text table shows before and after the tables."""
     text = ("table",)
-    before = [lines([*header_lines(diff), "", summary(diff), *(f"  {h}" for h in highlights(diff))],
-                    bullets=False, only=text)]
-    after = [lines(["", *(f"FAIL: {line}" for line in exceeded_lines(exceeded))],
+    before: list[Block] = [
+        lines([*header_lines(diff), "", summary(diff), *(f"  {h}" for h in highlights(diff))],
+              bullets=False, only=text)]
+    after: list[Block] = [lines(["", *(f"FAIL: {line}" for line in exceeded_lines(exceeded))],
                    bullets=False, only=text)] if exceeded else []
     return before, after
 
@@ -169,7 +170,7 @@ def _text_blocks(diff: Diff, exceeded: Sequence[Exceeded]) -> tuple[list[Block],
 def _markdown_blocks(diff: Diff, exceeded: Sequence[Exceeded]) -> tuple[list[Block], list[Block]]:
     """A pull-request comment: the summary line first, the details folded."""
     markdown = ("markdown",)
-    before = [
+    before: list[Block] = [
         lines([f"**vitprof diff** {summary(diff)}", ""], bullets=False, only=markdown),
         lines([*highlights(diff), *(f":x: {line}" for line in exceeded_lines(exceeded)),
                *diff.notes], only=markdown),

@@ -13,7 +13,7 @@ kind; ``None`` is an empty cell in every kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -48,7 +48,7 @@ def _count(value: int | float) -> str:
     return f"{value:g}" if isinstance(value, float) else f"{value:,}"
 
 
-_WRITE = {
+_WRITE: dict[Kind, Callable[[Any], str]] = {
     Kind.TEXT: str,
     Kind.COUNT: _count,
     Kind.SIGNED: lambda v: f"{v:+,}" if v else "0",

@@ -6,7 +6,7 @@ from typing import Any
 
 from vitprof.count.running import unsupported_warning
 from vitprof.measure.measure import SpeedProfile
-from vitprof.render.document import BLANK, Col, Document, Table, columns, lines
+from vitprof.render.document import BLANK, Block, Col, Document, Table, columns, lines
 from vitprof.render.tables import CONVENTION, input_text, text_table
 
 TIMING_CONVENTION = (
@@ -106,7 +106,9 @@ def speed_document(result: SpeedProfile) -> Document:
     """A profiling run: the header, the component table and, when the model has transformer
     blocks, the block table (a CNN has none; its header says so); the JSON."""
     blocks = block_table(result)
-    tables = [component_table(result), *([BLANK, blocks] if blocks.rows else [])]
+    tables: list[Block] = [component_table(result)]
+    if blocks.rows:
+        tables += [BLANK, blocks]
     return Document((lines(profile_header(result)), BLANK, *tables), result.to_dict(), "speed")
 
 

@@ -124,9 +124,9 @@ def profile_document(profile: Profile, by: str = "component") -> Document:
     data = profile.to_dict()
     if by in ("module", "op"):
         data[f"by_{by}"] = view_rows(profile, by)
-    blocks = [lines(header_lines(profile)),
-              lines([summary_line(profile)], only=("table", "html")),
-              BLANK, view_table(profile, by)]
+    blocks: list[Lines | Table] = [lines(header_lines(profile)),
+                                   lines([summary_line(profile)], only=("table", "html")),
+                                   BLANK, view_table(profile, by)]
     if profile.mode == "train":
         blocks += training_blocks(profile)
     comments = (f"fallback: {profile.fallback}",) if profile.fallback else ()

@@ -59,7 +59,7 @@ class Lab:
     """Measurements on vitprof profiles; each model, size and batch is analyzed once."""
 
     def __init__(self) -> None:
-        self._profiles: dict[tuple[str, int | None, int], Profile] = {}
+        self._profiles: dict[tuple[str, int | None, tuple[tuple[str, int], ...]], Profile] = {}
         self._specs: dict[str, ViTSpec] = {}
 
     def profile(self, name: str, image_size: int | None = None,
@@ -160,6 +160,7 @@ def _arithmetic(node: ast.AST, names: Mapping[str, Number]) -> Number:
     if isinstance(node, ast.Expression):
         return _arithmetic(node.body, names)
     if isinstance(node, ast.Constant):
+        assert isinstance(node.value, int | float)
         return node.value
     if isinstance(node, ast.Name):
         return names[node.id]

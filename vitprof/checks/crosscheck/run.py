@@ -282,17 +282,22 @@ def run_crosscheck(
     ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way). With
     ``deploy``, vitprof and every peer count the deploy form (:mod:`vitprof.models.deploy`).
     """
-    check_peers(peers)  # an unknown peer is refused before anything is counted
+    chosen = check_peers(peers)
     profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
                       deploy=deploy)
     subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy)
-    return check_subject(subject, peers)
+    return _check(subject, chosen)
 
 
 def check_subject(subject: Subject, peers: Sequence[str] | None = None) -> CrossCheck:
     """Each peer's row (all of them when ``peers`` is None) against ``subject``, whose Profile
     is counted already; its meta model, if built already, is reused."""
-    chosen, profile = check_peers(peers), subject.profile
+    return _check(subject, check_peers(peers))
+
+
+def _check(subject: Subject, chosen: tuple[Peer, ...]) -> CrossCheck:
+    """The rows of the ``chosen`` peers against ``subject``."""
+    profile = subject.profile
     rows = [_row(peer, subject)
             for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
     return CrossCheck(profile.model, profile.input_shape, profile.torch_version, profile.device,

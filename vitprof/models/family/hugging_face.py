@@ -1,9 +1,10 @@
 """Hugging Face ``transformers`` ViT and DeiT: component table, spec inferrer and the zoo's
-built-in ``hf:`` configs (``hf:path/to/config.json`` is read by :mod:`vitprof.models.zoo`)."""
+built-in ``hf:`` configs (``hf:path/to/config.json`` is read by :mod:`vitprof.models.zoo`).
+The spec inferrer takes ``model: Any``: it reads a config torch types as ``Tensor | Module``."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from torch import nn
 
@@ -61,7 +62,7 @@ _HEADS = {
 _ATTENTION = {"sdpa": AttentionImpl.SDPA, "eager": AttentionImpl.SCALED_SCORES}
 
 
-def infer_spec(model: nn.Module) -> ViTSpec:
+def infer_spec(model: Any) -> ViTSpec:
     """From the config, so the 4.x and 5.x module layouts alike."""
     config = model.config
     kind = type(model).__name__

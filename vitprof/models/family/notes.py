@@ -1,6 +1,7 @@
 """The source notes' hand-written models (:mod:`vitprof.models.notes`) and the reference ViT
 (:mod:`vitprof.models.reference`): spec inferrers and the zoo's note models. Their module names
-follow timm's, and the generic recognizer places every one of them: no component table."""
+follow timm's, and the generic recognizer places every one of them: no component table.
+The spec inferrers take ``model: Any``: they read attributes torch types as ``Tensor | Module``."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from vitprof.models.family.describe import grid_image_size, require
 NAME = "notes"
 
 
-def _note001(model: nn.Module) -> ViTSpec:
+def _note001(model: Any) -> ViTSpec:
     from vitprof.models.notes.note001 import PatcherConv
 
     tokens = model.pos_embedding
@@ -46,7 +47,7 @@ def _note001(model: nn.Module) -> ViTSpec:
     )
 
 
-def _timm_style_note(model: nn.Module, qkv_bias: bool, **fields: object) -> ViTSpec:
+def _timm_style_note(model: Any, qkv_bias: bool, **fields: Any) -> ViTSpec:
     """Notes 002 and 004: ``patch_embed.proj``, ``blocks[i].attn`` / ``.mlp.fc1``, ``head``,
     a class token and a position embedding over every token, ``(q @ k^T) * scale``."""
     conv = model.patch_embed.proj
@@ -66,7 +67,7 @@ def _timm_style_note(model: nn.Module, qkv_bias: bool, **fields: object) -> ViTS
     )
 
 
-def _note002(model: nn.Module) -> ViTSpec:
+def _note002(model: Any) -> ViTSpec:
     from vitprof.models.notes.note002 import DynamicCifarViT, LinearAttention
 
     attn = model.blocks[0].attn
@@ -81,8 +82,13 @@ def _note002(model: nn.Module) -> ViTSpec:
     )
 
 
-def _note004(model: nn.Module) -> ViTSpec:
+def _note004(model: Any) -> ViTSpec:
     return _timm_style_note(model, qkv_bias=model.blocks[0].attn.qkv.bias is not None)
+
+
+def _reference(model: Any) -> ViTSpec:
+    """The reference ViT keeps the spec it was built from."""
+    return model.spec
 
 
 def _note(module: str, function: str, **fixed: Any) -> Factory:
@@ -126,7 +132,7 @@ FAMILY = ModelFamily(
         (is_class("vitprof.models.notes.note001", "ViT"), _note001),
         (is_class("vitprof.models.notes.note002", "CifarViT"), _note002),
         (is_class("vitprof.models.notes.note004", "VisionTransformer"), _note004),
-        (is_class("vitprof.models.reference", "ReferenceViT"), lambda model: model.spec),
+        (is_class("vitprof.models.reference", "ReferenceViT"), _reference),
     ),
     known="the vitprof note models and the reference ViT",
     entries=ENTRIES,

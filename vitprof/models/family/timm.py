@@ -1,8 +1,11 @@
 """timm's ``VisionTransformer`` (and ``VisionTransformerDistilled``): component table and spec
 inferrer. timm models are built by name (``timm:NAME``, :mod:`vitprof.models.zoo`), so the
-zoo lists none."""
+zoo lists none. The spec inferrer takes ``model: Any``: it reads attributes torch types as
+``Tensor | Module``."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from torch import nn
 
@@ -41,7 +44,7 @@ TABLE = Family(
 )
 
 
-def _blocks(model: nn.Module) -> tuple[int, int, bool, AttentionImpl]:
+def _blocks(model: Any) -> tuple[int, int, bool, AttentionImpl]:
     """Heads, MLP width, qkv bias and attention implementation, the same in every block."""
     found = set()
     for block in model.blocks:
@@ -62,7 +65,7 @@ def _blocks(model: nn.Module) -> tuple[int, int, bool, AttentionImpl]:
     return found.pop()
 
 
-def infer_spec(model: nn.Module) -> ViTSpec:
+def infer_spec(model: Any) -> ViTSpec:
     embed = model.patch_embed
     require(isinstance(embed.proj, nn.Conv2d) and embed.proj.bias is not None, model,
             "a patch embedding other than a biased Conv2d")

@@ -1,9 +1,11 @@
 """torchvision's ``VisionTransformer``: component table, spec inferrer, the zoo's ViTs and the
-22B-parameter ViT (a torchvision ``VisionTransformer`` of that shape)."""
+22B-parameter ViT (a torchvision ``VisionTransformer`` of that shape).
+The spec inferrer takes ``model: Any``: it reads attributes torch types as ``Tensor | Module``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from torch import nn
 
@@ -39,7 +41,7 @@ TABLE = Family(
 )
 
 
-def infer_spec(model: nn.Module) -> ViTSpec:
+def infer_spec(model: Any) -> ViTSpec:
     require(isinstance(model.conv_proj, nn.Conv2d), model, "a conv stem instead of a patch conv")
     require(model.representation_size is None, model, "a representation (pre-logits) layer")
     layers = list(model.encoder.layers)
