@@ -282,11 +282,11 @@ def run_crosscheck(
     ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way). With
     ``deploy``, vitprof and every peer count the deploy form (:mod:`vitprof.models.deploy`).
     """
-    chosen = check_peers(peers)
+    check_peers(peers)  # an unknown peer fails before the analysis
     profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
                       deploy=deploy)
     subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy)
-    return check_subject(subject, chosen)
+    return check_subject(subject, peers)
 
 
 def check_subject(subject: Subject, peers: Sequence[str] | None = None) -> CrossCheck:
