@@ -68,6 +68,25 @@ def test_imports_run_down_the_layers(module: str) -> None:
     assert not upward, f"{module} imports a higher layer: {upward}"
 
 
+# The modules that build, analyse, count or measure: a renderer takes their finished results and
+# never calls them (it may name their types under ``if TYPE_CHECKING:``).
+COUNTING = ("vitprof.analysis", "vitprof.workload", "vitprof.count.session",
+            "vitprof.measure.measure", "vitprof.checks.page_inputs")
+RENDERERS = sorted(m for m in GRAPH if m == "vitprof.render" or m.startswith("vitprof.render."))
+
+
+def test_the_counting_modules_exist() -> None:
+    # a renamed module would leave the check below with nothing to find
+    assert set(COUNTING) <= set(GRAPH)
+    assert "vitprof.render.pages.zoo_table" in RENDERERS
+
+
+@pytest.mark.parametrize("module", RENDERERS)
+def test_renderers_never_count(module: str) -> None:
+    counting = sorted(GRAPH[module] & set(COUNTING))
+    assert not counting, f"{module} imports what counts: {counting}"
+
+
 def find_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Every back edge of a depth-first walk, as the cycle it closes."""
     state: dict[str, int] = {}  # 1 on the walk's path, 2 done

@@ -19,15 +19,15 @@ from PIL import Image, PngImagePlugin
 from vitprof.checks.corrections import Verdict, claims, notes
 from vitprof.checks.page_inputs import scaling_sizes
 from vitprof.checks.sweep import parse_values, sweep
+from vitprof.checks.zoo_rows import matches
 from vitprof.cli.main import main
+from vitprof.cli.pages.check import compare, normalize
+from vitprof.cli.pages.generate import ALL_MODELS, MARKER, NAMED_PAGE_FILES, write
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 from vitprof.models.zoo import ZOO, Published
 from vitprof.render import figures
-from vitprof.render.pages.check import compare, normalize
-from vitprof.render.pages.generate import ALL_MODELS, MARKER, NAMED_PAGE_FILES, write
 from vitprof.render.pages.markdown import Page, stages
-from vitprof.render.pages.zoo_table import matches
 
 CORRECT, WRONG = Verdict.CORRECT, Verdict.WRONG
 REPO = Path(__file__).resolve().parents[1]

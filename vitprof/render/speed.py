@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vitprof.count.running import unsupported_warning
-from vitprof.measure.measure import SpeedProfile
 from vitprof.render.document import BLANK, Block, Col, Document, Table, columns, lines
 from vitprof.render.tables import CONVENTION, input_text, text_table
+
+if TYPE_CHECKING:
+    from vitprof.measure.measure import SpeedProfile
 
 TIMING_CONVENTION = (
     "times are interquartile means of the timed iterations (exclusive module times cut at module "

@@ -7,8 +7,8 @@ import sys
 
 from vitprof.cli.commands.common import warn, write_output
 from vitprof.cli.commands.outputs import check_folder
-from vitprof.render.pages.check import check
-from vitprof.render.pages.generate import pages, write
+from vitprof.cli.pages.check import check
+from vitprof.cli.pages.generate import pages, write
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ to 100.00% within rounding (shares); the image-size table instead carries a ``to
 column that its other MAC columns add up to. Tables are drawn with
 :func:`vitprof.render.tables.markdown_table`. Figures are returned as :class:`FigureData` with the
 file name the markdown links to (relative, beside the markdown file);
-:mod:`vitprof.render.pages.generate` writes them.
+:mod:`vitprof.cli.pages.generate` writes them.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from vitprof.checks.page_inputs import ClosedFormCrossover, ModelPageInputs
 from vitprof.checks.sweep import AXES, Sweep
 from vitprof.core.records import Component, Counts
 from vitprof.count.result import Profile
@@ -22,6 +22,9 @@ from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.figures import FigureData, block_macs, component_shares, sweep_macs
 from vitprof.render.formats import render
 from vitprof.render.tables import giga, header_lines, markdown_table
+
+if TYPE_CHECKING:
+    from vitprof.checks.page_inputs import ClosedFormCrossover, ModelPageInputs
 
 
 @dataclass(frozen=True)
