@@ -19,7 +19,6 @@ from torchvision.models import VisionTransformer
 from vitprof import Component as C
 from vitprof import Counts, UserError, analyze
 from vitprof.cli.main import main
-from vitprof.models.notes import note001, note002, note004
 from vitprof.models.closed_form import (
     AttentionImpl,
     AttentionKind,
@@ -28,6 +27,7 @@ from vitprof.models.closed_form import (
     ViTSpec,
     closed_form,
 )
+from vitprof.models.notes import note001, note002, note004
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import build
 

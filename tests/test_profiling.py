@@ -19,6 +19,7 @@ from torchvision.models.vision_transformer import VisionTransformer
 
 from vitprof import UserError, analyze
 from vitprof.cli.main import main
+from vitprof.core.choices import PROFILE_FORMATS
 from vitprof.core.records import COMPONENTS, Component
 from vitprof.count.families import recognize
 from vitprof.count.training import phase_components, phase_totals
@@ -39,7 +40,6 @@ from vitprof.measure.timing import (
     plan_intervals,
     time_forward,
 )
-from vitprof.render.speed import PROFILE_FORMATS
 
 C = Component
 BATCH = 4

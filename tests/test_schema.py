@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from vitprof.render import schema
 from vitprof.cli.main import main
+from vitprof.render import schema
 from vitprof.render.schema import SCHEMA_VERSION, SCHEMAS, load_schema, schema_errors, versioned
 
 

@@ -23,17 +23,12 @@ from itertools import pairwise
 
 from torch import nn
 
+from vitprof.core.choices import SWEEP_AXES as AXES
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import Component, Counts
 from vitprof.count.analysis import analyze
 from vitprof.models.zoo import build, infer_patch_size
-
-AXES: dict[str, str] = {
-    "image_size": "image size (px)",
-    "depth": "depth (blocks)",
-    "width": "width D",
-}
 
 
 @dataclass(frozen=True)

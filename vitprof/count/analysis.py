@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from vitprof.core.choices import MODES
 from vitprof.core.errors import UserError
 from vitprof.core.records import OpRecord, ParamRecord
 from vitprof.count.counter import OpCounter
@@ -35,7 +36,7 @@ from vitprof.count.running import (
     run_failed,
     unsupported_warning,
 )
-from vitprof.count.training import MODES, training_step
+from vitprof.count.training import training_step
 from vitprof.models.deploy import deployed
 from vitprof.models.zoo import BuiltModel, build, infer_image_size, infer_in_chans
 

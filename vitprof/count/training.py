@@ -21,8 +21,6 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord
 from vitprof.count.counter import OpCounter
 
-MODES = ("inference", "train")
-
 
 def first_output(out: Any) -> torch.Tensor:
     """The tensor a classifier returns: itself, ``.logits``, or the first tensor it holds."""

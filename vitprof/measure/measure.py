@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from vitprof.core.choices import PROFILE_DEVICES as DEVICES
+from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord
@@ -50,10 +52,7 @@ from vitprof.measure.timing import (
 )
 from vitprof.models.zoo import build, infer_image_size, infer_in_chans
 
-DEVICES = ("cpu", "cuda")
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-}
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in PROFILE_DTYPES}
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,6 @@ from vitprof.models.zoo import BuiltModel
 
 FOLDABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
-DEPLOY_HELP = ("count the deploy form: timm's re-parameterisation applied and BatchNorm folded "
-               "into the preceding conv/linear (a copy; the default counts the model as built)")
 
 
 def deployed(built: BuiltModel, deploy: bool) -> BuiltModel:

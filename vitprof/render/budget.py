@@ -21,7 +21,6 @@ from vitprof.checks.budget import SHARES, Bound, BudgetResult, CheckResult, Verd
 from vitprof.render.schema import versioned
 from vitprof.render.tables import CONVENTION, text_table
 
-FORMATS = ("table", "json", "junit")
 SHARE_CONVENTION = "share = a component's share of the total MACs; params_share: of the params"
 _SIGN = {Bound.MAX: "<=", Bound.MIN: ">="}
 

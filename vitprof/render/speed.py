@@ -11,7 +11,6 @@ from vitprof.measure.measure import SpeedProfile
 from vitprof.render.schema import versioned
 from vitprof.render.tables import CONVENTION, giga, html_table, markdown_table, render, text_table
 
-PROFILE_FORMATS = ("table", "markdown", "json")
 TIMING_CONVENTION = (
     "times are interquartile means of the timed iterations (exclusive module times cut at module "
     "boundaries, split by counted work where one module spans components: marked *); "

@@ -34,6 +34,7 @@ from vitprof.checks.crosscheck.published import PEER as TIMM_PEER
 from vitprof.checks.crosscheck.published import UNIT as TIMM_UNIT
 from vitprof.checks.crosscheck.published import subject_row as timm_published_row
 from vitprof.checks.crosscheck.table import CrossCheck, PeerRow, missing_row, peer_row
+from vitprof.core.choices import CROSSCHECK_PEERS as PEERS
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
 from vitprof.count.analysis import analyze
@@ -237,7 +238,6 @@ TABLE = (
     Peer("published", "GMACs (torchvision _ops)", _published),
     Peer(TIMM_PEER, TIMM_UNIT, lambda subject, peer: timm_published_row(subject)),
 )
-PEERS = tuple(peer.name for peer in TABLE)
 UNITS = {peer.name: peer.unit for peer in TABLE}
 _BY_NAME = {peer.name: peer for peer in TABLE}
 

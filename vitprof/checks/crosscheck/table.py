@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vitprof.checks.crosscheck.causes import Cause
+from vitprof.core.choices import CROSSCHECK_FORMATS as FORMATS
 from vitprof.core.records import Counts
 from vitprof.render.schema import versioned
 from vitprof.render.tables import markdown_table, text_table
 
-FORMATS = ("table", "markdown", "json")
 CONVENTION = (
     "MACs are the primary unit (FLOPs = 2 x MACs); each peer's number is shown in its own unit "
     "and converted to MACs; delta = peer - vitprof = sum of the named causes + residual"

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from vitprof.cli.commands.common import add_model_arguments, warn, write_output
+from vitprof.cli.commands.common import DEPLOY_HELP, add_model_arguments, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.count.analysis import analyze
-from vitprof.count.training import MODES
-from vitprof.models.deploy import DEPLOY_HELP
-from vitprof.render.speed import render_training
+from vitprof.core.choices import MODES
 from vitprof.render.tables import FORMATS, VIEWS, render
 
 
@@ -26,6 +23,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.count.analysis import analyze
+    from vitprof.render.speed import render_training
+
     if args.output:
         check_writable(args.output)
     profile = analyze(

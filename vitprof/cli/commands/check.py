@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vitprof.checks.budget import evaluate, load_budgets
 from vitprof.cli.commands.common import warn, write_output
 from vitprof.cli.commands.outputs import check_writable
+from vitprof.core.choices import BUDGET_FORMATS
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
-from vitprof.render.budget import FORMATS, render, summary
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -23,7 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "check", help="check models against a budget file (exit 1 when a limit is exceeded)"
     )
     parser.add_argument("budgets", metavar="BUDGETS.toml", help="budget file")
-    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--format", choices=BUDGET_FORMATS, default="table")
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
     parser.add_argument("--entry", action="append", metavar="NAME",
                         help="check only this entry (repeatable)")
@@ -33,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.checks.budget import evaluate, load_budgets
+    from vitprof.render.budget import render, summary
+
     if args.output:
         check_writable(args.output)
     budgets = load_budgets(args.budgets)

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import argparse
 
-from vitprof.checks.crosscheck import FORMATS, PEERS, render_crosscheck, run_crosscheck
-from vitprof.cli.commands.common import add_map_option, positive_int, warn, write_output
+from vitprof.cli.commands.common import (
+    DEPLOY_HELP,
+    add_map_option,
+    positive_int,
+    warn,
+    write_output,
+)
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.models.deploy import DEPLOY_HELP
+from vitprof.core.choices import CROSSCHECK_FORMATS, CROSSCHECK_PEERS
 
 
 def peer_list(text: str) -> list[str]:
@@ -28,9 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     parser.add_argument("--image-size", type=positive_int, help="input height and width")
     parser.add_argument("--batch-size", type=positive_int, default=1)
-    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--format", choices=CROSSCHECK_FORMATS, default="table")
     parser.add_argument("--peers", type=peer_list, metavar="PEER,...",
-                        help=f"peers to run (default all): {', '.join(PEERS)}")
+                        help=f"peers to run (default all): {', '.join(CROSSCHECK_PEERS)}")
     parser.add_argument("--no-grad", action="store_true",
                         help="run the peers under torch.no_grad() (nn.MultiheadAttention then "
                              "takes its fused fast path)")
@@ -41,6 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.checks.crosscheck import render_crosscheck, run_crosscheck
+
     if args.output:
         check_writable(args.output)
     check = run_crosscheck(

@@ -15,8 +15,7 @@ from pathlib import Path
 from vitprof.checks.diff import Snapshot, compare, parse_fail_above, read_profile
 from vitprof.cli.commands.common import add_input_options, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.count.analysis import analyze
-from vitprof.count.training import MODES
+from vitprof.core.choices import MODES
 from vitprof.render.diff import FORMATS, exceeded_lines, render
 
 
@@ -53,6 +52,8 @@ def is_saved_profile(spec: str) -> bool:
 
 
 def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
+    from vitprof.count.analysis import analyze
+
     if is_saved_profile(spec):
         return read_profile(Path(spec))
     profile = analyze(

@@ -9,25 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from vitprof.cli.commands.common import non_negative_int, positive_int, write_output
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.errors import UserError
 from vitprof.core.records import Counts
-from vitprof.models.closed_form import (
-    AttentionImpl,
-    AttentionKind,
-    ClosedForm,
-    FinalNorm,
-    HeadKind,
-    ViTSpec,
-    closed_form,
-)
-from vitprof.models.notes.note002 import check_keep_ratios, pruning_blocks, tokens_per_block
-from vitprof.models.spec_inference import spec_from_model
-from vitprof.models.zoo import build
+from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
 from vitprof.render.schema import versioned
 from vitprof.render.tables import CONVENTION, giga, markdown_table, text_table
+
+if TYPE_CHECKING:
+    from vitprof.models.closed_form import ClosedForm, ViTSpec
 
 # ViTSpec fields set by flags of the same name (dashes for underscores)
 SPEC_FLAGS = (
@@ -86,6 +79,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> ViTSpec:
     """The spec the arguments describe: MODEL's, with the flags given replacing its fields."""
+    from vitprof.models.closed_form import ViTSpec
+    from vitprof.models.notes.note002 import check_keep_ratios, pruning_blocks, tokens_per_block
+    from vitprof.models.spec_inference import spec_from_model
+    from vitprof.models.zoo import build
+
     changes = {name: getattr(args, name) for name in SPEC_FLAGS if getattr(args, name) is not None}
     if args.keep_ratios is not None:  # a new schedule replaces the model's
         changes.update(tokens_per_block=None, prune_at=None)
@@ -171,6 +169,8 @@ def render_formula(form: ClosedForm, source: str, by: str, fmt: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.models.closed_form import closed_form
+
     if args.output:
         check_writable(args.output)
     spec = spec_from_args(args)

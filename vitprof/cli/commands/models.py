@@ -6,7 +6,7 @@ import argparse
 import json
 
 from vitprof.cli.commands.common import write_output
-from vitprof.models.zoo import ZOO
+from vitprof.models.entries import ZOO
 from vitprof.render.tables import text_table
 
 

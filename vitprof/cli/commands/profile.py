@@ -13,9 +13,7 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
-from vitprof.measure.measure import DEVICES, DTYPES, profile_model
-from vitprof.measure.roofline import write_roofline
-from vitprof.render.speed import PROFILE_FORMATS, render_profile
+from vitprof.core.choices import PROFILE_DEVICES, PROFILE_DTYPES, PROFILE_FORMATS
 
 
 def positive_float(text: str) -> float:
@@ -34,8 +32,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "profile", help="measure time, FLOP/s and memory per component on cpu or cuda"
     )
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
-    parser.add_argument("--device", choices=DEVICES, default="cpu")
-    parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32")
+    parser.add_argument("--device", choices=PROFILE_DEVICES, default="cpu")
+    parser.add_argument("--dtype", choices=PROFILE_DTYPES, default="float32")
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--image-size", type=positive_int, help="input height and width")
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
@@ -57,6 +55,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.measure.measure import profile_model
+    from vitprof.measure.roofline import write_roofline
+    from vitprof.render.speed import render_profile
+
     if args.output:
         check_writable(args.output)
     if args.roofline:

@@ -6,16 +6,18 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vitprof.checks.sweep import AXES, Sweep, parse_values, sweep
 from vitprof.cli.commands.common import positive_int, warn, write_output
 from vitprof.cli.commands.outputs import check_figure_path, check_folder
+from vitprof.core.choices import SWEEP_AXES as AXES
 from vitprof.core.errors import UserError
 from vitprof.core.records import UNITS
-from vitprof.render import figures
-from vitprof.render.pages.markdown import crossover_text, file_stem, sweep_cells
 from vitprof.render.schema import versioned
 from vitprof.render.tables import CONVENTION, markdown_table, text_table
+
+if TYPE_CHECKING:
+    from vitprof.checks.sweep import Sweep
 
 FORMATS = ("table", "markdown", "json")
 
@@ -57,6 +59,8 @@ def _json(result: Sweep) -> str:
 
 
 def _text(result: Sweep, fmt: str) -> str:
+    from vitprof.render.pages.markdown import crossover_text, sweep_cells
+
     headers, cells = sweep_cells(result)
     lines = [f"model: {result.model}, sweeping the {AXES[result.axis]}",
              f"convention: {CONVENTION}"]
@@ -72,6 +76,8 @@ def _text(result: Sweep, fmt: str) -> str:
 def _figure_path(args: argparse.Namespace, axis: str) -> Path | None:
     """Where the figure goes (``--figure``, or a file named after the model in ``--out``),
     checked to be writable before anything is counted; None without either option."""
+    from vitprof.render.pages.markdown import file_stem
+
     if args.figure:
         return check_figure_path(args.figure, formats=("png",))
     if args.out:
@@ -80,6 +86,8 @@ def _figure_path(args: argparse.Namespace, axis: str) -> Path | None:
 
 
 def _save_figure(result: Sweep, path: Path) -> None:
+    from vitprof.render import figures
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         figures.save(figures.sweep_macs(result), path)
@@ -88,6 +96,8 @@ def _save_figure(result: Sweep, path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.checks.sweep import parse_values, sweep
+
     axis = next(name for name in AXES if getattr(args, name) is not None)
     path = _figure_path(args, axis)
     result = sweep(args.model, axis, parse_values(getattr(args, axis)),
