@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import html
 import json
+from typing import TYPE_CHECKING
 
 from vitprof.count.result import Profile
 from vitprof.count.training import PhaseCounts, phase_components, phase_totals
-from vitprof.measure.measure import SpeedProfile
 from vitprof.render.schema import versioned
 from vitprof.render.tables import CONVENTION, giga, html_table, markdown_table, render, text_table
+
+if TYPE_CHECKING:  # the analyze command renders a training count without the measuring code
+    from vitprof.measure.measure import SpeedProfile
 
 TIMING_CONVENTION = (
     "times are interquartile means of the timed iterations (exclusive module times cut at module "
