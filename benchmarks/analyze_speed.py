@@ -31,7 +31,7 @@ import torch, torchvision  # noqa: F401  the baseline
 baseline = status("VmRSS:")
 start = time.perf_counter()
 import vitprof
-from vitprof.count.analysis import count_ops
+from vitprof.count.session import count, image_inputs
 from vitprof.count.families import recognize
 from vitprof.models.zoo import build
 imported = time.perf_counter()
@@ -43,7 +43,7 @@ built_at = time.perf_counter()
 counts = []
 for _ in range(repeat):
     t0 = time.perf_counter()
-    run = count_ops(built.module, example, mapping)
+    run = count(built.module, image_inputs(example), mapping)
     counts.append(time.perf_counter() - t0)
 t0 = time.perf_counter()
 profile = vitprof.analyze(name, image_size=size)

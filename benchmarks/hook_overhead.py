@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from vitprof.count.families import recognize
+from vitprof.count.session import image_inputs, meta_twins
 from vitprof.measure.timing import clock_for, marking, plan_intervals, time_forward
 from vitprof.models.zoo import build
 
@@ -64,7 +65,7 @@ def main() -> int:
     example = torch.randn(args.batch_size, built.in_chans, built.image_size, built.image_size,
                           device=args.device)
     mapping = recognize(model)
-    _, plan, _ = plan_intervals(model, example, mapping)
+    plan = plan_intervals(model, meta_twins(image_inputs(example)), mapping).plan
     t = time_forward(model, example, plan, clock_for(args.device), warmup=args.warmup,
                      iters=args.iters)
     print(f"model: {built.name} at {built.image_size}, batch {args.batch_size}, {args.device}, "

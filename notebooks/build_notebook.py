@@ -113,7 +113,7 @@ found = corrections()
 table = pd.DataFrame(
     [
         {"claim": c.claim.id, "says": " … ".join(c.claim.quote), "note": shown(c.claim.value),
-         "vitprof": shown(c.measured), "unit": c.claim.unit, "verdict": c.verdict}
+         "vitprof": shown(c.measured), "unit": c.claim.unit, "verdict": c.label}
         for c in found
     ]
 )

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+import vitprof
 from vitprof import Component as C
-from vitprof import analyze
+from vitprof import UserError, analyze
+from vitprof.core.records import Cost
 from vitprof.count.counter import OpCounter
 from vitprof.count.families import ComponentMap
-from vitprof.count.formulas import FORMULAS, FREE_OPS, aten, register
+from vitprof.count.formulas import FORMULAS, FREE_OPS, arguments, aten, numel, register
+from vitprof.count.formulas.forward import convolution_cost
+from vitprof.count.formulas.table import replace_cost_table
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "formulas.md"
 
 EMPTY = ComponentMap("test", {}, {}, {})
 
@@ -197,3 +205,115 @@ def test_fused_mha_parts_land_in_their_components() -> None:
         C.ATTN_CORE: (2 * 6 * 6 * 16, 4 * 36 * 6),  # 1_152 MACs; 4 heads x 36 scores x 6
         C.ATTN_PROJ: (6 * 16 * 16, 6 * 16),  # 1_536 MACs, bias 96
     }
+
+
+def test_arguments_passed_by_keyword_or_position_cost_the_same() -> None:
+    """A transposed convolution: C_in = 4, 5 x 5 input (100 elements), 2 outputs per group,
+    3 x 3 kernel: each input element is scattered through the kernel, 100 * 2 * 9 = 1_800."""
+    x, w = torch.empty(1, 4, 5, 5, device="meta"), torch.empty(4, 2, 3, 3, device="meta")
+    op = aten.convolution.default
+    rest = {"bias": None, "stride": [1, 1], "padding": [0, 0], "dilation": [1, 1],
+            "transposed": True, "output_padding": [0, 0], "groups": 1}
+    by_position = arguments(op, (x, w, *rest.values()), {})
+    by_keyword = arguments(op, (x, w), rest)
+    assert by_position == by_keyword
+    out = op(x, w, *rest.values())
+    assert convolution_cost(by_keyword, out) == Cost(macs=100 * 2 * 9) == convolution_cost(
+        by_position, out
+    )
+    # dispatched with every argument named, as with every argument in place
+    assert priced(lambda x, w: op(input=x, weight=w, **rest), x, w) == (1_800, 0, {})
+    # defaults are filled in from the schema: addmm's keyword-only beta is 1
+    assert arguments(aten.addmm.default, (x, x, x), {})["beta"] == 1
+
+
+def test_attention_options_by_keyword_or_position_cost_the_same() -> None:
+    q, mask = torch.empty(1, 2, 4, 8), torch.zeros(4, 4)
+    sdpa = F.scaled_dot_product_attention
+    # 1 * 2 * 4 * 4 = 32 scores x (scale 1 + softmax 5 + mask or causal 1)
+    assert priced(lambda q, m: sdpa(q, q, q, m), q, mask)[1] == 32 * 7
+    assert priced(lambda q, m: sdpa(q, q, q, attn_mask=m), q, mask)[1] == 32 * 7
+    assert priced(lambda q: sdpa(q, q, q, None, 0.0, True), q)[1] == 32 * 7
+    assert priced(lambda q: sdpa(q, q, q, is_causal=True), q)[1] == 32 * 7
+
+
+def test_register_adds_a_formula_that_is_used() -> None:
+    x = torch.empty(4, 8)  # 32 elements
+    assert vitprof.formulas.register is register
+    try:
+        register(aten.cumsum, lambda inputs, out: Cost(vector_flops=numel(inputs["self"])))
+
+        @vitprof.formulas.register(aten.cumprod)
+        def cumprod_cost(inputs, out) -> Cost:
+            return Cost(vector_flops=2 * numel(out))
+
+        # one add per element (32), two per element of the product (64): none unsupported
+        assert priced(lambda x: torch.cumsum(x, 0), x) == (0, 32, {})
+        assert priced(lambda x: torch.cumprod(x, 1), x) == (0, 2 * 32, {})
+    finally:
+        FORMULAS.pop(aten.cumsum, None)
+        FORMULAS.pop(aten.cumprod, None)
+    assert priced(lambda x: torch.cumsum(x, 0), x)[2] == {"aten.cumsum": 1}
+
+
+def test_analyze_formulas_override_one_op_for_one_call() -> None:
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
+    # one addmm, (1, 192) @ (192, 10): 1_920 MACs, bias add 10
+    default = analyze(model, image_size=8).totals
+    assert (default.macs, default.vector_flops) == (192 * 10, 10)
+    # priced instead at 3 MACs per element of mat1, read by name: 3 * 192 = 576
+    by_name = {aten.addmm: lambda inputs, out: Cost(macs=3 * numel(inputs["mat1"]))}
+    overridden = analyze(model, image_size=8, formulas=by_name).totals
+    assert (overridden.macs, overridden.vector_flops) == (576, 0)
+    # an overload names its packet
+    overload = {aten.addmm.default: lambda inputs, out: Cost(macs=7)}
+    assert analyze(model, image_size=8, formulas=overload).totals.macs == 7
+    # the next call is back to the registered formula
+    assert analyze(model, image_size=8).totals.macs == 192 * 10
+
+
+@pytest.mark.parametrize(
+    ("formulas", "message"),
+    [
+        pytest.param({"aten.addmm": lambda inputs, out: Cost()}, "not an aten operation",
+                     id="name-as-string"),
+        pytest.param({aten.addmm: 3}, "aten.addmm is not callable", id="not-callable"),
+    ],
+)
+def test_analyze_refuses_a_malformed_formulas_mapping(formulas, message) -> None:
+    with pytest.raises(UserError, match=message):
+        analyze(nn.Linear(8, 8), image_size=8, formulas=formulas)
+
+
+def test_docs_cost_table_is_the_generated_one() -> None:
+    text = DOCS.read_text()
+    assert replace_cost_table(text) == text, (
+        "docs/formulas.md's cost table is stale: python -m vitprof.count.formulas.table "
+        "docs/formulas.md"
+    )
+
+
+Q, K = torch.empty(2, 3, 8, 16, device="meta"), torch.empty(2, 3, 10, 16, device="meta")
+BIAS = torch.empty(2, 3, 8, 10, device="meta")
+
+
+@pytest.mark.parametrize(
+    ("kernel", "per_score"),
+    [
+        pytest.param(lambda: aten._scaled_dot_product_flash_attention(Q, K, K, 0.1, True),
+                     1 + 5 + 1 + 1, id="flash-dropout-causal"),
+        pytest.param(lambda: aten._scaled_dot_product_efficient_attention(Q, K, K, BIAS, True),
+                     1 + 5 + 1, id="efficient-bias"),
+        pytest.param(lambda: aten._scaled_dot_product_cudnn_attention(
+            Q, K, K, None, True, is_causal=True), 1 + 5 + 1, id="cudnn-causal"),
+        pytest.param(lambda: aten._scaled_dot_product_flash_attention_for_cpu(
+            Q, K, K, dropout_p=0.1, attn_mask=BIAS[0, 0]), 1 + 5 + 1 + 1, id="cpu-mask-dropout"),
+    ],
+)
+def test_every_attention_kernel_costs_what_sdpa_costs(kernel, per_score) -> None:
+    """2 x 3 heads x 8 x 10 = 480 scores; QK^T and AV 480 * 16 MACs each = 15_360; per score
+    scale 1 + softmax 5, +1 with a mask or causal, +1 with dropout, read by argument name."""
+    counter = OpCounter(nn.Identity(), EMPTY, {})
+    with counter.running():
+        kernel()
+    assert [(r.macs, r.vector_flops) for r in counter.records()] == [(15_360, 480 * per_score)]

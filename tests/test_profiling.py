@@ -22,6 +22,7 @@ from vitprof.cli.main import main
 from vitprof.core.choices import PROFILE_FORMATS
 from vitprof.core.records import COMPONENTS, Component
 from vitprof.count.families import recognize
+from vitprof.count.session import image_inputs
 from vitprof.count.training import phase_components, phase_totals
 from vitprof.measure.measure import SpeedProfile, profile_model
 from vitprof.measure.memory import (
@@ -31,7 +32,6 @@ from vitprof.measure.memory import (
     saved_for_backward,
 )
 from vitprof.measure.peak import best_seconds, matmul_flops, measure_peak
-from vitprof.measure.roofline import points, write_roofline
 from vitprof.measure.timing import (
     CudaClock,
     Timings,
@@ -40,6 +40,7 @@ from vitprof.measure.timing import (
     plan_intervals,
     time_forward,
 )
+from vitprof.render.roofline import points, write_roofline
 
 C = Component
 BATCH = 4
@@ -142,8 +143,9 @@ def test_intensity_from_bytes_read_and_written(measured: SpeedProfile) -> None:
 def test_bytes_follow_the_dtype() -> None:
     model = small_vit().eval()
     x = torch.zeros(BATCH, 3, 32, 32)
-    fp32, _, _ = plan_intervals(model, x, recognize(model))
-    bf16, _, _ = plan_intervals(model.to(torch.bfloat16), x.to(torch.bfloat16), recognize(model))
+    fp32 = plan_intervals(model, image_inputs(x.to("meta")), recognize(model)).run.ops
+    bf16 = plan_intervals(model.to(torch.bfloat16), image_inputs(x.to("meta", torch.bfloat16)),
+                          recognize(model)).run.ops
     assert [op.macs for op in fp32] == [op.macs for op in bf16]
     # Half the bytes, except that the 5 layer norms keep their mean and rstd (4 x 17 values
     # each) in float32: 2 extra bytes per value in bfloat16.
@@ -230,7 +232,13 @@ def test_data_dependent_model_is_counted_on_the_device() -> None:
     mlp = next(r for r in result.rows() if r.component is C.MLP)
     assert mlp.flops == 2 * BATCH * 557_056  # as the torchvision ViT above
     assert result.memory.saved is None and mlp.saved_bytes is None
-    assert "saved for backward not measured" in result.notes[0]
+    # the fallback is recorded, not silent (the same rule and wording as analyze's)
+    assert result.notes == (
+        "meta device failed (RuntimeError: Tensor.item() cannot be called on meta tensors); "
+        "counted on cpu with real tensors",
+        "memory saved for backward not measured: the training-mode forward on meta failed "
+        "(RuntimeError)",
+    )
 
 
 class WallClockEvent:
@@ -261,7 +269,7 @@ def wall_clock_cuda_events(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_cuda_clock_with_wall_clock_events(wall_clock_cuda_events: list[int]) -> None:
     model, example = small_vit().eval(), torch.randn(BATCH, 3, 32, 32)
-    _, plan, _ = plan_intervals(model, example, recognize(model))
+    plan = plan_intervals(model, image_inputs(example.to("meta")), recognize(model)).plan
     clock = CudaClock()
     timings = time_forward(model, example, plan, clock, warmup=1, iters=4)
     assert timings.attributed == pytest.approx(timings.hooked_latency, rel=0.10)

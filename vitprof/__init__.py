@@ -22,6 +22,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
+    if name == "formulas":  # the public formula registry, a module
+        return importlib.import_module("vitprof.formulas")
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'vitprof' has no attribute {name!r}")

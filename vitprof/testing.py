@@ -55,7 +55,7 @@ def assert_budget(
     otherwise.
     """
     settings = {"image_size": image_size, "batch_size": batch_size, "num_classes": num_classes}
-    table = {key: value for key, value in settings.items() if value is not None}
+    table: dict[str, Any] = {key: value for key, value in settings.items() if value is not None}
     if overrides:
         table["map"] = {regex: str(component) for regex, component in overrides}
     if isinstance(model, Profile):

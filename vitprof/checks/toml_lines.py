@@ -38,7 +38,7 @@ def _unquote(part: str) -> str:
 
 def _statements(text: str) -> list[tuple[int, tuple[str, ...], str | None]]:
     """(line, full key path, rest of the line) of every assignment; rest is None for headers."""
-    found = []
+    found: list[tuple[int, tuple[str, ...], str | None]] = []
     table: tuple[str, ...] = ()
     for number, line in enumerate(text.splitlines(), start=1):
         header = _HEADER.match(line)

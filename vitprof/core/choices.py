@@ -8,8 +8,6 @@ import them from here; each list is written once.
 
 from __future__ import annotations
 
-MODES = ("inference", "train")  # what `analyze --mode` counts: a forward, or a training step
-PROFILE_DEVICES = ("cpu", "cuda")  # where `profile` measures (meta runs nothing to time)
 PROFILE_DTYPES = ("float32", "bfloat16", "float16")  # torch dtype names `profile` measures in
 PROFILE_FORMATS = ("table", "markdown", "json")
 BUDGET_FORMATS = ("table", "json", "junit")

@@ -32,6 +32,35 @@ class Component(StrEnum):
 
 COMPONENTS: tuple[Component, ...] = tuple(Component)
 
+
+class Phase(StrEnum):
+    """Which pass an operation ran in: the forward, or the backward of a training step."""
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+
+
+class Mode(StrEnum):
+    """What is counted: one inference forward, or a training step (forward and backward)."""
+
+    INFERENCE = "inference"
+    TRAIN = "train"
+
+
+MODES: tuple[str, ...] = tuple(m.value for m in Mode)  # plain strings: argparse shows repr()
+
+
+class Device(StrEnum):
+    """Where a model runs: ``meta`` counts without allocating weights; the others are real."""
+
+    META = "meta"
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+DEVICES: tuple[str, ...] = tuple(d.value for d in Device)
+REAL_DEVICES: tuple[str, ...] = (Device.CPU.value, Device.CUDA.value)  # where timing runs
+
 UNITS: dict[str, str] = {
     "params": "number of parameter elements, each shared tensor counted once",
     "macs": "multiply-accumulates of matmul, linear, convolution and attention products",
@@ -91,7 +120,7 @@ class OpRecord:
     block: int | None
     macs: int
     vector_flops: int
-    phase: str = "forward"  # "forward" or "backward"
+    phase: Phase = Phase.FORWARD
     bytes_read: int = 0  # input tensors, parameters included, at their dtype's element size
     bytes_written: int = 0  # output tensors
 

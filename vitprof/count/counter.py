@@ -2,9 +2,10 @@
 
 A ``TorchDispatchMode`` sees each aten operation below autograd, so functional code
 (``q @ k.transpose(-2, -1)``, ``F.linear`` on a parameter nobody calls as a module) is seen as
-well as module code. Module hooks keep the stack of running modules. A ``TorchFunctionMode``
-catches ``F.scaled_dot_product_attention`` so that it is priced as one operation whichever kernel
-PyTorch picks (a math decomposition on the meta device, a flash kernel on the CPU).
+well as module code. The stack of running modules is
+:class:`vitprof.count.module_stack.ModuleStack`. A ``TorchFunctionMode`` catches
+``F.scaled_dot_product_attention`` so that it is priced as one operation whichever kernel PyTorch
+picks (a math decomposition on the meta device, a flash kernel on the CPU).
 
 Attribution of one operation, in order:
 
@@ -18,7 +19,7 @@ Attribution of one operation, in order:
    counted operation of the block; outside blocks, ``tokens`` before the first block and
    ``head`` after it. Producers are followed through views and data movement by storage.
 
-Backward operations (``phase = "backward"``, with ``track_autograd`` set during the forward) run
+Backward operations (``phase = "backward"``, with autograd tracked during the forward) run
 without a module stack: each belongs to the forward operation whose autograd node runs it. In
 the forward, the outputs of every operation are mapped, through their ``grad_fn``, to the record
 of that operation (or, for an operation that is not priced, to the record before it; inside a
@@ -45,9 +46,19 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from vitprof.core.records import Component, Cost, OpRecord
+from vitprof.core.records import Component, Cost, OpRecord, Phase
 from vitprof.count.families import ComponentMap
-from vitprof.count.formulas import aten, formula_for, is_free, op_name, sdpa_cost
+from vitprof.count.formulas import (
+    Formula,
+    arguments,
+    aten,
+    formula_for,
+    is_free,
+    op_name,
+    overriding,
+    sdpa_cost,
+)
+from vitprof.count.module_stack import ModuleStack
 
 _SDPA = F.scaled_dot_product_attention
 
@@ -67,7 +78,7 @@ class _Pending:
     component: Component | None
     block: int | None
     cost: Cost
-    phase: str
+    phase: Phase
     traffic: tuple[int, int] = (0, 0)  # bytes read, bytes written
     owner: int | None = None  # backward: index of the forward record whose node ran it
     sources: tuple[int, ...] = ()  # forward: indices of the records that produced its inputs
@@ -100,47 +111,62 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 
 
 class OpCounter:
-    """Counts the operations of ``model`` while :meth:`running` is active."""
+    """Counts the operations of ``model`` while :meth:`running` is active.
+
+    ``formulas`` (``{op: formula}``) win over the registered formulas for this counter only.
+    ``modules`` is the module stack to read (one is made for ``model`` if not given); it is
+    entered by :meth:`running`. A training step is counted by calling :meth:`track_autograd`
+    before the forward and :meth:`begin_backward` between the forward and the backward.
+    """
 
     def __init__(
-        self, model: nn.Module, mapping: ComponentMap, params: Mapping[str, torch.Tensor]
+        self, model: nn.Module, mapping: ComponentMap, params: Mapping[str, torch.Tensor],
+        formulas: Mapping[Any, Formula] | None = None,
+        modules: ModuleStack | None = None,
     ) -> None:
         self.model = model
+        self.formulas = overriding(formulas)
         self.mapping = mapping
         self.param_of_storage = {storage_key(t): name for name, t in params.items()}
-        self.stack: list[str] = []
+        self.modules = modules if modules is not None else ModuleStack(model)
         self.pending: list[_Pending] = []
         self.unsupported: Counter[str] = Counter()
-        self.phase = "forward"
+        self.phase = Phase.FORWARD
         self.muted = 0
-        self.track_autograd = False  # map autograd nodes to records, to attribute a backward
+        self.tracking = False  # map autograd nodes to records, to attribute a backward
         self.owners: dict[Any, int] = {}  # autograd node -> index of its forward record
         self._fresh: list[tuple[Any, int]] = []  # outputs whose grad_fn is not set yet
         self.producer: dict[int | None, int] = {}  # storage -> index of the record that wrote it
 
+    @property
+    def stack(self) -> list[str]:
+        """Paths of the running modules, innermost last."""
+        return self.modules.paths
+
+    @property
+    def recorded(self) -> int:
+        """How many op records have been counted so far (the index of the next one)."""
+        return len(self.pending)
+
     @contextmanager
     def running(self) -> Iterator[OpCounter]:
-        """Install hooks and modes; remove them all on exit, even after an error."""
-        handles = []
-        for path, module in self.model.named_modules():
-            handles.append(module.register_forward_pre_hook(partial(self._enter, path)))
-            handles.append(
-                module.register_forward_hook(partial(self._leave, path), always_call=True)
-            )
-        try:
-            with _attention_wrapped(self), _AttentionMode(self), _DispatchCounter(self):
-                yield self
-        finally:
-            for handle in handles:
-                handle.remove()
-            self.stack.clear()
+        """Enter the module stack and the modes; leave them all on exit, even after an error."""
+        with self.modules, _attention_wrapped(self), _AttentionMode(self), _DispatchCounter(self):
+            yield self
 
-    def _enter(self, path: str, module: nn.Module, args: Any) -> None:
-        self.stack.append(path)
+    def track_autograd(self) -> None:
+        """From now on, map the autograd node of each forward output to its record."""
+        self.tracking = True
 
-    def _leave(self, path: str, module: nn.Module, args: Any, output: Any) -> None:
-        if self.stack and self.stack[-1] == path:
-            self.stack.pop()
+    def begin_backward(self) -> None:
+        """The forward is over: the operations from now on are the backward's."""
+        self.settle()
+        self.phase = Phase.BACKWARD
+
+    def nodes(self) -> dict[Any, int]:
+        """Autograd node -> index of the forward record it belongs to (with autograd tracked)."""
+        self.settle()
+        return dict(self.owners)
 
     def record(
         self, op: Any, cost: Cost | Mapping[Component, Cost], args: Any,
@@ -154,10 +180,10 @@ class OpCounter:
         """
         if self.muted:
             return
-        sources = self._sources(args) if self.phase == "forward" else ()
+        sources = self._sources(args) if self.phase == Phase.FORWARD else ()
         params = self._params_read(args)
         owner = None
-        if self.phase == "backward":
+        if self.phase == Phase.BACKWARD:
             owner = self.owners.get(torch._C._current_autograd_node())
         block = self.pending[owner].block if owner is not None else self._block(params)
         module = self.stack[-1] if self.stack else ""
@@ -171,7 +197,7 @@ class OpCounter:
                     share, owner, sources,
                 )
             )
-        if self.phase == "forward":
+        if self.phase == Phase.FORWARD:
             for tensor in _tensors(out):
                 self.producer[storage_key(tensor)] = len(self.pending) - 1
 
@@ -181,7 +207,7 @@ class OpCounter:
 
     def pass_through(self, args: Any, out: Any) -> None:
         """An op that is not counted (a copy, a concatenation) hands on its inputs' producer."""
-        if self.muted or self.phase != "forward":
+        if self.muted or self.phase != Phase.FORWARD:
             return
         sources = self._sources(args)
         if sources:
@@ -245,7 +271,7 @@ class OpCounter:
 
         Backward operations take the component of their forward record.
         """
-        forward = [i for i, p in enumerate(self.pending) if p.phase == "forward"]
+        forward = [i for i, p in enumerate(self.pending) if p.phase == Phase.FORWARD]
         resolved = dict(zip(forward, _resolve_positions(
             [self.pending[i] for i in forward], has_blocks=bool(self.mapping.blocks)
         ), strict=True))
@@ -310,8 +336,8 @@ class _DispatchCounter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        formula = formula_for(func)
-        tracking = self.counter.track_autograd and self.counter.phase == "forward"
+        formula = formula_for(func, self.counter.formulas)
+        tracking = self.counter.tracking and self.counter.phase == Phase.FORWARD
         if formula is None and not is_free(func):
             with self:
                 decomposed = func.decompose(*args, **kwargs)
@@ -324,7 +350,8 @@ class _DispatchCounter(TorchDispatchMode):
         out = self.meta_outputs.run(func, args, kwargs)
         if formula is not None and not self.counter.muted:
             traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
-            self.counter.record(func, formula(args, kwargs, out), args, traffic, out)
+            cost = formula(arguments(func, args, kwargs), out)
+            self.counter.record(func, cost, args, traffic, out)
         else:
             self.counter.pass_through(args, out)
         if tracking:
@@ -400,9 +427,9 @@ def _priced_attention(counter: OpCounter, *args: Any, **kwargs: Any) -> Any:
     finally:
         counter.muted -= 1
     traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
-    counter.record(
-        aten.scaled_dot_product_attention, sdpa_cost(args, kwargs, out), args, traffic, out
-    )
+    sdpa = aten.scaled_dot_product_attention.default
+    formula = formula_for(sdpa, counter.formulas) or sdpa_cost
+    counter.record(sdpa, formula(arguments(sdpa, args, kwargs), out), args, traffic, out)
     return out
 
 

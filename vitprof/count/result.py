@@ -49,7 +49,7 @@ class Profile:
     """Everything one analysis found. Immutable; views are computed once, on first use."""
 
     model: str
-    input_shape: tuple[int, int, int, int]
+    input_shape: tuple[int, ...]  # (batch, channels, *spatial): the input tensor's shape
     device: str
     torch_version: str
     family: str
@@ -57,8 +57,10 @@ class Profile:
     ops: tuple[OpRecord, ...]
     unsupported_ops: dict[str, int] = field(default_factory=dict)
     fallback: str | None = None
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # every warning, the failed self-checks included
     mode: str = "inference"
+    input_source: str = ""  # where the input's size and channels came from (Workload)
+    self_checks: tuple[str, ...] = ()  # the breakdown's failed self-checks (count.self_checks)
 
     @cached_property
     def totals(self) -> Counts:
@@ -220,6 +222,8 @@ class Profile:
             "unsupported_ops": dict(self.unsupported_ops),
             "fallback": self.fallback,
             "warnings": list(self.warnings),
+            "input_source": self.input_source,
+            "self_checks": list(self.self_checks),
         }
 
 

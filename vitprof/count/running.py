@@ -7,7 +7,8 @@ how a model is run with real tensors afterwards (``analyze``'s fallback, ``--dev
 * :func:`meta_caused` says whether a failure on meta is the meta device's own doing (an op
   without a meta kernel, a data-dependent shape, reading a value); only those are retried with
   real tensors. Anything else (a wrong forward signature, a shape mismatch) would fail on any
-  device and is reported at once with :func:`run_failed`.
+  device and is reported at once with :func:`run_failed`. :func:`first_on_meta` is that rule,
+  the one every caller uses: its :class:`MetaFailure` carries the note the result must show.
 * :func:`ensure_fits` refuses, before anything is allocated, a run whose weights plus activation
   estimate exceed the memory available (``VITPROF_MEMORY_LIMIT`` bytes, when set, replaces the
   measured figure: tests and cautious users set it).
@@ -20,7 +21,10 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import chain
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -88,6 +92,37 @@ class CountFailed(Exception):
         super().__init__(str(error))
         self.error = error
         self.bytes_written = bytes_written
+
+
+@dataclass(frozen=True)
+class MetaFailure:
+    """A counting pass that failed on meta for a reason of the meta device: ``reason`` (one
+    line) and the bytes its operations wrote until then (for the memory guard)."""
+
+    reason: str
+    bytes_written: int
+
+    def note(self, device: str) -> str:
+        """What a result counted again on ``device`` says of it."""
+        return f"meta device failed ({self.reason}); counted on {device} with real tensors"
+
+
+T = TypeVar("T")
+
+
+def first_on_meta(name: str, shape: tuple[int, ...], attempt: Callable[[], T]) -> T | MetaFailure:
+    """``attempt()`` (a counting pass on meta), or the :class:`MetaFailure` to fall back from.
+
+    A :class:`CountFailed` the meta device caused (:func:`meta_caused`) becomes a MetaFailure:
+    the caller counts again with real tensors and records ``note()`` on its result. Any other
+    failure is the UserError of :func:`run_failed` for ``name`` on ``shape``.
+    """
+    try:
+        return attempt()
+    except CountFailed as failed:
+        if not meta_caused(failed.error):
+            raise run_failed(name, shape, "meta", failed.error) from None
+        return MetaFailure(one_line(failed.error), failed.bytes_written)
 
 
 def check_int(what: str, value: object, minimum: int) -> int:

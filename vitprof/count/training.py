@@ -1,25 +1,25 @@
-"""Training counts: the backward pass under the same dispatch counter as the forward.
+"""Training counts: what a training step is, and its counts by phase.
 
-A training step is counted as the forward in train mode with gradients enabled, then the
-gradient of the output (a ones gradient on the logits, so no loss function is charged) back to
-every parameter that requires one, by ``torch.autograd.grad`` so that no ``.grad`` of the user's
-model is written. Backward operations carry no module stack: each is attributed to the forward
-operation whose autograd node runs it (see :mod:`vitprof.count.counter`). The ratio of backward to
-forward is measured, not assumed: a matmul whose two operands both need a gradient costs two
-matmuls backward, one whose input needs none (the patch embedding's image) costs one.
+A training step (:func:`vitprof.count.session.training_step`) is counted as the forward in
+train mode with gradients enabled, then the gradient of the output (a ones gradient on the
+logits, so no loss function is charged) back to every parameter that requires one, by
+``torch.autograd.grad`` so that no ``.grad`` of the user's model is written. Backward operations
+carry no module stack: each is attributed to the forward operation whose autograd node runs it
+(see :mod:`vitprof.count.counter`). The ratio of backward to forward is measured, not assumed: a
+matmul whose two operands both need a gradient costs two matmuls backward, one whose input
+needs none (the patch embedding's image) costs one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord
-from vitprof.count.counter import OpCounter
+from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord, Phase
 
 
 def first_output(out: Any) -> torch.Tensor:
@@ -35,23 +35,6 @@ def first_output(out: Any) -> torch.Tensor:
             if isinstance(value, torch.Tensor):
                 return value
     raise UserError(f"the model returned {type(out).__name__}, which holds no tensor")
-
-
-def training_step(
-    counter: OpCounter, forward: Callable[[], Any], leaves: Iterable[torch.Tensor]
-) -> None:
-    """Run ``forward()`` and the backward to ``leaves`` under ``counter`` (already running)."""
-    leaves = [t for t in leaves if t.requires_grad]
-    if not leaves:
-        raise UserError("no parameter requires a gradient: there is no training step to count")
-    counter.track_autograd = True
-    with torch.enable_grad():
-        out = first_output(forward())
-        counter.settle()
-        if out.grad_fn is None:
-            raise UserError("the model's output does not depend on any trainable parameter")
-        counter.phase = "backward"
-        torch.autograd.grad(out, leaves, torch.ones_like(out), allow_unused=True)
 
 
 @dataclass(frozen=True)
@@ -88,8 +71,8 @@ def phase_components(ops: Iterable[OpRecord]) -> dict[Component, PhaseCounts]:
     ops = list(ops)
     return {
         component: PhaseCounts(
-            _counts(op for op in ops if op.component is component and op.phase == "forward"),
-            _counts(op for op in ops if op.component is component and op.phase == "backward"),
+            _counts(op for op in ops if op.component is component and op.phase == Phase.FORWARD),
+            _counts(op for op in ops if op.component is component and op.phase == Phase.BACKWARD),
         )
         for component in COMPONENTS
     }
@@ -99,6 +82,6 @@ def phase_totals(ops: Iterable[OpRecord]) -> PhaseCounts:
     """Forward and backward counts of the whole model."""
     ops = list(ops)
     return PhaseCounts(
-        _counts(op for op in ops if op.phase == "forward"),
-        _counts(op for op in ops if op.phase == "backward"),
+        _counts(op for op in ops if op.phase == Phase.FORWARD),
+        _counts(op for op in ops if op.phase == Phase.BACKWARD),
     )

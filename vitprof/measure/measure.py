@@ -19,20 +19,21 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.core.choices import PROFILE_DEVICES as DEVICES
 from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
-from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord
-from vitprof.count.families import ComponentMap, Rule, recognize
+from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord
+from vitprof.count.families import Rule, recognize
 from vitprof.count.running import (
     CountFailed,
+    MetaFailure,
     check_input,
-    meta_caused,
+    first_on_meta,
     on_device,
     run_failed,
     unsupported_warning,
 )
+from vitprof.count.session import image_inputs
 from vitprof.measure.memory import (
     activation_bytes,
     dtype_name,
@@ -44,13 +45,13 @@ from vitprof.measure.peak import Peak, measure_peak
 from vitprof.measure.roofline import bytes_moved, intensity
 from vitprof.measure.timing import (
     IntervalPlan,
+    Planned,
     Timings,
     clock_for,
-    plan_on_device,
-    plan_on_meta,
+    plan_intervals,
     time_forward,
 )
-from vitprof.models.zoo import build, infer_image_size, infer_in_chans
+from vitprof.workload import Workload, make_workload
 
 DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in PROFILE_DTYPES}
 
@@ -112,7 +113,7 @@ class SpeedProfile:
     device: str
     device_name: str
     dtype: str
-    input_shape: tuple[int, int, int, int]
+    input_shape: tuple[int, ...]
     warmup: int
     iters: int
     threads: int
@@ -243,40 +244,31 @@ def device_name(device: str) -> str:
     return "cpu"
 
 
-def _model_and_shape(
+def _workload(
     model: nn.Module | str, device: str, dtype: torch.dtype, batch_size: int,
     image_size: int | None, num_classes: int | None, overrides: Sequence[Rule],
-) -> tuple[str, nn.Module, tuple[int, int, int, int], list[Rule]]:
-    """The module to measure: a name is built on meta in ``dtype`` (materialised later, after
+) -> Workload:
+    """The workload to measure: a name is built on meta in ``dtype`` (materialised later, after
     the memory guard); a module must already be on ``device`` in ``dtype``."""
-    if isinstance(model, str):
-        built = build(model, image_size=image_size, num_classes=num_classes, device="meta")
-        rules = [*(built.entry.overrides if built.entry else ()), *overrides]
-        module = built.module.to(dtype)
-        return built.name, module, (batch_size, built.in_chans, built.image_size,
-                                    built.image_size), rules
-    if not isinstance(model, nn.Module):
-        raise UserError(f"expected an nn.Module or a model name, got {type(model).__name__}")
-    if num_classes is not None:
-        raise UserError("num_classes applies to a model built by name; this nn.Module is "
-                        "already built")
-    for p in model.parameters():
-        if p.device.type != device or p.dtype != dtype:
-            raise UserError(
-                f"the model has {dtype_name(p.dtype)} parameters on {p.device.type}; "
-                f"move it with .to('{device}', torch.{dtype_name(dtype)}) first"
-            )
-    size = image_size if image_size is not None else infer_image_size(model) or 224
-    shape = (batch_size, infer_in_chans(model), size, size)
-    return type(model).__name__, model, shape, list(overrides)
+    work = make_workload(model, image_size=image_size, batch_size=batch_size,
+                         num_classes=num_classes, overrides=overrides, dtype=dtype)
+    if isinstance(model, nn.Module):
+        for p in model.parameters():
+            if p.device.type != device or p.dtype != dtype:
+                raise UserError(
+                    f"the model has {dtype_name(p.dtype)} parameters on {p.device.type}; "
+                    f"move it with .to('{device}', torch.{dtype_name(dtype)}) first"
+                )
+    return work
 
 
 def _check_arguments(
     device: str, dtype: str, batch_size: object, image_size: object, num_classes: object,
     warmup: int, iters: int, threads: int | None,
 ) -> None:
-    if device not in DEVICES:
-        raise UserError(f"profile measures on a real device: choose from {', '.join(DEVICES)}")
+    if device not in REAL_DEVICES:
+        raise UserError(
+            f"profile measures on a real device: choose from {', '.join(REAL_DEVICES)}")
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("no CUDA device: torch.cuda.is_available() is False; use --device cpu")
     if dtype not in DTYPES:
@@ -284,24 +276,6 @@ def _check_arguments(
     check_input(image_size, batch_size, num_classes)
     if iters < 1 or warmup < 0 or (threads is not None and threads < 1):
         raise UserError("iterations and threads must be at least 1, warmup at least 0")
-
-
-Planned = tuple[list[OpRecord], IntervalPlan, dict[str, int]]
-
-
-def _plan_on_meta(
-    name: str, module: nn.Module, shape: tuple[int, ...], dtype: torch.dtype,
-    mapping: ComponentMap,
-) -> tuple[Planned | None, int]:
-    """The meta counting pass and the bytes its operations wrote; no plan (None) when the meta
-    device itself failed, any other failure a UserError."""
-    try:
-        planned = plan_on_meta(module, torch.empty(shape, dtype=dtype, device="meta"), mapping)
-    except CountFailed as failed:
-        if not meta_caused(failed.error):
-            raise run_failed(name, shape, "meta", failed.error) from None
-        return None, failed.bytes_written
-    return planned, sum(op.bytes_written for op in planned[0])
 
 
 def _timed(
@@ -342,37 +316,42 @@ def profile_model(
     (:func:`vitprof.count.running.ensure_fits`: weights + the bytes the meta pass's operations
     wrote).
     A forward that fails is a UserError naming the input; one that fails on meta only for a
-    reason of the meta device is counted on ``device`` instead.
+    reason of the meta device is counted on ``device`` instead, and a note says so
+    (:func:`vitprof.count.running.first_on_meta`).
     """
     _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads)
     torch_dtype = DTYPES[dtype]
-    name, module, shape, rules = _model_and_shape(
-        model, device, torch_dtype, batch_size, image_size, num_classes, overrides
+    work = _workload(model, device, torch_dtype, batch_size, image_size, num_classes, overrides)
+    name, module, shape = work.name, work.module, work.inputs.shape
+    mapping = recognize(module, work.rules)
+    planned: Planned | MetaFailure = first_on_meta(
+        name, shape, lambda: plan_intervals(module, work.inputs.example("meta"), mapping)
     )
-    mapping = recognize(module, rules)
-    planned, written = _plan_on_meta(name, module, shape, torch_dtype, mapping)
-    module = on_device(name, module, device, written)
-    example = torch.randn(shape, device=device).to(torch_dtype)
+    module = on_device(name, module, device, planned.bytes_written)
+    example = work.inputs.tensor(device, random=True)
+    notes: tuple[str, ...] = ()
     was_training, was_threads = module.training, torch.get_num_threads()
     module.eval()
     torch.set_num_threads(threads or was_threads)
     bar = progress_bar(total=warmup + iters, desc=f"profiling {name}", unit="iter",
                        enabled=progress)
     try:
-        records, plan, unsupported = planned or plan_on_device(module, example, mapping)
+        if isinstance(planned, MetaFailure):
+            notes += (planned.note(device),)
+            planned = plan_intervals(module, image_inputs(example), mapping)
         peak = measure_peak(device, torch_dtype, peak_tflops)
         if device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        timings = _timed(name, shape, module, example, plan, warmup, iters, bar.update)
+        timings = _timed(name, shape, module, example, planned.plan, warmup, iters, bar.update)
         peak_device = torch.cuda.max_memory_allocated() if device == "cuda" else None
-        notes: tuple[str, ...] = ()
         try:
             saved = saved_for_backward(module, example, mapping)
-        except Exception as error:
+        except (CountFailed, UserError) as error:
             saved = None
-            notes = (f"memory saved for backward not measured: the training-mode forward on "
-                     f"meta failed ({type(error).__name__})",)
+            failure = error.error if isinstance(error, CountFailed) else error
+            notes += (f"memory saved for backward not measured: the training-mode forward on "
+                      f"meta failed ({type(failure).__name__})",)
         used_threads = torch.get_num_threads()
     except CountFailed as failed:
         raise run_failed(name, shape, device, failed.error) from None
@@ -380,6 +359,7 @@ def profile_model(
         bar.close()
         module.train(was_training)
         torch.set_num_threads(was_threads)
+    records, unsupported = list(planned.run.ops), planned.run.unsupported
     memory = Memory(param_bytes_by_dtype(module), param_bytes_by_component(module, mapping),
                     activation_bytes(records), saved, peak_device)
     return SpeedProfile(

@@ -24,12 +24,11 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
-from torch.func import functional_call
 
-from vitprof.core.records import COMPONENTS, Component, OpRecord
-from vitprof.count.counter import OpCounter, storage_key
+from vitprof.core.records import COMPONENTS, Component, OpRecord, Phase
+from vitprof.count.counter import storage_key
 from vitprof.count.families import ComponentMap
-from vitprof.count.training import first_output
+from vitprof.count.session import count, image_inputs, meta_twins
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -57,7 +56,7 @@ def activation_bytes(records: Iterable[OpRecord]) -> dict[Component, int]:
     """Bytes written by each component's forward operations (every component present)."""
     totals = dict.fromkeys(COMPONENTS, 0)
     for op in records:
-        if op.phase == "forward":
+        if op.phase == Phase.FORWARD:
             totals[op.component] += op.bytes_written
     return totals
 
@@ -67,18 +66,10 @@ def saved_for_backward(
 ) -> dict[Component, int]:
     """Bytes autograd saves for the backward, per component, after one train-mode forward.
 
-    Runs on meta stand-ins of the parameters (same dtypes, same ``requires_grad``), so nothing is
-    allocated; the model's mode is restored.
+    Counts a training step without its backward (:func:`vitprof.count.session.count`) on meta
+    twins of ``example`` and meta stand-ins of the parameters (same dtypes, same
+    ``requires_grad``), so nothing is allocated; the model's mode is restored.
     """
-    stand_ins = {
-        name: torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
-        for name, t in model.named_parameters()
-    }
-    for name, buffer in model.named_buffers():
-        stand_ins[name] = torch.empty_like(buffer, device="meta")
-    params = {name: stand_ins[name] for name, _ in model.named_parameters()}
-    counter = OpCounter(model, mapping, params)
-    counter.track_autograd = True
     saved: list[torch.Tensor] = []
     claims: dict[int, int] = {}  # token -> index of the first record whose node saved it
     reader: list[int] = []  # index of the record whose node is being read
@@ -92,20 +83,14 @@ def saved_for_backward(
             claims.setdefault(token, reader[-1])
         return saved[token]
 
-    was_training = model.training
-    model.train()
-    try:
-        with counter.running(), torch.enable_grad(), saved_tensors_hooks(pack, unpack):
-            first_output(functional_call(model, stand_ins, (torch.empty_like(
-                example, device="meta"),)))
-            counter.settle()
-    finally:
-        model.train(was_training)
-    for node, index in sorted(counter.owners.items(), key=lambda item: item[1]):
+    with saved_tensors_hooks(pack, unpack):
+        run = count(model, meta_twins(image_inputs(example)), mapping, train=True,
+                    backward=False)
+    for node, index in sorted(run.nodes.items(), key=lambda item: item[1]):
         reader.append(index)
         _read_saved(node)
-    records = counter.records()
-    parameters = {storage_key(t) for t in params.values()}
+    records = run.ops
+    parameters = {storage_key(t) for t in run.params.values()}
     totals = dict.fromkeys(COMPONENTS, 0)
     seen: set[int | None] = set()
     for token in sorted(claims, key=lambda t: (claims[t], t)):

@@ -1,6 +1,7 @@
 """Per-module timing: a timeline cut at module boundaries, attributed to components like counts.
 
-Every module gets a forward pre-hook and a forward hook that put a mark on a clock: the wall
+Every module gets a forward pre-hook and a forward hook (the module stack,
+:class:`vitprof.count.module_stack.ModuleStack`) that put a mark on a clock: the wall
 clock (``time.perf_counter``) on the CPU, where an operation has finished when it returns; CUDA
 events on the current stream on a GPU, read after one ``torch.cuda.synchronize()`` at the end of
 the forward, so that the hooks never stall the GPU. Consecutive marks cut the forward into
@@ -8,8 +9,9 @@ intervals, each the EXCLUSIVE time of the module on top of the stack then. The i
 partition the forward, so per-component times add up to the hooked end-to-end time (less the
 hooks of the root module itself).
 
-Intervals are attributed with the same component map and rules as the counter: a counting pass
-on the meta device with the same marks finds the counted operations of each interval.
+Intervals are attributed with the same component map and rules as the counter: the counting
+session (:func:`vitprof.count.session.count`) reports the same module events with the number
+of operations counted by each, which finds the counted operations of each interval.
 
 * An interval whose operations belong to one component and block goes to it.
 * One whose operations span several (torchvision's ``nn.MultiheadAttention`` runs qkv, core and
@@ -37,126 +39,78 @@ import itertools
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.func import functional_call
 
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component, OpRecord
-from vitprof.count.counter import OpCounter
 from vitprof.count.families import ComponentMap
-from vitprof.count.running import CountFailed, meta_caused
+from vitprof.count.module_stack import ModuleStack
+from vitprof.count.session import Event as SessionEvent
+from vitprof.count.session import Inputs, Run, count
 
 Key = tuple[Component, int | None]  # (component, block)
 Event = tuple[str, str]  # ("enter" | "leave", module path)
 
 
-@contextmanager
-def marking(model: nn.Module, on_event: Callable[[str, str], None]) -> Iterator[None]:
-    """Call ``on_event(kind, path)`` when each module is entered and left; always unhooked."""
-    handles = []
-    for path, module in model.named_modules():
-        handles.append(module.register_forward_pre_hook(
-            lambda _m, _a, p=path: on_event("enter", p)
-        ))
-        handles.append(module.register_forward_hook(
-            lambda _m, _a, _o, p=path: on_event("leave", p), always_call=True
-        ))
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
+def marking(model: nn.Module, on_event: Callable[[str, str], None]) -> ModuleStack:
+    """The module stack of ``model``, calling ``on_event(kind, path)`` when each module is
+    entered (``"enter"``) and left (``"leave"``); a context manager, always unhooked."""
+    return ModuleStack(
+        model, on_enter=lambda path, _m: on_event("enter", path),
+        on_leave=lambda path, _m: on_event("leave", path),
+    )
 
 
 @dataclass(frozen=True)
 class IntervalPlan:
-    """What ran between each pair of consecutive module events, from a meta counting pass."""
+    """What ran between each pair of consecutive module events, from a counting pass."""
 
     events: tuple[Event, ...]
     shares: tuple[tuple[tuple[Key, float], ...], ...]  # per interval: (key, fraction) pairs
     estimated: frozenset[Component]
 
 
-def plan_intervals(
-    model: nn.Module, example: torch.Tensor, mapping: ComponentMap
-) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
-    """Count ``model`` on meta stand-ins (same dtypes) and map its operations to intervals.
+@dataclass(frozen=True)
+class Planned:
+    """A counting pass and the interval plan made from it."""
 
-    Returns the op records, the plan and the unsupported ops. ``example`` may live anywhere; a
-    meta twin of it is used. A model that cannot run on meta for a reason of the meta device
-    (:func:`vitprof.count.running.meta_caused`: data-dependent shapes, ops without a meta kernel) is
-    counted on ``example``'s device with its real tensors instead. Any other failure, and a
-    failure of that second pass, raises :class:`~vitprof.count.running.CountFailed`. The model runs
-    in its current mode, without gradients.
+    run: Run
+    plan: IntervalPlan
+
+    @property
+    def bytes_written(self) -> int:
+        return self.run.bytes_written
+
+
+def plan_intervals(model: nn.Module, inputs: Inputs, mapping: ComponentMap) -> Planned:
+    """Count ``model`` on ``inputs`` (:func:`vitprof.count.session.count`, in eval mode, without
+    gradients) and map its operations to the intervals between module events.
+
+    Meta inputs mean meta stand-ins of the weights; a failure raises
+    :class:`~vitprof.count.running.CountFailed` (the caller applies the meta fallback rule,
+    :func:`vitprof.count.running.first_on_meta`).
     """
-    try:
-        return plan_on_meta(model, example, mapping)
-    except CountFailed as failed:
-        if not meta_caused(failed.error) or example.device.type == "meta":
-            raise
-    return plan_on_device(model, example, mapping)
-
-
-def plan_on_meta(
-    model: nn.Module, example: torch.Tensor, mapping: ComponentMap
-) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
-    """:func:`plan_intervals`' pass on meta stand-ins of the parameters, buffers and input."""
-    stand_ins = {
-        name: torch.empty_like(t, device="meta")
-        for name, t in [*model.named_parameters(), *model.named_buffers()]
-    }
-    params = {name: stand_ins[name] for name, _ in model.named_parameters()}
-    meta_example = torch.empty_like(example, device="meta")
-    return _planning_pass(
-        model, mapping, params, lambda: functional_call(model, stand_ins, (meta_example,))
-    )
-
-
-def plan_on_device(
-    model: nn.Module, example: torch.Tensor, mapping: ComponentMap
-) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
-    """:func:`plan_intervals`' pass on the model's own tensors and ``example``."""
-    return _planning_pass(model, mapping, dict(model.named_parameters()), lambda: model(example))
-
-
-def _planning_pass(
-    model: nn.Module, mapping: ComponentMap, params: dict[str, torch.Tensor],
-    forward: Callable[[], object],
-) -> tuple[list[OpRecord], IntervalPlan, dict[str, int]]:
-    counter = OpCounter(model, mapping, params)
-    events: list[Event] = []
-    offsets: list[int] = []
-
-    def on_event(kind: str, path: str) -> None:
-        events.append((kind, path))
-        offsets.append(len(counter.pending))
-
-    try:
-        with marking(model, on_event), counter.running(), torch.no_grad():
-            forward()
-    except UserError:
-        raise
-    except Exception as error:
-        raise CountFailed(error, counter.bytes_written()) from error
-    records = counter.records()
-    return records, _plan(records, events, offsets, mapping), dict(counter.unsupported)
+    events: list[SessionEvent] = []
+    with torch.no_grad():
+        run = count(model, inputs, mapping, on_event=events.append)
+    return Planned(run, _plan(list(run.ops), events, mapping))
 
 
 def _plan(
-    records: list[OpRecord], events: list[Event], offsets: list[int], mapping: ComponentMap
+    records: list[OpRecord], marks: list[SessionEvent], mapping: ComponentMap
 ) -> IntervalPlan:
     shares = []
     estimated: set[Component] = set()
     stack: list[str] = []
-    for i, (kind, path) in enumerate(events[:-1]):
-        if kind == "enter":
-            stack.append(path)
-        elif stack and stack[-1] == path:
+    offsets = [mark.ops for mark in marks]
+    for i, mark in enumerate(marks[:-1]):
+        if mark.kind == "enter":
+            stack.append(mark.path)
+        elif stack and stack[-1] == mark.path:
             stack.pop()
         ops = records[offsets[i]:offsets[i + 1]]
         work: dict[Key, int] = defaultdict(int)
@@ -173,7 +127,8 @@ def _plan(
             following = records[offsets[i + 1]] if offsets[i + 1] < len(records) else None
             parts = ((_context(top, mapping, previous, following), 1.0),)
         shares.append(parts)
-    return IntervalPlan(tuple(events), tuple(shares), frozenset(estimated))
+    events = tuple((mark.kind, mark.path) for mark in marks)
+    return IntervalPlan(events, tuple(shares), frozenset(estimated))
 
 
 def _context(

@@ -21,24 +21,13 @@ layer's bias add takes their place).
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from itertools import pairwise
 
 import torch
 from torch import nn
 
-from vitprof.models.zoo import BuiltModel
-
 FOLDABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
-
-
-def deployed(built: BuiltModel, deploy: bool) -> BuiltModel:
-    """``built`` with its module in deploy form, and its name saying so, when ``deploy``;
-    else ``built`` unchanged."""
-    if not deploy:
-        return built
-    return replace(built, name=f"{built.name} (deploy form)", module=deploy_form(built.module))
 
 
 def deploy_form(model: nn.Module) -> nn.Module:
@@ -83,7 +72,7 @@ def fold_batch_norms(model: nn.Module) -> int:
     return folded
 
 
-def _out_channels(layer: nn.Module) -> int:
+def _out_channels(layer: nn.Conv1d | nn.Conv2d | nn.Conv3d | nn.Linear) -> int:
     return layer.out_features if isinstance(layer, nn.Linear) else layer.out_channels
 
 
@@ -96,16 +85,22 @@ def _foldable(layer: nn.Module | None, norm: nn.Module | None) -> bool:
 
 
 @torch.no_grad()
-def fold(layer: nn.Conv1d | nn.Conv2d | nn.Conv3d | nn.Linear, norm: nn.Module) -> nn.Module:
+def fold(
+    layer: nn.Conv1d | nn.Conv2d | nn.Conv3d | nn.Linear,
+    norm: nn.BatchNorm1d | nn.BatchNorm2d | nn.BatchNorm3d,
+) -> nn.Module:
     """A new layer computing ``norm(layer(x))`` in eval mode, with a bias."""
+    mean, var = norm.running_mean, norm.running_var
+    if mean is None or var is None:
+        raise ValueError("folding needs a BatchNorm that tracks its running statistics")
     weight = layer.weight
     fused = copy.deepcopy(layer)
     fused.bias = nn.Parameter(torch.empty(_out_channels(layer), device=weight.device,
                                           dtype=weight.dtype))
-    scale = torch.rsqrt(norm.running_var + norm.eps)
+    scale = torch.rsqrt(var + norm.eps)
     if norm.weight is not None:
         scale = scale * norm.weight
-    shift = -norm.running_mean * scale
+    shift = -mean * scale
     if layer.bias is not None:
         shift = shift + layer.bias * scale
     if norm.bias is not None:

@@ -105,8 +105,9 @@ def _builtin_entries() -> dict[str, ZooEntry]:
         for name in TORCHVISION_VITS
     ]
     entries += [
-        ZooEntry("vit_22b", "torchvision", "22B-parameter ViT: 48 layers, width 6144, 48 heads, "
-                 "MLP 24576, patch 14 (torchvision VisionTransformer)", _vit_22b, 224, 1000, 14),
+        ZooEntry("vit_22b", "torchvision", "torchvision's VisionTransformer at ViT-22B's sizes "
+                 "(48 layers, width 6144, 48 heads, MLP 24576, patch 14); not ViT-22B itself, "
+                 "which has parallel blocks, QK-norm and no biases", _vit_22b, 224, 1000, 14),
         ZooEntry("note001_vit_b16", "notes", "note 001: from-scratch ViT-B/16 with "
                  "nn.MultiheadAttention and a hidden-layer MLPHead, 10 classes",
                  _note("note001", "build_note001_vit"), 224, 10, 16),
@@ -114,10 +115,12 @@ def _builtin_entries() -> dict[str, ZooEntry]:
                  "depth 6, 8 heads, separate Q/K/V linears",
                  _note("note002", "build_cifar_vit"), 32, 10, 4),
         ZooEntry("note002_linear_attention", "notes", "note 002 section 3.2: the CIFAR-ViT "
-                 "with ReLU linear attention (K^T V first)",
+                 "with ReLU linear attention (K^T V first), per head: vitprof's reading; the "
+                 "note's one (D, D) context is num_heads=1",
                  _note("note002", "build_linear_attention_vit"), 32, 10, 4),
         ZooEntry("note002_dynamic_vit", "notes", "note 002 section 3.1: the CIFAR-ViT with "
-                 "Dynamic-ViT token pruning (predictors counted as other)",
+                 "Dynamic-ViT token pruning (predictors counted as other); the predictor layers "
+                 "and keep ratios are vitprof's assumptions, the note gives neither",
                  _note("note002", "build_dynamic_vit"), 32, 10, 4, overrides=_PREDICTORS),
         ZooEntry("note004_vit_b16", "notes", "note 004: timm-style ViT-B/16 with "
                  "qkv_bias=False by default", _note("note004", "build_note004_vit"), 224, 1000, 16),

@@ -51,9 +51,9 @@ from vitprof.models.entries import (
 
 # the entries' names, re-exported: the zoo is read from here or, without torch, from .entries
 __all__ = [
-    "HF_CONFIGS", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory", "Published", "ZooEntry",
-    "build", "check_divisible_size", "infer_image_size", "infer_in_chans", "infer_patch_size",
-    "lookup", "validate_name",
+    "DEFAULT_IMAGE_SIZE", "HF_CONFIGS", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory",
+    "Published", "ZooEntry", "build", "check_divisible_size", "default_image_size",
+    "infer_image_size", "infer_in_chans", "infer_patch_size", "lookup", "validate_name",
 ]
 
 
@@ -67,6 +67,9 @@ class BuiltModel:
     in_chans: int
     entry: ZooEntry | None
     warnings: tuple[str, ...] = ()  # what the build noticed and the analysis should say
+
+
+DEFAULT_IMAGE_SIZE = 224  # the input size of a model that does not say its own
 
 
 def _check_size(name: str, image_size: int, patch_size: int | None) -> None:
@@ -119,6 +122,12 @@ def _size_from_position_embedding(module: nn.Module) -> int | None:
                 if side and side * side == tokens - prefix:
                     return side * patch
     return None
+
+
+def default_image_size(module: nn.Module) -> int:
+    """The image size a model was built for (:func:`infer_image_size`), else
+    :data:`DEFAULT_IMAGE_SIZE`."""
+    return infer_image_size(module) or DEFAULT_IMAGE_SIZE
 
 
 def infer_in_chans(module: nn.Module) -> int:
@@ -375,7 +384,7 @@ def _build(
 def _finish(
     name: str, module: nn.Module, image_size: int | None, entry: ZooEntry | None
 ) -> BuiltModel:
-    size = image_size if image_size is not None else infer_image_size(module) or 224
+    size = image_size if image_size is not None else default_image_size(module)
     _check_size(name, size, infer_patch_size(module))
     return BuiltModel(name, module, size, infer_in_chans(module), entry, _head_warnings(module))
 

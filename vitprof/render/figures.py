@@ -146,7 +146,9 @@ def _draw_sweep(fig: Figure, data: dict[str, Any]) -> None:
     ax.legend(loc="upper left", fontsize="small")
 
 
-_DRAW = {"shares": _draw_shares, "blocks": _draw_blocks, "sweep": _draw_sweep}
+_DRAW: dict[str, Callable[[Figure, dict[str, Any]], None]] = {
+    "shares": _draw_shares, "blocks": _draw_blocks, "sweep": _draw_sweep,
+}
 
 
 def save(figure: FigureData, path: str | Path) -> None:

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING
 from vitprof.count.result import Profile
 from vitprof.count.training import PhaseCounts, phase_components, phase_totals
 from vitprof.render.schema import versioned
-from vitprof.render.tables import CONVENTION, giga, html_table, markdown_table, render, text_table
+from vitprof.render.tables import (
+    CONVENTION,
+    giga,
+    html_table,
+    input_text,
+    markdown_table,
+    render,
+    text_table,
+)
 
 if TYPE_CHECKING:  # the analyze command renders a training count without the measuring code
     from vitprof.measure.measure import SpeedProfile
@@ -48,13 +56,12 @@ def _plural(n: int, noun: str) -> str:
 
 def profile_header(result: SpeedProfile) -> list[str]:
     """What was measured, on what, under which conventions, and the end-to-end figures."""
-    batch, chans, height, width = result.input_shape
     t, peak, mem = result.timings, result.peak, result.memory
     params = ", ".join(f"{_mib(b)} MiB {d}" for d, b in sorted(mem.params_by_dtype.items()))
     bandwidth = f", copy bandwidth {peak.bytes_per_s / 1e9:.1f} GB/s" if peak.bytes_per_s else ""
     lines = [
         f"model: {result.model} (recognized as {result.family})",
-        f"input: batch {batch}, {chans}x{height}x{width}, {result.dtype}; device "
+        f"input: {input_text(result.input_shape)}, {result.dtype}; device "
         f"{result.device} ({result.device_name}), {_plural(result.threads, 'thread')}; "
         f"torch {result.torch_version}",
         f"timing: {result.warmup} warm-up + {result.iters} timed iterations",

@@ -184,12 +184,16 @@ def _is_number(cell: str) -> bool:
     return digits.isdigit() or not cell
 
 
+def input_text(shape: Sequence[int]) -> str:
+    """An input shape ``(batch, channels, *spatial)`` of any rank: ``batch 1, 3x224x224``."""
+    return f"batch {shape[0]}, {'x'.join(str(n) for n in shape[1:])}"
+
+
 def header_lines(profile: Profile) -> list[str]:
     """What was counted, on what, under which convention."""
-    batch, chans, height, width = profile.input_shape
     lines = [
         f"model: {profile.model} (recognized as {profile.family})",
-        f"input: batch {batch}, {chans}x{height}x{width}; device {profile.device}; "
+        f"input: {input_text(profile.input_shape)}; device {profile.device}; "
         f"torch {profile.torch_version}",
         f"attention: {profile.attention_implementation}",
         f"convention: {CONVENTION}",
@@ -246,9 +250,9 @@ def render(profile: Profile, by: str = "component", fmt: str = "table") -> str:
 
 def profile_repr(profile: Profile) -> str:
     """A short text: model, input, totals and the component table (``repr(profile)``)."""
-    batch, chans, height, width = profile.input_shape
-    head = (f"Profile({profile.model}, {profile.family}, input {batch}x{chans}x{height}x{width} "
-            f"on {profile.device}, {profile.mode})")
+    shape = "x".join(str(n) for n in profile.input_shape)
+    head = (f"Profile({profile.model}, {profile.family}, input {shape} on {profile.device}, "
+            f"{profile.mode})")
     extra = [f"fallback: {profile.fallback}"] if profile.fallback else []
     extra += [f"warning: {w}" for w in profile.warnings]
     return "\n".join([head, summary_line(profile), *extra, "",

@@ -48,6 +48,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from torch import nn
 
@@ -403,7 +404,7 @@ def _mha_extra(module: nn.MultiheadAttention, shapes: tuple[tuple[int, ...], ...
     return batch * (queries * embed + bias + heads * queries * keys + queries * embed)
 
 
-def _timm_attention_extra(module: nn.Module, shapes: tuple[tuple[int, ...], ...]) -> int:
+def _timm_attention_extra(module: Any, shapes: tuple[tuple[int, ...], ...]) -> int:
     batch, tokens, _ = shapes[0]
     heads = int(module.num_heads)
     return batch * (tokens * int(module.head_dim) * heads + heads * tokens * tokens)

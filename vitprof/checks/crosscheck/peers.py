@@ -37,11 +37,12 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.func import functional_call
 from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vitprof.count.formulas import op_name
+from vitprof.count.module_stack import ModuleStack
+from vitprof.count.session import call, image_inputs
 
 Uncounted = Counter[tuple[str, str]]  # (op as "aten.name", module path) -> calls
 # Python-level calls that some peers patch and others do not: name -> (owner, attribute).
@@ -124,19 +125,6 @@ def evaluating(model: nn.Module) -> Iterator[None]:
         yield
     finally:
         model.train(was_training)
-
-
-def call(model: nn.Module, example: torch.Tensor) -> Any:
-    """``model(example)``; a model with weights meets a meta input through meta stand-ins."""
-    if example.device.type != "meta" or all(
-        t.is_meta for t in [*model.parameters(), *model.buffers()]
-    ):
-        return model(example)
-    stand_ins = {
-        name: torch.empty_like(t, device="meta")
-        for name, t in [*model.named_parameters(), *model.named_buffers()]
-    }
-    return functional_call(model, stand_ins, (example,))
 
 
 class _TensorOutputs(nn.Module):
@@ -222,39 +210,6 @@ def _layer_path(info: Any) -> str:
         names.append(info.var_name)
         info = info.parent_info
     return ".".join(reversed(names))
-
-
-class ModuleStack:
-    """The path of the innermost module running, kept by forward pre- and post-hooks."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.model = model
-        self.stack: list[str] = []
-        self.handles: list[Any] = []
-
-    def __enter__(self) -> ModuleStack:
-        for path, module in self.model.named_modules():
-            self.handles.append(module.register_forward_pre_hook(partial(self._enter, path)))
-            self.handles.append(
-                module.register_forward_hook(partial(self._leave, path), always_call=True)
-            )
-        return self
-
-    def __exit__(self, *args: Any) -> None:
-        for handle in self.handles:
-            handle.remove()
-        self.handles.clear()
-
-    @property
-    def current(self) -> str:
-        return self.stack[-1] if self.stack else ""
-
-    def _enter(self, path: str, module: nn.Module, args: Any) -> None:
-        self.stack.append(path)
-
-    def _leave(self, path: str, module: nn.Module, args: Any, output: Any) -> None:
-        if self.stack and self.stack[-1] == path:
-            self.stack.pop()
 
 
 class KernelLog(TorchDispatchMode):
@@ -350,7 +305,7 @@ def run_flop_counter(model: nn.Module, example: torch.Tensor, grad: bool = True)
     counter = FlopCounterMode(display=False)
     log = KernelLog(model, counter.flop_registry)
     with quiet(), evaluating(model), torch.set_grad_enabled(grad), log, counter:
-        call(model, example)
+        call(model, image_inputs(example))
     flops = counter.get_flop_counts().get("Global", {})
     by_operator = {op_name(op): int(n) for op, n in flops.items()}
     return FlopCounterRun(

@@ -59,7 +59,7 @@ PEER = "timm-published"
 UNIT = "GMACs (timm results table, rounded to 0.01)"
 REPOSITORY = "https://github.com/huggingface/pytorch-image-models"
 COLUMNS = ["model", "infer_img_size", "param_count", "infer_gmacs"]
-DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "timm_published.csv"
+DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "timm_published.csv"
 GIGA, MEGA = 10**9, 10**6
 # fvcore's per-element "flops" (= MACs to it), (with affine, without), for an eval BatchNorm
 # module and for a batch norm over batch statistics (fvcore's training-mode rule)

@@ -42,9 +42,9 @@ from vitprof.count.families import Rule
 from vitprof.count.result import Profile
 from vitprof.count.running import one_line
 from vitprof.models.closed_form import closed_form
-from vitprof.models.deploy import deploy_form, deployed
 from vitprof.models.spec_inference import spec_from_model
-from vitprof.models.zoo import Published, build, lookup
+from vitprof.models.zoo import Published, lookup
+from vitprof.workload import InputSpec, Workload, deployed, make_workload
 
 R = TypeVar("R")
 
@@ -64,21 +64,29 @@ class Subject:
 
     profile: Profile
     source: str | nn.Module
-    image_size: int
+    image_size: int | None  # as the caller gave it (None: the model's own)
+    batch_size: int = 1
     grad: bool = True  # the grad mode the peers that run a forward are called in
     deploy: bool = False  # the peers run on the deploy form too (vitprof.models.deploy)
 
-    @property
-    def example_shape(self) -> tuple[int, ...]:
-        return self.profile.input_shape
+    def workload(self, device: str) -> Workload:
+        """The model under check built on ``device`` (a module: itself), deploy form if asked."""
+        work = make_workload(self.source, image_size=self.image_size,
+                             batch_size=self.batch_size, device=device)
+        return deployed(work, self.deploy)
 
     @cached_property
-    def meta_model(self) -> nn.Module:
+    def meta_workload(self) -> Workload:
         """A meta build of a named model; a module as it is (meta stand-ins run it on meta)."""
-        if isinstance(self.source, str):
-            built = build(self.source, image_size=self.image_size, device="meta")
-            return deployed(built, self.deploy).module
-        return deploy_form(self.source) if self.deploy else self.source
+        return self.workload("meta")
+
+    @property
+    def meta_model(self) -> nn.Module:
+        return self.meta_workload.module
+
+    @property
+    def inputs(self) -> InputSpec:
+        return self.meta_workload.inputs
 
     @cached_property
     def no_cpu_model(self) -> str:
@@ -99,19 +107,16 @@ class Subject:
         """A CPU model with weights (random ones for a named model), or None."""
         if self.no_cpu_model:
             return None
-        if isinstance(self.source, str):
-            built = build(self.source, image_size=self.image_size, device="cpu")
-            return deployed(built, self.deploy).module
-        return deploy_form(self.source) if self.deploy else self.source
+        return self.workload("cpu").module
 
     def example(self, device: str) -> torch.Tensor:
-        return torch.randn(self.example_shape, device=device)
+        return self.inputs.tensor(device, random=True)
 
     def published(self) -> Published | None:
         if not isinstance(self.source, str) or ":" in self.source.removeprefix("torchvision:"):
             return None
         entry = lookup(self.source)
-        return entry.published(self.image_size, entry.num_classes)
+        return entry.published(self.inputs.image_size, entry.num_classes)
 
     def run_real(self, runner: Callable[[nn.Module, torch.Tensor], R]) -> tuple[nn.Module, R]:
         """``runner(model, x)`` on the CPU model, else on the meta model, where it may fail."""
@@ -138,8 +143,8 @@ class Peer:
 
 def _closed_form(subject: Subject, peer: Peer) -> PeerRow:
     try:
-        spec = spec_from_model(subject.meta_model, subject.image_size)
-        totals = closed_form(spec, subject.example_shape[0]).totals
+        spec = spec_from_model(subject.meta_model, subject.inputs.image_size)
+        totals = closed_form(spec, subject.inputs.batch).totals
     except UserError as error:
         return missing_row(peer.name, peer.unit,
                            f"closed form does not describe this model: {error}")
@@ -282,7 +287,7 @@ def run_crosscheck(
     chosen = check_peers(peers)
     profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
                       deploy=deploy)
-    subject = Subject(profile, model, profile.input_shape[-1], grad=grad, deploy=deploy)
+    subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy)
     rows = [_row(peer, subject)
             for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
     return CrossCheck(profile.model, profile.input_shape, profile.torch_version, profile.device,

@@ -16,7 +16,7 @@ from vitprof.checks.crosscheck.causes import Cause
 from vitprof.core.choices import CROSSCHECK_FORMATS as FORMATS
 from vitprof.core.records import Counts
 from vitprof.render.schema import versioned
-from vitprof.render.tables import markdown_table, text_table
+from vitprof.render.tables import input_text, markdown_table, text_table
 
 CONVENTION = (
     "MACs are the primary unit (FLOPs = 2 x MACs); each peer's number is shown in its own unit "
@@ -113,10 +113,9 @@ def _cells(row: PeerRow) -> list[str]:
 
 
 def _header(check: CrossCheck) -> list[str]:
-    batch, chans, height, width = check.input_shape
     v = check.vitprof
     return [
-        f"model: {check.model}; input: batch {batch}, {chans}x{height}x{width}; "
+        f"model: {check.model}; input: {input_text(check.input_shape)}; "
         f"torch {check.torch_version}",
         f"vitprof ({check.device} device): {v.params:,} params, {v.macs:,} MACs; attention: "
         f"{check.attention_implementation}",

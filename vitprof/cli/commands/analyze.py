@@ -6,7 +6,7 @@ import argparse
 
 from vitprof.cli.commands.common import DEPLOY_HELP, add_model_arguments, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.core.choices import MODES
+from vitprof.core.records import MODES
 from vitprof.render.tables import FORMATS, VIEWS, render
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from vitprof.checks.diff import Snapshot, compare, parse_fail_above, read_profile
 from vitprof.cli.commands.common import add_input_options, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.core.choices import MODES
+from vitprof.core.records import MODES
 from vitprof.render.diff import FORMATS, exceeded_lines, render
 
 

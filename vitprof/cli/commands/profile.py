@@ -13,7 +13,8 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
-from vitprof.core.choices import PROFILE_DEVICES, PROFILE_DTYPES, PROFILE_FORMATS
+from vitprof.core.choices import PROFILE_DTYPES, PROFILE_FORMATS
+from vitprof.core.records import REAL_DEVICES
 
 
 def positive_float(text: str) -> float:
@@ -32,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "profile", help="measure time, FLOP/s and memory per component on cpu or cuda"
     )
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
-    parser.add_argument("--device", choices=PROFILE_DEVICES, default="cpu")
+    parser.add_argument("--device", choices=REAL_DEVICES, default="cpu")
     parser.add_argument("--dtype", choices=PROFILE_DTYPES, default="float32")
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--image-size", type=positive_int, help="input height and width")
@@ -56,7 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from vitprof.measure.measure import profile_model
-    from vitprof.measure.roofline import write_roofline
+    from vitprof.render.roofline import write_roofline
     from vitprof.render.speed import render_profile
 
     if args.output:

@@ -6,11 +6,14 @@
   feed-forward is ``fc1`` (D -> 4D), GELU, dropout, ``fc2`` (4D -> D), dropout (2.3); a final
   LayerNorm; the head reads the CLS token. Initialisation follows "初始化策略".
 * :data:`CIFAR_VIT_SIZES` is the "模型缩放" table (Tiny / Small / Base / Large).
-* :class:`LinearAttention` is section 3.2: ReLU feature maps, ``context = k^T @ v`` per head,
-  ``out = q @ context``, no softmax and no scaling.
+* :class:`LinearAttention` is section 3.2 read per head (vitprof's reading): ReLU feature maps,
+  ``context = k^T @ v`` per head, ``out = q @ context``, no softmax and no scaling. The note
+  writes ``Context = K.T @ V # (D, D)`` and splits no heads: that is ``num_heads=1``.
 * :class:`DynamicCifarViT` is section 3.1 (Dynamic ViT): before selected blocks a token-importance
   predictor scores the patch tokens and ``torch.topk`` keeps the best ``k`` of them (the CLS
-  token is always kept), gathered with ``tokens.gather``.
+  token is always kept), gathered with ``tokens.gather``. The note gives neither the predictor's
+  layers nor the keep ratios: :class:`TokenPredictor` and :data:`DEFAULT_KEEP_RATIOS` are
+  vitprof's assumptions (DynamicViT's usual choices), not note 002's.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+# vitprof's assumption, not note 002's (section 3.1 gives no ratios): 0.7 kept twice.
 DEFAULT_KEEP_RATIOS: tuple[float, ...] = (1.0, 1.0, 0.7, 0.7, 0.49, 0.49)
 
 CIFAR_VIT_SIZES: dict[str, dict[str, int]] = {
@@ -223,7 +227,8 @@ def check_keep_ratios(keep_ratios: Sequence[float], depth: int) -> None:
 
 
 class TokenPredictor(nn.Sequential):
-    """Section 3.1's token-importance predictor: LayerNorm, Linear(D, D//4), GELU, Linear(D//4, 1).
+    """Section 3.1's token-importance predictor, as vitprof assumes it (the note names
+    ``predictor(tokens)`` but gives no layers): LayerNorm, Linear(D, D//4), GELU, Linear(D//4, 1).
 
     Applied to every patch token; returns one importance score per token, shape (B, N).
     """
@@ -238,7 +243,7 @@ class TokenPredictor(nn.Sequential):
         return super().forward(tokens).squeeze(-1)
 
 
-def prune_tokens(tokens: torch.Tensor, predictor: TokenPredictor, keep: int) -> torch.Tensor:
+def prune_tokens(tokens: torch.Tensor, predictor: nn.Module, keep: int) -> torch.Tensor:
     """Keep the CLS token and the ``keep`` patch tokens the predictor scores highest."""
     cls_token, patches = tokens[:, :1], tokens[:, 1:]
     importance = predictor(patches)  # (B, N)

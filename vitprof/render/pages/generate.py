@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from vitprof.checks.corrections import corrections_page
+from vitprof.checks.corrections import corrections, notes
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
 from vitprof.models.zoo import TORCHVISION_VITS
 from vitprof.render import figures
+from vitprof.render.pages.corrections import corrections_page
 from vitprof.render.pages.markdown import Page, model_report
 from vitprof.render.pages.timm_published import FILES as TIMM_FILES
 from vitprof.render.pages.timm_published import PAGE, timm_published_page
@@ -46,7 +47,8 @@ def pages(models: Sequence[str], everything: bool = False) -> list[Page]:
     result = [NAMED_PAGES[name]() if name in NAMED_PAGES else model_report(name)
               for name in progress(names, desc="report", unit="model")]
     if everything:
-        result += [zoo_page(), corrections_page(), index_page(names)]
+        result += [zoo_page(), corrections_page(notes().values(), corrections()),
+                   index_page(names)]
     return result
 
 

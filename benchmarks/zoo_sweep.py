@@ -1,0 +1,270 @@
+"""The zoo sweep: every timm transformer / hybrid model and every transformers vision model type,
+analysed by vitprof and held against independent oracles.
+
+Usage::
+
+    python benchmarks/zoo_sweep.py [--out reports] [--jobs 2] [--limit-s 300]
+                                   [--source timm|hf] [--per-module N] [--models A,B] [--redo]
+
+Each model runs in a child process of its own (``--child``) with a time limit, so one model that
+hangs or exhausts memory costs one row, not the sweep. Rows are appended to
+``<out>/zoo_sweep.csv`` as they finish; a rerun skips the models already there (``--redo`` runs
+them again), so an interrupted sweep resumes where it stopped. Progress goes to stderr.
+
+Per model the child records the input vitprof fed (and the one the model declares, when it
+declares one), vitprof's params and MACs, and two oracles computed apart from vitprof on the same
+input: the unique parameter elements of a fresh build, and ``torch.utils.flop_counter.
+FlopCounterMode`` on the meta device (its FLOPs are 2 x MACs of matmuls, convolutions and
+attention). It also records the share of MACs vitprof left in ``other`` and every warning of the
+breakdown. ``<out>/zoo_sweep.md`` summarises the CSV per model module.
+
+Conventions: MACs are multiply-accumulates; FLOPs = 2 x MACs. A model whose optional package is
+missing is ``skipped``, not ``failed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+# timm's modules that hold attention (transformers and hybrids), read from timm.list_modules()
+TIMM_MODULES = (
+    "beit", "byoanet", "cait", "coat", "convit", "crossvit", "csatv2", "davit", "deepseek_vit",
+    "deit", "edgenext", "efficientformer", "efficientformer_v2", "efficientvit_mit",
+    "efficientvit_msra", "eva", "fastvit", "gcvit", "gemma4_vit", "hiera", "hieradet_sam2",
+    "iformer", "levit", "lowformer", "maxxvit", "metaformer", "mobilenetv5", "mobilevit",
+    "mvitv2", "naflexvit", "nest", "nextvit", "pit", "pvt_v2", "qwen3_vit", "shvit",
+    "swiftformer", "swin_transformer", "swin_transformer_v2", "swin_transformer_v2_cr",
+    "tiny_vit", "tnt", "twins", "visformer", "vision_transformer", "vision_transformer_hybrid",
+    "vision_transformer_relpos", "vision_transformer_sam", "vitamin", "volo", "xcit",
+)
+FIELDS = (
+    "source", "module", "model", "status", "seconds", "input", "declared_input", "params",
+    "oracle_params", "macs", "oracle_macs", "other_macs", "warnings", "error",
+)
+
+
+def timm_models(per_module: int | None) -> Iterator[tuple[str, str, str]]:
+    import timm
+
+    for module in TIMM_MODULES:
+        names = timm.list_models(module=module)
+        for name in names[:per_module] if per_module else names:
+            yield "timm", module, name
+
+
+def hf_models(per_module: int | None) -> Iterator[tuple[str, str, str]]:
+    """Every transformers model type with an image-classification head (one per type)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
+    )
+
+    for model_type in sorted(MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES):
+        yield "hf", model_type, model_type
+
+
+# ---- the child: one model, one JSON line on stdout ---------------------------------------------
+
+def _build(source: str, name: str) -> tuple[Any, tuple[int, ...] | None]:
+    """A fresh model on meta, and the input size it declares (C, H, W) when it declares one."""
+    import torch
+
+    if source == "timm":
+        import timm
+
+        with torch.device("meta"):
+            model = timm.create_model(name, pretrained=False)
+        declared = model.pretrained_cfg.get("input_size")
+        return model, tuple(declared) if declared else None
+    from transformers import AutoConfig, AutoModelForImageClassification
+
+    config = AutoConfig.for_model(name)
+    with torch.device("meta"):
+        model = AutoModelForImageClassification.from_config(config)
+    size = getattr(config, "image_size", None)
+    size = (size, size) if isinstance(size, int) else tuple(size) if size else None
+    chans = getattr(config, "num_channels", 3)
+    return model, (chans, *size) if size else None
+
+
+def _unique_params(model: Any) -> int:
+    seen: dict[int, int] = {}
+    for p in model.parameters():
+        seen[id(p)] = p.numel()
+    return sum(seen.values())
+
+
+def _oracle_macs(model: Any, shape: tuple[int, ...]) -> int:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model.eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(torch.empty(shape, device="meta"))
+    return counter.get_total_flops() // 2  # FLOPs = 2 x MACs
+
+
+def child(source: str, name: str) -> dict[str, Any]:
+    import vitprof
+
+    model, declared = _build(source, name)
+    profile = vitprof.analyze(model, name=f"{source}:{name}")
+    shape = tuple(profile.input_shape)
+    fresh, _ = _build(source, name)
+    return {
+        "input": "x".join(map(str, shape)),
+        "declared_input": "x".join(map(str, declared)) if declared else "",
+        "params": profile.totals.params,
+        "oracle_params": _unique_params(fresh),
+        "macs": profile.totals.macs,
+        "oracle_macs": _oracle_macs(fresh, shape),
+        "other_macs": profile.components[vitprof.Component.OTHER].macs,
+        "warnings": " | ".join(profile.warnings),
+    }
+
+
+# ---- the parent: children in parallel, rows appended as they finish ---------------------------
+
+def run_one(source: str, module: str, name: str, limit_s: int) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(FIELDS, "")
+    row.update(source=source, module=module, model=name)
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", source, name],
+            capture_output=True, text=True, timeout=limit_s,
+        )
+    except subprocess.TimeoutExpired:
+        row.update(status="timeout", error=f"over {limit_s} s")
+    else:
+        last = done.stdout.strip().splitlines()[-1:] or [""]
+        if done.returncode == 0 and last[0].startswith("{"):
+            row.update(json.loads(last[0]), status="ok")
+        else:
+            error = (done.stderr.strip().splitlines() or ["exit " + str(done.returncode)])[-1]
+            missing = "No module named" in error or "requires the" in error
+            row.update(status="skipped" if missing else "failed", error=error[:300])
+    row["seconds"] = f"{time.monotonic() - start:.1f}"
+    return row
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def sweep(todo: list[tuple[str, str, str]], csv_path: Path, jobs: int, limit_s: int) -> None:
+    new_file = not csv_path.exists()
+    with csv_path.open("a", newline="") as handle, ThreadPoolExecutor(jobs) as pool:
+        writer = csv.DictWriter(handle, FIELDS)
+        if new_file:
+            writer.writeheader()
+        futures = [pool.submit(run_one, *item, limit_s) for item in todo]
+        for index, future in enumerate(futures, 1):
+            row = future.result()
+            writer.writerow(row)
+            handle.flush()
+            print(f"[{index}/{len(todo)}] {row['source']}:{row['model']} {row['status']} "
+                  f"{row['seconds']} s", file=sys.stderr)
+
+
+def _exact(row: dict[str, str]) -> bool:
+    return row["params"] == row["oracle_params"] and row["macs"] == row["oracle_macs"]
+
+
+def summary(rows: list[dict[str, str]]) -> str:
+    """The markdown page: per module, then every row that falls short and why."""
+    by_module: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
+    for row in rows:
+        by_module[row["source"], row["module"]].append(row)
+    lines = [
+        "# Zoo sweep",
+        "",
+        "Every model analysed by vitprof on the meta device, in a child process of its own, and",
+        "held against two oracles on the same input: the unique parameter elements of a fresh",
+        "build, and `FlopCounterMode` on meta (FLOPs / 2). MACs are multiply-accumulates; FLOPs",
+        "= 2 x MACs. Generated by `python benchmarks/zoo_sweep.py`; rows in `zoo_sweep.csv`.",
+        "",
+        "| source | module | models | ok | failed | exact totals | MACs outside `other` "
+        "| with warnings | input not the declared one |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for (source, module), group in sorted(by_module.items()):
+        ok = [r for r in group if r["status"] == "ok"]
+        macs = sum(int(r["macs"]) for r in ok)
+        outside = macs - sum(int(r["other_macs"]) for r in ok)
+        share = f"{100 * outside / macs:.1f}%" if macs else "-"
+        lines.append(
+            f"| {source} | {module} | {len(group)} | {len(ok)} "
+            f"| {sum(r['status'] in ('failed', 'timeout') for r in group)} "
+            f"| {sum(map(_exact, ok))} | {share} | {sum(bool(r['warnings']) for r in ok)} "
+            f"| {sum(_wrong_input(r) for r in ok)} |"
+        )
+    short = [r for r in rows if r["status"] != "ok" or not _exact(r) or _wrong_input(r)]
+    lines += ["", "## Rows that fall short", ""]
+    lines += [f"- {r['source']}:{r['model']}: {_why(r)}" for r in short] or ["None."]
+    return "\n".join(lines) + "\n"
+
+
+def _wrong_input(row: dict[str, str]) -> bool:
+    declared = row["declared_input"]
+    return bool(declared) and not row["input"].endswith(declared)
+
+
+def _why(row: dict[str, str]) -> str:
+    if row["status"] != "ok":
+        return f"{row['status']}: {row['error']}"
+    reasons = []
+    if row["params"] != row["oracle_params"]:
+        reasons.append(f"params {row['params']} vs oracle {row['oracle_params']}")
+    if row["macs"] != row["oracle_macs"]:
+        reasons.append(f"MACs {row['macs']} vs oracle {row['oracle_macs']}")
+    if _wrong_input(row):
+        reasons.append(f"counted at {row['input']}, the model declares {row['declared_input']}")
+    return "; ".join(reasons)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("reports"))
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--limit-s", type=int, default=300)
+    parser.add_argument("--source", choices=("timm", "hf"), action="append")
+    parser.add_argument("--per-module", type=int, help="the first N models of each module only")
+    parser.add_argument("--models", help="comma-separated model names (of the sources chosen)")
+    parser.add_argument("--redo", action="store_true", help="run models already in the CSV again")
+    parser.add_argument("--child", nargs=2, metavar=("SOURCE", "NAME"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return
+    sources = args.source or ["timm", "hf"]
+    todo = [item for source in sources
+            for item in (timm_models if source == "timm" else hf_models)(args.per_module)]
+    if args.models:
+        wanted = set(args.models.split(","))
+        todo = [item for item in todo if item[2] in wanted]
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv_path = args.out / "zoo_sweep.csv"
+    done = {(r["source"], r["model"]) for r in read_rows(csv_path)}
+    if not args.redo:
+        todo = [item for item in todo if (item[0], item[2]) not in done]
+    print(f"{len(todo)} models to run, {len(done)} already in {csv_path}", file=sys.stderr)
+    sweep(todo, csv_path, args.jobs, args.limit_s)
+    rows = {(r["source"], r["model"]): r for r in read_rows(csv_path)}  # a redo's row wins
+    (args.out / "zoo_sweep.md").write_text(summary(list(rows.values())))
+
+
+if __name__ == "__main__":
+    main()

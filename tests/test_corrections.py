@@ -1,0 +1,368 @@
+"""The corrections to the source notes: the data file, the verdict rules, and the figures of the
+committed ``reports/corrections.md`` re-derived by arithmetic.
+
+Each verdict rule of :mod:`vitprof.checks.corrections.verdicts` has a test with a constructed
+claim; ``test_rules_hold_on_every_row`` checks every row of the committed report against them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from vitprof.checks.corrections import Claim, Lab, Verdict, claims, correct, notes
+from vitprof.checks.corrections.claims import (
+    Judge,
+    OwnCode,
+    Rule,
+    expression,
+    measurement,
+    parse,
+)
+
+REPORT = Path(__file__).resolve().parents[1] / "reports" / "corrections.md"
+
+
+def constructed(value: float | None, measured: float, *, tolerance: float = 0.0,
+                own: float | None = None, declared: bool = False,
+                judge: tuple[Rule, float, dict[str, float]] | None = None) -> Claim:
+    """A claim measuring the constant ``measured``; ``judge`` is (rule, parameter, {role: x})."""
+    reads = {} if judge is None else judge[2]
+    return Claim(
+        "000-99", notes()["000"], "line 1", ("q",), value, "params", expression(str(measured)),
+        "because", values={role: expression(str(x)) for role, x in reads.items()},
+        tolerance=tolerance,
+        own_code=None if own is None else OwnCode("its own code", expression(str(own))),
+        judge=None if judge is None else Judge(judge[0], judge[1], {r: r for r in reads}),
+        declared=declared,
+    )
+
+
+def label(claim: Claim) -> str:
+    return correct(claim, Lab()).label
+
+
+# ------------------------------------------------------------------------------- rule 1: correct
+
+
+@pytest.mark.parametrize(
+    ("value", "measured", "tolerance", "verdict"),
+    [
+        pytest.param(100, 100, 0, "correct", id="exact"),
+        pytest.param(100, 101, 0, "wrong", id="exact-off-by-one"),
+        # "~86M" allows 86M +- 0.5M: 86,396,938 is in, 86,567,656 is out
+        pytest.param(86_000_000, 86_396_938, 500_000, "correct", id="rounds-to-86M"),
+        pytest.param(86_000_000, 86_567_656, 500_000, "wrong", id="rounds-to-87M"),
+        pytest.param(8_000_000, 8_500_000, 500_000, "correct", id="at-the-edge"),
+    ],
+)
+def test_rule_1_within_the_stated_rounding(value: float, measured: float, tolerance: float,
+                                           verdict: str) -> None:
+    assert label(constructed(value, measured, tolerance=tolerance)) == verdict
+
+
+# ------------------------------------------------------------------------------- rule 2: variant
+
+
+def test_rule_2_correct_only_for_the_variant_that_gives_the_value() -> None:
+    # a bias-free W_O: 768 x 768 = 589,824 against 768 x 768 + 768 = 590,592
+    claim = constructed(768 * 768, 768 * 768 + 768, own=768 * 768)
+    assert label(claim) == "correct only for its own code"
+    assert correct(claim, Lab()).verdict is Verdict.CORRECT_ONLY_FOR
+
+
+def test_rule_2_needs_the_variant_to_match_too() -> None:
+    assert label(constructed(100, 102, own=101)) == "wrong"
+
+
+def test_rule_1_wins_over_rule_2() -> None:
+    assert label(constructed(100, 100, own=100)) == "correct"
+
+
+# ------------------------------------------------------------------------------- rule 3: declared
+
+
+def test_rule_3_a_declared_approximation_is_not_wrong() -> None:
+    # "LayerNorm x 2: 忽略": 0 stated, 2 x 2 x 768 = 3,072 per block
+    assert label(constructed(0, 2 * 2 * 768, declared=True)) == "declared approximation"
+
+
+def test_rule_3_comes_after_rule_2() -> None:
+    claim = constructed(0, 3_072, own=0, declared=True)
+    assert label(claim) == "correct only for its own code"
+
+
+# ------------------------------------------------------------------------------- rule 4: wrong
+
+
+def test_rule_4_wrong_otherwise() -> None:
+    assert label(constructed(56_550_000, 17_563_828_224, tolerance=5_000)) == "wrong"
+
+
+# ------------------------------------------------------------------------------- rule 5: O-notation
+
+
+@pytest.mark.parametrize(
+    ("power", "exponent", "share", "verdict"),
+    [
+        pytest.param(1, 1.0, 100.0, "correct", id="ffn-is-the-layer"),
+        pytest.param(2, 1.0, 100.0, "wrong", id="wrong-power"),
+        # at N = 65, D = 512 the core 2 N^2 D = 4,326,400 is 5.97% of the layer (+ 4 N D^2)
+        pytest.param(2, 2.0, 100 * 4_326_400 / (4_326_400 + 68_157_440), "misleading",
+                     id="dominated"),
+        pytest.param(2, 2.0, 50.0, "correct", id="half-is-enough"),
+    ],
+)
+def test_rule_5_scales_as(power: int, exponent: float, share: float, verdict: str) -> None:
+    claim = constructed(None, 0, judge=(Rule.SCALES_AS, power,
+                                        {"exponent": exponent, "share": share}))
+    assert label(claim) == verdict
+
+
+@pytest.mark.parametrize(
+    ("saving", "verdict"),
+    [
+        pytest.param(10.0, "correct", id="saves-enough"),
+        pytest.param(1.5, "misleading", id="saves-little"),
+        # as written: 34,078,720 against 4,326,400 MACs, a saving of -687.7%
+        pytest.param(100 * (4_326_400 - 34_078_720) / 4_326_400, "misleading", id="costs-more"),
+    ],
+)
+def test_rule_5_saves(saving: float, verdict: str) -> None:
+    claim = constructed(None, 0, judge=(Rule.SAVES, 10, {"saving": saving}))
+    assert label(claim) == verdict
+
+
+# ------------------------------------------------------------------------------- rule 6: order
+
+
+@pytest.mark.parametrize(
+    ("larger", "smaller", "verdict"),
+    [
+        pytest.param(21_342_346, 18_979_338, "correct", id="larger"),
+        pytest.param(18_979_338, 21_342_346, "wrong", id="smaller"),
+        pytest.param(85_054_464, 85_054_464, "wrong", id="equal"),
+    ],
+)
+def test_rule_6_exceeds(larger: int, smaller: int, verdict: str) -> None:
+    claim = constructed(None, 0, judge=(Rule.EXCEEDS, 0, {"larger": larger, "smaller": smaller}))
+    assert label(claim) == verdict
+
+
+# ------------------------------------------------------------------------------- every row
+
+
+def report_rows() -> dict[str, dict[str, str]]:
+    """The rows of the committed report's tables, by claim id."""
+    rows: dict[str, dict[str, str]] = {}
+    header: list[str] = []
+    for line in REPORT.read_text().splitlines():
+        if not line.startswith("|") or line.startswith("| :"):
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if cells[0] == "#":
+            header = cells
+        else:
+            rows[cells[0]] = dict(zip(header, cells, strict=True))
+    return rows
+
+
+def number(text: str) -> float:
+    return float(re.sub(r"[,%]| MB|\*\(evaluated\)\*", "", text).strip())
+
+
+def test_rules_hold_on_every_row() -> None:
+    rows = report_rows()
+    assert set(rows) == {c.id for c in claims()}
+    for claim in claims():
+        row = rows[claim.id]
+        verdict = row["verdict"]
+        if claim.value is None:  # rule 5
+            assert verdict in ("correct", "misleading", "wrong"), claim.id
+            continue
+        shown = row["vitprof"]
+        decimals = len(re.search(r"(?:\.(\d+))?\D*$", shown).group(1) or "")
+        half_unit = 0.5 * 10**-decimals  # the value as shown is rounded to this
+        off = abs(number(shown) - claim.value)
+        if off + half_unit <= claim.tolerance or off - half_unit > claim.tolerance:  # rule 1
+            assert (verdict == "correct") == (off <= claim.tolerance), claim.id
+        if verdict.startswith("correct only for "):  # rule 2
+            assert claim.own_code and verdict == f"correct only for {claim.own_code.label}"
+        if verdict == "declared approximation":  # rule 3
+            assert claim.declared, claim.id
+        if verdict == "wrong":  # rule 4: no variant matched, nothing declared
+            assert not claim.declared, claim.id
+
+
+def test_report_states_the_rules() -> None:
+    text = REPORT.read_text()
+    for rule in ("1. *correct*", "2. *correct only for X*", "3. *declared approximation*",
+                 "4. *wrong*", "5. O-notation", "6. a size name"):
+        assert rule in text
+
+
+@pytest.mark.parametrize(
+    ("claim", "verdict"),
+    [
+        # bias-free formulas copied from the ViT paper, judged alike
+        pytest.param("003-2", "correct only for a bias-free projection, as the formula writes it"),
+        pytest.param("003-5", "correct only for a bias-free projection, as the formula writes it"),
+        pytest.param("003-6", "correct only for a bias-free projection, as the formula writes it"),
+        # declared approximations
+        pytest.param("004-10", "declared approximation"),
+        pytest.param("004-17", "correct only for a single head (d = D), as its example takes it"),
+        # "~86M": vit_b_16 has 86,567,656 (87M), note 001's model 86,396,938 (86M)
+        pytest.param("000-27", "wrong"),
+        pytest.param("004-15", "wrong"),
+        pytest.param("001-12", "correct"),
+        # O(N^2 D) for a layer whose projections are 94% of it at N = 65
+        pytest.param("002-3", "misleading"),
+        pytest.param("002-4", "correct"),
+    ],
+)
+def test_consistent_verdicts(claim: str, verdict: str) -> None:
+    assert report_rows()[claim]["verdict"] == verdict
+
+
+# ------------------------------------------------------------------------------- the data file
+
+
+def test_data_file_rejects_what_it_cannot_measure() -> None:
+    with pytest.raises(ValueError, match="only arithmetic"):
+        expression("__import__('os')")
+    with pytest.raises(ValueError, match="unknown measurement keys"):
+        measurement({"model": "vit_b_16", "figure": "params", "size": 3})
+    with pytest.raises(ValueError, match="'flop'"):
+        measurement({"model": "vit_b_16", "figure": "flop"})
+    table = {"notes": {"000": {"file": "f", "title": "t", "compared_with": "c"}},
+             "claim": [{"id": "000-1", "where": "line 1", "quote": ["q"], "value": 1,
+                        "unit": "params", "measure": "x", "reason": "r"}]}
+    with pytest.raises(ValueError, match=r"claim 000-1: undefined names \['x'\]"):
+        parse(table)
+
+
+# ------------------------------------------------------------------------------- note 002, §3.2
+
+# note 002's CIFAR-ViT: N = 64 patches + CLS = 65 tokens, D = 512, 6 blocks, 8 heads (d = 64)
+N, D, DEPTH, HEAD_DIM = 65, 512, 6, 64
+SOFTMAX_CORE = 2 * N * N * D  # QK^T and AV: 4,326,400
+AS_WRITTEN_CORE = 2 * N * D * D  # K^T V (D, D) and Q @ Context: 34,078,720
+PER_HEAD_CORE = 2 * N * D * HEAD_DIM  # per-head contexts (d, d): 4,259,840
+SOFTMAX_MODEL = (
+    64 * 3 * 4 * 4 * D  # patch embedding: 1,572,864
+    + DEPTH * (4 * N * D * D + SOFTMAX_CORE + 2 * N * D * 4 * D)  # q, k, v, proj; core; MLP
+    + D * 10  # head on the class token
+)  # = 1,254,370,304
+AS_WRITTEN_MODEL = SOFTMAX_MODEL + DEPTH * (AS_WRITTEN_CORE - SOFTMAX_CORE)  # 1,432,884,224
+
+
+def test_linear_attention_is_evaluated_as_written() -> None:
+    row = report_rows()["002-5"]
+    assert (row["vitprof"], row["verdict"]) == (f"{AS_WRITTEN_CORE:,}", "misleading")
+    reason = next(line for line in REPORT.read_text().splitlines()
+                  if line.startswith("- **002-5**"))
+    assert f"2 N D^2 = {AS_WRITTEN_CORE:,} MACs per block" in reason
+    assert f"2 N^2 D = {SOFTMAX_CORE:,} (x{AS_WRITTEN_CORE / SOFTMAX_CORE:.1f})" in reason  # x7.9
+    more = 100 * (AS_WRITTEN_MODEL - SOFTMAX_MODEL) / SOFTMAX_MODEL  # +14.2%
+    assert f"{AS_WRITTEN_MODEL:,} MACs, {more:+.1f}% against {SOFTMAX_MODEL:,}" in reason
+    # the per-head reading is offered as vitprof's, not the note's
+    saving = 100 * (SOFTMAX_CORE - PER_HEAD_CORE) / SOFTMAX_CORE  # 1.5%
+    assert "vitprof's and not the note's" in reason
+    assert f"2 N D d = {PER_HEAD_CORE:,} MACs per block, {saving:.1f}% less" in reason
+
+
+# ------------------------------------------------------------------------------- evaluations
+
+
+def test_evaluations_are_marked_apart_from_quoted_figures() -> None:
+    rows = report_rows()
+    evaluated = {c.id for c in claims() if c.evaluated}
+    # note 003 states formulas, no numbers; 001-2 is its code evaluated at batch 2
+    assert evaluated == ({f"003-{i}" for i in range(1, 12)}
+                         | {"001-2", "002-13", "002-16", "002-17"})
+    for claim in claims():
+        marked = rows[claim.id]["note's value"].endswith("*(evaluated)*")
+        assert marked == (claim.id in evaluated), claim.id
+    # 001-2: (B, 1, D) + (B, N + 1, D) at B = 2 is 2 x (768 + 197 x 768) = 304,128, no figure
+    # of the note; its code at its own BATCH_SIZE = 1 holds 768 + 197 x 768 = 152,064 (row 001-4)
+    assert rows["001-2"]["note's value"] == f"{2 * (768 + 197 * 768):,} *(evaluated)*"
+    assert rows["001-4"]["note's value"] == f"{768 + 197 * 768:,}"
+
+
+# ------------------------------------------------------------------------------- honest labels
+
+
+@pytest.mark.parametrize(
+    ("model", "label"),
+    [
+        pytest.param("note002_dynamic_vit", "keep ratios are vitprof's assumptions", id="dynamic"),
+        pytest.param("note002_linear_attention", "per head: vitprof's reading", id="linear"),
+        pytest.param("vit_22b", "not ViT-22B itself", id="vit_22b"),
+    ],
+)
+def test_zoo_labels_say_what_is_ours(model: str, label: str) -> None:
+    from vitprof.models.zoo import ZOO
+
+    assert label in ZOO[model].description
+
+
+def test_report_labels_the_dynamic_vit_assumptions() -> None:
+    assert ("`note002_dynamic_vit` assumes them (vitprof's assumption, not the note's)"
+            in REPORT.read_text())
+
+
+# ------------------------------------------------------------------------------- claims added
+
+
+def cifar_params(width: int, depth: int) -> int:
+    """Note 002's CIFAR-ViT: 32 px, patch 4 (64 patches + CLS), MLP 4D, 10 classes."""
+    block = 4 * (width**2 + width) + 2 * 4 * width**2 + 4 * width + width + 2 * 2 * width
+    return (3 * 4 * 4 * width + width  # patch embedding
+            + width + 65 * width  # CLS token, position embedding
+            + depth * block + 2 * width + width * 10 + 10)  # blocks, final norm, head
+
+
+def test_size_ladder_claims() -> None:
+    rows = report_rows()
+    base, small = cifar_params(512, 6), cifar_params(384, 12)  # 18,979,338 and 21,342,346
+    assert (base, small) == (18_979_338, 21_342_346)
+    assert (rows["002-14"]["vitprof"], rows["002-14"]["verdict"]) == (f"{base:,}", "wrong")
+    # "Large" = ViT-B's blocks: 12 x (4 (768^2 + 768) + 2 x 768 x 3072 + 3072 + 768 + 4 x 768)
+    vit_b_blocks = 12 * (4 * (768**2 + 768) + 2 * 768 * 3072 + 3072 + 768 + 4 * 768)
+    assert rows["002-15"]["vitprof"] == f"{vit_b_blocks:,}"  # 85,054,464
+    assert rows["002-15"]["verdict"] == "wrong"
+
+
+def test_context_and_head_width_claims() -> None:
+    rows = report_rows()
+    # as written the context is (D, D): 2 N D^2 / (2 N) = 512 x 512
+    assert (rows["002-13"]["vitprof"], rows["002-13"]["verdict"]) == (f"{512 * 512:,}", "correct")
+    for claim in ("003-10", "003-11"):  # d = D / H = 768 / 12, the d of 1/sqrt(d)
+        assert (rows[claim]["vitprof"], rows[claim]["verdict"]) == (f"{768 // 12}", "correct")
+
+
+def test_complexity_totals_fit_exactly() -> None:
+    rows = report_rows()
+    text = REPORT.read_text()
+    # softmax block: 2 N^2 D + 12 N D^2 (q, k, v, proj 4 D^2; MLP 8 D^2), D = 512
+    assert (rows["002-16"]["vitprof"], rows["002-16"]["verdict"]) == ("0", "correct")
+    assert f"a = {2 * 512:,} = 2D" in text and f"b = {12 * 512**2:,} = 12 D^2" in text
+    # as-written linear block at 32 and 64 px (N = 65, 257): 14 N D^2 at both sizes
+    assert (rows["002-17"]["vitprof"], rows["002-17"]["verdict"]) == ("0", "correct")
+    assert f"b = {14 * 512**2:,} = 14 D^2" in text  # 3,670,016
+
+
+def test_torchinfo_activation_size_is_reproduced_and_its_gap_named() -> None:
+    row = report_rows()["001-20"]
+    text = REPORT.read_text()
+    # torchinfo: 2 x outputs of the leaf layers with parameters, float32: the conv 196 x 768,
+    # per block 2 LayerNorms + fc1 + fc2 (3 x 197 x 768 + 197 x 3072), head LN + 2 Linears
+    elements = 196 * 768 + 12 * (3 * 197 * 768 + 197 * 3072) + 768 + 768 + 10  # 12,860,938
+    assert f"{elements:,} elements x 4 bytes x 2 = {elements * 8 / 1e6:.2f} MB" in text
+    assert f"{elements * 8 / 1e6:.2f}" == "102.89"
+    maps = 12 * 197**2 * 4 * 12  # attention maps of one forward: 22,353,984 bytes
+    assert f"= {maps / 1e6:.2f} MB per forward" in text
+    measured = float(row["vitprof"].removesuffix(" MB"))
+    assert measured > 102.89 + 2 * maps / 1e6 and row["verdict"] == "wrong"

@@ -1,0 +1,105 @@
+"""Verdicts on the notes' claims, computed, never typed.
+
+The rules, applied to every claim in this order (the report states them in its preamble):
+
+1. **correct**: the value vitprof measures for the model the note describes is within the
+   claim's tolerance of the note's value. The tolerance is the rounding the note states: half a
+   unit of its last digit for "≈" and "~" figures ("~86M" allows 500,000), nothing for an exact
+   figure.
+2. **correct only for** *X*: not 1, but the variant *X* the note's own formula or code defines
+   (a bias-free projection as a formula writes it, its own model, a single head) gives the note's
+   value within the tolerance; the standard model differs.
+3. **declared approximation**: not 1 or 2, but the note itself says it leaves the term out or
+   approximates it ("LayerNorm x 2: 忽略"); the reason gives the size of what it leaves out.
+4. **wrong**: none of the above.
+5. A claim about how cost *scales* (O-notation) has no value; it is decided by measuring:
+   ``scales_as`` is **wrong** when the measured exponent k in MACs ~ N^k of the term it names
+   is not the stated power (to 1e-9), **misleading** when it is but that term is less than half
+   of the layer the claim names at the note's own size (the order leaves out what dominates),
+   else **correct**; ``saves`` (a cost presented as a saving) is **correct** when it saves at
+   least the stated per cent at the note's size, else **misleading**.
+6. A size name that implies an order ("Base" above "Small", "Large" above ViT-Base) has no value
+   either: ``exceeds`` is **correct** when the model the name puts higher has more than the
+   stated number of parameters more, else **wrong**.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from vitprof.checks.corrections.claims import Claim, Rule
+from vitprof.checks.corrections.measure import Figures, Lab, Number, reason
+
+
+class Verdict(StrEnum):
+    """What vitprof finds of a claim; the string is what the report shows."""
+
+    CORRECT = "correct"
+    CORRECT_ONLY_FOR = "correct only for"
+    DECLARED = "declared approximation"
+    WRONG = "wrong"
+    MISLEADING = "misleading"
+
+
+@dataclass(frozen=True)
+class Correction:
+    """A claim with its measured value, verdict and reason."""
+
+    claim: Claim
+    measured: Number
+    verdict: Verdict
+    reason: str
+
+    @property
+    def label(self) -> str:
+        """The verdict as the report shows it: ``correct only for its own code``."""
+        if self.verdict is Verdict.CORRECT_ONLY_FOR:
+            assert self.claim.own_code is not None
+            return f"{self.verdict} {self.claim.own_code.label}"
+        return str(self.verdict)
+
+    @property
+    def difference(self) -> Number | None:
+        return None if self.claim.value is None else self.measured - self.claim.value
+
+
+def _scales_as(read: Mapping[str, Number], power: float) -> Verdict:
+    if abs(read["exponent"] - power) >= 1e-9:
+        return Verdict.WRONG
+    return Verdict.CORRECT if read["share"] >= 50 else Verdict.MISLEADING
+
+
+def _saves(read: Mapping[str, Number], percent: float) -> Verdict:
+    return Verdict.CORRECT if read["saving"] >= percent else Verdict.MISLEADING
+
+
+def _exceeds(read: Mapping[str, Number], by: float) -> Verdict:
+    return Verdict.CORRECT if read["larger"] - read["smaller"] > by else Verdict.WRONG
+
+
+JUDGES: dict[Rule, Callable[[Mapping[str, Number], float], Verdict]] = {
+    Rule.SCALES_AS: _scales_as, Rule.SAVES: _saves, Rule.EXCEEDS: _exceeds,
+}
+
+
+def verdict(claim: Claim, figures: Figures, measured: Number) -> Verdict:
+    """Rules 1-6 of the module docstring."""
+    if claim.judge is not None:
+        read = {role: figures.get(name) for role, name in claim.judge.reads.items()}
+        return JUDGES[claim.judge.rule](read, claim.judge.parameter)
+    assert claim.value is not None
+    if abs(measured - claim.value) <= claim.tolerance:
+        return Verdict.CORRECT
+    own = claim.own_code
+    if own is not None and abs(figures.evaluate(own.measure) - claim.value) <= claim.tolerance:
+        return Verdict.CORRECT_ONLY_FOR
+    return Verdict.DECLARED if claim.declared else Verdict.WRONG
+
+
+def correct(claim: Claim, lab: Lab) -> Correction:
+    """Measure ``claim`` and decide its verdict."""
+    figures = Figures(claim, lab)
+    measured = figures.get("measured")
+    return Correction(claim, measured, verdict(claim, figures, measured), reason(claim, figures))

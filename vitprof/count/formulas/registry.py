@@ -1,0 +1,127 @@
+"""The formula registry: which function prices which aten operation, and how it is called.
+
+A formula is ``formula(inputs, out) -> Cost | Mapping[Component, Cost]``. ``inputs`` maps each
+argument name of the operation's schema (``op._schema.arguments``) to its value, however it was
+passed (by position or by keyword) and with the schema's defaults filled in (:func:`arguments`);
+``out`` is what the operation returned. A formula reads shapes only, never values, so it works on
+meta tensors. It returns a :class:`~vitprof.core.records.Cost`: ``macs`` counts multiply-accumulates
+of products (a matmul ``(m, k) @ (k, n)`` is ``m * k * n`` MACs; FLOPs = 2 x MACs) and
+``vector_flops`` element-wise work (a bias add is one vector FLOP per output element, never a MAC).
+A fused operation that spans components returns a mapping from component to cost.
+
+Formulas are keyed by overload packet (``aten.addmm`` prices ``aten.addmm.default`` and every
+other overload). :func:`register` adds one for good and refuses a second; a per-call mapping
+(``analyze(..., formulas={op: fn})``, normalised by :func:`overriding`) wins over the registry for
+one count only, as ``FlopCounterMode(custom_mapping=...)`` does.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from vitprof.core.errors import UserError
+from vitprof.core.records import Component, Cost
+from vitprof.count.formulas.free import FREE_OPS
+
+aten = torch.ops.aten
+
+OpCost = Cost | Mapping[Component, Cost]
+Arguments = Mapping[str, Any]
+Formula = Callable[[Arguments, Any], OpCost]
+
+FORMULAS: dict[Any, Formula] = {}
+
+_OP_TYPES = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+
+
+def packet(op: Any) -> Any:
+    """The overload packet of ``op`` (``aten.addmm`` for ``aten.addmm.default``)."""
+    return getattr(op, "overloadpacket", op)
+
+
+def register(*targets: Any) -> Any:
+    """Register a formula for one or more aten operations (packets or overloads).
+
+    ``register(aten.cumsum, formula)`` registers at once and returns ``formula``;
+    ``@register(aten.cumsum, aten.cumprod)`` decorates. A second formula for an operation is
+    refused (``ValueError``); to replace a formula for one count, pass ``formulas=`` to
+    :func:`vitprof.analyze`.
+    """
+    if len(targets) > 1 and not isinstance(targets[-1], _OP_TYPES) and callable(targets[-1]):
+        _add(targets[:-1], targets[-1])
+        return targets[-1]
+
+    def decorate(formula: Formula) -> Formula:
+        _add(targets, formula)
+        return formula
+
+    return decorate
+
+
+def _add(ops: tuple[Any, ...], formula: Formula) -> None:
+    if not ops:
+        raise TypeError("register() needs at least one aten operation")
+    for op in ops:
+        if not isinstance(op, _OP_TYPES):
+            raise TypeError(f"expected an aten operation, got {op!r}")
+        if packet(op) in FORMULAS:
+            raise ValueError(f"a formula for {op} is already registered")
+        FORMULAS[packet(op)] = formula
+
+
+def overriding(formulas: Mapping[Any, Formula] | None) -> dict[Any, Formula]:
+    """A per-call mapping ``{op: formula}`` keyed by overload packet; a bad entry is a UserError."""
+    checked: dict[Any, Formula] = {}
+    for op, formula in (formulas or {}).items():
+        if not isinstance(op, _OP_TYPES):
+            raise UserError(f"formulas: {op!r} is not an aten operation (use torch.ops.aten.NAME)")
+        if not callable(formula):
+            raise UserError(f"formulas: the formula given for {op_name(op)} is not callable")
+        checked[packet(op)] = formula
+    return checked
+
+
+def formula_for(op: Any, overrides: Mapping[Any, Formula] | None = None) -> Formula | None:
+    """The formula for ``op`` (looked up by its packet): from ``overrides`` first, else the
+    registry; None when neither has one."""
+    key = packet(op)
+    if overrides and key in overrides:
+        return overrides[key]
+    return FORMULAS.get(key)
+
+
+@functools.cache
+def _parameters(op: Any) -> tuple[tuple[str, bool, Any], ...]:
+    """(name, has a default, default) of each argument in ``op``'s schema, in order."""
+    return tuple(
+        (a.name, a.has_default_value(), a.default_value if a.has_default_value() else None)
+        for a in op._schema.arguments
+    )
+
+
+def arguments(op: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``args`` and ``kwargs`` of a call of the overload ``op``, bound to its schema's argument
+    names in schema order; an argument not passed takes the schema's default (if it has one)."""
+    parameters = _parameters(op)
+    bound = {name: value for (name, _, _), value in zip(parameters, args, strict=False)}
+    for name, has_default, default in parameters[len(args):]:
+        if name in kwargs:
+            bound[name] = kwargs[name]
+        elif has_default:
+            bound[name] = default
+    return bound
+
+
+def is_free(op: Any) -> bool:
+    """True when ``op`` is in the documented list of operations that cost nothing."""
+    return packet(op) in FREE_OPS
+
+
+def op_name(op: Any) -> str:
+    """``aten.addmm`` for ``aten.addmm.default``."""
+    qualified = getattr(packet(op), "_qualified_op_name", None)
+    return qualified.replace("::", ".") if qualified else str(packet(op))

@@ -1,0 +1,142 @@
+"""Self-checks on a breakdown: patterns that no correct ViT breakdown shows.
+
+Totals are exact whatever the recognizer decides; the split into components is not. These rules
+read only the op records and the component each got, so they hold for any model:
+
+* **attention outside attn_core**: an attention product ran but its MACs are counted elsewhere.
+  Attention is a fused attention op (``scaled_dot_product_attention`` and its kernels,
+  ``_native_multi_head_attention``, ``flex_attention``) or, in one module's forward, a softmax
+  between two batched activation products (``aten.bmm`` / ``aten.baddbmm``: a linear layer runs
+  as ``addmm`` / ``mm``, so a ``bmm`` multiplies two activations).
+* **projections without a core**: a block with ``attn_qkv`` or ``attn_proj`` MACs and no
+  ``attn_core`` MACs.
+* **patch embedding inside a block**: ``patch_embed`` MACs recorded in a block, or run between
+  two ops of one block. Embedding between the stages of a hierarchical model runs between two
+  different blocks and passes.
+* **MACs in tokens**: ``tokens`` is the class / register tokens and the position embedding,
+  whose arithmetic is element-wise (vector FLOPs); a multiply-accumulate there is misplaced.
+* **no blocks, yet components**: a model without recognized transformer blocks must leave what
+  it does not recognize in ``other``; MACs in any component but ``other`` and ``head`` fail.
+
+Each failed rule is one warning line naming the rule, the MACs involved and up to three module
+paths. An empty list means the breakdown passed every check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from vitprof.core.records import Component, OpRecord
+
+_FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
+_ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
+_SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
+_PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
+_ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD)
+
+
+def _is_fused_attention(op: OpRecord) -> bool:
+    return any(name in op.op for name in _FUSED_ATTENTION)
+
+
+def _paths(ops: Iterable[OpRecord]) -> str:
+    modules = list(dict.fromkeys(op.module or "(root)" for op in ops))
+    shown = ", ".join(modules[:3])
+    return shown + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
+
+
+def _warning(rule: str, ops: Sequence[OpRecord], what: str) -> str:
+    macs = sum(op.macs for op in ops)
+    return f"self-check failed ({rule}): {macs:,} MACs {what}, in {_paths(ops)}"
+
+
+def _explicit_attention(ops: Sequence[OpRecord]) -> list[OpRecord]:
+    """The records of every bmm -> softmax -> bmm run inside one module's forward."""
+    found: list[OpRecord] = []
+    by_module: dict[tuple[str, str], list[OpRecord]] = {}
+    for op in ops:
+        by_module.setdefault((op.module, op.phase), []).append(op)
+    for group in by_module.values():
+        pending: list[OpRecord] = []  # a bmm, then maybe a softmax, waiting for the second bmm
+        for op in group:
+            if op.op in _ACTIVATION_PRODUCTS:
+                if len(pending) == 2:
+                    found.extend([*pending, op])
+                pending = [op]
+            elif op.op in _SOFTMAX and len(pending) == 1:
+                pending.append(op)
+    return found
+
+
+def attention_outside_core(ops: Sequence[OpRecord]) -> list[str]:
+    attention = [op for op in ops if _is_fused_attention(op)] + _explicit_attention(ops)
+    astray = [op for op in attention if op.macs and op.component is not Component.ATTN_CORE]
+    if not astray:
+        return []
+    where = sorted({str(op.component) for op in astray})
+    return [_warning("attention outside attn_core", astray,
+                     f"of attention products counted as {', '.join(where)}")]
+
+
+def projections_without_core(ops: Sequence[OpRecord]) -> list[str]:
+    by_block: dict[int, list[OpRecord]] = {}
+    for op in ops:
+        if op.block is not None:
+            by_block.setdefault(op.block, []).append(op)
+    astray = [op for block in by_block.values()
+              if not any(op.component is Component.ATTN_CORE and op.macs for op in block)
+              for op in block if op.component in _PROJECTIONS and op.macs]
+    if not astray:
+        return []
+    blocks = len({op.block for op in astray})
+    return [_warning("projections without a core", astray,
+                     f"in attn_qkv / attn_proj of {blocks} block(s) with no attn_core MACs")]
+
+
+def _block_around(ops: Sequence[OpRecord]) -> list[int | None]:
+    """Per op: its block, or the block of the ops on both sides of it when those agree."""
+    before: list[int | None] = []
+    last = None
+    for op in ops:
+        last = op.block if op.block is not None else last
+        before.append(last)
+    around: list[int | None] = [None] * len(ops)
+    following = None
+    for i in range(len(ops) - 1, -1, -1):
+        op = ops[i]
+        following = op.block if op.block is not None else following
+        if op.block is not None or before[i] == following:
+            around[i] = op.block if op.block is not None else following
+    return around
+
+
+def patch_embed_inside_blocks(ops: Sequence[OpRecord]) -> list[str]:
+    around = _block_around(ops)
+    astray = [op for op, block in zip(ops, around, strict=True)
+              if op.component is Component.PATCH_EMBED and block is not None and op.macs]
+    return [_warning("patch embedding inside a block", astray, "in patch_embed")] if astray else []
+
+
+def macs_in_tokens(ops: Sequence[OpRecord]) -> list[str]:
+    astray = [op for op in ops if op.component is Component.TOKENS and op.macs]
+    return [_warning("MACs in tokens", astray, "in tokens")] if astray else []
+
+
+def components_without_blocks(ops: Sequence[OpRecord]) -> list[str]:
+    if any(op.block is not None for op in ops):
+        return []
+    astray = [op for op in ops if op.component not in _ALLOWED_WITHOUT_BLOCKS and op.macs]
+    if not astray:
+        return []
+    where = sorted({str(op.component) for op in astray})
+    return [_warning("no blocks, yet components", astray,
+                     f"in {', '.join(where)} of a model with no recognized blocks")]
+
+
+RULES = (attention_outside_core, projections_without_core, patch_embed_inside_blocks,
+         macs_in_tokens, components_without_blocks)
+
+
+def self_checks(ops: Sequence[OpRecord]) -> list[str]:
+    """One warning per failed rule (see the module docstring); empty when all pass."""
+    return [line for rule in RULES for line in rule(ops)]

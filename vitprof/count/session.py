@@ -1,0 +1,195 @@
+"""The one counting session: run a model once under the counter and return what it did.
+
+:func:`count` owns the whole run: meta stand-ins for a model with weights fed meta inputs, the
+module stack, the :class:`~vitprof.count.counter.OpCounter` modes, the forward (and, for a
+training step, the backward), and the op records. Timing, memory and anything else that needs
+to see the run plug in through ``on_event`` (module enter and leave, with the number of ops
+counted by then) instead of driving the counter themselves.
+
+Inputs are ready-made: ``(args, kwargs)``, fed as ``model(*args, **kwargs)``. The run happens
+where the inputs live; inputs on meta with a model that has weights means meta stand-ins of its
+parameters and buffers through ``torch.func.functional_call``, which leaves the model untouched.
+The model runs in train mode for a training step and in eval mode otherwise, and gets its mode
+back; the grad mode of an inference count is the caller's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+from torch.func import functional_call
+from torch.utils._pytree import tree_leaves, tree_map
+
+from vitprof.core.errors import UserError
+from vitprof.core.records import OpRecord, Phase
+from vitprof.count.counter import OpCounter
+from vitprof.count.families import ComponentMap
+from vitprof.count.formulas import Formula
+from vitprof.count.module_stack import ModuleStack
+from vitprof.count.running import CountFailed, on_meta
+from vitprof.count.training import first_output
+
+Inputs = tuple[tuple[Any, ...], dict[str, Any]]  # (args, kwargs) of one forward
+
+
+def image_inputs(image: torch.Tensor) -> Inputs:
+    """The inputs of a model called as ``model(image)``."""
+    return (image,), {}
+
+
+def meta_twins(inputs: Inputs) -> Inputs:
+    """``inputs`` with every tensor replaced by an empty meta tensor of its shape and dtype."""
+    return tree_map(
+        lambda v: torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor) else v,
+        inputs,
+    )
+
+
+def _on_meta(inputs: Inputs) -> bool:
+    tensors = [v for v in tree_leaves(inputs) if isinstance(v, torch.Tensor)]
+    return bool(tensors) and all(t.is_meta for t in tensors)
+
+
+def stand_ins(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Meta tensors for every parameter and buffer of ``model`` (same shape, dtype and
+    ``requires_grad``)."""
+    return {
+        name: torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
+        for name, t in [*model.named_parameters(), *model.named_buffers()]
+    }
+
+
+def _substitutes(model: nn.Module, inputs: Inputs) -> dict[str, torch.Tensor] | None:
+    """The stand-ins a run of ``model`` on ``inputs`` needs: for meta inputs and a model with
+    weights; None when the model runs as it is."""
+    return stand_ins(model) if _on_meta(inputs) and not on_meta(model) else None
+
+
+def _forward(
+    model: nn.Module, inputs: Inputs, substitutes: dict[str, torch.Tensor] | None
+) -> Any:
+    args, kwargs = inputs
+    if substitutes is not None:
+        return functional_call(model, substitutes, args, kwargs)
+    return model(*args, **kwargs)
+
+
+def call(model: nn.Module, inputs: Inputs) -> Any:
+    """``model(*args, **kwargs)``; a model with weights meets meta inputs through stand-ins."""
+    return _forward(model, inputs, _substitutes(model, inputs))
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A module entered or left during a counted run.
+
+    ``kind`` is ``"enter"`` or ``"leave"``; ``path`` the module's path (``""`` the root);
+    ``phase`` ``"forward"`` or ``"backward"``; ``ops`` the number of op records counted before
+    it, so the records between two events are ``run.ops[a.ops:b.ops]``.
+    """
+
+    kind: str
+    path: str
+    phase: Phase
+    ops: int
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one counted run did.
+
+    ``ops``: the op records in the order they ran; ``unsupported``: ``{op name: calls}`` of the
+    ops that ran without a formula; ``nodes``: autograd node -> index in ``ops`` of the forward
+    op it belongs to (filled for a training count only; the nodes, and what autograd saved for
+    them, stay alive as long as the Run); ``params``: the tensors that stood for the parameters
+    (the meta stand-ins, or the model's own), by name.
+    """
+
+    ops: tuple[OpRecord, ...]
+    unsupported: dict[str, int]
+    nodes: dict[Any, int]
+    params: dict[str, torch.Tensor]
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes written by all the counted operations."""
+        return sum(op.bytes_written for op in self.ops)
+
+
+def count(
+    model: nn.Module, inputs: Inputs, mapping: ComponentMap, *, train: bool = False,
+    backward: bool = True, on_event: Callable[[Event], None] | None = None,
+    formulas: Mapping[Any, Formula] | None = None,
+) -> Run:
+    """Run ``model`` on ``inputs`` once under the counter and return the :class:`Run`.
+
+    ``train=True`` counts a training step (:func:`training_step`); with ``backward=False`` it
+    stops after the train-mode forward, with the autograd graph kept in ``Run.nodes``.
+    ``on_event`` is called at each module :class:`Event` (backward ones too in a training step).
+    ``formulas`` (``{op: formula}``) win over the registered formulas for this run only.
+    A failing model raises :class:`~vitprof.count.running.CountFailed` with its error and the
+    bytes its operations wrote until then; a :class:`UserError` passes as it is.
+    """
+    params = dict(model.named_parameters())
+    substitutes = _substitutes(model, inputs)
+    if substitutes is not None:
+        params = {name: substitutes[name] for name in params}
+    counter: OpCounter
+    modules: ModuleStack
+
+    def notify(kind: str) -> Callable[[str, nn.Module], None] | None:
+        if on_event is None:
+            return None
+        return lambda path, _module: on_event(Event(
+            kind, path, Phase.BACKWARD if modules.in_backward else Phase.FORWARD, counter.recorded
+        ))
+
+    modules = ModuleStack(model, on_enter=notify("enter"), on_leave=notify("leave"),
+                          backward=train and backward and on_event is not None)
+    counter = OpCounter(model, mapping, params, formulas=formulas, modules=modules)
+    forward = partial(_forward, model, inputs, substitutes)
+    was_training = model.training
+    model.train(train)
+    try:
+        with counter.running():
+            if train:
+                training_step(counter, forward, params.values(), backward=backward)
+            else:
+                forward()
+    except UserError:
+        raise
+    except Exception as error:
+        raise CountFailed(error, counter.bytes_written()) from error
+    finally:
+        model.train(was_training)
+    return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params)
+
+
+def training_step(
+    counter: OpCounter, forward: Callable[[], Any], leaves: Iterable[torch.Tensor],
+    *, backward: bool = True,
+) -> None:
+    """Run ``forward()`` and the backward to ``leaves`` under ``counter`` (already running).
+
+    The forward runs with gradients enabled; the backward is the gradient of a ones gradient
+    on the output (no loss function is charged) to every leaf that requires one, by
+    ``torch.autograd.grad``, so that no ``.grad`` of the user's model is written. The ratio of
+    backward to forward is measured, not assumed (see :mod:`vitprof.count.training`).
+    """
+    leaves = [t for t in leaves if t.requires_grad]
+    if not leaves:
+        raise UserError("no parameter requires a gradient: there is no training step to count")
+    counter.track_autograd()
+    with torch.enable_grad():
+        out = first_output(forward())
+        counter.settle()
+        if out.grad_fn is None:
+            raise UserError("the model's output does not depend on any trainable parameter")
+        if backward:
+            counter.begin_backward()
+            torch.autograd.grad(out, leaves, torch.ones_like(out), allow_unused=True)

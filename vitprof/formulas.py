@@ -1,0 +1,37 @@
+"""The public formula registry (:mod:`vitprof.count.formulas`): price an aten operation vitprof
+does not know, for good with :func:`register` or for one call with ``vitprof.analyze(model,
+formulas={op: formula})``.
+
+A formula is ``formula(inputs, out) -> Cost | Mapping[Component, Cost]``: ``inputs`` maps each
+argument name of the op's schema to its value (defaults filled in), ``out`` is the op's output.
+``Cost.macs`` counts multiply-accumulates (FLOPs = 2 x MACs); ``Cost.vector_flops`` element-wise
+work (a bias add is one per output element, never a MAC)::
+
+    import vitprof.formulas
+    from vitprof.formulas import Cost, aten, numel
+
+    @vitprof.formulas.register(aten.cumsum)
+    def cumsum_cost(inputs, out):
+        return Cost(vector_flops=numel(inputs["self"]))
+"""
+
+from __future__ import annotations
+
+from vitprof.core.records import Component, Cost
+from vitprof.count.formulas import (
+    Arguments,
+    Formula,
+    OpCost,
+    arguments,
+    aten,
+    first_tensor,
+    formula_for,
+    numel,
+    register,
+    shape,
+)
+
+__all__ = [
+    "Arguments", "Component", "Cost", "Formula", "OpCost", "arguments", "aten", "first_tensor",
+    "formula_for", "numel", "register", "shape",
+]

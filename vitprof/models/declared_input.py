@@ -1,0 +1,118 @@
+"""The input a model declares: its channels and its spatial size, read from what it says of itself.
+
+Sources, first found wins, each named in :attr:`DeclaredInput.source`:
+
+1. attributes of the model, then of its ``patch_embed``: ``img_size`` / ``image_size`` (an int
+   or a pair) and ``in_chans`` / ``in_channels`` / ``num_channels``: what it was built for;
+2. a Hugging Face ``config``: ``image_size`` (an int or a pair) and ``num_channels``;
+3. timm's ``pretrained_cfg["input_size"]``: ``(channels, height, width)``.
+
+Only when none of them says is the value guessed, and then :attr:`DeclaredInput.guessed` names
+what was guessed: the channels from the first convolution's input channels, the size from the
+length of a position embedding (a square grid of patches, with up to five prefix tokens).
+A non-square size is kept as it is declared (height, width), never squared.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+_SIZE_ATTRIBUTES = ("img_size", "image_size")
+_CHANNEL_ATTRIBUTES = ("in_chans", "in_channels", "num_channels")
+
+
+@dataclass(frozen=True)
+class DeclaredInput:
+    """Channels and spatial size (height, width) of one input image, and where each came from."""
+
+    channels: int | None
+    size: tuple[int, ...] | None
+    source: str  # where the declared values were read, "" when nothing was declared
+    guessed: tuple[str, ...] = ()  # what was guessed, and how
+
+    def describe(self) -> str:
+        said = f"declared by {self.source}" if self.source else "nothing declared"
+        return "; ".join([said, *(f"guessed {g}" for g in self.guessed)])
+
+
+def _pair(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value > 0:
+        return (value, value)
+    if isinstance(value, tuple | list) and len(value) == 2 and all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
+    ):
+        return (int(value[0]), int(value[1]))
+    return None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _declarations(module: nn.Module) -> Iterator[tuple[str, int | None, tuple[int, ...] | None]]:
+    """(source, channels, size) for each place a model may declare its input, in order."""
+    for owner, where in ((module, "model"), (getattr(module, "patch_embed", None), "patch_embed")):
+        if isinstance(owner, nn.Module):
+            size = next((s for a in _SIZE_ATTRIBUTES if (s := _pair(getattr(owner, a, None)))),
+                        None)
+            chans = next((c for a in _CHANNEL_ATTRIBUTES
+                          if (c := _count(getattr(owner, a, None)))), None)
+            yield f"{where} attributes", chans, size
+    config = getattr(module, "config", None)
+    if config is not None:
+        yield ("config", _count(getattr(config, "num_channels", None)),
+               _pair(getattr(config, "image_size", None)))
+    cfg = getattr(module, "pretrained_cfg", None)
+    input_size = cfg.get("input_size") if isinstance(cfg, dict) else None
+    if isinstance(input_size, tuple | list) and len(input_size) == 3:
+        yield "timm pretrained_cfg['input_size']", _count(input_size[0]), _pair(input_size[1:])
+
+
+def _first_conv_channels(module: nn.Module) -> int | None:
+    conv = next((m for m in module.modules() if isinstance(m, nn.Conv2d)), None)
+    return int(conv.in_channels) if conv is not None else None
+
+
+def _size_from_position_embedding(module: nn.Module) -> int | None:
+    """Square side in pixels: tokens - prefix = a square grid, times the patchify conv's kernel."""
+    patchify = next((m for m in module.modules()
+                     if isinstance(m, nn.Conv2d) and m.kernel_size == m.stride), None)
+    if patchify is None:
+        return None
+    for name, param in module.named_parameters():
+        if "pos" in name.rpartition(".")[2] and param.dim() == 3:
+            tokens = int(param.shape[1])
+            for prefix in range(6):
+                side = math.isqrt(max(tokens - prefix, 0))
+                if side and side * side == tokens - prefix:
+                    return side * int(patchify.kernel_size[0])
+    return None
+
+
+def declared_input(module: nn.Module) -> DeclaredInput:
+    """What ``module`` declares of its input (see the module docstring), guesses named."""
+    channels: int | None = None
+    size: tuple[int, ...] | None = None
+    sources: list[str] = []
+    for source, chans, declared_size in _declarations(module):
+        took = False
+        if channels is None and chans is not None:
+            channels, took = chans, True
+        if size is None and declared_size is not None:
+            size, took = declared_size, True
+        if took:
+            sources.append(source)
+    guessed: list[str] = []
+    if channels is None and (channels := _first_conv_channels(module)) is not None:
+        guessed.append(f"{channels} channels from the first convolution")
+    if size is None and (side := _size_from_position_embedding(module)) is not None:
+        size = (side, side)
+        guessed.append(f"{side}x{side} from the position embedding's length")
+    return DeclaredInput(channels, size, " and ".join(sources), tuple(guessed))

@@ -1,0 +1,117 @@
+"""``corrections.md``: the source notes' figures against vitprof, from computed corrections.
+
+The page only renders: the claims are measured and judged by :mod:`vitprof.checks.corrections`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from vitprof.checks.corrections import Claim, Correction, Note
+from vitprof.render.pages.markdown import Page, n
+from vitprof.render.tables import markdown_table
+
+
+def _decimals(value: float) -> int:
+    """Two decimals, or as many as it takes to show a small non-zero value (0.0044)."""
+    if value == 0 or abs(value) >= 0.01:
+        return 2
+    return 1 - math.floor(math.log10(abs(value)))
+
+
+def _number(value: float, unit: str) -> str:
+    if unit.startswith("%"):
+        return f"{value:.{_decimals(value)}f}%"
+    if unit.startswith("MB"):
+        return f"{value:.2f} MB"
+    return n(round(value)) if abs(value - round(value)) < 1e-9 else f"{value:,.2f}"
+
+
+def _difference(c: Correction) -> str:
+    diff = c.difference
+    if diff is None:
+        return "-"
+    if c.claim.unit.startswith("%"):
+        return f"{diff:+.{_decimals(diff)}f} pt"
+    if diff == 0:
+        return "0"
+    text = f"+{_number(diff, c.claim.unit)}" if diff > 0 else f"-{_number(-diff, c.claim.unit)}"
+    if c.claim.value and c.measured / c.claim.value >= 2:
+        return f"{text} (x{c.measured / c.claim.value:,.1f})"
+    if c.claim.value:
+        return f"{text} ({100 * diff / c.claim.value:+.2f}%)"
+    return text
+
+
+def _value(claim: Claim) -> str:
+    """The note's value; marked when it is vitprof's evaluation of the note's formula or code."""
+    if claim.value is None:
+        return "-"
+    shown = _number(claim.value, claim.unit)
+    return f"{shown} *(evaluated)*" if claim.evaluated else shown
+
+
+def _quote(claim: Claim) -> str:
+    return " … ".join(f"`{q.replace('|', chr(92) + '|')}`" for q in claim.quote)
+
+
+def _preamble(found: Sequence[Correction]) -> list[str]:
+    verdicts: dict[str, int] = {}
+    for c in found:
+        verdicts[c.label] = verdicts.get(c.label, 0) + 1
+    return [
+        "# Corrections to the source notes", "",
+        "Every parameter or FLOP figure the five source notes (`shared/seeds/`) state, and the "
+        "structural claims that drive them, checked against vitprof. The quotes and their "
+        "places are data in `vitprof/data/corrections.toml`; every value in the *vitprof* "
+        "column, and every number in the reasons that is not the note's, is counted by vitprof "
+        "when this file is generated (`vitprof report --all`).", "",
+        "- units: MACs = multiply-accumulates; FLOPs = 2 x MACs; parameters counted once each; "
+        "meta device, batch 1, the note's own image size",
+        "- note's value: a figure the note states, or *(evaluated)*: vitprof's evaluation of the "
+        "note's formula or code for the model compared, where the note states no number",
+        "- verdict rules, applied to every row in this order "
+        "(`vitprof/checks/corrections/verdicts.py`):",
+        "  1. *correct*: vitprof's value is within the rounding the note states (half a unit of "
+        "its last digit for \"≈\" and \"~\" figures: \"≈ 85.8 Million\" allows ±0.05M, "
+        "\"~8M\" ±0.5M; an exact figure nothing);",
+        "  2. *correct only for X*: otherwise, when the variant X that the note's own formula or "
+        "code defines (a bias-free projection as a formula writes it, its own model, a single "
+        "head) gives its value;",
+        "  3. *declared approximation*: otherwise, when the note itself says it leaves the term "
+        "out or approximates it; the reason gives the size of what is left out;",
+        "  4. *wrong*: otherwise;",
+        "  5. O-notation (no value): *wrong* when the measured growth with the tokens is not the "
+        "stated power; *misleading* when it is but the term is less than half of the layer the "
+        "claim names at the note's own size, or when what the note presents as a saving costs "
+        "more there; *correct* otherwise;",
+        "  6. a size name that implies an order (no value): *correct* when the model the name "
+        "puts higher has more parameters, else *wrong*",
+        "- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())), "",
+    ]
+
+
+def _note_section(note: Note, rows: Sequence[Correction]) -> list[str]:
+    lines = [f"## Note {note.id}: {note.title}", "",
+             f"File `{note.file}`; compared with {note.compared_with}.", ""]
+    cells = [
+        [c.claim.id, c.claim.where, _quote(c.claim),
+         _value(c.claim),
+         _number(c.measured, c.claim.unit), c.claim.unit, _difference(c), c.label]
+        for c in rows
+    ]
+    lines += [markdown_table(["#", "where", "the note says", "note's value", "vitprof",
+                              "unit", "difference", "verdict"], cells), "", "Why:", ""]
+    lines += [f"- **{c.claim.id}** ({c.label}): {c.reason.rstrip('.')}." for c in rows]
+    lines.append("")
+    return lines
+
+
+def corrections_page(notes: Iterable[Note], found: Sequence[Correction]) -> Page:
+    """``corrections.md``: per note, a table of its figures with vitprof's values and verdicts,
+    then the reason for each."""
+    lines = _preamble(found)
+    for note in notes:
+        lines += _note_section(note, [c for c in found if c.claim.note == note])
+    return Page("corrections.md", "\n".join(lines))
