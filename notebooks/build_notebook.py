@@ -61,9 +61,11 @@ fvcore, torchinfo and torch's `FlopCounterMode` count the same model differently
 difference from vitprof is decomposed into named causes (the peers run on a CPU copy with random
 weights, so this cell takes a few seconds)."""),
     ("code", """\
-from vitprof.checks.crosscheck import render_crosscheck, run_crosscheck
+from vitprof.checks.crosscheck import run_crosscheck
+from vitprof.render.crosscheck import crosscheck_document
+from vitprof.render.formats import render
 
-Markdown(render_crosscheck(run_crosscheck("vit_b_16"), "markdown"))"""),
+Markdown(render(crosscheck_document(run_crosscheck("vit_b_16")), "markdown"))"""),
     ("markdown", """\
 ## The figures
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from vitprof.render import schema
+from vitprof.checks.crosscheck import CrossCheck, run_crosscheck
+from vitprof.core import schema
 
 # Models for budget files to name as FILE.py:factory: one with a data-dependent shape (it cannot
 # run on meta and falls back to CPU), one whose forward raises, one factory that raises.
@@ -102,3 +106,31 @@ def odd_models(tmp_path: Path) -> Path:
 def _json_outputs_follow_their_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every JSON output any test makes is validated against its schema as it is made."""
     monkeypatch.setattr(schema, "CHECK_OUTPUTS", True)
+
+
+@pytest.fixture(scope="session")
+def crosscheck_of() -> Callable[[str], CrossCheck]:
+    """``run_crosscheck(name)`` with every peer, computed once per session for each name: a
+    full cross-check of a torchvision ViT runs every peer's CPU forward (about a minute for
+    vit_h_14 at 518 px), and the acceptance tests, the causes of vit_b_16 and the committed
+    model pages all read the same one."""
+    return functools.cache(run_crosscheck)
+
+
+@pytest.fixture
+def pages_reuse_crosschecks(
+    monkeypatch: pytest.MonkeyPatch, crosscheck_of: Callable[[str], CrossCheck]
+) -> None:
+    """Model pages take their cross-check from :func:`crosscheck_of` (its rows of the page's
+    peers), not from a run of their own. Equivalent: ``run_crosscheck(name)`` is ``analyze(name)``
+    and :func:`check_subject` on the same subject, and each peer's row is made on its own."""
+    from vitprof.checks import page_inputs
+
+    def shared(subject: page_inputs.Subject, peers: Sequence[str] | None = None) -> CrossCheck:
+        assert isinstance(subject.source, str) and (subject.grad, subject.deploy) == (True, False)
+        full = crosscheck_of(subject.source)
+        assert full.input_shape == subject.profile.input_shape
+        return dataclasses.replace(full, rows=[r for r in full.rows if peers is None
+                                               or r.peer in peers])
+
+    monkeypatch.setattr(page_inputs, "check_subject", shared)

@@ -31,7 +31,8 @@ from vitprof.checks.budget import (
 from vitprof.checks.toml_lines import key_line, table_at
 from vitprof.core.records import Component, OpRecord, ParamRecord
 from vitprof.count.result import Profile
-from vitprof.render.budget import render_table
+from vitprof.render.budget import budget_document
+from vitprof.render.formats import render
 from vitprof.testing import assert_budget, assert_budget_file
 
 TINY = "note002_cifar_vit_tiny"
@@ -784,7 +785,8 @@ def test_unsupported_ops_fail_by_default() -> None:
 def test_table_percentages_have_no_negative_zero(mlp_macs: int, table: dict,
                                                  cells: list[str]) -> None:
     result = check_profile(parse_budget("h", table, model="hand"), hand_profile(1, mlp_macs))
-    row = next(line for line in render_table([result]).splitlines() if line.startswith("h."))
+    text = render(budget_document([result]))
+    row = next(line for line in text.splitlines() if line.startswith("h."))
     assert [cell.strip() for cell in row.split("  ") if cell.strip()][1:4] == cells
 
 
@@ -814,7 +816,7 @@ def test_fallback_still_checks(tmp_path: Path) -> None:
         ("max_macs", Verdict.FAIL, DD_MACS),
         ("max_unsupported_ops", Verdict.PASS, 0),
     ]
-    assert "(fallback: meta device failed" in render_table([result])
+    assert "(fallback: meta device failed" in render(budget_document([result]))
 
 
 @pytest.mark.parametrize(
@@ -849,7 +851,7 @@ def test_assert_budget_message_is_the_table(tiny: Profile) -> None:
         assert_budget(tiny, name="tiny", max_params=TINY_PARAMS - 1)
     expected = check_profile(parse_budget("tiny", {"max_params": TINY_PARAMS - 1}, model=TINY),
                              tiny)
-    assert str(info.value) == render_table([expected])
+    assert str(info.value) == render(budget_document([expected]))
     assert "tiny.max_params" in str(info.value)
     assert "FAIL: 1 of 2 checks failed: tiny.max_params" in str(info.value)
 

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from conftest import BUDGET_MODELS_PY, NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 
 from vitprof import analyze
-from vitprof.cli.main import main
+from vitprof.cli.main import build_parser, main
+from vitprof.core.choices import VIEWS
 from vitprof.core.records import COMPONENTS, Counts
-from vitprof.render.tables import FORMATS, VIEWS
+from vitprof.models.zoo import ZOO
+from vitprof.render.formats import choices
 
 FACTORY_FILE = '''
 import sys
@@ -149,7 +154,7 @@ def view_totals(text: str, fmt: str, by: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("mode", ["inference", "train"])
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", choices("analyze"))
 @pytest.mark.parametrize("by", VIEWS)
 def test_every_view_in_every_format_adds_up(factory_file: Path, by: str, fmt: str, mode: str,
                                             capsys) -> None:
@@ -162,6 +167,181 @@ def test_every_view_in_every_format_adds_up(factory_file: Path, by: str, fmt: st
     assert view_totals(out, fmt, by) == components.as_dict()
     if mode == "inference":
         assert components == Counts(GOOD_PARAMS, GOOD_MACS, components.vector_flops)
+
+
+# ------------------------------------------------------------------ every command x every format
+# Each command's output, in every format its --format offers, is parsed (json.loads, csv, XML,
+# the rows of a text or markdown table) and its numbers compared with arithmetic.
+
+# vit_b_32 (params: torchvision num_params): 49 patches + the class token = 50 tokens
+VIT_B_32_PARAMS = 88_224_232
+VIT_B_32_MACS = 49 * 768 * 3072 + 12 * (
+    50 * 768 * 2304 + 2 * 50**2 * 768 + 50 * 768**2 + 2 * 50 * 768 * 3072
+) + 768_000
+
+
+def vit_b_16_macs(size: int) -> int:
+    """torchvision vit_b_16 at ``size`` px: (N - 1) C P^2 D patches + L (N (4 D^2 + 2 D M)
+    + 2 N^2 D) + D K, with N = (size / 16)^2 + 1, D = 768, M = 3072, L = 12, K = 1000."""
+    n = (size // 16) ** 2 + 1
+    return (n - 1) * 3 * 16**2 * 768 + 12 * (n * (4 * 768**2 + 2 * 768 * 3072)
+                                              + 2 * n**2 * 768) + 768 * 1000
+
+
+def _number(cell: str) -> int:
+    return int(cell.replace(",", ""))
+
+
+def table_rows(text: str, fmt: str) -> list[list[str]]:
+    """The cells of every line of a text table (split at two spaces or more) or of every row
+    of a markdown table."""
+    if fmt == "markdown":
+        return [[c.strip() for c in line.strip().strip("|").split("|")]
+                for line in text.splitlines() if line.startswith("|")]
+    return [re.split(r"\s{2,}", line.strip()) for line in text.splitlines() if line.strip()]
+
+
+def _after(text: str, marker: str) -> str:
+    return text[text.index(marker):]
+
+
+def read_formula(out: str, fmt: str) -> dict[str, int]:
+    totals = view_totals(out, fmt, "component")
+    return {key: totals[key] for key in ("params", "macs", "flops")}
+
+
+def read_diff(out: str, fmt: str) -> dict[str, int]:
+    """A and B's total params and MACs and the change of each."""
+    if fmt == "json":
+        total = next(c for c in json.loads(out)["changes"] if c["scope"] == "total")
+        return {f"{m}_{k}": (total[k][m] if k != "change" else total["change"][m])
+                for m in ("params", "macs") for k in ("a", "b", "change")}
+    read = {}
+    for metric, title in (("params", "params"), ("macs", "MACs")):
+        marker = f"**{title}**" if fmt == "markdown" else f"\n{title}:"
+        row = next(r for r in table_rows(_after(out, marker), fmt) if r[0] == "total")
+        read |= {f"{metric}_a": _number(row[1]), f"{metric}_b": _number(row[2]),
+                 f"{metric}_change": _number(row[3])}
+    return read
+
+
+def read_crosscheck(out: str, fmt: str) -> dict[str, int]:
+    """vitprof's params and MACs, and the closed form's MACs, delta and residual."""
+    if fmt == "json":
+        data = json.loads(out)
+        row = next(r for r in data["rows"] if r["peer"] == "closed-form")
+        return {"params": data["vitprof"]["params"], "macs": data["vitprof"]["macs"],
+                "peer_macs": row["macs"], "delta": row["delta_macs"],
+                "residual": row["residual_macs"]}
+    found = re.search(r"vitprof \(meta device\): ([\d,]+) params, ([\d,]+) MACs", out)
+    assert found is not None
+    row = next(r for r in table_rows(out, fmt) if r[0] == "closed-form")
+    return {"params": _number(found[1]), "macs": _number(found[2]), "peer_macs": _number(row[3]),
+            "delta": _number(row[4]), "residual": _number(row[5])}
+
+
+def read_check(out: str, fmt: str) -> dict[str, int]:
+    """The checks, the failed ones, and the actual params and MACs (JUnit: from the failure)."""
+    if fmt == "junit":
+        root = ET.fromstring(out)
+        text = root.find("testsuite/testcase/failure").text  # type: ignore[union-attr]
+        found = re.search(r"actual ([\d,]+)", text or "")
+        assert found is not None
+        return {"checks": int(root.get("tests", "")), "failed": int(root.get("failures", "")),
+                "macs": _number(found[1])}
+    if fmt == "json":
+        checks = json.loads(out)["budgets"][0]["checks"]
+        actual = {c["key"]: c["actual"] for c in checks}
+        return {"checks": len(checks), "failed": sum(c["verdict"] == "fail" for c in checks),
+                "params": actual["max_params"], "macs": actual["max_macs"]}
+    rows = {r[0]: r for r in table_rows(out, fmt) if r[0].startswith("good.")}
+    return {"checks": len(rows), "failed": sum(r[-1] == "fail" for r in rows.values()),
+            "params": _number(rows["good.max_params"][2]),
+            "macs": _number(rows["good.max_macs"][2])}
+
+
+def read_sweep(out: str, fmt: str) -> dict[str, int]:
+    """Total MACs per swept size (a row's attn_core, MLP and other MACs add up to it)."""
+    if fmt == "json":
+        return {str(p["value"]): p["totals"]["macs"] for p in json.loads(out)["points"]}
+    rows = [r for r in table_rows(out, fmt) if r[0] in ("224", "384")]
+    for row in rows:  # size, patches, params, attn_core, MLP, other, total, ratio
+        assert sum(_number(c) for c in row[3:6]) == _number(row[6])
+    return {row[0]: _number(row[6]) for row in rows}
+
+
+def read_profile(out: str, fmt: str) -> dict[str, object]:
+    """The counted work: total FLOPs (JSON: exact; tables: the total row's GFLOPs)."""
+    if fmt == "json":
+        flops = sum(c["flops"] for c in json.loads(out)["components"].values())
+        return {"gflops": f"{flops / 1e9:.3f}"}
+    row = next(r for r in table_rows(out, fmt) if r[0] == "total")
+    return {"gflops": row[3]}  # component, time ms, % time, GFLOPs, ...
+
+
+BUDGET = """[good]
+model = "{factory}:good"
+max_params = {params}
+max_macs = {macs_limit}
+"""
+# every command with the arithmetic its output must show, {factory} standing for the file
+COMMANDS = {
+    "formula": (["formula", "--image-size", "32", "--patch-size", "4", "--width", "64",
+                 "--depth", "1", "--heads", "4", "--mlp-width", "256", "--num-classes", "10"],
+                read_formula, {"params": GOOD_PARAMS, "macs": GOOD_MACS, "flops": 2 * GOOD_MACS}),
+    "diff": (["diff", "{factory}:good", "vit_b_32"], read_diff,
+             {"params_a": GOOD_PARAMS, "params_b": VIT_B_32_PARAMS,
+              "params_change": VIT_B_32_PARAMS - GOOD_PARAMS, "macs_a": GOOD_MACS,
+              "macs_b": VIT_B_32_MACS, "macs_change": VIT_B_32_MACS - GOOD_MACS}),
+    "crosscheck": (["crosscheck", "{factory}:good", "--peers", "closed-form"], read_crosscheck,
+                   {"params": GOOD_PARAMS, "macs": GOOD_MACS, "peer_macs": GOOD_MACS,
+                    "delta": 0, "residual": 0}),
+    # max_params holds, max_macs is one MAC short; the third check is the implicit
+    # max_unsupported_ops = 0
+    "check": (["check", "{budget}"], read_check,
+              {"checks": 3, "failed": 1, "params": GOOD_PARAMS, "macs": GOOD_MACS}),
+    "sweep": (["sweep", "vit_b_16", "--image-size", "224,384"], read_sweep,
+              {"224": vit_b_16_macs(224), "384": vit_b_16_macs(384)}),
+    "profile": (["profile", "{factory}:good", "--image-size", "32", "--warmup", "0", "--iters",
+                 "1", "--threads", "1", "--peak-tflops", "0.05", "--no-progress"], read_profile,
+                {"gflops": f"{2 * GOOD_MACS / 1e9:.3f}"}),
+}
+
+
+@pytest.mark.parametrize(("command", "fmt"), [
+    pytest.param(command, fmt, id=f"{command}-{fmt}")
+    for command in COMMANDS for fmt in choices(command)
+])
+def test_every_command_in_every_format_adds_up(factory_file: Path, tmp_path: Path, command: str,
+                                               fmt: str, capsys) -> None:
+    argv, read, expected = COMMANDS[command]
+    budget = tmp_path / "budgets.toml"
+    budget.write_text(BUDGET.format(factory=factory_file, params=GOOD_PARAMS,
+                                    macs_limit=GOOD_MACS - 1))
+    argv = [a.format(factory=factory_file, budget=budget) for a in argv]
+    code, out, _ = run([*argv, "--format", fmt], capsys)
+    assert code == (1 if command == "check" else 0)
+    read_out = read(out, fmt)
+    assert read_out == {key: expected[key] for key in read_out}
+    assert set(read_out) & {"macs", "macs_a", "224", "gflops"}  # every reader reads the MACs
+
+
+def test_every_command_offers_the_formats_of_the_registry() -> None:
+    """Each command's --format choices are the registry's entries naming it, in its order."""
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subparsers.choices.items():
+        formats = [a for a in sub._actions if "--format" in a.option_strings]
+        assert [tuple(a.choices) for a in formats] == ([choices(name)] if formats else []), name
+    assert choices("analyze") == ("table", "markdown", "json", "csv")
+    assert choices("check") == ("table", "json", "junit")
+
+
+def test_models_in_every_format(capsys) -> None:
+    """One line per zoo model in the table (after the header and its rule, before the footer)."""
+    tables = {fmt: run(["models", "--format", fmt], capsys)[1] for fmt in choices("models")}
+    assert len(json.loads(tables["json"])) == len(ZOO)
+    assert len(tables["table"].splitlines()) == len(ZOO) + 3
 
 
 def test_table_total_is_exact_at_a_huge_batch(capsys) -> None:
@@ -178,7 +358,7 @@ def test_table_total_is_exact_at_a_huge_batch(capsys) -> None:
     assert vector > 2**63
     argv = ["analyze", "vit_b_16", "--batch-size", str(batch)]
     totals = {fmt: view_totals(run([*argv, "--format", fmt], capsys)[1], fmt, "component")
-              for fmt in FORMATS}
+              for fmt in choices("analyze")}
     expected = {"params": 86_567_656, "macs": macs, "flops": 2 * macs, "vector_flops": vector}
     assert all(t == expected for t in totals.values()), totals
 

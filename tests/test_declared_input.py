@@ -68,3 +68,22 @@ def test_hugging_face_config_pair() -> None:
         yolos = transformers.YolosModel(transformers.YolosConfig())
     # YolosConfig's default image_size is [512, 864]
     assert declared_input(yolos) == DeclaredInput(3, (512, 864), "config")
+
+
+@pytest.mark.slow
+def test_analyze_counts_the_declared_non_square_input_like_flopcounter() -> None:
+    pytest.importorskip("timm")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from vitprof import analyze
+
+    profile = analyze("timm:vit_base_patch16_sapiens2")
+    # the model's own 1024 x 768 input, not 1024 x 1024
+    assert profile.input_shape == (1, 3, 1024, 768)
+    assert profile.input_source.startswith("model attributes")
+    timm = pytest.importorskip("timm")
+    with torch.device("meta"):
+        oracle = timm.create_model("vit_base_patch16_sapiens2", pretrained=False).eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        oracle(torch.empty(profile.input_shape, device="meta"))
+    assert profile.totals.macs == counter.get_total_flops() // 2  # FLOPs = 2 x MACs

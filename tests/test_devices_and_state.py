@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from vitprof import Component as C
-from vitprof import analyze
+from vitprof import UserError, analyze
 from vitprof.models.zoo import build
 
 
@@ -55,8 +55,11 @@ def test_hooks_are_removed_when_the_model_fails() -> None:
             raise ValueError("boom")
 
     model = Broken()
-    with pytest.raises(Exception, match="boom"):
+    with pytest.raises(UserError) as raised:
         analyze(model, image_size=4, device="cpu")
+    # one line naming the model, the error and the input; the meta run fails first
+    assert str(raised.value) == ("running Broken failed: ValueError: boom (input of shape "
+                                 "1x3x4x4, on meta)")
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
 

@@ -281,8 +281,15 @@ def test_non_vit_gets_exact_totals_and_a_warning() -> None:
         model = torchvision.models.resnet18()
     profile = analyze(model)
     assert profile.totals.params == sum(p.numel() for p in model.parameters())
-    # conv1 alone: 112*112 outputs x 64 channels x 3*7*7 = 118_013_952 MACs
-    assert profile.totals.macs > 118_013_952
+    # Convolutions (outputs x out channels x in channels x kernel area) and the fc layer:
+    conv1 = 112 * 112 * 64 * 3 * 7 * 7  # = 118_013_952
+    layer1 = 4 * 56 * 56 * 64 * 64 * 9  # four 3x3 convs 64 -> 64: 462_422_016
+    # layer2..4 each: a strided 3x3 conv c -> 2c, three 3x3 convs 2c -> 2c and a 1x1 downsample
+    # c -> 2c at side s (28, 14, 7): the same 57_802_752 + 346_816_512 + 6_422_528 = 411_041_792
+    later = sum(s * s * 2 * c * (c * 9 + 3 * 2 * c * 9 + c)
+                for s, c in ((28, 64), (14, 128), (7, 256)))
+    fc = 512 * 1000
+    assert profile.totals.macs == conv1 + layer1 + later + fc  # = 1_814_073_344
     assert any("no transformer blocks" in w for w in profile.warnings)
     assert profile.components[C.OTHER].macs == profile.totals.macs
     assert profile.unsupported_ops == {}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import io
 from pathlib import Path
 
 import nbformat
@@ -20,12 +23,36 @@ def _has_python3_kernel() -> bool:
     return "python3" in KernelSpecManager().find_kernel_specs()
 
 
-def _run_in_process(notebook: nbformat.NotebookNode) -> None:
-    """Fallback without a Jupyter kernel: every code cell in one namespace, in order."""
+def _run_in_process(notebook: nbformat.NotebookNode) -> str:
+    """Fallback without a Jupyter kernel: every code cell in one namespace, in order; what the
+    cells print and the repr of each cell's last expression (what Jupyter would show), as text.
+    A failing cell raises."""
     namespace: dict[str, object] = {}
+    shown = io.StringIO()
     for cell in notebook.cells:
-        if cell.cell_type == "code":
-            exec(compile(cell.source, f"<{cell.id}>", "exec"), namespace)
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse(cell.source)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        with contextlib.redirect_stdout(shown):
+            exec(compile(tree, f"<{cell.id}>", "exec"), namespace)
+            if last is not None:
+                value = eval(compile(ast.Expression(last.value), f"<{cell.id}>", "eval"),
+                             namespace)
+                print(repr(value))
+    return shown.getvalue()
+
+
+def _run_in_kernel(notebook: nbformat.NotebookNode) -> str:
+    """Every cell in a fresh python3 kernel; the outputs as text. A failing cell raises."""
+    from nbclient import NotebookClient
+
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    client.execute()
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+    assert not any(o.output_type == "error" for o in outputs)
+    return str(outputs)
 
 
 def test_notebook_is_committed_with_its_outputs() -> None:
@@ -40,14 +67,17 @@ def test_notebook_is_committed_with_its_outputs() -> None:
 @pytest.mark.slow
 def test_notebook_runs() -> None:
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    if not _has_python3_kernel():
-        _run_in_process(notebook)
-        return
-    from nbclient import NotebookClient
+    run = _run_in_kernel if _has_python3_kernel() else _run_in_process
+    shown = run(notebook)
+    # the first cell's last expression, profile.totals, and the crossover the sweep prints
+    assert f"macs={VIT_B_16_MACS}" in shown
+    assert "N* = 3,072.0 tokens" in shown  # core 2 N^2 D = MLP 2 N D M at N = M = 3072
 
-    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    client.execute()
-    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
-    assert not any(o.output_type == "error" for o in outputs)
-    assert f"macs={VIT_B_16_MACS}" in str(outputs)
+
+def test_in_process_fallback_shows_prints_and_last_expressions() -> None:
+    cells = [nbformat.v4.new_code_cell("x = 6\nprint('six')\nx * 7"),
+             nbformat.v4.new_code_cell("y = x + 1  # no expression last: nothing shown")]
+    assert _run_in_process(nbformat.v4.new_notebook(cells=cells)) == "six\n42\n"
+    failing = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 / 0")])
+    with pytest.raises(ZeroDivisionError):
+        _run_in_process(failing)

@@ -24,10 +24,11 @@ from vitprof.checks.crosscheck.published import (
     rounding_causes,
     table_form_causes,
 )
+from vitprof.checks.crosscheck.published_rows import check_row, published_rows
 from vitprof.cli.main import main
-from vitprof.render.pages.check import compare
-from vitprof.render.pages.generate import MARKER
-from vitprof.render.pages.timm_published import _why_not, check_row, timm_published_page
+from vitprof.cli.pages.check import compare
+from vitprof.cli.pages.generate import MARKER
+from vitprof.render.pages.timm_published import _why_not, timm_published_page
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMM_COMMIT = "90cae8c5ab83d2d7e23b1fb2bab1559bfdcbc7e9"
@@ -184,7 +185,7 @@ def test_crosscheck_names_the_sizes_the_table_has(capsys: pytest.CaptureFixture[
 
 def test_page_machinery_on_small_rows(tmp_path: Path) -> None:
     pytest.importorskip("timm")
-    page = timm_published_page(["test_vit", "test_vit2"])
+    page = timm_published_page(*published_rows(["test_vit", "test_vit2"]))
     assert page.name == "timm_published.md"
     assert "- rows: 2; counted by vitprof: 2; reconciled (params and GMACs): 2" in page.text
     assert "- none: every row reconciles" in page.text

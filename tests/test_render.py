@@ -1,14 +1,22 @@
-"""Rendering helpers and result displays: exact scaled counts, reprs, notebook displays."""
+"""Rendering: exact scaled counts, reprs, notebook displays, the column vocabulary, documents
+and the format registry."""
 
 from __future__ import annotations
+
+import csv
+import io
+import json
 
 import pytest
 
 from vitprof import analyze
 from vitprof.checks.sweep import Sweep, SweepPoint
-from vitprof.core.records import COMPONENTS, Component, Counts
+from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord, ParamRecord
+from vitprof.count.result import Profile
+from vitprof.render.document import COLUMNS, Col, Column, Kind, cell, giga
+from vitprof.render.formats import FORMATS, render, text_table
 from vitprof.render.pages.markdown import sweep_cells
-from vitprof.render.tables import giga, text_table
+from vitprof.render.tables import profile_document
 
 # torchvision vit_b_16, batch 1: 196 x 768 x 768 patch MACs + 12 blocks of 1,453,954,560 MACs
 # + 768 x 1000 head MACs = 17,563,828,224
@@ -70,3 +78,83 @@ def test_sweep_of_a_model_without_patches_shows_no_patch_count() -> None:
     result = Sweep("cnn", "image_size", None, (SweepPoint(32, None, counts),))
     headers, (row,) = sweep_cells(result)
     assert row[headers.index("patches")] == "-"
+
+
+# ------------------------------------------------------------------ documents and formats
+
+
+def comma_profile() -> Profile:
+    """A profile by hand whose module and op names hold commas and quotes: 2 ops of 6 and 4
+    MACs in ``blocks.0,1`` (a name a user's ModuleDict may give), 5 params in ``head "x"``."""
+    ops = (OpRecord("aten.mm", "blocks.0,1", Component.MLP, None, 6, 0),
+           OpRecord("my_ops.fused,gelu", "blocks.0,1", Component.MLP, None, 4, 3))
+    params = (ParamRecord('head "x".weight', 5, Component.HEAD, None),)
+    return Profile("commas", (1, 3, 8, 8), "meta", "torch", "hand", params, ops)
+
+
+@pytest.mark.parametrize("by", ["module", "op"])
+def test_csv_keeps_a_comma_inside_a_cell(by: str) -> None:
+    """Cells are quoted by the csv module, never stripped of their commas."""
+    text = render(profile_document(comma_profile(), by), "csv")
+    header, *rows = list(csv.reader(io.StringIO(text)))
+    names = {row[0] for row in rows}
+    if by == "module":  # the module's MLP row (6 + 4 MACs) and the parameters' owner
+        assert names == {"blocks.0,1", 'head "x"'}
+        assert next(r for r in rows if r[0] == "blocks.0,1")[header.index("macs")] == "10"
+    else:  # each op, and the (parameters) row
+        assert names == {"aten.mm", "my_ops.fused,gelu", "(parameters)"}
+    # 6 + 4 MACs, 5 params, 3 vector FLOPs in every view
+    assert sum(int(r[header.index("macs")]) for r in rows) == 6 + 4
+    assert sum(int(r[header.index("params")]) for r in rows) == 5
+    assert sum(int(r[header.index("vector_flops")]) for r in rows) == 3
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "shown"),
+    [
+        pytest.param(Kind.TEXT, "attn_core", "attn_core", id="text"),
+        pytest.param(Kind.COUNT, 1_234_567, "1,234,567", id="count"),
+        pytest.param(Kind.COUNT, 17.564, "17.564", id="count-float-as-reported"),
+        pytest.param(Kind.SIGNED, -1_000, "-1,000", id="signed-negative"),
+        pytest.param(Kind.SIGNED, 1_000, "+1,000", id="signed-positive"),
+        pytest.param(Kind.SIGNED, 0, "0", id="signed-zero-has-no-sign"),
+        pytest.param(Kind.SHARE, 0.0407, "4.07%", id="share"),
+        pytest.param(Kind.PERCENT, 0.407, "40.7%", id="percent"),
+        pytest.param(Kind.GIGA, 17_563_828_224, "17.564", id="giga"),
+        pytest.param(Kind.MS, 0.0125, "12.500", id="ms"),
+        pytest.param(Kind.RATE, 2.5e9, "2.50", id="rate"),
+        pytest.param(Kind.RATIO, 2.0, "2.00", id="ratio"),
+        pytest.param(Kind.MIB, 3 * 2**20, "3.00", id="mib"),
+        pytest.param(Kind.COUNT, None, "", id="none-is-empty"),
+    ],
+)
+def test_a_cell_is_written_by_its_column_kind(kind: Kind, value: object, shown: str) -> None:
+    assert cell(Column("x", "x", kind), value) == shown
+
+
+def test_every_column_of_the_vocabulary_has_a_header_and_a_kind() -> None:
+    assert set(COLUMNS) == set(Col)
+    assert all(header and isinstance(kind, Kind) for header, kind in COLUMNS.values())
+
+
+def test_render_refuses_an_unknown_format_and_a_form_the_result_lacks() -> None:
+    document = profile_document(comma_profile())
+    with pytest.raises(ValueError, match="unknown format yaml"):
+        render(document, "yaml")
+    with pytest.raises(ValueError, match="no checks to write as JUnit"):
+        render(document, "junit")
+
+
+def test_every_format_of_the_registry_writes_a_profile() -> None:
+    """table and markdown: the total row; json: the totals; csv: the rows; html: a table."""
+    document = profile_document(comma_profile())
+    written = {fmt: render(document, fmt) for fmt in FORMATS if fmt != "junit"}
+    assert set(written) == {"table", "markdown", "json", "csv", "html"}
+    # 5 params, 6 + 4 MACs, 20 FLOPs, 3 vector FLOPs
+    total = next(line for line in written["table"].splitlines() if line.startswith("total "))
+    assert total.split() == ["total", "5", "10", "20", "3", "100.00%"]
+    assert "| total | 5 | 10 | 20 | 3 | 100.00% |" in written["markdown"]
+    assert json.loads(written["json"])["totals"] == {"params": 5, "macs": 10, "flops": 20,
+                                                     "vector_flops": 3}
+    assert len(list(csv.reader(io.StringIO(written["csv"])))) == 1 + len(COMPONENTS)
+    assert written["html"].count("<table>") == 1

@@ -146,7 +146,7 @@ def test_wrong_forward_signature_is_reported_at_once_without_a_cpu_build(
     models: Path, monkeypatch
 ) -> None:
     real_runs: list[str] = []
-    monkeypatch.setattr("vitprof.count.analysis.on_device", lambda *args: real_runs.append(args[0]))
+    monkeypatch.setattr("vitprof.analysis.on_device", lambda *args: real_runs.append(args[0]))
     with pytest.raises(UserError) as error:
         analyze(f"{models}:two_inputs")
     message = str(error.value)

@@ -11,8 +11,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from vitprof.cli.main import main
-from vitprof.render import schema
-from vitprof.render.schema import SCHEMA_VERSION, SCHEMAS, load_schema, schema_errors, versioned
+from vitprof.core import schema
+from vitprof.core.schema import SCHEMA_VERSION, SCHEMAS, load_schema, schema_errors, versioned
 
 
 @pytest.mark.parametrize("name", SCHEMAS)

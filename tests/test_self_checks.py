@@ -3,6 +3,8 @@ to trip it and passes on its corrected twin."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch import nn
@@ -98,3 +100,46 @@ def test_a_breakdown_of_real_model_runs_the_checks() -> None:
     found = self_checks(analyze(model, image_size=4, name="mixer").ops)
     assert any("attention outside attn_core" in line for line in found)
     assert self_checks(analyze("vit_b_16").ops) == []
+
+
+MIXER_FILE = '''
+import torch
+from torch import nn
+
+
+class Mixer(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.stem = nn.Conv2d(3, dim, kernel_size=2, stride=2)
+        self.mlp = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x):
+        x = self.stem(x).flatten(2).transpose(1, 2)
+        q, k, v = self.mlp(x).chunk(3, dim=-1)
+        return x + torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+
+def build(image_size=8, num_classes=0):
+    return Mixer()
+'''
+
+
+@pytest.mark.parametrize(("strict", "code"), [(False, 0), (True, 1)])
+def test_strict_analyze_exits_1_on_a_failed_self_check(tmp_path, capsys, strict, code) -> None:
+    from vitprof.cli.main import main
+
+    factory = tmp_path / "mixer.py"
+    factory.write_text(MIXER_FILE)
+    argv = ["analyze", f"{factory}:build", "--format", "json", *(["--strict"] if strict else [])]
+    assert main(argv) == code
+    captured = capsys.readouterr()
+    assert "self-check failed (attention outside attn_core)" in captured.err
+    assert ("1 self-check(s) failed (--strict)" in captured.err) is strict
+    assert json.loads(captured.out)["self_checks"][0].startswith("self-check failed (attention")
+
+
+def test_strict_analyze_passes_a_clean_breakdown(capsys) -> None:
+    from vitprof.cli.main import main
+
+    assert main(["analyze", "note002_cifar_vit", "--strict", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["self_checks"] == []

@@ -11,7 +11,8 @@ from torch import nn
 from vitprof import Component, Profile, UserError, analyze
 from vitprof.core.records import OpRecord, ParamRecord
 from vitprof.models.zoo import DEFAULT_IMAGE_SIZE, lookup
-from vitprof.render.tables import render
+from vitprof.render.formats import render
+from vitprof.render.tables import profile_document
 from vitprof.workload import InputSpec, deployed, make_workload
 
 
@@ -156,8 +157,9 @@ def _video_profile() -> Profile:
 
 def test_a_video_profile_renders_its_shape_as_given() -> None:
     profile = _video_profile()
-    assert "input: batch 1, 3x4x8x8; device meta" in render(profile)
-    assert "- input: batch 1, 3x4x8x8;" in render(profile, fmt="markdown")
+    assert "input: batch 1, 3x4x8x8; device meta" in render(profile_document(profile))
+    assert "- input: batch 1, 3x4x8x8;" in render(profile_document(profile), "markdown")
     assert repr(profile).startswith("Profile(tubelets, generic, input 1x3x4x8x8 on meta")
-    assert "total: 776 params, 6,144 MACs" in render(profile)  # 8 x 96 + 8; 8 x 8 x 96
-    assert json.loads(render(profile, fmt="json"))["input_shape"] == [1, 3, 4, 8, 8]
+    # 8 x 96 + 8 params; 8 x 8 x 96 MACs
+    assert "total: 776 params, 6,144 MACs" in render(profile_document(profile))
+    assert json.loads(render(profile_document(profile), "json"))["input_shape"] == [1, 3, 4, 8, 8]

@@ -14,7 +14,7 @@ from typing import Any
 _EXPORTS = {
     "Component": "vitprof.core.records", "Counts": "vitprof.core.records",
     "Profile": "vitprof.count.result",
-    "UserError": "vitprof.core.errors", "analyze": "vitprof.count.analysis",
+    "UserError": "vitprof.core.errors", "analyze": "vitprof.analysis",
 }
 
 __all__ = ["Component", "Counts", "Profile", "UserError", "analyze"]

@@ -68,11 +68,12 @@ class BudgetItem(pytest.Item):
 
     def runtest(self) -> None:
         from vitprof.checks.budget import evaluate
-        from vitprof.render.budget import render_table
+        from vitprof.render.budget import budget_document
+        from vitprof.render.formats import render
 
         outcome = evaluate(self.budget)
         if not outcome.passed:
-            raise BudgetExceeded(render_table([outcome]))
+            raise BudgetExceeded(render(budget_document([outcome])))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, BudgetExceeded):
@@ -89,7 +90,7 @@ class BudgetItem(pytest.Item):
 def vitprof_profile() -> Callable[..., Profile]:
     """``vitprof_profile(model, **options) -> Profile``: :func:`vitprof.analyze`, each model
     name and set of options analyzed once per session (modules are analyzed every call)."""
-    from vitprof.count.analysis import analyze
+    from vitprof.analysis import analyze
 
     cache: dict[tuple[Any, ...], Profile] = {}
 

@@ -30,12 +30,13 @@ from vitprof.checks.budget import BudgetResult, check_profile, evaluate, load_bu
 from vitprof.core.errors import UserError
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile
-from vitprof.render.budget import render_table
+from vitprof.render.budget import budget_document
+from vitprof.render.formats import render
 
 
 def _raise_on_failure(outcomes: Sequence[BudgetResult]) -> None:
     if not all(outcome.passed for outcome in outcomes):
-        raise AssertionError(render_table(outcomes))
+        raise AssertionError(render(budget_document(outcomes)))
 
 
 def assert_budget(

@@ -148,16 +148,17 @@ def _own_input(
     module: nn.Module, image_size: int | None, entry: ZooEntry | None, built_size: int | None
 ) -> tuple[tuple[int, ...], int, str]:
     """Spatial size, channels and where they came from: a given ``image_size`` (square), else
-    the zoo entry's size, else what ``module`` declares, else the default size."""
+    the zoo entry's size, else what ``module`` declares, else the default size. A zoo entry is
+    an RGB image model of vitprof's own, so its channels are not a guess."""
     declared = declared_input(module)
     channels = declared.channels or 3
-    guesses = list(declared.guessed)
-    if declared.channels is None:
+    guesses = [] if entry is not None else list(declared.guessed)
+    if declared.channels is None and entry is None:
         guesses.append("3 channels (the model declares none and has no convolution)")
     if image_size is not None:
         return (image_size, image_size), channels, _source("image size given", guesses)
     if entry is not None:
-        return (entry.image_size,) * 2, channels, _source("zoo entry", guesses)
+        return (entry.image_size,) * 2, channels, "zoo entry"
     if declared.size is not None:
         return declared.size, channels, _source(declared.source, guesses)
     size = built_size or DEFAULT_IMAGE_SIZE

@@ -15,6 +15,7 @@ pass.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from fractions import Fraction
 from math import floor
@@ -22,8 +23,8 @@ from pathlib import Path
 
 from vitprof.checks.diff import Change, Snapshot, compare, read_profile
 from vitprof.core.errors import UserError
+from vitprof.core.schema import versioned
 from vitprof.count.result import Profile
-from vitprof.render.tables import render
 
 METRICS = ("params", "macs", "vector_flops")
 SCOPES = ("total", "component", "block")
@@ -71,7 +72,8 @@ def save_baseline(baseline: Baseline, profile: Profile) -> None:
     """Write ``profile`` as the new baseline (folders created as needed)."""
     try:
         baseline.path.parent.mkdir(parents=True, exist_ok=True)
-        baseline.path.write_text(render(profile, fmt="json") + "\n", encoding="utf-8")
+        text = json.dumps(versioned(profile.to_dict(), "profile"), indent=2)
+        baseline.path.write_text(text + "\n", encoding="utf-8")
     except OSError as error:
         raise UserError(f"cannot write baseline {baseline.path}: {error.strerror}") from None
 

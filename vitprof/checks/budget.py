@@ -49,12 +49,12 @@ from typing import Any
 
 from torch import nn
 
+from vitprof.analysis import analyze
 from vitprof.checks.baseline import Baseline, Limit, baseline_limits, save_baseline
 from vitprof.checks.diff import Snapshot, parse_percent
 from vitprof.checks.toml_lines import key_line, table_at
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import Component, Counts
-from vitprof.count.analysis import analyze
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile
 from vitprof.models.zoo import check_divisible_size, validate_name

@@ -22,12 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError, read_user_file
-from vitprof.core.records import Counts
-from vitprof.count.result import Profile
-from vitprof.render.schema import SCHEMA_VERSION, schema_errors
+from vitprof.core.records import Counts, op_calls
+from vitprof.core.schema import SCHEMA_VERSION, schema_errors
+
+if TYPE_CHECKING:  # a live profile is read, never built, here: `vitprof diff --help` needs no torch
+    from vitprof.count.result import Profile
 
 METRICS = ("params", "macs", "flops", "vector_flops")
 
@@ -228,9 +230,9 @@ def _notes(a: Snapshot, b: Snapshot) -> list[str]:
     appeared = {op: n for op, n in b.unsupported_ops.items() if op not in a.unsupported_ops}
     went = {op: n for op, n in a.unsupported_ops.items() if op not in b.unsupported_ops}
     if appeared:
-        notes.append(f"unsupported ops appeared in B: {_ops(appeared)}")
+        notes.append(f"unsupported ops appeared in B: {op_calls(appeared)}")
     if went:
-        notes.append(f"unsupported ops gone in B: {_ops(went)}")
+        notes.append(f"unsupported ops gone in B: {op_calls(went)}")
     return notes
 
 
@@ -243,10 +245,6 @@ def _ranges(indices: list[int]) -> str:
         else:
             runs.append([index])
     return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
-
-
-def _ops(ops: Mapping[str, int]) -> str:
-    return ", ".join(f"{op} x{n}" for op, n in sorted(ops.items()))
 
 
 # ---------------------------------------------------------------------------- thresholds

@@ -10,7 +10,8 @@ crossover is at N = M tokens).
 
 Depth and width sweeps rebuild the model with one dimension changed; they support the
 torchvision ``VisionTransformer`` (all ``vit_*`` names) and timm ViTs. A width sweep keeps the
-head width d and the MLP ratio M / D of the original model.
+head width d and the MLP ratio M / D of the original model. The rebuilders take ``module: Any``:
+they read attributes torch types as ``Tensor | Module``.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise
+from typing import Any
 
 from torch import nn
 
+from vitprof.analysis import analyze
 from vitprof.core.choices import SWEEP_AXES as AXES
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
-from vitprof.core.records import Component, Counts
-from vitprof.count.analysis import analyze
+from vitprof.core.records import UNITS, Component, Counts
+from vitprof.count.result import Profile
 from vitprof.models.zoo import build, infer_patch_size
 
 
@@ -97,6 +100,22 @@ class Sweep:
             )
         return None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON interface: the model, the axis, the units, the warnings, every point's
+        totals and components, and the crossover (null when the sweep does not bracket it)."""
+        crossover = self.crossover()
+        return {
+            "model": self.model, "axis": self.axis, "units": dict(UNITS),
+            "warnings": list(self.warnings),
+            "points": [{"value": p.value, "patches": p.patches, "totals": p.totals.as_dict(),
+                        "components": {str(c): v.as_dict() for c, v in p.components.items()}}
+                       for p in self.points],
+            "crossover": None if crossover is None else {
+                "tokens": float(crossover.tokens), "patches": float(crossover.patches),
+                "image_size": crossover.image_size, "first_swept": crossover.first_swept,
+            },
+        }
+
 
 def _core_ratio(point: SweepPoint) -> Fraction | None:
     return Fraction(point.attn_core.macs, point.mlp.macs) if point.mlp.macs else None
@@ -105,7 +124,7 @@ def _core_ratio(point: SweepPoint) -> Fraction | None:
 # ------------------------------------------------------------------------------- variants
 
 
-def _torchvision_variant(module: nn.Module, axis: str) -> Callable[[int], nn.Module]:
+def _torchvision_variant(module: Any, axis: str) -> Callable[[int], nn.Module]:
     from torchvision.models.vision_transformer import VisionTransformer
 
     first = module.encoder.layers[0].self_attention
@@ -129,12 +148,13 @@ def _torchvision_variant(module: nn.Module, axis: str) -> Callable[[int], nn.Mod
     return make
 
 
-def _timm_variant(name: str, module: nn.Module, axis: str) -> Callable[[int], nn.Module]:
+def _timm_variant(name: str, module: Any, axis: str) -> Callable[[int], nn.Module]:
     import timm
 
     head_dim = module.embed_dim // module.blocks[0].attn.num_heads
 
     def make(value: int) -> nn.Module:
+        kwargs: dict[str, Any]
         if axis == "depth":
             kwargs = {"depth": value}
         else:
@@ -202,15 +222,25 @@ def sweep(
         raise UserError("a sweep needs at least one value")
     make = variant_factory(name, axis) if axis != "image_size" else None
     patch_size = infer_patch_size(build(name, device="meta").module)
-    points = []
-    warnings: dict[str, None] = {}
+    profiles = []
     for value in progress_bar(values, desc=f"{name} {axis}", unit="point", enabled=progress):
         if make is None:
             profile = analyze(name, image_size=value, batch_size=batch_size)
-            patches = (value // patch_size) ** 2 if patch_size else None
         else:
             profile = analyze(make(value), batch_size=batch_size, name=name)
-            patches = None
+        profiles.append((value, profile))
+    return sweep_from(name, axis, patch_size, profiles)
+
+
+def sweep_from(
+    name: str, axis: str, patch_size: int | None, profiles: Sequence[tuple[int, Profile]]
+) -> Sweep:
+    """The Sweep of analyses made already: ``(value, Profile)`` pairs of ``name`` along
+    ``axis``, in order; patch counts for image sizes when ``patch_size`` is known."""
+    points = []
+    warnings: dict[str, None] = {}
+    for value, profile in profiles:
+        patches = (value // patch_size) ** 2 if axis == "image_size" and patch_size else None
         points.append(SweepPoint(value, patches, dict(profile.components)))
         warnings.update(dict.fromkeys(profile.warnings))
     return Sweep(name, axis, patch_size, tuple(points), tuple(warnings))

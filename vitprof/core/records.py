@@ -12,6 +12,7 @@ Conventions, used by every part of vitprof:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -101,6 +102,13 @@ class Counts:
             self.vector_flops + other.vector_flops,
         )
 
+    def __sub__(self, other: Counts) -> Counts:
+        return Counts(
+            self.params - other.params,
+            self.macs - other.macs,
+            self.vector_flops - other.vector_flops,
+        )
+
     def as_dict(self) -> dict[str, int]:
         return {
             "params": self.params,
@@ -108,6 +116,12 @@ class Counts:
             "flops": self.flops,
             "vector_flops": self.vector_flops,
         }
+
+
+def op_calls(calls: Mapping[str, int]) -> str:
+    """Ops and their call counts, by name: ``aten.foo x2, aten.bar x1`` (how every warning and
+    note lists ops without a formula)."""
+    return ", ".join(f"{op} x{n}" for op, n in sorted(calls.items()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -310,8 +310,8 @@ def _resolve_positions(pending: list[_Pending], has_blocks: bool) -> list[Compon
             if resolved[i] is None:
                 producers = [j for j in p.sources if j < i and resolved[j] is not None]
                 resolved[i] = resolved[producers[-1]] if producers else last_in_block.get(p.block)
-            if resolved[i] is not None:
-                last_in_block[p.block] = resolved[i]
+            if (found := resolved[i]) is not None:
+                last_in_block[p.block] = found
         elif resolved[i] is None and has_blocks:
             resolved[i] = Component.HEAD if seen_block else Component.TOKENS
     next_in_block: dict[int, Component] = {}
@@ -321,8 +321,8 @@ def _resolve_positions(pending: list[_Pending], has_blocks: bool) -> list[Compon
             continue
         if resolved[i] is None:
             resolved[i] = next_in_block.get(block)
-        if resolved[i] is not None:
-            next_in_block[block] = resolved[i]
+        if (found := resolved[i]) is not None:
+            next_in_block[block] = found
     return [c or Component.OTHER for c in resolved]
 
 

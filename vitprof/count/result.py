@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.records import COMPONENTS, UNITS, Component, Counts, OpRecord, ParamRecord
+from vitprof.count.training import training_dict
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -91,6 +92,16 @@ class Profile:
                     macs=op.macs, vector_flops=op.vector_flops
                 )
         return [BlockCounts(i, per_block[i]) for i in sorted(per_block)]
+
+    @cached_property
+    def outside(self) -> dict[Component, Counts]:
+        """Counts per component outside every block (the totals less the blocks'), every
+        component present (zeros included)."""
+        outside = dict(self.components)
+        for block in self.blocks:
+            for component, counts in block.components.items():
+                outside[component] = outside[component] - counts
+        return outside
 
     @property
     def attention(self) -> Counts:
@@ -188,16 +199,18 @@ class Profile:
         return profile_repr(self)
 
     def _repr_markdown_(self) -> str:
-        """A notebook's display: ``render(self, "component", "markdown")``."""
-        from vitprof.render.tables import render
-
-        return render(self, "component", "markdown")
+        """A notebook's display: the component view in markdown."""
+        return self._rendered("markdown")
 
     def _repr_html_(self) -> str:
         """A notebook's display: header lines, totals and the component table."""
-        from vitprof.render.tables import profile_html
+        return self._rendered("html")
 
-        return profile_html(self)
+    def _rendered(self, fmt: str) -> str:
+        from vitprof.render.formats import render
+        from vitprof.render.tables import profile_document
+
+        return render(profile_document(self), fmt)
 
     # ------------------------------------------------------------------ JSON
 
@@ -224,6 +237,7 @@ class Profile:
             "warnings": list(self.warnings),
             "input_source": self.input_source,
             "self_checks": list(self.self_checks),
+            **({"training": training_dict(self.ops)} if self.mode == "train" else {}),
         }
 
 

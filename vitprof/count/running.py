@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from vitprof.core.errors import UserError
+from vitprof.core.records import op_calls
 
 MEMORY_LIMIT_ENV = "VITPROF_MEMORY_LIMIT"
 ZERO_ELEMENT_WARNING = "Initializing zero-element tensors is a no-op"  # a Linear(D, 0) head
@@ -73,8 +74,7 @@ def unsupported_warning(unsupported: dict[str, int]) -> tuple[str, ...]:
     """The warning, if any, for ops that ran without a formula (``{op name: calls}``)."""
     if not unsupported:
         return ()
-    listed = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
-    return (f"ops without a formula, not counted: {listed}",)
+    return (f"ops without a formula, not counted: {op_calls(unsupported)}",)
 
 
 def run_failed(name: str, shape: tuple[int, ...], device: str, error: BaseException) -> UserError:

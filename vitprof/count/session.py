@@ -135,7 +135,7 @@ def count(
     A failing model raises :class:`~vitprof.count.running.CountFailed` with its error and the
     bytes its operations wrote until then; a :class:`UserError` passes as it is.
     """
-    params = dict(model.named_parameters())
+    params: dict[str, torch.Tensor] = dict(model.named_parameters())
     substitutes = _substitutes(model, inputs)
     if substitutes is not None:
         params = {name: substitutes[name] for name in params}

@@ -85,3 +85,22 @@ def phase_totals(ops: Iterable[OpRecord]) -> PhaseCounts:
         _counts(op for op in ops if op.phase == Phase.FORWARD),
         _counts(op for op in ops if op.phase == Phase.BACKWARD),
     )
+
+
+TRAINING_CONVENTION = ("a training step: forward in train mode, then the gradient of the output "
+                       "(a ones gradient, no loss) to every trainable parameter")
+
+
+def training_dict(ops: Iterable[OpRecord]) -> dict[str, object]:
+    """The forward / backward split of a training step's records, for the JSON output."""
+    ops = tuple(ops)
+
+    def entry(counts: PhaseCounts) -> dict[str, object]:
+        return {"forward": counts.forward.as_dict(), "backward": counts.backward.as_dict(),
+                "macs_ratio": counts.macs_ratio, "vector_flops_ratio": counts.vector_ratio}
+
+    return {
+        "convention": TRAINING_CONVENTION,
+        "total": entry(phase_totals(ops)),
+        "components": {str(c): entry(v) for c, v in phase_components(ops).items()},
+    }

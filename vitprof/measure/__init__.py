@@ -7,6 +7,6 @@ synchronization), :mod:`~vitprof.measure.peak` (the device's matmul peak and cop
 :mod:`~vitprof.count.training` (forward + backward counting), :mod:`~vitprof.measure.measure`
 (one profiling run, end to end) and :mod:`~vitprof.render.speed` (tables and JSON).
 
-Nothing is imported here, so that :mod:`vitprof.count.analysis` can use the training module without
+Nothing is imported here, so that :mod:`vitprof.analysis` can use the training module without
 importing the rest.
 """

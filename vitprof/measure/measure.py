@@ -166,14 +166,16 @@ class SpeedProfile:
         return speed_repr(self)
 
     def _repr_markdown_(self) -> str:
-        from vitprof.render.speed import render_profile
-
-        return render_profile(self, "markdown")
+        return self._rendered("markdown")
 
     def _repr_html_(self) -> str:
-        from vitprof.render.speed import speed_html
+        return self._rendered("html")
 
-        return speed_html(self)
+    def _rendered(self, fmt: str) -> str:
+        from vitprof.render.formats import render
+        from vitprof.render.speed import speed_document
+
+        return render(speed_document(self), fmt)
 
     def to_dict(self) -> dict[str, Any]:
         t = self.timings

@@ -226,7 +226,7 @@ def time_forward(
     *,
     warmup: int,
     iters: int,
-    step: Callable[[], None] = lambda: None,
+    step: Callable[[], object] = lambda: None,
 ) -> Timings:
     """Time ``iters`` forwards with and without hooks after ``warmup`` (``step`` after each)."""
     with torch.inference_mode():

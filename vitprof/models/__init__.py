@@ -1,6 +1,6 @@
-"""Models: the zoo's entries as data (:mod:`.entries`, no torch) and building them (:mod:`.zoo`),
-the spec's vocabularies (:mod:`.spec_kinds`, no torch), reading a model's spec
-(:mod:`.spec_inference`), the closed-form counts (:mod:`.closed_form`), deploy-time
+"""Models: the zoo's registry (:mod:`.zoo`) over the families' entries (:mod:`.family`, read
+without torch), reading a model's spec (:mod:`.spec_inference`), the closed-form counts
+(:mod:`.closed_form`) and the spec's vocabularies (:mod:`.spec_kinds`, no torch), deploy-time
 reparameterization (:mod:`.deploy`), the reference ViT and the notes' hand-written models
 (:mod:`.notes`).
 """

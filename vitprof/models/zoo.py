@@ -37,23 +37,19 @@ from vitprof.count.running import (
     meta_caused,
     one_line,
 )
-from vitprof.models.entries import (
-    HF_CONFIGS,
-    TORCHVISION_VITS,
-    ZOO,
+from vitprof.models.family import ENTRIES, torchvision
+from vitprof.models.family.base import (
     Factory,
     Published,
     ZooEntry,
-    lookup,
     missing_package,
     require_package,
 )
 
-# the entries' names, re-exported: the zoo is read from here or, without torch, from .entries
 __all__ = [
-    "DEFAULT_IMAGE_SIZE", "HF_CONFIGS", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory",
-    "Published", "ZooEntry", "build", "check_divisible_size", "default_image_size",
-    "infer_image_size", "infer_in_chans", "infer_patch_size", "lookup", "validate_name",
+    "DEFAULT_IMAGE_SIZE", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory", "Published",
+    "ZooEntry", "build", "check_divisible_size", "default_image_size", "infer_image_size",
+    "infer_in_chans", "infer_patch_size", "lookup", "validate_name",
 ]
 
 
@@ -70,6 +66,20 @@ class BuiltModel:
 
 
 DEFAULT_IMAGE_SIZE = 224  # the input size of a model that does not say its own
+
+TORCHVISION_VITS = tuple(torchvision.VITS)
+
+ZOO: dict[str, ZooEntry] = {entry.name: entry for entry in ENTRIES}
+
+
+def lookup(name: str) -> ZooEntry:
+    """The zoo entry for ``name`` (``torchvision:`` prefix optional) or a UserError."""
+    key = name.removeprefix("torchvision:")
+    if key in ZOO:
+        return ZOO[key]
+    close = difflib.get_close_matches(key, list(ZOO), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see 'vitprof models'"
+    raise UserError(f"unknown model '{name}'{hint}")
 
 
 def _check_size(name: str, image_size: int, patch_size: int | None) -> None:
@@ -365,14 +375,14 @@ def _build(
         module = _construct(
             name, lambda: timm.create_model(model_name, pretrained=False, **kwargs), device
         )
-        return _finish(name, module, image_size, None)
+        return _finish(name, module, image_size)
     config_file = _hf_config_file(name.removeprefix("hf:")) if name.startswith("hf:") else None
     if config_file is not None:
         factory = _hf_from_config(config_file, num_classes, image_size)
-        return _finish(name, _construct(name, factory, device), image_size, None)
+        return _finish(name, _construct(name, factory, device), image_size)
     if ":" in name and not name.startswith(("hf:", "torchvision:")):
         factory = _call_factory(name, _load_factory(name), image_size, num_classes)
-        return _finish(name, _construct(name, factory, device), image_size, None)
+        return _finish(name, _construct(name, factory, device), image_size)
     entry = lookup(name)
     size = image_size if image_size is not None else entry.image_size
     _check_size(entry.name, size, entry.patch_size)
@@ -381,12 +391,11 @@ def _build(
     return BuiltModel(entry.name, module, size, infer_in_chans(module), entry)
 
 
-def _finish(
-    name: str, module: nn.Module, image_size: int | None, entry: ZooEntry | None
-) -> BuiltModel:
+def _finish(name: str, module: nn.Module, image_size: int | None) -> BuiltModel:
+    """A model built from outside the zoo's table (timm, hf, FILE.py:factory): no entry."""
     size = image_size if image_size is not None else default_image_size(module)
     _check_size(name, size, infer_patch_size(module))
-    return BuiltModel(name, module, size, infer_in_chans(module), entry, _head_warnings(module))
+    return BuiltModel(name, module, size, infer_in_chans(module), None, _head_warnings(module))
 
 
 def _head_warnings(module: nn.Module) -> tuple[str, ...]:

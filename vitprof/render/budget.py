@@ -1,4 +1,4 @@
-"""Budget results as a table, JSON or JUnit XML. Renders; never counts or checks.
+"""Budget results as a document (a table, JSON, JUnit suites). Renders; never counts or checks.
 
 Every format names each check by its entry and dotted key as written in the budget file
 (``vit_b_16.components.attn_core.max_share``), states the counting convention, and carries each
@@ -11,15 +11,13 @@ points (pp) for a share.
 
 from __future__ import annotations
 
-import json
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
 from vitprof.checks.budget import SHARES, Bound, BudgetResult, CheckResult, Verdict
-from vitprof.render.schema import versioned
-from vitprof.render.tables import CONVENTION, text_table
+from vitprof.render.document import BLANK, Block, Case, Col, Document, Suite, Table, columns, lines
+from vitprof.render.tables import CONVENTION
 
 SHARE_CONVENTION = "share = a component's share of the total MACs; params_share: of the params"
 _SIGN = {Bound.MAX: "<=", Bound.MIN: ">="}
@@ -100,19 +98,16 @@ def summary(outcomes: Sequence[BudgetResult]) -> str:
     return f"FAIL: {len(failed)} of {len(results)} checks failed: {', '.join(failed)}"
 
 
-def render_table(outcomes: Sequence[BudgetResult]) -> str:
-    """Entries, one row per check (limit, actual, headroom, verdict), notes, and a summary."""
-    rows = [
-        [check_name(r, o.budget.name), _limit(r), _actual(r), _headroom(r), str(r.verdict)]
+_COLUMNS = columns(Col.CHECK, Col.LIMIT, Col.ACTUAL, Col.HEADROOM, Col.VERDICT)
+
+
+def _table(outcomes: Sequence[BudgetResult]) -> Table:
+    """One row per check: limit, actual, headroom (each in its check's unit) and verdict."""
+    return Table(_COLUMNS, tuple(
+        {"check": check_name(r, o.budget.name), "limit": _limit(r), "actual": _actual(r),
+         "headroom": _headroom(r), "verdict": str(r.verdict)}
         for o in outcomes for r in o.results
-    ]
-    table = text_table(["check", "limit", "actual", "headroom", "verdict"], rows)
-    notes = [note for o in outcomes for note in _notes(o)]
-    lines = [f"convention: {CONVENTION}", f"shares: {SHARE_CONVENTION}", "",
-             *(_entry_line(o) for o in outcomes), "", table]
-    if notes:
-        lines += ["", *notes]
-    return "\n".join([*lines, "", summary(outcomes)]) + "\n"
+    ))
 
 
 def _result_dict(result: CheckResult, entry: str) -> dict[str, Any]:
@@ -126,9 +121,9 @@ def _result_dict(result: CheckResult, entry: str) -> dict[str, Any]:
     }
 
 
-def render_json(outcomes: Sequence[BudgetResult]) -> str:
+def _data(outcomes: Sequence[BudgetResult]) -> dict[str, Any]:
     """``{"passed", "convention", "budgets": [{entry, model, ..., "checks": [...]}]}``."""
-    data = {
+    return {
         "passed": all(o.passed for o in outcomes),
         "convention": CONVENTION,
         "shares": SHARE_CONVENTION,
@@ -144,48 +139,38 @@ def render_json(outcomes: Sequence[BudgetResult]) -> str:
             for o in outcomes
         ],
     }
-    return json.dumps(versioned(data, "check"), indent=2)
 
 
-def render_junit(outcomes: Sequence[BudgetResult]) -> str:
-    """JUnit XML: a ``<testsuite>`` per entry, a ``<testcase>`` per check, ``<failure>`` when the
-    limit is exceeded; the fallback note goes to the suite's properties and ``<system-out>``."""
-    checks = sum(len(o.results) for o in outcomes)
-    failures = sum(len(o.failures) for o in outcomes)
-    root = ET.Element("testsuites", name="vitprof check", tests=str(checks),
-                      failures=str(failures), errors="0")
-    for outcome in outcomes:
-        entry = outcome.budget.name
-        suite = ET.SubElement(root, "testsuite", name=entry, tests=str(len(outcome.results)),
-                              failures=str(len(outcome.failures)), errors="0", skipped="0")
-        properties = ET.SubElement(suite, "properties")
-        profile = outcome.profile
-        for name, value in (("model", profile.model),
-                            ("input_shape", "x".join(str(n) for n in profile.input_shape)),
-                            ("device", profile.device), ("convention", CONVENTION),
-                            ("fallback", profile.fallback)):
-            if value is not None:
-                ET.SubElement(properties, "property", name=name, value=value)
-        for result in outcome.results:
-            case = ET.SubElement(suite, "testcase", classname=entry, name=result.check.key)
-            if result.verdict is Verdict.FAIL:
-                message = f"{_actual(result)} is not {_limit(result)}"
-                failure = ET.SubElement(case, "failure", message=message, type="BudgetExceeded")
-                failure.text = (f"{check_name(result, entry)}: limit {_limit(result)}, actual "
-                                f"{_actual(result)}, headroom {_headroom(result) or 'n/a'}"
-                                + (f"; {result.note}" if result.note else ""))
-        out = [_entry_line(outcome), *_notes(outcome)]
-        ET.SubElement(suite, "system-out").text = "\n".join(out)
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+def _suite(outcome: BudgetResult) -> Suite:
+    """An entry as a JUnit suite: a case per check, failed when its limit is exceeded; the
+    fallback note goes to the suite's properties and its output."""
+    entry, profile = outcome.budget.name, outcome.profile
+    properties = (("model", profile.model),
+                  ("input_shape", "x".join(str(n) for n in profile.input_shape)),
+                  ("device", profile.device), ("convention", CONVENTION),
+                  ("fallback", profile.fallback))
+    cases = []
+    for result in outcome.results:
+        failure = None
+        if result.verdict is Verdict.FAIL:
+            failure = (f"{_actual(result)} is not {_limit(result)}",
+                       f"{check_name(result, entry)}: limit {_limit(result)}, actual "
+                       f"{_actual(result)}, headroom {_headroom(result) or 'n/a'}"
+                       + (f"; {result.note}" if result.note else ""))
+        cases.append(Case(result.check.key, failure))
+    return Suite(entry, tuple(cases),
+                 tuple((name, value) for name, value in properties if value is not None),
+                 "\n".join([_entry_line(outcome), *_notes(outcome)]))
 
 
-def render(outcomes: Sequence[BudgetResult], fmt: str = "table") -> str:
-    """The results in one of :data:`FORMATS`."""
-    if fmt == "json":
-        return render_json(outcomes)
-    if fmt == "junit":
-        return render_junit(outcomes)
-    if fmt == "table":
-        return render_table(outcomes)
-    raise ValueError(f"unknown format {fmt}")
+def budget_document(outcomes: Sequence[BudgetResult]) -> Document:
+    """The conventions, each entry's model and input, one row per check, the notes and a
+    summary; the JSON; a JUnit suite per entry."""
+    notes = [note for o in outcomes for note in _notes(o)]
+    blocks: list[Block] = [
+        lines([f"convention: {CONVENTION}", f"shares: {SHARE_CONVENTION}", ""]),
+        lines(_entry_line(o) for o in outcomes), BLANK, _table(outcomes),
+        *([BLANK, lines(notes)] if notes else []), BLANK, lines([summary(outcomes)])]
+    return Document(tuple(blocks), _data(outcomes), "check",
+                    suites=tuple(_suite(o) for o in outcomes), suites_name="vitprof check",
+                    failure_type="BudgetExceeded")

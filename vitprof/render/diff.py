@@ -1,4 +1,5 @@
-"""A diff as a text table, a pull-request comment (markdown) or JSON. Renders; never compares.
+"""A diff as a document: a text table, a pull-request comment (markdown) or JSON. Renders; never
+compares.
 
 Every format states both sides (model, input, mode), the counting convention and what else
 differs (:attr:`vitprof.checks.diff.Diff.notes`) before the numbers. Tables show the totals, the
@@ -9,18 +10,16 @@ holds every row, the blocks' components included. Relative changes are percentag
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from vitprof.checks.diff import METRICS, Change, Diff, Exceeded, Snapshot
 from vitprof.core.records import Counts
-from vitprof.render.schema import versioned
-from vitprof.render.tables import CONVENTION, markdown_table, text_table
+from vitprof.render.document import BLANK, Block, Col, Document, Table, columns, lines
+from vitprof.render.tables import CONVENTION
 
-FORMATS = ("table", "markdown", "json")
 _TITLES = {"params": "params", "macs": "MACs", "flops": "FLOPs", "vector_flops": "vector FLOPs"}
-_HEADERS = ["row", "A", "B", "change", "relative"]
+_COLUMNS = columns(Col.ROW, Col.A, Col.B, Col.CHANGE, Col.RELATIVE)
 _SHOWN = ("total", "component", "block")
 
 
@@ -67,16 +66,12 @@ def highlights(diff: Diff, metric: str = "macs", count: int = 5) -> list[str]:
         inside[c.name.partition(".")[2]] = (a + c.a, b + c.b)
     for c in diff.rows("component"):
         a, b = inside.get(c.name, (Counts(), Counts()))
-        outside = Change("component", c.name, _minus(c.a, a), _minus(c.b, b))
+        outside = Change("component", c.name, c.a - a, c.b - b)
         items.append((outside, "outside the blocks"))
     items = sorted((i for i in items if i[0].delta(metric)),
                    key=lambda i: -abs(i[0].delta(metric)))
     return [f"{c.name} {_TITLES[metric]} {relative_text(c, metric)} {where} "
             f"({c.delta(metric):+,})" for c, where in items[:count]]
-
-
-def _minus(x: Counts, y: Counts) -> Counts:
-    return Counts(x.params - y.params, x.macs - y.macs, x.vector_flops - y.vector_flops)
 
 
 def _block_runs(diff: Diff, metric: str) -> list[tuple[Change, list[int]]]:
@@ -147,40 +142,43 @@ def _runs(changes: Sequence[Change], metric: str) -> list[tuple[str, Change]]:
             for run in _alike_runs(rows, metric)]
 
 
-def _cells(changes: Sequence[Change], metric: str) -> list[list[str]]:
-    return [[name, f"{c.value('a', metric):,}", f"{c.value('b', metric):,}",
-             f"{c.delta(metric):+,}" if c.delta(metric) else "0", relative_text(c, metric)]
-            for name, c in _runs(changes, metric)]
+def _rows(changes: Sequence[Change], metric: str) -> tuple[dict[str, Any], ...]:
+    return tuple({"row": name, "a": c.value("a", metric), "b": c.value("b", metric),
+                  "change": c.delta(metric), "relative": relative_text(c, metric)}
+                 for name, c in _runs(changes, metric))
 
 
-def _tables(diff: Diff, table: Any) -> list[tuple[str, str]]:
-    """(title, table) for each metric."""
+def _tables(diff: Diff) -> list[Block]:
+    """A table for each metric, after a blank line."""
     changes = diff.rows(*_SHOWN)
-    return [(_TITLES[m], table(_HEADERS, _cells(changes, m) or [["(all zero)", "", "", "", ""]]))
-            for m in METRICS]
+    return [block for m in METRICS for block in
+            (BLANK, Table(_COLUMNS, _rows(changes, m) or ({"row": "(all zero)"},),
+                          title=_TITLES[m]))]
 
 
-def render_table(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> str:
-    parts = [*header_lines(diff), "", summary(diff), *(f"  {h}" for h in highlights(diff))]
-    for title, table in _tables(diff, text_table):
-        parts += ["", f"{title}:", table]
-    if exceeded:
-        parts += ["", *(f"FAIL: {line}" for line in exceeded_lines(exceeded))]
-    return "\n".join(parts) + "\n"
+def _text_blocks(diff: Diff, exceeded: Sequence[Exceeded]) -> tuple[list[Block], list[Block]]:
+    """What the text table shows before and after the tables."""
+    text = ("table",)
+    before: list[Block] = [
+        lines([*header_lines(diff), "", summary(diff), *(f"  {h}" for h in highlights(diff))],
+              bullets=False, only=text)]
+    after: list[Block] = [lines(["", *(f"FAIL: {line}" for line in exceeded_lines(exceeded))],
+                   bullets=False, only=text)] if exceeded else []
+    return before, after
 
 
-def render_markdown(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> str:
+def _markdown_blocks(diff: Diff, exceeded: Sequence[Exceeded]) -> tuple[list[Block], list[Block]]:
     """A pull-request comment: the summary line first, the details folded."""
-    parts = [f"**vitprof diff** {summary(diff)}", ""]
-    parts += [f"- {line}" for line in highlights(diff)]
-    parts += [f"- :x: {line}" for line in exceeded_lines(exceeded)]
-    parts += [f"- {note}" for note in diff.notes]
-    parts += ["", "<details><summary>per component and block</summary>", ""]
-    parts += [f"- {line}" for line in header_lines(diff)[:3]]
-    for title, table in _tables(diff, markdown_table):
-        parts += ["", f"**{title}**", "", table]
-    parts += ["", "</details>"]
-    return "\n".join(parts) + "\n"
+    markdown = ("markdown",)
+    before: list[Block] = [
+        lines([f"**vitprof diff** {summary(diff)}", ""], bullets=False, only=markdown),
+        lines([*highlights(diff), *(f":x: {line}" for line in exceeded_lines(exceeded)),
+               *diff.notes], only=markdown),
+        lines(["", "<details><summary>per component and block</summary>", ""], bullets=False,
+              only=markdown),
+        lines(header_lines(diff)[:3], only=markdown),
+    ]
+    return before, [lines(["", "</details>"], bullets=False, only=markdown)]
 
 
 def _side_dict(snapshot: Snapshot) -> dict[str, Any]:
@@ -196,22 +194,22 @@ def _change_dict(change: Change) -> dict[str, Any]:
             "relative": {m: None if r is None else float(r) for m, r in relative.items()}}
 
 
-def render_json(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> str:
-    """``{"schema_version", "a", "b", "convention", "notes", "summary", "changes",
-    "exceeded"}``; ``relative`` is a fraction of A (0.12 = +12%), null when A is 0."""
-    data = {
+def _data(diff: Diff, exceeded: Sequence[Exceeded]) -> dict[str, Any]:
+    """``{"a", "b", "convention", "notes", "summary", "highlights", "changes", "exceeded"}``;
+    ``relative`` is a fraction of A (0.12 = +12%), null when A is 0."""
+    return {
         "a": _side_dict(diff.a), "b": _side_dict(diff.b), "convention": CONVENTION,
         "notes": list(diff.notes), "summary": summary(diff), "highlights": highlights(diff),
         "changes": [_change_dict(c) for c in diff.changes],
         "exceeded": [{"scope": e.change.scope, "name": e.change.name, "metric": e.metric,
                       "percent": float(e.percent)} for e in exceeded],
     }
-    return json.dumps(versioned(data, "diff"), indent=2)
 
 
-def render(diff: Diff, fmt: str = "table", exceeded: Sequence[Exceeded] = ()) -> str:
-    """The diff in one of :data:`FORMATS`, with the increases above a threshold."""
-    renderers = {"table": render_table, "markdown": render_markdown, "json": render_json}
-    if fmt not in renderers:
-        raise ValueError(f"unknown format {fmt}; choose from {', '.join(FORMATS)}")
-    return renderers[fmt](diff, exceeded)
+def diff_document(diff: Diff, exceeded: Sequence[Exceeded] = ()) -> Document:
+    """The diff, with the increases above a threshold: the text table, the pull-request comment
+    (markdown) and the JSON."""
+    text_before, text_after = _text_blocks(diff, exceeded)
+    markdown_before, markdown_after = _markdown_blocks(diff, exceeded)
+    blocks = [*markdown_before, *text_before, *_tables(diff), *markdown_after, *text_after]
+    return Document(tuple(blocks), _data(diff, exceeded), "diff")

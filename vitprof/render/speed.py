@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import html
-import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from vitprof.count.result import Profile
-from vitprof.count.training import PhaseCounts, phase_components, phase_totals
-from vitprof.render.schema import versioned
-from vitprof.render.tables import (
-    CONVENTION,
-    giga,
-    html_table,
-    input_text,
-    markdown_table,
-    render,
-    text_table,
-)
+from vitprof.count.running import unsupported_warning
+from vitprof.render.document import BLANK, Block, Col, Document, Table, columns, lines
+from vitprof.render.tables import CONVENTION, input_text, text_table
 
-if TYPE_CHECKING:  # the analyze command renders a training count without the measuring code
+if TYPE_CHECKING:
     from vitprof.measure.measure import SpeedProfile
 
 TIMING_CONVENTION = (
@@ -28,6 +17,12 @@ TIMING_CONVENTION = (
     "achieved = FLOPs / time; % peak against the FLOP/s of the peak line (given or measured); "
     "intensity = (FLOPs + vector FLOPs) / bytes read and written per operation"
 )
+_COMPONENT_COLUMNS = columns(
+    Col.COMPONENT, Col.SECONDS, Col.TIME_SHARE, Col.GFLOPS, Col.ACHIEVED, Col.PEAK_SHARE,
+    Col.INTENSITY, Col.PARAM_BYTES, Col.ACTIVATION_BYTES, Col.SAVED_BYTES,
+)
+_BLOCK_COLUMNS = columns(Col.BLOCK, Col.SECONDS, Col.TIME_SHARE, Col.GFLOPS, Col.ACHIEVED,
+                         Col.PEAK_SHARE)
 
 
 def _mib(n: int | None) -> str:
@@ -36,18 +31,6 @@ def _mib(n: int | None) -> str:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f}"
-
-
-def _rate(value: float | None) -> str:
-    return "" if value is None else f"{value / 1e9:.2f}"
-
-
-def _pct(value: float | None) -> str:
-    return "" if value is None else f"{value:.1%}"
-
-
-def _ratio(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}"
 
 
 def _plural(n: int, noun: str) -> str:
@@ -78,129 +61,60 @@ def profile_header(result: SpeedProfile) -> list[str]:
     lines += [f"note: {note}" for note in result.notes]
     if not result.block_rows():
         lines.append("blocks: no transformer blocks recognized, so no per-block table")
-    if result.unsupported_ops:
-        listed = ", ".join(f"{op} x{n}" for op, n in sorted(result.unsupported_ops.items()))
-        lines.append(f"ops without a formula, not counted: {listed}")
+    lines += unsupported_warning(result.unsupported_ops)
     return lines
 
 
-def component_table(result: SpeedProfile) -> tuple[list[str], list[list[str]]]:
-    headers = ["component", "time ms", "% time", "GFLOPs", "GFLOP/s", "% peak", "FLOP/B",
-               "params MiB", "activ. MiB", "saved MiB"]
-    latency = result.timings.attributed
-    rows = []
-    for r in result.rows():
-        rows.append([
-            str(r.component) + (" *" if r.estimated else ""), _ms(r.seconds),
-            _pct(r.seconds / latency if latency else None), giga(r.flops),
-            _rate(r.achieved), _pct(r.share_of_peak), _ratio(r.intensity), _mib(r.param_bytes),
-            _mib(r.activation_bytes), _mib(r.saved_bytes),
-        ])
+def _fraction(part: float | None, whole: float) -> float | None:
+    return None if part is None or not whole else part / whole
+
+
+def component_table(result: SpeedProfile) -> Table:
+    """Per component: time, counted GFLOPs, achieved rate, intensity and memory; the total."""
+    latency, peak = result.timings.attributed, result.peak.flops_per_s
+    rows = tuple({
+        "component": str(r.component) + (" *" if r.estimated else ""), "seconds": r.seconds,
+        "time_share": _fraction(r.seconds, latency), "gflops": r.flops,
+        "achieved": r.achieved, "peak_share": r.share_of_peak, "intensity": r.intensity,
+        "param_bytes": r.param_bytes, "activation_bytes": r.activation_bytes,
+        "saved_bytes": r.saved_bytes,
+    } for r in result.rows())
     total_flops = sum(r.flops for r in result.rows())
-    rows.append([
-        "total", _ms(latency), _pct(1.0 if latency else None), giga(total_flops),
-        _rate(total_flops / latency if latency else None),
-        _pct(total_flops / latency / result.peak.flops_per_s if latency else None), "",
-        _mib(sum(r.param_bytes for r in result.rows())),
-        _mib(sum(r.activation_bytes for r in result.rows())),
-        _mib(None if result.memory.saved is None else sum(result.memory.saved.values())),
-    ])
-    return headers, rows
+    saved = result.memory.saved
+    total = {
+        "component": "total", "seconds": latency, "time_share": 1.0 if latency else None,
+        "gflops": total_flops, "achieved": _fraction(total_flops, latency),
+        "peak_share": _fraction(_fraction(total_flops, latency), peak),
+        "param_bytes": sum(r.param_bytes for r in result.rows()),
+        "activation_bytes": sum(r.activation_bytes for r in result.rows()),
+        "saved_bytes": None if saved is None else sum(saved.values()),
+    }
+    return Table(_COMPONENT_COLUMNS, rows, total)
 
 
-def block_table(result: SpeedProfile) -> tuple[list[str], list[list[str]]]:
-    headers = ["block", "time ms", "% time", "GFLOPs", "GFLOP/s", "% peak"]
-    latency = result.timings.attributed
-    rows = []
+def block_table(result: SpeedProfile) -> Table:
+    """Per transformer block: time, counted GFLOPs and achieved rate."""
+    latency, peak = result.timings.attributed, result.peak.flops_per_s
+    rows: list[dict[str, Any]] = []
     for block, seconds, counts in result.block_rows():
         achieved = counts.flops / seconds if seconds > 0 else None
-        rows.append([
-            str(block), _ms(seconds), _pct(seconds / latency if latency else None),
-            giga(counts.flops), _rate(achieved),
-            _pct(achieved / result.peak.flops_per_s if achieved is not None else None),
-        ])
-    return headers, rows
+        rows.append({"block": block, "seconds": seconds,
+                     "time_share": _fraction(seconds, latency), "gflops": counts.flops,
+                     "achieved": achieved, "peak_share": _fraction(achieved, peak)})
+    return Table(_BLOCK_COLUMNS, tuple(rows))
 
 
-def _tables(result: SpeedProfile) -> list[tuple[list[str], list[list[str]]]]:
-    """The component table, and the block table when the model has transformer blocks."""
+def speed_document(result: SpeedProfile) -> Document:
+    """A profiling run: the header, the component table and, when the model has transformer
+    blocks, the block table (a CNN has none; its header says so); the JSON."""
     blocks = block_table(result)
-    return [component_table(result), *([blocks] if blocks[1] else [])]
-
-
-def render_profile(result: SpeedProfile, fmt: str = "table") -> str:
-    """A profiling run as a text table, a markdown report or JSON.
-
-    A model without transformer blocks (a CNN) has no block table; its header says so.
-    """
-    if fmt == "json":
-        return json.dumps(versioned(result.to_dict(), "speed"), indent=2)
-    tables = _tables(result)
-    if fmt == "markdown":
-        head = "\n".join(f"- {line}" for line in profile_header(result))
-        body = "\n\n".join(markdown_table(h, r) for h, r in tables)
-        return f"{head}\n\n{body}\n"
-    body = "\n\n".join(text_table(h, r) for h, r in tables)
-    return "\n".join(profile_header(result)) + "\n\n" + body + "\n"
+    tables: list[Block] = [component_table(result)]
+    if blocks.rows:
+        tables += [BLANK, blocks]
+    return Document((lines(profile_header(result)), BLANK, *tables), result.to_dict(), "speed")
 
 
 def speed_repr(result: SpeedProfile) -> str:
     """A short text: model, input, latency and the component table (``repr(result)``)."""
-    return "\n".join([*profile_header(result)[:4], "", text_table(*component_table(result))])
-
-
-def speed_html(result: SpeedProfile) -> str:
-    """The header lines and the tables as HTML (a notebook's display)."""
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in profile_header(result))
-    return f"<ul>{items}</ul>\n" + "\n".join(html_table(h, r) for h, r in _tables(result))
-
-
-# ------------------------------------------------------------------------------ training
-
-
-def training_table(profile: Profile) -> tuple[list[str], list[list[str]]]:
-    """Forward, backward and backward / forward per component, and the total."""
-    headers = ["component", "forward MACs", "backward MACs", "bwd/fwd MACs",
-               "forward vector FLOPs", "backward vector FLOPs", "bwd/fwd vector"]
-
-    def row(name: str, counts: PhaseCounts) -> list[str]:
-        return [name, f"{counts.forward.macs:,}", f"{counts.backward.macs:,}",
-                _ratio(counts.macs_ratio), f"{counts.forward.vector_flops:,}",
-                f"{counts.backward.vector_flops:,}", _ratio(counts.vector_ratio)]
-
-    rows = [row(str(c), counts) for c, counts in phase_components(profile.ops).items()]
-    rows.append(row("total", phase_totals(profile.ops)))
-    return headers, rows
-
-
-def _training_dict(profile: Profile) -> dict[str, object]:
-    def entry(counts: PhaseCounts) -> dict[str, object]:
-        return {"forward": counts.forward.as_dict(), "backward": counts.backward.as_dict(),
-                "macs_ratio": counts.macs_ratio, "vector_flops_ratio": counts.vector_ratio}
-
-    return {
-        "convention": "a training step: forward in train mode, then the gradient of the "
-                      "output (a ones gradient, no loss) to every trainable parameter",
-        "total": entry(phase_totals(profile.ops)),
-        "components": {str(c): entry(v) for c, v in phase_components(profile.ops).items()},
-    }
-
-
-def render_training(profile: Profile, by: str = "component", fmt: str = "table") -> str:
-    """``render`` of a train-mode profile (forward + backward summed) plus the phase split.
-
-    JSON adds a ``training`` object, tables and markdown a second table; CSV is the view alone
-    (one table per file), its counts forward + backward, like the first table.
-    """
-    base = render(profile, by=by, fmt=fmt)
-    if fmt == "json":
-        data = json.loads(base)
-        data["training"] = _training_dict(profile)
-        return json.dumps(data, indent=2)
-    if fmt == "csv":
-        return base
-    headers, rows = training_table(profile)
-    note = "mode: train (counts above are forward + backward; the split follows)"
-    if fmt == "markdown":
-        return f"{base}\n- {note}\n\n{markdown_table(headers, rows)}\n"
-    return f"{base}\n{note}\n\n{text_table(headers, rows)}\n"
+    table = component_table(result)
+    return "\n".join([*profile_header(result)[:4], "", text_table(table.headers, table.cells())])

@@ -203,7 +203,7 @@ def measurement(table: Mapping[str, Any]) -> Measurement:
         pattern=table.get("pattern"), axis=table.get("axis", -1),
         image_size=table.get("image_size"), options=tuple(sorted(table.get("options", {}).items())),
         index=table.get("index", 0),
-        sizes=tuple(table["sizes"]) if "sizes" in table else None,  # type: ignore[arg-type]
+        sizes=tuple(table["sizes"]) if "sizes" in table else None,
     )
     if (found.figure in (Figure.PARAM, Figure.SHAPE)) != (found.pattern is not None):
         raise ValueError(f"a pattern goes with param and shape only: {dict(table)}")

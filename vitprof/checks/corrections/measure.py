@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from vitprof.analysis import analyze
 from vitprof.checks.corrections.claims import (
     COUNTED,
     Claim,
@@ -29,7 +30,6 @@ from vitprof.checks.corrections.claims import (
     Spec,
 )
 from vitprof.core.records import Component, Counts
-from vitprof.count.analysis import analyze
 from vitprof.count.result import Profile
 from vitprof.models.closed_form import ViTSpec
 from vitprof.models.spec_inference import spec_from_model
@@ -59,7 +59,7 @@ class Lab:
     """Measurements on vitprof profiles; each model, size and batch is analyzed once."""
 
     def __init__(self) -> None:
-        self._profiles: dict[tuple[str, int | None, int], Profile] = {}
+        self._profiles: dict[tuple[str, int | None, tuple[tuple[str, int], ...]], Profile] = {}
         self._specs: dict[str, ViTSpec] = {}
 
     def profile(self, name: str, image_size: int | None = None,
@@ -83,18 +83,15 @@ class Lab:
         if m.scope is Scope.ENCODER:
             return (self.counts(_scoped(m, Scope.BLOCKS))
                     + self.counts(_scoped(m, Scope.OUTSIDE, (Component.NORM,))))
-        if m.scope is Scope.MODEL:
+        if m.scope is Scope.OUTSIDE:
+            groups = [profile.outside]
+        elif m.scope is Scope.MODEL:
             groups = [profile.components]
         elif m.scope is Scope.BLOCK:
             groups = [profile.blocks[m.index].components]
         else:
             groups = [b.components for b in profile.blocks]
-        inside = sum((g[c] for g in groups for c in picked), Counts())
-        if m.scope is not Scope.OUTSIDE:
-            return inside
-        total = sum((profile.components[c] for c in picked), Counts())
-        return Counts(total.params - inside.params, total.macs - inside.macs,
-                      total.vector_flops - inside.vector_flops)
+        return sum((g[c] for g in groups for c in picked), Counts())
 
     def spec(self, name: str) -> ViTSpec:
         """The model's spec as :func:`vitprof.models.spec_inference.spec_from_model` infers it."""
@@ -163,6 +160,7 @@ def _arithmetic(node: ast.AST, names: Mapping[str, Number]) -> Number:
     if isinstance(node, ast.Expression):
         return _arithmetic(node.body, names)
     if isinstance(node, ast.Constant):
+        assert isinstance(node.value, int | float)
         return node.value
     if isinstance(node, ast.Name):
         return names[node.id]

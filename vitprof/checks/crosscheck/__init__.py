@@ -3,14 +3,12 @@
 Peers: the closed form, fvcore ``FlopCountAnalysis``, torchinfo ``summary``, torch's
 ``FlopCounterMode`` (on meta and on a real CPU run), ptflops (``pytorch`` and ``aten`` backends),
 calflops and DeepSpeed's flops profiler (the optional extra ``peers``) and torchvision's
-published figures. See
+published figures; :mod:`vitprof.render.crosscheck` writes the result. See
 ``docs/crosscheck.md`` for each peer's rule and the causes.
 """
 
 from vitprof.checks.crosscheck.causes import Cause
 from vitprof.checks.crosscheck.run import PEERS, run_crosscheck
-from vitprof.checks.crosscheck.table import FORMATS, CrossCheck, PeerRow, render_crosscheck
+from vitprof.checks.crosscheck.table import CrossCheck, PeerRow
 
-__all__ = [
-    "FORMATS", "PEERS", "Cause", "CrossCheck", "PeerRow", "render_crosscheck", "run_crosscheck",
-]
+__all__ = ["PEERS", "Cause", "CrossCheck", "PeerRow", "run_crosscheck"]

@@ -313,6 +313,10 @@ def run_flop_counter(model: nn.Module, example: torch.Tensor, grad: bool = True)
     )
 
 
+Hooked = dict[str, list[tuple[tuple[int, ...], ...]]]
+"""Module path -> the input shapes of each call of that module."""
+
+
 @dataclass(frozen=True)
 class PatchRun:
     """What a hook-and-patch counter (ptflops, calflops, DeepSpeed) reported, and what ran.
@@ -326,12 +330,12 @@ class PatchRun:
     params: int
     kernels: Uncounted
     calls: Uncounted
-    hooked: dict[str, list[tuple[tuple[int, ...], ...]]]
+    hooked: Hooked
 
 
 @contextlib.contextmanager
 def _watching(
-    model: nn.Module, registry: Any, hooked: dict[str, list[tuple[tuple[int, ...], ...]]]
+    model: nn.Module, registry: Any, hooked: Hooked
 ) -> Iterator[tuple[KernelLog, CallLog]]:
     """Logs kernels and ``@`` calls, and records the input shapes of the ``hooked`` modules."""
     handles = [
@@ -352,7 +356,7 @@ def _shapes(seen: list, module: nn.Module, args: tuple, output: Any) -> None:
 
 def _patch_run(
     model: nn.Module, example: torch.Tensor, grad: bool, count: Any, registry: Any = frozenset(),
-    hooked: dict[str, list] | None = None,
+    hooked: Hooked | None = None,
 ) -> PatchRun:
     """``count()`` -> (MACs, params) in eval mode and ``grad`` mode, quietly, everything logged."""
     hooked = {} if hooked is None else hooked
@@ -376,7 +380,7 @@ def run_ptflops(
         from ptflops.pytorch_ops import MODULES_MAPPING
     except ImportError:
         raise PeerUnavailable(f"ptflops {INSTALL}") from None
-    hooked = {} if backend == "aten" else {
+    hooked: Hooked = {} if backend == "aten" else {
         path: [] for path, module in model.named_modules() if type(module) in MODULES_MAPPING
     }
 

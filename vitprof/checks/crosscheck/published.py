@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING
 
 from torch import nn
 
+from vitprof.analysis import analyze
 from vitprof.checks.crosscheck.causes import Cause, fvcore_norm_causes
 from vitprof.checks.crosscheck.table import PeerRow, missing_row, peer_row
 from vitprof.core.errors import UserError
 from vitprof.core.records import OpRecord
-from vitprof.count.analysis import analyze
 from vitprof.count.result import Profile
 from vitprof.models.deploy import reparameterized
 from vitprof.models.zoo import build

@@ -19,6 +19,7 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from vitprof.analysis import analyze
 from vitprof.checks.crosscheck import causes as why
 from vitprof.checks.crosscheck.peers import (
     PatchRun,
@@ -34,10 +35,8 @@ from vitprof.checks.crosscheck.published import PEER as TIMM_PEER
 from vitprof.checks.crosscheck.published import UNIT as TIMM_UNIT
 from vitprof.checks.crosscheck.published import subject_row as timm_published_row
 from vitprof.checks.crosscheck.table import CrossCheck, PeerRow, missing_row, peer_row
-from vitprof.core.choices import CROSSCHECK_PEERS as PEERS
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
-from vitprof.count.analysis import analyze
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile
 from vitprof.count.running import one_line
@@ -243,29 +242,28 @@ TABLE = (
     Peer("published", "GMACs (torchvision _ops)", _published),
     Peer(TIMM_PEER, TIMM_UNIT, lambda subject, peer: timm_published_row(subject)),
 )
-UNITS = {peer.name: peer.unit for peer in TABLE}
-_BY_NAME = {peer.name: peer for peer in TABLE}
+PEERS = tuple(peer.name for peer in TABLE)
 
 
-def check_peers(peers: Sequence[str] | None) -> tuple[str, ...]:
-    """The peers to run, in the order of :data:`PEERS`; a UserError names an unknown one."""
+def check_peers(peers: Sequence[str] | None) -> tuple[Peer, ...]:
+    """The peers to run, in the order of :data:`TABLE`; a UserError names an unknown one."""
     if peers is None:
-        return PEERS
+        return TABLE
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
         raise UserError(f"unknown peer '{unknown[0]}'; choose from {', '.join(PEERS)}")
-    return tuple(p for p in PEERS if p in peers)
+    return tuple(peer for peer in TABLE if peer.name in peers)
 
 
-def _row(peer: str, subject: Subject) -> PeerRow:
+def _row(peer: Peer, subject: Subject) -> PeerRow:
     try:
-        return _BY_NAME[peer].build(subject, _BY_NAME[peer])
+        return peer.build(subject, peer)
     except (PeerUnavailable, _NoNumber) as error:
-        return missing_row(peer, UNITS[peer], str(error))
+        return missing_row(peer.name, peer.unit, str(error))
     except UserError:
         raise
     except Exception as error:
-        return missing_row(peer, UNITS[peer], f"could not run: {one_line(error)}")
+        return missing_row(peer.name, peer.unit, f"could not run: {one_line(error)}")
 
 
 def run_crosscheck(
@@ -288,6 +286,18 @@ def run_crosscheck(
     profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
                       deploy=deploy)
     subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy)
+    return _check(subject, chosen)
+
+
+def check_subject(subject: Subject, peers: Sequence[str] | None = None) -> CrossCheck:
+    """Each peer's row (all of them when ``peers`` is None) against ``subject``, whose Profile
+    is counted already; its meta model, if built already, is reused."""
+    return _check(subject, check_peers(peers))
+
+
+def _check(subject: Subject, chosen: tuple[Peer, ...]) -> CrossCheck:
+    """The rows of the ``chosen`` peers against ``subject``."""
+    profile = subject.profile
     rows = [_row(peer, subject)
             for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
     return CrossCheck(profile.model, profile.input_shape, profile.torch_version, profile.device,

@@ -1,4 +1,5 @@
-"""The cross-check result (:class:`CrossCheck`, one :class:`PeerRow` per peer) and its rendering.
+"""The cross-check result (:class:`CrossCheck`, one :class:`PeerRow` per peer); it is written by
+:mod:`vitprof.render.crosscheck`.
 
 Convention: MACs are the primary unit. Each peer's number is shown in its own unit, then
 converted to MACs; ``delta = peer MACs - vitprof MACs = sum of the named causes + residual``, and
@@ -8,15 +9,11 @@ its ``note`` says why.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vitprof.checks.crosscheck.causes import Cause
-from vitprof.core.choices import CROSSCHECK_FORMATS as FORMATS
 from vitprof.core.records import Counts
-from vitprof.render.schema import versioned
-from vitprof.render.tables import input_text, markdown_table, text_table
 
 CONVENTION = (
     "MACs are the primary unit (FLOPs = 2 x MACs); each peer's number is shown in its own unit "
@@ -87,76 +84,3 @@ class CrossCheck:
             "rows": [asdict(row) for row in self.rows],
             "warnings": list(self.warnings),
         }
-
-
-def _n(value: int | None, signed: bool = False) -> str:
-    if value is None:
-        return ""
-    return f"{value:+,}" if signed and value else f"{value:,}"
-
-
-def _reported(row: PeerRow) -> str:
-    if row.reported is None:
-        return ""
-    if isinstance(row.reported, float):
-        return f"{row.reported:g}"
-    return f"{row.reported:,}"
-
-
-_HEADERS = ["peer", "reported", "unit", "MACs", "delta MACs", "residual MACs", "params",
-            "delta params", "residual params"]
-
-
-def _cells(row: PeerRow) -> list[str]:
-    return [row.peer, _reported(row), row.unit, _n(row.macs), _n(row.delta_macs),
-            _n(row.residual_macs), _n(row.params), _n(row.delta_params), _n(row.residual_params)]
-
-
-def _header(check: CrossCheck) -> list[str]:
-    v = check.vitprof
-    return [
-        f"model: {check.model}; input: {input_text(check.input_shape)}; "
-        f"torch {check.torch_version}",
-        f"vitprof ({check.device} device): {v.params:,} params, {v.macs:,} MACs; attention: "
-        f"{check.attention_implementation}",
-        f"convention: {CONVENTION}",
-    ]
-
-
-def _explanation(row: PeerRow) -> list[tuple[str, str]]:
-    """(amount, text) lines that take a row from vitprof's count to the peer's."""
-    if row.macs is None:
-        return [("", row.note)]
-    lines = [(_n(c.macs, True), c.text) for c in row.causes if c.macs]
-    lines += [(f"{_n(c.params, True)} params", c.text) for c in row.causes if c.params]
-    lines.append((_n(row.residual_macs, True), "residual MACs"))
-    if row.residual_params is not None:
-        lines.append((_n(row.residual_params, True), "residual params"))
-    if row.note:
-        lines.append(("", row.note))
-    return lines
-
-
-def render_crosscheck(check: CrossCheck, fmt: str = "table") -> str:
-    """The cross-check as an aligned text table, a markdown document or JSON."""
-    if fmt == "json":
-        return json.dumps(versioned(check.to_dict(), "crosscheck"), indent=2)
-    rows = [_cells(row) for row in check.rows]
-    if fmt == "markdown":
-        parts = ["\n".join(f"- {line}" for line in _header(check)), "",
-                 markdown_table(_HEADERS, rows), ""]
-        for row in check.rows:
-            parts.append(f"**{row.peer}**\n")
-            parts += [f"- {amount}: {text}" if amount else f"- {text}"
-                      for amount, text in _explanation(row)]
-            parts.append("")
-        return "\n".join(parts)
-    if fmt != "table":
-        raise ValueError(f"unknown format {fmt}; choose from {', '.join(FORMATS)}")
-    parts = [*_header(check), "", text_table(_HEADERS, rows), ""]
-    for row in check.rows:
-        explanation = _explanation(row)
-        width = max(len(amount) for amount, _ in explanation)
-        parts.append(f"{row.peer}:")
-        parts += [f"  {amount.rjust(width)}  {text}".rstrip() for amount, text in explanation]
-    return "\n".join(parts) + "\n"

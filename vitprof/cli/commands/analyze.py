@@ -3,28 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from vitprof.cli.commands.common import DEPLOY_HELP, add_model_arguments, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
+from vitprof.core.choices import VIEWS
 from vitprof.core.records import MODES
-from vitprof.render.tables import FORMATS, VIEWS, render
+from vitprof.render.formats import choices, render
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("analyze", help="count params and MACs per component")
     add_model_arguments(parser)
     parser.add_argument("--by", choices=VIEWS, default="component")
-    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--format", choices=choices("analyze"), default="table")
     parser.add_argument("--output", metavar="FILE")
     parser.add_argument("--mode", choices=MODES, default="inference",
                         help="train: count forward + backward, with the ratio per component")
     parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when the breakdown fails a self-check (listed in the README)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from vitprof.count.analysis import analyze
-    from vitprof.render.speed import render_training
+    from vitprof.analysis import analyze
+    from vitprof.render.tables import profile_document
 
     if args.output:
         check_writable(args.output)
@@ -37,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
         warn(message)
     if profile.fallback:
         warn(profile.fallback)
-    renderer = render_training if args.mode == "train" else render
-    write_output(renderer(profile, by=args.by, fmt=args.format), args.output)
+    write_output(render(profile_document(profile, args.by), args.format), args.output)
+    if args.strict and profile.self_checks:
+        print(f"vitprof: {len(profile.self_checks)} self-check(s) failed (--strict)",
+              file=sys.stderr)
+        return 1
     return 0

@@ -12,9 +12,9 @@ import sys
 
 from vitprof.cli.commands.common import warn, write_output
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.core.choices import BUDGET_FORMATS
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
+from vitprof.render.formats import choices, render
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "check", help="check models against a budget file (exit 1 when a limit is exceeded)"
     )
     parser.add_argument("budgets", metavar="BUDGETS.toml", help="budget file")
-    parser.add_argument("--format", choices=BUDGET_FORMATS, default="table")
+    parser.add_argument("--format", choices=choices("check"), default="table")
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
     parser.add_argument("--entry", action="append", metavar="NAME",
                         help="check only this entry (repeatable)")
@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from vitprof.checks.budget import evaluate, load_budgets
-    from vitprof.render.budget import render, summary
+    from vitprof.render.budget import budget_document, summary
 
     if args.output:
         check_writable(args.output)
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     for outcome in outcomes:
         if outcome.profile.fallback:
             warn(f"entry '{outcome.budget.name}': {outcome.profile.fallback}")
-    write_output(render(outcomes, args.format), args.output)
+    write_output(render(budget_document(outcomes), args.format), args.output)
     if args.output or args.format != "table":
         print(f"vitprof: {summary(outcomes)}", file=sys.stderr)
     return 0 if all(o.passed for o in outcomes) else 1

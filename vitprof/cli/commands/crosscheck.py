@@ -17,7 +17,8 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.core.choices import CROSSCHECK_FORMATS, CROSSCHECK_PEERS
+from vitprof.core.choices import CROSSCHECK_PEERS
+from vitprof.render.formats import choices, render
 
 
 def peer_list(text: str) -> list[str]:
@@ -33,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     parser.add_argument("--image-size", type=positive_int, help="input height and width")
     parser.add_argument("--batch-size", type=positive_int, default=1)
-    parser.add_argument("--format", choices=CROSSCHECK_FORMATS, default="table")
+    parser.add_argument("--format", choices=choices("crosscheck"), default="table")
     parser.add_argument("--peers", type=peer_list, metavar="PEER,...",
                         help=f"peers to run (default all): {', '.join(CROSSCHECK_PEERS)}")
     parser.add_argument("--no-grad", action="store_true",
@@ -46,7 +47,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vitprof.checks.crosscheck import render_crosscheck, run_crosscheck
+    from vitprof.checks.crosscheck import run_crosscheck
+    from vitprof.render.crosscheck import crosscheck_document
 
     if args.output:
         check_writable(args.output)
@@ -60,5 +62,5 @@ def run(args: argparse.Namespace) -> int:
         if row.macs is not None and (row.residual_macs or row.residual_params):
             warn(f"{row.peer}: unexplained residual of {row.residual_macs:,} MACs and "
                  f"{row.residual_params or 0:,} params")
-    write_output(render_crosscheck(check, args.format), args.output)
+    write_output(render(crosscheck_document(check), args.format), args.output)
     return 0

@@ -16,7 +16,7 @@ from vitprof.checks.diff import Snapshot, compare, parse_fail_above, read_profil
 from vitprof.cli.commands.common import add_input_options, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.records import MODES
-from vitprof.render.diff import FORMATS, exceeded_lines, render
+from vitprof.render.formats import choices, render
 
 
 def _fail_above(text: str) -> str:
@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                             help="model name, FILE.py:FACTORY, or a saved profile FILE.json")
     add_input_options(parser)
     parser.add_argument("--mode", choices=MODES, default="inference")
-    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--format", choices=choices("diff"), default="table")
     parser.add_argument("--output", metavar="FILE")
     parser.add_argument("--fail-above", type=_fail_above, action="append", default=[],
                         metavar="[METRIC=]PCT",
@@ -52,7 +52,7 @@ def is_saved_profile(spec: str) -> bool:
 
 
 def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
-    from vitprof.count.analysis import analyze
+    from vitprof.analysis import analyze
 
     if is_saved_profile(spec):
         return read_profile(Path(spec))
@@ -73,13 +73,15 @@ def _options_given(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.render.diff import diff_document, exceeded_lines
+
     if args.output:
         check_writable(args.output)
     if is_saved_profile(args.a) and is_saved_profile(args.b) and _options_given(args):
         warn(f"{', '.join(_options_given(args))} ignored: both sides are saved profiles")
     diff = compare(_snapshot(args.a, args), _snapshot(args.b, args))
     exceeded = diff.exceeded(parse_fail_above(args.fail_above))
-    write_output(render(diff, args.format, exceeded), args.output)
+    write_output(render(diff_document(diff, exceeded), args.format), args.output)
     for line in exceeded_lines(exceeded):
         print(f"vitprof: FAIL: {line}", file=sys.stderr)
     return 1 if exceeded else 0

@@ -7,20 +7,17 @@ flags given with a model override the fields they name.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vitprof.cli.commands.common import non_negative_int, positive_int, write_output
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.errors import UserError
-from vitprof.core.records import Counts
 from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
-from vitprof.render.schema import versioned
-from vitprof.render.tables import CONVENTION, giga, markdown_table, text_table
+from vitprof.render.formats import choices, render
 
 if TYPE_CHECKING:
-    from vitprof.models.closed_form import ClosedForm, ViTSpec
+    from vitprof.models.closed_form import ViTSpec
 
 # ViTSpec fields set by flags of the same name (dashes for underscores)
 SPEC_FLAGS = (
@@ -29,8 +26,6 @@ SPEC_FLAGS = (
     "qkv_bias", "head", "final_norm", "attention", "attention_impl",
 )
 REQUIRED_WITHOUT_MODEL = ("image_size", "patch_size", "width", "depth", "heads")
-FORMATS = ("table", "markdown", "json")
-_HEADERS = ["params", "MACs", "FLOPs", "vector FLOPs", "% MACs"]
 
 
 def keep_ratios(text: str) -> tuple[float, ...]:
@@ -72,7 +67,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                       help="token pruning: fraction of the patch tokens kept before each block")
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--by", choices=("component", "block"), default="component")
-    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--format", choices=choices("formula"), default="table")
     parser.add_argument("--output", metavar="FILE")
     parser.set_defaults(run=run)
 
@@ -110,66 +105,9 @@ def spec_from_args(args: argparse.Namespace) -> ViTSpec:
     )
 
 
-def describe(spec: ViTSpec) -> str:
-    """One line with the spec's shape."""
-    prefix = spec.prefix_tokens
-    tokens = (f"patch tokens per block {list(spec.tokens_per_block)}" if spec.tokens_per_block
-              else f"{spec.num_patches} patch tokens")
-    return (
-        f"spec: D={spec.width}, depth {spec.depth}, {spec.heads} heads, MLP {spec.mlp_width}, "
-        f"patch {spec.patch_size}, {spec.image_size}px x {spec.in_chans}, {tokens} + {prefix} "
-        f"prefix, {spec.num_classes} classes, head {spec.head}, final norm {spec.final_norm}, "
-        f"{spec.attention} attention ({spec.attention_impl}), qkv bias {spec.qkv_bias}"
-    )
-
-
-def _cells(label: list[str], counts: Counts, total_macs: int) -> list[str]:
-    share = counts.macs / total_macs if total_macs else 0.0
-    return [*label, f"{counts.params:,}", f"{counts.macs:,}", f"{counts.flops:,}",
-            f"{counts.vector_flops:,}", f"{share:.2%}"]
-
-
-def table_rows(form: ClosedForm, by: str) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of one view, with a total row; the rows add up to the total."""
-    total = form.totals
-    if by == "component":
-        rows = [_cells([str(c)], v, total.macs) for c, v in form.components.items()]
-        return ["component", *_HEADERS], [*rows, _cells(["total"], total, total.macs)]
-    rows = []
-    for index, block in enumerate(form.blocks):
-        rows += [_cells([str(index), str(c)], v, total.macs)
-                 for c, v in block.items() if v != Counts()]
-    rows += [_cells(["outside", str(c)], v, total.macs)
-             for c, v in form.outside.items() if v != Counts()]
-    return ["block", "component", *_HEADERS], [*rows, _cells(["total", ""], total, total.macs)]
-
-
-def render_formula(form: ClosedForm, source: str, by: str, fmt: str) -> str:
-    """The closed form in one view and one format; every output states the convention."""
-    if fmt == "json":
-        data = {"source": source, "convention": CONVENTION, **form.to_dict()}
-        return json.dumps(versioned(data, "formula"), indent=2)
-    spec = form.spec
-    side = spec.image_size
-    lines = [
-        f"closed form of {source}",
-        describe(spec),
-        f"input: batch {form.batch_size}, {spec.in_chans}x{side}x{side}",
-        f"convention: {CONVENTION}",
-    ]
-    headers, rows = table_rows(form, by)
-    if fmt == "markdown":
-        head = "\n".join(f"- {line}" for line in lines)
-        return f"{head}\n\n{markdown_table(headers, rows)}\n"
-    t = form.totals
-    summary = (f"total: {t.params:,} params ({t.params / 1e6:.2f} M), {t.macs:,} MACs "
-               f"({giga(t.macs)} GMACs), "
-               f"{t.flops:,} FLOPs, {t.vector_flops:,} vector FLOPs")
-    return "\n".join([*lines, summary, "", text_table(headers, rows)]) + "\n"
-
-
 def run(args: argparse.Namespace) -> int:
     from vitprof.models.closed_form import closed_form
+    from vitprof.render.formula import formula_document
 
     if args.output:
         check_writable(args.output)
@@ -178,6 +116,6 @@ def run(args: argparse.Namespace) -> int:
     flags = [name for name in (*SPEC_FLAGS, "keep_ratios") if getattr(args, name) is not None]
     overridden = f", overridden: {', '.join(flags)}" if flags else ""
     source = f"{args.model} (spec inferred{overridden})" if args.model else "the spec given"
-    write_output(render_formula(form, source, args.by, args.format), args.output)
+    write_output(render(formula_document(form, source, args.by), args.format), args.output)
     return 0
 

@@ -3,28 +3,32 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from vitprof.cli.commands.common import write_output
-from vitprof.models.entries import ZOO
-from vitprof.render.tables import text_table
+from vitprof.models.family import ENTRIES
+from vitprof.render.document import Col, Document, Table, columns, lines
+from vitprof.render.formats import choices, render
+
+_COLUMNS = columns(Col.NAME, Col.FAMILY, Col.SIZE, Col.DESCRIPTION)
+_ALSO = "also: timm:NAME, hf:path/to/config.json, path/to/file.py:factory, package.module:factory"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("models", help="list the built-in models")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=choices("models"), default="table")
     parser.set_defaults(run=run)
 
 
+def models_document() -> Document:
+    """The zoo: one row per model, then the other kinds of names (the JSON: the rows alone).
+    Read from the family files' entries (the zoo's, in its order) without importing torch."""
+    rows = tuple({"name": e.name, "family": e.family, "size": e.image_size,
+                  "description": e.description} for e in ENTRIES)
+    data = [{"name": r["name"], "family": r["family"], "image_size": r["size"],
+             "description": r["description"]} for r in rows]
+    return Document((Table(_COLUMNS, rows), lines([_ALSO], bullets=False)), data)
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.format == "json":
-        rows = [{"name": e.name, "family": e.family, "image_size": e.image_size,
-                 "description": e.description} for e in ZOO.values()]
-        write_output(json.dumps(rows, indent=2), None)
-        return 0
-    rows = [[e.name, e.family, str(e.image_size), e.description] for e in ZOO.values()]
-    table = text_table(["name", "family", "size", "description"], rows)
-    footer = ("\nalso: timm:NAME, hf:path/to/config.json, path/to/file.py:factory, "
-              "package.module:factory")
-    write_output(table + footer, None)
+    write_output(render(models_document(), args.format), None)
     return 0

@@ -13,8 +13,9 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
-from vitprof.core.choices import PROFILE_DTYPES, PROFILE_FORMATS
+from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.records import REAL_DEVICES
+from vitprof.render.formats import choices, render
 
 
 def positive_float(text: str) -> float:
@@ -47,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--peak-tflops", type=positive_float,
                         help="the device's peak in TFLOP/s instead of measuring a matmul")
     add_map_option(parser)
-    parser.add_argument("--format", choices=PROFILE_FORMATS, default="table")
+    parser.add_argument("--format", choices=choices("profile"), default="table")
     parser.add_argument("--output", metavar="FILE")
     parser.add_argument("--roofline", metavar="PNG", help="also write the roofline figure")
     parser.add_argument("--no-progress", action="store_true",
@@ -58,7 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from vitprof.measure.measure import profile_model
     from vitprof.render.roofline import write_roofline
-    from vitprof.render.speed import render_profile
+    from vitprof.render.speed import speed_document
 
     if args.output:
         check_writable(args.output)
@@ -74,5 +75,5 @@ def run(args: argparse.Namespace) -> int:
         warn(message)
     if args.roofline:
         write_roofline(result, args.roofline)
-    write_output(render_profile(result, args.format), args.output)
+    write_output(render(speed_document(result), args.format), args.output)
     return 0

@@ -29,8 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vitprof.render.pages.check import check
-    from vitprof.render.pages.generate import pages, write
+    from vitprof.cli.pages.check import check
+    from vitprof.cli.pages.generate import pages, write
 
     everything = args.everything or (args.check and not args.models)
     if args.check:

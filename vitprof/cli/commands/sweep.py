@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,14 +11,10 @@ from vitprof.cli.commands.common import positive_int, warn, write_output
 from vitprof.cli.commands.outputs import check_figure_path, check_folder
 from vitprof.core.choices import SWEEP_AXES as AXES
 from vitprof.core.errors import UserError
-from vitprof.core.records import UNITS
-from vitprof.render.schema import versioned
-from vitprof.render.tables import CONVENTION, markdown_table, text_table
+from vitprof.render.formats import choices, render
 
 if TYPE_CHECKING:
     from vitprof.checks.sweep import Sweep
-
-FORMATS = ("table", "markdown", "json")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -35,42 +30,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         axis.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar="N,N,...",
                           help=f"comma-separated values of the {AXES[name]}")
     parser.add_argument("--batch-size", type=positive_int, default=1)
-    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--format", choices=choices("sweep"), default="table")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--out", metavar="DIR", help="write the figure into DIR")
     where.add_argument("--figure", metavar="FILE", help="write the figure to FILE (.png)")
     parser.set_defaults(run=run)
-
-
-def _json(result: Sweep) -> str:
-    crossover = result.crossover()
-    data = {
-        "model": result.model, "axis": result.axis, "units": dict(UNITS),
-        "warnings": list(result.warnings),
-        "points": [{"value": p.value, "patches": p.patches, "totals": p.totals.as_dict(),
-                    "components": {str(c): v.as_dict() for c, v in p.components.items()}}
-                   for p in result.points],
-        "crossover": None if crossover is None else {
-            "tokens": float(crossover.tokens), "patches": float(crossover.patches),
-            "image_size": crossover.image_size, "first_swept": crossover.first_swept,
-        },
-    }
-    return json.dumps(versioned(data, "sweep"), indent=2)
-
-
-def _text(result: Sweep, fmt: str) -> str:
-    from vitprof.render.pages.markdown import crossover_text, sweep_cells
-
-    headers, cells = sweep_cells(result)
-    lines = [f"model: {result.model}, sweeping the {AXES[result.axis]}",
-             f"convention: {CONVENTION}"]
-    table = markdown_table(headers, cells) if fmt == "markdown" else text_table(headers, cells)
-    if fmt == "markdown":
-        lines = [f"- {line}" for line in lines]
-    lines += ["", table]
-    if result.axis == "image_size":
-        lines += ["", crossover_text(result)]
-    return "\n".join(lines) + "\n"
 
 
 def _figure_path(args: argparse.Namespace, axis: str) -> Path | None:
@@ -97,6 +61,7 @@ def _save_figure(result: Sweep, path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from vitprof.checks.sweep import parse_values, sweep
+    from vitprof.render.sweep import sweep_document
 
     axis = next(name for name in AXES if getattr(args, name) is not None)
     path = _figure_path(args, axis)
@@ -106,8 +71,7 @@ def run(args: argparse.Namespace) -> int:
         warn(message)
     if path is not None:
         _save_figure(result, path)
-    text = _json(result) if args.format == "json" else _text(result, args.format)
-    write_output(text, None)
+    write_output(render(sweep_document(result), args.format), None)
     if path is not None:
         print(f"vitprof: figure written to {path}", file=sys.stderr)
     return 0

@@ -5,31 +5,26 @@ to 100.00% within rounding (shares); the image-size table instead carries a ``to
 column that its other MAC columns add up to. Tables are drawn with
 :func:`vitprof.render.tables.markdown_table`. Figures are returned as :class:`FigureData` with the
 file name the markdown links to (relative, beside the markdown file);
-:mod:`vitprof.render.pages.generate` writes them.
+:mod:`vitprof.cli.pages.generate` writes them.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from vitprof.checks.crosscheck import PEERS, render_crosscheck, run_crosscheck
-from vitprof.checks.sweep import AXES, Sweep, sweep
-from vitprof.core.errors import UserError
+from vitprof.checks.sweep import AXES, Sweep
 from vitprof.core.records import Component, Counts
-from vitprof.count.analysis import analyze
 from vitprof.count.result import Profile
-from vitprof.models.closed_form import AttentionKind, block_counts
-from vitprof.models.spec_inference import spec_from_model
-from vitprof.models.zoo import build, infer_patch_size
+from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.figures import FigureData, block_macs, component_shares, sweep_macs
+from vitprof.render.formats import render
 from vitprof.render.tables import giga, header_lines, markdown_table
 
-SWEEP_POINTS = 8
-SWEEP_REACH = 1.5  # image-size sweeps run to this multiple of the estimated crossover size
+if TYPE_CHECKING:
+    from vitprof.checks.page_inputs import ClosedFormCrossover, ModelPageInputs
 
 
 @dataclass(frozen=True)
@@ -61,17 +56,6 @@ def pct(part: float, whole: float) -> str:
 # ------------------------------------------------------------------------------- tables
 
 
-def _outside_blocks(profile: Profile) -> dict[Component, Counts]:
-    """Per component, what is counted outside every block (total minus the blocks)."""
-    outside = dict(profile.components)
-    for block in profile.blocks:
-        for component, counts in block.components.items():
-            c = outside[component]
-            outside[component] = Counts(c.params - counts.params, c.macs - counts.macs,
-                                        c.vector_flops - counts.vector_flops)
-    return outside
-
-
 def stages(profile: Profile) -> list[tuple[str, Counts]]:
     """Patch embedding, tokens, the encoder (its blocks, then what runs outside them), head.
 
@@ -79,7 +63,7 @@ def stages(profile: Profile) -> list[tuple[str, Counts]]:
     work outside the blocks; anything else outside the blocks and not in patch_embed, tokens
     or head is listed as "other, outside blocks" (only when there is some).
     """
-    outside = _outside_blocks(profile)
+    outside = profile.outside
     inside = sum((b.total for b in profile.blocks), Counts())
     named = (Component.PATCH_EMBED, Component.TOKENS, Component.NORM, Component.HEAD)
     rest = sum((v for c, v in outside.items() if c not in named), Counts())
@@ -148,7 +132,7 @@ def blocks_table(profile: Profile) -> str:
                 n(total.macs), n(total.vector_flops)]
 
     cells = [row(str(b.index), b.components) for b in profile.blocks]
-    cells.append(row("outside blocks", _outside_blocks(profile)))
+    cells.append(row("outside blocks", profile.outside))
     cells.append(row("total", profile.components))
     return markdown_table(headers, cells)
 
@@ -185,53 +169,19 @@ def crossover_text(result: Sweep) -> str:
     )
 
 
-def closed_form_crossover(name: str) -> str:
-    """The crossover token count from :mod:`vitprof.models.closed_form` and the model's spec (one
-    sentence), or "" when no spec describes the model or its attention is not softmax."""
-    module = build(name, device="meta").module
-    try:
-        spec = spec_from_model(module)
-    except UserError:
+def closed_form_text(found: ClosedFormCrossover | None) -> str:
+    """One sentence on the closed form's crossover, or "" when there is none."""
+    if found is None:
         return ""
-    if spec.attention is not AttentionKind.SOFTMAX:
-        return ""
-    tokens = spec.prefix_tokens + spec.num_patches
-    block = block_counts(spec, tokens)
-    crossover = Fraction(tokens * block[Component.MLP].macs, block[Component.ATTN_CORE].macs)
     return (
-        f"The closed form (`vitprof.models.closed_form`, spec D = {spec.width}, "
-        f"M = {spec.mlp_width}) "
-        f"has core = 2 N^2 D and MLP = 2 N D M per block: N* = M = {float(crossover):,.1f} "
+        f"The closed form (`vitprof.models.closed_form`, spec D = {found.width}, "
+        f"M = {found.mlp_width}) "
+        f"has core = 2 N^2 D and MLP = 2 N D M per block: N* = M = {float(found.tokens):,.1f} "
         "tokens."
     )
 
 
-def scaling_sizes(profile: Profile, patch_size: int) -> list[int]:
-    """Image sizes (multiples of the patch size) from the model's own size to about 1.5 x the
-    size where the attention core is estimated to overtake the MLP (patches / core ratio),
-    or to 4 x its own size when there is no such size."""
-    start = profile.input_shape[-1] // patch_size
-    core, mlp = profile.components[Component.ATTN_CORE].macs, profile.components[Component.MLP].macs
-    if core and mlp:
-        side = math.sqrt(start * start * mlp / core)
-        stop = max(start + SWEEP_POINTS, math.ceil(SWEEP_REACH * side))
-    else:
-        stop = 4 * start
-    steps = [round(start + i * (stop - start) / (SWEEP_POINTS - 1)) for i in range(SWEEP_POINTS)]
-    return sorted({k * patch_size for k in steps})
-
-
 # ------------------------------------------------------------------------------- the page
-
-
-# The peers a model page shows: those the ``test`` extra installs, so that ``report --check``
-# regenerates the same page wherever the suite runs. DeepSpeed, installed only by the ``peers``
-# extra (it builds from source), is left to ``vitprof crosscheck``.
-PAGE_PEERS = tuple(peer for peer in PEERS if peer != "deepspeed")
-
-
-def _crosscheck_section(name: str) -> str:
-    return render_crosscheck(run_crosscheck(name, peers=PAGE_PEERS), "markdown").rstrip("\n")
 
 
 def _totals_lines(profile: Profile) -> list[str]:
@@ -253,12 +203,11 @@ def _warnings_lines(warnings: Sequence[str]) -> list[str]:
             *(f"- {message}" for message in warnings)]
 
 
-def model_report(name: str) -> Page:
-    """The report of the model ``name`` (any name :func:`vitprof.analyze` accepts) at its default
-    size, with its figures."""
-    profile = analyze(name)
+def model_report(inputs: ModelPageInputs) -> Page:
+    """The report of one model from what :func:`vitprof.checks.page_inputs.model_page_inputs`
+    computed for it, with its figures."""
+    profile, result = inputs.profile, inputs.scaling
     name, stem = profile.model, file_stem(profile.model)
-    patch_size = infer_patch_size(build(name, device="meta").module)
     shares = component_shares(profile)
     figures: list[tuple[str, FigureData]] = [(f"{stem}_components.png", shares)]
     lines = [f"# {name}", "", *(f"- {line}" for line in header_lines(profile))]
@@ -279,16 +228,16 @@ def model_report(name: str) -> Page:
             one_block_table(profile, 0), "", "Every block, and what runs outside them:", "",
             blocks_table(profile), "", f"![{per_block.title}]({figures[-1][0]})",
         ]
-    lines += ["", "## Cross-check with other counters", "", _crosscheck_section(name)]
-    if patch_size:
-        result = sweep(name, "image_size", scaling_sizes(profile, patch_size), progress=False)
+    lines += ["", "## Cross-check with other counters", "",
+              render(crosscheck_document(inputs.crosscheck), "markdown").rstrip("\n")]
+    if result is not None:
         scaling = sweep_macs(result)
         figures.append((f"{stem}_scaling.png", scaling))
         lines += [
             "", "## Cost against image size", "",
             "Counted by vitprof at each size (meta device, batch 1).", "",
             markdown_table(*sweep_cells(result)), "",
-            " ".join(filter(None, [crossover_text(result), closed_form_crossover(name)])), "",
-            f"![{scaling.title}]({figures[-1][0]})",
+            " ".join(filter(None, [crossover_text(result), closed_form_text(inputs.closed_form)])),
+            "", f"![{scaling.title}]({figures[-1][0]})",
         ]
     return Page(f"{stem}.md", "\n".join(lines) + "\n", tuple(figures), profile.warnings)

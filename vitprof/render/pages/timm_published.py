@@ -1,92 +1,34 @@
 """``timm_published.md``: timm's published table against vitprof, every transformer row explained.
 
-The rows are those of the shipped table (:mod:`vitprof.checks.crosscheck.published`) whose model is
-defined in one of :data:`TRANSFORMER_MODULES` of the installed timm, each counted by vitprof as
-built, at the row's ``infer_img_size``, batch 1, on the meta device. For every row the page gives
-the published figures, vitprof's, the named causes by group and the residual; a summary of how
-many rows reconcile, why the others do not, and a figure of published against vitprof GMACs.
-Building every model takes long (about 500 rows), so ``vitprof report timm-published`` writes
-this page only when named, never with ``--all``.
+The page renders the rows :func:`vitprof.checks.crosscheck.published_rows.published_rows`
+counted and explained (those of the shipped table whose model is defined in one of
+:data:`~vitprof.checks.crosscheck.published_rows.TRANSFORMER_MODULES` of the installed timm):
+for every row the published figures, vitprof's, the named causes by group and the residual; a
+summary of how many rows reconcile, why the others do not, and a figure of published against
+vitprof GMACs. Building every model takes long (about 500 rows), so ``vitprof report
+timm-published`` writes this page only when named, never with ``--all``.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
-from tqdm import tqdm
 
-from vitprof.checks.crosscheck.causes import Cause
-from vitprof.checks.crosscheck.published import (
-    Explained,
-    TimmRow,
-    TimmTable,
-    built_model,
-    explain,
-    load_table,
-)
-from vitprof.core.errors import UserError
-from vitprof.count.analysis import analyze
-from vitprof.count.result import Profile
+from vitprof.checks.crosscheck.published_rows import TRANSFORMER_MODULES
 from vitprof.render import figures
 from vitprof.render.figures import FigureData
 from vitprof.render.pages.markdown import Page, n
 from vitprof.render.tables import markdown_table
 
+if TYPE_CHECKING:
+    from vitprof.checks.crosscheck.causes import Cause
+    from vitprof.checks.crosscheck.published import TimmTable
+    from vitprof.checks.crosscheck.published_rows import RowResult
+
 PAGE = "timm-published"
 FILES = ("timm_published.md", "timm_published.png")  # the page and its figure
-# timm modules whose models are vision transformers or transformer hybrids
-TRANSFORMER_MODULES = (
-    "vision_transformer", "vision_transformer_hybrid", "vision_transformer_relpos",
-    "vision_transformer_sam", "deit", "cait", "swin_transformer", "swin_transformer_v2",
-    "swin_transformer_v2_cr", "beit", "eva", "levit", "fastvit", "efficientvit_mit",
-    "efficientvit_msra", "tiny_vit", "xcit", "volo", "pvt_v2", "twins", "coat", "crossvit",
-    "mvitv2", "maxxvit", "hiera", "hieradet_sam2", "convit", "pit", "tnt", "nest", "gcvit",
-    "davit", "efficientformer", "efficientformer_v2", "mobilevit", "nextvit", "vitamin",
-    "naflexvit", "visformer",
-)
-
-
-@dataclass(frozen=True)
-class RowResult:
-    """One row of the table: vitprof's explanation of it, or why vitprof could not count it."""
-
-    row: TimmRow
-    module: str
-    explained: Explained | None
-    error: str = ""
-
-
-def transformer_rows(table: TimmTable) -> list[tuple[TimmRow, str]]:
-    """The rows whose model the installed timm defines in a transformer module, with it."""
-    import timm
-
-    module_of = {name: module for module in TRANSFORMER_MODULES
-                 for name in timm.list_models(module=module)}
-    return [(row, module_of[row.model]) for row in table.rows if row.model in module_of]
-
-
-def count_row(row: TimmRow, deploy: bool = False) -> Profile:
-    """vitprof's count of the row's model at its image size (:func:`built_model`)."""
-    name = f"timm:{row.model}"
-    return analyze(built_model(name, row.image_size), image_size=row.image_size, name=name,
-                   deploy=deploy)
-
-
-def check_row(row: TimmRow, module: str, table: TimmTable, deploy: bool = False) -> RowResult:
-    """Count and explain one row; a model that cannot be built or run is a result with its
-    error (one line), not an exception."""
-    name = f"timm:{row.model}"
-    try:
-        profile = count_row(row, deploy)
-        return RowResult(row, module, explain(profile, name, row, table, deploy))
-    except UserError as error:
-        return RowResult(row, module, None, str(error).splitlines()[0])
-    except Exception as error:  # a timm model whose build or forward raises
-        lines = str(error).strip().splitlines()
-        return RowResult(row, module, None, f"{type(error).__name__}: {lines[0] if lines else ''}")
 
 
 def _sum(causes: list[Cause], what: str) -> int:
@@ -195,13 +137,8 @@ def _preamble(table: TimmTable, rows: int) -> list[str]:
     ]
 
 
-def timm_published_page(models: Sequence[str] | None = None) -> Page:
-    """The page, over every transformer row (only those of ``models``, for tests)."""
-    table = load_table()
-    selected = [(row, module) for row, module in transformer_rows(table)
-                if models is None or row.model in models]
-    rows = tqdm(selected, desc="timm rows", unit="row", disable=None, file=sys.stderr)
-    results = [check_row(row, module, table) for row, module in rows]
+def timm_published_page(table: TimmTable, results: Sequence[RowResult]) -> Page:
+    """The page of ``table``'s rows as counted and explained in ``results``."""
     counted = [r for r in results if r.explained is not None]
     reconciled = sum(r.explained.reconciled for r in counted)  # type: ignore[union-attr]
     figure = scatter(results)

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from vitprof.cli.pages.generate import MARKER, NAMED_PAGE_FILES, pages, write
 from vitprof.render import figures
-from vitprof.render.pages.generate import MARKER, NAMED_PAGE_FILES, pages, write
 
 _TORCH = re.compile(r"\btorch \d[\w.+-]*")
 PIXEL_TOLERANCE = 2.0  # mean absolute difference, 0-255 scale, over all channels

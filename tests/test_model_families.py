@@ -1,0 +1,87 @@
+"""A model family is one file of vitprof/models/family: its component table, its spec inferrers
+and its zoo entries, listed once in the registry."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import vitprof.models.family as registry
+from vitprof.count.families import recognize
+from vitprof.models.family.base import ModelFamily
+from vitprof.models.family.hugging_face import HF_CONFIGS
+from vitprof.models.spec_inference import spec_from_model
+from vitprof.models.zoo import ZOO, build
+
+BY_NAME = {family.name: family for family in registry.FAMILIES}
+
+
+def _family_files() -> dict[str, ModelFamily]:
+    """Every module of the package that declares a ``FAMILY``, by module name."""
+    found = {}
+    for info in pkgutil.iter_modules(registry.__path__):
+        module = importlib.import_module(f"{registry.__name__}.{info.name}")
+        if isinstance(getattr(module, "FAMILY", None), ModelFamily):
+            found[info.name] = module.FAMILY
+    return found
+
+
+def test_the_registry_lists_each_family_file_once() -> None:
+    files = _family_files()
+    assert sorted(files) == ["hugging_face", "notes", "timm", "torchvision"]
+    listed = [family.name for family in registry.FAMILIES]
+    assert len(listed) == len(set(listed))  # a family name names one family
+    assert sorted(listed) == sorted(family.name for family in files.values())
+    assert all(family in registry.FAMILIES for family in files.values())
+
+
+def test_the_zoo_is_the_families_entries_in_registry_order() -> None:
+    expected = [entry.name for family in registry.FAMILIES for entry in family.entries]
+    assert list(ZOO) == expected
+    # 5 torchvision ViTs + vit_22b, 5 note models + 4 scaling sizes, 4 Hugging Face configs
+    assert len(ZOO) == 6 + 9 + 4 == 19
+
+
+def _family_of_module(family: ModelFamily) -> str:
+    """The recognizer name a model of ``family`` gets: its table's, else the generic one."""
+    return family.table.name if family.table is not None else "generic"
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_each_zoo_entry_family_file_gives_table_inferrer_and_factory(name: str) -> None:
+    entry = ZOO[name]
+    family = BY_NAME[entry.family]
+    assert entry in family.entries  # the factory lives in the family file the entry names
+    model = build(name, device="meta").module
+    assert recognize(model).family == _family_of_module(family)
+    assert any(detect(model) for detect, _ in family.inferrers)
+    spec = spec_from_model(model)
+    assert (spec.image_size, spec.patch_size, spec.num_classes) == (
+        entry.image_size, entry.patch_size, entry.num_classes)
+
+
+def test_a_timm_model_is_read_by_the_timm_family_file() -> None:
+    family = BY_NAME["timm"]
+    model = build("timm:vit_tiny_patch16_224", device="meta").module
+    assert recognize(model).family == family.table.name == "timm"
+    assert any(detect(model) for detect, _ in family.inferrers)
+    # ViT-Ti/16: width 192, depth 12, 3 heads, MLP 4 * 192 = 768
+    spec = spec_from_model(model)
+    assert (spec.width, spec.depth, spec.heads, spec.mlp_width) == (192, 12, 3, 768)
+
+
+@pytest.mark.parametrize("name", list(HF_CONFIGS))
+def test_hugging_face_configs_are_built_field_by_field(name: str) -> None:
+    config = HF_CONFIGS[name]
+    spec = spec_from_model(build(f"hf:{name}", device="meta").module)
+    assert (spec.width, spec.depth, spec.heads, spec.mlp_width, spec.patch_size) == (
+        config.width, config.depth, config.heads, config.mlp_width, config.patch_size)
+
+
+def test_vit_large_config_names_its_fields() -> None:
+    # ViT-L/16 (Dosovitskiy et al., table 1): D=1024, 24 layers, 16 heads, MLP 4096
+    config = HF_CONFIGS["vit-large-patch16-224"]
+    assert (config.width, config.depth, config.heads, config.mlp_width, config.patch_size) == (
+        1024, 24, 16, 4096, 16)

@@ -1,0 +1,113 @@
+"""What one model's report page shows, computed once: its Profile, its cross-check, its
+image-size sweep and the closed form's crossover.
+
+:func:`model_page_inputs` builds and analyses the model here, and only here;
+:func:`vitprof.render.pages.markdown.model_report` turns the result into markdown and figures
+without counting anything. The Profile at the model's own size is reused by the cross-check
+(its peers run on the meta and CPU builds of :class:`~vitprof.checks.crosscheck.run.Subject`,
+the meta build also gives the patch size and the spec) and by the sweep's first point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from torch import nn
+
+from vitprof.analysis import analyze
+from vitprof.checks.crosscheck import PEERS, CrossCheck
+from vitprof.checks.crosscheck.run import Subject, check_subject
+from vitprof.checks.sweep import Sweep, sweep_from
+from vitprof.core.errors import UserError
+from vitprof.core.records import Component
+from vitprof.count.result import Profile
+from vitprof.models.closed_form import AttentionKind, block_counts
+from vitprof.models.spec_inference import spec_from_model
+from vitprof.models.zoo import infer_patch_size
+
+SWEEP_POINTS = 8
+SWEEP_REACH = 1.5  # image-size sweeps run to this multiple of the estimated crossover size
+
+# The peers a model page shows: those the ``test`` extra installs, so that ``report --check``
+# regenerates the same page wherever the suite runs. DeepSpeed, installed only by the ``peers``
+# extra (it builds from source), is left to ``vitprof crosscheck``.
+PAGE_PEERS = tuple(peer for peer in PEERS if peer != "deepspeed")
+
+
+@dataclass(frozen=True)
+class ClosedFormCrossover:
+    """Where the closed form puts the attention-core / MLP crossover: N* = M tokens for a
+    softmax ViT of width D = ``width`` and MLP width M = ``mlp_width``."""
+
+    width: int
+    mlp_width: int
+    tokens: Fraction
+
+
+@dataclass(frozen=True)
+class ModelPageInputs:
+    """Everything a model page shows; ``scaling`` is None when no patch size is known (no
+    image-size sweep), ``closed_form`` when no softmax-ViT spec describes the model."""
+
+    profile: Profile
+    crosscheck: CrossCheck
+    scaling: Sweep | None
+    closed_form: ClosedFormCrossover | None
+
+
+def scaling_sizes(profile: Profile, patch_size: int) -> list[int]:
+    """Image sizes (multiples of the patch size) from the model's own size to about 1.5 x the
+    size where the attention core is estimated to overtake the MLP (patches / core ratio),
+    or to 4 x its own size when there is no such size."""
+    start = profile.input_shape[-1] // patch_size
+    core, mlp = profile.components[Component.ATTN_CORE].macs, profile.components[Component.MLP].macs
+    if core and mlp:
+        side = math.sqrt(start * start * mlp / core)
+        stop = max(start + SWEEP_POINTS, math.ceil(SWEEP_REACH * side))
+    else:
+        stop = 4 * start
+    steps = [round(start + i * (stop - start) / (SWEEP_POINTS - 1)) for i in range(SWEEP_POINTS)]
+    return sorted({k * patch_size for k in steps})
+
+
+def closed_form_crossover(module: nn.Module) -> ClosedFormCrossover | None:
+    """The crossover token count from :mod:`vitprof.models.closed_form` and the spec of
+    ``module``, or None when no spec describes it or its attention is not softmax."""
+    try:
+        spec = spec_from_model(module)
+    except UserError:
+        return None
+    if spec.attention is not AttentionKind.SOFTMAX:
+        return None
+    tokens = spec.prefix_tokens + spec.num_patches
+    block = block_counts(spec, tokens)
+    crossover = Fraction(tokens * block[Component.MLP].macs, block[Component.ATTN_CORE].macs)
+    return ClosedFormCrossover(spec.width, spec.mlp_width, crossover)
+
+
+def image_size_sweep(profile: Profile, patch_size: int) -> Sweep:
+    """The model of ``profile`` analysed at :func:`scaling_sizes`, ``profile`` itself at its
+    own size."""
+    own = profile.input_shape[-1]
+    sizes = scaling_sizes(profile, patch_size)
+    profiles = [(size, profile if size == own else analyze(profile.model, image_size=size))
+                for size in sizes]
+    return sweep_from(profile.model, "image_size", patch_size, profiles)
+
+
+def model_page_inputs(name: str) -> ModelPageInputs:
+    """What the page of the model ``name`` (any name :func:`vitprof.analyze` accepts) shows, at
+    its default size: one analysis there, one per other swept size, one meta and one CPU build
+    for the peers."""
+    profile = analyze(name)
+    subject = Subject(profile, profile.model, image_size=None)  # the model's own size
+    patch_size = infer_patch_size(subject.meta_model)
+    closed_form = closed_form_crossover(subject.meta_model)  # before any peer runs on it
+    return ModelPageInputs(
+        profile=profile,
+        crosscheck=check_subject(subject, PAGE_PEERS),
+        scaling=image_size_sweep(profile, patch_size) if patch_size else None,
+        closed_form=closed_form,
+    )

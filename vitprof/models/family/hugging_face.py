@@ -1,0 +1,155 @@
+"""Hugging Face ``transformers`` ViT and DeiT: component table, spec inferrer and the zoo's
+built-in ``hf:`` configs (``hf:path/to/config.json`` is read by :mod:`vitprof.models.zoo`).
+The spec inferrer takes ``model: Any``: it reads a config torch types as ``Tensor | Module``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from vitprof.core.records import Component as C
+from vitprof.count.families.base import Family
+from vitprof.models.family.base import (
+    Factory,
+    ModelFamily,
+    ZooEntry,
+    from_package,
+    require_package,
+)
+from vitprof.models.family.describe import require, square
+from vitprof.models.spec_kinds import AttentionImpl, HeadKind
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from vitprof.models.closed_form import ViTSpec
+
+NAME = "huggingface"
+
+
+def _hugging_face_vit(model: nn.Module) -> bool:
+    """The transformers packages that share ViT's module layout; others are generic."""
+    return type(model).__module__.startswith(tuple(
+        f"transformers.models.{package}." for package in ("vit", "deit", "vit_mae", "vit_msn")
+    ))
+
+
+TABLE = Family(
+    name=NAME,
+    detect=_hugging_face_vit,
+    # transformers 4.x: encoder.layer.N with attention.attention.{query,key,value},
+    # attention.output.dense, intermediate, output; 5.x: layers.N with attention.{q,k,v,o}_proj
+    # and mlp.{fc1,fc2}.
+    blocks=r"(?:vit\.|deit\.)?(?:encoder\.layer|layers)\.(\d+)",
+    rules=(
+        (r"embeddings\.patch_embeddings", C.PATCH_EMBED),
+        (r"embeddings\.(cls_token|position_embeddings|mask_token|distillation_token)$", C.TOKENS),
+        (r"(^|\.)embeddings$", C.TOKENS),
+        (r"attention\.attention\.(query|key|value)($|\.)", C.ATTN_QKV),
+        (r"attention\.(q_proj|k_proj|v_proj)($|\.)", C.ATTN_QKV),
+        (r"attention\.(output|o_proj)($|\.)", C.ATTN_PROJ),
+        (r"\.attention(\.attention)?$", C.ATTN_CORE),
+        (r"(layernorm_before|layernorm_after|layernorm)($|\.)", C.NORM),
+        (r"\.(intermediate|output|mlp)($|\.)", C.MLP),
+        (r"(^|\.)(classifier|pooler|cls_classifier|distillation_classifier)($|\.)", C.HEAD),
+    ),
+)
+
+
+_HEADS = {
+    "ViTModel": None,
+    "DeiTModel": None,
+    "ViTForImageClassification": HeadKind.TOKEN,
+    "DeiTForImageClassification": HeadKind.TOKEN,
+    "DeiTForImageClassificationWithTeacher": HeadKind.DISTILLED,
+}
+_ATTENTION = {"sdpa": AttentionImpl.SDPA, "eager": AttentionImpl.SCALED_SCORES}
+
+
+def infer_spec(model: Any) -> ViTSpec:
+    """From the config, so the 4.x and 5.x module layouts alike."""
+    from vitprof.models.closed_form import ViTSpec
+
+    config = model.config
+    kind = type(model).__name__
+    require(config.model_type in ("vit", "deit") and kind in _HEADS, model,
+            f"a {config.model_type} {kind} (known: {', '.join(_HEADS)})")
+    base = getattr(model, config.model_type, model)
+    require(getattr(base.embeddings, "mask_token", None) is None, model, "a mask token")
+    require(config.hidden_act == "gelu", model, f"activation '{config.hidden_act}'")
+    implementation = config._attn_implementation
+    require(implementation in _ATTENTION, model, f"attention '{implementation}'")
+    heads = config.num_attention_heads
+    require(getattr(config, "head_dim", None) in (None, config.hidden_size // heads), model,
+            "a head width other than D / H")
+    head = _HEADS[kind]
+    if head is None:
+        pooled = base.pooler is not None
+        if pooled:
+            require(config.pooler_act == "tanh", model, f"pooler '{config.pooler_act}'")
+            require(config.pooler_output_size == config.hidden_size, model,
+                    "a pooler wider or narrower than D")
+        head = HeadKind.POOLER if pooled else HeadKind.TOKEN
+    return ViTSpec(
+        image_size=square(config.image_size, model, "image size"),
+        patch_size=square(config.patch_size, model, "patch size"),
+        width=config.hidden_size,
+        depth=config.num_hidden_layers,
+        heads=heads,
+        mlp_width=config.intermediate_size,
+        num_classes=0 if kind.endswith("Model") else config.num_labels,
+        in_chans=config.num_channels,
+        dist_token=config.model_type == "deit",
+        qkv_bias=config.qkv_bias,
+        head=head,
+        attention_impl=_ATTENTION[implementation],
+    )
+
+
+class HFConfig(NamedTuple):
+    """The shape of a built-in ``ViTForImageClassification`` config."""
+
+    width: int
+    depth: int
+    heads: int
+    mlp_width: int
+    patch_size: int
+
+
+HF_CONFIGS: dict[str, HFConfig] = {
+    "vit-base-patch16-224": HFConfig(width=768, depth=12, heads=12, mlp_width=3072, patch_size=16),
+    "vit-base-patch32-224": HFConfig(width=768, depth=12, heads=12, mlp_width=3072, patch_size=32),
+    "vit-large-patch16-224": HFConfig(width=1024, depth=24, heads=16, mlp_width=4096,
+                                      patch_size=16),
+    "vit-huge-patch14-224": HFConfig(width=1280, depth=32, heads=16, mlp_width=5120,
+                                     patch_size=14),
+}
+
+
+def _builtin(config: HFConfig) -> Factory:
+    def build(image_size: int, num_classes: int) -> nn.Module:
+        transformers = require_package("transformers", "transformers")
+        vit_config = transformers.ViTConfig(
+            hidden_size=config.width, num_hidden_layers=config.depth,
+            num_attention_heads=config.heads, intermediate_size=config.mlp_width,
+            patch_size=config.patch_size, image_size=image_size, num_labels=num_classes,
+            attn_implementation="sdpa",
+        )
+        return transformers.ViTForImageClassification(vit_config)
+
+    return build
+
+
+ENTRIES = tuple(
+    ZooEntry(f"hf:{name}", NAME, f"Hugging Face ViTForImageClassification (D={c.width}, "
+             f"depth {c.depth}, {c.heads} heads, MLP {c.mlp_width}, patch {c.patch_size})",
+             _builtin(c), 224, 1000, c.patch_size)
+    for name, c in HF_CONFIGS.items()
+)
+
+FAMILY = ModelFamily(
+    name=NAME,
+    table=TABLE,
+    inferrers=((from_package("transformers."), infer_spec),),
+    known="Hugging Face ViT/DeiT",
+    entries=ENTRIES,
+)

@@ -1,0 +1,125 @@
+"""torchvision's ``VisionTransformer``: component table, spec inferrer, the zoo's ViTs and the
+22B-parameter ViT (a torchvision ``VisionTransformer`` of that shape).
+The spec inferrer takes ``model: Any``: it reads attributes torch types as ``Tensor | Module``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from vitprof.core.records import Component as C
+from vitprof.count.families.base import Family
+from vitprof.models.family.base import (
+    Factory,
+    ModelFamily,
+    Published,
+    ZooEntry,
+    from_package,
+    is_class,
+)
+from vitprof.models.family.describe import require
+from vitprof.models.spec_kinds import AttentionImpl
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from vitprof.models.closed_form import ViTSpec
+
+NAME = "torchvision"
+
+TABLE = Family(
+    name=NAME,
+    detect=from_package("torchvision.models.vision_transformer"),
+    blocks=r"encoder\.layers\.encoder_layer_(\d+)",
+    rules=(
+        (r"^conv_proj", C.PATCH_EMBED),
+        (r"^class_token$|^encoder\.pos_embedding$", C.TOKENS),
+        (r"self_attention\.(in_proj_weight|in_proj_bias)$", C.ATTN_QKV),
+        (r"self_attention\.out_proj", C.ATTN_PROJ),
+        (r"self_attention$", C.ATTN_CORE),
+        (r"\.ln(_\d)?($|\.)", C.NORM),
+        (r"\.mlp($|\.)", C.MLP),
+        (r"^heads", C.HEAD),
+    ),
+)
+
+
+def infer_spec(model: Any) -> ViTSpec:
+    from torch import nn
+
+    from vitprof.models.closed_form import ViTSpec
+
+    require(isinstance(model.conv_proj, nn.Conv2d), model, "a conv stem instead of a patch conv")
+    require(model.representation_size is None, model, "a representation (pre-logits) layer")
+    layers = list(model.encoder.layers)
+    attention = layers[0].self_attention
+    return ViTSpec(
+        image_size=model.image_size,
+        patch_size=model.patch_size,
+        width=model.hidden_dim,
+        depth=len(layers),
+        heads=attention.num_heads,
+        mlp_width=model.mlp_dim,
+        num_classes=model.heads.head.out_features,
+        in_chans=model.conv_proj.in_channels,
+        qkv_bias=attention.in_proj_bias is not None,
+        attention_impl=AttentionImpl.SDPA,  # called with need_weights=False
+    )
+
+
+VITS = {"vit_b_16": 16, "vit_b_32": 32, "vit_l_16": 16, "vit_l_32": 32, "vit_h_14": 14}
+"""torchvision's ViT builders and their patch sizes."""
+
+
+def _builder(name: str) -> Factory:
+    def build(image_size: int, num_classes: int) -> nn.Module:
+        import torchvision.models as tvm
+
+        return getattr(tvm, name)(weights=None, image_size=image_size, num_classes=num_classes)
+
+    return build
+
+
+def _published(name: str) -> Callable[[int, int], Published | None]:
+    def published(image_size: int, num_classes: int) -> Published | None:
+        import torchvision.models as tvm
+
+        for weights in tvm.get_model_weights(name):
+            crop = weights.transforms.keywords.get("crop_size")
+            if crop == image_size and len(weights.meta["categories"]) == num_classes:
+                return Published(
+                    f"torchvision {weights}", weights.meta["num_params"], weights.meta["_ops"]
+                )
+        return None
+
+    return published
+
+
+def _vit_22b(image_size: int, num_classes: int) -> nn.Module:
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(
+        image_size=image_size, patch_size=14, num_layers=48, num_heads=48, hidden_dim=6144,
+        mlp_dim=24576, num_classes=num_classes,
+    )
+
+
+ENTRIES = (
+    *(
+        ZooEntry(name, NAME, f"torchvision {name}", _builder(name), 224, 1000, patch,
+                 published=_published(name))
+        for name, patch in VITS.items()
+    ),
+    ZooEntry("vit_22b", NAME, "torchvision's VisionTransformer at ViT-22B's sizes "
+             "(48 layers, width 6144, 48 heads, MLP 24576, patch 14); not ViT-22B itself, "
+             "which has parallel blocks, QK-norm and no biases", _vit_22b, 224, 1000, 14),
+)
+
+FAMILY = ModelFamily(
+    name=NAME,
+    table=TABLE,
+    inferrers=((is_class("torchvision.models.vision_transformer", "VisionTransformer"),
+                infer_spec),),
+    known="torchvision VisionTransformer",
+    entries=ENTRIES,
+)
