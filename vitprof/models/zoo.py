@@ -18,7 +18,6 @@ import importlib
 import importlib.util
 import inspect
 import json
-import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from vitprof.count.running import (
     meta_caused,
     one_line,
 )
+from vitprof.models.declared_input import declared_input
 from vitprof.models.family import ENTRIES, torchvision
 from vitprof.models.family.base import (
     Factory,
@@ -100,38 +100,10 @@ def infer_patch_size(module: nn.Module) -> int | None:
 
 
 def infer_image_size(module: nn.Module) -> int | None:
-    """Image size a model was built for: from its attributes or config, else from the length
-    of its position embedding (patches = tokens - prefix tokens, a square grid) and patch size,
-    else from timm's ``pretrained_cfg["input_size"]`` (channels, height, width)."""
-    for candidate in (
-        getattr(module, "image_size", None),
-        getattr(module, "img_size", None),
-        getattr(getattr(module, "config", None), "image_size", None),
-        getattr(getattr(module, "patch_embed", None), "img_size", None),
-    ):
-        if isinstance(candidate, int):
-            return candidate
-        if isinstance(candidate, tuple | list) and candidate:
-            return int(candidate[0])
-    from_embedding = _size_from_position_embedding(module)
-    if from_embedding is not None:
-        return from_embedding
-    input_size = (getattr(module, "pretrained_cfg", None) or {}).get("input_size")
-    return int(input_size[-2]) if isinstance(input_size, tuple | list) and input_size else None
-
-
-def _size_from_position_embedding(module: nn.Module) -> int | None:
-    patch = infer_patch_size(module)
-    if patch is None:
-        return None
-    for name, param in module.named_parameters():
-        if "pos" in name.rpartition(".")[2] and param.dim() == 3:
-            tokens = int(param.shape[1])
-            for prefix in range(6):
-                side = math.isqrt(max(tokens - prefix, 0))
-                if side and side * side == tokens - prefix:
-                    return side * patch
-    return None
+    """Height of the image a model was built for, read by
+    :func:`vitprof.models.declared_input.declared_input` (declared first, then guessed)."""
+    size = declared_input(module).size
+    return size[0] if size else None
 
 
 def default_image_size(module: nn.Module) -> int:
