@@ -20,10 +20,10 @@ from conftest import BUDGET_MODELS_PY, NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 
 from vitprof import analyze
 from vitprof.cli.main import build_parser, main
+from vitprof.core.choices import VIEWS
 from vitprof.core.records import COMPONENTS, Counts
 from vitprof.models.zoo import ZOO
 from vitprof.render.formats import choices
-from vitprof.render.tables import VIEWS
 
 FACTORY_FILE = '''
 import sys
@@ -866,3 +866,44 @@ def test_cli_module_imports_no_torch() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout == "False\n"
+
+
+# Runs main(argv) in a fresh interpreter, then prints its exit code and which heavy packages
+# were imported, as the last line of stdout.
+_HEAVY_IMPORTS = """
+import json, sys
+from vitprof.cli.main import main
+try:
+    status = main(sys.argv[1:])
+except SystemExit as exit_:  # argparse's --help and usage errors
+    status = exit_.code
+heavy = [m for m in ("torch", "matplotlib", "pandas") if m in sys.modules]
+print(json.dumps({"status": status, "heavy": heavy}))
+"""
+HELP_COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report",
+                 "sweep", "diff")
+
+
+@pytest.mark.parametrize(("argv", "status", "heavy"), [
+    pytest.param(["--help"], 0, [], id="help"),
+    pytest.param(["models"], 0, [], id="models"),
+    pytest.param(["models", "--format", "json"], 0, [], id="models-json"),
+    *(pytest.param([name, "--help"], 0, [], id=f"{name}-help") for name in HELP_COMMANDS),
+    pytest.param(["analyze"], 2, [], id="usage-error-missing-model"),
+    pytest.param(["analyze", "vit_b_16", "--format", "yaml"], 2, [], id="usage-error-choice"),
+    pytest.param(["no-such-command"], 2, [], id="usage-error-command"),
+    # counting needs torch, but tables and JSON need neither matplotlib nor pandas
+    pytest.param(["analyze", "vit_b_16", "--format", "json"], 0, ["torch"], id="analyze-json"),
+    pytest.param(["analyze", "vit_b_16"], 0, ["torch"], id="analyze-table"),
+    pytest.param(["check", "one.toml", "--format", "json"], 0, ["torch"], id="check-json"),
+    pytest.param(["check", "one.toml"], 0, ["torch"], id="check-table"),
+])
+def test_command_imports_only_what_it_uses(argv: list[str], status: int, heavy: list[str],
+                                           tmp_path: Path) -> None:
+    """Parsers, help and usage errors import no torch; analyze and check import neither
+    matplotlib nor pandas for table or JSON output."""
+    # vit_b_16: 86,567,656 params (torchvision's published num_params) <= 86,600,000
+    (tmp_path / "one.toml").write_text("[vit_b_16]\nmax_params = 86_600_000\n")
+    result = subprocess.run([sys.executable, "-c", _HEAVY_IMPORTS, *argv], capture_output=True,
+                            text=True, cwd=tmp_path)
+    assert json.loads(result.stdout.splitlines()[-1]) == {"status": status, "heavy": heavy}

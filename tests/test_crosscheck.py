@@ -51,8 +51,10 @@ from vitprof.checks.crosscheck.peers import (
     run_ptflops,
     run_torchinfo,
 )
+from vitprof.checks.crosscheck.run import TABLE
 from vitprof.checks.crosscheck.table import peer_row
 from vitprof.cli.main import main
+from vitprof.core.choices import CROSSCHECK_PEERS
 from vitprof.core.records import Counts
 from vitprof.models.zoo import Published
 from vitprof.render.crosscheck import crosscheck_document
@@ -570,3 +572,9 @@ def test_render_rejects_unknown_format() -> None:
     check = run_crosscheck("note002_cifar_vit_tiny", peers=["published"])
     with pytest.raises(ValueError, match="unknown format"):
         render(crosscheck_document(check), "yaml")
+
+
+def test_peer_choices_name_every_row_of_the_peer_table() -> None:
+    """The peers `vitprof crosscheck --help` lists without importing torch are the rows of the
+    peer table, in its order: a peer added to one and not the other fails here."""
+    assert tuple(peer.name for peer in TABLE) == CROSSCHECK_PEERS == PEERS

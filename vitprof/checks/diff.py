@@ -22,12 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import Counts, op_calls
 from vitprof.core.schema import SCHEMA_VERSION, schema_errors
-from vitprof.count.result import Profile
+
+if TYPE_CHECKING:  # a live profile is read, never built, here: `vitprof diff --help` needs no torch
+    from vitprof.count.result import Profile
 
 METRICS = ("params", "macs", "flops", "vector_flops")
 

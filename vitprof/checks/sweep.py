@@ -26,17 +26,12 @@ from typing import Any
 from torch import nn
 
 from vitprof.analysis import analyze
+from vitprof.core.choices import SWEEP_AXES as AXES
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import UNITS, Component, Counts
 from vitprof.count.result import Profile
 from vitprof.models.zoo import build, infer_patch_size
-
-AXES: dict[str, str] = {
-    "image_size": "image size (px)",
-    "depth": "depth (blocks)",
-    "width": "width D",
-}
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from tqdm import tqdm
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 T = TypeVar("T")
 DELAY_S = 1.0  # a bar appears only on runs longer than this
@@ -27,6 +28,9 @@ def progress(
     enabled: bool = True,
 ) -> tqdm[T]:
     """A tqdm bar over ``items`` (or one advanced by ``update`` up to ``total``) on stderr,
-    drawn only when ``enabled`` and stderr is a terminal; it clears itself when done."""
+    drawn only when ``enabled`` and stderr is a terminal; it clears itself when done. tqdm is
+    imported here, by the first bar: a command's parser and its help do not need it."""
+    from tqdm import tqdm
+
     return tqdm(items, desc=desc, unit=unit, total=total, file=sys.stderr, delay=DELAY_S,
                 leave=False, disable=not (enabled and on_terminal()))

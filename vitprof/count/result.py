@@ -10,14 +10,23 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from vitprof.core.records import COMPONENTS, UNITS, Component, Counts, OpRecord, ParamRecord
 from vitprof.count.training import training_dict
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 _COUNTS = tuple(Counts().as_dict())
+
+
+def _data_frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> pd.DataFrame:
+    """``rows`` as a pandas DataFrame; pandas is imported here, when a DataFrame is asked for
+    (counting, tables and JSON never need it)."""
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=columns)
 
 
 @dataclass(frozen=True)
@@ -170,16 +179,16 @@ class Profile:
                  "params_share": self.share(counts, "params")}
                 for row, counts in zip(self.component_rows(), self.components.values(),
                                        strict=True)]
-        return pd.DataFrame(rows)
+        return _data_frame(rows)
 
     def by_block(self) -> pd.DataFrame:
-        return pd.DataFrame(self.block_rows(), columns=["block", "component", *_COUNTS])
+        return _data_frame(self.block_rows(), columns=["block", "component", *_COUNTS])
 
     def by_module(self) -> pd.DataFrame:
-        return pd.DataFrame(self.module_rows(), columns=["module", "component", *_COUNTS])
+        return _data_frame(self.module_rows(), columns=["module", "component", *_COUNTS])
 
     def by_op(self) -> pd.DataFrame:
-        return pd.DataFrame(self.op_rows(), columns=["op", "calls", *_COUNTS])
+        return _data_frame(self.op_rows(), columns=["op", "calls", *_COUNTS])
 
     # ------------------------------------------------------------------ displays
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord
@@ -52,9 +53,7 @@ from vitprof.measure.timing import (
 )
 from vitprof.workload import Workload, make_workload
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-}
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in PROFILE_DTYPES}
 
 
 @dataclass(frozen=True)

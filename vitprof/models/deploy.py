@@ -28,8 +28,6 @@ from torch import nn
 
 FOLDABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
-DEPLOY_HELP = ("count the deploy form: timm's re-parameterisation applied and BatchNorm folded "
-               "into the preceding conv/linear (a copy; the default counts the model as built)")
 
 
 def deploy_form(model: nn.Module) -> nn.Module:

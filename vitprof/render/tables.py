@@ -37,7 +37,6 @@ from vitprof.render.formats import html_table as html_table
 from vitprof.render.formats import markdown_table as markdown_table
 from vitprof.render.formats import text_table
 
-VIEWS = ("component", "block", "module", "op")
 CONVENTION = (
     "MACs = multiply-accumulates of matmul/linear/conv/attention products; FLOPs = 2 x MACs; "
     "vector FLOPs = element-wise work (LayerNorm, softmax, GELU, bias and residual adds) at the "

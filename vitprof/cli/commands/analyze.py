@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vitprof.analysis import analyze
-from vitprof.cli.commands.common import add_model_arguments, warn, write_output
+from vitprof.cli.commands.common import DEPLOY_HELP, add_model_arguments, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
+from vitprof.core.choices import VIEWS
 from vitprof.core.records import MODES
-from vitprof.models.deploy import DEPLOY_HELP
 from vitprof.render.formats import choices, render
-from vitprof.render.tables import VIEWS, profile_document
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.analysis import analyze
+    from vitprof.render.tables import profile_document
+
     if args.output:
         check_writable(args.output)
     profile = analyze(

@@ -10,12 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vitprof.checks.budget import evaluate, load_budgets
 from vitprof.cli.commands.common import warn, write_output
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
-from vitprof.render.budget import budget_document, summary
 from vitprof.render.formats import choices, render
 
 
@@ -34,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.checks.budget import evaluate, load_budgets
+    from vitprof.render.budget import budget_document, summary
+
     if args.output:
         check_writable(args.output)
     budgets = load_budgets(args.budgets)

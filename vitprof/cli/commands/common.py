@@ -13,6 +13,9 @@ from typing import TextIO
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 
+DEPLOY_HELP = ("count the deploy form: timm's re-parameterisation applied and BatchNorm folded "
+               "into the preceding conv/linear (a copy; the default counts the model as built)")
+
 
 def _int_at_least(text: str, minimum: int, expected: str) -> int:
     try:

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import argparse
 
-from vitprof.checks.crosscheck import PEERS, run_crosscheck
-from vitprof.cli.commands.common import add_map_option, positive_int, warn, write_output
+from vitprof.cli.commands.common import (
+    DEPLOY_HELP,
+    add_map_option,
+    positive_int,
+    warn,
+    write_output,
+)
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.models.deploy import DEPLOY_HELP
-from vitprof.render.crosscheck import crosscheck_document
+from vitprof.core.choices import CROSSCHECK_PEERS
 from vitprof.render.formats import choices, render
 
 
@@ -32,7 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--format", choices=choices("crosscheck"), default="table")
     parser.add_argument("--peers", type=peer_list, metavar="PEER,...",
-                        help=f"peers to run (default all): {', '.join(PEERS)}")
+                        help=f"peers to run (default all): {', '.join(CROSSCHECK_PEERS)}")
     parser.add_argument("--no-grad", action="store_true",
                         help="run the peers under torch.no_grad() (nn.MultiheadAttention then "
                              "takes its fused fast path)")
@@ -43,6 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.checks.crosscheck import run_crosscheck
+    from vitprof.render.crosscheck import crosscheck_document
+
     if args.output:
         check_writable(args.output)
     check = run_crosscheck(

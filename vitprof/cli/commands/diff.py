@@ -12,12 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from vitprof.analysis import analyze
 from vitprof.checks.diff import Snapshot, compare, parse_fail_above, read_profile
 from vitprof.cli.commands.common import add_input_options, warn, write_output
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.records import MODES
-from vitprof.render.diff import diff_document, exceeded_lines
 from vitprof.render.formats import choices, render
 
 
@@ -54,6 +52,8 @@ def is_saved_profile(spec: str) -> bool:
 
 
 def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
+    from vitprof.analysis import analyze
+
     if is_saved_profile(spec):
         return read_profile(Path(spec))
     profile = analyze(
@@ -73,6 +73,8 @@ def _options_given(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.render.diff import diff_document, exceeded_lines
+
     if args.output:
         check_writable(args.output)
     if is_saved_profile(args.a) and is_saved_profile(args.b) and _options_given(args):

@@ -8,23 +8,16 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from vitprof.cli.commands.common import non_negative_int, positive_int, write_output
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.errors import UserError
-from vitprof.models.closed_form import (
-    AttentionImpl,
-    AttentionKind,
-    FinalNorm,
-    HeadKind,
-    ViTSpec,
-    closed_form,
-)
-from vitprof.models.notes.note002 import check_keep_ratios, pruning_blocks, tokens_per_block
-from vitprof.models.spec_inference import spec_from_model
-from vitprof.models.zoo import build
+from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
 from vitprof.render.formats import choices, render
-from vitprof.render.formula import formula_document
+
+if TYPE_CHECKING:
+    from vitprof.models.closed_form import ViTSpec
 
 # ViTSpec fields set by flags of the same name (dashes for underscores)
 SPEC_FLAGS = (
@@ -81,6 +74,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> ViTSpec:
     """The spec the arguments describe: MODEL's, with the flags given replacing its fields."""
+    from vitprof.models.closed_form import ViTSpec
+    from vitprof.models.notes.note002 import check_keep_ratios, pruning_blocks, tokens_per_block
+    from vitprof.models.spec_inference import spec_from_model
+    from vitprof.models.zoo import build
+
     changes = {name: getattr(args, name) for name in SPEC_FLAGS if getattr(args, name) is not None}
     if args.keep_ratios is not None:  # a new schedule replaces the model's
         changes.update(tokens_per_block=None, prune_at=None)
@@ -108,6 +106,9 @@ def spec_from_args(args: argparse.Namespace) -> ViTSpec:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.models.closed_form import closed_form
+    from vitprof.render.formula import formula_document
+
     if args.output:
         check_writable(args.output)
     spec = spec_from_args(args)

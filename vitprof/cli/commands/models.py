@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from vitprof.cli.commands.common import write_output
-from vitprof.models.zoo import ZOO
+from vitprof.models.family import ENTRIES
 from vitprof.render.document import Col, Document, Table, columns, lines
 from vitprof.render.formats import choices, render
 
@@ -20,9 +20,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def models_document() -> Document:
-    """The zoo: one row per model, then the other kinds of names (the JSON: the rows alone)."""
+    """The zoo: one row per model, then the other kinds of names (the JSON: the rows alone).
+    Read from the family files' entries (the zoo's, in its order) without importing torch."""
     rows = tuple({"name": e.name, "family": e.family, "size": e.image_size,
-                  "description": e.description} for e in ZOO.values())
+                  "description": e.description} for e in ENTRIES)
     data = [{"name": r["name"], "family": r["family"], "image_size": r["size"],
              "description": r["description"]} for r in rows]
     return Document((Table(_COLUMNS, rows), lines([_ALSO], bullets=False)), data)

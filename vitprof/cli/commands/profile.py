@@ -13,11 +13,9 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
+from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.records import REAL_DEVICES
-from vitprof.measure.measure import DTYPES, profile_model
 from vitprof.render.formats import choices, render
-from vitprof.render.roofline import write_roofline
-from vitprof.render.speed import speed_document
 
 
 def positive_float(text: str) -> float:
@@ -37,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     parser.add_argument("--device", choices=REAL_DEVICES, default="cpu")
-    parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32")
+    parser.add_argument("--dtype", choices=PROFILE_DTYPES, default="float32")
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--image-size", type=positive_int, help="input height and width")
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
@@ -59,6 +57,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.measure.measure import profile_model
+    from vitprof.render.roofline import write_roofline
+    from vitprof.render.speed import speed_document
+
     if args.output:
         check_writable(args.output)
     if args.roofline:

@@ -7,8 +7,6 @@ import sys
 
 from vitprof.cli.commands.common import warn, write_output
 from vitprof.cli.commands.outputs import check_folder
-from vitprof.cli.pages.check import check
-from vitprof.cli.pages.generate import pages, write
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.cli.pages.check import check
+    from vitprof.cli.pages.generate import pages, write
+
     everything = args.everything or (args.check and not args.models)
     if args.check:
         problems = check(args.out, args.models, everything)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vitprof.checks.sweep import AXES, Sweep, parse_values, sweep
 from vitprof.cli.commands.common import positive_int, warn, write_output
 from vitprof.cli.commands.outputs import check_figure_path, check_folder
+from vitprof.core.choices import SWEEP_AXES as AXES
 from vitprof.core.errors import UserError
-from vitprof.render import figures
 from vitprof.render.formats import choices, render
-from vitprof.render.pages.markdown import file_stem
-from vitprof.render.sweep import sweep_document
+
+if TYPE_CHECKING:
+    from vitprof.checks.sweep import Sweep
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -39,6 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _figure_path(args: argparse.Namespace, axis: str) -> Path | None:
     """Where the figure goes (``--figure``, or a file named after the model in ``--out``),
     checked to be writable before anything is counted; None without either option."""
+    from vitprof.render.pages.markdown import file_stem
+
     if args.figure:
         return check_figure_path(args.figure, formats=("png",))
     if args.out:
@@ -47,6 +50,8 @@ def _figure_path(args: argparse.Namespace, axis: str) -> Path | None:
 
 
 def _save_figure(result: Sweep, path: Path) -> None:
+    from vitprof.render import figures
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         figures.save(figures.sweep_macs(result), path)
@@ -55,6 +60,9 @@ def _save_figure(result: Sweep, path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.checks.sweep import parse_values, sweep
+    from vitprof.render.sweep import sweep_document
+
     axis = next(name for name in AXES if getattr(args, name) is not None)
     path = _figure_path(args, axis)
     result = sweep(args.model, axis, parse_values(getattr(args, axis)),

@@ -9,11 +9,12 @@ zoo entries.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from torch import nn
+from typing import TYPE_CHECKING
 
 from vitprof.count.families.base import ComponentMap, Family, Rule, apply_overrides
-from vitprof.count.families.generic import resolve_generic
+
+if TYPE_CHECKING:
+    from torch import nn
 
 __all__ = ["ComponentMap", "Family", "Rule", "recognize"]
 
@@ -25,6 +26,9 @@ def recognize(model: nn.Module, overrides: Sequence[Rule] = ()) -> ComponentMap:
     """
     # read at call time: the family files build their tables from .base, which imports this
     # package first, so importing the registry here at import time would be a cycle
+    # generic is read here too: its isinstance tables import torch, which the zoo's entries and
+    # `vitprof models` (importing .base through this package) do without
+    from vitprof.count.families.generic import resolve_generic
     from vitprof.models.family import TABLES
 
     family = next((f for f in TABLES if f.detect(model)), None)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-
-from torch import nn
+from typing import TYPE_CHECKING
 
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
+
+if TYPE_CHECKING:
+    from torch import nn
 
 Rule = tuple[str, Component]
 

@@ -12,17 +12,20 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError
 from vitprof.count.families.base import Family, Rule
-from vitprof.models.closed_form import ViTSpec
 
-Factory = Callable[..., nn.Module]
-Detect = Callable[[nn.Module], bool]
-Inferrer = tuple[Detect, Callable[[nn.Module], ViTSpec]]
+if TYPE_CHECKING:
+    from torch import nn
+
+    from vitprof.models.closed_form import ViTSpec
+
+# torch and the closed form are named for types only: the zoo's entries are read without them
+Factory = Callable[..., "nn.Module"]
+Detect = Callable[["nn.Module"], bool]
+Inferrer = tuple[Detect, Callable[["nn.Module"], "ViTSpec"]]
 """``(detect, infer)``: ``infer`` reads the spec of a model ``detect`` accepts."""
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-
-from torch import nn
+from typing import TYPE_CHECKING
 
 from vitprof.core.errors import UserError
+
+if TYPE_CHECKING:
+    from torch import nn
 
 _GELU_CLASSES = ("GELU", "GELUTanh")  # nn.GELU and timm's GELU / GELUTanh: aten.gelu, 5 each
 
@@ -26,6 +28,8 @@ def square(value: int | Iterable[int], model: nn.Module, what: str) -> int:
 
 
 def identity(module: nn.Module | None) -> bool:
+    from torch import nn
+
     return module is None or isinstance(module, nn.Identity)
 
 

@@ -4,13 +4,10 @@ The spec inferrer takes ``model: Any``: it reads a config torch types as ``Tenso
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
-from torch import nn
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vitprof.core.records import Component as C
 from vitprof.count.families.base import Family
-from vitprof.models.closed_form import AttentionImpl, HeadKind, ViTSpec
 from vitprof.models.family.base import (
     Factory,
     ModelFamily,
@@ -19,6 +16,12 @@ from vitprof.models.family.base import (
     require_package,
 )
 from vitprof.models.family.describe import require, square
+from vitprof.models.spec_kinds import AttentionImpl, HeadKind
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from vitprof.models.closed_form import ViTSpec
 
 NAME = "huggingface"
 
@@ -64,6 +67,8 @@ _ATTENTION = {"sdpa": AttentionImpl.SDPA, "eager": AttentionImpl.SCALED_SCORES}
 
 def infer_spec(model: Any) -> ViTSpec:
     """From the config, so the 4.x and 5.x module layouts alike."""
+    from vitprof.models.closed_form import ViTSpec
+
     config = model.config
     kind = type(model).__name__
     require(config.model_type in ("vit", "deit") and kind in _HEADS, model,

@@ -6,20 +6,24 @@ The spec inferrers take ``model: Any``: they read attributes torch types as ``Te
 from __future__ import annotations
 
 import importlib
-from typing import Any
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from vitprof.core.records import Component
 from vitprof.count.families.base import Rule
-from vitprof.models.closed_form import AttentionImpl, AttentionKind, FinalNorm, HeadKind, ViTSpec
 from vitprof.models.family.base import Factory, ModelFamily, ZooEntry, is_class
 from vitprof.models.family.describe import grid_image_size, require
+from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from vitprof.models.closed_form import ViTSpec
 
 NAME = "notes"
 
 
 def _note001(model: Any) -> ViTSpec:
+    from vitprof.models.closed_form import ViTSpec
     from vitprof.models.notes.note001 import PatcherConv
 
     tokens = model.pos_embedding
@@ -50,6 +54,8 @@ def _note001(model: Any) -> ViTSpec:
 def _timm_style_note(model: Any, qkv_bias: bool, **fields: Any) -> ViTSpec:
     """Notes 002 and 004: ``patch_embed.proj``, ``blocks[i].attn`` / ``.mlp.fc1``, ``head``,
     a class token and a position embedding over every token, ``(q @ k^T) * scale``."""
+    from vitprof.models.closed_form import ViTSpec
+
     conv = model.patch_embed.proj
     patch = int(conv.kernel_size[0])
     return ViTSpec(

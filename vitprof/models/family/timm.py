@@ -5,15 +5,18 @@ zoo lists none. The spec inferrer takes ``model: Any``: it reads attributes torc
 
 from __future__ import annotations
 
-from typing import Any
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from vitprof.core.records import Component as C
 from vitprof.count.families.base import Family
-from vitprof.models.closed_form import AttentionImpl, FinalNorm, HeadKind, ViTSpec
 from vitprof.models.family.base import ModelFamily, is_class
 from vitprof.models.family.describe import gelu, identity, require, square
+from vitprof.models.spec_kinds import AttentionImpl, FinalNorm, HeadKind
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from vitprof.models.closed_form import ViTSpec
 
 NAME = "timm"
 
@@ -66,6 +69,10 @@ def _blocks(model: Any) -> tuple[int, int, bool, AttentionImpl]:
 
 
 def infer_spec(model: Any) -> ViTSpec:
+    from torch import nn
+
+    from vitprof.models.closed_form import ViTSpec
+
     embed = model.patch_embed
     require(isinstance(embed.proj, nn.Conv2d) and embed.proj.bias is not None, model,
             "a patch embedding other than a biased Conv2d")

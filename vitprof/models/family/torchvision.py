@@ -5,13 +5,10 @@ The spec inferrer takes ``model: Any``: it reads attributes torch types as ``Ten
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from vitprof.core.records import Component as C
 from vitprof.count.families.base import Family
-from vitprof.models.closed_form import AttentionImpl, ViTSpec
 from vitprof.models.family.base import (
     Factory,
     ModelFamily,
@@ -21,6 +18,12 @@ from vitprof.models.family.base import (
     is_class,
 )
 from vitprof.models.family.describe import require
+from vitprof.models.spec_kinds import AttentionImpl
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from vitprof.models.closed_form import ViTSpec
 
 NAME = "torchvision"
 
@@ -42,6 +45,10 @@ TABLE = Family(
 
 
 def infer_spec(model: Any) -> ViTSpec:
+    from torch import nn
+
+    from vitprof.models.closed_form import ViTSpec
+
     require(isinstance(model.conv_proj, nn.Conv2d), model, "a conv stem instead of a patch conv")
     require(model.representation_size is None, model, "a representation (pre-logits) layer")
     layers = list(model.encoder.layers)
