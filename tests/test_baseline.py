@@ -70,8 +70,8 @@ def test_update_writes_a_profile_that_then_passes_at_zero_growth(
     code, out, _ = run(["check", str(_budget(tmp_path, '"0%"')), "--format", "json"], capsys)
     data = json.loads(out)
     assert code == 0 and data["passed"]
-    # 3 metrics x (total, components, blocks) + the default max_unsupported_ops
-    assert len(data["budgets"][0]["checks"]) == 3 * 3 + 1
+    # 3 metrics x (total, components, blocks) + the defaults max_unsupported_ops, max_self_checks
+    assert len(data["budgets"][0]["checks"]) == 3 * 3 + 2
     assert saved["model"] == MODEL and saved["schema_version"] == 1
 
 

@@ -592,6 +592,7 @@ def test_schema_fields_and_implicit_unsupported_limit(tmp_path: Path) -> None:
          Component.ATTN_CORE, False),
         ("blocks.min_count", Scope.BLOCKS, Bound.MIN, Metric.COUNT, 12, None, False),
         ("max_unsupported_ops", Scope.MODEL, Bound.MAX, Metric.UNSUPPORTED_OPS, 0, None, True),
+        ("max_self_checks", Scope.MODEL, Bound.MAX, Metric.SELF_CHECKS, 0, None, True),
     ]
 
 
@@ -683,6 +684,7 @@ def test_limits_are_inclusive_and_exact(tiny: Profile) -> None:
         "blocks.min_count": (Verdict.PASS, 12),
         "blocks.max_count": (Verdict.FAIL, 12),
         "max_unsupported_ops": (Verdict.PASS, 0),
+        "max_self_checks": (Verdict.PASS, 0),
     }
 
 
@@ -727,6 +729,7 @@ def test_params_share() -> None:
         "components.mlp.max_params_share": (Verdict.PASS, 0.75),
         "components.head.max_params_share": (Verdict.FAIL, 0.25),  # 10 / 40
         "max_unsupported_ops": (Verdict.PASS, 0),
+        "max_self_checks": (Verdict.PASS, 0),
     }
 
 
@@ -737,7 +740,7 @@ def test_per_block_limits_bind_the_worst_block() -> None:
         (*profile.ops, OpRecord("aten.mm", "b1.mlp", Component.MLP, 1, 5, 0)),
     )  # block 0: 1 + 9 = 10 MACs; block 1: 10 + 5 = 15 MACs
     budget = parse_budget("h", {"blocks": {"max_macs": 12, "min_macs": 11}}, model="hand")
-    first, second, _ = check_profile(budget, profile_uneven).results
+    first, second, _, _ = check_profile(budget, profile_uneven).results
     assert (first.verdict, first.actual, first.block) == (Verdict.FAIL, 15, 1)
     assert (second.verdict, second.actual, second.block) == (Verdict.FAIL, 10, 0)
 
@@ -746,7 +749,7 @@ def test_nothing_to_measure_fails() -> None:
     no_blocks = hand_profile(0, 0, blocks=(None,))
     table = {"blocks": {"max_macs": 100}, "components": {"mlp": {"max_share": 1}}}
     result = check_profile(parse_budget("h", table, model="hand"), no_blocks)
-    blocks, share, _ = result.results
+    blocks, share, _, _ = result.results
     assert (blocks.verdict, blocks.actual, blocks.note) == (
         Verdict.FAIL, None, "no transformer blocks recognized")
     assert (share.verdict, share.note) == (Verdict.FAIL, "the model's total macs is 0")
@@ -758,6 +761,7 @@ def test_unsupported_ops_fail_by_default() -> None:
     assert [(r.check.key, r.verdict, r.actual) for r in result.results] == [
         ("max_macs", Verdict.PASS, 20),  # 2 blocks x (1 + 9)
         ("max_unsupported_ops", Verdict.FAIL, 3),  # 2 + 1 calls
+        ("max_self_checks", Verdict.PASS, 0),
     ]
     allowed = parse_budget("h", {"max_macs": 100, "max_unsupported_ops": 3}, model="hand")
     assert check_profile(allowed, profile).passed
@@ -815,6 +819,7 @@ def test_fallback_still_checks(tmp_path: Path) -> None:
         ("max_params", Verdict.PASS, DD_PARAMS),
         ("max_macs", Verdict.FAIL, DD_MACS),
         ("max_unsupported_ops", Verdict.PASS, 0),
+        ("max_self_checks", Verdict.PASS, 0),
     ]
     assert "(fallback: meta device failed" in render(budget_document([result]))
 
@@ -843,7 +848,7 @@ def test_assert_budget_passes_and_returns_the_result() -> None:
     result = assert_budget(TINY, max_params=TINY_PARAMS,
                            components={"attn_core": {"min_macs": TINY_ATTN_CORE_MACS}})
     assert result.passed
-    assert [r.actual for r in result.results] == [TINY_PARAMS, TINY_ATTN_CORE_MACS, 0]
+    assert [r.actual for r in result.results] == [TINY_PARAMS, TINY_ATTN_CORE_MACS, 0, 0]
 
 
 def test_assert_budget_message_is_the_table(tiny: Profile) -> None:
@@ -853,7 +858,8 @@ def test_assert_budget_message_is_the_table(tiny: Profile) -> None:
                              tiny)
     assert str(info.value) == render(budget_document([expected]))
     assert "tiny.max_params" in str(info.value)
-    assert "FAIL: 1 of 2 checks failed: tiny.max_params" in str(info.value)
+    # max_params and the implicit max_unsupported_ops and max_self_checks
+    assert "FAIL: 1 of 3 checks failed: tiny.max_params" in str(info.value)
 
 
 def test_assert_budget_on_a_module() -> None:
@@ -889,7 +895,8 @@ def test_assert_budget_file(tmp_path: Path) -> None:
         """)
     (result,) = assert_budget_file(path, entries=["ok"])
     assert result.passed
-    with pytest.raises(AssertionError, match=r"FAIL: 1 of 4 checks failed: over\.max_macs"):
+    # two entries x (one explicit limit + the implicit max_unsupported_ops and max_self_checks)
+    with pytest.raises(AssertionError, match=r"FAIL: 1 of 6 checks failed: over\.max_macs"):
         assert_budget_file(path)
     with pytest.raises(UserError, match="no entry named nope"):
         assert_budget_file(path, entries=["nope"])

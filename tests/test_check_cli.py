@@ -30,9 +30,10 @@ TINY_MACS = 365_107_584  # closed form, tests/test_budget.py
 TINY_ATTN_CORE_MACS = 19_468_800  # 12 x 2 x 65^2 x 192
 
 
-# Six explicit checks and the implicit max_unsupported_ops = 0.
+# Five explicit checks and the implicit max_unsupported_ops = 0 and max_self_checks = 0.
 OK_CHECKS = ["max_params", "max_macs", "components.attn_core.min_macs",
-             "components.attn_core.max_share", "blocks.min_count", "max_unsupported_ops"]
+             "components.attn_core.max_share", "blocks.min_count", "max_unsupported_ops",
+             "max_self_checks"]
 
 FILES = {
     "models.py": BUDGET_MODELS_PY,
@@ -88,10 +89,10 @@ FILES = {
 
 # (argv, exit code, what stdout / stderr must hold)
 CASES = [
-    pytest.param(["check", "ok.toml"], 0, "PASS: all 6 checks of 1 budget hold", id="all-hold"),
-    pytest.param(["check", "over.toml"], 1, "FAIL: 2 of 5 checks failed: over.max_params, "
+    pytest.param(["check", "ok.toml"], 0, "PASS: all 7 checks of 1 budget hold", id="all-hold"),
+    pytest.param(["check", "over.toml"], 1, "FAIL: 2 of 7 checks failed: over.max_params, "
                  "over.components.attn_core.min_macs", id="limit-exceeded"),
-    pytest.param(["check", "over.toml", "--entry", "within"], 0, "PASS: all 2 checks",
+    pytest.param(["check", "over.toml", "--entry", "within"], 0, "PASS: all 3 checks",
                  id="entry-selected"),
     pytest.param(["check", "fallback.toml"], 0, "counted on cpu with real tensors",
                  id="fallback-still-checks"),
@@ -212,7 +213,7 @@ def test_fallback_is_reported(budgets: Path, capsys: pytest.CaptureFixture[str])
     (entry,) = json.loads(captured.out)["budgets"]
     assert entry["device"] == "cpu"
     assert entry["fallback"].startswith("meta device failed (RuntimeError")
-    assert [c["verdict"] for c in entry["checks"]] == ["pass", "pass"]
+    assert [c["verdict"] for c in entry["checks"]] == ["pass", "pass", "pass"]
     assert "vitprof: warning: entry 'data_dependent': meta device failed" in captured.err
 
 
@@ -256,7 +257,7 @@ def test_junit_one_testcase_per_check(budgets: Path, capsys: pytest.CaptureFixtu
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == OK_CHECKS
     assert {c.get("classname") for c in cases} == {TINY}
-    assert root.get("tests") == "6"
+    assert root.get("tests") == str(len(OK_CHECKS))  # 7
     assert root.get("failures") == "0"
     assert all(c.find("failure") is None for c in cases)
 
@@ -265,9 +266,10 @@ def test_junit_failures_to_a_file(budgets: Path, capsys: pytest.CaptureFixture[s
     assert main(["check", "over.toml", "--format", "junit", "--output", "report.xml"]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith("vitprof: FAIL: 2 of 5 checks failed")
+    assert captured.err.startswith("vitprof: FAIL: 2 of 7 checks failed")
     root = ET.parse(budgets / "report.xml").getroot()
-    assert (root.get("tests"), root.get("failures")) == ("5", "2")
+    # within: max_params + 2 implicit; over: max_params, attn_core.min_macs + 2 implicit
+    assert (root.get("tests"), root.get("failures")) == ("7", "2")
     failing = [(s.get("name"), c.get("name")) for s in root.iter("testsuite")
                for c in s.findall("testcase") if c.find("failure") is not None]
     assert failing == [("over", "max_params"), ("over", "components.attn_core.min_macs")]

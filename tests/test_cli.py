@@ -296,10 +296,10 @@ COMMANDS = {
     "crosscheck": (["crosscheck", "{factory}:good", "--peers", "closed-form"], read_crosscheck,
                    {"params": GOOD_PARAMS, "macs": GOOD_MACS, "peer_macs": GOOD_MACS,
                     "delta": 0, "residual": 0}),
-    # max_params holds, max_macs is one MAC short; the third check is the implicit
-    # max_unsupported_ops = 0
+    # max_params holds, max_macs is one MAC short; the third and fourth checks are the
+    # implicit max_unsupported_ops = 0 and max_self_checks = 0
     "check": (["check", "{budget}"], read_check,
-              {"checks": 3, "failed": 1, "params": GOOD_PARAMS, "macs": GOOD_MACS}),
+              {"checks": 4, "failed": 1, "params": GOOD_PARAMS, "macs": GOOD_MACS}),
     "sweep": (["sweep", "vit_b_16", "--image-size", "224,384"], read_sweep,
               {"224": vit_b_16_macs(224), "384": vit_b_16_macs(384)}),
     "profile": (["profile", "{factory}:good", "--image-size", "32", "--warmup", "0", "--iters",

@@ -34,7 +34,7 @@ def test_one_item_per_entry_failure_shows_the_table(pytester: pytest.Pytester) -
     result.stdout.fnmatch_lines([
         "*check*limit*actual*headroom*verdict*",
         f"too_big.max_params*<= {PARAMS - 1:,}*{PARAMS:,}*-1*fail*",
-        "FAIL: 1 of 2 checks failed: too_big.max_params",
+        "FAIL: 1 of 3 checks failed: too_big.max_params",
     ])
 
 

@@ -143,3 +143,20 @@ def test_strict_analyze_passes_a_clean_breakdown(capsys) -> None:
 
     assert main(["analyze", "note002_cifar_vit", "--strict", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["self_checks"] == []
+
+
+def test_a_failed_self_check_fails_its_budget(tmp_path, capsys) -> None:
+    from vitprof.cli.main import main
+
+    factory = tmp_path / "mixer.py"
+    factory.write_text(MIXER_FILE)
+    budget = tmp_path / "budgets.toml"
+    # a limit that holds; the implicit max_self_checks = 0 does not
+    budget.write_text(f'[mixer]\nmodel = "{factory}:build"\nmax_params = 1_000_000\n')
+    assert main(["check", str(budget), "--format", "json"]) == 1
+    checks = {c["key"]: c for c in json.loads(capsys.readouterr().out)["budgets"][0]["checks"]}
+    assert (checks["max_params"]["verdict"], checks["max_self_checks"]["verdict"]) == ("pass",
+                                                                                       "fail")
+    assert checks["max_self_checks"]["actual"] == 1  # one rule failed: attention outside core
+    budget.write_text(f'[mixer]\nmodel = "{factory}:build"\nmax_self_checks = 1\n')
+    assert main(["check", str(budget)]) == 0

@@ -25,6 +25,8 @@ Conventions:
   smallest; ``min_count``/``max_count`` bound the number of blocks.
 * ``max_unsupported_ops`` (op calls without a formula) defaults to 0: an uncounted op would make
   every ``max_`` limit too easy to meet.
+* ``max_self_checks`` (the breakdown's failed self-checks, :mod:`vitprof.count.self_checks`)
+  defaults to 0: a component limit means nothing on a breakdown that puts attention in the MLP.
 
 Fail closed: an empty file, a key outside the schema, a value of the wrong type, an integer
 outside TOML's 64-bit range, a component outside the taxonomy, a table without limits, a ``min``
@@ -82,6 +84,7 @@ class Metric(StrEnum):
     PARAMS_SHARE = "params_share"  # share of the model's total params
     COUNT = "count"  # number of blocks
     UNSUPPORTED_OPS = "unsupported_ops"  # op calls without a formula
+    SELF_CHECKS = "self_checks"  # failed self-checks of the breakdown
 
 
 class Verdict(StrEnum):
@@ -129,6 +132,7 @@ LIMITS: dict[Scope, dict[str, tuple[Bound, Metric]]] = {
     Scope.MODEL: {
         **_limit_keys(*_COUNTS),
         "max_unsupported_ops": (Bound.MAX, Metric.UNSUPPORTED_OPS),
+        "max_self_checks": (Bound.MAX, Metric.SELF_CHECKS),
     },
     Scope.COMPONENT: _limit_keys(*_COUNTS, Metric.SHARE, Metric.PARAMS_SHARE),
     Scope.BLOCKS: _limit_keys(*_COUNTS, Metric.COUNT),
@@ -145,7 +149,7 @@ class Check:
     metric: Metric
     limit: int | float
     component: Component | None = None
-    implicit: bool = False  # the default max_unsupported_ops = 0
+    implicit: bool = False  # the defaults max_unsupported_ops = 0 and max_self_checks = 0
 
 
 @dataclass(frozen=True)
@@ -324,9 +328,10 @@ def _parse_entry(
         raise where.error((name,), "sets no limit; a budget without max_ or min_ keys would "
                           "pass any model")
     _check_ranges(checks, name, where)
-    if "max_unsupported_ops" not in table:
-        checks.append(Check("max_unsupported_ops", Scope.MODEL, Bound.MAX,
-                            Metric.UNSUPPORTED_OPS, 0, implicit=True))
+    for key, metric in (("max_unsupported_ops", Metric.UNSUPPORTED_OPS),
+                        ("max_self_checks", Metric.SELF_CHECKS)):
+        if key not in table:
+            checks.append(Check(key, Scope.MODEL, Bound.MAX, metric, 0, implicit=True))
     return Budget(
         name=name,
         model=model if model is not None else _model(name, settings, where),
@@ -592,6 +597,8 @@ def _run(check: Check, profile: Profile) -> CheckResult:
         return _run_blocks(check, profile)
     if check.metric is Metric.UNSUPPORTED_OPS:
         return _judge(check, sum(profile.unsupported_ops.values()))
+    if check.metric is Metric.SELF_CHECKS:
+        return _judge(check, len(profile.self_checks))
     counts = profile.totals if check.component is None else profile.components[check.component]
     if check.metric in SHARES:
         key = "params" if check.metric is Metric.PARAMS_SHARE else "macs"
