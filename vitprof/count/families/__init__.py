@@ -1,6 +1,6 @@
 """Recognizers that name the component of every module and parameter of a model.
 
-The machinery lives here (:mod:`.base`: tables as :class:`Family`, :mod:`.generic`: the
+The machinery lives here (:mod:`.base`: tables as :class:`ComponentTable`, :mod:`.generic`: the
 recognizer for ViTs nobody wrote a table for); the tables themselves belong to the model
 families of :mod:`vitprof.models.family`, each beside that implementation's spec inferrer and
 zoo entries.
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from vitprof.count.families.base import ComponentMap, Family, Rule, apply_overrides
+from vitprof.count.families.base import ComponentMap, ComponentTable, Rule, apply_overrides
 
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["ComponentMap", "Family", "Rule", "recognize"]
+__all__ = ["ComponentMap", "ComponentTable", "Rule", "recognize"]
 
 
 def recognize(model: nn.Module, overrides: Sequence[Rule] = ()) -> ComponentMap:

@@ -48,7 +48,7 @@ class ComponentMap:
 
 
 @dataclass(frozen=True)
-class Family:
+class ComponentTable:
     """A recognizer written as a table: regexes searched in module paths and parameter names.
 
     ``blocks`` must fully match a block's module path and capture its index in its last group.

@@ -12,14 +12,14 @@ families accept disjoint sets of models, so it decides nothing else.
 
 from __future__ import annotations
 
-from vitprof.count.families.base import Family
+from vitprof.count.families.base import ComponentTable
 from vitprof.models.family import hugging_face, notes, timm, torchvision
 from vitprof.models.family.base import Inferrer, ModelFamily, ZooEntry
 
 FAMILIES: tuple[ModelFamily, ...] = (
     torchvision.FAMILY, notes.FAMILY, timm.FAMILY, hugging_face.FAMILY,
 )
-TABLES: tuple[Family, ...] = tuple(f.table for f in FAMILIES if f.table is not None)
+TABLES: tuple[ComponentTable, ...] = tuple(f.table for f in FAMILIES if f.table is not None)
 INFERRERS: tuple[Inferrer, ...] = tuple(i for f in FAMILIES for i in f.inferrers)
 ENTRIES: tuple[ZooEntry, ...] = tuple(e for f in FAMILIES for e in f.entries)
 KNOWN = "; ".join(f.known for f in FAMILIES)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError
-from vitprof.count.families.base import Family, Rule
+from vitprof.count.families.base import ComponentTable, Rule
 
 if TYPE_CHECKING:
     from torch import nn
@@ -64,7 +64,7 @@ class ModelFamily:
     """
 
     name: str
-    table: Family | None
+    table: ComponentTable | None
     inferrers: tuple[Inferrer, ...]
     known: str
     entries: tuple[ZooEntry, ...] = ()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vitprof.core.records import Component as C
-from vitprof.count.families.base import Family
+from vitprof.count.families.base import ComponentTable
 from vitprof.models.family.base import (
     Factory,
     ModelFamily,
@@ -33,7 +33,7 @@ def _hugging_face_vit(model: nn.Module) -> bool:
     ))
 
 
-TABLE = Family(
+TABLE = ComponentTable(
     name=NAME,
     detect=_hugging_face_vit,
     # transformers 4.x: encoder.layer.N with attention.attention.{query,key,value},

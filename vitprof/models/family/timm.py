@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.records import Component as C
-from vitprof.count.families.base import Family
+from vitprof.count.families.base import ComponentTable
 from vitprof.models.family.base import ModelFamily, is_class
 from vitprof.models.family.describe import gelu, identity, require, square
 from vitprof.models.spec_kinds import AttentionImpl, FinalNorm, HeadKind
@@ -27,7 +27,7 @@ def _timm_vit(model: nn.Module) -> bool:
     )
 
 
-TABLE = Family(
+TABLE = ComponentTable(
     name=NAME,
     detect=_timm_vit,
     blocks=r"blocks\.(\d+)",

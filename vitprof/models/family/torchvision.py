@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.records import Component as C
-from vitprof.count.families.base import Family
+from vitprof.count.families.base import ComponentTable
 from vitprof.models.family.base import (
     Factory,
     ModelFamily,
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 NAME = "torchvision"
 
-TABLE = Family(
+TABLE = ComponentTable(
     name=NAME,
     detect=from_package("torchvision.models.vision_transformer"),
     blocks=r"encoder\.layers\.encoder_layer_(\d+)",
