@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import torch
+from machine import cpu_name
 
 CASES = [("vit_b_16", 224), ("vit_h_14", 518), ("vit_22b", 224)]
 PEERS = ["vitprof", "FlopCounterMode", "fvcore", "torchinfo", "ptflops"]
@@ -185,11 +186,7 @@ def cell_row(peer: str, case: tuple[str, int], result: dict[str, object]) -> lis
 
 
 def machine_lines() -> list[str]:
-    cpu = "cpu"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
+    cpu = cpu_name()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return [
         f"- machine: {cpu}, {os.cpu_count()} cores, {memory_bytes() / 1e9:.0f} GB of memory; "

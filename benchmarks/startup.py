@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from machine import cpu_name
+
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "# Start-up: the whole process"
 PYTHON = sys.executable
@@ -174,11 +176,7 @@ def target_lines(counting: dict[str, list[Command]], help_: list[Command],
 
 
 def machine_lines(reps: int) -> list[str]:
-    cpu = "cpu"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
+    cpu = cpu_name()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     import torch  # only for its version, after the timed runs
 
@@ -186,9 +184,8 @@ def machine_lines(reps: int) -> list[str]:
         f"- machine: {cpu}, {os.cpu_count()} cores; load average at the end {load}",
         f"- software: Python {platform.python_version()}, torch {torch.__version__}",
         f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- runs: {reps} turns per group (few, because the cores were shared with other work "
-        "while this ran: medians on a quiet machine will be lower and tighter; rerun with "
-        "`--reps 15` there)",
+        f"- runs: {reps} turns per group, alternating; see the load average above (`--reps 15` "
+        "gives tighter ranges)",
     ]
 
 
