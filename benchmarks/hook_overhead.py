@@ -25,7 +25,7 @@ from torch import nn
 from vitprof.count.families import recognize
 from vitprof.count.session import image_inputs, meta_twins
 from vitprof.measure.timing import clock_for, marking, plan_intervals, time_forward
-from vitprof.models.zoo import build
+from vitprof.workload import make_workload
 
 
 def seconds_per_call(module: nn.Module, x: torch.Tensor, calls: int = 20_000) -> float:
@@ -60,15 +60,15 @@ def main() -> int:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    built = build(args.model, image_size=args.image_size, device=args.device)
-    model = built.module.eval()
-    example = torch.randn(args.batch_size, built.in_chans, built.image_size, built.image_size,
-                          device=args.device)
+    work = make_workload(args.model, image_size=args.image_size, batch_size=args.batch_size,
+                         device=args.device)
+    model = work.module.eval()
+    example = work.inputs.tensor(args.device, random=True)
     mapping = recognize(model)
     plan = plan_intervals(model, meta_twins(image_inputs(example)), mapping).plan
     t = time_forward(model, example, plan, clock_for(args.device), warmup=args.warmup,
                      iters=args.iters)
-    print(f"model: {built.name} at {built.image_size}, batch {args.batch_size}, {args.device}, "
+    print(f"model: {work.name}, input {work.inputs.describe()}, {args.device}, "
           f"{torch.get_num_threads()} threads; {len(plan.events)} module events per forward")
     print("| iteration | no hooks ms | hooks ms |")
     print("| ---: | ---: | ---: |")

@@ -49,7 +49,7 @@ from vitprof.models.family.base import (
 __all__ = [
     "DEFAULT_IMAGE_SIZE", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory", "Published",
     "ZooEntry", "build", "check_divisible_size", "default_image_size", "infer_image_size",
-    "infer_in_chans", "infer_patch_size", "lookup", "validate_name",
+    "infer_patch_size", "lookup", "validate_name",
 ]
 
 
@@ -60,7 +60,6 @@ class BuiltModel:
     name: str
     module: nn.Module
     image_size: int
-    in_chans: int
     entry: ZooEntry | None
     warnings: tuple[str, ...] = ()  # what the build noticed and the analysis should say
 
@@ -110,13 +109,6 @@ def default_image_size(module: nn.Module) -> int:
     """The image size a model was built for (:func:`infer_image_size`), else
     :data:`DEFAULT_IMAGE_SIZE`."""
     return infer_image_size(module) or DEFAULT_IMAGE_SIZE
-
-
-def infer_in_chans(module: nn.Module) -> int:
-    for child in module.modules():
-        if isinstance(child, nn.Conv2d):
-            return int(child.in_channels)
-    return 3
 
 
 def _construct(name: str, factory: Callable[[], nn.Module], device: str) -> nn.Module:
@@ -360,14 +352,14 @@ def _build(
     _check_size(entry.name, size, entry.patch_size)
     classes = num_classes if num_classes is not None else entry.num_classes
     module = _construct(entry.name, lambda: entry.build(size, classes), device)
-    return BuiltModel(entry.name, module, size, infer_in_chans(module), entry)
+    return BuiltModel(entry.name, module, size, entry)
 
 
 def _finish(name: str, module: nn.Module, image_size: int | None) -> BuiltModel:
     """A model built from outside the zoo's table (timm, hf, FILE.py:factory): no entry."""
     size = image_size if image_size is not None else default_image_size(module)
     _check_size(name, size, infer_patch_size(module))
-    return BuiltModel(name, module, size, infer_in_chans(module), None, _head_warnings(module))
+    return BuiltModel(name, module, size, None, _head_warnings(module))
 
 
 def _head_warnings(module: nn.Module) -> tuple[str, ...]:
