@@ -32,6 +32,7 @@ def expected(name: str, image: int, classes: int = 1000) -> dict[C, tuple[int, i
     tokens = n + 1
     return {
         C.PATCH_EMBED: (3 * p * p * d + d, n * 3 * p * p * d),
+        C.CONV: (0, 0),
         C.TOKENS: (d + tokens * d, 0),
         C.ATTN_QKV: (layers * (3 * d * d + 3 * d), layers * tokens * d * 3 * d),
         C.ATTN_CORE: (0, layers * 2 * tokens * tokens * d),

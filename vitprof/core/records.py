@@ -21,6 +21,7 @@ class Component(StrEnum):
     """Where an operation or a parameter belongs in a Vision Transformer."""
 
     PATCH_EMBED = "patch_embed"
+    CONV = "conv"  # convolutional blocks and stages of hybrids (MBConv, RepMixer, conv mixers)
     TOKENS = "tokens"  # class / distillation / register tokens and the position embedding
     ATTN_QKV = "attn_qkv"
     ATTN_CORE = "attn_core"  # QK^T, softmax, AV, or one fused scaled-dot-product attention

@@ -31,7 +31,7 @@ DPI = 100
 SIZE_IN = (7.0, 4.0)
 DIGEST_KEY = "vitprof:data"
 COLORS: dict[str, str] = {
-    "patch_embed": "#8c564b", "tokens": "#e377c2", "attn_qkv": "#1f77b4",
+    "patch_embed": "#8c564b", "conv": "#ff7f0e", "tokens": "#e377c2", "attn_qkv": "#1f77b4",
     "attn_core": "#d62728", "attn_proj": "#17becf", "mlp": "#2ca02c", "norm": "#bcbd22",
     "head": "#9467bd", "other": "#7f7f7f",
 }
