@@ -439,6 +439,9 @@ def test_input_size_of_note_001s_figures() -> None:
     assert f"{elements * 4 / 1e6:.2f} MB" == rows["001-21"]["vitprof"] == "0.60 MB"
     assert f"{elements:,} float32 values" in reason_of("001-21")
     assert rows["001-22"]["vitprof"] == "224"
-    # at 384 px: 577 tokens; the note's model performs (vs 197 tokens at 224)
-    assert "at 384 px the model performs" in reason_of("001-22")
+    # at 384 px, N = 577: 12 blocks x (577 x (4 x 768^2 + 2 x 768 x 3072) + 2 x 577^2 x 768),
+    # the patch conv 576 x 768 x 768, the head's hidden layer and classifier 768^2 + 768 x 10
+    at_384 = (12 * (577 * (4 * 768**2 + 2 * 768 * 3072) + 2 * 577**2 * 768)
+              + 576 * 768 * 768 + 768 * 768 + 768 * 10)
+    assert f"at 384 px the model performs {at_384:,} MACs" in reason_of("001-22")
 
