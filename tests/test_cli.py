@@ -491,7 +491,7 @@ def test_models_lists_the_zoo(capsys) -> None:
     code, out, _ = run(["models"], capsys)
     assert code == 0
     for name in ("vit_b_16", "vit_h_14", "note001_vit_b16", "note002_cifar_vit_large",
-                 "note004_vit_b16", "hf:vit-base-patch16-224", "vit_22b"):
+                 "note004_vit_b16", "hf:vit-base-patch16-224", "vit_22b", "vit_22b_parallel"):
         assert name in out
 
 

@@ -9,6 +9,7 @@ import pkgutil
 import pytest
 
 import vitprof.models.family as registry
+from vitprof.core.errors import UserError
 from vitprof.count.families import recognize
 from vitprof.models.family.base import ModelFamily
 from vitprof.models.family.hugging_face import HF_CONFIGS
@@ -40,13 +41,18 @@ def test_the_registry_lists_each_family_file_once() -> None:
 def test_the_zoo_is_the_families_entries_in_registry_order() -> None:
     expected = [entry.name for family in registry.FAMILIES for entry in family.entries]
     assert list(ZOO) == expected
-    # 5 torchvision ViTs + vit_22b, 5 note models + 4 scaling sizes, 4 Hugging Face configs
-    assert len(ZOO) == 6 + 9 + 4 == 19
+    # 5 torchvision ViTs + vit_22b, 5 note models + 4 scaling sizes + vit_22b_parallel,
+    # 4 Hugging Face configs
+    assert len(ZOO) == 6 + 10 + 4 == 20
 
 
 def _family_of_module(family: ModelFamily) -> str:
     """The recognizer name a model of ``family`` gets: its table's, else the generic one."""
     return family.table.name if family.table is not None else "generic"
+
+
+# The entries a ViTSpec cannot describe, and what their inferrer says it lacks.
+NO_SPEC = {"vit_22b_parallel": "parallel attention/MLP blocks"}
 
 
 @pytest.mark.parametrize("name", list(ZOO))
@@ -57,6 +63,10 @@ def test_each_zoo_entry_family_file_gives_table_inferrer_and_factory(name: str) 
     model = build(name, device="meta").module
     assert recognize(model).family == _family_of_module(family)
     assert any(detect(model) for detect, _ in family.inferrers)
+    if name in NO_SPEC:
+        with pytest.raises(UserError, match=NO_SPEC[name]):
+            spec_from_model(model)
+        return
     spec = spec_from_model(model)
     assert (spec.image_size, spec.patch_size, spec.num_classes) == (
         entry.image_size, entry.patch_size, entry.num_classes)

@@ -2,11 +2,13 @@
 
 Accepted names:
 
-* every torchvision ViT (``vit_b_16``, ``torchvision:vit_b_16``, ...) and ``vit_22b``;
+* every torchvision ViT (``vit_b_16``, ``torchvision:vit_b_16``, ...) and ``vit_22b``
+  (torchvision's class at ViT-22B's sizes);
 * ``timm:NAME`` (needs the ``timm`` extra);
 * ``hf:vit-base-patch16-224`` style built-in configs, ``hf:path/to/config.json`` and
   ``hf:path/to/dir`` holding a ``config.json`` (need the ``transformers`` extra);
-* the models of the source notes (``note001_vit_b16``, ``note002_cifar_vit``, ...);
+* the models of the source notes (``note001_vit_b16``, ``note002_cifar_vit``, ...) and
+  ``vit_22b_parallel``, vitprof's ViT-22B-style model (:mod:`vitprof.models.vit22b`);
 * ``path/to/file.py:factory`` and ``package.module:factory`` for anything else.
 """
 

@@ -1,5 +1,6 @@
-"""torchvision's ``VisionTransformer``: component table, spec inferrer, the zoo's ViTs and the
-22B-parameter ViT (a torchvision ``VisionTransformer`` of that shape).
+"""torchvision's ``VisionTransformer``: component table, spec inferrer, the zoo's ViTs and
+``vit_22b``: a torchvision ``VisionTransformer`` at ViT-22B's sizes, not ViT-22B's own blocks
+(:mod:`vitprof.models.vit22b` has those).
 The spec inferrer takes ``model: Any``: it reads attributes torch types as ``Tensor | Module``."""
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ ENTRIES = (
     ),
     ZooEntry("vit_22b", NAME, "torchvision's VisionTransformer at ViT-22B's sizes "
              "(48 layers, width 6144, 48 heads, MLP 24576, patch 14); not ViT-22B itself, "
-             "which has parallel blocks, QK-norm and no biases", _vit_22b, 224, 1000, 14),
+             "which has parallel blocks, QK-norm and no biases (see vit_22b_parallel)",
+             _vit_22b, 224, 1000, 14),
 )
 
 FAMILY = ModelFamily(

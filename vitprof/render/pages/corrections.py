@@ -87,7 +87,12 @@ def _preamble(found: Sequence[Correction]) -> list[str]:
         "claim names at the note's own size, or when what the note presents as a saving costs "
         "more there; *correct* otherwise;",
         "  6. a size name that implies an order (no value): *correct* when the model the name "
-        "puts higher has more parameters, else *wrong*",
+        "puts higher has more parameters, else *wrong*;",
+        "  7. a statement without a figure, an order or a size: it implies that a quantity "
+        "reaches a level; *correct* when the quantity's typical size for the model the note "
+        "describes reaches it, under the premise the note's argument takes (unit-variance q and "
+        "k; a structural property has one size), *misleading* when only the largest size that "
+        "premise allows does (the reason says what it takes), else *wrong*",
         "- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())), "",
     ]
 
