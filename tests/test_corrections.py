@@ -427,7 +427,7 @@ def test_dot_products_of_several_hundred() -> None:
     assert "8 at ViT-B/16's head width d = 64" in reason
     assert f"Several hundred (200) is {200 / 768**0.5:.1f} standard deviations" in reason
     assert f"q and k entries of rms >= {(200 / 64) ** 0.5:.2f}" in reason
-    assert "a LayerNorm on q and k per head of d = 128" in reason  # 6144 / 48, vit_22b_parallel
+    assert "an RMSNorm on q and k per head of d = 128" in reason  # 6144 / 48, vit_22b_parallel
 
 
 # ------------------------------------------------------------------------------- note 001, input

@@ -1,18 +1,20 @@
 """A ViT-22B-style Vision Transformer (Dehghani et al. 2023, "Scaling Vision Transformers to 22
 Billion Parameters"), hand-written for vitprof: what sets its blocks apart from a ViT's.
 
-* **Parallel blocks**: one LayerNorm feeds both the attention and the MLP, and both outputs are
-  added to the residual: ``x + attn(norm(x)) + mlp(norm(x))``, not two sequential sub-layers.
-* **QK-norm**: a LayerNorm over the head width d on the queries and on the keys of every head
-  (one pair per block, shared by its heads), before ``q k^T``.
-* **Bias-free linears**: the fused q, k, v projection, the output projection and both MLP
-  linears have no bias.
+* **Parallel blocks**: one norm feeds both the attention and the MLP, and both outputs are added
+  to the residual: ``x + attn(norm(x)) + mlp(norm(x))``, not two sequential sub-layers.
+* **QK-norm**: a norm over the head width d on the queries and on the keys of every head (one
+  pair per block, shared by its heads), before ``q k^T``.
+* **Biases only in the MLP**: the paper removes the biases of the q, k, v projections and keeps
+  those of the two MLP linears ("in- and out-"); the output projection, fused with the MLP's
+  second linear in the paper's parallel form, has none of its own here.
+* **Norms without bias and centering** (the paper's LayerNorms "without bias and centering",
+  Zhang & Sennrich 2019): ``nn.RMSNorm``, a weight of D (or d) and no bias.
 
 At ViT-22B's sizes (width 6144, depth 48, 48 heads of d = 128, MLP 24576, patch 14, 224 px) a
-block holds 4 D^2 + 2 D F weights and 2 D + 2 x 2 d LayerNorm parameters. The stem and head are
-vitprof's choice, a plain ViT's: a patch convolution with a bias, a class token, a position
-embedding over every token, a final LayerNorm and a linear head on the class token. The
-LayerNorms keep their biases.
+block holds 4 D^2 + 2 D F weights, F + D MLP biases and D + 2 d norm weights. The stem and head
+are vitprof's choice, a plain ViT's: a patch convolution with a bias, a class token, a position
+embedding over every token, a final RMSNorm and a linear head on the class token.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from torch import nn
 
 
 class ParallelAttention(nn.Module):
-    """Multi-head self-attention with a bias-free fused ``qkv``, QK-norm and a bias-free
-    ``proj``; the scores are ``(q k^T) * d^-0.5``."""
+    """Multi-head self-attention with a bias-free fused ``qkv``, QK-norm (RMSNorm) and a
+    bias-free ``proj``; the scores are ``(q k^T) * d^-0.5``."""
 
     def __init__(self, dim: int, num_heads: int) -> None:
         super().__init__()
@@ -31,8 +33,8 @@ class ParallelAttention(nn.Module):
         self.head_dim = dim // num_heads
         self.scale = self.head_dim**-0.5
         self.qkv = nn.Linear(dim, 3 * dim, bias=False)
-        self.q_norm = nn.LayerNorm(self.head_dim)
-        self.k_norm = nn.LayerNorm(self.head_dim)
+        self.q_norm = nn.RMSNorm(self.head_dim)
+        self.k_norm = nn.RMSNorm(self.head_dim)
         self.proj = nn.Linear(dim, dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -44,14 +46,14 @@ class ParallelAttention(nn.Module):
         return self.proj((attn @ v).transpose(1, 2).reshape(B, N, D))
 
 
-class BiasFreeMlp(nn.Module):
-    """``fc2(GELU(fc1(x)))`` with bias-free linears."""
+class Mlp(nn.Module):
+    """``fc2(GELU(fc1(x)))``, both linears with biases (the paper keeps them)."""
 
     def __init__(self, dim: int, hidden: int) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(dim, hidden, bias=False)
+        self.fc1 = nn.Linear(dim, hidden)
         self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden, dim, bias=False)
+        self.fc2 = nn.Linear(hidden, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, N, D) -> (B, N, D)."""
@@ -59,13 +61,13 @@ class BiasFreeMlp(nn.Module):
 
 
 class ParallelBlock(nn.Module):
-    """``x + attn(norm(x)) + mlp(norm(x))``: one LayerNorm, both branches summed."""
+    """``x + attn(norm(x)) + mlp(norm(x))``: one RMSNorm, both branches summed."""
 
     def __init__(self, dim: int, num_heads: int, mlp_dim: int) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(dim)
+        self.norm = nn.RMSNorm(dim)
         self.attn = ParallelAttention(dim, num_heads)
-        self.mlp = BiasFreeMlp(dim, mlp_dim)
+        self.mlp = Mlp(dim, mlp_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, N, D) -> (B, N, D)."""
@@ -74,7 +76,7 @@ class ParallelBlock(nn.Module):
 
 
 class ParallelViT(nn.Module):
-    """Patch convolution, class token, position embedding, parallel blocks, final LayerNorm
+    """Patch convolution, class token, position embedding, parallel blocks, final RMSNorm
     and a linear head on the class token."""
 
     def __init__(self, image_size: int, patch_size: int, width: int, depth: int,
@@ -86,7 +88,7 @@ class ParallelViT(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, num_patches + 1, width))
         self.blocks = nn.ModuleList(
             ParallelBlock(width, num_heads, mlp_dim) for _ in range(depth))
-        self.norm = nn.LayerNorm(width)
+        self.norm = nn.RMSNorm(width)
         self.head = nn.Linear(width, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -95,8 +95,8 @@ def _note004(model: Any) -> ViTSpec:
 
 def _parallel(model: Any) -> ViTSpec:
     """No spec describes the ViT-22B-style model: refused with what it lacks."""
-    require(False, model, "parallel attention/MLP blocks, QK-norm and bias-free MLP linears "
-            "(a ViTSpec is a sequential pre-norm ViT)")
+    require(False, model, "parallel attention/MLP blocks, QK-norm, bias-free q/k/v/out "
+            "linears and RMSNorms (a ViTSpec is a sequential pre-norm ViT with LayerNorms)")
     raise AssertionError("unreachable")
 
 
@@ -143,8 +143,9 @@ ENTRIES = (
         for size in ("tiny", "small", "base", "large")
     ),
     ZooEntry("vit_22b_parallel", NAME, "ViT-22B-style (Dehghani et al. 2023), written by "
-             "vitprof: parallel attention/MLP blocks on one LayerNorm, QK-norm, bias-free "
-             "q/k/v/out and MLP linears, at ViT-22B's sizes (48 layers, width 6144, 48 heads, "
+             "vitprof: parallel attention/MLP blocks on one norm, QK-norm, bias-free "
+             "q/k/v/out linears, RMSNorms (no bias, no centering), MLP biases kept, at "
+             "ViT-22B's sizes (48 layers, width 6144, 48 heads, "
              "MLP 24576, patch 14); a plain ViT's stem and head (vitprof's choice)",
              _lazy("vitprof.models.vit22b", "build_vit_22b_parallel"), 224, 1000, 14),
 )

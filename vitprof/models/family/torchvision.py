@@ -113,7 +113,8 @@ ENTRIES = (
     ),
     ZooEntry("vit_22b", NAME, "torchvision's VisionTransformer at ViT-22B's sizes "
              "(48 layers, width 6144, 48 heads, MLP 24576, patch 14); not ViT-22B itself, "
-             "which has parallel blocks, QK-norm and no biases (see vit_22b_parallel)",
+             "which has parallel blocks, QK-norm, no q/k/v biases and norms without bias "
+             "(see vit_22b_parallel)",
              _vit_22b, 224, 1000, 14),
 )
 
