@@ -433,7 +433,7 @@ def test_compare_finds_every_kind_of_tampering(copies: tuple[Path, Path]) -> Non
     problems = "\n".join(compare(fresh, kept))
     assert "vit_b_32.md differs" in problems and "88,224,233" in problems
     assert "vit_b_32_components.png plots other data" in problems
-    assert "vit_l_16_scaling.png is 350x200 px" in problems
+    assert "vit_l_16_scaling.png is 450x200 px" in problems  # 9 x 4 in at 100 dpi, halved
     assert "vit_h_14_scaling.png is missing" in problems
     assert "old.md is not generated any more" in problems
     assert "notes.md" not in problems

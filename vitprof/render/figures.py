@@ -1,11 +1,13 @@
 """The report figures, drawn with matplotlib's Agg canvas (no display, no pyplot state).
 
 Each figure is built in two steps: a :class:`FigureData` (the numbers plotted, JSON-ready) and
-:func:`save`, which draws it. Drawing is deterministic: fixed size and dpi, matplotlib's default
-style whatever the user's matplotlibrc says, and no timestamp or software tag in the PNG. The
-PNG carries the SHA-256 of its data in a ``vitprof:data`` text chunk, so ``vitprof report
---check`` compares figures by what they show (the data) rather than by bytes, which a different
-freetype or matplotlib version may change.
+:func:`save`, which draws it. Drawing is deterministic: fixed size (7 x 4 in, or the size a
+figure's drawing function sets) and dpi, matplotlib's default style whatever the user's
+matplotlibrc says, and no timestamp or software tag in the PNG. The PNG carries the SHA-256 of
+its data in a ``vitprof:data`` text chunk, so ``vitprof report --check`` compares figures by
+what they show (the data) rather than by bytes, which a different freetype or matplotlib
+version may change. A page module draws its own figures: it registers their drawing with
+:func:`register`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from matplotlib.transforms import Bbox
 from PIL import Image
 
 from vitprof.checks.sweep import AXES, Sweep
-from vitprof.core.records import COMPONENTS, Component
+from vitprof.core.records import COMPONENTS
 from vitprof.count.result import Profile
 
 DPI = 100
@@ -81,7 +83,6 @@ def block_macs(profile: Profile) -> FigureData:
 
 
 SIZE_MARKS = (224, 384, 518)  # the image sizes ViTs are usually published at
-ATTENTION_LAYER = (Component.ATTN_QKV, Component.ATTN_CORE, Component.ATTN_PROJ)
 
 
 def sweep_macs(result: Sweep) -> FigureData:
@@ -92,7 +93,7 @@ def sweep_macs(result: Sweep) -> FigureData:
     points = sorted(result.points, key=lambda p: p.value)
     crossover = result.crossover()
     values = [p.value for p in points]
-    attention = [sum(p.components[c].macs for c in ATTENTION_LAYER) for p in points]
+    attention = [p.attention.macs for p in points]
     marks = [s for s in SIZE_MARKS if values[0] <= s <= values[-1]] \
         if result.axis == "image_size" else []
     return FigureData("sweep", f"{result.model}: MACs against {AXES[result.axis]}", {
@@ -132,7 +133,6 @@ def place_labels(ax: Axes, anchors: Sequence[tuple[float, float]], texts: Sequen
             if i != best:
                 option.remove()
         placed.append(boxes[best])
-
 
 
 def share_label(percent: float) -> str:
@@ -208,6 +208,7 @@ _SWEEP_LINES = (  # key, label, colour, line style
 
 
 def _draw_sweep(fig: Figure, data: dict[str, Any]) -> None:
+    fig.set_size_inches(9.0, 4.0)  # room for the legend beside the axes
     ax = fig.add_subplot()
     xs = data["values"]
     for key, label, color, style in _SWEEP_LINES:
