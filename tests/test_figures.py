@@ -231,3 +231,18 @@ def test_note002_attention_figure_sits_in_note_002s_section() -> None:
     section = text[text.index("## Note 002"):text.index("## Note 003")]
     assert f"]({correction_figures.ATTENTION_FILE})" in section
     assert "past N = D = 512 tokens; the note's model has N = 65" in section
+
+
+@pytest.mark.parametrize(("tokens", "shown"), [
+    pytest.param("3072", "(3072 tokens)", id="whole"),
+    pytest.param("12544/5", "(2,508.8 tokens)", id="fraction"),  # 12544 / 5 = 2508.8
+])
+def test_sweep_crossover_tokens_read_as_a_number(tokens: str, shown: str) -> None:
+    data = figures.FigureData("sweep", "t", {
+        "axis": "image_size", "values": [224, 448], "total": [10, 40], "attention": [4, 20],
+        "attn_core": [1, 10], "mlp": [5, 15], "rest": [1, 5], "marks": [224, 384],
+        "crossover": 400.0, "crossover_tokens": tokens})
+    (ax,) = [a for a in drawn(data).axes if a.get_legend() is not None]
+    texts = [t.get_text() for t in ax.texts]
+    assert any(t.endswith(shown) for t in texts)
+    assert [t for t in texts if t in ("224", "384", "518")] == ["224", "384"]  # the marks
