@@ -291,7 +291,8 @@ def run_crosscheck(
     :func:`vitprof.analysis.analyze`.
     """
     chosen = check_peers(peers)
-    sizes = {"frames": frames, "in_chans": in_chans, "dtype": dtype, "input_shape": input_shape}
+    sizes: dict[str, Any] = {"frames": frames, "in_chans": in_chans, "dtype": dtype,
+                             "input_shape": input_shape}
     profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
                       deploy=deploy, **sizes)
     subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy,
