@@ -330,21 +330,24 @@ def _own_input(
         guesses.append("3 channels (the model declares none and has no convolution)")
     frames = request.frames or declared.frames
     video = (frames,) if frames else ()
+    given = [what for what, value in (("frames", request.frames),
+                                      ("channels", request.in_chans)) if value is not None]
     if request.image_size is not None:
-        return (*video, *square_or_pair(request.image_size)), channels, \
-            _source("image size given", guesses)
-    if entry is not None:
-        return (*video, *square_or_pair(built_size or entry.image_size)), channels, "zoo entry"
-    if declared.size is not None:
-        return (*video, *declared.size), channels, _source(declared.source, guesses)
-    size = square_or_pair(built_size or DEFAULT_IMAGE_SIZE)
-    said = ("the default size" if size == (DEFAULT_IMAGE_SIZE,) * 2
-            else "the size it was built with")
-    return (*video, *size), channels, _source(said, guesses)
+        size, said = square_or_pair(request.image_size), "image size given"
+    elif entry is not None:
+        size, said, guesses = square_or_pair(built_size or entry.image_size), "zoo entry", []
+    elif declared.size is not None:
+        size, said = declared.size, declared.source
+    else:
+        size = square_or_pair(built_size or DEFAULT_IMAGE_SIZE)
+        said = ("the default size" if size == (DEFAULT_IMAGE_SIZE,) * 2
+                else "the size it was built with")
+    return (*video, *size), channels, _source(said, guesses, given)
 
 
-def _source(said: str, guesses: Sequence[str]) -> str:
-    return "; ".join([said or "nothing declared", *(f"guessed {g}" for g in guesses)])
+def _source(said: str, guesses: Sequence[str], given: Sequence[str] = ()) -> str:
+    parts = [f"{' and '.join(given)} given"] if given else []
+    return "; ".join([*parts, said or "nothing declared", *(f"guessed {g}" for g in guesses)])
 
 
 def given_inputs(inputs: Any, dtype: torch.dtype | None) -> InputSpec:
