@@ -150,7 +150,7 @@ class InputSpec:
         kwargs = {key: _made(value, device, random) for key, value in self.kwargs.items()}
         tensor = self.tensor(device, random=random)
         if isinstance(self.position, str):
-            kwargs[self.position] = tensor
+            kwargs = {self.position: tensor, **kwargs}  # the input first
         else:
             args.insert(self.position, tensor)
         return tuple(args), kwargs
