@@ -353,7 +353,11 @@ def validate_name(name: str) -> ZooEntry | None:
 
 def check_divisible_size(entry: ZooEntry, image_size: ImageSize) -> None:
     """Refuse an image size the zoo model ``entry`` cannot take (not divisible by its patch
-    size), before building it."""
+    size, or not square where its builder takes one int), before building it."""
+    if not isinstance(image_size, int) and image_size[0] != image_size[1] \
+            and not entry.non_square:
+        raise UserError(f"{entry.name} takes a square image size only (its builder takes one "
+                        f"int); got {size_text(image_size)}")
     _check_size(entry.name, image_size, entry.patch_size)
 
 
@@ -407,10 +411,7 @@ def _build(name: str, *, sizes: BuildSizes, num_classes: int | None, device: str
         return _finish(name, _construct(name, factory, device), image_size)
     entry = lookup(name)
     size = _square(image_size) if image_size is not None else entry.image_size
-    if not isinstance(size, int) and not entry.non_square:
-        raise UserError(f"{entry.name} takes a square image size only (its builder takes one "
-                        f"int); got {size_text(size)}")
-    _check_size(entry.name, size, entry.patch_size)
+    check_divisible_size(entry, size)
     classes = num_classes if num_classes is not None else entry.num_classes
     module = _construct(entry.name, lambda: entry.build(size, classes), device)
     return BuiltModel(entry.name, module, size, entry)
