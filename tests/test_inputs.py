@@ -291,3 +291,29 @@ def test_torchvision_vision_transformers_by_name(name: str) -> None:
     crop = tvm.get_model_weights(name).DEFAULT.transforms.keywords["crop_size"]
     assert profile.input_shape == (1, 3, crop, crop)
     assert profile.components[Component.OTHER].macs < profile.totals.macs
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_cli_dtype_input_shape_and_channels(capsys) -> None:
+    single = _cli_json(["analyze", "note002_cifar_vit_tiny"], capsys)
+    assert single["inputs"] == [{"name": "args[0]", "shape": [1, 3, 32, 32], "dtype": "float32"}]
+    half = _cli_json(["analyze", "note002_cifar_vit_tiny", "--dtype", "bfloat16"], capsys)
+    assert half["totals"] == single["totals"]
+    assert half["inputs"][0]["dtype"] == "bfloat16"
+    shaped = _cli_json(["analyze", "note002_cifar_vit_tiny", "--input-shape", "2,3,32,32"],
+                       capsys)
+    assert shaped["input_shape"] == [2, 3, 32, 32] and shaped["input_source"] == (
+        "input shape given")
+    assert shaped["totals"]["macs"] == 2 * single["totals"]["macs"]  # two images
+
+
+def test_cli_channels_build_a_timm_model_for_them(capsys) -> None:
+    pytest.importorskip("timm")
+    data = _cli_json(["analyze", "timm:vit_tiny_patch16_224", "--in-chans", "1"], capsys)
+    assert data["input_shape"] == [1, 1, 224, 224]
+    assert data["input_source"].startswith("channels given")
+    # one-channel 16 x 16 patches, width 192: 14 x 14 patches x 192 x 256 MACs
+    assert data["components"]["patch_embed"]["macs"] == 14 * 14 * 192 * (1 * 16 * 16)
+    assert data["components"]["patch_embed"]["params"] == 16 * 16 * 192 + 192
