@@ -317,3 +317,19 @@ def test_cli_channels_build_a_timm_model_for_them(capsys) -> None:
     # one-channel 16 x 16 patches, width 192: 14 x 14 patches x 192 x 256 MACs
     assert data["components"]["patch_embed"]["macs"] == 14 * 14 * 192 * (1 * 16 * 16)
     assert data["components"]["patch_embed"]["params"] == 16 * 16 * 192 + 192
+
+
+@pytest.mark.slow
+def test_timm_naflexvit_takes_its_patches_as_keywords() -> None:
+    pytest.importorskip("timm")
+    tokens, patch = 14 * 14, 16 * 16 * 3  # a 224 x 224 image as 196 flattened 16 x 16 patches
+    rows, columns = torch.meshgrid(torch.arange(14), torch.arange(14), indexing="ij")
+    inputs = {"x": torch.zeros(1, tokens, patch),
+              "patch_coord": torch.stack([rows, columns], -1).reshape(1, tokens, 2),
+              "patch_valid": torch.ones(1, tokens, dtype=torch.bool)}
+    profile = analyze("timm:naflexvit_base_patch16_gap", inputs=inputs)
+    assert [(i.name, i.shape, i.dtype) for i in profile.inputs] == [
+        ("x", (1, 196, 768), "float32"), ("patch_coord", (1, 196, 2), "int64"),
+        ("patch_valid", (1, 196), "bool")]
+    # the linear patch embedding: 196 patches x 768 inputs x width 768
+    assert profile.components[Component.PATCH_EMBED].macs == tokens * patch * 768

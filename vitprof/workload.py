@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map
 
 from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
@@ -83,7 +84,9 @@ class TensorSpec:
 
 
 def _made(value: Any, device: str, random: bool) -> Any:
-    return value.make(device, random=random) if isinstance(value, TensorSpec) else value
+    """``value`` with every :class:`TensorSpec` in it (nested in tuples, lists, dicts) made."""
+    return tree_map(lambda v: v.make(device, random=random) if isinstance(v, TensorSpec) else v,
+                    value)
 
 
 @dataclass(frozen=True)
@@ -393,10 +396,13 @@ def _arguments(inputs: Any) -> CallArgs:
 
 
 def _spec(value: Any, dtype: torch.dtype | None) -> Any:
-    if not isinstance(value, torch.Tensor):
-        return value
-    converted = dtype if dtype is not None and value.dtype.is_floating_point else value.dtype
-    return TensorSpec(tuple(value.shape), converted)
+    """``value`` with every tensor in it (nested in tuples, lists, dicts) a TensorSpec."""
+
+    def spec(tensor: torch.Tensor) -> TensorSpec:
+        floating = dtype is not None and tensor.dtype.is_floating_point
+        return TensorSpec(tuple(tensor.shape), dtype if floating else tensor.dtype)
+
+    return tree_map(lambda v: spec(v) if isinstance(v, torch.Tensor) else v, value)
 
 
 def _main_position(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | str:
