@@ -399,8 +399,8 @@ def _spec(value: Any, dtype: torch.dtype | None) -> Any:
     """``value`` with every tensor in it (nested in tuples, lists, dicts) a TensorSpec."""
 
     def spec(tensor: torch.Tensor) -> TensorSpec:
-        floating = dtype is not None and tensor.dtype.is_floating_point
-        return TensorSpec(tuple(tensor.shape), dtype if floating else tensor.dtype)
+        converted = dtype if dtype is not None and tensor.dtype.is_floating_point else None
+        return TensorSpec(tuple(tensor.shape), converted or tensor.dtype)
 
     return tree_map(lambda v: spec(v) if isinstance(v, torch.Tensor) else v, value)
 
