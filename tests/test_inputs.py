@@ -333,3 +333,22 @@ def test_timm_naflexvit_takes_its_patches_as_keywords() -> None:
         ("patch_valid", (1, 196), "bool")]
     # the linear patch embedding: 196 patches x 768 inputs x width 768
     assert profile.components[Component.PATCH_EMBED].macs == tokens * patch * 768
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param({"inputs": torch.zeros(1, 3, 32, 32), "frames": 4},
+                     "inputs are given: they exclude frames", id="inputs-and-frames"),
+        pytest.param({"inputs": torch.zeros(1, 3, 32, 32), "input_shape": (1, 3, 32, 32)},
+                     "inputs are given: they exclude input_shape", id="inputs-and-shape"),
+        pytest.param({"inputs": "pixels"}, "inputs must be a tensor, a tuple of tensors, a dict",
+                     id="inputs-of-a-string"),
+        pytest.param({"inputs": (torch.zeros(4, 5),)}, "inputs hold no tensor of 3 or more "
+                     "dimensions", id="inputs-without-an-image"),
+    ],
+)
+def test_given_inputs_are_refused_in_one_line(kwargs: dict, message: str) -> None:
+    with pytest.raises(UserError, match=message) as caught:
+        analyze(TwoInputs(), **kwargs)
+    assert "\n" not in str(caught.value)

@@ -198,9 +198,10 @@ class InputRequest:
         given = [name for name, value in sizes.items() if value is not None]
         if self.shape is not None and given:
             raise UserError(f"input_shape is the whole input: it excludes {', '.join(given)}")
-        if self.inputs is not None and (given or self.shape is not None):
-            raise UserError(f"inputs are given: they exclude "
-                            f"{', '.join([*given, *(['input_shape'] * (self.shape is not None))])}")
+        if self.shape is not None:
+            given.append("input_shape")
+        if self.inputs is not None and given:
+            raise UserError(f"inputs are given: they exclude {', '.join(given)}")
 
 
 def check_shape(shape: object) -> tuple[int, ...]:
