@@ -509,8 +509,7 @@ def _flex_attention_wrapped(counter: OpCounter) -> Iterator[None]:
         yield
         return
     priced = partial(_priced_flex_attention, counter, original)
-    bound = [vars(m) for m in list(sys.modules.values())
-             if isinstance(m, ModuleType) and vars(m).get("flex_attention") is original]
+    bound = _flex_bindings(original)
     for namespace in bound:
         namespace["flex_attention"] = priced
     try:
@@ -518,6 +517,19 @@ def _flex_attention_wrapped(counter: OpCounter) -> Iterator[None]:
     finally:
         for namespace in bound:
             namespace["flex_attention"] = original
+
+
+_BINDINGS: dict[str, Any] = {}  # the last scan: modules seen and the namespaces found
+
+
+def _flex_bindings(original: Callable[..., Any]) -> list[dict[str, Any]]:
+    """The namespaces of loaded modules whose ``flex_attention`` is ``original``; scanned again
+    only when modules were loaded since the last scan (a scan takes milliseconds)."""
+    if _BINDINGS.get("modules") != len(sys.modules) or _BINDINGS.get("original") is not original:
+        found = [vars(m) for m in list(sys.modules.values())
+                 if isinstance(m, ModuleType) and vars(m).get("flex_attention") is original]
+        _BINDINGS.update(modules=len(sys.modules), original=original, found=found)
+    return list(_BINDINGS["found"])
 
 
 class _AttentionMode(TorchFunctionMode):
