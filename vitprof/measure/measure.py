@@ -35,7 +35,6 @@ from vitprof.count.running import (
 from vitprof.count.session import image_inputs
 from vitprof.measure.memory import (
     activation_bytes,
-    dtype_name,
     param_bytes_by_component,
     param_bytes_by_dtype,
     saved_for_backward,
@@ -50,7 +49,7 @@ from vitprof.measure.timing import (
     plan_intervals,
     time_forward,
 )
-from vitprof.workload import DTYPES, ImageSize, Workload, make_workload
+from vitprof.workload import DTYPES, ImageSize, Workload, dtype_name, make_workload
 
 
 @dataclass(frozen=True)
