@@ -13,6 +13,7 @@ from vitprof.core.errors import UserError
 from vitprof.count.families import recognize
 from vitprof.models.family.base import ModelFamily
 from vitprof.models.family.hugging_face import HF_CONFIGS
+from vitprof.models.family.torchvision import HIERARCHICAL
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import ZOO, build
 
@@ -41,9 +42,9 @@ def test_the_registry_lists_each_family_file_once() -> None:
 def test_the_zoo_is_the_families_entries_in_registry_order() -> None:
     expected = [entry.name for family in registry.FAMILIES for entry in family.entries]
     assert list(ZOO) == expected
-    # 5 torchvision ViTs + vit_22b, 5 note models + 4 scaling sizes + vit_22b_parallel,
-    # 4 Hugging Face configs
-    assert len(ZOO) == 6 + 10 + 4 == 20
+    # 5 torchvision ViTs + 3 Swin + 3 Swin V2 + MaxViT + vit_22b, 5 note models + 4 scaling
+    # sizes + vit_22b_parallel, 4 Hugging Face configs
+    assert len(ZOO) == 13 + 10 + 4 == 27
 
 
 def _family_of_module(family: ModelFamily) -> str:
@@ -55,7 +56,7 @@ def _family_of_module(family: ModelFamily) -> str:
 NO_SPEC = {"vit_22b_parallel": "parallel attention/MLP blocks"}
 
 
-@pytest.mark.parametrize("name", list(ZOO))
+@pytest.mark.parametrize("name", [name for name in ZOO if name not in HIERARCHICAL])
 def test_each_zoo_entry_family_file_gives_table_inferrer_and_factory(name: str) -> None:
     entry = ZOO[name]
     family = BY_NAME[entry.family]
@@ -70,6 +71,19 @@ def test_each_zoo_entry_family_file_gives_table_inferrer_and_factory(name: str) 
     spec = spec_from_model(model)
     assert (spec.image_size, spec.patch_size, spec.num_classes) == (
         entry.image_size, entry.patch_size, entry.num_classes)
+
+
+@pytest.mark.parametrize("name", list(HIERARCHICAL))
+def test_torchvision_hierarchical_entries_are_built_by_their_family_file(name: str) -> None:
+    """Swin and MaxViT: torchvision's own builders, no ViTSpec (no closed form describes them),
+    placed by the generic recognizer."""
+    entry = ZOO[name]
+    assert entry in BY_NAME["torchvision"].entries and entry.non_square
+    model = build(f"torchvision:{name}", device="meta").module
+    assert type(model).__module__.startswith("torchvision.models.")
+    assert recognize(model).family == "generic"
+    with pytest.raises(UserError, match="cannot infer a ViTSpec"):
+        spec_from_model(model)
 
 
 def test_a_timm_model_is_read_by_the_timm_family_file() -> None:
