@@ -119,6 +119,14 @@ def tensor_bytes(value: Any) -> int:
     return 0
 
 
+def _store(table: dict[Any, Any], key: Any, value: Any) -> None:
+    """``table[key] = value``, or no entry for ``key`` when ``value`` is None or empty."""
+    if value is not None and value != ():
+        table[key] = value
+    else:
+        table.pop(key, None)
+
+
 def _first_shape(out: Any) -> tuple[int, ...]:
     """Shape of the first tensor in ``out``, () if none."""
     return next((tuple(t.shape) for t in _tensors(out)), ())
@@ -229,7 +237,9 @@ class OpCounter:
             )
         if forward:
             for tensor in _tensors(out):
-                self.producer[storage_key(tensor)] = len(self.pending) - 1
+                key = storage_key(tensor)
+                self.producer[key] = len(self.pending) - 1
+                self.carried.pop(key, None)  # a storage freed and reused holds nothing old
 
     def mark_input(self, leaves: list[Any]) -> None:
         """The tensors among ``leaves`` are the model's input."""
@@ -256,14 +266,11 @@ class OpCounter:
             [*self._params_of(keys), *(name for key in keys for name in self.carried.get(key, ()))]
         ))
         from_input = any(key in self.input_keys for key in keys)
-        if not (sources or held or from_input):
-            return
         for tensor in _tensors(out):
             key = storage_key(tensor)
-            if sources:
-                self.producer[key] = sources[-1]
-            if held:
-                self.carried[key] = held
+            # a new output may reuse the storage of a freed tensor: what was known of it goes
+            _store(self.producer, key, sources[-1] if sources else None)
+            _store(self.carried, key, held)
             if from_input:
                 self.input_keys.add(key)
 
@@ -359,22 +366,28 @@ def _shares(traffic: tuple[int, int], macs: list[int]) -> list[tuple[int, int]]:
 def resolve_positions(pending: Sequence[Placed], has_blocks: bool) -> list[Component]:
     """Components of ops no parameter or module names, by data flow then position.
 
+    Data flow: an op without a component takes that of the latest op that produced one of its
+    inputs, looking through norms (``x + norm(attn(x))`` is ``attn_proj``, not ``norm``).
     ``pending`` are the forward records, indexed as in the counter (sources refer to them), each
     with its component if known (else None) and its block.
     """
     resolved: list[Component | None] = [p.component for p in pending]
+    passed: list[Component | None] = [None] * len(pending)  # a norm passes on its input's
     last_in_block: dict[int, Component] = {}
     seen_block = False
     for i, p in enumerate(pending):
+        producers = [j for j in p.sources if j < i and passed[j] is not None]
         if p.block is not None:
             seen_block = True
             if resolved[i] is None:
-                producers = [j for j in p.sources if j < i and resolved[j] is not None]
-                resolved[i] = resolved[producers[-1]] if producers else last_in_block.get(p.block)
+                resolved[i] = passed[producers[-1]] if producers else last_in_block.get(p.block)
             if (found := resolved[i]) is not None:
                 last_in_block[p.block] = found
         elif resolved[i] is None and has_blocks:
             resolved[i] = Component.HEAD if seen_block else Component.TOKENS
+        passed[i] = resolved[i]
+        if resolved[i] is Component.NORM and producers:
+            passed[i] = passed[producers[-1]]
     next_in_block: dict[int, Component] = {}
     for i in reversed(range(len(pending))):
         block = pending[i].block

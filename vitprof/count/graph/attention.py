@@ -1,8 +1,9 @@
 """Attention cores and their projections, found in the data flow.
 
 A **core** is a fused attention op (scaled-dot-product or flex attention, or the attn_core part
-of ``_native_multi_head_attention``), or a free product followed, through records without MACs
-(scaling, a mask or bias add, softmax or another normalisation), by a second free product:
+of ``_native_multi_head_attention``), or a free product followed, through records that map
+the scores (scaling, a mask or bias add, softmax or another normalisation, the head-mixing
+linears of talking-heads attention), by a second free product:
 ``softmax(Q K^T) V`` and linear attention ``Q (K^T V)`` alike. The core is every record on that
 path. **attn_qkv** are the first weighted records upstream of the core's inputs, walking through
 records without MACs that read no parameter but a norm's (views are not records; QK-norm,
@@ -35,7 +36,7 @@ class Core:
 
 def _second_product(flow: Flow, start: int, taken: set[int]) -> list[int] | None:
     """The records from the free product ``start`` to a second free product it feeds, through
-    at most :data:`DEPTH` records without MACs; None if there is none."""
+    at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`); None if none."""
     parents: dict[int, int] = {}
     frontier = [start]
     for _ in range(DEPTH + 1):
@@ -47,7 +48,7 @@ def _second_product(flow: Flow, start: int, taken: set[int]) -> list[int] | None
                 parents[j] = i
                 if flow.free_product(j):
                     return path_to(parents, j)
-                if flow.steps[j].macs == 0 and j not in flow.joins:
+                if flow.on_map(j, start):
                     following.append(j)
         frontier = following
     return None

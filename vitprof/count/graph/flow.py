@@ -11,6 +11,7 @@ bounded (:data:`WINDOW` records back), so the cost stays linear in the number of
 from __future__ import annotations
 
 from functools import cached_property
+from math import prod
 
 from vitprof.core.records import Component
 from vitprof.count.trace import Trace
@@ -53,6 +54,15 @@ class Flow:
         read unless it is a norm's (a position-embedding add or a layer scale stops it)."""
         step = self.steps[i]
         return step.macs == 0 and i not in self.joins and (not step.params or self.norm(i))
+
+    def on_map(self, i: int, scores: int) -> bool:
+        """Step ``i`` maps the attention scores made by step ``scores``: not a join, and either
+        without MACs or a weighted map that keeps their number of elements (talking heads)."""
+        if i in self.joins:
+            return False
+        if self.steps[i].macs == 0:
+            return True
+        return self.weighted(i) and prod(self.steps[i].shape) == prod(self.steps[scores].shape)
 
     def ancestors(self, i: int, low: int) -> set[int]:
         """Records with index >= ``low`` that ``i`` depends on, ``i`` included."""

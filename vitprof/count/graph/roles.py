@@ -124,7 +124,9 @@ def _param_roles(
         if name not in readers and reader not in in_cores and not flow.weighted(reader):
             role = C.HEAD if reader > last else C.TOKENS
         block = owner_block(name.rpartition(".")[0])
-        roles[name] = (role, block if block is not None else blocks.of_step[reader])
+        if block is None and role is not C.TOKENS:
+            block = blocks.of_step[reader]
+        roles[name] = (role, block)
     return roles
 
 
