@@ -25,8 +25,8 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import DEVICES, MODES, Component, OpRecord, ParamRecord
 from vitprof.count.families import ComponentMap, Rule, recognize
 from vitprof.count.families.generic import GENERIC
-from vitprof.count.graph import graph_breakdown
 from vitprof.count.formulas import Formula
+from vitprof.count.graph import graph_breakdown
 from vitprof.count.result import Profile
 from vitprof.count.running import (
     CountFailed,
