@@ -177,7 +177,7 @@ def breakdown(
 
 def _clean_table(found: Found) -> bool:
     """A table (not the generic recognizer) placed everything and passes the self-checks."""
-    return (found.family != GENERIC and not found.warnings and not self_checks(found.ops)
+    return (found.family != GENERIC and not self_checks(found.ops)
             and all(p.component is not Component.OTHER for p in found.params)
             and all(op.component is not Component.OTHER or not op.macs for op in found.ops))
 

@@ -211,10 +211,10 @@ def graph_breakdown(
     params = {name: ParamRecord(name, p.numel(), *param_roles[name], tuple(p.shape))
               for name, p in model.named_parameters() if name in param_roles}
     params.update({record.name: record for record in _unread(model, param_roles)})
-    warnings: tuple[str, ...] = ()
+    unknown = [name for name, p in params.items() if p.component is C.OTHER]
+    warnings = unrecognized_warnings(unknown)
     if overrides:
-        roles, warnings = _override(model, flow, roles, params, overrides)
+        roles, ruled = _override(model, flow, roles, params, overrides)
+        warnings += ruled
     ordered = tuple(params[name] for name, _ in model.named_parameters())
-    unknown = [p.name for p in ordered if p.component is C.OTHER]
-    return Breakdown(_relabel(ops, trace, roles, blocks.of_step), ordered,
-                     warnings + unrecognized_warnings(unknown))
+    return Breakdown(_relabel(ops, trace, roles, blocks.of_step), ordered, warnings)
