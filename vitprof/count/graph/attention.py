@@ -28,6 +28,7 @@ class Core:
     steps: frozenset[int]
     qkv: frozenset[int]
     proj: frozenset[int]
+    bias: frozenset[int] = frozenset()  # weighted records making a bias or mask of the scores
 
     @property
     def first(self) -> int:
@@ -72,7 +73,8 @@ def _core_steps(flow: Flow) -> list[frozenset[int]]:
     return cores
 
 
-def _walk(flow: Flow, starts: list[int], core: frozenset[int], upstream: bool) -> set[int]:
+def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
+          upstream: bool) -> set[int]:
     """The first weighted records reached from ``starts`` through :meth:`Flow.passes` records,
     upstream (through sources) or downstream (through consumers)."""
     found: set[int] = set()
@@ -90,15 +92,48 @@ def _walk(flow: Flow, starts: list[int], core: frozenset[int], upstream: bool) -
     return found
 
 
+def _inputs(flow: Flow, steps: frozenset[int]) -> tuple[list[int], list[int]]:
+    """Producers of the core's operands (q, k, v: what the products and a fused op multiply)
+    and of what it reads beside them (a mask or a position bias added to the scores)."""
+    operands: list[int] = []
+    beside: list[int] = []
+    for i in steps:
+        step = flow.steps[i]
+        outside = [j for j in step.sources if j not in steps]
+        (operands if step.macs else beside).extend(outside)
+        beside.extend(step.beside)
+    return operands, beside
+
+
+def _bias(flow: Flow, starts: list[int], known: frozenset[int], module: str) -> frozenset[int]:
+    """The records upstream of ``starts`` run inside ``module`` (the core's); in the root module
+    (a flat forward) only up to a join, the residual stream."""
+    found: set[int] = set()
+    stack = list(starts)
+    while stack:
+        i = stack.pop()
+        if i in found or i in known or (not module and i in flow.joins):
+            continue
+        if not flow.steps[i].module.startswith(module):
+            continue
+        found.add(i)
+        stack.extend(flow.steps[i].sources)
+    return frozenset(found)
+
+
 def find_cores(flow: Flow) -> list[Core]:
-    """Every attention core of the trace, in execution order."""
+    """Every attention core of the trace, in execution order. Weighted records that make a bias
+    of the scores (Swin v2's position MLP, SAM's decomposed relative positions) in the core's
+    module belong to the core."""
     cores = []
     for steps in _core_steps(flow):
         if any(flow.steps[i].fixed is not None for i in steps):
             cores.append(Core(steps, frozenset(), frozenset()))
             continue
-        inputs = [j for i in steps for j in flow.steps[i].sources if j not in steps]
+        operands, beside = _inputs(flow, steps)
         outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
-        cores.append(Core(steps, frozenset(_walk(flow, inputs, steps, upstream=True)),
-                          frozenset(_walk(flow, outputs, steps, upstream=False))))
+        qkv = frozenset(_walk(flow, operands, steps, upstream=True))
+        bias = _bias(flow, beside, steps | qkv, flow.steps[min(steps)].module)
+        cores.append(Core(steps, qkv, frozenset(_walk(flow, outputs, steps, upstream=False)),
+                          bias))
     return cores
