@@ -205,3 +205,19 @@ def test_beit_relative_position_bias_passed_as_a_mask_is_attention_core() -> Non
     graph = analyze(model, recognizer="graph")
     # 12 blocks x ((2*14 - 1)^2 + 3 relative positions) x 12 heads = 105_408
     assert graph.components[C.ATTN_CORE].params == 12 * (27**2 + 3) * 12
+
+
+def test_hugging_face_levit_alternating_attention_and_mlp_layers() -> None:
+    # HF LeViT stacks Residual(attention), Residual(mlp), ... as siblings: each MLP layer is
+    # part of the block before it (it was a conv residual outside the blocks, the last one head)
+    config = transformers.LevitConfig(num_labels=10)
+    with torch.device("meta"):
+        model = transformers.LevitForImageClassification(config)
+    profile = analyze(model, recognizer="graph")
+    assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
+    assert counts(profile, C.CONV) == (0, 0)
+    # the default config, depths 4, 4, 4, and 2 attention-downsampling blocks
+    assert list(config.depths) == [4, 4, 4] and len(profile.blocks) == 4 + 4 + 4 + 2
+    # the classifier Linear(384, 10) on the pooled tokens (its BatchNorm1d is norm)
+    assert counts(profile, C.HEAD) == (384 * 10 + 10, 384 * 10)
+    assert profile.components[C.MLP].macs > 0
