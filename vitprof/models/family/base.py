@@ -59,8 +59,8 @@ class ModelFamily:
 
     ``table`` is None for a family whose models the graph recognizer (:mod:`vitprof.count.graph`;
     the generic one, :mod:`vitprof.count.families.generic`, under ``recognizer="tables"``)
-    places, component by component, with nothing left in ``other``. ``known`` names what the inferrers read, for the error that lists them.
-    Every zoo entry's ``family`` is ``name``.
+    places, component by component, with nothing left in ``other``. ``known`` names what the
+    inferrers read, for the error that lists them. Every zoo entry's ``family`` is ``name``.
     """
 
     name: str
