@@ -55,7 +55,7 @@ from vitprof.analysis import analyze
 from vitprof.checks.baseline import Baseline, Limit, baseline_limits, save_baseline
 from vitprof.checks.diff import Snapshot, parse_percent
 from vitprof.checks.toml_lines import key_line, table_at
-from vitprof.core.choices import PROFILE_DTYPES
+from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import Component, Counts
 from vitprof.count.families import Rule
@@ -105,6 +105,7 @@ class Kind(StrEnum):
     RULES = "table of REGEX = COMPONENT"
     TABLE = "table"
     PERCENT = "percentage such as \"1%\""
+    RECOGNIZER = "recognizer"  # one of vitprof.core.choices.RECOGNIZERS
 
 
 SHARES = frozenset({Metric.SHARE, Metric.PARAMS_SHARE})
@@ -128,6 +129,7 @@ SETTINGS: dict[str, Kind] = {
     "batch_size": Kind.POSITIVE,
     "num_classes": Kind.POSITIVE,
     "map": Kind.RULES,
+    "recognizer": Kind.RECOGNIZER,
     "components": Kind.TABLE,
     "blocks": Kind.TABLE,
     "baseline": Kind.TEXT,  # a saved profile (vitprof.checks.baseline), with max_increase
@@ -170,6 +172,7 @@ class Budget:
     overrides: tuple[Rule, ...] = ()
     frames: int | None = None
     dtype: str | None = None  # a name of PROFILE_DTYPES; None: the model's own
+    recognizer: str = "auto"
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
     baseline: Baseline | None = None
 
@@ -349,6 +352,7 @@ def _parse_entry(
         batch_size=settings.get("batch_size", 1),
         num_classes=settings.get("num_classes"),
         overrides=settings.get("map", ()),
+        recognizer=settings.get("recognizer", "auto"),
         origin=where.place((name, "model") if "model" in table else (name,)),
         baseline=baseline,
     )
@@ -444,6 +448,10 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
         return value
     if kind is Kind.PERCENT:
         return _percent(value, path, where)
+    if kind is Kind.RECOGNIZER:
+        if value not in RECOGNIZERS:
+            raise where.error(path, _unknown("recognizer", str(value), list(RECOGNIZERS)))
+        return value
     return _rules(_table(value, path, where), path, where)
 
 
@@ -565,7 +573,7 @@ def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
         profile = analyze(
             budget.model, image_size=budget.image_size, batch_size=budget.batch_size,
             num_classes=budget.num_classes, overrides=budget.overrides, frames=budget.frames,
-            dtype=budget.dtype,
+            dtype=budget.dtype, recognizer=budget.recognizer,
             name=budget.name if isinstance(budget.model, nn.Module) else None,
         )
     except UserError as error:

@@ -280,10 +280,12 @@ def run_crosscheck(
     in_chans: int | None = None,
     dtype: torch.dtype | str | None = None,
     input_shape: Sequence[int] | None = None,
+    recognizer: str = "auto",
 ) -> CrossCheck:
     """vitprof's count of ``model`` next to each peer's, every difference decomposed.
 
-    ``overrides`` are ``--map`` rules for vitprof's breakdown (the totals do not depend on them).
+    ``overrides`` are ``--map`` rules and ``recognizer`` the recognizer for vitprof's breakdown
+    (the totals depend on neither).
     ``grad=False`` runs the peers that run a forward under ``torch.no_grad()``, where
     ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way). With
     ``deploy``, vitprof and every peer count the deploy form (:mod:`vitprof.models.deploy`).
@@ -294,7 +296,7 @@ def run_crosscheck(
     sizes: dict[str, Any] = {"frames": frames, "in_chans": in_chans, "dtype": dtype,
                              "input_shape": input_shape}
     profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
-                      deploy=deploy, **sizes)
+                      deploy=deploy, recognizer=recognizer, **sizes)
     subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy,
                       sizes=sizes)
     return _check(subject, chosen)

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     profile = analyze(
         args.model, batch_size=args.batch_size, num_classes=args.num_classes,
         device=args.device, overrides=args.map, mode=args.mode, deploy=args.deploy,
-        **shape_options(args),
+        recognizer=args.recognizer, **shape_options(args),
     )
     for message in profile.warnings:
         warn(message)

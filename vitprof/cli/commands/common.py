@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from vitprof.core.choices import PROFILE_DTYPES
+from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 
@@ -93,6 +93,14 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
     parser.add_argument("--device", choices=("meta", "cpu", "cuda"), default="meta")
     add_map_option(parser)
+    add_recognizer_option(parser)
+
+
+def add_recognizer_option(parser: argparse.ArgumentParser) -> None:
+    """``--recognizer auto|graph|tables``: who names the components (``--map`` wins)."""
+    parser.add_argument("--recognizer", choices=RECOGNIZERS, default="auto",
+                        help="auto: a table when it places everything cleanly, else graph; "
+                             "graph: roles from the data flow; tables: a table, else names")
 
 
 SHAPE_OPTIONS = ("image_size", "frames", "in_chans", "dtype", "input_shape")

@@ -12,6 +12,7 @@ import argparse
 from vitprof.cli.commands.common import (
     DEPLOY_HELP,
     add_map_option,
+    add_recognizer_option,
     add_shape_options,
     positive_int,
     shape_options,
@@ -43,6 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="run the peers under torch.no_grad() (nn.MultiheadAttention then "
                              "takes its fused fast path)")
     add_map_option(parser)
+    add_recognizer_option(parser)
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
     parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
     parser.set_defaults(run=run)
@@ -56,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.output)
     check = run_crosscheck(
         args.model, batch_size=args.batch_size, peers=args.peers, grad=not args.no_grad,
-        overrides=args.map, deploy=args.deploy, **shape_options(args),
+        overrides=args.map, deploy=args.deploy, recognizer=args.recognizer,
+        **shape_options(args),
     )
     for message in check.warnings:
         warn(message)

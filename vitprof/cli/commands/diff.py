@@ -64,7 +64,7 @@ def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
         return read_profile(Path(spec))
     profile = analyze(
         spec, batch_size=args.batch_size, num_classes=args.num_classes, device=args.device,
-        overrides=args.map, mode=args.mode, **shape_options(args),
+        overrides=args.map, mode=args.mode, recognizer=args.recognizer, **shape_options(args),
     )
     for message in profile.warnings:
         warn(f"{spec}: {message}")
@@ -76,7 +76,8 @@ def _options_given(args: argparse.Namespace) -> list[str]:
               for key in SHAPE_OPTIONS}
     given = {**shapes, "--batch-size": args.batch_size != 1,
              "--num-classes": args.num_classes is not None, "--device": args.device != "meta",
-             "--map": bool(args.map), "--mode": args.mode != "inference"}
+             "--map": bool(args.map), "--mode": args.mode != "inference",
+             "--recognizer": args.recognizer != "auto"}
     return [option for option, set_ in given.items() if set_]
 
 

@@ -1,0 +1,242 @@
+"""The graph recognizer: roles read from the data flow, on code styles no table knows.
+
+Models (tests/models_styles.py): 1x3x16x16 image, patch 4 -> N = 16 patches, width D = 32,
+MLP hidden 64, 4 heads of 8, 2 blocks. Per block: q/k/v 3 x N x D x D, attention products
+2 x N^2 x D (summed over heads), output N x D x D, MLP 2 x N x D x 64.
+"""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+import transformers
+from models_styles import FlatViT, HybridMapViT, ParallelViT, PoolingViT
+
+from vitprof import Component as C
+from vitprof import analyze
+from vitprof.cli.main import main
+
+QKV, CORE, PROJ, MLP = 3 * 16 * 32 * 32, 2 * 16 * 16 * 32, 16 * 32 * 32, 2 * 16 * 32 * 64
+PATCH = 16 * 48 * 32  # 16 patches of 3*4*4 = 48 values into D = 32: 24_576
+
+STYLES = {
+    "parallel": (ParallelViT, {
+        C.PATCH_EMBED: (32 * 48 + 32, PATCH), C.TOKENS: (16 * 32, 0),
+        C.ATTN_QKV: (2 * 3 * 32 * 32, 2 * QKV),  # no biases
+        C.ATTN_CORE: (0, 2 * CORE), C.ATTN_PROJ: (2 * 32 * 32, 2 * PROJ),
+        C.MLP: (2 * 2 * 32 * 64, 2 * MLP),
+        C.NORM: (2 * (32 + 8 + 8) + 2 * 32, 0),  # LN + QK-norms without bias, final LN
+        C.HEAD: (32 * 10 + 10, 32 * 10),
+    }),
+    "1x1-conv-attention": (HybridMapViT, {
+        C.PATCH_EMBED: (32 * 48 + 32, PATCH),
+        C.CONV: (32 * 9 + 32 * 32, 16 * 32 * 9 + 16 * 32 * 32),  # depthwise 3x3 + pointwise
+        C.ATTN_QKV: (2 * (96 * 32 + 96), 2 * QKV), C.ATTN_CORE: (0, 2 * CORE),
+        C.ATTN_PROJ: (2 * (32 * 32 + 32), 2 * PROJ),
+        C.MLP: (2 * (32 * 64 + 64 + 64 * 32 + 32), 2 * MLP),
+        C.NORM: (2 * 2 * 2 * 32, 0),  # two BatchNorm2d(32) per block, weight and bias
+        C.HEAD: (32 * 10 + 10, 32 * 10),
+    }),
+    "pooling-head-raw-proj-patch-transformer-scale-mixer": (PoolingViT, {
+        C.PATCH_EMBED: (48 * 32 + 32, PATCH), C.TOKENS: (16 * 32, 0),
+        C.ATTN_QKV: (2 * 3 * 32 * 32, 2 * QKV), C.ATTN_CORE: (0, 2 * CORE),
+        C.ATTN_PROJ: (2 * (32 * 32 + 32 + 32), 2 * PROJ),  # + the layer scale named `scale`
+        C.MLP: (2 * (32 * 64 + 64 + 64 * 32 + 32 + 32), 2 * MLP),
+        C.NORM: (2 * 2 * 2 * 32, 0),
+        # Linear(D, 1) over 16 tokens, the pooling product 16 x 32, pooled @ proj 32 x 10
+        C.HEAD: (32 + 1 + 32 * 10, 16 * 32 + 16 * 32 + 32 * 10),
+    }),
+    "flat-forward-raw-parameters": (FlatViT, {
+        C.PATCH_EMBED: (48 * 32, PATCH), C.TOKENS: (32 + 17 * 32, 0),  # class token, 17 positions
+        # 17 tokens, one head: q/k/v 17*32*96, products 2*17*17*32, output 17*32*32
+        C.ATTN_QKV: (2 * 32 * 96, 2 * 17 * 32 * 96), C.ATTN_CORE: (0, 2 * 2 * 17 * 17 * 32),
+        C.ATTN_PROJ: (2 * 32 * 32, 2 * 17 * 32 * 32),
+        C.MLP: (2 * 2 * 32 * 64, 2 * 2 * 17 * 32 * 64), C.NORM: (2 * 2 * 32, 0),
+        C.HEAD: (32 * 10, 32 * 10),
+    }),
+}
+
+
+def counts(profile, component: C) -> tuple[int, int]:
+    found = profile.components[component]
+    return found.params, found.macs
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_graph_places_every_style(style: str) -> None:
+    factory, expected = STYLES[style]
+    with torch.device("meta"):
+        model = factory()
+    profile = analyze(model, image_size=16, recognizer="graph")
+    assert profile.family == "graph"
+    assert profile.warnings == ()
+    assert counts(profile, C.OTHER) == (0, 0)
+    for component in C:
+        assert counts(profile, component) == expected.get(component, (0, 0)), component
+    assert len(profile.blocks) == 2
+    first, second = (block.total for block in profile.blocks)
+    assert (first.params, first.macs) == (second.params, second.macs)
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_auto_falls_back_to_the_graph_where_no_table_detects(style: str) -> None:
+    with torch.device("meta"):
+        model = STYLES[style][0]()
+    assert analyze(model, image_size=16).family == "graph"
+
+
+def test_training_step_follows_the_forward_roles() -> None:
+    with torch.device("meta"):
+        model = ParallelViT()
+    profile = analyze(model, image_size=16, recognizer="graph", mode="train")
+    assert counts(profile, C.OTHER) == (0, 0)
+    # the backward of each product costs twice its forward: attention products 3 x forward
+    assert profile.components[C.ATTN_CORE].macs == 3 * 2 * CORE
+
+
+def test_a_model_without_attention_stays_in_other() -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 4, 4), torch.nn.Flatten(),
+                                torch.nn.Linear(8 * 16, 10))
+    profile = analyze(model, image_size=16, recognizer="graph")
+    assert profile.components[C.OTHER].macs == profile.totals.macs > 0
+    assert any("no transformer blocks recognized" in w for w in profile.warnings)
+
+
+def _hf_vit() -> torch.nn.Module:
+    config = transformers.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                    intermediate_size=128, image_size=32, patch_size=8,
+                                    num_labels=10)
+    with torch.device("meta"):
+        return transformers.ViTForImageClassification(config)
+
+
+def _timm(name: str):
+    def build() -> torch.nn.Module:
+        with torch.device("meta"):
+            return timm.create_model(name, pretrained=False)
+    return build
+
+
+TABLE_MODELS = {
+    "vit_b_16": lambda: "vit_b_16", "hf-vit": _hf_vit,
+    "timm-vit-tiny": _timm("vit_tiny_patch16_224"),
+    "timm-deit-distilled": _timm("deit_tiny_distilled_patch16_224"),
+    "timm-reg4-gap": _timm("vit_base_patch16_reg4_gap_256"),
+    "note001": lambda: "note001_vit_b16", "note002-linear": lambda: "note002_linear_attention",
+}
+
+
+def _cells(profile) -> dict:
+    cells = {(None, c): (n.params, n.macs) for c, n in profile.components.items()}
+    cells.update({(b.index, c): (n.params, n.macs)
+                  for b in profile.blocks for c, n in b.components.items()})
+    return cells
+
+
+@pytest.mark.parametrize("name", TABLE_MODELS)
+def test_graph_agrees_with_the_tables(name: str) -> None:
+    model = TABLE_MODELS[name]()
+    size = 32 if name == "hf-vit" else None
+    graph = analyze(model, image_size=size, recognizer="graph")
+    tables = analyze(model, image_size=size, recognizer="tables")
+    assert graph.family == "graph" and tables.family != "graph"
+    assert _cells(graph) == _cells(tables)
+    assert graph.self_checks == ()
+
+
+def test_recognizer_option_names_the_recognizer_in_json(capsys) -> None:
+    assert main(["analyze", "vit_b_16", "--recognizer", "graph", "--format", "json"]) == 0
+    assert '"family": "graph"' in capsys.readouterr().out
+    assert main(["analyze", "vit_b_16", "--recognizer", "tables", "--format", "json"]) == 0
+    assert '"family": "torchvision"' in capsys.readouterr().out
+
+
+def test_map_rules_win_over_the_graph() -> None:
+    with torch.device("meta"):
+        model = PoolingViT()
+    profile = analyze(model, image_size=16, recognizer="graph", overrides=[("pool_logits", C.MLP)])
+    # Linear(D, 1) over 16 tokens: 16 * 32 = 512 MACs, 33 params moved from head to mlp
+    assert counts(profile, C.MLP) == (STYLES["pooling-head-raw-proj-patch-transformer-scale-mixer"]
+                                      [1][C.MLP][0] + 33, 2 * MLP + 512)
+
+
+@pytest.mark.parametrize(("name", "blocks"), [
+    # LeViT: 4 + 4 + 4 blocks and 2 attention-downsampling blocks; its cached bias index once
+    # reused a freed storage whose stale producer joined two blocks' cores
+    ("timm:levit_128", 4 + 4 + 4 + 2),
+    ("timm:coatnet_0_224", 5 + 2),  # attention in stages 3 and 4 only, from 1x1 convolutions
+    # cascaded group attention, conv q/k/v; its one-block first stage is no container; the
+    # residual depthwise convs and FFNs around the downsampling between stages are conv
+    ("timm:efficientvit_m0", 1 + 2 + 3),
+    # 4 x 2 serial and 6 parallel blocks; the shared convolutional relative position encoding
+    # (crpe, registered outside the blocks) runs inside their attention: not patch embedding
+    ("timm:coat_tiny", 4 * 2 + 6),
+])
+def test_graph_places_timm_hybrids(name: str, blocks: int) -> None:
+    profile = analyze(name, recognizer="graph")
+    assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
+    assert len(profile.blocks) == blocks and profile.components[C.ATTN_CORE].macs > 0
+    assert (profile.components[C.CONV].macs > 0) is (name != "timm:levit_128")
+
+
+def _torchvision(name: str) -> torch.nn.Module:
+    import torchvision
+
+    with torch.device("meta"):
+        return getattr(torchvision.models, name)()
+
+
+def test_swin_shifted_window_mask_is_no_residual_add() -> None:
+    # the mask of shifted windows is built from the input beside the scores; read as a join it
+    # hid the attention of every second block (7 blocks found instead of 2 + 2 + 6 + 2)
+    model = _torchvision("swin_t")
+    graph = analyze(model, recognizer="graph")
+    assert len(graph.blocks) == 2 + 2 + 6 + 2 and graph.self_checks == ()
+    assert _cells(graph) == _cells(analyze(model, recognizer="tables"))
+
+
+def test_swin_v2_position_mlp_is_attention_core() -> None:
+    graph = analyze(_torchvision("swin_v2_t"), recognizer="graph")
+    # per block cpb_mlp Linear(2, 512) + Linear(512, heads, no bias) and logit_scale (heads):
+    # heads 3, 6, 12, 24 over 2, 2, 6, 2 blocks: sum of depth * (2*512 + 512 + 513 * heads)
+    expected = sum(d * (2 * 512 + 512 + 513 * h) for d, h in [(2, 3), (2, 6), (6, 12), (2, 24)])
+    assert expected == 89_226
+    assert graph.components[C.ATTN_CORE].params == expected
+
+
+def test_beit_relative_position_bias_passed_as_a_mask_is_attention_core() -> None:
+    with torch.device("meta"):
+        model = timm.create_model("beit_base_patch16_224", pretrained=False)
+    graph = analyze(model, recognizer="graph")
+    # 12 blocks x ((2*14 - 1)^2 + 3 relative positions) x 12 heads = 105_408
+    assert graph.components[C.ATTN_CORE].params == 12 * (27**2 + 3) * 12
+
+
+def test_hugging_face_levit_alternating_attention_and_mlp_layers() -> None:
+    # HF LeViT stacks Residual(attention), Residual(mlp), ... as siblings: each MLP layer is
+    # part of the block before it (it was a conv residual outside the blocks, the last one head)
+    config = transformers.LevitConfig(num_labels=10)
+    with torch.device("meta"):
+        model = transformers.LevitForImageClassification(config)
+    profile = analyze(model, recognizer="graph")
+    assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
+    assert counts(profile, C.CONV) == (0, 0)
+    # the default config, depths 4, 4, 4, and 2 attention-downsampling blocks
+    assert list(config.depths) == [4, 4, 4] and len(profile.blocks) == 4 + 4 + 4 + 2
+    # the classifier Linear(384, 10) on the pooled tokens (its BatchNorm1d is norm)
+    assert counts(profile, C.HEAD) == (384 * 10 + 10, 384 * 10)
+    assert profile.components[C.MLP].macs > 0
+
+
+@pytest.mark.parametrize("recognizer", ["tables", "graph"])
+def test_timm_attention_pooling_head_with_its_mlp_is_head(recognizer: str) -> None:
+    with torch.device("meta"):
+        model = timm.create_model("vit_base_patch16_siglip_224", pretrained=False)
+    profile = analyze(model, recognizer=recognizer)
+    # attn_pool: latent 768, q 768*768 + 768, kv 768*1536 + 1536, proj 768*768 + 768, and its
+    # MLP 768*3072 + 3072 + 3072*768 + 768 (the table once gave that MLP to mlp); no classifier
+    pool = 768 + (768 * 768 + 768) + (768 * 1536 + 1536) + (768 * 768 + 768)
+    assert profile.components[C.HEAD].params == pool + 2 * 768 * 3072 + 3072 + 768 == 7_085_568
+    # 12 blocks of 768 x 3072 MLPs, 196 tokens: 12 * 2 * 196 * 768 * 3072 = 11_098_128_384
+    assert profile.components[C.MLP].macs == 12 * 2 * 196 * 768 * 3072

@@ -1,0 +1,146 @@
+"""Attention cores and their projections, found in the data flow.
+
+A **core** is a fused attention op (scaled-dot-product or flex attention, or the attn_core part
+of ``_native_multi_head_attention``), or a free product followed, through records that map
+the scores (scaling, a mask or bias add, softmax or another normalisation, the head-mixing
+linears of talking-heads attention), by a second free product:
+``softmax(Q K^T) V`` and linear attention ``Q (K^T V)`` alike. The core is every record on that
+path. **attn_qkv** are the first weighted records upstream of the core's inputs, walking through
+records without MACs that read no parameter but a norm's (views are not records; QK-norm,
+rotary, scaling are), never through a join; **attn_proj** the first weighted records downstream
+of the core's output, before a join. The records passed on the way (not norms: QK-norm stays
+``norm``) belong to the core, as do those making a bias or mask of the scores.
+A fused op priced in parts names its projections itself: no walk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vitprof.count.graph.flow import Flow, path_to
+
+DEPTH = 8  # records without MACs allowed between the two products of a core
+
+
+@dataclass(frozen=True)
+class Core:
+    """One attention core: its records, its q/k/v projections and its output projections."""
+
+    steps: frozenset[int]
+    qkv: frozenset[int]
+    proj: frozenset[int]
+    # records of the core beside the products: those making a bias or mask of the scores, and
+    # the element-wise ones between the projections and the products (scaling, rotary)
+    bias: frozenset[int] = frozenset()
+
+    @property
+    def first(self) -> int:
+        return min(self.steps)
+
+
+def _second_product(flow: Flow, start: int, taken: set[int]) -> list[int] | None:
+    """The records from the free product ``start`` to a second free product it feeds, through
+    at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`); None if none."""
+    parents: dict[int, int] = {}
+    frontier = [start]
+    for _ in range(DEPTH + 1):
+        following = []
+        for i in frontier:
+            for j in flow.consumers[i]:
+                if j in parents or j in taken:
+                    continue
+                parents[j] = i
+                if flow.free_product(j):
+                    return path_to(parents, j)
+                if flow.on_map(j, start):
+                    following.append(j)
+        frontier = following
+    return None
+
+
+def _core_steps(flow: Flow) -> list[frozenset[int]]:
+    taken: set[int] = set()
+    cores = []
+    for i in range(len(flow.steps)):
+        if i in taken:
+            continue
+        if flow.fused_core(i):
+            found: list[int] | None = [i]
+        elif flow.free_product(i):
+            found = _second_product(flow, i, taken)
+        else:
+            continue
+        if found:
+            taken.update(found)
+            cores.append(frozenset(found))
+    return cores
+
+
+def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
+          upstream: bool) -> tuple[set[int], set[int]]:
+    """The first weighted records reached from ``starts`` through :meth:`Flow.passes` records,
+    upstream (through sources) or downstream (through consumers), and the records passed that
+    are not norms (q scaling, rotary, feature maps, head merging)."""
+    found: set[int] = set()
+    passed: set[int] = set()
+    seen: set[int] = set(core)
+    stack = list(starts)
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        if flow.weighted(i):
+            found.add(i)
+        elif flow.passes(i):
+            if not flow.norm(i):
+                passed.add(i)
+            stack.extend(flow.steps[i].sources if upstream else flow.consumers[i])
+    return found, passed
+
+
+def _inputs(flow: Flow, steps: frozenset[int]) -> tuple[list[int], list[int]]:
+    """Producers of the core's operands (q, k, v: what the products and a fused op multiply)
+    and of what it reads beside them (a mask or a position bias added to the scores)."""
+    operands: list[int] = []
+    beside: list[int] = []
+    for i in steps:
+        step = flow.steps[i]
+        outside = [j for j in step.sources if j not in steps]
+        (operands if step.macs else beside).extend(outside)
+        beside.extend(step.beside)
+    return operands, beside
+
+
+def _bias(flow: Flow, starts: list[int], known: frozenset[int], module: str) -> frozenset[int]:
+    """The records upstream of ``starts`` run inside ``module`` (the core's); in the root module
+    (a flat forward) only up to a join, the residual stream."""
+    found: set[int] = set()
+    stack = list(starts)
+    while stack:
+        i = stack.pop()
+        if i in found or i in known or (not module and i in flow.joins):
+            continue
+        if not flow.steps[i].module.startswith(module):
+            continue
+        found.add(i)
+        stack.extend(flow.steps[i].sources)
+    return frozenset(found)
+
+
+def find_cores(flow: Flow) -> list[Core]:
+    """Every attention core of the trace, in execution order. Weighted records that make a bias
+    of the scores (Swin v2's position MLP, SAM's decomposed relative positions) in the core's
+    module belong to the core."""
+    cores = []
+    for steps in _core_steps(flow):
+        if any(flow.steps[i].fixed is not None for i in steps):
+            cores.append(Core(steps, frozenset(), frozenset()))
+            continue
+        operands, beside = _inputs(flow, steps)
+        outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
+        qkv, before = _walk(flow, operands, steps, upstream=True)
+        proj, after = _walk(flow, outputs, steps, upstream=False)
+        bias = _bias(flow, beside, steps | qkv, flow.steps[min(steps)].module)
+        cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | before | after))
+    return cores
