@@ -868,23 +868,26 @@ def test_cli_module_imports_no_torch() -> None:
     assert result.stdout == "False\n"
 
 
-# Runs main(argv) in a fresh interpreter, then prints its exit code and which heavy packages
-# were imported, as the last line of stdout.
-_HEAVY_IMPORTS = """
+# Runs main(argv) for each argv of a JSON list, in order, in one fresh interpreter; after each, a
+# line of stdout (after the command's own output): IMPORTS_MARK, then its exit code and which heavy
+# packages the interpreter has imported so far, as JSON.
+IMPORTS_MARK = "imports after the command: "
+_HEAVY_IMPORTS = f"""
 import json, sys
 from vitprof.cli.main import main
-try:
-    status = main(sys.argv[1:])
-except SystemExit as exit_:  # argparse's --help and usage errors
-    status = exit_.code
-heavy = [m for m in ("torch", "matplotlib", "pandas") if m in sys.modules]
-print(json.dumps({"status": status, "heavy": heavy}))
+for argv in json.loads(sys.argv[1]):
+    try:
+        status = main(argv)
+    except SystemExit as exit_:  # argparse's --help and usage errors
+        status = exit_.code
+    heavy = [m for m in ("torch", "matplotlib", "pandas") if m in sys.modules]
+    print({IMPORTS_MARK!r} + json.dumps({{"status": status, "heavy": heavy}}), flush=True)
 """
 HELP_COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report",
                  "sweep", "diff")
-
-
-@pytest.mark.parametrize(("argv", "status", "heavy"), [
+# In the order they run: every command that must import no torch first, so that each one's
+# "heavy" (what the interpreter holds after it) is its own imports and those before it.
+IMPORT_CASES = [
     pytest.param(["--help"], 0, [], id="help"),
     pytest.param(["models"], 0, [], id="models"),
     pytest.param(["models", "--format", "json"], 0, [], id="models-json"),
@@ -897,13 +900,29 @@ HELP_COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile
     pytest.param(["analyze", "vit_b_16"], 0, ["torch"], id="analyze-table"),
     pytest.param(["check", "one.toml", "--format", "json"], 0, ["torch"], id="check-json"),
     pytest.param(["check", "one.toml"], 0, ["torch"], id="check-table"),
-])
+]
+
+
+@pytest.fixture(scope="module")
+def imports_after(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+    """Every argv of IMPORT_CASES run in one fresh interpreter (one import of torch, not one per
+    command): ``" ".join(argv)`` -> its exit code and the heavy packages imported by it or by the
+    commands before it. Packages are never unloaded, so a command that imports one shows it."""
+    folder = tmp_path_factory.mktemp("imports")
+    # vit_b_16: 86,567,656 params (torchvision's published num_params) <= 86,600,000
+    (folder / "one.toml").write_text("[vit_b_16]\nmax_params = 86_600_000\n")
+    argvs = [case.values[0] for case in IMPORT_CASES]
+    result = subprocess.run([sys.executable, "-c", _HEAVY_IMPORTS, json.dumps(argvs)],
+                            capture_output=True, text=True, cwd=folder)
+    assert result.returncode == 0, result.stderr
+    reports = [json.loads(line.removeprefix(IMPORTS_MARK))
+               for line in result.stdout.splitlines() if line.startswith(IMPORTS_MARK)]
+    return {" ".join(argv): report for argv, report in zip(argvs, reports, strict=True)}
+
+
+@pytest.mark.parametrize(("argv", "status", "heavy"), IMPORT_CASES)
 def test_command_imports_only_what_it_uses(argv: list[str], status: int, heavy: list[str],
-                                           tmp_path: Path) -> None:
+                                           imports_after: dict[str, dict[str, object]]) -> None:
     """Parsers, help and usage errors import no torch; analyze and check import neither
     matplotlib nor pandas for table or JSON output."""
-    # vit_b_16: 86,567,656 params (torchvision's published num_params) <= 86,600,000
-    (tmp_path / "one.toml").write_text("[vit_b_16]\nmax_params = 86_600_000\n")
-    result = subprocess.run([sys.executable, "-c", _HEAVY_IMPORTS, *argv], capture_output=True,
-                            text=True, cwd=tmp_path)
-    assert json.loads(result.stdout.splitlines()[-1]) == {"status": status, "heavy": heavy}
+    assert imports_after[" ".join(argv)] == {"status": status, "heavy": heavy}
