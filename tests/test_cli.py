@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
@@ -19,6 +20,7 @@ import pytest
 from conftest import BUDGET_MODELS_PY, NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 
 from vitprof import analyze
+from vitprof.cli import main as cli_main
 from vitprof.cli.main import build_parser, main
 from vitprof.core.choices import VIEWS
 from vitprof.core.records import COMPONENTS, Counts
@@ -335,6 +337,38 @@ def test_every_command_offers_the_formats_of_the_registry() -> None:
         assert [tuple(a.choices) for a in formats] == ([choices(name)] if formats else []), name
     assert choices("analyze") == ("table", "markdown", "json", "csv")
     assert choices("check") == ("table", "json", "junit")
+
+
+def _sub_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+@pytest.mark.parametrize("name", cli_main.COMMANDS)
+def test_one_commands_parser_is_its_part_of_the_full_parser(name: str) -> None:
+    """``build_parser(name)`` holds that sub-command alone, its parser as in the full one."""
+    alone = _sub_parsers(build_parser(name))
+    assert list(alone) == [name]
+    assert alone[name].format_help() == _sub_parsers(build_parser())[name].format_help()
+
+
+@pytest.mark.parametrize(("argv", "built"), [
+    pytest.param(["models", "--format", "json"], "models", id="command"),
+    pytest.param(["--help"], None, id="help"),
+    pytest.param(["no-such-command"], None, id="unknown-command"),
+    pytest.param([], None, id="no-command"),
+])
+def test_main_builds_the_parser_of_the_named_command_only(
+    argv: list[str], built: str | None, monkeypatch, capsys
+) -> None:
+    """The other commands' modules are not imported to run one (start-up time); help and usage
+    errors of vitprof itself list every command."""
+    asked = []
+    full = cli_main.build_parser
+    monkeypatch.setattr(cli_main, "build_parser",
+                        lambda command=None: asked.append(command) or full(command))
+    with contextlib.suppress(SystemExit):
+        main(argv)
+    assert asked == [built]
 
 
 def test_models_in_every_format(capsys) -> None:
