@@ -17,7 +17,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import BUDGET_MODELS_PY, NO_FORMULA_WARNING, NOT_A_VIT_WARNING
+from conftest import (
+    BUDGET_MODELS_PY,
+    NO_FORMULA_WARNING,
+    NOT_A_VIT_WARNING,
+    run_commands_in_one_interpreter,
+)
 
 from vitprof import analyze
 from vitprof.cli import main as cli_main
@@ -902,21 +907,6 @@ def test_cli_module_imports_no_torch() -> None:
     assert result.stdout == "False\n"
 
 
-# Runs main(argv) for each argv of a JSON list, in order, in one fresh interpreter; after each, a
-# line of stdout (after the command's own output): IMPORTS_MARK, then its exit code and which heavy
-# packages the interpreter has imported so far, as JSON.
-IMPORTS_MARK = "imports after the command: "
-_HEAVY_IMPORTS = f"""
-import json, sys
-from vitprof.cli.main import main
-for argv in json.loads(sys.argv[1]):
-    try:
-        status = main(argv)
-    except SystemExit as exit_:  # argparse's --help and usage errors
-        status = exit_.code
-    heavy = [m for m in ("torch", "matplotlib", "pandas") if m in sys.modules]
-    print({IMPORTS_MARK!r} + json.dumps({{"status": status, "heavy": heavy}}), flush=True)
-"""
 HELP_COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report",
                  "sweep", "diff")
 # In the order they run: every command that must import no torch first, so that each one's
@@ -946,12 +936,9 @@ def imports_after(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[st
     # vit_b_16: 86,567,656 params (torchvision's published num_params) <= 86,600,000
     (folder / "one.toml").write_text("[vit_b_16]\nmax_params = 86_600_000\n")
     argvs = [case.values[0] for case in IMPORT_CASES]
-    result = subprocess.run([sys.executable, "-c", _HEAVY_IMPORTS, json.dumps(argvs)],
-                            capture_output=True, text=True, cwd=folder)
-    assert result.returncode == 0, result.stderr
-    reports = [json.loads(line.removeprefix(IMPORTS_MARK))
-               for line in result.stdout.splitlines() if line.startswith(IMPORTS_MARK)]
-    return {" ".join(argv): report for argv, report in zip(argvs, reports, strict=True)}
+    done = run_commands_in_one_interpreter(argvs, cwd=folder)
+    return {" ".join(argv): {"status": d["code"], "heavy": d["heavy"]}
+            for argv, d in zip(argvs, done, strict=True)}
 
 
 @pytest.mark.parametrize(("argv", "status", "heavy"), IMPORT_CASES)

@@ -4,13 +4,12 @@ and the Python API's checks of its inputs."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_commands_in_one_interpreter
 from torch import nn
 
 from vitprof import Component, analyze
@@ -168,21 +167,6 @@ def test_factory_of_a_model_that_falls_back_runs_once(models: Path, run: Callabl
     assert sum(op.macs for op in result.ops) == 56 * 56 * 8 * 48 + 8 * 2
 
 
-# The commands run one after another in one fresh interpreter (torch imported once). After each,
-# a line of stdout: GUARD_MARK and, as JSON, its exit code, what it wrote to sys.stderr and the
-# process's high-water mark so far (VmHWM, in kB: the peak of this command or one before it;
-# getrusage's ru_maxrss survives exec and would report the forking pytest process's peak).
-GUARD_MARK = "guarded command: "
-GUARD_SCRIPT = f"""
-import contextlib, io, json, re, sys
-from pathlib import Path
-from vitprof.cli.main import main
-for argv in json.loads(sys.argv[1]):
-    with contextlib.redirect_stderr(io.StringIO()) as err:
-        code = main(argv)
-    peak = int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text())[1])
-    print({GUARD_MARK!r} + json.dumps([code, err.getvalue(), peak * 1024]), flush=True)
-"""
 WEIGHTS = 12_288 * 65_536 * 4  # 3_221_225_472 bytes of float32
 GUARDED = [
     pytest.param(["analyze", "{models}:big", "--image-size", "64", "--device", "cpu"],
@@ -205,13 +189,9 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list]:
            "VITPROF_TEST_LOG": str(folder / "calls.log"),
            "PYTHONPATH": str(Path(__file__).parents[1])}
     filled = [[arg.format(models=models) for arg in argv] for argv in argvs]
-    result = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, json.dumps(filled)],
-                            capture_output=True, text=True, env=env, timeout=300)
-    assert result.stderr == ""  # all a command says goes through sys.stderr
-    reports = [json.loads(line.removeprefix(GUARD_MARK))
-               for line in result.stdout.splitlines() if line.startswith(GUARD_MARK)]
-    return {" ".join(argv): [run, *report]
-            for argv, run, report in zip(argvs, filled, reports, strict=True)}
+    done = run_commands_in_one_interpreter(filled, env=env)
+    return {" ".join(argv): [run, d["code"], d["stderr"], d["peak_rss"]]
+            for argv, run, d in zip(argvs, filled, done, strict=True)}
 
 
 @pytest.mark.parametrize("argv", GUARDED)
