@@ -282,6 +282,54 @@ SCHEMA_ERRORS = [
     ),
     pytest.param(
         """\
+        [vit_b_16]
+        image_size = [224, 320]
+        max_params = 1
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'image_size': vit_b_16 takes a square image size "
+         "only (its builder takes one int); got 224x320"],
+        id="non-square-for-a-square-only-model",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        image_size = [224, 224, 3]
+        max_params = 1
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'image_size'",
+         "expected a positive integer or [height, width], got 3 sizes"],
+        id="three-image-sizes",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        image_size = [224, 0]
+        max_params = 1
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'image_size'", "expected a positive integer, got 0"],
+        id="zero-width",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        frames = 0
+        max_params = 1
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'frames'", "expected a positive integer, got 0"],
+        id="zero-frames",
+    ),
+    pytest.param(
+        """\
+        [vit_b_16]
+        dtype = "float64"
+        max_params = 1
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'dtype'",
+         "expected a dtype (float32, bfloat16, float16), got 'float64'"],
+        id="unknown-dtype",
+    ),
+    pytest.param(
+        """\
         [big]
         max_params = 1
         model = "vit_b_32"
@@ -594,6 +642,34 @@ def test_schema_fields_and_implicit_unsupported_limit(tmp_path: Path) -> None:
         ("max_unsupported_ops", Scope.MODEL, Bound.MAX, Metric.UNSUPPORTED_OPS, 0, None, True),
         ("max_self_checks", Scope.MODEL, Bound.MAX, Metric.SELF_CHECKS, 0, None, True),
     ]
+
+
+def test_a_budget_takes_a_non_square_size_frames_and_a_dtype(tmp_path: Path) -> None:
+    (tmp_path / "video.py").write_text(TUBELETS_PY)
+    (budget,) = load_budgets(write(tmp_path, """\
+        [clip]
+        model = "video.py:make"
+        image_size = [8, 12]
+        frames = 4
+        dtype = "bfloat16"
+        max_macs = 1_000_000
+        """))
+    assert (budget.image_size, budget.frames, budget.dtype) == ((8, 12), 4, "bfloat16")
+    outcome = evaluate(budget)
+    assert outcome.passed
+    assert outcome.profile.input_shape == (1, 3, 4, 8, 12)
+    assert outcome.profile.inputs[0].dtype == "bfloat16"
+    # (4 / 2) x (8 / 4) x (12 / 4) = 12 tubelets x 8 channels x (3 x 2 x 4 x 4 = 96 inputs)
+    assert outcome.profile.totals.macs == 12 * 8 * 96
+
+
+TUBELETS_PY = """
+from torch import nn
+
+
+def make():
+    return nn.Conv3d(3, 8, kernel_size=(2, 4, 4), stride=(2, 4, 4))
+"""
 
 
 def test_model_path_is_relative_to_the_budget_file(tmp_path: Path) -> None:

@@ -530,7 +530,7 @@ def test_models_lists_the_zoo(capsys) -> None:
     code, out, _ = run(["models"], capsys)
     assert code == 0
     for name in ("vit_b_16", "vit_h_14", "note001_vit_b16", "note002_cifar_vit_large",
-                 "note004_vit_b16", "hf:vit-base-patch16-224", "vit_22b"):
+                 "note004_vit_b16", "hf:vit-base-patch16-224", "vit_22b", "vit_22b_parallel"):
         assert name in out
 
 
@@ -557,6 +557,17 @@ def test_models_lists_the_zoo(capsys) -> None:
                      id="diff-unknown-model"),
         pytest.param(["sweep", "vit_b_16", "--image-size=-16,224"],
                      "sweep values must be positive, got -16", id="negative-sweep-size"),
+        pytest.param(["analyze", "vit_b_32", "--frames", "16"],
+                     "running vit_b_32 failed: ValueError: too many values to unpack (expected 4) "
+                     "(input of shape 1x3x16x224x224, on meta)", id="shape-the-model-rejects"),
+        pytest.param(["analyze", "note002_cifar_vit_tiny", "--in-chans", "1"],
+                     "(input of shape 1x1x32x32, on meta)", id="channels-the-model-rejects"),
+        pytest.param(["analyze", "vit_b_16", "--image-size", "224x320"],
+                     "vit_b_16 takes a square image size only (its builder takes one int); got "
+                     "224x320", id="non-square-for-a-square-only-model"),
+        pytest.param(["analyze", "hf:vit-base-patch16-224", "--image-size", "224x225"],
+                     "image size 224x225 is not divisible by the patch size 16 of "
+                     "hf:vit-base-patch16-224", id="bad-width"),
     ],
 )
 def test_user_errors_are_one_line(argv: list[str], message: str, capsys) -> None:
@@ -768,6 +779,34 @@ def test_missing_optional_package_names_the_extra(monkeypatch, capsys) -> None:
         pytest.param(["sweep", "vit_b_16", "--image-size", "-16,224"],
                      "expected one argument; a value that starts with '-' is written OPTION=VALUE",
                      id="dash-value-needs-equals"),
+        pytest.param(["analyze", "vit_b_16", "--image-size", "224x"],
+                     "expected N or HxW of positive integers, got '224x'", id="size-without-width"),
+        pytest.param(["analyze", "vit_b_16", "--image-size", "0x224"],
+                     "expected N or HxW of positive integers, got '0x224'", id="zero-height"),
+        pytest.param(["analyze", "vit_b_16", "--image-size", "2x3x4"], "expected N or HxW",
+                     id="three-sizes"),
+        pytest.param(["analyze", "vit_b_16", "--frames", "0"],
+                     "argument --frames: expected a positive integer, got 0", id="zero-frames"),
+        pytest.param(["analyze", "vit_b_16", "--in-chans", "0"],
+                     "argument --in-chans: expected a positive integer, got 0", id="zero-channels"),
+        pytest.param(["analyze", "vit_b_16", "--dtype", "float64"],
+                     "argument --dtype: invalid choice: 'float64'", id="unknown-dtype"),
+        pytest.param(["analyze", "vit_b_16", "--input-shape", "1,3"],
+                     "expected batch, channels and at least one size", id="short-input-shape"),
+        pytest.param(["analyze", "vit_b_16", "--input-shape", "1,3,a,4"],
+                     "expected positive integers B,C,SIZE[,SIZE...], got '1,3,a,4'",
+                     id="input-shape-not-ints"),
+        pytest.param(["analyze", "vit_b_16", "--input-shape", "2,3,32,32", "--image-size", "32",
+                      "--batch-size", "2"],
+                     "--input-shape excludes --image-size, --batch-size",
+                     id="input-shape-conflict"),
+        pytest.param(["crosscheck", "vit_b_16", "--input-shape", "1,3,32,32", "--frames", "2"],
+                     "--input-shape excludes --frames", id="crosscheck-input-shape-conflict"),
+        pytest.param(["profile", "vit_b_16", "--input-shape", "1,3,32,32", "--in-chans", "1"],
+                     "--input-shape excludes --in-chans", id="profile-input-shape-conflict"),
+        pytest.param(["diff", "vit_b_16", "vit_b_32", "--input-shape", "1,3,32,32",
+                      "--image-size", "32"],
+                     "--input-shape excludes --image-size", id="diff-input-shape-conflict"),
         pytest.param(["analyze"], "", id="no-model"),
         pytest.param(["diff", "vit_b_16"], "", id="diff-one-side"),
         pytest.param(["diff", "vit_b_16", "vit_b_32", "--fail-above", "lots"], "",

@@ -151,6 +151,28 @@ def test_rule_6_exceeds(larger: int, smaller: int, verdict: str) -> None:
     assert label(claim) == verdict
 
 
+# ------------------------------------------------------------------------------- rule 7: level
+
+
+@pytest.mark.parametrize(
+    ("typical", "largest", "level", "verdict"),
+    [
+        pytest.param(200.0, 768.0, 200, "correct", id="typical-reaches"),
+        # "点积可能达到几百" at d = 768: std sqrt(768) = 27.71, aligned q.k = d = 768
+        pytest.param(768**0.5, 768.0, 200, "misleading", id="only-the-largest"),
+        # at d = 64 aligned unit-variance q, k give 64 < 200
+        pytest.param(64**0.5, 64.0, 200, "wrong", id="not-even-the-largest"),
+        # "Attention 是线性操作": 4 x 197 x 768^2 of 4 x 197 x 768^2 + 2 x 197^2 x 768 MACs
+        pytest.param(100 * 464_781_312 / 524_391_936, 100 * 464_781_312 / 524_391_936, 100,
+                     "wrong", id="structural"),
+    ],
+)
+def test_rule_7_reaches(typical: float, largest: float, level: float, verdict: str) -> None:
+    claim = constructed(None, 0, judge=(Rule.REACHES, level,
+                                        {"typical": typical, "largest": largest}))
+    assert label(claim) == verdict
+
+
 # ------------------------------------------------------------------------------- every row
 
 
@@ -179,7 +201,7 @@ def test_rules_hold_on_every_row() -> None:
     for claim in claims():
         row = rows[claim.id]
         verdict = row["verdict"]
-        if claim.value is None:  # rule 5
+        if claim.value is None:  # rules 5-7
             assert verdict in ("correct", "misleading", "wrong"), claim.id
             continue
         shown = row["vitprof"]
@@ -199,7 +221,8 @@ def test_rules_hold_on_every_row() -> None:
 def test_report_states_the_rules() -> None:
     text = REPORT.read_text()
     for rule in ("1. *correct*", "2. *correct only for X*", "3. *declared approximation*",
-                 "4. *wrong*", "5. O-notation", "6. a size name"):
+                 "4. *wrong*", "5. O-notation", "6. a size name",
+                 "7. a statement without a figure"):
         assert rule in text
 
 
@@ -220,6 +243,12 @@ def test_report_states_the_rules() -> None:
         # O(N^2 D) for a layer whose projections are 94% of it at N = 65
         pytest.param("002-3", "misleading"),
         pytest.param("002-4", "correct"),
+        # statements without a figure (rule 7)
+        pytest.param("004-22", "wrong"),
+        pytest.param("004-23", "misleading"),
+        # the input size of note 001's figures
+        pytest.param("001-21", "correct"),
+        pytest.param("001-22", "correct"),
     ],
 )
 def test_consistent_verdicts(claim: str, verdict: str) -> None:
@@ -366,3 +395,53 @@ def test_torchinfo_activation_size_is_reproduced_and_its_gap_named() -> None:
     assert f"= {maps / 1e6:.2f} MB per forward" in text
     measured = float(row["vitprof"].removesuffix(" MB"))
     assert measured > 102.89 + 2 * maps / 1e6 and row["verdict"] == "wrong"
+
+
+# ------------------------------------------------------------------------- note 004, §3.2, §4.1
+
+
+def reason_of(claim: str) -> str:
+    return next(line for line in REPORT.read_text().splitlines()
+                if line.startswith(f"- **{claim}**"))
+
+
+def test_attention_is_not_linear() -> None:
+    row = report_rows()["004-22"]
+    projections = 4 * 197 * 768 * 768  # q, k, v and out: 464,781,312 MACs per block
+    core = 2 * 197 * 197 * 768  # Q K^T and A V, products of two activations: 59,610,624
+    share = 100 * projections / (projections + core)  # 88.63%
+    assert (row["vitprof"], row["verdict"]) == (f"{share:.2f}%", "wrong")
+    reason = reason_of("004-22")
+    assert f"{projections:,} MACs per block, {share:.1f}% of the layer" in reason
+    assert f"{core:,} MACs per block of products of two activations" in reason
+    assert "Attention 是线性操作（加权平均）" in reason  # the lost characters, read
+
+
+def test_dot_products_of_several_hundred() -> None:
+    row = report_rows()["004-23"]
+    assert (row["vitprof"], row["verdict"]) == (f"{768**0.5:.2f}", "misleading")  # 27.71
+    reason = reason_of("004-23")
+    # unit-variance q, k: std sqrt(d), 27.7 at the example's d = 768 and 8 at d = 64;
+    # 200 / 27.71 = 7.2 standard deviations; aligned at d = 64, 64 rms^2 >= 200: rms >= 1.77
+    assert f"sqrt(d) = {768**0.5:.1f} at the example's d = 768" in reason
+    assert "8 at ViT-B/16's head width d = 64" in reason
+    assert f"Several hundred (200) is {200 / 768**0.5:.1f} standard deviations" in reason
+    assert f"q and k entries of rms >= {(200 / 64) ** 0.5:.2f}" in reason
+    assert "an RMSNorm on q and k per head of d = 128" in reason  # 6144 / 48, vit_22b_parallel
+
+
+# ------------------------------------------------------------------------------- note 001, input
+
+
+def test_input_size_of_note_001s_figures() -> None:
+    rows = report_rows()
+    elements = 1 * 3 * 224 * 224  # (1, 3, 224, 224): 150,528 values
+    assert f"{elements * 4 / 1e6:.2f} MB" == rows["001-21"]["vitprof"] == "0.60 MB"
+    assert f"{elements:,} float32 values" in reason_of("001-21")
+    assert rows["001-22"]["vitprof"] == "224"
+    # at 384 px, N = 577: 12 blocks x (577 x (4 x 768^2 + 2 x 768 x 3072) + 2 x 577^2 x 768),
+    # the patch conv 576 x 768 x 768, the head's hidden layer and classifier 768^2 + 768 x 10
+    at_384 = (12 * (577 * (4 * 768**2 + 2 * 768 * 3072) + 2 * 577**2 * 768)
+              + 576 * 768 * 768 + 768 * 768 + 768 * 10)
+    assert f"at 384 px the model performs {at_384:,} MACs" in reason_of("001-22")
+

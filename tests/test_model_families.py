@@ -9,9 +9,11 @@ import pkgutil
 import pytest
 
 import vitprof.models.family as registry
+from vitprof.core.errors import UserError
 from vitprof.count.families import recognize
 from vitprof.models.family.base import ModelFamily
 from vitprof.models.family.hugging_face import HF_CONFIGS
+from vitprof.models.family.torchvision import HIERARCHICAL
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import ZOO, build
 
@@ -40,8 +42,9 @@ def test_the_registry_lists_each_family_file_once() -> None:
 def test_the_zoo_is_the_families_entries_in_registry_order() -> None:
     expected = [entry.name for family in registry.FAMILIES for entry in family.entries]
     assert list(ZOO) == expected
-    # 5 torchvision ViTs + vit_22b, 5 note models + 4 scaling sizes, 4 Hugging Face configs
-    assert len(ZOO) == 6 + 9 + 4 == 19
+    # 5 torchvision ViTs + 3 Swin + 3 Swin V2 + MaxViT + vit_22b, 5 note models + 4 scaling
+    # sizes + vit_22b_parallel, 4 Hugging Face configs
+    assert len(ZOO) == 13 + 10 + 4 == 27
 
 
 def _family_of_module(family: ModelFamily) -> str:
@@ -49,7 +52,11 @@ def _family_of_module(family: ModelFamily) -> str:
     return family.table.name if family.table is not None else "generic"
 
 
-@pytest.mark.parametrize("name", list(ZOO))
+# The entries a ViTSpec cannot describe, and what their inferrer says it lacks.
+NO_SPEC = {"vit_22b_parallel": "parallel attention/MLP blocks"}
+
+
+@pytest.mark.parametrize("name", [name for name in ZOO if name not in HIERARCHICAL])
 def test_each_zoo_entry_family_file_gives_table_inferrer_and_factory(name: str) -> None:
     entry = ZOO[name]
     family = BY_NAME[entry.family]
@@ -57,9 +64,26 @@ def test_each_zoo_entry_family_file_gives_table_inferrer_and_factory(name: str) 
     model = build(name, device="meta").module
     assert recognize(model).family == _family_of_module(family)
     assert any(detect(model) for detect, _ in family.inferrers)
+    if name in NO_SPEC:
+        with pytest.raises(UserError, match=NO_SPEC[name]):
+            spec_from_model(model)
+        return
     spec = spec_from_model(model)
     assert (spec.image_size, spec.patch_size, spec.num_classes) == (
         entry.image_size, entry.patch_size, entry.num_classes)
+
+
+@pytest.mark.parametrize("name", list(HIERARCHICAL))
+def test_torchvision_hierarchical_entries_are_built_by_their_family_file(name: str) -> None:
+    """Swin and MaxViT: torchvision's own builders, no ViTSpec (no closed form describes them),
+    placed by the generic recognizer."""
+    entry = ZOO[name]
+    assert entry in BY_NAME["torchvision"].entries and entry.non_square
+    model = build(f"torchvision:{name}", device="meta").module
+    assert type(model).__module__.startswith("torchvision.models.")
+    assert recognize(model).family == "generic"
+    with pytest.raises(UserError, match="cannot infer a ViTSpec"):
+        spec_from_model(model)
 
 
 def test_a_timm_model_is_read_by_the_timm_family_file() -> None:

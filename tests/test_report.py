@@ -22,7 +22,7 @@ from vitprof.checks.sweep import parse_values, sweep
 from vitprof.checks.zoo_rows import matches
 from vitprof.cli.main import main
 from vitprof.cli.pages.check import compare, normalize
-from vitprof.cli.pages.generate import ALL_MODELS, MARKER, NAMED_PAGE_FILES, write
+from vitprof.cli.pages.generate import ALL_MODELS, MARKER, NAMED_PAGE_FILES, NOTE_MODELS, write
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 from vitprof.models.zoo import ZOO, Published
@@ -120,7 +120,8 @@ def correction_rows() -> dict[str, dict[str, str]]:
 
 def test_reports_folder_has_every_page() -> None:
     names = {p.name for p in REPORTS.glob("*.md") if p.read_text().startswith(MARKER)}
-    expected = {f"{m}.md" for m in ALL_MODELS} | {"zoo.md", "corrections.md", "README.md"}
+    expected = {f"{m}.md" for m in (*ALL_MODELS, *NOTE_MODELS)} | {"zoo.md", "corrections.md",
+                                                                  "README.md"}
     named = {name for name in NAMED_PAGE_FILES if name.endswith(".md")}  # timm_published.md
     assert names == expected | named
 
@@ -160,9 +161,11 @@ def test_every_figure_is_linked_and_every_link_exists() -> None:
             linked.add(target)
     drawn = {p.name for p in REPORTS.glob("*.png") if figures.read_digest(p) is not None}
     assert linked == drawn
-    # three figures per model page, and each named page's own (timm_published.png)
+    # two figures per torchvision page (their blocks are equal: no per-block figure), three
+    # per note model page (blocks that differ), zoo.png, corrections' two and each named
+    # page's own (timm_published.png)
     named = {name for name in NAMED_PAGE_FILES if name.endswith(".png")}
-    assert len(linked) == 3 * len(ALL_MODELS) + len(named)
+    assert len(linked) == 2 * len(ALL_MODELS) + 3 * len(NOTE_MODELS) + 1 + 2 + len(named)
 
 
 def test_reports_stay_small() -> None:
@@ -418,11 +421,11 @@ def test_compare_finds_every_kind_of_tampering(copies: tuple[Path, Path]) -> Non
     fresh, kept = copies
     page = kept / "vit_b_32.md"
     page.write_text(page.read_text().replace("88,224,232", "88,224,233", 1))
-    shutil.copy(kept / "vit_b_32_blocks.png", kept / "vit_b_32_components.png")
-    with Image.open(fresh / "vit_l_16_blocks.png") as image:  # same data, other pixels
+    shutil.copy(kept / "vit_b_32_scaling.png", kept / "vit_b_32_components.png")
+    with Image.open(fresh / "vit_l_16_scaling.png") as image:  # same data, other pixels
         info = PngImagePlugin.PngInfo()
         info.add_text(figures.DIGEST_KEY, image.info[figures.DIGEST_KEY])
-        image.resize((image.width // 2, image.height // 2)).save(kept / "vit_l_16_blocks.png",
+        image.resize((image.width // 2, image.height // 2)).save(kept / "vit_l_16_scaling.png",
                                                                  pnginfo=info)
     (kept / "vit_h_14_scaling.png").unlink()
     (kept / "old.md").write_text(MARKER + "# stale\n")
@@ -430,7 +433,7 @@ def test_compare_finds_every_kind_of_tampering(copies: tuple[Path, Path]) -> Non
     problems = "\n".join(compare(fresh, kept))
     assert "vit_b_32.md differs" in problems and "88,224,233" in problems
     assert "vit_b_32_components.png plots other data" in problems
-    assert "vit_l_16_blocks.png is 350x200 px" in problems
+    assert "vit_l_16_scaling.png is 450x200 px" in problems  # 9 x 4 in at 100 dpi, halved
     assert "vit_h_14_scaling.png is missing" in problems
     assert "old.md is not generated any more" in problems
     assert "notes.md" not in problems

@@ -208,7 +208,22 @@ def test_memory_guard_refuses_without_allocating(guarded: dict[str, list], argv:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        pytest.param({"image_size": (32, 32)}, "only square images are supported", id="tuple"),
+        pytest.param({"image_size": (32, 32, 3)}, "image size must be one int or \\(height, "
+                     r"width\), got \(32, 32, 3\)", id="triple"),
+        pytest.param({"image_size": (32, 0)}, "image width must be at least 1, got 0",
+                     id="zero-width"),
+        pytest.param({"frames": 0}, "number of frames must be at least 1, got 0", id="frames"),
+        pytest.param({"in_chans": 0}, "number of input channels must be at least 1, got 0",
+                     id="channels"),
+        pytest.param({"dtype": "float64"}, "unknown dtype 'float64'; choose from float32",
+                     id="dtype"),
+        pytest.param({"input_shape": (1, 3)}, "an input shape needs batch, channels and at "
+                     "least one size", id="short-shape"),
+        pytest.param({"input_shape": (1, 3, 32, 32), "image_size": 32},
+                     "input_shape is the whole input: it excludes image_size", id="shape-and-size"),
+        pytest.param({"input_shape": (2, 3, 32, 32), "batch_size": 2},
+                     "input_shape is the whole input: its first size is the batch",
+                     id="shape-and-batch"),
         pytest.param({"image_size": True}, "image size must be an int, got True", id="bool"),
         pytest.param({"image_size": 32.0}, "image size must be an int, got 32.0", id="float"),
         pytest.param({"image_size": 0}, "image size must be at least 1, got 0", id="zero"),

@@ -135,7 +135,8 @@ def test_named_model_in_a_dtype_and_its_deploy_form() -> None:
                      id="classes-of-a-module"),
         pytest.param("vit_b_16", {"image_size": 225}, "not divisible by the patch size 16",
                      id="indivisible"),
-        pytest.param("vit_b_16", {"image_size": (224, 320)}, "only square images", id="pair"),
+        pytest.param("vit_b_16", {"image_size": (224, 320)},
+                     "vit_b_16 takes a square image size only", id="pair"),
         pytest.param("vit_b_16", {"batch_size": 0}, "batch size must be at least 1", id="batch"),
     ],
 )

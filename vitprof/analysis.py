@@ -36,7 +36,7 @@ from vitprof.count.running import (
 )
 from vitprof.count.self_checks import self_checks
 from vitprof.count.session import Run, count
-from vitprof.workload import Workload, deployed, make_workload
+from vitprof.workload import ImageSize, Workload, deployed, make_workload
 
 
 def _model_device(model: nn.Module) -> str:
@@ -67,7 +67,7 @@ def _check_arguments(
 def analyze(
     model: nn.Module | str,
     *,
-    image_size: int | None = None,
+    image_size: ImageSize | None = None,
     batch_size: int = 1,
     num_classes: int | None = None,
     device: str = "meta",
@@ -76,11 +76,23 @@ def analyze(
     mode: str = "inference",
     deploy: bool = False,
     formulas: Mapping[Any, Formula] | None = None,
+    frames: int | None = None,
+    in_chans: int | None = None,
+    dtype: torch.dtype | str | None = None,
+    input_shape: Sequence[int] | None = None,
+    inputs: Any = None,
 ) -> Profile:
     """Count params, MACs and vector FLOPs of ``model`` per component and per block.
 
-    ``model`` is an ``nn.Module`` or any name :func:`vitprof.models.zoo.build` accepts.
-    ``image_size`` and ``batch_size`` are positive ints (square images only); ``num_classes=0``
+    ``model`` is an ``nn.Module`` (a ``torch.compile``'d one is unwrapped, with a warning) or
+    any name :func:`vitprof.models.zoo.build` accepts. ``image_size`` is a positive int (a
+    square) or ``(H, W)``; ``frames`` makes a video input; ``in_chans`` sets the channels; a
+    model built by name is built at these sizes. ``dtype`` (``torch.bfloat16`` or
+    ``"bfloat16"``, float16, float32) is the model's and the input's: MACs do not change,
+    bytes do. ``input_shape`` is the whole input tensor, ``inputs`` the arguments themselves
+    (a tensor, a tuple of them, a dict of keyword arguments, or a callable ``(device, dtype) ->
+    args | (args, kwargs)``; tensors on any device are re-made on meta): see
+    :class:`vitprof.workload.InputRequest`. ``batch_size`` is a positive int; ``num_classes=0``
     builds the model without a classification head (timm's convention). ``overrides`` are ``(regex,
     component)`` pairs that win over the recognizer. ``mode="train"`` counts a training step,
     forward and backward; each op record says its ``phase``. ``deploy=True`` counts the deploy
@@ -95,9 +107,11 @@ def analyze(
     (:func:`vitprof.count.running.ensure_fits`). Any other failure is a UserError naming the input.
     """
     _check_arguments(image_size, batch_size, num_classes, device, mode)
-    built = deployed(
-        _prepare(model, image_size, batch_size, num_classes, device, name, overrides), deploy
-    )
+    work = make_workload(model, image_size=image_size, batch_size=batch_size,
+                         num_classes=num_classes, name=name, overrides=overrides, dtype=dtype,
+                         frames=frames, in_chans=in_chans, input_shape=input_shape,
+                         inputs=inputs)
+    built = deployed(_on_its_device(model, work, device), deploy)
     mapping = recognize(built.module, built.rules)
     shape = built.inputs.shape
     train = mode == "train"
@@ -133,6 +147,7 @@ def analyze(
         mode=mode,
         input_source=built.input_source,
         self_checks=checks,
+        inputs=built.inputs.records(),
     )
 
 
@@ -153,16 +168,10 @@ def _real_module(
     return on_device(built.name, built.module, device, activations)
 
 
-def _prepare(
-    model: nn.Module | str, image_size: int | None, batch_size: int, classes: int | None,
-    device: str, name: str | None, overrides: Sequence[Rule],
-) -> Workload:
-    """The workload to count (:func:`vitprof.workload.make_workload`), built on meta; a
-    caller's module must live on ``device`` unless that is meta."""
-    work = make_workload(model, image_size=image_size, batch_size=batch_size,
-                         num_classes=classes, name=name, overrides=overrides)
-    if isinstance(model, nn.Module) and device != "meta" and _model_device(model) != device:
-        raise UserError(
-            f"the model lives on {_model_device(model)}; move it to {device} or use device meta"
-        )
+def _on_its_device(model: nn.Module | str, work: Workload, device: str) -> Workload:
+    """``work`` (:func:`vitprof.workload.make_workload`, built on meta); a caller's module must
+    live on ``device`` unless that is meta."""
+    if isinstance(model, nn.Module) and device != "meta" and _model_device(work.module) != device:
+        raise UserError(f"the model lives on {_model_device(work.module)}; move it to {device} "
+                        f"or use device meta")
     return work

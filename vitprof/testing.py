@@ -43,7 +43,7 @@ def assert_budget(
     model: str | nn.Module | Profile,
     *,
     name: str | None = None,
-    image_size: int | None = None,
+    image_size: int | tuple[int, int] | None = None,
     batch_size: int | None = None,
     num_classes: int | None = None,
     overrides: Sequence[Rule] = (),

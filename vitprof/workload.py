@@ -2,44 +2,98 @@
 
 An :class:`InputSpec` is one forward's input: a batch of ``channels``-channel tensors whose
 spatial sizes have any rank (``(H, W)`` an image, ``(T, H, W)`` a video, ...), in ``dtype``,
-followed by extra positional and keyword arguments. Its tensor has shape
-``(batch, channels, *spatial)``.
+with its channels at ``channel_axis`` (1: ``B, C, T, H, W``; 2: ``B, T, C, H, W``, the layout
+of Hugging Face video models), placed at ``position`` (an index among the positional
+arguments, or a keyword) among extra positional and keyword arguments. Extra tensors are kept as
+:class:`TensorSpec` (shape and dtype) and made on the device of each run.
 
 A :class:`Workload` is a model ready to count: its name, its module, its inputs, and the
 component rules (``(regex, component)``) of its zoo entry followed by the caller's.
 :func:`make_workload` builds one from what a user gave: a zoo name, ``timm:NAME``, ``hf:...``,
-``FILE.py:factory``, ``package.module:factory`` (all through :func:`vitprof.models.zoo.build`)
-or an ``nn.Module``, plus an image size, a batch size and a class count. Without an image size
-the input is the model's own: a zoo entry's size, else what the module declares
+``FILE.py:factory``, ``package.module:factory`` (all through :func:`vitprof.models.zoo.build`,
+which builds the model at the image size, frames and channels asked for) or an ``nn.Module``
+(a ``torch.compile``'d one is unwrapped to its ``_orig_mod``, with a warning), plus an
+:class:`InputRequest`: an image size (an int for a square, or ``(H, W)``), frames, channels, a
+dtype, a whole input shape, or the inputs themselves. Without them the input is the model's
+own: a zoo entry's size, else what the module declares
 (:func:`vitprof.models.declared_input.declared_input`: timm's ``pretrained_cfg``, a Hugging Face
-config, ``img_size`` / ``in_chans`` attributes; a non-square size kept as declared), else
-:data:`vitprof.models.zoo.DEFAULT_IMAGE_SIZE`. :attr:`Workload.input_source` says which, and
-names every guess. A given ``image_size`` is a square image.
+config, ``img_size`` / ``in_chans`` attributes, a config's ``num_frames``; a non-square size kept
+as declared), else :data:`vitprof.models.zoo.DEFAULT_IMAGE_SIZE`. :attr:`Workload.input_source`
+says which, and names every guess.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map
 
+from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
+from vitprof.core.records import InputRecord
 from vitprof.count.families import Rule
-from vitprof.count.running import check_input, check_int
-from vitprof.models.declared_input import declared_input
+from vitprof.count.running import check_image_size, check_input, check_int, one_line
+from vitprof.models.declared_input import declared_input, square_or_pair
 from vitprof.models.deploy import deploy_form
 from vitprof.models.zoo import DEFAULT_IMAGE_SIZE, ZooEntry, build
 
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
+ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)
+
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in PROFILE_DTYPES}
+"""The dtypes a model and its input can be counted in, by name."""
+
+
+def dtype_named(value: torch.dtype | str | None) -> torch.dtype | None:
+    """A dtype of :data:`DTYPES`, given as itself or by name (None stays None)."""
+    if value is None or (isinstance(value, torch.dtype) and value in DTYPES.values()):
+        return value
+    if isinstance(value, str) and value.removeprefix("torch.") in DTYPES:
+        return DTYPES[value.removeprefix("torch.")]
+    raise UserError(f"unknown dtype {value!r}; choose from {', '.join(DTYPES)}")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``bfloat16``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def _tensor(shape: tuple[int, ...], dtype: torch.dtype, device: str, random: bool) -> torch.Tensor:
+    """A tensor on ``device``: uninitialised on meta (nothing is allocated), else zeros, or
+    standard normal values when ``random`` and ``dtype`` is a floating type."""
+    if device == "meta":
+        return torch.empty(shape, dtype=dtype, device="meta")
+    if random and dtype.is_floating_point:
+        return torch.randn(shape, device=device).to(dtype)
+    return torch.zeros(shape, dtype=dtype, device=device)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor argument by its shape and dtype, made on the device of each run."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    def make(self, device: str = "meta", *, random: bool = False) -> torch.Tensor:
+        return _tensor(self.shape, self.dtype, device, random)
+
+
+def _made(value: Any, device: str, random: bool) -> Any:
+    """``value`` with every :class:`TensorSpec` in it (nested in tuples, lists, dicts) made."""
+    return tree_map(lambda v: v.make(device, random=random) if isinstance(v, TensorSpec) else v,
+                    value)
 
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One forward's input: ``(batch, channels, *spatial)`` in ``dtype``, then ``args`` and
-    ``kwargs`` passed after it unchanged."""
+    """One forward's input: ``channels`` x ``spatial`` in ``dtype`` (channels at
+    ``channel_axis`` of the tensor), placed at ``position`` among ``args`` and ``kwargs``,
+    which are passed unchanged (a :class:`TensorSpec` among them made on the run's device)."""
 
     batch: int
     channels: int
@@ -47,6 +101,8 @@ class InputSpec:
     dtype: torch.dtype = torch.float32
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    channel_axis: int = 1  # 1: (B, C, *spatial); 2: (B, T, C, H, W)
+    position: int | str = 0  # where the tensor goes: an index among args, or a keyword
 
     def __post_init__(self) -> None:
         check_int("batch size", self.batch, 1)
@@ -55,6 +111,9 @@ class InputSpec:
             raise UserError("an input needs at least one spatial size")
         for size in self.spatial:
             check_int("input size", size, 1)
+        if not 1 <= self.channel_axis <= len(self.spatial) + 1:
+            raise UserError(f"channel axis {self.channel_axis} is outside the input's "
+                            f"{len(self.spatial) + 2} dimensions")
 
     @classmethod
     def image(
@@ -65,8 +124,10 @@ class InputSpec:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The input tensor's shape: ``(batch, channels, *spatial)``."""
-        return (self.batch, self.channels, *self.spatial)
+        """The input tensor's shape: ``(batch, channels, *spatial)``, channels at
+        ``channel_axis``."""
+        before = self.spatial[: self.channel_axis - 1]
+        return (self.batch, *before, self.channels, *self.spatial[self.channel_axis - 1:])
 
     @property
     def image_size(self) -> int:
@@ -77,21 +138,80 @@ class InputSpec:
 
     def describe(self) -> str:
         """The input for a report: ``1x3x224x224 float32``."""
-        return f"{'x'.join(map(str, self.shape))} {str(self.dtype).removeprefix('torch.')}"
+        return f"{'x'.join(map(str, self.shape))} {dtype_name(self.dtype)}"
 
     def tensor(self, device: str = "meta", *, random: bool = False) -> torch.Tensor:
         """The input tensor on ``device``: uninitialised on meta (nothing is allocated), else
         zeros, or standard normal values when ``random``."""
-        if device == "meta":
-            return torch.empty(self.shape, dtype=self.dtype, device="meta")
-        if random:
-            return torch.randn(self.shape, device=device).to(self.dtype)
-        return torch.zeros(self.shape, dtype=self.dtype, device=device)
+        return _tensor(self.shape, self.dtype, device, random)
 
     def example(self, device: str = "meta", *, random: bool = False) -> CallArgs:
         """The arguments of one forward, ``model(*args, **kwargs)``: the input tensor
-        (:meth:`tensor`) followed by the extra ``args``, and the ``kwargs``."""
-        return (self.tensor(device, random=random), *self.args), dict(self.kwargs)
+        (:meth:`tensor`) at ``position`` among the extra ``args`` and ``kwargs``, every
+        :class:`TensorSpec` among them made on ``device``."""
+        args = [_made(value, device, random) for value in self.args]
+        kwargs = {key: _made(value, device, random) for key, value in self.kwargs.items()}
+        tensor = self.tensor(device, random=random)
+        if isinstance(self.position, str):
+            kwargs = {self.position: tensor, **kwargs}  # the input first
+        else:
+            args.insert(self.position, tensor)
+        return tuple(args), kwargs
+
+    def records(self) -> tuple[InputRecord, ...]:
+        """Every tensor of one forward, in call order: ``args[i]`` for a positional one, its
+        keyword otherwise."""
+        args, kwargs = self.example("meta")
+        named = [(f"args[{i}]", v) for i, v in enumerate(args)] + list(kwargs.items())
+        return tuple(InputRecord(name, tuple(v.shape), dtype_name(v.dtype))
+                     for name, v in named if isinstance(v, torch.Tensor))
+
+
+@dataclass(frozen=True)
+class InputRequest:
+    """What a caller asks of the input; a field left None is the model's own.
+
+    ``image_size`` is an int (a square) or ``(H, W)``; ``frames`` makes a video input;
+    ``in_chans`` the channels; ``dtype`` the model's and the input's dtype; ``shape`` the whole
+    input tensor ``(batch, ...)``, fed as it is to a model built at its own size; ``inputs`` the
+    arguments themselves: a tensor, a tuple of them, a dict of keyword arguments, or a callable
+    ``(device, dtype) -> args | (args, kwargs)``. ``shape`` excludes the first three, ``inputs``
+    every other field.
+    """
+
+    image_size: ImageSize | None = None
+    frames: int | None = None
+    in_chans: int | None = None
+    dtype: torch.dtype | None = None
+    shape: tuple[int, ...] | None = None
+    inputs: Any = None
+
+    def __post_init__(self) -> None:
+        check_image_size(self.image_size)
+        for what, value in (("number of frames", self.frames),
+                            ("number of input channels", self.in_chans)):
+            if value is not None:
+                check_int(what, value, 1)
+        if self.shape is not None:
+            check_shape(self.shape)
+        sizes = {"image_size": self.image_size, "frames": self.frames, "in_chans": self.in_chans}
+        given = [name for name, value in sizes.items() if value is not None]
+        if self.shape is not None and given:
+            raise UserError(f"input_shape is the whole input: it excludes {', '.join(given)}")
+        if self.shape is not None:
+            given.append("input_shape")
+        if self.inputs is not None and given:
+            raise UserError(f"inputs are given: they exclude {', '.join(given)}")
+
+
+def check_shape(shape: object) -> tuple[int, ...]:
+    """An input shape ``(batch, channels, *spatial)``: 3 or more positive ints."""
+    if not isinstance(shape, tuple | list) or len(shape) < 3:
+        raise UserError(f"an input shape needs batch, channels and at least one size, got "
+                        f"{shape!r}")
+    for size in shape:
+        check_int("input shape size", size, 1)
+    return tuple(shape)
 
 
 @dataclass(frozen=True)
@@ -110,64 +230,194 @@ class Workload:
 def make_workload(
     model: nn.Module | str,
     *,
-    image_size: int | None = None,
+    image_size: ImageSize | None = None,
     batch_size: int = 1,
     num_classes: int | None = None,
     name: str | None = None,
     overrides: Sequence[Rule] = (),
     device: str = "meta",
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
+    frames: int | None = None,
+    in_chans: int | None = None,
+    input_shape: Sequence[int] | None = None,
+    inputs: Any = None,
 ) -> Workload:
     """The workload of ``model``: a name is built on ``device`` without weights
-    (:func:`vitprof.models.zoo.build`), a module is taken as it is (``name`` names it, else
-    its class). ``image_size`` None means the model's own; ``num_classes`` applies to a name
-    only (0: no head). ``dtype`` converts a model built by name and sets the input's dtype
-    (None: the model as built, float32 input)."""
+    (:func:`vitprof.models.zoo.build`) at the image size, frames and channels asked for; a
+    module is taken as it is (``name`` names it, else its class). The input options are those
+    of :class:`InputRequest` (None: the model's own); ``num_classes`` applies to a name only
+    (0: no head). ``dtype`` converts a model built by name and sets the input's dtype (None:
+    the model as built, the input in the dtype of its parameters); a module in another dtype
+    is refused, not converted (it is the caller's)."""
     check_input(image_size, batch_size, num_classes)
-    input_dtype = dtype or torch.float32
+    request = InputRequest(image_size, frames, in_chans, dtype_named(dtype),
+                           None if input_shape is None else tuple(input_shape), inputs)
+    if request.shape is not None and batch_size != 1:
+        raise UserError("input_shape is the whole input: its first size is the batch, so it "
+                        "excludes batch_size")
     if isinstance(model, str):
-        built = build(model, image_size=image_size, num_classes=num_classes, device=device)
-        module = built.module.to(dtype) if dtype is not None else built.module
-        spatial, channels, source = _own_input(built.module, image_size, built.entry,
-                                               built.image_size)
-        inputs = InputSpec(batch_size, channels, spatial, input_dtype)
+        built = build(model, image_size=request.image_size, num_classes=num_classes,
+                      device=device, frames=request.frames, in_chans=request.in_chans)
+        module = built.module.to(request.dtype) if request.dtype is not None else built.module
+        inputs_, source = _input(module, request, batch_size, built.entry, built.image_size)
         rules = (*(built.entry.overrides if built.entry else ()), *overrides)
-        return Workload(built.name, module, inputs, rules, built.entry, built.warnings, source)
+        return Workload(built.name, module, inputs_, rules, built.entry, built.warnings, source)
     if not isinstance(model, nn.Module):
         raise UserError(f"expected an nn.Module or a model name, got {type(model).__name__}")
     if num_classes is not None:
         raise UserError("num_classes applies to a model built by name; this nn.Module is "
                         "already built")
-    spatial, channels, source = _own_input(model, image_size, None, image_size)
-    inputs = InputSpec(batch_size, channels, spatial, input_dtype)
-    return Workload(name or type(model).__name__, model, inputs, tuple(overrides),
-                    input_source=source)
+    module, notes = _uncompiled(model)
+    _check_module_dtype(module, request.dtype)
+    inputs_, source = _input(module, request, batch_size, None, request.image_size)
+    return Workload(name or type(module).__name__, module, inputs_, tuple(overrides),
+                    warnings=notes, input_source=source)
+
+
+def _uncompiled(model: nn.Module) -> tuple[nn.Module, tuple[str, ...]]:
+    """A ``torch.compile``'d model's original module (``_orig_mod``), and the warning that
+    says so; any other model as it is."""
+    original = getattr(model, "_orig_mod", None)
+    if not isinstance(original, nn.Module):
+        return model, ()
+    return original, (f"a torch.compile'd model: counted its original module "
+                      f"{type(original).__name__} (_orig_mod), run eagerly",)
+
+
+def _floating_dtype(module: nn.Module) -> torch.dtype | None:
+    """The dtype of the module's first floating-point parameter or buffer, if any."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return next((t.dtype for t in tensors if t.dtype.is_floating_point), None)
+
+
+def _check_module_dtype(module: nn.Module, dtype: torch.dtype | None) -> None:
+    own = _floating_dtype(module)
+    if dtype is not None and own is not None and own != dtype:
+        raise UserError(f"the model's parameters are {dtype_name(own)}; convert it with "
+                        f".to(torch.{dtype_name(dtype)}) first, or leave dtype unset")
+
+
+def _input(
+    module: nn.Module, request: InputRequest, batch: int, entry: ZooEntry | None,
+    built_size: ImageSize | None,
+) -> tuple[InputSpec, str]:
+    """The input ``module`` is fed, and where it came from: the given inputs, else the given
+    shape, else the model's own input at the sizes asked for (:func:`_own_input`). Its dtype
+    is the one asked for, else the module's own."""
+    dtype = request.dtype or _floating_dtype(module) or torch.float32
+    if request.inputs is not None:
+        return given_inputs(request.inputs, request.dtype), "inputs given"
+    declared = declared_input(module)
+    if request.shape is not None:
+        axis = declared.channel_axis if len(request.shape) > 4 else 1
+        shape = request.shape
+        spatial = shape[1:axis] + shape[axis + 1:]
+        return InputSpec(shape[0], shape[axis], spatial, dtype, channel_axis=axis), \
+            "input shape given"
+    spatial, channels, source = _own_input(module, request, entry, built_size)
+    axis = declared.channel_axis if len(spatial) == 3 else 1
+    return InputSpec(batch, channels, spatial, dtype, channel_axis=axis), source
 
 
 def _own_input(
-    module: nn.Module, image_size: int | None, entry: ZooEntry | None, built_size: int | None
+    module: nn.Module, request: InputRequest, entry: ZooEntry | None,
+    built_size: ImageSize | None,
 ) -> tuple[tuple[int, ...], int, str]:
-    """Spatial size, channels and where they came from: a given ``image_size`` (square), else
-    the zoo entry's size, else what ``module`` declares, else the default size. A zoo entry is
-    an RGB image model of vitprof's own, so its channels are not a guess."""
+    """Spatial size, channels and where they came from: the given ``image_size``, ``frames``
+    and ``in_chans``, else the zoo entry's size, else what ``module`` declares, else the
+    default size. A zoo entry is an RGB image model of vitprof's own, so its channels are not
+    a guess."""
     declared = declared_input(module)
-    channels = declared.channels or 3
-    guesses = [] if entry is not None else list(declared.guessed)
-    if declared.channels is None and entry is None:
+    channels = request.in_chans or declared.channels or 3
+    guesses = [] if entry is not None or request.in_chans else list(declared.guessed)
+    if declared.channels is None and entry is None and request.in_chans is None:
         guesses.append("3 channels (the model declares none and has no convolution)")
-    if image_size is not None:
-        return (image_size, image_size), channels, _source("image size given", guesses)
-    if entry is not None:
-        return (entry.image_size,) * 2, channels, "zoo entry"
-    if declared.size is not None:
-        return declared.size, channels, _source(declared.source, guesses)
-    size = built_size or DEFAULT_IMAGE_SIZE
-    said = "the default size" if size == DEFAULT_IMAGE_SIZE else "the size it was built with"
-    return (size, size), channels, _source(said, guesses)
+    frames = request.frames or declared.frames
+    video = (frames,) if frames else ()
+    given = [what for what, value in (("frames", request.frames),
+                                      ("channels", request.in_chans)) if value is not None]
+    if request.image_size is not None:
+        size, said = square_or_pair(request.image_size), "image size given"
+    elif entry is not None:
+        size, said, guesses = square_or_pair(built_size or entry.image_size), "zoo entry", []
+    elif declared.size is not None:
+        size, said = declared.size, declared.source
+    else:
+        size = square_or_pair(built_size or DEFAULT_IMAGE_SIZE)
+        said = ("the default size" if size == (DEFAULT_IMAGE_SIZE,) * 2
+                else "the size it was built with")
+    return (*video, *size), channels, _source(said, guesses, given)
 
 
-def _source(said: str, guesses: Sequence[str]) -> str:
-    return "; ".join([said or "nothing declared", *(f"guessed {g}" for g in guesses)])
+def _source(said: str, guesses: Sequence[str], given: Sequence[str] = ()) -> str:
+    parts = [f"{' and '.join(given)} given"] if given else []
+    return "; ".join([*parts, said or "nothing declared", *(f"guessed {g}" for g in guesses)])
+
+
+def given_inputs(inputs: Any, dtype: torch.dtype | None) -> InputSpec:
+    """The :class:`InputSpec` of ``inputs`` given as they are (see :class:`InputRequest`):
+    every tensor re-made as a :class:`TensorSpec` of its shape and dtype (a floating one in
+    ``dtype`` when given), whatever its device. The input tensor is ``pixel_values`` if given,
+    else the first positional, else the first keyword tensor of 3 or more dimensions."""
+    if callable(inputs) and not isinstance(inputs, torch.Tensor):
+        inputs = _called(inputs, dtype)
+    args, kwargs = _arguments(inputs)
+    specs = [_spec(value, dtype) for value in args]
+    keywords = {key: _spec(value, dtype) for key, value in kwargs.items()}
+    position = _main_position(specs, keywords)
+    main = keywords.pop(position) if isinstance(position, str) else specs.pop(position)
+    return InputSpec(main.shape[0], main.shape[1], main.shape[2:], main.dtype, tuple(specs),
+                     keywords, position=position)
+
+
+def _called(make: Callable[..., Any], dtype: torch.dtype | None) -> Any:
+    """What ``make("meta", dtype)`` returns; its failure is a UserError naming it."""
+    named = getattr(make, "__qualname__", type(make).__name__)
+    try:
+        return make("meta", dtype or torch.float32)
+    except Exception as error:
+        raise UserError(f"the inputs callable {named} failed: {one_line(error)}") from None
+
+
+def _arguments(inputs: Any) -> CallArgs:
+    """``(args, kwargs)`` of a tensor, a tuple or list (positional), a dict (keywords), or a
+    pair ``(args, kwargs)``."""
+    if isinstance(inputs, torch.Tensor):
+        return (inputs,), {}
+    if isinstance(inputs, Mapping):
+        return (), dict(inputs)
+    if isinstance(inputs, tuple | list):
+        if len(inputs) == 2 and isinstance(inputs[0], tuple | list) and isinstance(
+                inputs[1], Mapping):
+            return tuple(inputs[0]), dict(inputs[1])
+        return tuple(inputs), {}
+    raise UserError(f"inputs must be a tensor, a tuple of tensors, a dict of keyword arguments "
+                    f"or a callable (device, dtype) -> args | (args, kwargs); got "
+                    f"{type(inputs).__name__}")
+
+
+def _spec(value: Any, dtype: torch.dtype | None) -> Any:
+    """``value`` with every tensor in it (nested in tuples, lists, dicts) a TensorSpec."""
+
+    def spec(tensor: torch.Tensor) -> TensorSpec:
+        converted = dtype if dtype is not None and tensor.dtype.is_floating_point else None
+        return TensorSpec(tuple(tensor.shape), converted or tensor.dtype)
+
+    return tree_map(lambda v: spec(v) if isinstance(v, torch.Tensor) else v, value)
+
+
+def _main_position(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | str:
+    def image(value: Any) -> bool:
+        return isinstance(value, TensorSpec) and len(value.shape) >= 3
+
+    if image(kwargs.get("pixel_values")):
+        return "pixel_values"
+    found = [i for i, v in enumerate(args) if image(v)] + [k for k, v in kwargs.items()
+                                                           if image(v)]
+    if not found:
+        raise UserError("inputs hold no tensor of 3 or more dimensions (batch, channels, "
+                        "sizes) to count as the input")
+    return found[0]
 
 
 def deployed(work: Workload, deploy: bool) -> Workload:

@@ -4,7 +4,7 @@ A budget file holds one table per entry (the format, with a complete example, is
 ``docs/budgets.md``)::
 
     [vit_b_16]                      # entry name; the model defaults to it
-    image_size = 224
+    image_size = 224                # or [height, width]; frames = T and dtype = "bfloat16" too
     max_params = 86_600_000
     max_macs = 17_600_000_000
     [vit_b_16.components]
@@ -55,6 +55,7 @@ from vitprof.analysis import analyze
 from vitprof.checks.baseline import Baseline, Limit, baseline_limits, save_baseline
 from vitprof.checks.diff import Snapshot, parse_percent
 from vitprof.checks.toml_lines import key_line, table_at
+from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import Component, Counts
 from vitprof.count.families import Rule
@@ -97,6 +98,8 @@ class Kind(StrEnum):
 
     TEXT = "text"
     POSITIVE = "positive integer"
+    IMAGE_SIZE = "positive integer or [height, width]"
+    DTYPE = f"dtype ({', '.join(PROFILE_DTYPES)})"
     COUNT = "whole number >= 0"
     SHARE = "share in [0, 1]"
     RULES = "table of REGEX = COMPONENT"
@@ -119,7 +122,9 @@ def _limit_keys(*metrics: Metric) -> dict[str, tuple[Bound, Metric]]:
 # Kind.SHARE for the SHARES metrics and a Kind.COUNT for the others.
 SETTINGS: dict[str, Kind] = {
     "model": Kind.TEXT,
-    "image_size": Kind.POSITIVE,
+    "image_size": Kind.IMAGE_SIZE,
+    "frames": Kind.POSITIVE,
+    "dtype": Kind.DTYPE,
     "batch_size": Kind.POSITIVE,
     "num_classes": Kind.POSITIVE,
     "map": Kind.RULES,
@@ -159,10 +164,12 @@ class Budget:
     name: str
     model: str | nn.Module
     checks: tuple[Check, ...]
-    image_size: int | None = None
+    image_size: int | tuple[int, int] | None = None
     batch_size: int = 1
     num_classes: int | None = None
     overrides: tuple[Rule, ...] = ()
+    frames: int | None = None
+    dtype: str | None = None  # a name of PROFILE_DTYPES; None: the model's own
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
     baseline: Baseline | None = None
 
@@ -337,6 +344,8 @@ def _parse_entry(
         model=model if model is not None else _model(name, settings, where),
         checks=tuple(checks),
         image_size=settings.get("image_size"),
+        frames=settings.get("frames"),
+        dtype=settings.get("dtype"),
         batch_size=settings.get("batch_size", 1),
         num_classes=settings.get("num_classes"),
         overrides=settings.get("map", ()),
@@ -422,13 +431,27 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
             raise where.error(path, f"expected a non-empty string, got {_describe(value)}")
         return value
     if kind is Kind.POSITIVE:
-        number = _count(value, path, where)
-        if number < 1:
-            raise where.error(path, f"expected a positive integer, got {number}")
-        return number
+        return _positive(value, path, where)
+    if kind is Kind.IMAGE_SIZE:
+        if isinstance(value, list | tuple):
+            if len(value) != 2:
+                raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {len(value)} sizes")
+            return (_positive(value[0], path, where), _positive(value[1], path, where))
+        return _positive(value, path, where)
+    if kind is Kind.DTYPE:
+        if value not in PROFILE_DTYPES:
+            raise where.error(path, f"expected a {Kind.DTYPE}, got {_describe(value)}")
+        return value
     if kind is Kind.PERCENT:
         return _percent(value, path, where)
     return _rules(_table(value, path, where), path, where)
+
+
+def _positive(value: Any, path: tuple[str, ...], where: _Source) -> int:
+    number = _count(value, path, where)
+    if number < 1:
+        raise where.error(path, f"expected a positive integer, got {number}")
+    return number
 
 
 def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tuple[Rule, ...]:
@@ -541,7 +564,8 @@ def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
     try:
         profile = analyze(
             budget.model, image_size=budget.image_size, batch_size=budget.batch_size,
-            num_classes=budget.num_classes, overrides=budget.overrides,
+            num_classes=budget.num_classes, overrides=budget.overrides, frames=budget.frames,
+            dtype=budget.dtype,
             name=budget.name if isinstance(budget.model, nn.Module) else None,
         )
     except UserError as error:

@@ -54,6 +54,12 @@ class SweepPoint:
     def mlp(self) -> Counts:
         return self.components[Component.MLP]
 
+    @property
+    def attention(self) -> Counts:
+        """The attention layer as a whole: qkv + core + proj (as :attr:`Profile.attention`)."""
+        c = self.components
+        return c[Component.ATTN_QKV] + c[Component.ATTN_CORE] + c[Component.ATTN_PROJ]
+
 
 @dataclass(frozen=True)
 class Crossover:

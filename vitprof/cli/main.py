@@ -31,6 +31,17 @@ class OneLineErrorParser(argparse.ArgumentParser):
     Sub-command parsers inherit the class (``add_subparsers`` uses the parent's type).
     """
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse, then run the parser's ``validate`` default, if any: a check across options
+        (``Namespace -> message | None``) whose message is a usage error of this parser."""
+        parsed, rest = super().parse_known_args(args, namespace)
+        validate = self.get_default("validate")
+        if validate is not None and (message := validate(parsed)):
+            self.error(message)
+        return parsed, rest
+
     def error(self, message: str) -> NoReturn:
         if message.endswith("expected one argument"):
             # argparse takes a value such as -16,224 for an option: say how to pass it

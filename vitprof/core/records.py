@@ -149,3 +149,17 @@ class ParamRecord:
     component: Component
     block: int | None
     shape: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecord:
+    """One tensor a forward was fed: its argument name (``args[0]`` for a positional one, the
+    keyword otherwise), shape and dtype (``float32``, ``bool``, ...)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def describe(self) -> str:
+        """``pixel_values 1x3x224x224 float32``."""
+        return f"{self.name} {'x'.join(map(str, self.shape))} {self.dtype}"

@@ -5,7 +5,12 @@ A ``TorchDispatchMode`` sees each aten operation below autograd, so functional c
 well as module code. The stack of running modules is
 :class:`vitprof.count.module_stack.ModuleStack`. A ``TorchFunctionMode`` catches
 ``F.scaled_dot_product_attention`` so that it is priced as one operation whichever kernel PyTorch
-picks (a math decomposition on the meta device, a flash kernel on the CPU).
+picks (a math decomposition on the meta device, a flash kernel on the CPU). Likewise
+``torch.nn.attention.flex_attention.flex_attention`` (which refuses the meta device) is priced as
+one operation, ``torch.nn.attention.flex_attention``, at the cost of the dense SDPA it
+generalises: a ``score_mod`` or a ``block_mask`` costs what SDPA's mask does, one element-wise
+op per score, and a block mask's skipped blocks are not subtracted. On meta it is not run: its
+output is made from the shapes.
 
 Attribution of one operation, in order:
 
@@ -33,18 +38,20 @@ a broadcast dimension of stride 0 is read once), for arithmetic intensity.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from types import ModuleType
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from vitprof.core.records import Component, Cost, OpRecord, Phase
 from vitprof.count.families import ComponentMap
@@ -151,7 +158,8 @@ class OpCounter:
     @contextmanager
     def running(self) -> Iterator[OpCounter]:
         """Enter the module stack and the modes; leave them all on exit, even after an error."""
-        with self.modules, _attention_wrapped(self), _AttentionMode(self), _DispatchCounter(self):
+        with self.modules, _attention_wrapped(self), _flex_attention_wrapped(self), \
+                _AttentionMode(self), _DispatchCounter(self):
             yield self
 
     def track_autograd(self) -> None:
@@ -446,6 +454,82 @@ def _attention_wrapped(counter: OpCounter) -> Iterator[None]:
         yield
     finally:
         F.scaled_dot_product_attention = _SDPA
+
+
+FLEX_ATTENTION = "torch.nn.attention.flex_attention"  # the module, and the op name of its records
+
+
+def _priced_flex_attention(
+    counter: OpCounter, original: Callable[..., Any], query: torch.Tensor, key: torch.Tensor,
+    value: torch.Tensor, score_mod: Any = None, block_mask: Any = None, *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """``flex_attention`` recorded as one op at SDPA's dense cost; on meta, its outputs are
+    made from the shapes, elsewhere the real function runs unseen (without autograd unless a
+    training step is counted: its CPU kernel has no backward)."""
+    if query.is_meta:
+        out = _flex_outputs(query, value, *args, **kwargs)
+    else:
+        q, k, v = (query, key, value) if counter.tracking else (
+            query.detach(), key.detach(), value.detach())
+        with _disable_current_modes():
+            out = original(q, k, v, score_mod, block_mask, *args, **kwargs)
+    dense = {"query": query, "key": key, "value": value,
+             "attn_mask": None if score_mod is None and block_mask is None else "score_mod"}
+    traffic = (tensor_bytes((query, key, value)), tensor_bytes(out))
+    counter.record(FLEX_ATTENTION, sdpa_cost(dense, out), (query, key, value), traffic, out)
+    return out
+
+
+def _flex_outputs(
+    query: torch.Tensor, value: torch.Tensor, scale: Any = None, enable_gqa: bool = False,
+    return_lse: bool = False, kernel_options: Any = None, *, return_aux: Any = None,
+) -> Any:
+    """What ``flex_attention`` returns, on meta: the output (query's batch, heads and length,
+    value's width, query's dtype), and the float32 log-sum-exp (and max scores) if asked."""
+    out = query.new_empty((*query.shape[:-1], value.shape[-1]))
+    lse = query.new_empty(query.shape[:-1], dtype=torch.float32)
+    if return_aux is not None:
+        from torch.nn.attention.flex_attention import AuxOutput
+
+        return out, AuxOutput(lse if return_aux.lse else None,
+                              torch.empty_like(lse) if return_aux.max_scores else None)
+    return (out, lse) if return_lse else out
+
+
+@contextmanager
+def _flex_attention_wrapped(counter: OpCounter) -> Iterator[None]:
+    """Point every module-level name ``flex_attention`` bound to torch's function (its own
+    module's, and those of modules that imported it by name) at
+    :func:`_priced_flex_attention`; restored on exit. Nothing to do when it was never
+    imported."""
+    module = sys.modules.get(FLEX_ATTENTION)
+    original = getattr(module, "flex_attention", None)
+    if original is None:
+        yield
+        return
+    priced = partial(_priced_flex_attention, counter, original)
+    bound = _flex_bindings(original)
+    for namespace in bound:
+        namespace["flex_attention"] = priced
+    try:
+        yield
+    finally:
+        for namespace in bound:
+            namespace["flex_attention"] = original
+
+
+_BINDINGS: dict[str, Any] = {}  # the last scan: modules seen and the namespaces found
+
+
+def _flex_bindings(original: Callable[..., Any]) -> list[dict[str, Any]]:
+    """The namespaces of loaded modules whose ``flex_attention`` is ``original``; scanned again
+    only when modules were loaded since the last scan (a scan takes milliseconds)."""
+    if _BINDINGS.get("modules") != len(sys.modules) or _BINDINGS.get("original") is not original:
+        found = [vars(m) for m in list(sys.modules.values())
+                 if isinstance(m, ModuleType) and vars(m).get("flex_attention") is original]
+        _BINDINGS.update(modules=len(sys.modules), original=original, found=found)
+    return list(_BINDINGS["found"])
 
 
 class _AttentionMode(TorchFunctionMode):

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from vitprof.core.records import COMPONENTS, UNITS, Component, Counts, OpRecord, ParamRecord
+from vitprof.core.records import (
+    COMPONENTS,
+    UNITS,
+    Component,
+    Counts,
+    InputRecord,
+    OpRecord,
+    ParamRecord,
+)
 from vitprof.count.training import training_dict
 
 if TYPE_CHECKING:
@@ -62,6 +70,7 @@ class Profile:
     mode: str = "inference"
     input_source: str = ""  # where the input's size and channels came from (Workload)
     self_checks: tuple[str, ...] = ()  # the breakdown's failed self-checks (count.self_checks)
+    inputs: tuple[InputRecord, ...] = ()  # every tensor of the forward (input_shape's among them)
 
     @cached_property
     def totals(self) -> Counts:
@@ -237,6 +246,8 @@ class Profile:
             "warnings": list(self.warnings),
             "input_source": self.input_source,
             "self_checks": list(self.self_checks),
+            **({"inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype}
+                           for i in self.inputs]} if self.inputs else {}),
             **({"training": training_dict(self.ops)} if self.mode == "train" else {}),
         }
 

@@ -134,13 +134,15 @@ def check_int(what: str, value: object, minimum: int) -> int:
     return value
 
 
-def check_image_size(value: object) -> int | None:
-    """None (the model's own size) or a positive int; a pair is refused: square images only."""
+def check_image_size(value: object) -> int | tuple[int, int] | None:
+    """None (the model's own size), a positive int (a square image) or a pair of positive ints
+    (height, width)."""
     if value is None:
         return None
     if isinstance(value, tuple | list):
-        raise UserError(f"image size must be one int: only square images are supported, "
-                        f"got {value!r}")
+        if len(value) != 2:
+            raise UserError(f"image size must be one int or (height, width), got {value!r}")
+        return (check_int("image height", value[0], 1), check_int("image width", value[1], 1))
     return check_int("image size", value, 1)
 
 

@@ -19,7 +19,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord
@@ -36,7 +35,6 @@ from vitprof.count.running import (
 from vitprof.count.session import image_inputs
 from vitprof.measure.memory import (
     activation_bytes,
-    dtype_name,
     param_bytes_by_component,
     param_bytes_by_dtype,
     saved_for_backward,
@@ -51,9 +49,7 @@ from vitprof.measure.timing import (
     plan_intervals,
     time_forward,
 )
-from vitprof.workload import Workload, make_workload
-
-DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in PROFILE_DTYPES}
+from vitprof.workload import DTYPES, ImageSize, Workload, dtype_name, make_workload
 
 
 @dataclass(frozen=True)
@@ -248,12 +244,11 @@ def device_name(device: str) -> str:
 
 def _workload(
     model: nn.Module | str, device: str, dtype: torch.dtype, batch_size: int,
-    image_size: int | None, num_classes: int | None, overrides: Sequence[Rule],
+    num_classes: int | None, overrides: Sequence[Rule], sizes: dict[str, Any],
 ) -> Workload:
-    """The workload to measure: a name is built on meta in ``dtype`` (materialised later, after
-    the memory guard); a module must already be on ``device`` in ``dtype``."""
-    work = make_workload(model, image_size=image_size, batch_size=batch_size,
-                         num_classes=num_classes, overrides=overrides, dtype=dtype)
+    """The workload to measure: a name is built on meta in ``dtype`` at ``sizes`` (the input
+    keywords of :func:`vitprof.workload.make_workload`; materialised later, after the memory
+    guard); a module must already be on ``device`` in ``dtype``."""
     if isinstance(model, nn.Module):
         for p in model.parameters():
             if p.device.type != device or p.dtype != dtype:
@@ -261,7 +256,8 @@ def _workload(
                     f"the model has {dtype_name(p.dtype)} parameters on {p.device.type}; "
                     f"move it with .to('{device}', torch.{dtype_name(dtype)}) first"
                 )
-    return work
+    return make_workload(model, batch_size=batch_size, num_classes=num_classes,
+                         overrides=overrides, dtype=dtype, **sizes)
 
 
 def _check_arguments(
@@ -301,7 +297,7 @@ def profile_model(
     device: str = "cpu",
     dtype: str = "float32",
     batch_size: int = 1,
-    image_size: int | None = None,
+    image_size: ImageSize | None = None,
     num_classes: int | None = None,
     warmup: int = 2,
     iters: int = 10,
@@ -309,11 +305,16 @@ def profile_model(
     overrides: Sequence[Rule] = (),
     progress: bool = False,
     threads: int | None = None,
+    frames: int | None = None,
+    in_chans: int | None = None,
+    input_shape: Sequence[int] | None = None,
 ) -> SpeedProfile:
     """Measure ``model`` (a name or an ``nn.Module`` already on ``device`` in ``dtype``).
 
     Counts on meta, then times on ``device``; a module's mode is restored afterwards.
-    ``threads`` sets ``torch.set_num_threads`` for the run (restored after). A model named is
+    ``threads`` sets ``torch.set_num_threads`` for the run (restored after). ``image_size``
+    (an int or ``(H, W)``), ``frames``, ``in_chans`` and ``input_shape`` are the input's, as in
+    :func:`vitprof.analysis.analyze`; the forward is fed the input tensor alone. A model named is
     built once, on meta, and materialised on ``device`` after the memory guard
     (:func:`vitprof.count.running.ensure_fits`: weights + the bytes the meta pass's operations
     wrote).
@@ -323,7 +324,9 @@ def profile_model(
     """
     _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads)
     torch_dtype = DTYPES[dtype]
-    work = _workload(model, device, torch_dtype, batch_size, image_size, num_classes, overrides)
+    sizes = {"image_size": image_size, "frames": frames, "in_chans": in_chans,
+             "input_shape": input_shape}
+    work = _workload(model, device, torch_dtype, batch_size, num_classes, overrides, sizes)
     name, module, shape = work.name, work.module, work.inputs.shape
     mapping = recognize(module, work.rules)
     planned: Planned | MetaFailure = first_on_meta(

@@ -29,11 +29,7 @@ from vitprof.core.records import COMPONENTS, Component, OpRecord, Phase
 from vitprof.count.counter import storage_key
 from vitprof.count.families import ComponentMap
 from vitprof.count.session import count, image_inputs, meta_twins
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``float32`` for ``torch.float32``."""
-    return str(dtype).removeprefix("torch.")
+from vitprof.workload import dtype_name
 
 
 def param_bytes_by_dtype(model: nn.Module) -> dict[str, int]:

@@ -4,7 +4,9 @@ Sources, first found wins, each named in :attr:`DeclaredInput.source`:
 
 1. attributes of the model, then of its ``patch_embed``: ``img_size`` / ``image_size`` (an int
    or a pair) and ``in_chans`` / ``in_channels`` / ``num_channels``: what it was built for;
-2. a Hugging Face ``config``: ``image_size`` (an int or a pair) and ``num_channels``;
+2. a Hugging Face ``config``: ``image_size`` (an int or a pair), ``num_channels`` and, for a
+   video model, ``num_frames`` (its input is then ``B, T, C, H, W``, channels at axis 2: the
+   layout of transformers' video models);
 3. timm's ``pretrained_cfg["input_size"]``: ``(channels, height, width)``.
 
 Only when none of them says is the value guessed, and then :attr:`DeclaredInput.guessed` names
@@ -34,6 +36,8 @@ class DeclaredInput:
     size: tuple[int, ...] | None
     source: str  # where the declared values were read, "" when nothing was declared
     guessed: tuple[str, ...] = ()  # what was guessed, and how
+    frames: int | None = None  # a video model's frames (a config's num_frames)
+    channel_axis: int = 1  # where a video input's channels go: 1 (B, C, T, H, W) or 2
 
     def describe(self) -> str:
         said = f"declared by {self.source}" if self.source else "nothing declared"
@@ -50,6 +54,11 @@ def _pair(value: Any) -> tuple[int, ...] | None:
     ):
         return (int(value[0]), int(value[1]))
     return None
+
+
+def square_or_pair(size: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """An image size as (height, width): an int is a square."""
+    return (size, size) if isinstance(size, int) else tuple(size)
 
 
 def _count(value: Any) -> int | None:
@@ -115,4 +124,7 @@ def declared_input(module: nn.Module) -> DeclaredInput:
     if size is None and (side := _size_from_position_embedding(module)) is not None:
         size = (side, side)
         guessed.append(f"{side}x{side} from the position embedding's length")
-    return DeclaredInput(channels, size, " and ".join(sources), tuple(guessed))
+    frames = _count(getattr(getattr(module, "config", None), "num_frames", None))
+    # transformers' video models take pixel_values of (batch, frames, channels, height, width)
+    axis = 2 if frames is not None else 1
+    return DeclaredInput(channels, size, " and ".join(sources), tuple(guessed), frames, axis)

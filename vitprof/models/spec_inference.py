@@ -46,8 +46,8 @@ def spec_from_model(model: nn.Module, image_size: int | None = None) -> ViTSpec:
         raise UserError(
             f"cannot infer a ViTSpec from {type(model).__name__}; known: {KNOWN}"
         )
+    spec = infer(model)  # first: an inferrer that refuses a model says what it lacks
     _check_norms(model)
-    spec = infer(model)
     if image_size is not None and image_size != spec.image_size:
         raise UserError(
             f"{type(model).__name__} was built for {spec.image_size}px images, not {image_size}px"

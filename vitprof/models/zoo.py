@@ -2,11 +2,13 @@
 
 Accepted names:
 
-* every torchvision ViT (``vit_b_16``, ``torchvision:vit_b_16``, ...) and ``vit_22b``;
+* every torchvision ViT (``vit_b_16``, ``torchvision:vit_b_16``, ...) and ``vit_22b``
+  (torchvision's class at ViT-22B's sizes);
 * ``timm:NAME`` (needs the ``timm`` extra);
 * ``hf:vit-base-patch16-224`` style built-in configs, ``hf:path/to/config.json`` and
   ``hf:path/to/dir`` holding a ``config.json`` (need the ``transformers`` extra);
-* the models of the source notes (``note001_vit_b16``, ``note002_cifar_vit``, ...);
+* the models of the source notes (``note001_vit_b16``, ``note002_cifar_vit``, ...) and
+  ``vit_22b_parallel``, vitprof's ViT-22B-style model (:mod:`vitprof.models.vit22b`);
 * ``path/to/file.py:factory`` and ``package.module:factory`` for anything else.
 """
 
@@ -36,7 +38,7 @@ from vitprof.count.running import (
     meta_caused,
     one_line,
 )
-from vitprof.models.declared_input import declared_input
+from vitprof.models.declared_input import declared_input, square_or_pair
 from vitprof.models.family import ENTRIES, torchvision
 from vitprof.models.family.base import (
     Factory,
@@ -59,7 +61,7 @@ class BuiltModel:
 
     name: str
     module: nn.Module
-    image_size: int
+    image_size: int | tuple[int, int]  # an int: a square image; a pair: (height, width)
     entry: ZooEntry | None
     warnings: tuple[str, ...] = ()  # what the build noticed and the analysis should say
 
@@ -81,13 +83,27 @@ def lookup(name: str) -> ZooEntry:
     raise UserError(f"unknown model '{name}'{hint}")
 
 
-def _check_size(name: str, image_size: int, patch_size: int | None) -> None:
-    if image_size <= 0:
-        raise UserError(f"image size must be positive, got {image_size}")
-    if patch_size and image_size % patch_size:
-        raise UserError(
-            f"image size {image_size} is not divisible by the patch size {patch_size} of {name}"
-        )
+ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)
+
+
+def size_text(image_size: ImageSize) -> str:
+    """``224`` or ``224x320``."""
+    return str(image_size) if isinstance(image_size, int) else "x".join(map(str, image_size))
+
+
+def _square(image_size: ImageSize) -> ImageSize:
+    """A square pair as its side (what a builder taking one int understands)."""
+    return image_size if isinstance(image_size, int) or image_size[0] != image_size[1] \
+        else image_size[0]
+
+
+def _check_size(name: str, image_size: ImageSize, patch_size: int | None) -> None:
+    sides = square_or_pair(image_size)
+    if min(sides) <= 0:
+        raise UserError(f"image size must be positive, got {size_text(image_size)}")
+    if patch_size and any(side % patch_size for side in sides):
+        raise UserError(f"image size {size_text(image_size)} is not divisible by the patch size "
+                        f"{patch_size} of {name}")
 
 
 def infer_patch_size(module: nn.Module) -> int | None:
@@ -162,21 +178,38 @@ def _load_factory(spec: str) -> Callable[..., Any]:
     return factory
 
 
+@dataclass(frozen=True)
+class BuildSizes:
+    """The input sizes a model is built for; None: its own."""
+
+    image_size: ImageSize | None = None
+    frames: int | None = None
+    in_chans: int | None = None
+
+    def keywords(self) -> dict[str, tuple[tuple[str, ...], Any]]:
+        """Each size asked for, with the keywords a factory may take it as."""
+        sizes = {
+            "image size": (("image_size", "img_size"), self.image_size),
+            "frames": (("num_frames", "frames"), self.frames),
+            "channels": (("in_chans", "in_channels", "num_channels"), self.in_chans),
+        }
+        return {what: given for what, given in sizes.items() if given[1] is not None}
+
+
 def _call_factory(
-    spec: str, factory: Callable[..., Any], image_size: int | None, classes: int | None
+    spec: str, factory: Callable[..., Any], sizes: BuildSizes, classes: int | None
 ) -> Callable[[], Any]:
-    """``factory`` with the size and classes asked for, as keywords it accepts.
+    """``factory`` with the sizes and classes asked for, as keywords it accepts.
 
     A class count the factory cannot take (no ``num_classes`` parameter, no ``**kwargs``) is
     refused rather than ignored: a count for another head than the one asked for would look
-    right and be wrong. The image size sets the input whether the factory takes it or not.
+    right and be wrong. The sizes set the input whether the factory takes them or not.
     """
     accepted = inspect.signature(factory).parameters
     open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
-    kwargs: dict[str, int] = {}
-    for key in ("image_size", "img_size"):
-        if image_size is not None and key in accepted:
-            kwargs[key] = image_size
+    kwargs: dict[str, Any] = {}
+    for keys, value in sizes.keywords().values():
+        kwargs.update({key: value for key in keys if key in accepted})
     if classes is not None:
         if "num_classes" not in accepted and not open_ended:
             raise UserError(f"{spec} takes no num_classes parameter: cannot build it with "
@@ -185,7 +218,7 @@ def _call_factory(
     return lambda: factory(**kwargs)
 
 
-def _hf_from_config(path: str, num_classes: int | None, image_size: int | None) -> Factory:
+def _hf_from_config(path: str, num_classes: int | None, sizes: BuildSizes) -> Factory:
     transformers = require_package("transformers", "transformers")
     try:
         data = json.loads(Path(path).read_text())
@@ -201,9 +234,28 @@ def _hf_from_config(path: str, num_classes: int | None, image_size: int | None) 
         raise UserError(f"malformed Hugging Face config {path}: {one_line(error)}") from None
     if num_classes is not None:
         config.num_labels = num_classes
-    if image_size is not None:
-        config.image_size = image_size
-    return lambda: transformers.AutoModelForImageClassification.from_config(config)
+    if sizes.image_size is not None:
+        config.image_size = _square(sizes.image_size)
+    if sizes.frames is not None:
+        config.num_frames = sizes.frames
+    if sizes.in_chans is not None:
+        config.num_channels = sizes.in_chans
+    auto = _hf_auto_class(transformers, config)
+    return lambda: auto.from_config(config)
+
+
+_HF_AUTO_CLASSES = ("AutoModelForImageClassification", "AutoModelForVideoClassification",
+                    "AutoModel")
+
+
+def _hf_auto_class(transformers: Any, config: Any) -> Any:
+    """The first auto class that maps ``config`` to a model: an image classifier, else a video
+    classifier (VideoMAE, ViViT, TimeSformer), else the bare model."""
+    for name in _HF_AUTO_CLASSES:
+        auto = getattr(transformers, name)
+        if type(config) in auto._model_mapping:
+            return auto
+    raise UserError(f"transformers has no model for a {config.model_type} config")
 
 
 def _hf_config_file(target: str) -> str | None:
@@ -301,39 +353,51 @@ def validate_name(name: str) -> ZooEntry | None:
     return lookup(name)
 
 
-def check_divisible_size(entry: ZooEntry, image_size: int) -> None:
+def check_divisible_size(entry: ZooEntry, image_size: ImageSize) -> None:
     """Refuse an image size the zoo model ``entry`` cannot take (not divisible by its patch
-    size), before building it."""
+    size, or not square where its builder takes one int), before building it."""
+    if not isinstance(image_size, int) and image_size[0] != image_size[1] \
+            and not entry.non_square:
+        raise UserError(f"{entry.name} takes a square image size only (its builder takes one "
+                        f"int); got {size_text(image_size)}")
     _check_size(entry.name, image_size, entry.patch_size)
 
 
 def build(
     name: str,
     *,
-    image_size: int | None = None,
+    image_size: ImageSize | None = None,
     num_classes: int | None = None,
     device: str = "meta",
+    frames: int | None = None,
+    in_chans: int | None = None,
 ) -> BuiltModel:
     """Build the model called ``name`` on ``device`` without loading any weights; a build still
     running after 2 s says so once on stderr, if that is a terminal.
 
-    ``image_size`` is a positive int (square images); ``num_classes=0`` means no head.
+    ``image_size`` is a positive int (a square) or ``(height, width)``; ``num_classes=0``
+    means no head. Each size given is passed to the builder: timm's ``img_size`` and
+    ``in_chans``; a Hugging Face config's ``image_size``, ``num_frames`` and ``num_channels``;
+    a factory's keywords of those names (:class:`BuildSizes`); a zoo entry's image size (a
+    non-square one only where the entry takes it).
     """
-    check_image_size(image_size)
+    image_size = check_image_size(image_size)
     if num_classes is not None:
         check_int("number of classes", num_classes, 0)
+    sizes = BuildSizes(image_size, frames, in_chans)
     with notice_if_slow(f"building {name} ..."):
-        return _build(name, image_size=image_size, num_classes=num_classes, device=device)
+        return _build(name, sizes=sizes, num_classes=num_classes, device=device)
 
 
-def _build(
-    name: str, *, image_size: int | None, num_classes: int | None, device: str
-) -> BuiltModel:
+def _build(name: str, *, sizes: BuildSizes, num_classes: int | None, device: str) -> BuiltModel:
+    image_size = sizes.image_size
     if name.startswith("timm:"):
         timm, model_name = _timm_model(name)
-        kwargs: dict[str, int] = {}
+        kwargs: dict[str, Any] = {}
         if image_size is not None:
             kwargs["img_size"] = image_size
+        if sizes.in_chans is not None:
+            kwargs["in_chans"] = sizes.in_chans
         if num_classes is not None:
             kwargs["num_classes"] = num_classes
         module = _construct(
@@ -342,20 +406,20 @@ def _build(
         return _finish(name, module, image_size)
     config_file = _hf_config_file(name.removeprefix("hf:")) if name.startswith("hf:") else None
     if config_file is not None:
-        factory = _hf_from_config(config_file, num_classes, image_size)
+        factory = _hf_from_config(config_file, num_classes, sizes)
         return _finish(name, _construct(name, factory, device), image_size)
     if ":" in name and not name.startswith(("hf:", "torchvision:")):
-        factory = _call_factory(name, _load_factory(name), image_size, num_classes)
+        factory = _call_factory(name, _load_factory(name), sizes, num_classes)
         return _finish(name, _construct(name, factory, device), image_size)
     entry = lookup(name)
-    size = image_size if image_size is not None else entry.image_size
-    _check_size(entry.name, size, entry.patch_size)
+    size = _square(image_size) if image_size is not None else entry.image_size
+    check_divisible_size(entry, size)
     classes = num_classes if num_classes is not None else entry.num_classes
     module = _construct(entry.name, lambda: entry.build(size, classes), device)
     return BuiltModel(entry.name, module, size, entry)
 
 
-def _finish(name: str, module: nn.Module, image_size: int | None) -> BuiltModel:
+def _finish(name: str, module: nn.Module, image_size: ImageSize | None) -> BuiltModel:
     """A model built from outside the zoo's table (timm, hf, FILE.py:factory): no entry."""
     size = image_size if image_size is not None else default_image_size(module)
     _check_size(name, size, infer_patch_size(module))

@@ -1,11 +1,13 @@
 """The report figures, drawn with matplotlib's Agg canvas (no display, no pyplot state).
 
 Each figure is built in two steps: a :class:`FigureData` (the numbers plotted, JSON-ready) and
-:func:`save`, which draws it. Drawing is deterministic: fixed size and dpi, matplotlib's default
-style whatever the user's matplotlibrc says, and no timestamp or software tag in the PNG. The
-PNG carries the SHA-256 of its data in a ``vitprof:data`` text chunk, so ``vitprof report
---check`` compares figures by what they show (the data) rather than by bytes, which a different
-freetype or matplotlib version may change.
+:func:`save`, which draws it. Drawing is deterministic: fixed size (7 x 4 in, or the size a
+figure's drawing function sets) and dpi, matplotlib's default style whatever the user's
+matplotlibrc says, and no timestamp or software tag in the PNG. The PNG carries the SHA-256 of
+its data in a ``vitprof:data`` text chunk, so ``vitprof report --check`` compares figures by
+what they show (the data) rather than by bytes, which a different freetype or matplotlib
+version may change. A page module draws its own figures: it registers their drawing with
+:func:`register`.
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import matplotlib.style
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox
 from PIL import Image
 
 from vitprof.checks.sweep import AXES, Sweep
@@ -77,17 +82,29 @@ def block_macs(profile: Profile) -> FigureData:
     })
 
 
+SIZE_MARKS = (224, 384, 518)  # the image sizes ViTs are usually published at
+
+
 def sweep_macs(result: Sweep) -> FigureData:
-    """MACs of the attention core, the MLP and everything else along a sweep, with the
-    attention-core / MLP crossover of an image-size sweep."""
+    """MACs along a sweep: the total, the attention layer as a whole (q/k/v projections +
+    attention core + output projection), its attention core alone, the MLP and everything else
+    (total - attention layer - MLP); for an image-size sweep the attention-core / MLP crossover
+    and the marks of :data:`SIZE_MARKS` that lie within the swept range."""
     points = sorted(result.points, key=lambda p: p.value)
     crossover = result.crossover()
+    values = [p.value for p in points]
+    attention = [p.attention.macs for p in points]
+    marks = [s for s in SIZE_MARKS if values[0] <= s <= values[-1]] \
+        if result.axis == "image_size" else []
     return FigureData("sweep", f"{result.model}: MACs against {AXES[result.axis]}", {
         "axis": result.axis,
-        "values": [p.value for p in points],
+        "values": values,
+        "total": [p.totals.macs for p in points],
+        "attention": attention,
         "attn_core": [p.attn_core.macs for p in points],
         "mlp": [p.mlp.macs for p in points],
-        "rest": [p.totals.macs - p.attn_core.macs - p.mlp.macs for p in points],
+        "rest": [p.totals.macs - a - p.mlp.macs for p, a in zip(points, attention, strict=True)],
+        "marks": marks,
         "crossover": round(crossover.image_size, 3) if crossover else None,
         "crossover_tokens": str(crossover.tokens) if crossover else None,
     })
@@ -95,19 +112,74 @@ def sweep_macs(result: Sweep) -> FigureData:
 
 # ------------------------------------------------------------------------------- drawing
 
+# where a point's label may go, in order of preference: offset (points) and alignment
+_LABEL_PLACES = ((4, 2, "left", "bottom"), (4, -2, "left", "top"),
+                 (-4, 2, "right", "bottom"), (-4, -2, "right", "top"))
+
+
+def place_labels(ax: Axes, anchors: Sequence[tuple[float, float]], texts: Sequence[str]) -> None:
+    """Label each anchor (data coordinates; call once the axes' scales and limits are set) at
+    the first of :data:`_LABEL_PLACES` whose box overlaps no label placed before it (the first
+    place when every one does)."""
+    renderer = ax.figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    placed: list[Bbox] = []
+    for anchor, text in zip(anchors, texts, strict=True):
+        options = [ax.annotate(text, anchor, xytext=(dx, dy), textcoords="offset points",
+                               ha=ha, va=va, fontsize=6) for dx, dy, ha, va in _LABEL_PLACES]
+        boxes = [option.get_window_extent(renderer) for option in options]
+        best = next((i for i, box in enumerate(boxes)
+                     if not any(box.overlaps(other) for other in placed)), 0)
+        for i, option in enumerate(options):
+            if i != best:
+                option.remove()
+        placed.append(boxes[best])
+
+
+def share_label(percent: float) -> str:
+    """A share in percent with two decimals, or two significant digits for a small non-zero
+    one (0.0044%)."""
+    return f"{percent:.2f}%" if percent >= 0.01 else f"{percent:.2g}%"
+
+
+def label_groups(xs: Sequence[float], ys: Sequence[float], near: float) -> list[list[int]]:
+    """Indices of the points of a log-log plot, each grouped with the first earlier group whose
+    first point is within the ratio ``near`` of it on both axes: one label per group."""
+    groups: list[list[int]] = []
+    for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+        home = next((g for g in groups if max(x / xs[g[0]], xs[g[0]] / x) < near
+                     and max(y / ys[g[0]], ys[g[0]] / y) < near), None)
+        if home is None:
+            groups.append([i])
+        else:
+            home.append(i)
+    return groups
+
+
+TINY = 0.01  # a bar shorter than this fraction of the axis gets a marker to be seen
+
 
 def _draw_shares(fig: Figure, data: dict[str, Any]) -> None:
+    """Two bars per component (params, MACs), the axis up to the largest share, each non-zero
+    bar labelled with its value and a tiny one marked; zero bars are left out."""
     ax = fig.add_subplot()
     names = data["components"]
-    ys = range(len(names))
-    ax.barh([y - 0.2 for y in ys], [100 * v for v in data["params"]], height=0.4,
-            label="% of params", color="#4c72b0")
-    ax.barh([y + 0.2 for y in ys], [100 * v for v in data["macs"]], height=0.4,
-            label="% of MACs", color="#dd8452")
-    ax.set_yticks(list(ys), names)
-    ax.invert_yaxis()
+    largest = 100 * max(data["params"] + data["macs"], default=0.0) or 100.0
+    ax.set_xlim(0, 1.2 * largest)  # room for the labels
+    for key, offset, label, color in (("params", -0.2, "% of params", "#4c72b0"),
+                                      ("macs", 0.2, "% of MACs", "#dd8452")):
+        bars = [(y + offset, 100 * v) for y, v in enumerate(data[key]) if v > 0]
+        ax.barh([y for y, _ in bars], [v for _, v in bars], height=0.4, label=label, color=color)
+        for y, v in bars:
+            if v < TINY * largest:
+                ax.plot(v, y, marker="o", markersize=4, color=color, markeredgecolor="black",
+                        markeredgewidth=0.5, clip_on=False, zorder=3)
+            ax.annotate(share_label(v), (v, y), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize="x-small")
+    ax.set_yticks(range(len(names)), names)
+    for tick, name in zip(ax.get_yticklabels(), names, strict=True):
+        tick.set_color(COLORS.get(name, COLORS["other"]))
+    ax.set_ylim(len(names) - 0.5, -0.5)  # first component on top
     ax.set_xlabel("share of the model total (%)")
-    ax.set_xlim(0, 100)
     ax.legend(loc="lower right")
 
 
@@ -126,24 +198,40 @@ def _draw_blocks(fig: Figure, data: dict[str, Any]) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
 
 
+_SWEEP_LINES = (  # key, label, colour, line style
+    ("total", "total", "black", "-"),
+    ("attention", "attention layer (qkv + core + proj)", COLORS["attn_qkv"], "-"),
+    ("attn_core", "of which attention core (QK^T, AV)", COLORS["attn_core"], "--"),
+    ("mlp", "MLP", COLORS["mlp"], "-"),
+    ("rest", "everything else", COLORS["other"], "-"),
+)
+
+
 def _draw_sweep(fig: Figure, data: dict[str, Any]) -> None:
+    fig.set_size_inches(9.0, 4.0)  # room for the legend beside the axes
     ax = fig.add_subplot()
     xs = data["values"]
-    for key, label in (("attn_core", "attention core (QK^T, AV)"), ("mlp", "MLP"),
-                       ("rest", "everything else")):
-        color = COLORS.get(key, COLORS["other"])
-        ax.plot(xs, [v / 1e9 for v in data[key]], marker="o", label=label, color=color)
+    for key, label, color, style in _SWEEP_LINES:
+        ax.plot(xs, [v / 1e9 for v in data[key]], marker="o", markersize=3, label=label,
+                color=color, linestyle=style)
+    for size in data["marks"]:
+        ax.axvline(size, color="#999999", linestyle=":", linewidth=1)
+        ax.annotate(f"{size}", xy=(size, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                    fontsize="x-small", color="#555555")
     if data["crossover"] is not None:
+        tokens = Fraction(data["crossover_tokens"])
+        shown = f"{tokens}" if tokens.denominator == 1 else f"{float(tokens):,.1f}"
         ax.axvline(data["crossover"], color="black", linestyle="--", linewidth=1)
         ax.annotate(
-            f"core = MLP at {data['crossover']:.0f} px\n({data['crossover_tokens']} tokens)",
-            xy=(data["crossover"], 0.5), xycoords=("data", "axes fraction"),
+            f"core = MLP at {data['crossover']:.0f} px\n({shown} tokens)",
+            xy=(data["crossover"], 0.2), xycoords=("data", "axes fraction"),
             xytext=(6, 0), textcoords="offset points", fontsize="small",
         )
     ax.set_yscale("log")
     ax.set_xlabel(AXES[data["axis"]])
     ax.set_ylabel("GMACs (log scale)")
-    ax.legend(loc="upper left", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
 
 
 _DRAW: dict[str, Callable[[Figure, dict[str, Any]], None]] = {

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from vitprof.core.records import COMPONENTS, Counts
+from vitprof.core.records import COMPONENTS, Counts, InputRecord
 from vitprof.count.result import Profile
 from vitprof.count.training import PhaseCounts, phase_components, phase_totals
 from vitprof.render.document import (
@@ -93,12 +93,20 @@ def input_text(shape: Sequence[int]) -> str:
     return f"batch {shape[0]}, {'x'.join(str(n) for n in shape[1:])}"
 
 
+def inputs_text(inputs: Sequence[InputRecord]) -> str:
+    """The tensors of the forward, ``" (pixel_values 1x3x224x224 bfloat16, ...)"``; nothing for
+    the plain case, one float32 tensor."""
+    if len(inputs) == 1 and inputs[0].dtype == "float32":
+        return ""
+    return f" ({', '.join(i.describe() for i in inputs)})" if inputs else ""
+
+
 def header_lines(profile: Profile) -> list[str]:
     """What was counted, on what, under which convention."""
     lines = [
         f"model: {profile.model} (recognized as {profile.family})",
-        f"input: {input_text(profile.input_shape)}; device {profile.device}; "
-        f"torch {profile.torch_version}",
+        f"input: {input_text(profile.input_shape)}{inputs_text(profile.inputs)}; "
+        f"device {profile.device}; torch {profile.torch_version}",
         *([f"input from: {profile.input_source}"] if profile.input_source else []),
         f"attention: {profile.attention_implementation}",
         f"convention: {CONVENTION}",

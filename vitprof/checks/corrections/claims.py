@@ -45,6 +45,8 @@ class Figure(StrEnum):
     PREFIX_TOKENS = "prefix_tokens"
     EXPONENT = "exponent"
     ACTIVATION_BYTES = "activation_bytes"
+    INPUT_ELEMENTS = "input_elements"
+    IMAGE_SIZE = "image_size"
 
 
 COUNTED = frozenset({Figure.PARAMS, Figure.MACS, Figure.FLOPS, Figure.VECTOR_FLOPS})
@@ -106,11 +108,13 @@ class OwnCode:
 
 
 class Rule(StrEnum):
-    """The rules of :mod:`.verdicts` that decide a claim about how cost scales (no value)."""
+    """The rules of :mod:`.verdicts` that decide a claim without a value."""
 
     SCALES_AS = "scales_as"  # reads the exponent and the term's share of its layer; a power
     SAVES = "saves"  # reads the saving in per cent; the least saving that makes it correct
     EXCEEDS = "exceeds"  # reads the larger and the smaller model's figure a size name implies
+    REACHES = "reaches"  # reads a quantity's typical and largest size; the level a statement
+    # without a figure implies it reaches
 
 
 # For each rule: the name of its parameter and the roles of the values it reads.
@@ -118,6 +122,7 @@ RULE_INPUTS: dict[Rule, tuple[str, frozenset[str]]] = {
     Rule.SCALES_AS: ("power", frozenset({"exponent", "share"})),
     Rule.SAVES: ("percent", frozenset({"saving"})),
     Rule.EXCEEDS: ("by", frozenset({"larger", "smaller"})),
+    Rule.REACHES: ("level", frozenset({"typical", "largest"})),
 }
 
 

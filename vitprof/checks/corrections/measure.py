@@ -126,6 +126,8 @@ class Lab:
                 return self._exponent(m)
             case Figure.ACTIVATION_BYTES:  # the outputs of every counted op of one forward
                 return sum(op.bytes_written for op in profile.ops)
+            case Figure.INPUT_ELEMENTS:  # the values of the input tensor, the batch included
+                return math.prod(profile.input_shape)
         return getattr(self.spec(m.model), m.figure)
 
     def _exponent(self, m: Measurement) -> float:

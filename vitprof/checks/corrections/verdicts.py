@@ -21,6 +21,12 @@ The rules, applied to every claim in this order (the report states them in its p
 6. A size name that implies an order ("Base" above "Small", "Large" above ViT-Base) has no value
    either: ``exceeds`` is **correct** when the model the name puts higher has more than the
    stated number of parameters more, else **wrong**.
+7. A statement without a figure, an order or a size ("Attention 是线性操作", "点积可能达到几百")
+   implies that a quantity reaches a level: ``reaches`` reads the quantity's *typical* size for
+   the model the note describes, under the premise the note's argument takes (unit-variance q
+   and k; for a structural property, its only value), and the *largest* size that premise
+   allows; **correct** when the typical size reaches the level, **misleading** when only the
+   largest does (the reason says what it takes), else **wrong**.
 """
 
 from __future__ import annotations
@@ -79,13 +85,20 @@ def _exceeds(read: Mapping[str, Number], by: float) -> Verdict:
     return Verdict.CORRECT if read["larger"] - read["smaller"] > by else Verdict.WRONG
 
 
+def _reaches(read: Mapping[str, Number], level: float) -> Verdict:
+    if read["typical"] >= level:
+        return Verdict.CORRECT
+    return Verdict.MISLEADING if read["largest"] >= level else Verdict.WRONG
+
+
 JUDGES: dict[Rule, Callable[[Mapping[str, Number], float], Verdict]] = {
     Rule.SCALES_AS: _scales_as, Rule.SAVES: _saves, Rule.EXCEEDS: _exceeds,
+    Rule.REACHES: _reaches,
 }
 
 
 def verdict(claim: Claim, figures: Figures, measured: Number) -> Verdict:
-    """Rules 1-6 of the module docstring."""
+    """Rules 1-7 of the module docstring."""
     if claim.judge is not None:
         read = {role: figures.get(name) for role, name in claim.judge.reads.items()}
         return JUDGES[claim.judge.rule](read, claim.judge.parameter)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property, partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -43,7 +43,7 @@ from vitprof.count.running import one_line
 from vitprof.models.closed_form import closed_form
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import Published, lookup
-from vitprof.workload import InputSpec, Workload, deployed, make_workload
+from vitprof.workload import ImageSize, InputSpec, Workload, deployed, make_workload
 
 R = TypeVar("R")
 
@@ -63,15 +63,17 @@ class Subject:
 
     profile: Profile
     source: str | nn.Module
-    image_size: int | None  # as the caller gave it (None: the model's own)
+    image_size: ImageSize | None  # as the caller gave it (None: the model's own)
     batch_size: int = 1
     grad: bool = True  # the grad mode the peers that run a forward are called in
     deploy: bool = False  # the peers run on the deploy form too (vitprof.models.deploy)
+    # the other input keywords of make_workload the caller gave (frames, in_chans, dtype, ...)
+    sizes: dict[str, Any] = field(default_factory=dict)
 
     def workload(self, device: str) -> Workload:
         """The model under check built on ``device`` (a module: itself), deploy form if asked."""
         work = make_workload(self.source, image_size=self.image_size,
-                             batch_size=self.batch_size, device=device)
+                             batch_size=self.batch_size, device=device, **self.sizes)
         return deployed(work, self.deploy)
 
     @cached_property
@@ -274,6 +276,10 @@ def run_crosscheck(
     grad: bool = True,
     overrides: Sequence[Rule] = (),
     deploy: bool = False,
+    frames: int | None = None,
+    in_chans: int | None = None,
+    dtype: torch.dtype | str | None = None,
+    input_shape: Sequence[int] | None = None,
 ) -> CrossCheck:
     """vitprof's count of ``model`` next to each peer's, every difference decomposed.
 
@@ -281,11 +287,16 @@ def run_crosscheck(
     ``grad=False`` runs the peers that run a forward under ``torch.no_grad()``, where
     ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way). With
     ``deploy``, vitprof and every peer count the deploy form (:mod:`vitprof.models.deploy`).
+    ``frames``, ``in_chans``, ``dtype`` and ``input_shape`` are the input's, as in
+    :func:`vitprof.analysis.analyze`.
     """
     chosen = check_peers(peers)
+    sizes: dict[str, Any] = {"frames": frames, "in_chans": in_chans, "dtype": dtype,
+                             "input_shape": input_shape}
     profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
-                      deploy=deploy)
-    subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy)
+                      deploy=deploy, **sizes)
+    subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy,
+                      sizes=sizes)
     return _check(subject, chosen)
 
 

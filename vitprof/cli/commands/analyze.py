@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vitprof.cli.commands.common import DEPLOY_HELP, add_model_arguments, warn, write_output
+from vitprof.cli.commands.common import (
+    DEPLOY_HELP,
+    add_model_arguments,
+    shape_options,
+    warn,
+    write_output,
+)
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.choices import VIEWS
 from vitprof.core.records import MODES
@@ -33,9 +39,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_writable(args.output)
     profile = analyze(
-        args.model, image_size=args.image_size, batch_size=args.batch_size,
-        num_classes=args.num_classes, device=args.device, overrides=args.map, mode=args.mode,
-        deploy=args.deploy,
+        args.model, batch_size=args.batch_size, num_classes=args.num_classes,
+        device=args.device, overrides=args.map, mode=args.mode, deploy=args.deploy,
+        **shape_options(args),
     )
     for message in profile.warnings:
         warn(message)

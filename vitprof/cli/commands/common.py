@@ -8,8 +8,9 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 
@@ -37,6 +38,32 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0, "an integer >= 0")
 
 
+def image_size(text: str) -> int | tuple[int, int]:
+    """argparse type for ``--image-size``: ``N`` (a square) or ``HxW``, positive ints."""
+    sides = text.split("x")
+    if len(sides) > 2:
+        raise argparse.ArgumentTypeError(f"expected N or HxW, got '{text}'")
+    try:
+        values = [_int_at_least(side, 1, "N or HxW of positive integers") for side in sides]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected N or HxW of positive integers, got '{text}'") from None
+    return values[0] if len(values) == 1 else (values[0], values[1])
+
+
+def input_shape(text: str) -> tuple[int, ...]:
+    """argparse type for ``--input-shape B,C,...``: 3 or more positive ints."""
+    try:
+        sizes = tuple(positive_int(part) for part in text.split(","))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected positive integers B,C,SIZE[,SIZE...], got '{text}'") from None
+    if len(sizes) < 3:
+        raise argparse.ArgumentTypeError(
+            f"expected batch, channels and at least one size (B,C,SIZE[,SIZE...]), got '{text}'")
+    return sizes
+
+
 def component_rule(text: str) -> tuple[str, Component]:
     """argparse type for ``--map REGEX=COMPONENT``."""
     regex, sep, name = text.rpartition("=")
@@ -61,11 +88,51 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_input_options(parser: argparse.ArgumentParser) -> None:
     """The options that say how a model is built and run."""
-    parser.add_argument("--image-size", type=positive_int, help="input height and width")
+    add_shape_options(parser)
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
     parser.add_argument("--device", choices=("meta", "cpu", "cuda"), default="meta")
     add_map_option(parser)
+
+
+SHAPE_OPTIONS = ("image_size", "frames", "in_chans", "dtype", "input_shape")
+"""The destinations of :func:`add_shape_options`, the keywords of ``analyze()`` they fill."""
+
+
+def add_shape_options(parser: argparse.ArgumentParser) -> None:
+    """``--image-size N|HxW``, ``--frames T``, ``--in-chans C``, ``--dtype`` and
+    ``--input-shape B,C,...`` (which excludes the first three and ``--batch-size``): the input
+    a model is built for and fed (:func:`shape_options` reads them)."""
+    parser.add_argument("--image-size", type=image_size, metavar="N|HxW",
+                        help="input height and width: N (square) or HxW")
+    parser.add_argument("--frames", type=positive_int, metavar="T",
+                        help="frames of a video input (B,C,T,H,W; B,T,C,H,W for transformers' "
+                             "video models)")
+    parser.add_argument("--in-chans", type=positive_int, metavar="C", help="input channels")
+    parser.add_argument("--dtype", choices=PROFILE_DTYPES,
+                        help="model and input dtype (default: the model's own; MACs do not "
+                             "change, bytes do)")
+    parser.add_argument("--input-shape", type=input_shape, metavar="B,C,...",
+                        help="the whole input tensor, fed as it is to the model built at its "
+                             "own size (excludes --image-size, --frames, --in-chans, "
+                             "--batch-size)")
+    parser.set_defaults(validate=_shape_conflicts)
+
+
+def _shape_conflicts(args: argparse.Namespace) -> str | None:
+    """The usage error of ``--input-shape`` given with an option it excludes, if any."""
+    if getattr(args, "input_shape", None) is None:
+        return None
+    excluded = {"--image-size": args.image_size is not None, "--frames": args.frames is not None,
+                "--in-chans": args.in_chans is not None,
+                "--batch-size": getattr(args, "batch_size", 1) != 1}
+    given = [option for option, set_ in excluded.items() if set_]
+    return f"--input-shape excludes {', '.join(given)}" if given else None
+
+
+def shape_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of ``analyze()`` (and ``make_workload``) the shape options give."""
+    return {key: getattr(args, key) for key in SHAPE_OPTIONS}
 
 
 def add_map_option(parser: argparse.ArgumentParser) -> None:

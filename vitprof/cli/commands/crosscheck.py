@@ -12,7 +12,9 @@ import argparse
 from vitprof.cli.commands.common import (
     DEPLOY_HELP,
     add_map_option,
+    add_shape_options,
     positive_int,
+    shape_options,
     warn,
     write_output,
 )
@@ -32,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                            "DeepSpeed, closed form, published figures; explain every difference"
     )
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
-    parser.add_argument("--image-size", type=positive_int, help="input height and width")
+    add_shape_options(parser)
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--format", choices=choices("crosscheck"), default="table")
     parser.add_argument("--peers", type=peer_list, metavar="PEER,...",
@@ -53,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_writable(args.output)
     check = run_crosscheck(
-        args.model, image_size=args.image_size, batch_size=args.batch_size, peers=args.peers,
-        grad=not args.no_grad, overrides=args.map, deploy=args.deploy,
+        args.model, batch_size=args.batch_size, peers=args.peers, grad=not args.no_grad,
+        overrides=args.map, deploy=args.deploy, **shape_options(args),
     )
     for message in check.warnings:
         warn(message)

@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 
 from vitprof.checks.diff import Snapshot, compare, parse_fail_above, read_profile
-from vitprof.cli.commands.common import add_input_options, warn, write_output
+from vitprof.cli.commands.common import (
+    SHAPE_OPTIONS,
+    add_input_options,
+    shape_options,
+    warn,
+    write_output,
+)
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.records import MODES
 from vitprof.render.formats import choices, render
@@ -57,8 +63,8 @@ def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
     if is_saved_profile(spec):
         return read_profile(Path(spec))
     profile = analyze(
-        spec, image_size=args.image_size, batch_size=args.batch_size,
-        num_classes=args.num_classes, device=args.device, overrides=args.map, mode=args.mode,
+        spec, batch_size=args.batch_size, num_classes=args.num_classes, device=args.device,
+        overrides=args.map, mode=args.mode, **shape_options(args),
     )
     for message in profile.warnings:
         warn(f"{spec}: {message}")
@@ -66,7 +72,9 @@ def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
 
 
 def _options_given(args: argparse.Namespace) -> list[str]:
-    given = {"--image-size": args.image_size is not None, "--batch-size": args.batch_size != 1,
+    shapes = {f"--{key.replace('_', '-')}": getattr(args, key) is not None
+              for key in SHAPE_OPTIONS}
+    given = {**shapes, "--batch-size": args.batch_size != 1,
              "--num-classes": args.num_classes is not None, "--device": args.device != "meta",
              "--map": bool(args.map), "--mode": args.mode != "inference"}
     return [option for option, set_ in given.items() if set_]

@@ -7,13 +7,14 @@ import math
 
 from vitprof.cli.commands.common import (
     add_map_option,
+    add_shape_options,
     non_negative_int,
     positive_int,
+    shape_options,
     warn,
     write_output,
 )
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
-from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.records import REAL_DEVICES
 from vitprof.render.formats import choices, render
 
@@ -35,9 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     parser.add_argument("--device", choices=REAL_DEVICES, default="cpu")
-    parser.add_argument("--dtype", choices=PROFILE_DTYPES, default="float32")
+    add_shape_options(parser)  # --dtype: float32 unless given
     parser.add_argument("--batch-size", type=positive_int, default=1)
-    parser.add_argument("--image-size", type=positive_int, help="input height and width")
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
     parser.add_argument("--warmup", type=non_negative_int, default=2,
                         help="untimed forwards before timing (default 2)")
@@ -66,10 +66,10 @@ def run(args: argparse.Namespace) -> int:
     if args.roofline:
         check_figure_path(args.roofline)
     result = profile_model(
-        args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-        image_size=args.image_size, num_classes=args.num_classes, warmup=args.warmup,
-        iters=args.iters, peak_tflops=args.peak_tflops, overrides=args.map,
-        progress=not args.no_progress, threads=args.threads,
+        args.model, device=args.device, batch_size=args.batch_size,
+        num_classes=args.num_classes, warmup=args.warmup, iters=args.iters,
+        peak_tflops=args.peak_tflops, overrides=args.map, progress=not args.no_progress,
+        threads=args.threads, **{**shape_options(args), "dtype": args.dtype or "float32"},
     )
     for message in result.warnings:
         warn(message)

@@ -13,13 +13,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "report", help="write markdown reports with figures (or check them)",
         description="Write one markdown report per model, figures beside it. --all writes the "
-        "torchvision ViTs, the zoo table, the corrections to the source notes and an index.",
+        "torchvision ViTs, note 002's Dynamic ViT, the zoo table, the corrections to the source "
+        "notes and an index.",
     )
     parser.add_argument("models", nargs="*", metavar="MODEL",
                         help="model names (see 'vitprof models'), timm:NAME, hf:..., or "
                         "timm-published: timm's results table against vitprof (slow)")
     parser.add_argument("--all", action="store_true", dest="everything",
-                        help="every torchvision ViT, zoo.md, corrections.md and README.md")
+                        help="every torchvision ViT, note002_dynamic_vit, zoo.md, corrections.md "
+                        "and README.md")
     parser.add_argument("--out", default="reports", metavar="DIR",
                         help="folder to write (or check) the reports in (default: reports)")
     parser.add_argument("--check", action="store_true",

@@ -12,7 +12,8 @@ from vitprof.checks.page_inputs import model_page_inputs
 from vitprof.checks.zoo_rows import zoo_rows
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
-from vitprof.models.zoo import TORCHVISION_VITS
+from vitprof.models.spec_inference import spec_from_model
+from vitprof.models.zoo import TORCHVISION_VITS, build
 from vitprof.render import figures
 from vitprof.render.pages.corrections import corrections_page
 from vitprof.render.pages.markdown import Page, model_report
@@ -21,6 +22,13 @@ from vitprof.render.pages.timm_published import PAGE, timm_published_page
 from vitprof.render.pages.zoo_table import zoo_page
 
 ALL_MODELS: tuple[str, ...] = TORCHVISION_VITS
+# Model pages of --all beyond the torchvision ViTs: the one model whose blocks differ (its
+# per-block figure), note 002's Dynamic ViT with vitprof's assumed predictors and keep ratios.
+NOTE_MODELS: dict[str, str] = {
+    "note002_dynamic_vit": "note 002's Dynamic ViT, whose token pruning makes its blocks differ "
+    "(its predictors and keep ratios are vitprof's assumptions, not the note's)",
+}
+NOTE002_MODEL = "note002_cifar_vit"  # the model of note 002's attention figure
 
 
 def timm_page() -> Page:
@@ -43,21 +51,30 @@ def index_page(models: Sequence[str]) -> Page:
         "regenerates them into a temporary folder and fails if anything here differs.", "",
         "- [corrections.md](corrections.md): every figure of the five source notes, corrected",
         "- [zoo.md](zoo.md): every built-in model, with published figures where there are some",
-        *(f"- [{name}.md]({name}.md): torchvision {name}" for name in models),
+        *(f"- [{name}.md]({name}.md): {NOTE_MODELS.get(name, f'torchvision {name}')}"
+          for name in models),
     ]
     return Page("README.md", "\n".join(lines) + "\n")
 
 
+def corrections_of_notes() -> Page:
+    """``corrections.md``: every claim measured, with the spec of note 002's model for its
+    attention figure."""
+    spec = spec_from_model(build(NOTE002_MODEL, device="meta").module)
+    return corrections_page(notes().values(), corrections(), spec)
+
+
 def pages(models: Sequence[str], everything: bool = False) -> list[Page]:
     """The pages of ``models`` (any names :func:`vitprof.analyze` accepts), plus the zoo,
-    corrections and index pages when ``everything`` (``--all``: the torchvision ViTs)."""
-    names = list(ALL_MODELS) if everything else list(models)
+    corrections and index pages when ``everything`` (``--all``: the torchvision ViTs and
+    :data:`NOTE_MODELS`)."""
+    names = [*ALL_MODELS, *NOTE_MODELS] if everything else list(models)
     if not names:
         raise UserError("name at least one model, or use --all")
     result = [NAMED_PAGES[name]() if name in NAMED_PAGES else model_report(model_page_inputs(name))
               for name in progress(names, desc="report", unit="model")]
     if everything:
-        result += [zoo_page(zoo_rows()), corrections_page(notes().values(), corrections()),
+        result += [zoo_page(zoo_rows()), corrections_of_notes(),
                    index_page(names)]
     return result
 

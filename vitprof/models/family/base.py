@@ -40,7 +40,9 @@ class Published:
 
 @dataclass(frozen=True)
 class ZooEntry:
-    """How to build one named model; ``build(image_size, num_classes)`` returns the module."""
+    """How to build one named model; ``build(image_size, num_classes)`` returns the module.
+
+    ``image_size`` is an int (a square), or ``(height, width)`` where ``non_square``."""
 
     name: str
     family: str
@@ -51,6 +53,7 @@ class ZooEntry:
     patch_size: int | None = None
     overrides: tuple[Rule, ...] = ()
     published: Callable[[int, int], Published | None] = field(default=lambda size, classes: None)
+    non_square: bool = False  # build takes (height, width) too
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ HF_CONFIGS: dict[str, HFConfig] = {
 
 
 def _builtin(config: HFConfig) -> Factory:
-    def build(image_size: int, num_classes: int) -> nn.Module:
+    def build(image_size: int | tuple[int, int], num_classes: int) -> nn.Module:
         transformers = require_package("transformers", "transformers")
         vit_config = transformers.ViTConfig(
             hidden_size=config.width, num_hidden_layers=config.depth,
@@ -142,7 +142,7 @@ def _builtin(config: HFConfig) -> Factory:
 ENTRIES = tuple(
     ZooEntry(f"hf:{name}", NAME, f"Hugging Face ViTForImageClassification (D={c.width}, "
              f"depth {c.depth}, {c.heads} heads, MLP {c.mlp_width}, patch {c.patch_size})",
-             _builtin(c), 224, 1000, c.patch_size)
+             _builtin(c), 224, 1000, c.patch_size, non_square=True)
     for name, c in HF_CONFIGS.items()
 )
 

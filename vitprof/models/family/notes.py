@@ -1,5 +1,6 @@
-"""The source notes' hand-written models (:mod:`vitprof.models.notes`) and the reference ViT
-(:mod:`vitprof.models.reference`): spec inferrers and the zoo's note models. Their module names
+"""vitprof's hand-written models: the source notes' (:mod:`vitprof.models.notes`), the
+ViT-22B-style model (:mod:`vitprof.models.vit22b`) and the reference ViT
+(:mod:`vitprof.models.reference`): spec inferrers and the zoo's entries. Their module names
 follow timm's, and the generic recognizer places every one of them: no component table.
 The spec inferrers take ``model: Any``: they read attributes torch types as ``Tensor | Module``."""
 
@@ -92,17 +93,29 @@ def _note004(model: Any) -> ViTSpec:
     return _timm_style_note(model, qkv_bias=model.blocks[0].attn.qkv.bias is not None)
 
 
+def _parallel(model: Any) -> ViTSpec:
+    """No spec describes the ViT-22B-style model: refused with what it lacks."""
+    require(False, model, "parallel attention/MLP blocks, QK-norm, bias-free q/k/v/out "
+            "linears and RMSNorms (a ViTSpec is a sequential pre-norm ViT with LayerNorms)")
+    raise AssertionError("unreachable")
+
+
 def _reference(model: Any) -> ViTSpec:
     """The reference ViT keeps the spec it was built from."""
     return model.spec
 
 
-def _note(module: str, function: str, **fixed: Any) -> Factory:
+def _lazy(module: str, function: str, **fixed: Any) -> Factory:
+    """A factory that imports ``module`` (and torch) only when it builds."""
     def build(image_size: int, num_classes: int) -> nn.Module:
-        factory = getattr(importlib.import_module(f"vitprof.models.notes.{module}"), function)
+        factory = getattr(importlib.import_module(module), function)
         return factory(image_size=image_size, num_classes=num_classes, **fixed)
 
     return build
+
+
+def _note(module: str, function: str, **fixed: Any) -> Factory:
+    return _lazy(f"vitprof.models.notes.{module}", function, **fixed)
 
 
 _PREDICTORS: tuple[Rule, ...] = ((r"^predictors", Component.OTHER),)
@@ -129,6 +142,12 @@ ENTRIES = (
                  _note("note002", "build_cifar_vit_size", size=size), 32, 10, 4)
         for size in ("tiny", "small", "base", "large")
     ),
+    ZooEntry("vit_22b_parallel", NAME, "ViT-22B-style (Dehghani et al. 2023), written by "
+             "vitprof: parallel attention/MLP blocks on one norm, QK-norm, bias-free "
+             "q/k/v/out linears, RMSNorms (no bias, no centering), MLP biases kept, at "
+             "ViT-22B's sizes (48 layers, width 6144, 48 heads, "
+             "MLP 24576, patch 14); a plain ViT's stem and head (vitprof's choice)",
+             _lazy("vitprof.models.vit22b", "build_vit_22b_parallel"), 224, 1000, 14),
 )
 
 FAMILY = ModelFamily(
@@ -139,6 +158,7 @@ FAMILY = ModelFamily(
         (is_class("vitprof.models.notes.note002", "CifarViT"), _note002),
         (is_class("vitprof.models.notes.note004", "VisionTransformer"), _note004),
         (is_class("vitprof.models.reference", "ReferenceViT"), _reference),
+        (is_class("vitprof.models.vit22b", "ParallelViT"), _parallel),
     ),
     known="the vitprof note models and the reference ViT",
     entries=ENTRIES,

@@ -1,5 +1,6 @@
-"""torchvision's ``VisionTransformer``: component table, spec inferrer, the zoo's ViTs and the
-22B-parameter ViT (a torchvision ``VisionTransformer`` of that shape).
+"""torchvision's ``VisionTransformer``: component table, spec inferrer, the zoo's ViTs and
+``vit_22b``: a torchvision ``VisionTransformer`` at ViT-22B's sizes, not ViT-22B's own blocks
+(:mod:`vitprof.models.vit22b` has those).
 The spec inferrer takes ``model: Any``: it reads attributes torch types as ``Tensor | Module``."""
 
 from __future__ import annotations
@@ -70,6 +71,28 @@ def infer_spec(model: Any) -> ViTSpec:
 VITS = {"vit_b_16": 16, "vit_b_32": 32, "vit_l_16": 16, "vit_l_32": 32, "vit_h_14": 14}
 """torchvision's ViT builders and their patch sizes."""
 
+HIERARCHICAL = {
+    "swin_t": 224, "swin_s": 224, "swin_b": 224, "swin_v2_t": 256, "swin_v2_s": 256,
+    "swin_v2_b": 256, "maxvit_t": 224,
+}
+"""torchvision's other vision transformers (Swin, Swin V2, MaxViT) and the image size of their
+published weights. Swin takes any image size as it is (it pads to its windows); MaxViT is built
+for its ``input_size``. Either takes a non-square size."""
+
+
+def _hierarchical_builder(name: str) -> Factory:
+    def build(image_size: int | tuple[int, int], num_classes: int) -> nn.Module:
+        import torchvision.models as tvm
+
+        sized = {"input_size": _pair(image_size)} if name.startswith("maxvit") else {}
+        return getattr(tvm, name)(weights=None, num_classes=num_classes, **sized)
+
+    return build
+
+
+def _pair(image_size: int | tuple[int, int]) -> tuple[int, int]:
+    return (image_size, image_size) if isinstance(image_size, int) else image_size
+
 
 def _builder(name: str) -> Factory:
     def build(image_size: int, num_classes: int) -> nn.Module:
@@ -86,6 +109,7 @@ def _published(name: str) -> Callable[[int, int], Published | None]:
 
         for weights in tvm.get_model_weights(name):
             crop = weights.transforms.keywords.get("crop_size")
+            crop = crop[0] if isinstance(crop, list | tuple) and len(set(crop)) == 1 else crop
             if crop == image_size and len(weights.meta["categories"]) == num_classes:
                 return Published(
                     f"torchvision {weights}", weights.meta["num_params"], weights.meta["_ops"]
@@ -110,9 +134,17 @@ ENTRIES = (
                  published=_published(name))
         for name, patch in VITS.items()
     ),
+    *(
+        ZooEntry(name, NAME, f"torchvision {name}", _hierarchical_builder(name), size, 1000,
+                 4 if name.startswith("swin") else None, published=_published(name),
+                 non_square=True)
+        for name, size in HIERARCHICAL.items()
+    ),
     ZooEntry("vit_22b", NAME, "torchvision's VisionTransformer at ViT-22B's sizes "
              "(48 layers, width 6144, 48 heads, MLP 24576, patch 14); not ViT-22B itself, "
-             "which has parallel blocks, QK-norm and no biases", _vit_22b, 224, 1000, 14),
+             "which has parallel blocks, QK-norm, no q/k/v biases and norms without bias "
+             "(see vit_22b_parallel)",
+             _vit_22b, 224, 1000, 14),
 )
 
 FAMILY = ModelFamily(

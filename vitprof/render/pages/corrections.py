@@ -7,10 +7,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from vitprof.checks.corrections import Claim, Correction, Note
+from vitprof.render.figures import FigureData
+from vitprof.render.pages.correction_figures import (
+    ATTENTION_FILE,
+    CLAIMS_FILE,
+    attention_against_tokens,
+    claimed_vs_measured,
+)
 from vitprof.render.pages.markdown import Page, n
 from vitprof.render.tables import markdown_table
+
+if TYPE_CHECKING:
+    from vitprof.models.closed_form import ViTSpec
 
 
 def _decimals(value: float) -> int:
@@ -87,7 +98,12 @@ def _preamble(found: Sequence[Correction]) -> list[str]:
         "claim names at the note's own size, or when what the note presents as a saving costs "
         "more there; *correct* otherwise;",
         "  6. a size name that implies an order (no value): *correct* when the model the name "
-        "puts higher has more parameters, else *wrong*",
+        "puts higher has more parameters, else *wrong*;",
+        "  7. a statement without a figure, an order or a size: it implies that a quantity "
+        "reaches a level; *correct* when the quantity's typical size for the model the note "
+        "describes reaches it, under the premise the note's argument takes (unit-variance q and "
+        "k; a structural property has one size), *misleading* when only the largest size that "
+        "premise allows does (the reason says what it takes), else *wrong*",
         "- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())), "",
     ]
 
@@ -108,10 +124,29 @@ def _note_section(note: Note, rows: Sequence[Correction]) -> list[str]:
     return lines
 
 
-def corrections_page(notes: Iterable[Note], found: Sequence[Correction]) -> Page:
+def _attention_lines(spec: ViTSpec, figure: FigureData) -> list[str]:
+    """Note 002's linear against softmax attention: one sentence and the figure."""
+    return [f"Note 002's attention core per block against the token count, from the closed "
+            f"forms at its model's D = {spec.width}, H = {spec.heads}: softmax 2 N^2 D, the "
+            "linear attention as the note writes it (one (D, D) context) 2 N D^2, and per head "
+            "(our reading, not the note's) 2 N D^2 / H. The linear attention as written costs "
+            f"less than softmax only past N = D = {spec.width} tokens; the note's model has "
+            f"N = {figure.data['tokens']}.", "", f"![{figure.title}]({ATTENTION_FILE})", ""]
+
+
+def corrections_page(notes: Iterable[Note], found: Sequence[Correction],
+                     note002: ViTSpec | None = None) -> Page:
     """``corrections.md``: per note, a table of its figures with vitprof's values and verdicts,
-    then the reason for each."""
-    lines = _preamble(found)
+    then the reason for each; a figure of every note's value against vitprof's, and with
+    ``note002`` (the spec of note 002's model) one of its attention costs against tokens."""
+    claimed = claimed_vs_measured(found)
+    shown: list[tuple[str, FigureData]] = [(CLAIMS_FILE, claimed)]
+    lines = [*_preamble(found), "Every note's value against vitprof's (the rows with a "
+             "positive value; a point off the diagonal by more than 10% is labelled):", "",
+             f"![{claimed.title}]({CLAIMS_FILE})", ""]
     for note in notes:
         lines += _note_section(note, [c for c in found if c.claim.note == note])
-    return Page("corrections.md", "\n".join(lines))
+        if note.id == "002" and note002 is not None:
+            shown.append((ATTENTION_FILE, attention_against_tokens(note002)))
+            lines += _attention_lines(note002, shown[-1][1])
+    return Page("corrections.md", "\n".join(lines), tuple(shown))

@@ -137,6 +137,21 @@ def blocks_table(profile: Profile) -> str:
     return markdown_table(headers, cells)
 
 
+def blocks_differ(profile: Profile) -> bool:
+    """Whether some block's counts (any component, any unit) differ from block 0's: only then
+    is a per-block figure worth drawing."""
+    return any(b.components != profile.blocks[0].components for b in profile.blocks[1:])
+
+
+def same_blocks_text(profile: Profile) -> str:
+    """The sentence that stands for the per-block figure when every block counts the same."""
+    total, count = profile.blocks[0].total, len(profile.blocks)
+    counts = f"{n(total.params)} params and {n(total.macs)} MACs"
+    if count == 1:
+        return f"The model has one block ({counts}), so no per-block figure is drawn."
+    return f"All {count} blocks count the same ({counts} each), so no per-block figure is drawn."
+
+
 def sweep_cells(result: Sweep) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of a sweep: the swept value (and patches, for image sizes), params,
     attention-core / MLP / other MACs, total MACs (the three before it add up to it) and the
@@ -218,16 +233,20 @@ def model_report(inputs: ModelPageInputs) -> Page:
               breakdown_table(list(profile.components.items()), profile.totals, "component"),
               "", f"![{shares.title}]({figures[0][0]})"]
     if profile.blocks:
-        per_block = block_macs(profile)
-        figures.append((f"{stem}_blocks.png", per_block))
         lines += [
             "", "## Per block", "",
             "One block (block 0), part by part. Parameter counts are not MACs: a linear layer "
             "uses each weight once per token, so its MACs are its weights x the tokens; the "
             "attention core has MACs and no parameters.", "",
             one_block_table(profile, 0), "", "Every block, and what runs outside them:", "",
-            blocks_table(profile), "", f"![{per_block.title}]({figures[-1][0]})",
+            blocks_table(profile), "",
         ]
+        if blocks_differ(profile):
+            per_block = block_macs(profile)
+            figures.append((f"{stem}_blocks.png", per_block))
+            lines.append(f"![{per_block.title}]({figures[-1][0]})")
+        else:
+            lines.append(same_blocks_text(profile))
     lines += ["", "## Cross-check with other counters", "",
               render(crosscheck_document(inputs.crosscheck), "markdown").rstrip("\n")]
     if result is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from vitprof.checks.crosscheck.published_rows import TRANSFORMER_MODULES
@@ -75,16 +76,25 @@ def scatter(results: Sequence[RowResult]) -> FigureData:
     })
 
 
-def _draw(fig: Figure, data: dict) -> None:
-    ax = fig.add_subplot()
+ROUNDING = 0.005  # GMACs: half the 0.01 G that timm prints
+
+
+def _by_verdict(data: dict) -> list[tuple[str, str, list[int]]]:
+    """Label, colour and indices of the reconciled rows, then of the others (if any)."""
+    groups = []
     for reconciled, color, label in ((True, "#1f77b4", "reconciled"),
                                      (False, "#d62728", "not reconciled")):
-        xs = [v for v, ok in zip(data["vitprof"], data["reconciled"], strict=True)
-              if ok is reconciled]
-        ys = [p for p, ok in zip(data["published"], data["reconciled"], strict=True)
-              if ok is reconciled]
-        if xs:
-            ax.scatter(xs, ys, s=10, color=color, label=f"{label} ({len(xs)})")
+        mine = [i for i, ok in enumerate(data["reconciled"]) if ok is reconciled]
+        if mine:
+            groups.append((f"{label} ({len(mine)})", color, mine))
+    return groups
+
+
+def _draw_against(ax: Axes, data: dict) -> None:
+    """Published GMACs against vitprof's, log-log, with the diagonal."""
+    for label, color, mine in _by_verdict(data):
+        ax.scatter([data["vitprof"][i] for i in mine], [data["published"][i] for i in mine],
+                   s=8, color=color, label=label)
     values = [v for v in data["vitprof"] + data["published"] if v > 0]
     if values:
         low, high = min(values) / 1.5, max(values) * 1.5
@@ -93,7 +103,40 @@ def _draw(fig: Figure, data: dict) -> None:
         ax.set_yscale("log")
     ax.set_xlabel("vitprof GMACs (as built, log scale)")
     ax.set_ylabel("published GMACs (log scale)")
+    ax.set_title("published against vitprof", fontsize="small")
     ax.legend(loc="upper left", fontsize="small")
+
+
+def _draw_difference(ax: Axes, data: dict) -> None:
+    """(published - vitprof) / vitprof in per cent against vitprof's GMACs, with the band that
+    timm's rounding alone explains; a point outside it needs a named cause."""
+    shown = [i for i, v in enumerate(data["vitprof"]) if v > 0]
+    percent = {i: 100 * (data["published"][i] - data["vitprof"][i]) / data["vitprof"][i]
+               for i in shown}
+    if shown:
+        xs = sorted({data["vitprof"][i] for i in shown})
+        band = [100 * ROUNDING / x for x in xs]
+        ax.fill_between(xs, [-b for b in band], band, color="#dddddd",
+                        label="timm's rounding to 0.01 G")
+        ax.set_xscale("log")
+        reach = 1.5 * max(abs(p) for p in percent.values())
+        ax.set_ylim(-reach, reach)
+    for label, color, mine in _by_verdict(data):
+        mine = [i for i in mine if i in percent]
+        ax.scatter([data["vitprof"][i] for i in mine], [percent[i] for i in mine], s=8,
+                   color=color, label=label)
+    ax.axhline(0, color="#7f7f7f", linewidth=0.8)
+    ax.set_xlabel("vitprof GMACs (as built, log scale)")
+    ax.set_ylabel("published - vitprof (% of vitprof)")
+    ax.set_title("outside the grey band: a named cause (deploy form, fvcore rules)",
+                 fontsize="small")
+    ax.legend(loc="lower right", fontsize="small")
+
+
+def _draw(fig: Figure, data: dict) -> None:
+    fig.set_size_inches(11.0, 4.5)
+    _draw_against(fig.add_subplot(1, 2, 1), data)
+    _draw_difference(fig.add_subplot(1, 2, 2), data)
 
 
 figures.register("timm_published", _draw)

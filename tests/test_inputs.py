@@ -1,0 +1,354 @@
+"""Inputs of any kind: non-square images, videos, channels, dtypes, the inputs themselves,
+flex_attention, compiled models, torchvision's Swin and MaxViT by name."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from vitprof import Component, UserError, analyze
+from vitprof.cli.main import main
+from vitprof.core.records import InputRecord
+from vitprof.render.formats import render
+from vitprof.render.tables import profile_document
+
+
+def _cli_json(argv: list[str], capsys) -> dict[str, Any]:
+    code = main([*argv, "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _flop_counter_macs(model: nn.Module, args: tuple, kwargs: dict) -> int:
+    """torch's own count of the same forward on meta: FLOPs = 2 x MACs."""
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model.eval()(*args, **kwargs)
+    return counter.get_total_flops() // 2
+
+
+# ------------------------------------------------------------------ a non-square image
+
+
+def test_timm_at_224x320_equals_the_closed_form_with_281_tokens(capsys) -> None:
+    pytest.importorskip("timm")
+    data = _cli_json(["analyze", "timm:vit_small_patch16_224", "--image-size", "224x320"],
+                     capsys)
+    assert data["input_shape"] == [1, 3, 224, 320]
+    # ViT-S/16: D = 384, 6 heads, MLP 1536, 12 blocks, 1000 classes;
+    # 224 / 16 = 14 rows x 320 / 16 = 20 columns = 280 patches, + 1 class token = 281 tokens
+    d, mlp, depth, patches = 384, 1536, 12, 14 * 20
+    tokens = patches + 1
+    patch_embed = patches * d * (3 * 16 * 16)  # 82_575_360
+    block = (tokens * d * 3 * d  # qkv: 124_305_408
+             + 2 * tokens * tokens * d  # QK^T and AV: 60_642_048
+             + tokens * d * d  # proj: 41_435_136
+             + 2 * tokens * d * mlp)  # fc1 + fc2: 331_481_088
+    head = d * 1000  # the class token only
+    assert data["totals"]["macs"] == patch_embed + depth * block + head == 6_777_323_520
+    block_params = (d * 3 * d + 3 * d) + (d * d + d) + (2 * d * mlp + mlp + d) + 4 * d
+    params = ((3 * 16 * 16 * d + d) + d + tokens * d  # patch conv, class token, positions
+              + depth * block_params + 2 * d + (d * 1000 + 1000))
+    assert data["totals"]["params"] == params == 22_082_920
+    assert data["components"]["attn_core"]["macs"] == depth * 2 * tokens * tokens * d
+
+
+def test_a_square_pair_is_the_square_image() -> None:
+    # note002_cifar_vit_tiny takes one int; (32, 32) is that int, not a non-square size
+    assert analyze("note002_cifar_vit_tiny", image_size=(32, 32)).totals == analyze(
+        "note002_cifar_vit_tiny", image_size=32).totals
+
+
+# ------------------------------------------------------------------ video
+
+
+def _video_config(model_type: str, path: Path) -> str:
+    """A small config: 32 x 32 frames of 8 x 8 patches, width 32, 2 blocks, 4 frames."""
+    shared = {"image_size": 32, "num_channels": 3, "num_frames": 4, "hidden_size": 32,
+              "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+              "num_labels": 5}
+    own = {"videomae": {"patch_size": 8, "tubelet_size": 2},
+           "vivit": {"tubelet_size": [2, 8, 8]},
+           "timesformer": {"patch_size": 8}}[model_type]
+    path.write_text(json.dumps({"model_type": model_type, **shared, **own}))
+    return f"hf:{path}"
+
+
+@pytest.mark.parametrize("model_type", ["videomae", "vivit", "timesformer"])
+def test_video_transformers_count_at_16_frames_like_flopcounter(
+    model_type: str, tmp_path: Path, capsys
+) -> None:
+    transformers = pytest.importorskip("transformers")
+    name = _video_config(model_type, tmp_path / "config.json")
+    own = _cli_json(["analyze", name], capsys)
+    assert own["input_shape"] == [1, 4, 3, 32, 32]  # the config's num_frames, frames first
+    data = _cli_json(["analyze", name, "--frames", "16"], capsys)
+    assert data["input_shape"] == [1, 16, 3, 32, 32]
+    assert data["inputs"] == [{"name": "args[0]", "shape": [1, 16, 3, 32, 32],
+                               "dtype": "float32"}]
+    config = transformers.AutoConfig.for_model(**json.loads((tmp_path / "config.json")
+                                                            .read_text()))
+    config.num_frames = 16
+    with torch.device("meta"):
+        oracle = transformers.AutoModelForVideoClassification.from_config(config)
+    x = torch.empty(1, 16, 3, 32, 32, device="meta")
+    assert data["totals"]["macs"] == _flop_counter_macs(oracle, (x,), {})
+    assert data["totals"]["params"] == sum(p.numel() for p in oracle.parameters())
+    # the patch or tubelet embedding: 16 frames x 16 patches of 8 x 8 x 3 pixels, width 32,
+    # whatever the tubelet depth (2 frames x half the tubelets is the same product)
+    assert data["components"]["patch_embed"]["macs"] == 16 * 16 * 32 * (3 * 8 * 8) == 1_572_864
+
+
+def test_frames_given_to_an_image_model_is_one_line_naming_the_shape(capsys) -> None:
+    code = main(["analyze", "note002_cifar_vit_tiny", "--frames", "16"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "(input of shape 1x3x16x32x32, on meta)" in err
+
+
+# ------------------------------------------------------------------ dtypes
+
+
+def test_bfloat16_keeps_the_macs_and_halves_the_bytes() -> None:
+    single = analyze("note002_cifar_vit_tiny")
+    half = analyze("note002_cifar_vit_tiny", dtype=torch.bfloat16)
+    assert analyze("note002_cifar_vit_tiny", dtype="bfloat16").totals == half.totals
+    assert half.totals == single.totals
+    assert half.inputs == (InputRecord("args[0]", (1, 3, 32, 32), "bfloat16"),)
+    assert len(half.ops) == len(single.ops)
+    for a, b in zip(single.ops, half.ops, strict=True):
+        assert a.bytes_read == 2 * b.bytes_read, a
+        if a.op != "aten.native_layer_norm":  # its mean and rstd stay float32
+            assert a.bytes_written == 2 * b.bytes_written, a
+
+
+def test_a_model_in_bfloat16_runs_in_bfloat16() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 8, 4, stride=4), nn.Flatten(2)).to(torch.bfloat16)
+    profile = analyze(model, image_size=8)
+    assert profile.inputs == (InputRecord("args[0]", (1, 3, 8, 8), "bfloat16"),)
+    assert profile.totals.macs == 2 * 2 * 8 * (3 * 4 * 4)  # 2 x 2 patches x 8 x 48 inputs
+    with pytest.raises(UserError, match="the model's parameters are bfloat16; convert it"):
+        analyze(model, image_size=8, dtype="float16")
+
+
+# ------------------------------------------------------------------ the inputs themselves
+
+
+class TwoInputs(nn.Module):
+    """A patch conv on an image, plus a learned scale times a second tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, 8, 4, stride=4)
+        self.mix = nn.Linear(8, 8)
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor, *, gain: float = 1.0):
+        tokens = self.patch_embed(image).flatten(2).transpose(1, 2)
+        return self.mix(tokens * gain + extra)
+
+
+# 4 x 4 patches of 4 x 4 x 3 pixels on a 16 x 16 image: 16 x 8 x 48 = 6_144; mix 16 x 8 x 8
+TWO_INPUTS_MACS = 16 * 8 * 48 + 16 * 8 * 8
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        pytest.param((torch.zeros(1, 3, 16, 16), torch.zeros(1, 16, 8)), id="tuple"),
+        pytest.param(lambda device, dtype: ((torch.zeros(1, 3, 16, 16, device=device,
+                                                          dtype=dtype),),
+                                            {"extra": torch.zeros(1, 16, 8, device=device)}),
+                     id="callable"),
+    ],
+)
+def test_given_inputs_are_fed_on_meta(inputs: Any) -> None:
+    profile = analyze(TwoInputs(), inputs=inputs)
+    assert profile.device == "meta" and profile.input_shape == (1, 3, 16, 16)
+    assert profile.totals.macs == TWO_INPUTS_MACS
+    names = [i.name for i in profile.inputs]
+    assert names in (["args[0]", "args[1]"], ["args[0]", "extra"])
+    assert profile.inputs[1].shape == (1, 16, 8)
+
+
+def test_a_tensor_given_on_the_cpu_is_remade_on_meta() -> None:
+    model = nn.Conv2d(3, 8, 4, stride=4)
+    profile = analyze(model, inputs=torch.ones(2, 3, 8, 12))
+    assert profile.device == "meta" and profile.input_shape == (2, 3, 8, 12)
+    assert profile.totals.macs == 2 * 2 * 3 * 8 * (3 * 4 * 4)  # 2 images x 2 x 3 patches
+
+
+def test_an_inputs_callable_that_raises_is_one_line_naming_it() -> None:
+    def broken_inputs(device: str, dtype: torch.dtype) -> torch.Tensor:
+        raise RuntimeError("no data here\nsecond line")
+
+    with pytest.raises(UserError) as caught:
+        analyze(TwoInputs(), inputs=broken_inputs)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message == ("the inputs callable test_an_inputs_callable_that_raises_is_one_line_"
+                       "naming_it.<locals>.broken_inputs failed: RuntimeError: no data here")
+
+
+def test_a_hugging_face_vit_with_a_masked_positions_dict() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.ViTConfig(image_size=32, patch_size=8, hidden_size=32,
+                                    num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=64, attn_implementation="sdpa")
+    model = transformers.ViTModel(config, add_pooling_layer=False, use_mask_token=True)
+    pixels = torch.randn(1, 3, 32, 32)
+    mask = torch.zeros(1, 16, dtype=torch.bool)  # 4 x 4 patches
+    profile = analyze(model, inputs={"pixel_values": pixels, "bool_masked_pos": mask})
+    assert profile.inputs == (InputRecord("pixel_values", (1, 3, 32, 32), "float32"),
+                              InputRecord("bool_masked_pos", (1, 16), "bool"))
+    meta = {"pixel_values": pixels.to("meta"), "bool_masked_pos": mask.to("meta")}
+    with torch.device("meta"):
+        oracle = transformers.ViTModel(config, add_pooling_layer=False, use_mask_token=True)
+    assert profile.totals.macs == _flop_counter_macs(oracle, (), meta)
+    assert profile.totals.params == sum(p.numel() for p in model.parameters())
+    assert any(p.name == "embeddings.mask_token" for p in profile.params)
+    line = render(profile_document(profile)).splitlines()[1]
+    assert line.startswith("input: batch 1, 3x32x32 (pixel_values 1x3x32x32 float32, "
+                           "bool_masked_pos 1x16 bool); device meta")
+
+
+# ------------------------------------------------------------------ flex_attention
+
+
+class FlexBlock(nn.Module):
+    """q, k, v from one linear, flex_attention over 2 heads, an output projection."""
+
+    def __init__(self, score_mod: Callable | None = None, width: int = 16, heads: int = 2):
+        super().__init__()
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.heads, self.score_mod = heads, score_mod
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        out = flex_attention(q, k, v, score_mod=self.score_mod)
+        return self.proj(out.transpose(1, 2).reshape(b, n, d))
+
+
+def _relative_bias(score, batch, head, q_index, kv_index):
+    return score + (q_index - kv_index)
+
+
+@pytest.mark.parametrize(("score_mod", "per_score"), [
+    pytest.param(None, 1 + 5, id="plain"),  # scale 1, softmax 5
+    pytest.param(_relative_bias, 1 + 5 + 1, id="score-mod"),  # + 1 like SDPA's mask
+])
+def test_flex_attention_is_priced_like_sdpa_on_meta(score_mod: Any, per_score: int) -> None:
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    profile = analyze(FlexBlock(score_mod), inputs=torch.zeros(1, 8, 16))
+    assert profile.device == "meta" and profile.fallback is None
+    (flex,) = [op for op in profile.ops if "flex_attention" in op.op]
+    scores = 2 * 8 * 8  # 2 heads x 8 queries x 8 keys
+    assert flex.macs == scores * 8 + scores * 8 == 2_048  # QK^T and AV, head width 8
+    assert flex.vector_flops == scores * per_score
+    # qkv 8 x 16 x 48, proj 8 x 16 x 16, and the attention
+    assert profile.totals.macs == 8 * 16 * 48 + 8 * 16 * 16 + 2_048
+    assert not profile.unsupported_ops
+
+
+# ------------------------------------------------------------------ a compiled model
+
+
+def test_a_compiled_model_is_counted_as_its_original_module() -> None:
+    model = TwoInputs()
+    compiled = torch.compile(model)
+    inputs = (torch.zeros(1, 3, 16, 16), torch.zeros(1, 16, 8))
+    profile = analyze(compiled, inputs=inputs)
+    assert profile.model == "TwoInputs"
+    assert profile.totals == analyze(model, inputs=inputs).totals
+    assert profile.totals.macs == TWO_INPUTS_MACS
+    assert ("a torch.compile'd model: counted its original module TwoInputs (_orig_mod), run "
+            "eagerly") in profile.warnings
+
+
+# ------------------------------------------------------------------ torchvision by name
+
+
+@pytest.mark.parametrize("name", [
+    "swin_t", pytest.param("swin_v2_t", marks=pytest.mark.slow),
+    pytest.param("maxvit_t", marks=pytest.mark.slow),
+])
+def test_torchvision_vision_transformers_by_name(name: str) -> None:
+    import torchvision.models as tvm
+
+    profile = analyze(f"torchvision:{name}")
+    # the parameter count torchvision publishes with its weights
+    assert profile.totals.params == tvm.get_model_weights(name).DEFAULT.meta["num_params"]
+    crop = tvm.get_model_weights(name).DEFAULT.transforms.keywords["crop_size"]
+    assert profile.input_shape == (1, 3, crop, crop)
+    assert profile.components[Component.OTHER].macs < profile.totals.macs
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_cli_dtype_input_shape_and_channels(capsys) -> None:
+    single = _cli_json(["analyze", "note002_cifar_vit_tiny"], capsys)
+    assert single["inputs"] == [{"name": "args[0]", "shape": [1, 3, 32, 32], "dtype": "float32"}]
+    half = _cli_json(["analyze", "note002_cifar_vit_tiny", "--dtype", "bfloat16"], capsys)
+    assert half["totals"] == single["totals"]
+    assert half["inputs"][0]["dtype"] == "bfloat16"
+    shaped = _cli_json(["analyze", "note002_cifar_vit_tiny", "--input-shape", "2,3,32,32"],
+                       capsys)
+    assert shaped["input_shape"] == [2, 3, 32, 32] and shaped["input_source"] == (
+        "input shape given")
+    assert shaped["totals"]["macs"] == 2 * single["totals"]["macs"]  # two images
+
+
+def test_cli_channels_build_a_timm_model_for_them(capsys) -> None:
+    pytest.importorskip("timm")
+    data = _cli_json(["analyze", "timm:vit_tiny_patch16_224", "--in-chans", "1"], capsys)
+    assert data["input_shape"] == [1, 1, 224, 224]
+    assert data["input_source"].startswith("channels given")
+    # one-channel 16 x 16 patches, width 192: 14 x 14 patches x 192 x 256 MACs
+    assert data["components"]["patch_embed"]["macs"] == 14 * 14 * 192 * (1 * 16 * 16)
+    assert data["components"]["patch_embed"]["params"] == 16 * 16 * 192 + 192
+
+
+@pytest.mark.slow
+def test_timm_naflexvit_takes_its_patches_as_keywords() -> None:
+    pytest.importorskip("timm")
+    tokens, patch = 14 * 14, 16 * 16 * 3  # a 224 x 224 image as 196 flattened 16 x 16 patches
+    rows, columns = torch.meshgrid(torch.arange(14), torch.arange(14), indexing="ij")
+    inputs = {"x": torch.zeros(1, tokens, patch),
+              "patch_coord": torch.stack([rows, columns], -1).reshape(1, tokens, 2),
+              "patch_valid": torch.ones(1, tokens, dtype=torch.bool)}
+    profile = analyze("timm:naflexvit_base_patch16_gap", inputs=inputs)
+    assert [(i.name, i.shape, i.dtype) for i in profile.inputs] == [
+        ("x", (1, 196, 768), "float32"), ("patch_coord", (1, 196, 2), "int64"),
+        ("patch_valid", (1, 196), "bool")]
+    # the linear patch embedding: 196 patches x 768 inputs x width 768
+    assert profile.components[Component.PATCH_EMBED].macs == tokens * patch * 768
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param({"inputs": torch.zeros(1, 3, 32, 32), "frames": 4},
+                     "inputs are given: they exclude frames", id="inputs-and-frames"),
+        pytest.param({"inputs": torch.zeros(1, 3, 32, 32), "input_shape": (1, 3, 32, 32)},
+                     "inputs are given: they exclude input_shape", id="inputs-and-shape"),
+        pytest.param({"inputs": "pixels"}, "inputs must be a tensor, a tuple of tensors, a dict",
+                     id="inputs-of-a-string"),
+        pytest.param({"inputs": (torch.zeros(4, 5),)}, "inputs hold no tensor of 3 or more "
+                     "dimensions", id="inputs-without-an-image"),
+    ],
+)
+def test_given_inputs_are_refused_in_one_line(kwargs: dict, message: str) -> None:
+    with pytest.raises(UserError, match=message) as caught:
+        analyze(TwoInputs(), **kwargs)
+    assert "\n" not in str(caught.value)

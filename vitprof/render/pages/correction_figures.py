@@ -1,0 +1,134 @@
+"""The figures of ``corrections.md``: the notes' figures against vitprof's, and note 002's linear
+against softmax attention as the note writes them.
+
+Both take finished results: the corrections measured by :mod:`vitprof.checks.corrections`, and
+the spec of note 002's model (:class:`~vitprof.models.closed_form.ViTSpec`), whose closed forms
+below are arithmetic on its width, heads and tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from matplotlib.figure import Figure
+
+from vitprof.render import figures
+from vitprof.render.figures import COLORS, FigureData
+
+if TYPE_CHECKING:
+    from vitprof.checks.corrections import Correction
+    from vitprof.models.closed_form import ViTSpec
+
+CLAIMS_FILE = "corrections_claims.png"
+ATTENTION_FILE = "corrections_note002_attention.png"
+OFF = 1.1  # a point further than this ratio from the diagonal is labelled with its claim
+NEAR = 1.5  # labelled points closer than this ratio on both axes share one label
+
+
+def claimed_vs_measured(found: Sequence[Correction]) -> FigureData:
+    """Every correction with a positive note's value and a positive measured value (a log scale
+    shows no zero), in the corrections' order: the claim, its verdict, whether the note's value
+    is vitprof's evaluation of its formula or code, the note's value and vitprof's."""
+    rows = [c for c in found if c.claim.value and c.claim.value > 0 and c.measured > 0]
+    return FigureData("claims", "The notes' figures against vitprof's", {
+        "claims": [c.claim.id for c in rows],
+        "verdicts": [str(c.verdict) for c in rows],
+        "evaluated": [c.claim.evaluated for c in rows],
+        "claimed": [float(c.claim.value) for c in rows],  # type: ignore[arg-type]
+        "measured": [float(c.measured) for c in rows],
+    })
+
+
+def _token_grid(width: int, tokens: int) -> list[int]:
+    """Powers of two from 8 to 8 x ``width``, with the note's ``tokens`` and ``width`` (where
+    the two costs cross) added."""
+    grid = {2 ** k for k in range(3, (8 * width).bit_length())} | {tokens, width}
+    return sorted(grid)
+
+
+def attention_against_tokens(spec: ViTSpec) -> FigureData:
+    """MACs of one block's attention core against the token count N, for note 002's width D
+    and heads H (the note's model: D = 512, H = 8, N = 65 at 32 px with 4 px patches).
+
+    * softmax attention, Q K^T then A V over H heads of width d = D / H: H (N^2 d + N^2 d)
+      = 2 N^2 D;
+    * the linear attention as note 002 writes it, ``Context = K.T @ V # (D, D)`` then
+      ``Q @ Context`` with no heads: N D^2 + N D^2 = 2 N D^2;
+    * the same read per head (vitprof's reading, not the note's): H (N d^2 + N d^2)
+      = 2 N D^2 / H.
+
+    At N = 65, D = 512: softmax 2 x 65^2 x 512 = 4,326,400, the linear attention as written
+    2 x 65 x 512^2 = 34,078,720 (x7.9), per head (H = 8) 34,078,720 / 8 = 4,259,840. The
+    linear attention costs less than softmax only past N = D tokens.
+    """
+    width, heads = spec.width, spec.heads
+    tokens = spec.prefix_tokens + spec.num_patches
+    grid = _token_grid(width, tokens)
+    return FigureData("note002_attention", "Note 002: attention MACs per block against tokens", {
+        "width": width, "heads": heads, "tokens": tokens, "grid": grid,
+        "softmax": [2 * n * n * width for n in grid],
+        "linear": [2 * n * width * width for n in grid],
+        "per_head": [2 * n * width * width // heads for n in grid],
+    })
+
+
+_VERDICT_COLORS = {"correct": "#2ca02c", "correct only for": "#1f77b4",
+                   "declared approximation": "#9467bd", "wrong": "#d62728",
+                   "misleading": "#ff7f0e"}
+
+
+def _draw_claims(fig: Figure, data: dict) -> None:
+    fig.set_size_inches(7.0, 6.0)
+    ax = fig.add_subplot()
+    xs, ys = data["claimed"], data["measured"]
+    for verdict, color in _VERDICT_COLORS.items():
+        for evaluated, fill in ((False, color), (True, "none")):
+            mine = [i for i, pair in enumerate(zip(data["verdicts"], data["evaluated"],
+                                                   strict=True)) if pair == (verdict, evaluated)]
+            if mine:
+                label = f"{verdict} ({len(mine)})" + (", evaluated" if evaluated else "")
+                ax.scatter([xs[i] for i in mine], [ys[i] for i in mine], s=18, label=label,
+                           facecolors=fill, edgecolors=color, zorder=3)
+    if xs:
+        low, high = min(xs + ys) / 2, max(xs + ys) * 2
+        ax.plot([low, high], [low, high], color="#7f7f7f", linewidth=0.8, label="equal")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    off = [i for i, (x, y) in enumerate(zip(xs, ys, strict=True)) if max(x / y, y / x) > OFF]
+    groups = figures.label_groups([xs[i] for i in off], [ys[i] for i in off], NEAR)
+    figures.place_labels(ax, [(xs[off[g[0]]], ys[off[g[0]]]) for g in groups],
+                         [", ".join(data["claims"][off[i]] for i in g) for g in groups])
+    ax.set_xlabel("the note's value (log scale; hollow: vitprof's evaluation of its formula)")
+    ax.set_ylabel("vitprof's value (log scale)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left", fontsize="x-small")
+
+
+def _draw_attention(fig: Figure, data: dict) -> None:
+    ax = fig.add_subplot()
+    grid, width, heads = data["grid"], data["width"], data["heads"]
+    lines = (("softmax", "softmax attention, 2 N^2 D", COLORS["attn_core"], "-"),
+             ("linear", "linear attention as written, 2 N D^2", COLORS["attn_qkv"], "-"),
+             ("per_head", f"per head (our reading), 2 N D^2 / H, H = {heads}",
+              COLORS["attn_qkv"], "--"))
+    for key, label, color, style in lines:
+        ax.plot(grid, data[key], label=label, color=color, linestyle=style)
+    at = grid.index(data["tokens"])
+    for key, _, color, _ in lines:
+        ax.plot(data["tokens"], data[key][at], marker="o", color=color, zorder=3)
+    ax.axvline(data["tokens"], color="#999999", linestyle=":", linewidth=1)
+    ax.annotate(f"the note's N = {data['tokens']}", xy=(data["tokens"], 0.98),
+                xycoords=("data", "axes fraction"), xytext=(4, 0), textcoords="offset points",
+                va="top", fontsize="small")
+    ax.annotate(f"N = D = {width}", xy=(width, data["softmax"][grid.index(width)]),
+                xytext=(6, -12), textcoords="offset points", fontsize="small")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(f"tokens N (log scale), D = {width}")
+    ax.set_ylabel("MACs per block (log scale)")
+    ax.legend(loc="lower right", fontsize="small")
+
+
+figures.register("claims", _draw_claims)
+figures.register("note002_attention", _draw_attention)
