@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from machine import cpu_name
+from sections import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "# Start-up: the whole process"
@@ -210,19 +211,6 @@ def section(counting: dict[str, list[Command]], help_: list[Command], check: Com
     return "\n".join(lines)
 
 
-def update(path: Path, text: str) -> None:
-    """Replace this benchmark's section of ``path`` (from its heading to the next top-level
-    heading), or append it; the rest of the file is kept."""
-    old = path.read_text() if path.exists() else ""
-    start = old.find(HEADING)
-    if start < 0:
-        path.write_text(old.rstrip("\n") + "\n\n" + text if old else text)
-        return
-    end = old.find("\n# ", start + len(HEADING))
-    rest = old[end + 1:] if end >= 0 else ""
-    path.write_text(old[:start] + text + ("\n" + rest if rest else ""))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5, help="turns per group (default 5)")
@@ -247,7 +235,7 @@ def main() -> int:
     text = section(counting, help_, check, args.reps)
     print(text)
     if args.update:
-        update(Path(args.update), text)
+        write_section(Path(args.update), HEADING, text)
     return 0
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,6 +96,44 @@ def explodes():
 '''
 NO_FORMULA_WARNING = "ops without a formula, not counted: aten.cumsum x1"
 NOT_A_VIT_WARNING = "no transformer blocks recognized"
+
+
+# Runs main(argv) for each argv of a JSON list (its first argument), in order, in one fresh
+# interpreter. After each, a line of stdout (after the command's own output): COMMAND_DONE, then
+# as JSON the exit code, what the command wrote to sys.stderr, which heavy packages the
+# interpreter holds so far, and its high-water mark so far in bytes (VmHWM; getrusage's
+# ru_maxrss survives exec and would report the forking pytest process's peak).
+COMMAND_DONE = "vitprof command done: "
+_COMMANDS_SCRIPT = f"""
+import contextlib, io, json, re, sys
+from pathlib import Path
+from vitprof.cli.main import main
+for argv in json.loads(sys.argv[1]):
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        try:
+            code = main(argv)
+        except SystemExit as exit_:  # argparse's --help and usage errors
+            code = exit_.code
+    heavy = [m for m in ("torch", "matplotlib", "pandas") if m in sys.modules]
+    peak = int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text())[1])
+    print({COMMAND_DONE!r} + json.dumps({{"code": code, "stderr": err.getvalue(),
+                                         "heavy": heavy, "peak_rss": peak * 1024}}), flush=True)
+"""
+
+
+def run_commands_in_one_interpreter(argvs: Sequence[Sequence[str]],
+                                    **options: Any) -> list[dict[str, Any]]:
+    """What each command of ``argvs`` did, run one after another in one fresh interpreter (torch
+    is imported once, not once per command); ``options`` go to ``subprocess.run`` (cwd, env).
+    Everything the commands write to stderr goes through ``sys.stderr``: the process's own
+    stderr stays empty."""
+    result = subprocess.run([sys.executable, "-c", _COMMANDS_SCRIPT, json.dumps(argvs)],
+                            capture_output=True, text=True, timeout=600, **options)
+    assert (result.returncode, result.stderr) == (0, "")
+    done = [json.loads(line.removeprefix(COMMAND_DONE))
+            for line in result.stdout.splitlines() if line.startswith(COMMAND_DONE)]
+    assert len(done) == len(argvs)
+    return done
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
@@ -16,9 +17,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import BUDGET_MODELS_PY, NO_FORMULA_WARNING, NOT_A_VIT_WARNING
+from conftest import (
+    BUDGET_MODELS_PY,
+    NO_FORMULA_WARNING,
+    NOT_A_VIT_WARNING,
+    run_commands_in_one_interpreter,
+)
 
 from vitprof import analyze
+from vitprof.cli import main as cli_main
 from vitprof.cli.main import build_parser, main
 from vitprof.core.choices import VIEWS
 from vitprof.core.records import COMPONENTS, Counts
@@ -335,6 +342,38 @@ def test_every_command_offers_the_formats_of_the_registry() -> None:
         assert [tuple(a.choices) for a in formats] == ([choices(name)] if formats else []), name
     assert choices("analyze") == ("table", "markdown", "json", "csv")
     assert choices("check") == ("table", "json", "junit")
+
+
+def _sub_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+@pytest.mark.parametrize("name", cli_main.COMMANDS)
+def test_one_commands_parser_is_its_part_of_the_full_parser(name: str) -> None:
+    """``build_parser(name)`` holds that sub-command alone, its parser as in the full one."""
+    alone = _sub_parsers(build_parser(name))
+    assert list(alone) == [name]
+    assert alone[name].format_help() == _sub_parsers(build_parser())[name].format_help()
+
+
+@pytest.mark.parametrize(("argv", "built"), [
+    pytest.param(["models", "--format", "json"], "models", id="command"),
+    pytest.param(["--help"], None, id="help"),
+    pytest.param(["no-such-command"], None, id="unknown-command"),
+    pytest.param([], None, id="no-command"),
+])
+def test_main_builds_the_parser_of_the_named_command_only(
+    argv: list[str], built: str | None, monkeypatch, capsys
+) -> None:
+    """The other commands' modules are not imported to run one (start-up time); help and usage
+    errors of vitprof itself list every command."""
+    asked = []
+    full = cli_main.build_parser
+    monkeypatch.setattr(cli_main, "build_parser",
+                        lambda command=None: asked.append(command) or full(command))
+    with contextlib.suppress(SystemExit):
+        main(argv)
+    assert asked == [built]
 
 
 def test_models_in_every_format(capsys) -> None:
@@ -910,23 +949,11 @@ def test_cli_module_imports_no_torch() -> None:
     assert result.stdout == "False\n"
 
 
-# Runs main(argv) in a fresh interpreter, then prints its exit code and which heavy packages
-# were imported, as the last line of stdout.
-_HEAVY_IMPORTS = """
-import json, sys
-from vitprof.cli.main import main
-try:
-    status = main(sys.argv[1:])
-except SystemExit as exit_:  # argparse's --help and usage errors
-    status = exit_.code
-heavy = [m for m in ("torch", "matplotlib", "pandas") if m in sys.modules]
-print(json.dumps({"status": status, "heavy": heavy}))
-"""
 HELP_COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report",
                  "sweep", "diff")
-
-
-@pytest.mark.parametrize(("argv", "status", "heavy"), [
+# In the order they run: every command that must import no torch first, so that each one's
+# "heavy" (what the interpreter holds after it) is its own imports and those before it.
+IMPORT_CASES = [
     pytest.param(["--help"], 0, [], id="help"),
     pytest.param(["models"], 0, [], id="models"),
     pytest.param(["models", "--format", "json"], 0, [], id="models-json"),
@@ -939,13 +966,26 @@ HELP_COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile
     pytest.param(["analyze", "vit_b_16"], 0, ["torch"], id="analyze-table"),
     pytest.param(["check", "one.toml", "--format", "json"], 0, ["torch"], id="check-json"),
     pytest.param(["check", "one.toml"], 0, ["torch"], id="check-table"),
-])
+]
+
+
+@pytest.fixture(scope="module")
+def imports_after(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+    """Every argv of IMPORT_CASES run in one fresh interpreter (one import of torch, not one per
+    command): ``" ".join(argv)`` -> its exit code and the heavy packages imported by it or by the
+    commands before it. Packages are never unloaded, so a command that imports one shows it."""
+    folder = tmp_path_factory.mktemp("imports")
+    # vit_b_16: 86,567,656 params (torchvision's published num_params) <= 86,600,000
+    (folder / "one.toml").write_text("[vit_b_16]\nmax_params = 86_600_000\n")
+    argvs = [case.values[0] for case in IMPORT_CASES]
+    done = run_commands_in_one_interpreter(argvs, cwd=folder)
+    return {" ".join(argv): {"status": d["code"], "heavy": d["heavy"]}
+            for argv, d in zip(argvs, done, strict=True)}
+
+
+@pytest.mark.parametrize(("argv", "status", "heavy"), IMPORT_CASES)
 def test_command_imports_only_what_it_uses(argv: list[str], status: int, heavy: list[str],
-                                           tmp_path: Path) -> None:
+                                           imports_after: dict[str, dict[str, object]]) -> None:
     """Parsers, help and usage errors import no torch; analyze and check import neither
     matplotlib nor pandas for table or JSON output."""
-    # vit_b_16: 86,567,656 params (torchvision's published num_params) <= 86,600,000
-    (tmp_path / "one.toml").write_text("[vit_b_16]\nmax_params = 86_600_000\n")
-    result = subprocess.run([sys.executable, "-c", _HEAVY_IMPORTS, *argv], capture_output=True,
-                            text=True, cwd=tmp_path)
-    assert json.loads(result.stdout.splitlines()[-1]) == {"status": status, "heavy": heavy}
+    assert imports_after[" ".join(argv)] == {"status": status, "heavy": heavy}

@@ -1,4 +1,8 @@
-"""The pytest plugin, run inside pytest with ``pytester``: budget items and the fixture."""
+"""The pytest plugin, run inside pytest with ``pytester``: budget items and the fixture.
+
+The inner sessions run in this process (``runpytest_inprocess``): torch and vitprof are imported
+once, not once per session. The plugin's entry point is loaded there as in a fresh process;
+:func:`test_loading_the_plugin_imports_no_torch` is the fresh interpreter."""
 
 from __future__ import annotations
 
@@ -8,6 +12,16 @@ import sys
 import pytest
 
 pytest_plugins = ["pytester"]
+
+
+def run_pytest(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """An inner pytest session in this process. Without hypothesis's plugin, unrelated to
+    vitprof: it imports hypothesis when the session ends, and pytester removes the modules a
+    session imported, so each session would import (and assertion-rewrite) it again."""
+    return pytester.runpytest_inprocess("-p", "no:hypothesispytest", *args)
+
+
+WITH_BUDGETS = ("-p", "vitprof.pytest_plugin", "--vitprof-budgets", "budgets.toml")
 
 MODEL = "vitprof.models.notes.note002:build_cifar_vit"
 # the note 002 CIFAR-ViT: 6 blocks of 12*512^2 + 13*512 params, plus 127*512 + 10 outside
@@ -26,8 +40,7 @@ max_params = {PARAMS - 1}
 
 def test_one_item_per_entry_failure_shows_the_table(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", budgets=BUDGETS)
-    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
-                                           "budgets.toml", "-v")
+    result = run_pytest(pytester, *WITH_BUDGETS, "-v")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*budgets.toml::fits PASSED*", "*budgets.toml::too_big FAILED*"])
     # the failure message is the check table: the limit, the actual count, -1 headroom
@@ -40,15 +53,13 @@ def test_one_item_per_entry_failure_shows_the_table(pytester: pytest.Pytester) -
 
 def test_k_selects_entries(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", budgets=BUDGETS)
-    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
-                                           "budgets.toml", "-k", "fits")
+    result = run_pytest(pytester, *WITH_BUDGETS, "-k", "fits")
     result.assert_outcomes(passed=1, deselected=1)
 
 
 def test_a_bad_budget_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", budgets="[fits]\nmax_parms = 1\n")
-    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
-                                           "budgets.toml")
+    result = run_pytest(pytester, *WITH_BUDGETS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*vitprof: error: *budgets.toml:2: entry 'fits', key "
                                  "'max_parms': unknown key*"])
@@ -56,8 +67,7 @@ def test_a_bad_budget_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
 
 def test_an_unknown_model_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", budgets='[nope]\nmodel = "vit_b_61"\nmax_params = 1\n')
-    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
-                                           "budgets.toml")
+    result = run_pytest(pytester, *WITH_BUDGETS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*vitprof: error: *entry 'nope', key 'model': unknown model "
                                  "'vit_b_61'*"])
@@ -66,8 +76,7 @@ def test_an_unknown_model_is_a_usage_error(pytester: pytest.Pytester) -> None:
 def test_an_entry_that_cannot_be_analyzed_fails(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(factories="def boom():\n    raise RuntimeError('the factory exploded')\n")
     pytester.makefile(".toml", budgets='[nope]\nmodel = "factories.py:boom"\nmax_params = 1\n')
-    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin", "--vitprof-budgets",
-                                           "budgets.toml")
+    result = run_pytest(pytester, *WITH_BUDGETS)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["vitprof: error: *entry 'nope'*the factory exploded*"])
 
@@ -79,7 +88,7 @@ def test_profile_fixture(pytester: pytest.Pytester) -> None:
             assert profile.totals.params == {PARAMS}
             assert vitprof_profile("{MODEL}") is profile  # analyzed once
     """)
-    result = pytester.runpytest_subprocess("-p", "vitprof.pytest_plugin")
+    result = run_pytest(pytester, "-p", "vitprof.pytest_plugin")
     result.assert_outcomes(passed=1)
 
 

@@ -4,13 +4,12 @@ and the Python API's checks of its inputs."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_commands_in_one_interpreter
 from torch import nn
 
 from vitprof import Component, analyze
@@ -168,40 +167,39 @@ def test_factory_of_a_model_that_falls_back_runs_once(models: Path, run: Callabl
     assert sum(op.macs for op in result.ops) == 56 * 56 * 8 * 48 + 8 * 2
 
 
-# The peak is the process's own high-water mark (VmHWM, in kB): getrusage's ru_maxrss survives
-# exec and would report the forking pytest process's peak.
-GUARD_SCRIPT = """
-import re, sys
-from pathlib import Path
-from vitprof.cli.main import main
-code = main(sys.argv[1:])
-print(code, int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text())[1]) * 1024)
-"""
 WEIGHTS = 12_288 * 65_536 * 4  # 3_221_225_472 bytes of float32
+GUARDED = [
+    pytest.param(["analyze", "{models}:big", "--image-size", "64", "--device", "cpu"],
+                 id="analyze-device-cpu"),
+    pytest.param(["analyze", "{models}:big_data_dependent", "--image-size", "64"],
+                 id="analyze-fallback"),
+    pytest.param(["profile", "{models}:big", "--image-size", "64", "--iters", "1"], id="profile"),
+]
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        pytest.param(["analyze", "{models}:big", "--image-size", "64", "--device", "cpu"],
-                     id="analyze-device-cpu"),
-        pytest.param(["analyze", "{models}:big_data_dependent", "--image-size", "64"],
-                     id="analyze-fallback"),
-        pytest.param(["profile", "{models}:big", "--image-size", "64", "--iters", "1"],
-                     id="profile"),
-    ],
-)
-def test_memory_guard_refuses_without_allocating(models: Path, argv: list[str]) -> None:
-    argv = [arg.format(models=models) for arg in argv]
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list]:
+    """Each argv of GUARDED (as written, ``{models}`` unfilled) -> the argv run, its exit code,
+    what it wrote to stderr and the peak RSS, under a memory limit of 100,000,000 bytes."""
+    folder = tmp_path_factory.mktemp("guard")
+    models = folder / "models.py"
+    models.write_text(MODELS_PY)
+    argvs = [case.values[0] for case in GUARDED]
     env = {"VITPROF_MEMORY_LIMIT": "100000000", "PATH": "/usr/bin:/bin",
-           "VITPROF_TEST_LOG": str(models.parent / "calls.log"),
+           "VITPROF_TEST_LOG": str(folder / "calls.log"),
            "PYTHONPATH": str(Path(__file__).parents[1])}
-    result = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, *argv], capture_output=True,
-                            text=True, env=env, timeout=300)
-    code, peak_rss = map(int, result.stdout.split()[-2:])  # after any result on stdout
+    filled = [[arg.format(models=models) for arg in argv] for argv in argvs]
+    done = run_commands_in_one_interpreter(filled, env=env)
+    return {" ".join(argv): [run, d["code"], d["stderr"], d["peak_rss"]]
+            for argv, run, d in zip(argvs, filled, done, strict=True)}
+
+
+@pytest.mark.parametrize("argv", GUARDED)
+def test_memory_guard_refuses_without_allocating(guarded: dict[str, list], argv: list[str]) -> None:
+    run, code, stderr, peak_rss = guarded[" ".join(argv)]
     assert code == 2
-    (line,) = result.stderr.splitlines()
-    assert line.startswith(f"vitprof: error: {argv[1]} needs about ")
+    (line,) = stderr.splitlines()
+    assert line.startswith(f"vitprof: error: {run[1]} needs about ")
     assert f"weights {WEIGHTS:,} + activations " in line
     assert line.endswith("but 100,000,000 bytes (0.1 GiB) is available (VITPROF_MEMORY_LIMIT)")
     assert peak_rss < WEIGHTS // 2  # the weights were never allocated

@@ -49,15 +49,23 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"vitprof: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every sub-command, or of ``command`` alone: a command line that starts with
+    a sub-command's name is parsed the same by either (a sub-command's parser, its help and its
+    errors do not depend on the others), and the others' modules are then never imported."""
     parser = OneLineErrorParser(
         prog="vitprof",
         description="Exact params and MACs of Vision Transformers, per component.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if command is None else (command,):
         importlib.import_module(f"vitprof.cli.commands.{name}").add_parser(subparsers)
     return parser
+
+
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The sub-command ``argv`` starts with, or None (no argument, an option, an unknown name)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
 
 
 def _interrupt_once(signum: int, frame: object) -> NoReturn:
@@ -90,9 +98,11 @@ def _sys_exit_call(exit_: SystemExit) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the sub-command ``argv`` names; the exit code: the command's (0, or 1 where it
     fails a check), 2 for a user error, 130 when interrupted (argparse exits on its own)."""
+    argv = sys.argv[1:] if argv is None else argv
     try:
         with _one_interrupt():
-            args = build_parser().parse_args(argv)  # argparse's own exits (--help, usage) pass
+            # argparse's own exits (--help, usage) pass
+            args = build_parser(_named_command(argv)).parse_args(argv)
             try:
                 with results_only_on_stdout():
                     return args.run(args)
