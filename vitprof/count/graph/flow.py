@@ -12,6 +12,7 @@ bounded (:data:`WINDOW` records back), so the cost stays linear in the number of
 
 from __future__ import annotations
 
+from collections.abc import Set
 from functools import cached_property
 from math import prod
 
@@ -24,10 +25,13 @@ _ADDS = ("aten.add", "aten.add_")
 
 
 class Flow:
-    """The steps of a trace with their consumers, and predicates on them."""
+    """The steps of a trace with their consumers, and predicates on them. ``norm_modules``:
+    the paths of the model's normalisation modules, whose records are norms whatever their ops
+    (an ``nn.RMSNorm`` runs as pow, mean, rsqrt and muls)."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, norm_modules: Set[str] = frozenset()) -> None:
         self.steps = trace.steps
+        self.norm_modules = norm_modules
         self.consumers: list[list[int]] = [[] for _ in self.steps]
         for i, step in enumerate(self.steps):
             for j in step.sources:
@@ -42,7 +46,8 @@ class Flow:
         return step.macs > 0 and not step.params and not step.carried and step.fixed is None
 
     def norm(self, i: int) -> bool:
-        return any(name in self.steps[i].op for name in _NORMS)
+        step = self.steps[i]
+        return step.module in self.norm_modules or any(name in step.op for name in _NORMS)
 
     def fused_core(self, i: int) -> bool:
         """A fused attention op, or the attn_core part of one priced in parts."""

@@ -30,6 +30,7 @@ from vitprof.core.records import Component as C
 from vitprof.core.records import OpRecord, ParamRecord
 from vitprof.count.counter import resolve_positions
 from vitprof.count.families.base import ComponentMap, Rule, apply_overrides, unrecognized_warnings
+from vitprof.count.families.generic import is_norm
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import Blocks, group_blocks, module_blocks
 from vitprof.count.graph.flow import Flow
@@ -217,7 +218,7 @@ def graph_breakdown(
     """The components and blocks of ``ops`` (a counted run of ``model`` with its ``trace``) and
     of the parameters of ``model``, read from the data flow; ``overrides`` (``--map``) win.
     Without an attention core, everything is ``other`` (not a ViT) but what the rules name."""
-    flow = Flow(trace)
+    flow = Flow(trace, {path for path, module in model.named_modules() if is_norm(module)})
     cores = find_cores(flow)
     if cores:
         roles, of_step, params = _vit_roles(model, flow, cores)
