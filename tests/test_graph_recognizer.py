@@ -240,3 +240,42 @@ def test_timm_attention_pooling_head_with_its_mlp_is_head(recognizer: str) -> No
     assert profile.components[C.HEAD].params == pool + 2 * 768 * 3072 + 3072 + 768 == 7_085_568
     # 12 blocks of 768 x 3072 MLPs, 196 tokens: 12 * 2 * 196 * 768 * 3072 = 11_098_128_384
     assert profile.components[C.MLP].macs == 12 * 2 * 196 * 768 * 3072
+
+
+def _params_under(profile, pattern: str) -> tuple[set[C], int]:
+    """The components of the parameters whose names match ``pattern``, and their count."""
+    import re
+
+    found = [p for p in profile.params if re.search(pattern, p.name)]
+    return {p.component for p in found}, sum(p.numel for p in found)
+
+
+@pytest.mark.parametrize(("name", "blocks"), [
+    ("timm:mvitv2_tiny", 1 + 2 + 5 + 2),  # depths (1, 2, 5, 2)
+    ("timm:botnet26t_256", 3),  # self-attention in the last three bottlenecks only
+])
+def test_a_bias_made_from_q_and_added_to_the_scores_is_no_residual_add(
+    name: str, blocks: int
+) -> None:
+    # the relative-position logits are products of q with (gathered) tables, added to q k^T:
+    # read as a residual join, the add cut the core and every block was lost to `other`
+    profile = analyze(name, recognizer="graph")
+    assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
+    assert len(profile.blocks) == blocks and profile.components[C.ATTN_CORE].macs > 0
+
+
+@pytest.mark.parametrize(("name", "pattern", "component"), [
+    # PVT v2 and Twins reduce the keys' and values' map with a strided conv before the k/v linear
+    ("timm:pvt_v2_b0", r"\.attn\.sr\.", C.ATTN_QKV),
+    ("timm:twins_pcpvt_small", r"\.attn\.sr\.", C.ATTN_QKV),
+    # MViTv2 pools q, k and v after its qkv linear, and adds q back before its projection
+    ("timm:mvitv2_tiny", r"\.attn\.qkv\.", C.ATTN_QKV),
+    ("timm:mvitv2_tiny", r"\.attn\.proj\.", C.ATTN_PROJ),
+])
+def test_projections_the_walks_stop_short_of_are_the_attention_modules(
+    name: str, pattern: str, component: C
+) -> None:
+    profile = analyze(name, recognizer="graph")
+    components, numel = _params_under(profile, pattern)
+    assert numel > 0 and components == {component}
+    assert profile.self_checks == ()

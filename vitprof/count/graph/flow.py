@@ -65,11 +65,13 @@ class Flow:
     def on_map(self, i: int, scores: int) -> bool:
         """Step ``i`` maps the attention scores made by step ``scores``: not a join, and either
         without MACs or a weighted map that keeps their number of elements (talking heads)."""
+        same = prod(self.steps[i].shape) == prod(self.steps[scores].shape)
         if i in self.joins:
-            return False
+            return same  # a bias made from q added to the scores (MViTv2's, BoTNet's relative
+            # positions) forks from q like a residual add, but keeps the scores' shape
         if self.steps[i].macs == 0:
             return True
-        return self.weighted(i) and prod(self.steps[i].shape) == prod(self.steps[scores].shape)
+        return self.weighted(i) and same
 
     def ancestors(self, i: int, low: int) -> set[int]:
         """Records with index >= ``low`` that ``i`` depends on, ``i`` included."""

@@ -20,6 +20,7 @@ everything stays in ``other``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -37,6 +38,7 @@ from vitprof.count.graph.flow import Flow
 from vitprof.count.trace import Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
+_ATTENTION_LIKE = re.compile(r"attn|attention|(^|[._])(mha|msa)($|[._])", re.IGNORECASE)
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
 _JOINING = ("aten.add", "aten.add_")  # a token-shaped parameter added to the sequence: tokens
 
@@ -68,6 +70,36 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow) -> list[C | 
     return roles
 
 
+def _attention_modules(
+    flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None]
+) -> None:
+    """Weighted records not yet placed that run inside a core's attention module (the module
+    running the core, below its block and named like attention) are its projections:
+    ``attn_qkv`` before the core, ``attn_proj`` after it. They are the projections the data-flow
+    walks stop short of: PVT's and Twins' spatial-reduction convolutions before the k/v
+    linear, MViTv2's q/k/v pooling before which its qkv linear runs, and its output projection
+    after the residual-pooling add."""
+    block_paths = {index: path for path, index in blocks.paths.items()}
+    in_block: dict[int, list[int]] = {}
+    for i, index in enumerate(blocks.of_step):
+        if index is not None:
+            in_block.setdefault(index, []).append(i)
+    for core in cores:
+        index = blocks.of_step[core.first]
+        if index is None:
+            continue
+        block = block_paths.get(index)
+        module = flow.steps[core.first].module
+        if block is None or not module.startswith(f"{block}.") or not _ATTENTION_LIKE.search(
+                module.removeprefix(f"{block}.")):
+            continue
+        for i in in_block[index]:
+            step = flow.steps[i]
+            if roles[i] is None and flow.weighted(i) and (
+                    step.module == module or step.module.startswith(f"{module}.")):
+                roles[i] = C.ATTN_QKV if i < core.first else C.ATTN_PROJ
+
+
 def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
     """Records outside blocks in the branch of a join outside blocks."""
     return {j for join, branch in flow.joins.items() if of_step[join] is None
@@ -81,6 +113,7 @@ def _step_roles(
     ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
     bias or a scale of what it is added to, not a token)."""
     roles = _attention_roles(cores, blocks, flow)
+    _attention_modules(flow, cores, blocks, roles)
     of_step = blocks.of_step
     last = max(i for i, b in enumerate(of_step) if b is not None)
     conv = _residual_branches(flow, of_step)
