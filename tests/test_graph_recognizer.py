@@ -279,3 +279,18 @@ def test_projections_the_walks_stop_short_of_are_the_attention_modules(
     components, numel = _params_under(profile, pattern)
     assert numel > 0 and components == {component}
     assert profile.self_checks == ()
+
+
+def test_attention_without_products_is_found_by_its_module_name() -> None:
+    # SwiftFormer's additive attention normalises q w_g over the tokens and weighs q and k
+    # element-wise: no product of two activations shows a core. Its module's name does; the
+    # convolutional encoders before it in each stage are conv, not part of its block
+    profile = analyze("timm:swiftformer_xs", recognizer="graph")
+    assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
+    assert len(profile.blocks) == 4  # one attention block closes each of the four stages
+    assert profile.components[C.ATTN_CORE].vector_flops > 0
+    qkv, numel = _params_under(profile, r"\.attn\.to_(query|key)\.")
+    assert numel > 0 and qkv == {C.ATTN_QKV}
+    # a ConvEncoder: depthwise conv, BatchNorm, two pointwise convs, a layer scale
+    conv, numel = _params_under(profile, r"^stages\.0\.blocks\.0\.(?!norm)")
+    assert numel > 0 and conv == {C.CONV}

@@ -9,7 +9,7 @@ read only the op records and the component each got, so they hold for any model:
   between two batched activation products (``aten.bmm`` / ``aten.baddbmm``: a linear layer runs
   as ``addmm`` / ``mm``, so a ``bmm`` multiplies two activations).
 * **projections without a core**: a block with ``attn_qkv`` or ``attn_proj`` MACs and no
-  ``attn_core`` MACs.
+  ``attn_core`` work (MACs, or the vector FLOPs of an element-wise core: additive attention).
 * **patch embedding inside a block**: ``patch_embed`` MACs recorded in a block, or run between
   two ops of one block. Embedding between the stages of a hierarchical model runs between two
   different blocks and passes.
@@ -84,13 +84,14 @@ def projections_without_core(ops: Sequence[OpRecord]) -> list[str]:
         if op.block is not None:
             by_block.setdefault(op.block, []).append(op)
     astray = [op for block in by_block.values()
-              if not any(op.component is Component.ATTN_CORE and op.macs for op in block)
+              if not any(op.component is Component.ATTN_CORE and (op.macs or op.vector_flops)
+                         for op in block)  # an element-wise core (additive attention) is one
               for op in block if op.component in _PROJECTIONS and op.macs]
     if not astray:
         return []
     blocks = len({op.block for op in astray})
     return [_warning("projections without a core", astray,
-                     f"in attn_qkv / attn_proj of {blocks} block(s) with no attn_core MACs")]
+                     f"in attn_qkv / attn_proj of {blocks} block(s) with no attn_core work")]
 
 
 def _block_around(ops: Sequence[OpRecord]) -> list[int | None]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vitprof.count.graph.flow import Flow, path_to
+from vitprof.count.graph.flow import Flow, attention_module, path_to
 
 DEPTH = 8  # records without MACs allowed between the two products of a core
 
@@ -73,6 +73,31 @@ def _core_steps(flow: Flow) -> list[frozenset[int]]:
         if found:
             taken.update(found)
             cores.append(frozenset(found))
+    return sorted([*cores, *_named_cores(flow, taken)], key=min)
+
+
+def _named_cores(flow: Flow, taken: set[int]) -> list[frozenset[int]]:
+    """Attention the products do not show, found by a name hint: an attention module (the
+    outermost module on a path named like attention) under which no core ran but weighted
+    records did. Its core is the records without parameters that the module runs itself (not its
+    children), joins aside: SwiftFormer's additive attention (q w_g normalised over the tokens,
+    a sum of q weighted by it, an element-wise product with k) and VOLO's outlook attention
+    (a softmax of weights made by a linear, one product with the unfolded values)."""
+    groups: dict[str, list[int]] = {}
+    for i, step in enumerate(flow.steps):
+        module = attention_module(step.module)
+        if module is not None:
+            groups.setdefault(module, []).append(i)
+    cored = {attention_module(flow.steps[i].module) for i in taken}
+    cores = []
+    for module, steps in groups.items():
+        if module in cored or not any(flow.weighted(i) for i in steps):
+            continue
+        own = frozenset(i for i in steps if flow.steps[i].module == module
+                        and not flow.steps[i].params and i not in flow.joins)
+        if own:
+            taken.update(own)
+            cores.append(own)
     return cores
 
 
@@ -99,7 +124,9 @@ def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
     return found, passed
 
 
-def _inputs(flow: Flow, steps: frozenset[int]) -> tuple[list[int], list[int]]:
+def _inputs(
+    flow: Flow, steps: frozenset[int], named: bool = False
+) -> tuple[list[int], list[int]]:
     """Producers of the core's operands (q, k, v: what the products and a fused op multiply)
     and of what it reads beside them (a mask or a position bias added to the scores)."""
     operands: list[int] = []
@@ -107,7 +134,7 @@ def _inputs(flow: Flow, steps: frozenset[int]) -> tuple[list[int], list[int]]:
     for i in steps:
         step = flow.steps[i]
         outside = [j for j in step.sources if j not in steps]
-        (operands if step.macs else beside).extend(outside)
+        (operands if step.macs or named else beside).extend(outside)
         beside.extend(step.beside)
     return operands, beside
 
@@ -137,7 +164,10 @@ def find_cores(flow: Flow) -> list[Core]:
         if any(flow.steps[i].fixed is not None for i in steps):
             cores.append(Core(steps, frozenset(), frozenset()))
             continue
-        operands, beside = _inputs(flow, steps)
+        # a core without products (found by its name: element-wise weights) multiplies
+        # whatever it reads: nothing beside its operands
+        products = any(flow.steps[i].macs for i in steps)
+        operands, beside = _inputs(flow, steps, named=not products)
         outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
         qkv, before = _walk(flow, operands, steps, upstream=True)
         proj, after = _walk(flow, outputs, steps, upstream=False)

@@ -57,7 +57,31 @@ def _core_paths(model: nn.Module, paths: Sequence[str]) -> list[tuple[str | None
             found.append((lists[-1], True))
         else:
             found.append((chain[-1][1] if chain else None, False))
-    return _narrowed(model, paths, found)
+    return _mixed_lists(model, paths, _narrowed(model, paths, found))
+
+
+def _mixed_lists(
+    model: nn.Module, paths: Sequence[str], found: list[tuple[str | None, bool]]
+) -> list[tuple[str | None, bool]]:
+    """A block that holds a list whose children are of several classes, only one of them with
+    the core, narrows to that child: the stage of a hybrid that runs convolutional blocks and
+    then one attention block (SwiftFormer's ``stages.s.blocks``); the other children are no part
+    of it. A list of children of one class (lucidrains' ``[PreNorm(attn), PreNorm(ff)]``) is
+    the block's own layers and stays."""
+    narrowed = []
+    for path, (block, is_list) in zip(paths, found, strict=True):
+        if block is not None:
+            for parent, child in _chain(path):
+                if not parent.startswith(f"{block}.") and parent != block:
+                    continue
+                container = model.get_submodule(parent)
+                kinds = {type(c) for c in container.children()}
+                cored = [p for p in paths if p == child or p.startswith(f"{child}.")]
+                if isinstance(container, _LISTS) and len(kinds) > 1 and len(cored) == sum(
+                        p == parent or p.startswith(f"{parent}.") for p in paths):
+                    block = child
+        narrowed.append((block, is_list))
+    return narrowed
 
 
 def _narrowed(

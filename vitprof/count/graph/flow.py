@@ -12,6 +12,7 @@ bounded (:data:`WINDOW` records back), so the cost stays linear in the number of
 
 from __future__ import annotations
 
+import re
 from collections.abc import Set
 from functools import cached_property
 from math import prod
@@ -22,6 +23,17 @@ from vitprof.count.trace import Trace
 WINDOW = 256  # how many records back a fork is searched for
 _NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")
 _ADDS = ("aten.add", "aten.add_")
+_ATTENTION_NAME = re.compile(r"attn|attention|^(mha|msa)$", re.IGNORECASE)
+
+
+def attention_module(module: str) -> str | None:
+    """The attention module a module path lies in: the path up to its first part named like
+    attention (a name taken as a hint where the data flow alone is silent); None if no part is."""
+    parts = module.split(".")
+    for k, part in enumerate(parts):
+        if _ATTENTION_NAME.search(part):
+            return ".".join(parts[: k + 1])
+    return None
 
 
 class Flow:

@@ -20,7 +20,6 @@ everything stays in ``other``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -34,11 +33,10 @@ from vitprof.count.families.base import ComponentMap, Rule, apply_overrides, unr
 from vitprof.count.families.generic import is_norm
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import Blocks, group_blocks, module_blocks
-from vitprof.count.graph.flow import Flow
+from vitprof.count.graph.flow import Flow, attention_module
 from vitprof.count.trace import Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
-_ATTENTION_LIKE = re.compile(r"attn|attention|(^|[._])(mha|msa)($|[._])", re.IGNORECASE)
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
 _JOINING = ("aten.add", "aten.add_")  # a token-shaped parameter added to the sequence: tokens
 
@@ -75,10 +73,11 @@ def _attention_modules(
 ) -> None:
     """Weighted records not yet placed that run inside a core's attention module (the module
     running the core, below its block and named like attention) are its projections:
-    ``attn_qkv`` before the core, ``attn_proj`` after it. They are the projections the data-flow
+    ``attn_qkv`` or ``attn_proj``. They are the projections the data-flow
     walks stop short of: PVT's and Twins' spatial-reduction convolutions before the k/v
     linear, MViTv2's q/k/v pooling before which its qkv linear runs, and its output projection
-    after the residual-pooling add."""
+    after the residual-pooling add. Those the core depends on are ``attn_qkv``, the others
+    ``attn_proj``."""
     block_paths = {index: path for path, index in blocks.paths.items()}
     in_block: dict[int, list[int]] = {}
     for i, index in enumerate(blocks.of_step):
@@ -90,14 +89,15 @@ def _attention_modules(
             continue
         block = block_paths.get(index)
         module = flow.steps[core.first].module
-        if block is None or not module.startswith(f"{block}.") or not _ATTENTION_LIKE.search(
-                module.removeprefix(f"{block}.")):
+        if block is None or not module.startswith(f"{block}.") or attention_module(
+                module.removeprefix(f"{block}.")) is None:
             continue
+        feeding = flow.ancestors(max(core.steps), in_block[index][0])
         for i in in_block[index]:
             step = flow.steps[i]
             if roles[i] is None and flow.weighted(i) and (
                     step.module == module or step.module.startswith(f"{module}.")):
-                roles[i] = C.ATTN_QKV if i < core.first else C.ATTN_PROJ
+                roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ
 
 
 def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
