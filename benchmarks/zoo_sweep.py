@@ -96,14 +96,17 @@ def _build(source: str, name: str) -> tuple[Any, tuple[int, ...] | None]:
     return model, (chans, *size) if size else None
 
 
-def _unique_params(model: Any) -> int:
+def unique_params(model: Any) -> int:
+    """The oracle of params: the elements of every parameter tensor, each shared one once."""
     seen: dict[int, int] = {}
     for p in model.parameters():
         seen[id(p)] = p.numel()
     return sum(seen.values())
 
 
-def _oracle_macs(model: Any, shape: tuple[int, ...]) -> int:
+def oracle_macs(model: Any, shape: tuple[int, ...]) -> int:
+    """The oracle of MACs: ``FlopCounterMode`` over one eval forward of a meta input of ``shape``
+    (the model must be on meta); its FLOPs are 2 x MACs."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -124,9 +127,9 @@ def child(source: str, name: str) -> dict[str, Any]:
         "input": "x".join(map(str, shape)),
         "declared_input": "x".join(map(str, declared)) if declared else "",
         "params": profile.totals.params,
-        "oracle_params": _unique_params(fresh),
+        "oracle_params": unique_params(fresh),
         "macs": profile.totals.macs,
-        "oracle_macs": _oracle_macs(fresh, shape),
+        "oracle_macs": oracle_macs(fresh, shape),
         "other_macs": profile.components[vitprof.Component.OTHER].macs,
         "warnings": " | ".join(profile.warnings),
     }
