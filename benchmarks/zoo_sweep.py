@@ -112,11 +112,13 @@ def unique_params(model: Any) -> int:
 
 def oracle_macs(model: Any, shape: tuple[int, ...]) -> int:
     """The oracle of MACs: ``FlopCounterMode`` over one eval forward of a meta input of ``shape``
-    (the model must be on meta); its FLOPs are 2 x MACs."""
+    (the model must be on meta); its FLOPs are 2 x MACs. The parameters are frozen first: a view
+    of a parameter made under ``no_grad`` (CaiT's expanded class token) still requires grad and
+    has no grad_fn, which FlopCounterMode's module tracker refuses as a child's input."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    model.eval()
+    model.eval().requires_grad_(False)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(torch.empty(shape, device="meta"))
     return counter.get_total_flops() // 2  # FLOPs = 2 x MACs

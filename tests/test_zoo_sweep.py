@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import torch
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo_sweep.py"
 _spec = importlib.util.spec_from_file_location("zoo_sweep", SCRIPT)
 zoo_sweep = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
@@ -70,3 +72,23 @@ def test_a_csv_written_before_the_breakdown_fields_reads_them_as_empty(tmp_path:
     (read,) = zoo_sweep.read_rows(old)
     assert (read["model"], read["other_params"], read["unsupported"]) == ("a", "", "")
     assert "| timm | m | 1 | 1 | 0 | 1 | 100% | 100% | 0 | 0 | 0 | 0 |" in zoo_sweep.summary([read])
+
+
+class TokenIntoChild(torch.nn.Module):
+    """CaiT's pattern: a view of a parameter (an expanded class token) passed to a child."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.token = torch.nn.Parameter(torch.zeros(1, 1, 4))
+        self.child = torch.nn.Linear(4, 3, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.child(self.token.expand(x.shape[0], -1, -1))
+
+
+def test_the_mac_oracle_takes_a_view_of_a_parameter_into_a_child() -> None:
+    with torch.device("meta"):
+        model = TokenIntoChild()
+    # one token of width 4 through a 4 -> 3 linear, batch 2: 2 * 4 * 3 = 24 MACs
+    assert zoo_sweep.oracle_macs(model, (2, 4)) == 24
+    assert zoo_sweep.unique_params(model) == 4 + 4 * 3
