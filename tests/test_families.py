@@ -102,8 +102,15 @@ GENERIC_RELATIVES = [
 
 @pytest.mark.parametrize("name", GENERIC_RELATIVES)
 def test_generic_places_every_parameter_of_timm_vit_relatives(name: str) -> None:
-    profile = analyze(name)
+    profile = analyze(name, recognizer="tables")
     assert profile.family == "generic"
+    assert other(profile) == NOTHING and profile.warnings == () and profile.unsupported_ops == {}
+
+
+@pytest.mark.parametrize("name", GENERIC_RELATIVES)
+def test_graph_places_every_parameter_of_timm_vit_relatives(name: str) -> None:
+    profile = analyze(name)  # no table detects them: auto is the graph
+    assert profile.family == "graph"
     assert other(profile) == NOTHING and profile.warnings == () and profile.unsupported_ops == {}
 
 
@@ -135,12 +142,15 @@ def test_swin_stages_yield_blocks_and_patch_merging_is_patch_embedding() -> None
 
 
 @pytest.mark.parametrize("model_type", ["dinov2", "beit", "swin"])
-def test_other_hugging_face_vision_transformers_go_generic(model_type: str) -> None:
+@pytest.mark.parametrize(("recognizer", "family"), [("tables", "generic"), ("auto", "graph")])
+def test_other_hugging_face_vision_transformers_go_generic_or_graph(
+    model_type: str, recognizer: str, family: str
+) -> None:
     config = transformers.AutoConfig.for_model(model_type, num_labels=10)
     with torch.device("meta"):
         model = transformers.AutoModelForImageClassification.from_config(config)
-    profile = analyze(model)
-    assert profile.family == "generic" and len(profile.blocks) == 12
+    profile = analyze(model, recognizer=recognizer)
+    assert profile.family == family and len(profile.blocks) == 12
     assert other(profile) == NOTHING and profile.warnings == ()
 
 

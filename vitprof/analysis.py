@@ -14,15 +14,19 @@ caller's. Hooks are removed even when the model fails.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from vitprof.core.choices import RECOGNIZERS
 from vitprof.core.errors import UserError
-from vitprof.core.records import DEVICES, MODES, ParamRecord
+from vitprof.core.records import DEVICES, MODES, Component, OpRecord, ParamRecord
 from vitprof.count.families import ComponentMap, Rule, recognize
+from vitprof.count.families.generic import GENERIC
 from vitprof.count.formulas import Formula
+from vitprof.count.graph import graph_breakdown
 from vitprof.count.result import Profile
 from vitprof.count.running import (
     CountFailed,
@@ -53,8 +57,11 @@ def _param_records(model: nn.Module, mapping: ComponentMap) -> tuple[ParamRecord
 
 
 def _check_arguments(
-    image_size: object, batch_size: object, num_classes: object, device: str, mode: str
+    image_size: object, batch_size: object, num_classes: object, device: str, mode: str,
+    recognizer: str = "auto",
 ) -> None:
+    if recognizer not in RECOGNIZERS:
+        raise UserError(f"unknown recognizer '{recognizer}'; choose from {', '.join(RECOGNIZERS)}")
     if mode not in MODES:
         raise UserError(f"unknown mode '{mode}'; choose from {', '.join(MODES)}")
     if device not in DEVICES:
@@ -76,6 +83,7 @@ def analyze(
     mode: str = "inference",
     deploy: bool = False,
     formulas: Mapping[Any, Formula] | None = None,
+    recognizer: str = "auto",
 ) -> Profile:
     """Count params, MACs and vector FLOPs of ``model`` per component and per block.
 
@@ -87,6 +95,8 @@ def analyze(
     form (:func:`vitprof.models.deploy.deploy_form`), a copy: re-parameterised, BatchNorm folded.
     ``formulas`` (``{torch.ops.aten.OP: formula}``) price those ops for this call only, over the
     registered formulas (signature and conventions in :mod:`vitprof.count.formulas`).
+    ``recognizer`` picks who names the components (:func:`breakdown`): ``"auto"``, ``"graph"``
+    or ``"tables"``; ``overrides`` win over either.
 
     Every model is counted on meta first. It is then run with real tensors when ``device`` is
     cpu or cuda, or when the meta run failed for a reason of the meta
@@ -94,7 +104,7 @@ def analyze(
     here is then materialised from its meta build (its factory runs once), after the memory guard
     (:func:`vitprof.count.running.ensure_fits`). Any other failure is a UserError naming the input.
     """
-    _check_arguments(image_size, batch_size, num_classes, device, mode)
+    _check_arguments(image_size, batch_size, num_classes, device, mode, recognizer)
     built = deployed(
         _prepare(model, image_size, batch_size, num_classes, device, name, overrides), deploy
     )
@@ -117,23 +127,59 @@ def analyze(
                         formulas=formulas)
         except CountFailed as failed:
             raise run_failed(built.name, shape, run_device, failed.error) from None
-    checks = tuple(self_checks(run.ops))
+    found = breakdown(built.module, mapping, run, built.rules, recognizer)
+    checks = tuple(self_checks(found.ops))
     return Profile(
         model=built.name,
         input_shape=shape,
         device=run_device,
         torch_version=torch.__version__,
-        family=mapping.family,
-        params=_param_records(built.module, mapping),
-        ops=tuple(run.ops),
+        family=found.family,
+        params=found.params,
+        ops=found.ops,
         unsupported_ops=run.unsupported,
         fallback=fallback,
-        warnings=built.warnings + mapping.warnings + unsupported_warning(run.unsupported)
+        warnings=built.warnings + found.warnings + unsupported_warning(run.unsupported)
         + checks,
         mode=mode,
         input_source=built.input_source,
         self_checks=checks,
     )
+
+
+@dataclass(frozen=True)
+class Found:
+    """A breakdown: who made it (``family``: a table's name, ``generic`` or ``graph``), the
+    records and parameters with their components and blocks, and its warnings."""
+
+    family: str
+    ops: tuple[OpRecord, ...]
+    params: tuple[ParamRecord, ...]
+    warnings: tuple[str, ...]
+
+
+def breakdown(
+    module: nn.Module, mapping: ComponentMap, run: Run, rules: Sequence[Rule], recognizer: str
+) -> Found:
+    """The breakdown ``recognizer`` asks for. ``tables``: ``mapping`` (a table, else the generic
+    recognizer) as the counter applied it; ``graph``: roles read from the data flow
+    (:mod:`vitprof.count.graph`); ``auto``: the table's when a table detected the model and its
+    breakdown passes the self-checks with nothing in ``other``, else the graph's. ``rules``
+    (``--map``) win over either."""
+    tables = Found(mapping.family, run.ops, _param_records(module, mapping), mapping.warnings)
+    if recognizer == "tables" or (recognizer == "auto" and _clean_table(tables)):
+        return tables
+    if run.trace is None:
+        raise UserError("the graph recognizer needs the trace of a forward; this run has none")
+    graph = graph_breakdown(module, run.ops, run.trace, rules)
+    return Found("graph", graph.ops, graph.params, graph.warnings)
+
+
+def _clean_table(found: Found) -> bool:
+    """A table (not the generic recognizer) placed everything and passes the self-checks."""
+    return (found.family != GENERIC and not self_checks(found.ops)
+            and all(p.component is not Component.OTHER for p in found.params)
+            and all(op.component is not Component.OTHER or not op.macs for op in found.ops))
 
 
 def _fallback_device(module: nn.Module) -> str:

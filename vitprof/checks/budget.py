@@ -123,6 +123,7 @@ SETTINGS: dict[str, Kind] = {
     "batch_size": Kind.POSITIVE,
     "num_classes": Kind.POSITIVE,
     "map": Kind.RULES,
+    "recognizer": Kind.TEXT,  # auto, graph or tables (vitprof.analysis.analyze checks it)
     "components": Kind.TABLE,
     "blocks": Kind.TABLE,
     "baseline": Kind.TEXT,  # a saved profile (vitprof.checks.baseline), with max_increase
@@ -163,6 +164,7 @@ class Budget:
     batch_size: int = 1
     num_classes: int | None = None
     overrides: tuple[Rule, ...] = ()
+    recognizer: str = "auto"
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
     baseline: Baseline | None = None
 
@@ -340,6 +342,7 @@ def _parse_entry(
         batch_size=settings.get("batch_size", 1),
         num_classes=settings.get("num_classes"),
         overrides=settings.get("map", ()),
+        recognizer=settings.get("recognizer", "auto"),
         origin=where.place((name, "model") if "model" in table else (name,)),
         baseline=baseline,
     )
@@ -542,6 +545,7 @@ def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
         profile = analyze(
             budget.model, image_size=budget.image_size, batch_size=budget.batch_size,
             num_classes=budget.num_classes, overrides=budget.overrides,
+            recognizer=budget.recognizer,
             name=budget.name if isinstance(budget.model, nn.Module) else None,
         )
     except UserError as error:

@@ -34,11 +34,11 @@ a broadcast dimension of stride 0 is read once), for arithmetic intensity.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +59,7 @@ from vitprof.count.formulas import (
     sdpa_cost,
 )
 from vitprof.count.module_stack import ModuleStack
+from vitprof.count.trace import Step, Trace
 
 _SDPA = F.scaled_dot_product_attention
 
@@ -69,6 +70,17 @@ def storage_key(tensor: torch.Tensor) -> int | None:
         return tensor.untyped_storage()._cdata
     except (RuntimeError, NotImplementedError):
         return None
+
+
+class Placed(Protocol):
+    """A forward record as :func:`resolve_positions` reads it."""
+
+    @property
+    def component(self) -> Component | None: ...
+    @property
+    def block(self) -> int | None: ...
+    @property
+    def sources(self) -> tuple[int, ...]: ...
 
 
 @dataclass(slots=True)
@@ -82,6 +94,11 @@ class _Pending:
     traffic: tuple[int, int] = (0, 0)  # bytes read, bytes written
     owner: int | None = None  # backward: index of the forward record whose node ran it
     sources: tuple[int, ...] = ()  # forward: indices of the records that produced its inputs
+    params: tuple[str, ...] = ()  # the parameters it reads
+    carried: tuple[str, ...] = ()  # forward: parameters reaching it through free ops only
+    shape: tuple[int, ...] = ()  # forward: shape of its (first) output
+    reads_input: bool = False  # forward: it reads the model's input (through free ops too)
+    fixed: bool = False  # a part of a fused op that named its component itself
 
 
 def tensor_bytes(value: Any) -> int:
@@ -100,6 +117,19 @@ def tensor_bytes(value: Any) -> int:
     if isinstance(value, dict):
         return sum(tensor_bytes(v) for v in value.values())
     return 0
+
+
+def _store(table: dict[Any, Any], key: Any, value: Any) -> None:
+    """``table[key] = value``, or no entry for ``key`` when ``value`` is None or empty."""
+    if value is not None and value != ():
+        table[key] = value
+    else:
+        table.pop(key, None)
+
+
+def _first_shape(out: Any) -> tuple[int, ...]:
+    """Shape of the first tensor in ``out``, () if none."""
+    return next((tuple(t.shape) for t in _tensors(out)), ())
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -137,6 +167,8 @@ class OpCounter:
         self.owners: dict[Any, int] = {}  # autograd node -> index of its forward record
         self._fresh: list[tuple[Any, int]] = []  # outputs whose grad_fn is not set yet
         self.producer: dict[int | None, int] = {}  # storage -> index of the record that wrote it
+        self.carried: dict[int | None, tuple[str, ...]] = {}  # storage -> params in it (free ops)
+        self.input_keys: set[int | None] = set()  # storages of the model's input
 
     @property
     def stack(self) -> list[str]:
@@ -180,39 +212,67 @@ class OpCounter:
         """
         if self.muted:
             return
-        sources = self._sources(args) if self.phase == Phase.FORWARD else ()
-        params = self._params_read(args)
+        forward = self.phase == Phase.FORWARD
+        keys = [storage_key(t) for t in _tensors(args)]
+        params = self._params_of(keys)
+        sources = self._sources(keys) if forward else ()
+        carried = self._take_carried(keys, params) if forward else ()
+        reads_input = forward and any(key in self.input_keys for key in keys)
         owner = None
-        if self.phase == Phase.BACKWARD:
+        if not forward:
             owner = self.owners.get(torch._C._current_autograd_node())
         block = self.pending[owner].block if owner is not None else self._block(params)
         module = self.stack[-1] if self.stack else ""
         parts = list(cost.items()) if isinstance(cost, Mapping) else [(None, cost)]
         shares = _shares(traffic, [part.macs for _, part in parts])
         name = op_name(op)
+        shape = _first_shape(out) if forward else ()
         for (component, part), share in zip(parts, shares, strict=True):
             self.pending.append(
                 _Pending(
                     name, module, component or self._component(params), block, part, self.phase,
-                    share, owner, sources,
+                    share, owner, sources, tuple(params), carried, shape, reads_input,
+                    component is not None,
                 )
             )
-        if self.phase == Phase.FORWARD:
+        if forward:
             for tensor in _tensors(out):
-                self.producer[storage_key(tensor)] = len(self.pending) - 1
+                key = storage_key(tensor)
+                self.producer[key] = len(self.pending) - 1
+                self.carried.pop(key, None)  # a storage freed and reused holds nothing old
 
-    def _sources(self, args: Any) -> tuple[int, ...]:
-        found = (self.producer.get(storage_key(t)) for t in _tensors(args))
+    def mark_input(self, leaves: list[Any]) -> None:
+        """The tensors among ``leaves`` are the model's input."""
+        self.input_keys.update(storage_key(t) for t in leaves if isinstance(t, torch.Tensor))
+
+    def _sources(self, keys: list[int | None]) -> tuple[int, ...]:
+        found = (self.producer.get(key) for key in keys)
         return tuple(sorted({index for index in found if index is not None}))
 
+    def _take_carried(self, keys: list[int | None], params: list[str]) -> tuple[str, ...]:
+        """The parameters that reach an op only through free ops (an expanded class token, an
+        indexed bias table); the first op to consume them takes them."""
+        names = (name for key in keys for name in self.carried.pop(key, ()))
+        return tuple(dict.fromkeys(name for name in names if name not in params))
+
     def pass_through(self, args: Any, out: Any) -> None:
-        """An op that is not counted (a copy, a concatenation) hands on its inputs' producer."""
+        """An op that is not counted (a copy, a concatenation) hands on its inputs' producer,
+        the parameters it reads or carries, and whether it carries the model's input."""
         if self.muted or self.phase != Phase.FORWARD:
             return
-        sources = self._sources(args)
-        if sources:
-            for tensor in _tensors(out):
-                self.producer[storage_key(tensor)] = sources[-1]
+        keys = [storage_key(t) for t in _tensors(args)]
+        sources = self._sources(keys)
+        held = tuple(dict.fromkeys(
+            [*self._params_of(keys), *(name for key in keys for name in self.carried.get(key, ()))]
+        ))
+        from_input = any(key in self.input_keys for key in keys)
+        for tensor in _tensors(out):
+            key = storage_key(tensor)
+            # a new output may reuse the storage of a freed tensor: what was known of it goes
+            _store(self.producer, key, sources[-1] if sources else None)
+            _store(self.carried, key, held)
+            if from_input:
+                self.input_keys.add(key)
 
     def current(self) -> int | None:
         """Index of the record an output produced now belongs to: the last one, or inside a
@@ -235,16 +295,10 @@ class OpCounter:
                     self.owners.setdefault(tensor.grad_fn, index)
         self._fresh.clear()
 
-    def _params_read(self, args: Any) -> list[str]:
-        names = []
-        for value in args:
-            tensors = value if isinstance(value, list | tuple) else (value,)
-            for tensor in tensors:
-                if isinstance(tensor, torch.Tensor):
-                    name = self.param_of_storage.get(storage_key(tensor))
-                    if name is not None:
-                        names.append(name)
-        return names
+    def _params_of(self, keys: list[int | None]) -> list[str]:
+        """Names of the parameters among the storages ``keys``, in order."""
+        found = (self.param_of_storage.get(key) for key in keys)
+        return [name for name in found if name is not None]
 
     def _component(self, params: list[str]) -> Component | None:
         if params:
@@ -272,7 +326,7 @@ class OpCounter:
         Backward operations take the component of their forward record.
         """
         forward = [i for i, p in enumerate(self.pending) if p.phase == Phase.FORWARD]
-        resolved = dict(zip(forward, _resolve_positions(
+        resolved = dict(zip(forward, resolve_positions(
             [self.pending[i] for i in forward], has_blocks=bool(self.mapping.blocks)
         ), strict=True))
         records = []
@@ -287,6 +341,19 @@ class OpCounter:
         return records
 
 
+    def trace(self) -> Trace:
+        """The data flow of the forward records (:class:`~vitprof.count.trace.Trace`)."""
+        steps = tuple(
+            Step(p.op, p.module, p.params, p.carried, p.sources, p.shape, p.reads_input,
+                 p.cost.macs, p.component if p.fixed else None)
+            for p in self.pending if p.phase == Phase.FORWARD
+        )
+        owners = tuple(
+            i if p.phase == Phase.FORWARD else p.owner for i, p in enumerate(self.pending)
+        )
+        return Trace(steps, owners)
+
+
 def _shares(traffic: tuple[int, int], macs: list[int]) -> list[tuple[int, int]]:
     """``traffic`` split among parts in proportion to ``macs`` (all to the first if none)."""
     if len(macs) == 1:
@@ -296,24 +363,31 @@ def _shares(traffic: tuple[int, int], macs: list[int]) -> list[tuple[int, int]]:
     return [(round(traffic[0] * w), round(traffic[1] * w)) for w in weights]
 
 
-def _resolve_positions(pending: list[_Pending], has_blocks: bool) -> list[Component]:
+def resolve_positions(pending: Sequence[Placed], has_blocks: bool) -> list[Component]:
     """Components of ops no parameter or module names, by data flow then position.
 
-    ``pending`` are the forward records, indexed as in the counter (sources refer to them).
+    Data flow: an op without a component takes that of the latest op that produced one of its
+    inputs, looking through norms (``x + norm(attn(x))`` is ``attn_proj``, not ``norm``).
+    ``pending`` are the forward records, indexed as in the counter (sources refer to them), each
+    with its component if known (else None) and its block.
     """
     resolved: list[Component | None] = [p.component for p in pending]
+    passed: list[Component | None] = [None] * len(pending)  # a norm passes on its input's
     last_in_block: dict[int, Component] = {}
     seen_block = False
     for i, p in enumerate(pending):
+        producers = [j for j in p.sources if j < i and passed[j] is not None]
         if p.block is not None:
             seen_block = True
             if resolved[i] is None:
-                producers = [j for j in p.sources if j < i and resolved[j] is not None]
-                resolved[i] = resolved[producers[-1]] if producers else last_in_block.get(p.block)
+                resolved[i] = passed[producers[-1]] if producers else last_in_block.get(p.block)
             if (found := resolved[i]) is not None:
                 last_in_block[p.block] = found
         elif resolved[i] is None and has_blocks:
             resolved[i] = Component.HEAD if seen_block else Component.TOKENS
+        passed[i] = resolved[i]
+        if resolved[i] is Component.NORM and producers:
+            passed[i] = passed[producers[-1]]
     next_in_block: dict[int, Component] = {}
     for i in reversed(range(len(pending))):
         block = pending[i].block

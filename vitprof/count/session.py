@@ -32,6 +32,7 @@ from vitprof.count.families import ComponentMap
 from vitprof.count.formulas import Formula
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import CountFailed, on_meta
+from vitprof.count.trace import Trace
 from vitprof.count.training import first_output
 
 Inputs = tuple[tuple[Any, ...], dict[str, Any]]  # (args, kwargs) of one forward
@@ -107,13 +108,15 @@ class Run:
     ops that ran without a formula; ``nodes``: autograd node -> index in ``ops`` of the forward
     op it belongs to (filled for a training count only; the nodes, and what autograd saved for
     them, stay alive as long as the Run); ``params``: the tensors that stood for the parameters
-    (the meta stand-ins, or the model's own), by name.
+    (the meta stand-ins, or the model's own), by name; ``trace``: the data flow of the forward
+    records, for the graph recognizer.
     """
 
     ops: tuple[OpRecord, ...]
     unsupported: dict[str, int]
     nodes: dict[Any, int]
     params: dict[str, torch.Tensor]
+    trace: Trace | None = None
 
     @property
     def bytes_written(self) -> int:
@@ -156,6 +159,7 @@ def count(
     was_training = model.training
     model.train(train)
     try:
+        counter.mark_input(tree_leaves(inputs))
         with counter.running():
             if train:
                 training_step(counter, forward, params.values(), backward=backward)
@@ -167,7 +171,8 @@ def count(
         raise CountFailed(error, counter.bytes_written()) from error
     finally:
         model.train(was_training)
-    return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params)
+    return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params,
+               counter.trace())
 
 
 def training_step(

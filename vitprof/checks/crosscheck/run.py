@@ -274,17 +274,19 @@ def run_crosscheck(
     grad: bool = True,
     overrides: Sequence[Rule] = (),
     deploy: bool = False,
+    recognizer: str = "auto",
 ) -> CrossCheck:
     """vitprof's count of ``model`` next to each peer's, every difference decomposed.
 
-    ``overrides`` are ``--map`` rules for vitprof's breakdown (the totals do not depend on them).
+    ``overrides`` are ``--map`` rules and ``recognizer`` the recognizer for vitprof's breakdown
+    (the totals depend on neither).
     ``grad=False`` runs the peers that run a forward under ``torch.no_grad()``, where
     ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way). With
     ``deploy``, vitprof and every peer count the deploy form (:mod:`vitprof.models.deploy`).
     """
     chosen = check_peers(peers)
     profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
-                      deploy=deploy)
+                      deploy=deploy, recognizer=recognizer)
     subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy)
     return _check(subject, chosen)
 

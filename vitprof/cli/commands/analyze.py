@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     profile = analyze(
         args.model, image_size=args.image_size, batch_size=args.batch_size,
         num_classes=args.num_classes, device=args.device, overrides=args.map, mode=args.mode,
-        deploy=args.deploy,
+        deploy=args.deploy, recognizer=args.recognizer,
     )
     for message in profile.warnings:
         warn(message)

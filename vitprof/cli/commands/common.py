@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from vitprof.core.choices import RECOGNIZERS
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 
@@ -66,6 +67,14 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
     parser.add_argument("--device", choices=("meta", "cpu", "cuda"), default="meta")
     add_map_option(parser)
+    add_recognizer_option(parser)
+
+
+def add_recognizer_option(parser: argparse.ArgumentParser) -> None:
+    """``--recognizer auto|graph|tables``: who names the components (``--map`` wins)."""
+    parser.add_argument("--recognizer", choices=RECOGNIZERS, default="auto",
+                        help="auto: a table when it places everything cleanly, else graph; "
+                             "graph: roles from the data flow; tables: a table, else names")
 
 
 def add_map_option(parser: argparse.ArgumentParser) -> None:

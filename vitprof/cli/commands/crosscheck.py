@@ -12,6 +12,7 @@ import argparse
 from vitprof.cli.commands.common import (
     DEPLOY_HELP,
     add_map_option,
+    add_recognizer_option,
     positive_int,
     warn,
     write_output,
@@ -41,6 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="run the peers under torch.no_grad() (nn.MultiheadAttention then "
                              "takes its fused fast path)")
     add_map_option(parser)
+    add_recognizer_option(parser)
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
     parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
     parser.set_defaults(run=run)
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     check = run_crosscheck(
         args.model, image_size=args.image_size, batch_size=args.batch_size, peers=args.peers,
         grad=not args.no_grad, overrides=args.map, deploy=args.deploy,
+        recognizer=args.recognizer,
     )
     for message in check.warnings:
         warn(message)

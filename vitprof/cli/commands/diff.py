@@ -59,6 +59,7 @@ def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
     profile = analyze(
         spec, image_size=args.image_size, batch_size=args.batch_size,
         num_classes=args.num_classes, device=args.device, overrides=args.map, mode=args.mode,
+        recognizer=args.recognizer,
     )
     for message in profile.warnings:
         warn(f"{spec}: {message}")
@@ -68,7 +69,8 @@ def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
 def _options_given(args: argparse.Namespace) -> list[str]:
     given = {"--image-size": args.image_size is not None, "--batch-size": args.batch_size != 1,
              "--num-classes": args.num_classes is not None, "--device": args.device != "meta",
-             "--map": bool(args.map), "--mode": args.mode != "inference"}
+             "--map": bool(args.map), "--mode": args.mode != "inference",
+             "--recognizer": args.recognizer != "auto"}
     return [option for option, set_ in given.items() if set_]
 
 

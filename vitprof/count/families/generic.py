@@ -28,6 +28,7 @@ from torch import nn
 from vitprof.core.records import Component as C
 from vitprof.count.families.base import ComponentMap, unrecognized_warnings
 
+GENERIC = "generic"  # the family name of the maps this recognizer makes
 _ATTENTION_NAME = re.compile(r"attn|attention|(^|_)(mha|msa)($|_)", re.IGNORECASE)
 _QKV_NAME = re.compile(
     r"(^|[._])(qkv|q|k|v|kv|query|key|value|in_proj|to_q|to_k|to_v|to_qkv|to_kv|"
@@ -196,4 +197,4 @@ def resolve_generic(model: nn.Module) -> ComponentMap:
             unknown.append(name)
         params[name] = component or C.OTHER
     warnings.extend(unrecognized_warnings(unknown))
-    return ComponentMap("generic", modules, params, blocks, tuple(warnings))
+    return ComponentMap(GENERIC, modules, params, blocks, tuple(warnings))

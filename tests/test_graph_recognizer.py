@@ -1,0 +1,161 @@
+"""The graph recognizer: roles read from the data flow, on code styles no table knows.
+
+Models (tests/models_styles.py): 1x3x16x16 image, patch 4 -> N = 16 patches, width D = 32,
+MLP hidden 64, 4 heads of 8, 2 blocks. Per block: q/k/v 3 x N x D x D, attention products
+2 x N^2 x D (summed over heads), output N x D x D, MLP 2 x N x D x 64.
+"""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+import transformers
+from models_styles import FlatViT, HybridMapViT, ParallelViT, PoolingViT
+
+from vitprof import Component as C
+from vitprof import analyze
+from vitprof.cli.main import main
+
+QKV, CORE, PROJ, MLP = 3 * 16 * 32 * 32, 2 * 16 * 16 * 32, 16 * 32 * 32, 2 * 16 * 32 * 64
+PATCH = 16 * 48 * 32  # 16 patches of 3*4*4 = 48 values into D = 32: 24_576
+
+STYLES = {
+    "parallel": (ParallelViT, {
+        C.PATCH_EMBED: (32 * 48 + 32, PATCH), C.TOKENS: (16 * 32, 0),
+        C.ATTN_QKV: (2 * 3 * 32 * 32, 2 * QKV),  # no biases
+        C.ATTN_CORE: (0, 2 * CORE), C.ATTN_PROJ: (2 * 32 * 32, 2 * PROJ),
+        C.MLP: (2 * 2 * 32 * 64, 2 * MLP),
+        C.NORM: (2 * (32 + 8 + 8) + 2 * 32, 0),  # LN + QK-norms without bias, final LN
+        C.HEAD: (32 * 10 + 10, 32 * 10),
+    }),
+    "1x1-conv-attention": (HybridMapViT, {
+        C.PATCH_EMBED: (32 * 48 + 32, PATCH),
+        C.CONV: (32 * 9 + 32 * 32, 16 * 32 * 9 + 16 * 32 * 32),  # depthwise 3x3 + pointwise
+        C.ATTN_QKV: (2 * (96 * 32 + 96), 2 * QKV), C.ATTN_CORE: (0, 2 * CORE),
+        C.ATTN_PROJ: (2 * (32 * 32 + 32), 2 * PROJ),
+        C.MLP: (2 * (32 * 64 + 64 + 64 * 32 + 32), 2 * MLP),
+        C.NORM: (2 * 2 * 2 * 32, 0),  # two BatchNorm2d(32) per block, weight and bias
+        C.HEAD: (32 * 10 + 10, 32 * 10),
+    }),
+    "pooling-head-raw-proj-patch-transformer-scale-mixer": (PoolingViT, {
+        C.PATCH_EMBED: (48 * 32 + 32, PATCH), C.TOKENS: (16 * 32, 0),
+        C.ATTN_QKV: (2 * 3 * 32 * 32, 2 * QKV), C.ATTN_CORE: (0, 2 * CORE),
+        C.ATTN_PROJ: (2 * (32 * 32 + 32 + 32), 2 * PROJ),  # + the layer scale named `scale`
+        C.MLP: (2 * (32 * 64 + 64 + 64 * 32 + 32 + 32), 2 * MLP),
+        C.NORM: (2 * 2 * 2 * 32, 0),
+        # Linear(D, 1) over 16 tokens, the pooling product 16 x 32, pooled @ proj 32 x 10
+        C.HEAD: (32 + 1 + 32 * 10, 16 * 32 + 16 * 32 + 32 * 10),
+    }),
+    "flat-forward-raw-parameters": (FlatViT, {
+        C.PATCH_EMBED: (48 * 32, PATCH), C.TOKENS: (32 + 17 * 32, 0),  # class token, 17 positions
+        # 17 tokens, one head: q/k/v 17*32*96, products 2*17*17*32, output 17*32*32
+        C.ATTN_QKV: (2 * 32 * 96, 2 * 17 * 32 * 96), C.ATTN_CORE: (0, 2 * 2 * 17 * 17 * 32),
+        C.ATTN_PROJ: (2 * 32 * 32, 2 * 17 * 32 * 32),
+        C.MLP: (2 * 2 * 32 * 64, 2 * 2 * 17 * 32 * 64), C.NORM: (2 * 2 * 32, 0),
+        C.HEAD: (32 * 10, 32 * 10),
+    }),
+}
+
+
+def counts(profile, component: C) -> tuple[int, int]:
+    found = profile.components[component]
+    return found.params, found.macs
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_graph_places_every_style(style: str) -> None:
+    factory, expected = STYLES[style]
+    with torch.device("meta"):
+        model = factory()
+    profile = analyze(model, image_size=16, recognizer="graph")
+    assert profile.family == "graph"
+    assert profile.warnings == ()
+    assert counts(profile, C.OTHER) == (0, 0)
+    for component in C:
+        assert counts(profile, component) == expected.get(component, (0, 0)), component
+    assert len(profile.blocks) == 2
+    first, second = (block.total for block in profile.blocks)
+    assert (first.params, first.macs) == (second.params, second.macs)
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_auto_falls_back_to_the_graph_where_no_table_detects(style: str) -> None:
+    with torch.device("meta"):
+        model = STYLES[style][0]()
+    assert analyze(model, image_size=16).family == "graph"
+
+
+def test_training_step_follows_the_forward_roles() -> None:
+    with torch.device("meta"):
+        model = ParallelViT()
+    profile = analyze(model, image_size=16, recognizer="graph", mode="train")
+    assert counts(profile, C.OTHER) == (0, 0)
+    # the backward of each product costs twice its forward: attention products 3 x forward
+    assert profile.components[C.ATTN_CORE].macs == 3 * 2 * CORE
+
+
+def test_a_model_without_attention_stays_in_other() -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 4, 4), torch.nn.Flatten(),
+                                torch.nn.Linear(8 * 16, 10))
+    profile = analyze(model, image_size=16, recognizer="graph")
+    assert profile.components[C.OTHER].macs == profile.totals.macs > 0
+    assert any("no transformer blocks recognized" in w for w in profile.warnings)
+
+
+def _hf_vit() -> torch.nn.Module:
+    config = transformers.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                    intermediate_size=128, image_size=32, patch_size=8,
+                                    num_labels=10)
+    with torch.device("meta"):
+        return transformers.ViTForImageClassification(config)
+
+
+def _timm(name: str):
+    def build() -> torch.nn.Module:
+        with torch.device("meta"):
+            return timm.create_model(name, pretrained=False)
+    return build
+
+
+TABLE_MODELS = {
+    "vit_b_16": lambda: "vit_b_16", "hf-vit": _hf_vit,
+    "timm-vit-tiny": _timm("vit_tiny_patch16_224"),
+    "timm-deit-distilled": _timm("deit_tiny_distilled_patch16_224"),
+    "timm-reg4-gap": _timm("vit_base_patch16_reg4_gap_256"),
+    "note001": lambda: "note001_vit_b16", "note002-linear": lambda: "note002_linear_attention",
+}
+
+
+def _cells(profile) -> dict:
+    cells = {(None, c): (n.params, n.macs) for c, n in profile.components.items()}
+    cells.update({(b.index, c): (n.params, n.macs)
+                  for b in profile.blocks for c, n in b.components.items()})
+    return cells
+
+
+@pytest.mark.parametrize("name", TABLE_MODELS)
+def test_graph_agrees_with_the_tables(name: str) -> None:
+    model = TABLE_MODELS[name]()
+    size = 32 if name == "hf-vit" else None
+    graph = analyze(model, image_size=size, recognizer="graph")
+    tables = analyze(model, image_size=size, recognizer="tables")
+    assert graph.family == "graph" and tables.family != "graph"
+    assert _cells(graph) == _cells(tables)
+    assert graph.self_checks == ()
+
+
+def test_recognizer_option_names_the_recognizer_in_json(capsys) -> None:
+    assert main(["analyze", "vit_b_16", "--recognizer", "graph", "--format", "json"]) == 0
+    assert '"family": "graph"' in capsys.readouterr().out
+    assert main(["analyze", "vit_b_16", "--recognizer", "tables", "--format", "json"]) == 0
+    assert '"family": "torchvision"' in capsys.readouterr().out
+
+
+def test_map_rules_win_over_the_graph() -> None:
+    with torch.device("meta"):
+        model = PoolingViT()
+    profile = analyze(model, image_size=16, recognizer="graph", overrides=[("pool_logits", C.MLP)])
+    # Linear(D, 1) over 16 tokens: 16 * 32 = 512 MACs, 33 params moved from head to mlp
+    assert counts(profile, C.MLP) == (STYLES["pooling-head-raw-proj-patch-transformer-scale-mixer"]
+                                      [1][C.MLP][0] + 33, 2 * MLP + 512)

@@ -1,0 +1,104 @@
+"""Attention cores and their projections, found in the data flow.
+
+A **core** is a fused attention op (scaled-dot-product or flex attention, or the attn_core part
+of ``_native_multi_head_attention``), or a free product followed, through records that map
+the scores (scaling, a mask or bias add, softmax or another normalisation, the head-mixing
+linears of talking-heads attention), by a second free product:
+``softmax(Q K^T) V`` and linear attention ``Q (K^T V)`` alike. The core is every record on that
+path. **attn_qkv** are the first weighted records upstream of the core's inputs, walking through
+records without MACs that read no parameter but a norm's (views are not records; QK-norm,
+rotary, scaling are), never through a join; **attn_proj** the first weighted records downstream
+of the core's output, before a join.
+A fused op priced in parts names its projections itself: no walk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vitprof.count.graph.flow import Flow, path_to
+
+DEPTH = 8  # records without MACs allowed between the two products of a core
+
+
+@dataclass(frozen=True)
+class Core:
+    """One attention core: its records, its q/k/v projections and its output projections."""
+
+    steps: frozenset[int]
+    qkv: frozenset[int]
+    proj: frozenset[int]
+
+    @property
+    def first(self) -> int:
+        return min(self.steps)
+
+
+def _second_product(flow: Flow, start: int, taken: set[int]) -> list[int] | None:
+    """The records from the free product ``start`` to a second free product it feeds, through
+    at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`); None if none."""
+    parents: dict[int, int] = {}
+    frontier = [start]
+    for _ in range(DEPTH + 1):
+        following = []
+        for i in frontier:
+            for j in flow.consumers[i]:
+                if j in parents or j in taken:
+                    continue
+                parents[j] = i
+                if flow.free_product(j):
+                    return path_to(parents, j)
+                if flow.on_map(j, start):
+                    following.append(j)
+        frontier = following
+    return None
+
+
+def _core_steps(flow: Flow) -> list[frozenset[int]]:
+    taken: set[int] = set()
+    cores = []
+    for i in range(len(flow.steps)):
+        if i in taken:
+            continue
+        if flow.fused_core(i):
+            found: list[int] | None = [i]
+        elif flow.free_product(i):
+            found = _second_product(flow, i, taken)
+        else:
+            continue
+        if found:
+            taken.update(found)
+            cores.append(frozenset(found))
+    return cores
+
+
+def _walk(flow: Flow, starts: list[int], core: frozenset[int], upstream: bool) -> set[int]:
+    """The first weighted records reached from ``starts`` through :meth:`Flow.passes` records,
+    upstream (through sources) or downstream (through consumers)."""
+    found: set[int] = set()
+    seen: set[int] = set(core)
+    stack = list(starts)
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        if flow.weighted(i):
+            found.add(i)
+        elif flow.passes(i):
+            stack.extend(flow.steps[i].sources if upstream else flow.consumers[i])
+    return found
+
+
+def find_cores(flow: Flow) -> list[Core]:
+    """Every attention core of the trace, in execution order."""
+    cores = []
+    for steps in _core_steps(flow):
+        if any(flow.steps[i].fixed is not None for i in steps):
+            cores.append(Core(steps, frozenset(), frozenset()))
+            continue
+        inputs = [j for i in steps for j in flow.steps[i].sources if j not in steps]
+        outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
+        cores.append(Core(steps, frozenset(_walk(flow, inputs, steps, upstream=True)),
+                          frozenset(_walk(flow, outputs, steps, upstream=False))))
+    return cores

@@ -1,0 +1,125 @@
+"""Blocks: the attention cores grouped by the module tree, or by spans of a flat forward.
+
+A *container* is a module with at least two children that each contain a core (a core lives in
+the module running its first record). A core's block is the child, on its module path, of the
+innermost container that is a ``ModuleList`` / ``Sequential``, else of the innermost container:
+lucidrains' ``layers[i] = ModuleList([attn, ff])`` gives ``layers.i``, Swin ``layers.s.blocks.j``,
+TimeSformer's temporal and spatial attention in one layer one block. When list blocks exist, a
+core outside any list that runs after them (an attention-pooling head) is in no block. A join
+(residual add) run outside any block, in a parent's forward, whose branch lies in one block
+belongs to it. Cores with no container (a flat, hand-written forward) get one block each: from
+the norms feeding its q/k/v projections (or from the end of the previous block) to the last join
+before the next core starts. Blocks are numbered in execution order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from torch import nn
+
+from vitprof.count.graph.attention import Core
+from vitprof.count.graph.flow import Flow
+
+_LISTS = (nn.ModuleList, nn.Sequential)
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Per step its block (or None), the module paths of the blocks, the cores in no block."""
+
+    of_step: list[int | None]
+    paths: dict[str, int]
+    loose: frozenset[int]  # indices of the cores in no block (attention-pooling heads)
+
+
+def _chain(path: str) -> list[tuple[str, str]]:
+    """(parent, child) module paths from the root down to ``path``."""
+    parts = path.split(".") if path else []
+    return [(".".join(parts[:i]), ".".join(parts[: i + 1])) for i in range(len(parts))]
+
+
+def _core_paths(model: nn.Module, paths: Sequence[str]) -> list[tuple[str | None, bool]]:
+    """Per core module path: its block path (None: no container) and whether a list gave it."""
+    children: dict[str, set[str]] = {}
+    for path in paths:
+        for parent, child in _chain(path):
+            children.setdefault(parent, set()).add(child)
+    containers = {parent for parent, kids in children.items() if len(kids) >= 2}
+    found: list[tuple[str | None, bool]] = []
+    for path in paths:
+        chain = [(p, c) for p, c in _chain(path) if p in containers]
+        lists = [c for p, c in chain if isinstance(model.get_submodule(p), _LISTS)]
+        if lists:
+            found.append((lists[-1], True))
+        else:
+            found.append((chain[-1][1] if chain else None, False))
+    return found
+
+
+def module_blocks(paths: dict[str, int]) -> Callable[[str], int | None]:
+    """A function from a module path to the block holding it (by ``paths``), else None."""
+    cache: dict[str, int | None] = {}
+
+    def block(module: str) -> int | None:
+        if module not in cache:
+            path, index = module, None
+            while index is None:
+                index = paths.get(path)
+                if not path:
+                    break
+                path = path.rpartition(".")[0]
+            cache[module] = index
+        return cache[module]
+
+    return block
+
+
+def _spans(flow: Flow, cores: list[Core], of_step: list[int | None], first: int) -> None:
+    """One block per core of a flat forward, numbered from ``first``, on the unplaced steps."""
+    joins = sorted(flow.joins)
+    starts = []
+    for core in cores:
+        feeding = {j for i in core.qkv for j in flow.steps[i].sources if flow.norm(j)}
+        starts.append(min(core.steps | core.qkv | feeding))
+    begin = starts[0]
+    for k, core in enumerate(cores):
+        limit = starts[k + 1] if k + 1 < len(cores) else len(flow.steps)
+        ends = [j for j in joins if max(core.steps) < j < limit]
+        end = ends[-1] if ends else max(core.steps | core.proj)
+        for i in range(begin, end + 1):
+            if of_step[i] is None:
+                of_step[i] = first + k
+        begin = end + 1
+
+
+def _absorb_joins(flow: Flow, of_step: list[int | None]) -> None:
+    for join, branch in sorted(flow.joins.items()):
+        if of_step[join] is not None:
+            continue
+        owners = {of_step[i] for i in branch if of_step[i] is not None}
+        if len(owners) == 1:
+            of_step[join] = owners.pop()
+
+
+def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
+    """The blocks of the trace (see the module docstring)."""
+    found = _core_paths(model, [flow.steps[c.first].module for c in cores])
+    listed = [c.first for c, (_, is_list) in zip(cores, found, strict=True) if is_list]
+    loose = frozenset(
+        k for k, (c, (path, is_list)) in enumerate(zip(cores, found, strict=True))
+        if listed and not is_list and c.first > max(listed)
+    )
+    paths: dict[str, int] = {}
+    for k, (path, _) in enumerate(found):
+        if path is not None and k not in loose and path not in paths:
+            paths[path] = len(paths)
+    block = module_blocks(paths)
+    of_step = [block(step.module) for step in flow.steps]
+    flat = [c for k, (c, (path, _)) in enumerate(zip(cores, found, strict=True))
+            if path is None and k not in loose]
+    if flat:
+        _spans(flow, flat, of_step, len(paths))
+    _absorb_joins(flow, of_step)
+    return Blocks(of_step, paths, loose)

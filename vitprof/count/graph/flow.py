@@ -1,0 +1,108 @@
+"""Questions about the data flow of a :class:`~vitprof.count.trace.Trace`.
+
+Conventions: a step is *weighted* when it has MACs and reads a parameter (directly or through
+free ops): a linear, a convolution, an einsum with a weight. A *free product* has MACs and reads
+no parameter: a product of two activations. A *join* is a parameter-free ``add`` of two
+activations that fork from one record with MACs on a path between the fork and the join: a
+residual add ``x + f(x)``, or the sum of the branches of a parallel block. The searches are
+bounded (:data:`WINDOW` records back), so the cost stays linear in the number of records.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from math import prod
+
+from vitprof.core.records import Component
+from vitprof.count.trace import Trace
+
+WINDOW = 256  # how many records back a fork is searched for
+_NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")
+_ADDS = ("aten.add", "aten.add_")
+
+
+class Flow:
+    """The steps of a trace with their consumers, and predicates on them."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.steps = trace.steps
+        self.consumers: list[list[int]] = [[] for _ in self.steps]
+        for i, step in enumerate(self.steps):
+            for j in step.sources:
+                self.consumers[j].append(i)
+
+    def weighted(self, i: int) -> bool:
+        step = self.steps[i]
+        return step.macs > 0 and bool(step.params or step.carried)
+
+    def free_product(self, i: int) -> bool:
+        step = self.steps[i]
+        return step.macs > 0 and not step.params and not step.carried and step.fixed is None
+
+    def norm(self, i: int) -> bool:
+        return any(name in self.steps[i].op for name in _NORMS)
+
+    def fused_core(self, i: int) -> bool:
+        """A fused attention op, or the attn_core part of one priced in parts."""
+        step = self.steps[i]
+        if step.fixed is not None:
+            return step.fixed is Component.ATTN_CORE
+        return "scaled_dot_product" in step.op or "flex_attention" in step.op
+
+    def passes(self, i: int) -> bool:
+        """A projection search walks through step ``i``: no MACs, not a join, and no parameter
+        read unless it is a norm's (a position-embedding add or a layer scale stops it)."""
+        step = self.steps[i]
+        return step.macs == 0 and i not in self.joins and (not step.params or self.norm(i))
+
+    def on_map(self, i: int, scores: int) -> bool:
+        """Step ``i`` maps the attention scores made by step ``scores``: not a join, and either
+        without MACs or a weighted map that keeps their number of elements (talking heads)."""
+        if i in self.joins:
+            return False
+        if self.steps[i].macs == 0:
+            return True
+        return self.weighted(i) and prod(self.steps[i].shape) == prod(self.steps[scores].shape)
+
+    def ancestors(self, i: int, low: int) -> set[int]:
+        """Records with index >= ``low`` that ``i`` depends on, ``i`` included."""
+        seen = {i}
+        stack = [i]
+        while stack:
+            for j in self.steps[stack.pop()].sources:
+                if j >= low and j not in seen:
+                    seen.add(j)
+                    stack.append(j)
+        return seen
+
+    def branch(self, i: int) -> set[int] | None:
+        """If step ``i`` is a join, the records between its fork and it (itself included)."""
+        step = self.steps[i]
+        if step.op not in _ADDS or step.params or len(step.sources) < 2:
+            return None
+        low = max(0, step.sources[0] - WINDOW)
+        sides = [self.ancestors(j, low) for j in step.sources]
+        common = set.intersection(*sides)
+        if not common:
+            return None
+        fork = max(common)
+        inside = {j for side in sides for j in side if j > fork} | {i}
+        return inside if any(self.steps[j].macs for j in inside) else None
+
+    @cached_property
+    def joins(self) -> dict[int, set[int]]:
+        """Every join, with its branch records."""
+        found = {}
+        for i in range(len(self.steps)):
+            branch = self.branch(i)
+            if branch is not None:
+                found[i] = branch
+        return found
+
+
+def path_to(parents: dict[int, int], end: int) -> list[int]:
+    """The chain of ``parents`` links from ``end`` back to the start of a search."""
+    path = [end]
+    while path[-1] in parents:
+        path.append(parents[path[-1]])
+    return path

@@ -1,0 +1,220 @@
+"""Roles: a component and a block for every record and parameter of a counted run.
+
+Inside a block: the core is ``attn_core``, its q/k/v projections ``attn_qkv``, its output
+projections ``attn_proj``, norms ``norm``, other weighted records ``mlp``; records without
+weights take their producer's component (:func:`vitprof.count.counter.resolve_positions`:
+``x + attn(x)`` is ``attn_proj``, ``gamma * mlp(x)`` is ``mlp``). Outside blocks: everything
+after the last block is ``head``; before and between blocks, the records of a residual branch
+(a join's branch: MBConv, RepMixer, conv token mixers) are ``conv``, other weighted records
+``patch_embed`` (stem, patch merging), records reading a parameter without MACs ``tokens``
+(class tokens, position embeddings), norms ``norm``, and the rest follow the data flow.
+
+A parameter takes the component of the record that reads it with the most MACs; one reaching
+records only through free ops (an expanded class token, an indexed bias table) that of the record
+consuming it when that is in a core or weighted, else ``tokens`` (``head`` after the blocks). Its
+block is its owner module's, else its reader's. A model without an attention core is no ViT:
+everything stays in ``other``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+from torch import nn
+
+from vitprof.core.records import Component as C
+from vitprof.core.records import OpRecord, ParamRecord
+from vitprof.count.counter import resolve_positions
+from vitprof.count.families.base import ComponentMap, Rule, apply_overrides, unrecognized_warnings
+from vitprof.count.graph.attention import Core, find_cores
+from vitprof.count.graph.blocks import Blocks, group_blocks, module_blocks
+from vitprof.count.graph.flow import Flow
+from vitprof.count.trace import Trace
+
+NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
+_KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
+
+
+class _Placed(NamedTuple):
+    component: C | None
+    block: int | None
+    sources: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """What the graph recognizer decided: the records and parameters relabelled, warnings."""
+
+    ops: tuple[OpRecord, ...]
+    params: tuple[ParamRecord, ...]
+    warnings: tuple[str, ...]
+
+
+def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow) -> list[C | None]:
+    roles: list[C | None] = [flow.steps[i].fixed for i in range(len(flow.steps))]
+    for k, core in enumerate(cores):
+        loose = k in blocks.loose
+        for i in core.steps:
+            roles[i] = roles[i] or C.ATTN_CORE
+        for steps, role in ((core.qkv, C.ATTN_QKV), (core.proj, C.ATTN_PROJ)):
+            for i in steps:
+                roles[i] = roles[i] or (C.HEAD if loose else role)
+    return roles
+
+
+def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
+    """Records outside blocks in the branch of a join outside blocks."""
+    return {j for join, branch in flow.joins.items() if of_step[join] is None
+            for j in branch if of_step[j] is None}
+
+
+def _step_roles(flow: Flow, cores: list[Core], blocks: Blocks) -> list[C | None]:
+    """Each record's component; None for a weightless record in a block (resolved later)."""
+    roles = _attention_roles(cores, blocks, flow)
+    of_step = blocks.of_step
+    last = max(i for i, b in enumerate(of_step) if b is not None)
+    conv = _residual_branches(flow, of_step)
+    carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
+    for i, step in enumerate(flow.steps):
+        if roles[i] is None:
+            if flow.norm(i):
+                roles[i] = C.NORM
+            elif of_step[i] is not None:
+                roles[i] = C.MLP if flow.weighted(i) else None
+            elif i > last:
+                roles[i] = C.HEAD
+            elif i in conv:
+                roles[i] = C.CONV
+            elif flow.weighted(i):
+                roles[i] = C.PATCH_EMBED
+            elif step.params:
+                roles[i] = C.TOKENS
+            else:
+                roles[i] = carried[step.sources[-1]] if step.sources else None
+                roles[i] = roles[i] or C.PATCH_EMBED
+        role = roles[i]
+        passed = role if role is not None and role not in _KEEP_FLOW else None
+        carried[i] = passed or (carried[step.sources[-1]] if step.sources else None)
+    return roles
+
+
+def _param_roles(
+    model: nn.Module, flow: Flow, steps: list[C], blocks: Blocks, cores: list[Core]
+) -> dict[str, tuple[C, int | None]]:
+    readers: dict[str, int] = {}
+    carriers: dict[str, int] = {}
+    for i, step in enumerate(flow.steps):
+        for name in step.params:
+            best = readers.get(name)
+            if best is None or flow.steps[i].macs > flow.steps[best].macs:
+                readers[name] = i
+        for name in step.carried:
+            carriers.setdefault(name, i)
+    in_cores = {i for core in cores for i in core.steps}
+    last = max(i for i, b in enumerate(blocks.of_step) if b is not None)
+    owner_block = module_blocks(blocks.paths)
+    roles: dict[str, tuple[C, int | None]] = {}
+    for name, _ in model.named_parameters():
+        reader = readers.get(name, carriers.get(name))
+        if reader is None:
+            continue
+        role = steps[reader]
+        if name not in readers and reader not in in_cores and not flow.weighted(reader):
+            role = C.HEAD if reader > last else C.TOKENS
+        block = owner_block(name.rpartition(".")[0])
+        if block is None and role is not C.TOKENS:
+            block = blocks.of_step[reader]
+        roles[name] = (role, block)
+    return roles
+
+
+def _unread(model: nn.Module, roles: dict[str, tuple[C, int | None]]) -> list[ParamRecord]:
+    """Parameters no record read: the role of a parameter of the nearest module that has one."""
+    records = []
+    for name, p in model.named_parameters():
+        if name in roles:
+            continue
+        owner = name
+        found = None
+        while owner and found is None:
+            owner = owner.rpartition(".")[0]
+            prefix = f"{owner}." if owner else ""
+            found = next((r for n, r in roles.items() if n.startswith(prefix)), None)
+        role, block = found or (C.OTHER, None)
+        records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape)))
+    return records
+
+
+def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], of_step: list[int | None],
+             ) -> tuple[OpRecord, ...]:
+    """``ops`` with the graph's components and blocks; a backward record follows its forward
+    owner (one with no known owner keeps the counter's labels)."""
+    relabelled = []
+    for op, owner in zip(ops, trace.owners, strict=True):
+        if owner is None:
+            relabelled.append(op)
+        else:
+            relabelled.append(replace(op, component=roles[owner], block=of_step[owner]))
+    return tuple(relabelled)
+
+
+def _not_a_vit(model: nn.Module, ops: Sequence[OpRecord]) -> Breakdown:
+    params = tuple(ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape))
+                   for name, p in model.named_parameters())
+    return Breakdown(tuple(replace(op, component=C.OTHER, block=None) for op in ops), params,
+                     (NO_BLOCKS,))
+
+
+def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, ParamRecord],
+              overrides: Sequence[Rule]) -> tuple[list[C], tuple[str, ...]]:
+    """``--map`` rules win: parameters they name, and the records reading those parameters or
+    running in modules they name (or under them)."""
+    graph = {name: record.component for name, record in params.items()}
+    mapped = apply_overrides(ComponentMap("graph", {}, graph, {}), model, overrides)
+    for name, record in params.items():
+        params[name] = replace(record, component=mapped.params[name])
+    ruled = []
+    for role, step in zip(roles, flow.steps, strict=True):
+        if step.params and mapped.params[step.params[0]] != graph[step.params[0]]:
+            role = mapped.params[step.params[0]]
+        else:
+            role = _nearest(mapped.modules, step.module) or role
+        ruled.append(role)
+    return ruled, mapped.warnings
+
+
+def _nearest(modules: dict[str, C], path: str) -> C | None:
+    while path:
+        if path in modules:
+            return modules[path]
+        path = path.rpartition(".")[0]
+    return None
+
+
+def graph_breakdown(
+    model: nn.Module, ops: Sequence[OpRecord], trace: Trace, overrides: Sequence[Rule] = ()
+) -> Breakdown:
+    """The components and blocks of ``ops`` (a counted run of ``model`` with its ``trace``) and
+    of the parameters of ``model``, read from the data flow; ``overrides`` (``--map``) win."""
+    flow = Flow(trace)
+    cores = find_cores(flow)
+    if not cores:
+        return _not_a_vit(model, ops)
+    blocks = group_blocks(model, flow, cores)
+    partial = _step_roles(flow, cores, blocks)
+    placed = [_Placed(role, block, step.sources)
+              for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
+    roles = resolve_positions(placed, has_blocks=True)
+    param_roles = _param_roles(model, flow, roles, blocks, cores)
+    params = {name: ParamRecord(name, p.numel(), *param_roles[name], tuple(p.shape))
+              for name, p in model.named_parameters() if name in param_roles}
+    params.update({record.name: record for record in _unread(model, param_roles)})
+    unknown = [name for name, p in params.items() if p.component is C.OTHER]
+    warnings = unrecognized_warnings(unknown)
+    if overrides:
+        roles, ruled = _override(model, flow, roles, params, overrides)
+        warnings += ruled
+    ordered = tuple(params[name] for name, _ in model.named_parameters())
+    return Breakdown(_relabel(ops, trace, roles, blocks.of_step), ordered, warnings)

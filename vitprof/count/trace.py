@@ -1,0 +1,39 @@
+"""What a recognizer reading the data flow needs from a counted forward: the :class:`Trace`.
+
+The counter keeps, per forward record, which records produced its inputs (followed through views
+and free ops by storage), the parameters it reads, and those that reach it only through free ops
+(an expanded class token joined by ``cat``, a bias table read by ``index``): the first record
+consuming such a free op's output carries them. Indices are those of ``Run.ops``, whose forward
+records come first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vitprof.core.records import Component
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One forward record as the data flow sees it."""
+
+    op: str  # e.g. "aten.addmm"
+    module: str  # path of the innermost running module
+    params: tuple[str, ...]  # parameters it reads
+    carried: tuple[str, ...]  # parameters reaching it through free ops only
+    sources: tuple[int, ...]  # indices of the records that produced its inputs
+    shape: tuple[int, ...]  # shape of its (first) output
+    reads_input: bool  # it reads the model's input (also through free ops)
+    macs: int
+    fixed: Component | None  # the component a fused op named for this part of it, else None
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """The forward records of a run (``steps``), and per record of ``Run.ops`` the index of the
+    forward record it belongs to (``owners``: itself for a forward record, the record whose
+    autograd node ran it for a backward one, None if unknown)."""
+
+    steps: tuple[Step, ...]
+    owners: tuple[int | None, ...]
