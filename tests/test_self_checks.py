@@ -199,7 +199,7 @@ def test_each_new_rule_fails_its_case_and_passes_the_twin(failing, passing, rule
     assert self_checks(passing) == []
 
 
-# ---- models built to trip each new rule under the name/type recognizer -----------------------
+# ---- models built to trip each new rule under the tables' name/type recognizer ------------
 
 class Attention(nn.Module):
     def __init__(self, dim: int) -> None:
@@ -332,11 +332,12 @@ MODELS_TRIPPING = [
 
 @pytest.mark.parametrize(("build", "rule"), MODELS_TRIPPING)
 def test_a_model_built_to_trip_a_new_rule_trips_it(build, rule) -> None:
-    assert rules_failed(list(analyze(build(), image_size=8, name="built").ops)) == [rule]
+    profile = analyze(build(), image_size=8, name="built", recognizer="tables")
+    assert rules_failed(list(profile.ops)) == [rule]
 
 
 def test_a_conv_chain_before_the_blocks_is_a_patch_embedding() -> None:
     model = Tokens(conv_chain(), nn.Sequential(TokenBlock(8), TokenBlock(8)))
-    profile = analyze(model, image_size=8, name="chain")
+    profile = analyze(model, image_size=8, name="chain", recognizer="tables")
     assert profile.components[C.PATCH_EMBED].macs > 0  # the chain is counted as patch_embed
     assert profile.self_checks == ()
