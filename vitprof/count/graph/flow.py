@@ -3,8 +3,10 @@
 Conventions: a step is *weighted* when it has MACs and reads a parameter (directly or through
 free ops): a linear, a convolution, an einsum with a weight. A *free product* has MACs and reads
 no parameter: a product of two activations. A *join* is a parameter-free ``add`` of two
-activations that fork from one record with MACs on a path between the fork and the join: a
-residual add ``x + f(x)``, or the sum of the branches of a parallel block. The searches are
+activations that fork from one record, with MACs on every arm between the fork and the join
+but the skip (the fork itself): a residual add ``x + f(x)``, a downsampling shortcut
+``conv(x) + f(x)``, the sum of the branches of a parallel block; not an attention mask built
+from the input beside the scores. The searches are
 bounded (:data:`WINDOW` records back), so the cost stays linear in the number of records.
 """
 
@@ -86,8 +88,12 @@ class Flow:
         if not common:
             return None
         fork = max(common)
-        inside = {j for side in sides for j in side if j > fork} | {i}
-        return inside if any(self.steps[j].macs for j in inside) else None
+        arms = [{j for j in side if j > fork} for side in sides]
+        with_macs = [any(self.steps[j].macs for j in arm) for arm in arms]
+        skip = any(j == fork for j in step.sources)
+        if not (all(with_macs) or (skip and any(with_macs))):
+            return None  # a mask or a bias made beside the scores, rotary halves: no residual
+        return set().union(*arms) | {i}
 
     @cached_property
     def joins(self) -> dict[int, set[int]]:

@@ -160,13 +160,6 @@ def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], of_step: lis
     return tuple(relabelled)
 
 
-def _not_a_vit(model: nn.Module, ops: Sequence[OpRecord]) -> Breakdown:
-    params = tuple(ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape))
-                   for name, p in model.named_parameters())
-    return Breakdown(tuple(replace(op, component=C.OTHER, block=None) for op in ops), params,
-                     (NO_BLOCKS,))
-
-
 def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, ParamRecord],
               overrides: Sequence[Rule]) -> tuple[list[C], tuple[str, ...]]:
     """``--map`` rules win: parameters they name, and the records reading those parameters or
@@ -193,15 +186,10 @@ def _nearest(modules: dict[str, C], path: str) -> C | None:
     return None
 
 
-def graph_breakdown(
-    model: nn.Module, ops: Sequence[OpRecord], trace: Trace, overrides: Sequence[Rule] = ()
-) -> Breakdown:
-    """The components and blocks of ``ops`` (a counted run of ``model`` with its ``trace``) and
-    of the parameters of ``model``, read from the data flow; ``overrides`` (``--map``) win."""
-    flow = Flow(trace)
-    cores = find_cores(flow)
-    if not cores:
-        return _not_a_vit(model, ops)
+def _vit_roles(
+    model: nn.Module, flow: Flow, cores: list[Core]
+) -> tuple[list[C], list[int | None], dict[str, ParamRecord]]:
+    """Components of the records, their blocks, and the parameters' records, of a ViT."""
     blocks = group_blocks(model, flow, cores)
     partial = _step_roles(flow, cores, blocks)
     placed = [_Placed(role, block, step.sources)
@@ -211,10 +199,28 @@ def graph_breakdown(
     params = {name: ParamRecord(name, p.numel(), *param_roles[name], tuple(p.shape))
               for name, p in model.named_parameters() if name in param_roles}
     params.update({record.name: record for record in _unread(model, param_roles)})
-    unknown = [name for name, p in params.items() if p.component is C.OTHER]
-    warnings = unrecognized_warnings(unknown)
+    return roles, blocks.of_step, params
+
+
+def graph_breakdown(
+    model: nn.Module, ops: Sequence[OpRecord], trace: Trace, overrides: Sequence[Rule] = ()
+) -> Breakdown:
+    """The components and blocks of ``ops`` (a counted run of ``model`` with its ``trace``) and
+    of the parameters of ``model``, read from the data flow; ``overrides`` (``--map``) win.
+    Without an attention core, everything is ``other`` (not a ViT) but what the rules name."""
+    flow = Flow(trace)
+    cores = find_cores(flow)
+    if cores:
+        roles, of_step, params = _vit_roles(model, flow, cores)
+        unknown = [name for name, p in params.items() if p.component is C.OTHER]
+        warnings = unrecognized_warnings(unknown)
+    else:
+        roles, of_step = [C.OTHER] * len(flow.steps), [None] * len(flow.steps)
+        params = {name: ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape))
+                  for name, p in model.named_parameters()}
+        warnings = (NO_BLOCKS,)
     if overrides:
         roles, ruled = _override(model, flow, roles, params, overrides)
         warnings += ruled
     ordered = tuple(params[name] for name, _ in model.named_parameters())
-    return Breakdown(_relabel(ops, trace, roles, blocks.of_step), ordered, warnings)
+    return Breakdown(_relabel(ops, trace, roles, of_step), ordered, warnings)
