@@ -138,6 +138,9 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, list | tuple):
         for item in value:
             yield from _tensors(item)
+    elif isinstance(value, dict):  # keyword arguments: SDPA's attn_mask
+        for item in value.values():
+            yield from _tensors(item)
 
 
 class OpCounter:
@@ -425,9 +428,9 @@ class _DispatchCounter(TorchDispatchMode):
         if formula is not None and not self.counter.muted:
             traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
             cost = formula(arguments(func, args, kwargs), out)
-            self.counter.record(func, cost, args, traffic, out)
+            self.counter.record(func, cost, (args, kwargs), traffic, out)
         else:
-            self.counter.pass_through(args, out)
+            self.counter.pass_through((args, kwargs), out)
         if tracking:
             self.counter.adopt(out)
         return out
@@ -503,7 +506,8 @@ def _priced_attention(counter: OpCounter, *args: Any, **kwargs: Any) -> Any:
     traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
     sdpa = aten.scaled_dot_product_attention.default
     formula = formula_for(sdpa, counter.formulas) or sdpa_cost
-    counter.record(sdpa, formula(arguments(sdpa, args, kwargs), out), args, traffic, out)
+    counter.record(sdpa, formula(arguments(sdpa, args, kwargs), out), (args, kwargs), traffic,
+                   out)
     return out
 
 
