@@ -178,3 +178,50 @@ def test_the_graph_recognizer_agrees_with_the_tables_on_every_zoo_model(name: st
     tables = vitprof.analyze(name, recognizer="tables")
     assert (graph.family, tables.family != "graph") == ("graph", True)
     assert _cells(graph) == _cells(tables)
+
+
+class BiasAttention(nn.Module):
+    """Attention whose bias is the sum of two products of q and a table (SAM's decomposed
+    relative positions), handed to SDPA as the keyword ``attn_mask``."""
+
+    def __init__(self, dim: int, tokens: int) -> None:
+        super().__init__()
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.table_h = nn.Parameter(torch.zeros(dim, tokens))
+        self.table_w = nn.Parameter(torch.zeros(dim, tokens))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        bias = q @ self.table_h + q @ self.table_w
+        return self.proj(nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias))
+
+
+class BiasBlock(nn.Module):
+    def __init__(self, dim: int, tokens: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.attn = BiasAttention(dim, tokens)
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.norm(x))
+        return x + self.fc(x)
+
+
+class BiasViT(nn.Module):
+    def __init__(self, dim: int = 8, tokens: int = 4) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, dim, kernel_size=2, stride=2)
+        self.blocks = nn.Sequential(BiasBlock(dim, tokens), BiasBlock(dim, tokens))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(self.stem(x).flatten(2).transpose(1, 2))
+
+
+def test_an_attention_bias_made_in_the_attention_module_is_attn_core() -> None:
+    profile = vitprof.analyze(BiasViT(), image_size=4, recognizer="graph")
+    # 2 blocks, 4 tokens of width 8: SDPA's QK^T and AV 2 * 4 * 4 * 8 = 256, the bias's two
+    # products q @ table 2 * 4 * 8 * 4 = 256 MACs
+    assert profile.components[C.ATTN_CORE].macs == 2 * (256 + 256)
+    assert profile.components[C.MLP].macs == 2 * 4 * 8 * 8  # fc only
+    assert profile.self_checks == ()

@@ -90,6 +90,28 @@ def _walk(flow: Flow, starts: list[int], core: frozenset[int], upstream: bool) -
     return found
 
 
+def _bias(flow: Flow, steps: frozenset[int]) -> frozenset[int]:
+    """Weighted records run by the core's own module whose outputs reach the core through
+    records without MACs or parameters only: an attention bias made from q and a table (SAM's
+    decomposed relative positions, maxvit's RelPosBiasTf). Those not found as q/k/v projections
+    (``nn.MultiheadAttention`` runs its in-projection in its own module) are part of the core."""
+    modules = {flow.steps[i].module for i in steps}
+    found: set[int] = set()
+    seen = set(steps)
+    stack = [j for i in steps for j in flow.steps[i].sources if j not in steps]
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        step = flow.steps[i]
+        if flow.weighted(i) and step.module in modules:
+            found.add(i)
+        elif step.macs == 0 and not step.params:
+            stack.extend(step.sources)
+    return frozenset(found)
+
+
 def find_cores(flow: Flow) -> list[Core]:
     """Every attention core of the trace, in execution order."""
     cores = []
@@ -99,6 +121,7 @@ def find_cores(flow: Flow) -> list[Core]:
             continue
         inputs = [j for i in steps for j in flow.steps[i].sources if j not in steps]
         outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
-        cores.append(Core(steps, frozenset(_walk(flow, inputs, steps, upstream=True)),
-                          frozenset(_walk(flow, outputs, steps, upstream=False))))
+        qkv = frozenset(_walk(flow, inputs, steps, upstream=True))
+        proj = frozenset(_walk(flow, outputs, steps, upstream=False))
+        cores.append(Core(steps | (_bias(flow, steps) - qkv), qkv, proj))
     return cores
