@@ -159,3 +159,49 @@ def test_map_rules_win_over_the_graph() -> None:
     # Linear(D, 1) over 16 tokens: 16 * 32 = 512 MACs, 33 params moved from head to mlp
     assert counts(profile, C.MLP) == (STYLES["pooling-head-raw-proj-patch-transformer-scale-mixer"]
                                       [1][C.MLP][0] + 33, 2 * MLP + 512)
+
+
+@pytest.mark.parametrize(("name", "blocks"), [
+    # LeViT: 4 + 4 + 4 blocks and 2 attention-downsampling blocks; its cached bias index once
+    # reused a freed storage whose stale producer joined two blocks' cores
+    ("timm:levit_128", 4 + 4 + 4 + 2),
+    ("timm:coatnet_0_224", 5 + 2),  # attention in stages 3 and 4 only, from 1x1 convolutions
+    ("timm:efficientvit_m0", 1 + 2 + 3),  # cascaded group attention, conv q/k/v
+])
+def test_graph_places_timm_hybrids(name: str, blocks: int) -> None:
+    profile = analyze(name, recognizer="graph")
+    assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
+    assert len(profile.blocks) == blocks and profile.components[C.ATTN_CORE].macs > 0
+
+
+def _torchvision(name: str) -> torch.nn.Module:
+    import torchvision
+
+    with torch.device("meta"):
+        return getattr(torchvision.models, name)()
+
+
+def test_swin_shifted_window_mask_is_no_residual_add() -> None:
+    # the mask of shifted windows is built from the input beside the scores; read as a join it
+    # hid the attention of every second block (7 blocks found instead of 2 + 2 + 6 + 2)
+    model = _torchvision("swin_t")
+    graph = analyze(model, recognizer="graph")
+    assert len(graph.blocks) == 2 + 2 + 6 + 2 and graph.self_checks == ()
+    assert _cells(graph) == _cells(analyze(model, recognizer="tables"))
+
+
+def test_swin_v2_position_mlp_is_attention_core() -> None:
+    graph = analyze(_torchvision("swin_v2_t"), recognizer="graph")
+    # per block cpb_mlp Linear(2, 512) + Linear(512, heads, no bias) and logit_scale (heads):
+    # heads 3, 6, 12, 24 over 2, 2, 6, 2 blocks: sum of depth * (2*512 + 512 + 513 * heads)
+    expected = sum(d * (2 * 512 + 512 + 513 * h) for d, h in [(2, 3), (2, 6), (6, 12), (2, 24)])
+    assert expected == 89_226
+    assert graph.components[C.ATTN_CORE].params == expected
+
+
+def test_beit_relative_position_bias_passed_as_a_mask_is_attention_core() -> None:
+    with torch.device("meta"):
+        model = timm.create_model("beit_base_patch16_224", pretrained=False)
+    graph = analyze(model, recognizer="graph")
+    # 12 blocks x ((2*14 - 1)^2 + 3 relative positions) x 12 heads = 105_408
+    assert graph.components[C.ATTN_CORE].params == 12 * (27**2 + 3) * 12

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from vitprof import UserError
+from vitprof.core.records import Component as C
 from vitprof.count.families import recognize
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import CountFailed, MetaFailure, first_on_meta
@@ -142,3 +143,18 @@ def test_any_other_failure_is_a_user_error_not_a_fallback() -> None:
     with pytest.raises(UserError, match=r"running m failed: ValueError: wrong shape \(input of "
                                         r"shape 3x4, on meta\)"):
         first_on_meta("m", (3, 4), fails)
+
+
+def test_an_op_without_a_component_looks_through_norms_to_its_producer() -> None:
+    from typing import NamedTuple
+
+    from vitprof.count.counter import resolve_positions
+
+    class Placed(NamedTuple):
+        component: C | None
+        block: int | None
+        sources: tuple[int, ...]
+
+    # a post-norm branch: proj -> norm -> residual add (x + norm(proj(...))) is attn_proj
+    ops = [Placed(C.ATTN_PROJ, 0, ()), Placed(C.NORM, 0, (0,)), Placed(None, 0, (1,))]
+    assert resolve_positions(ops, has_blocks=True)[2] is C.ATTN_PROJ

@@ -99,6 +99,7 @@ class _Pending:
     shape: tuple[int, ...] = ()  # forward: shape of its (first) output
     reads_input: bool = False  # forward: it reads the model's input (through free ops too)
     fixed: bool = False  # a part of a fused op that named its component itself
+    beside: tuple[int, ...] = ()  # forward: producers of inputs that are not operands (a mask)
 
 
 def tensor_bytes(value: Any) -> int:
@@ -137,9 +138,6 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
         yield value
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _tensors(item)
-    elif isinstance(value, dict):  # keyword arguments: SDPA's attn_mask
-        for item in value.values():
             yield from _tensors(item)
 
 
@@ -205,10 +203,11 @@ class OpCounter:
 
     def record(
         self, op: Any, cost: Cost | Mapping[Component, Cost], args: Any,
-        traffic: tuple[int, int] = (0, 0), out: Any = None,
+        traffic: tuple[int, int] = (0, 0), out: Any = None, beside: Any = (),
     ) -> None:
         """Attribute ``cost`` of ``op`` (called with ``args``, returning ``out``) to the running
-        context.
+        context. ``beside`` are inputs that are not operands (an attention mask or bias): the
+        trace keeps their producers apart from the sources.
 
         ``traffic`` (bytes read, bytes written) of a fused op priced in parts is shared among the
         parts in proportion to their MACs; ``out`` is written by the last part.
@@ -216,9 +215,12 @@ class OpCounter:
         if self.muted:
             return
         forward = self.phase == Phase.FORWARD
-        keys = [storage_key(t) for t in _tensors(args)]
+        operands = [storage_key(t) for t in _tensors(args)]
+        extra = [storage_key(t) for t in _tensors(beside)]
+        keys = operands + extra
         params = self._params_of(keys)
-        sources = self._sources(keys) if forward else ()
+        sources = self._sources(operands) if forward else ()
+        apart = self._sources(extra) if forward and extra else ()
         carried = self._take_carried(keys, params) if forward else ()
         reads_input = forward and any(key in self.input_keys for key in keys)
         owner = None
@@ -235,7 +237,7 @@ class OpCounter:
                 _Pending(
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape, reads_input,
-                    component is not None,
+                    component is not None, apart,
                 )
             )
         if forward:
@@ -348,7 +350,7 @@ class OpCounter:
         """The data flow of the forward records (:class:`~vitprof.count.trace.Trace`)."""
         steps = tuple(
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape, p.reads_input,
-                 p.cost.macs, p.component if p.fixed else None)
+                 p.cost.macs, p.component if p.fixed else None, p.beside)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(
@@ -428,9 +430,9 @@ class _DispatchCounter(TorchDispatchMode):
         if formula is not None and not self.counter.muted:
             traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
             cost = formula(arguments(func, args, kwargs), out)
-            self.counter.record(func, cost, (args, kwargs), traffic, out)
+            self.counter.record(func, cost, args, traffic, out)
         else:
-            self.counter.pass_through((args, kwargs), out)
+            self.counter.pass_through(args, out)
         if tracking:
             self.counter.adopt(out)
         return out
@@ -506,8 +508,8 @@ def _priced_attention(counter: OpCounter, *args: Any, **kwargs: Any) -> Any:
     traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
     sdpa = aten.scaled_dot_product_attention.default
     formula = formula_for(sdpa, counter.formulas) or sdpa_cost
-    counter.record(sdpa, formula(arguments(sdpa, args, kwargs), out), (args, kwargs), traffic,
-                   out)
+    counter.record(sdpa, formula(arguments(sdpa, args, kwargs), out), args[:3], traffic, out,
+                   beside=(*args[3:], *kwargs.values()))
     return out
 
 

@@ -27,6 +27,7 @@ class Step:
     reads_input: bool  # it reads the model's input (also through free ops)
     macs: int
     fixed: Component | None  # the component a fused op named for this part of it, else None
+    beside: tuple[int, ...] = ()  # producers of inputs that are not operands (an attention mask)
 
 
 @dataclass(frozen=True, slots=True)

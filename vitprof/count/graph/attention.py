@@ -28,6 +28,7 @@ class Core:
     steps: frozenset[int]
     qkv: frozenset[int]
     proj: frozenset[int]
+    bias: frozenset[int] = frozenset()  # weighted records making a bias or mask of the scores
 
     @property
     def first(self) -> int:
@@ -72,7 +73,8 @@ def _core_steps(flow: Flow) -> list[frozenset[int]]:
     return cores
 
 
-def _walk(flow: Flow, starts: list[int], core: frozenset[int], upstream: bool) -> set[int]:
+def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
+          upstream: bool) -> set[int]:
     """The first weighted records reached from ``starts`` through :meth:`Flow.passes` records,
     upstream (through sources) or downstream (through consumers)."""
     found: set[int] = set()
@@ -90,38 +92,48 @@ def _walk(flow: Flow, starts: list[int], core: frozenset[int], upstream: bool) -
     return found
 
 
-def _bias(flow: Flow, steps: frozenset[int]) -> frozenset[int]:
-    """Weighted records run by the core's own module whose outputs reach the core through
-    records without MACs or parameters only: an attention bias made from q and a table (SAM's
-    decomposed relative positions, maxvit's RelPosBiasTf). Those not found as q/k/v projections
-    (``nn.MultiheadAttention`` runs its in-projection in its own module) are part of the core."""
-    modules = {flow.steps[i].module for i in steps}
+def _inputs(flow: Flow, steps: frozenset[int]) -> tuple[list[int], list[int]]:
+    """Producers of the core's operands (q, k, v: what the products and a fused op multiply)
+    and of what it reads beside them (a mask or a position bias added to the scores)."""
+    operands: list[int] = []
+    beside: list[int] = []
+    for i in steps:
+        step = flow.steps[i]
+        outside = [j for j in step.sources if j not in steps]
+        (operands if step.macs else beside).extend(outside)
+        beside.extend(step.beside)
+    return operands, beside
+
+
+def _bias(flow: Flow, starts: list[int], known: frozenset[int], module: str) -> frozenset[int]:
+    """The records upstream of ``starts`` run inside ``module`` (the core's); in the root module
+    (a flat forward) only up to a join, the residual stream."""
     found: set[int] = set()
-    seen = set(steps)
-    stack = [j for i in steps for j in flow.steps[i].sources if j not in steps]
+    stack = list(starts)
     while stack:
         i = stack.pop()
-        if i in seen:
+        if i in found or i in known or (not module and i in flow.joins):
             continue
-        seen.add(i)
-        step = flow.steps[i]
-        if flow.weighted(i) and step.module in modules:
-            found.add(i)
-        elif step.macs == 0 and not step.params:
-            stack.extend(step.sources)
+        if not flow.steps[i].module.startswith(module):
+            continue
+        found.add(i)
+        stack.extend(flow.steps[i].sources)
     return frozenset(found)
 
 
 def find_cores(flow: Flow) -> list[Core]:
-    """Every attention core of the trace, in execution order."""
+    """Every attention core of the trace, in execution order. Weighted records that make a bias
+    of the scores (Swin v2's position MLP, SAM's decomposed relative positions) in the core's
+    module belong to the core."""
     cores = []
     for steps in _core_steps(flow):
         if any(flow.steps[i].fixed is not None for i in steps):
             cores.append(Core(steps, frozenset(), frozenset()))
             continue
-        inputs = [j for i in steps for j in flow.steps[i].sources if j not in steps]
+        operands, beside = _inputs(flow, steps)
         outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
-        qkv = frozenset(_walk(flow, inputs, steps, upstream=True))
-        proj = frozenset(_walk(flow, outputs, steps, upstream=False))
-        cores.append(Core(steps | (_bias(flow, steps) - qkv), qkv, proj))
+        qkv = frozenset(_walk(flow, operands, steps, upstream=True))
+        bias = _bias(flow, beside, steps | qkv, flow.steps[min(steps)].module)
+        cores.append(Core(steps, qkv, frozenset(_walk(flow, outputs, steps, upstream=False)),
+                          bias))
     return cores

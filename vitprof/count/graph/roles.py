@@ -10,8 +10,10 @@ after the last block is ``head``; before and between blocks, the records of a re
 (class tokens, position embeddings), norms ``norm``, and the rest follow the data flow.
 
 A parameter takes the component of the record that reads it with the most MACs; one reaching
-records only through free ops (an expanded class token, an indexed bias table) that of the record
-consuming it when that is in a core or weighted, else ``tokens`` (``head`` after the blocks). Its
+records only through free ops (an expanded class token, an indexed bias table), or added whole
+to the sequence (a class token or position embedding of two or more dimensions; a 1-D bias or
+scale is not), that of the record consuming it when that is in a core or weighted, else
+``tokens`` (``head`` after the blocks). Its
 block is its owner module's, else its reader's. A model without an attention core is no ViT:
 everything stays in ``other``.
 """
@@ -35,6 +37,7 @@ from vitprof.count.trace import Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
+_JOINING = ("aten.add", "aten.add_")  # a token-shaped parameter added to the sequence: tokens
 
 
 class _Placed(NamedTuple):
@@ -56,7 +59,7 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow) -> list[C | 
     roles: list[C | None] = [flow.steps[i].fixed for i in range(len(flow.steps))]
     for k, core in enumerate(cores):
         loose = k in blocks.loose
-        for i in core.steps:
+        for i in core.steps | core.bias:
             roles[i] = roles[i] or C.ATTN_CORE
         for steps, role in ((core.qkv, C.ATTN_QKV), (core.proj, C.ATTN_PROJ)):
             for i in steps:
@@ -112,16 +115,17 @@ def _param_roles(
                 readers[name] = i
         for name in step.carried:
             carriers.setdefault(name, i)
-    in_cores = {i for core in cores for i in core.steps}
+    in_cores = {i for core in cores for i in core.steps | core.bias}
     last = max(i for i, b in enumerate(blocks.of_step) if b is not None)
     owner_block = module_blocks(blocks.paths)
     roles: dict[str, tuple[C, int | None]] = {}
-    for name, _ in model.named_parameters():
+    for name, p in model.named_parameters():
         reader = readers.get(name, carriers.get(name))
         if reader is None:
             continue
         role = steps[reader]
-        if name not in readers and reader not in in_cores and not flow.weighted(reader):
+        joined = name not in readers or (p.dim() >= 2 and flow.steps[reader].op in _JOINING)
+        if joined and reader not in in_cores and not flow.weighted(reader):
             role = C.HEAD if reader > last else C.TOKENS
         block = owner_block(name.rpartition(".")[0])
         if block is None and role is not C.TOKENS:
