@@ -188,6 +188,10 @@ NEW_RULE_CASES = [
         + [op("addmm", C.ATTN_QKV, 0), op("bmm", C.ATTN_CORE, 0)],
         [op("convolution", C.PATCH_EMBED, module=f"stem.{unit}.conv")  # a chain of layers
          for unit in (0, 1, 2)]
+        + [op("convolution", component, module=f"stages.{stage}.{layer}")  # each stage's
+           for stage in (1, 2)                                  # downsampling, then its blocks
+           for component, layer in [(C.PATCH_EMBED, f"downsample.{i}") for i in "abc"]
+           + [(C.CONV, "blocks.0.conv")]]
         + [op("addmm", C.ATTN_QKV, 0), op("bmm", C.ATTN_CORE, 0)],
         "patch embedding with repeated blocks", id="patch-embed-stage"),
 ]

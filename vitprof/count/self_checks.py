@@ -20,10 +20,12 @@ read only the op records and the component each got, so they hold for any model:
 * **patch embedding inside a block**: ``patch_embed`` MACs recorded in a block, or run between
   two ops of one block. Embedding between the stages of a hierarchical model runs between two
   different blocks and passes.
-* **patch embedding with repeated blocks**: a patch embedding is a chain of layers; between two
-  blocks (or before the first), ``patch_embed`` MACs from two or more units of one container
-  (``stages.0.blocks.1`` and ``stages.0.blocks.2``) that run the same layers, three or more
-  each, are a stage of blocks (a convolutional stage) counted as patch embedding.
+* **patch embedding with repeated blocks**: a patch embedding is a chain of layers; ``patch_embed``
+  MACs run in a row (no op of a block or with MACs of another component between them) from two
+  or more units of one container (``stages.0.blocks.1`` and ``stages.0.blocks.2``) that run the
+  same layers, three or more each, are a stage of blocks (a convolutional stage) counted as
+  patch embedding. The downsampling of each stage of a convolutional trunk repeats too, but
+  with the stages' own ops between them.
 * **MACs in tokens**: ``tokens`` is the class / register tokens and the position embedding,
   whose arithmetic is element-wise (vector FLOPs); a multiply-accumulate there is misplaced.
 * **no blocks, yet components**: a model without recognized transformer blocks must leave what
@@ -177,15 +179,16 @@ def patch_embed_inside_blocks(ops: Sequence[OpRecord]) -> list[str]:
     return [_warning("patch embedding inside a block", astray, "in patch_embed")] if astray else []
 
 
-def _runs_between_blocks(ops: Sequence[OpRecord]) -> list[list[OpRecord]]:
-    """The ops outside blocks, split wherever an op of a block runs."""
+def _patch_embed_runs(ops: Sequence[OpRecord]) -> list[list[OpRecord]]:
+    """The ``patch_embed`` ops with MACs that run one after another outside blocks: split
+    wherever an op of a block runs or an op with MACs of another component (the downsampling
+    of each stage of a convolutional trunk is a run of its own)."""
     runs: list[list[OpRecord]] = [[]]
     for op in ops:
-        if op.block is not None:
-            if runs[-1]:
-                runs.append([])
-        else:
+        if op.block is None and op.component is Component.PATCH_EMBED and op.macs:
             runs[-1].append(op)
+        elif (op.block is not None or op.macs) and runs[-1]:
+            runs.append([])
     return [run for run in runs if run]
 
 
@@ -208,14 +211,13 @@ def _repeats_a_unit(modules: Sequence[str]) -> bool:
 
 def patch_embed_with_blocks(ops: Sequence[OpRecord]) -> list[str]:
     astray = []
-    for run in _runs_between_blocks(ops):
-        embed = [op for op in run if op.component is Component.PATCH_EMBED and op.macs]
-        if _repeats_a_unit([op.module for op in embed]):
-            astray.extend(embed)
+    for run in _patch_embed_runs(ops):
+        if _repeats_a_unit([op.module for op in run]):
+            astray.extend(run)
     if not astray:
         return []
     return [_warning("patch embedding with repeated blocks", astray,
-                     "in patch_embed, repeated units of three or more layers between two blocks")]
+                     "in patch_embed, repeated units of three or more layers run in a row")]
 
 
 def macs_in_tokens(ops: Sequence[OpRecord]) -> list[str]:
