@@ -7,8 +7,8 @@ oracles computed here on a fresh build on meta (benchmarks/zoo_sweep.py's: the u
 elements, and ``FlopCounterMode`` FLOPs / 2 at the input vitprof used). Hybrids with convolutional
 stages (or depthwise-convolution token mixers) also have ``conv`` MACs, the others none.
 timm's fastvit_t8, named among the ViTs in issue 11, runs no attention (RepMixer in all four
-stages): its parts are in ``conv``, not ``other``. Two non-ViTs, convnext_tiny and resmlp_12,
-leave nothing in ``tokens``.
+stages): it is held to issue 14's rule for non-ViTs, everything in ``other`` or ``conv``. Two
+non-ViTs, convnext_tiny and resmlp_12, leave nothing in ``tokens``.
 
 Slow (> ~5 s each on the shared 2-core machine, build and two forwards on meta, marked
 ``slow``): maxvit_tiny_tf_224 and cait_xxs24_224; the others take 1 to 5 s.
@@ -26,6 +26,7 @@ from torch import nn
 
 import vitprof
 from vitprof import Component as C
+from vitprof.core.records import Counts
 from vitprof.models.zoo import ZOO
 from vitprof.models.zoo import build as zoo_build
 
@@ -147,12 +148,12 @@ def test_a_vit_is_broken_down_into_known_components(
     _assert_totals_exact(profile, make, zoo_sweep)
 
 
-def test_a_hybrid_without_attention_is_broken_down_into_conv(zoo_sweep: Any) -> None:
+def test_a_hybrid_without_attention_is_left_in_other_or_conv(zoo_sweep: Any) -> None:
     make = _timm("fastvit_t8")
     profile = _analyzed(make, "timm:fastvit_t8")
     parts = profile.components
-    assert (parts[C.OTHER].params, parts[C.OTHER].macs) == (0, 0), profile.warnings
-    assert parts[C.CONV].macs > 0 and parts[C.ATTN_CORE].macs == 0
+    elsewhere = {c: n for c, n in parts.items() if c not in (C.OTHER, C.CONV) and n != Counts()}
+    assert elsewhere == {}
     assert profile.self_checks == ()
     _assert_totals_exact(profile, make, zoo_sweep)
 
