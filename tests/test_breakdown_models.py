@@ -226,3 +226,39 @@ def test_an_attention_bias_made_in_the_attention_module_is_attn_core() -> None:
     assert profile.components[C.ATTN_CORE].macs == 2 * (256 + 256)
     assert profile.components[C.MLP].macs == 2 * 4 * 8 * 8  # fc only
     assert profile.self_checks == ()
+
+
+class MapAttention(nn.Module):
+    """nextvit's E-MHSA layout: q/k/v linears on a B,C,H,W map read as tokens (a non-contiguous
+    view, on which ``F.linear`` runs ``mm`` and then adds the bias apart)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(dim, dim) for _ in range(3))
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.flatten(2).transpose(1, 2)
+        out = nn.functional.scaled_dot_product_attention(
+            self.q(tokens), self.k(tokens), self.v(tokens))
+        return x + self.proj(out).transpose(1, 2).reshape(x.shape)
+
+
+class MapBlock(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.attn = MapAttention(dim)
+        self.mlp = nn.Conv2d(dim, dim, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.attn(x)
+        return x + self.mlp(x)
+
+
+def test_linears_whose_bias_is_added_apart_are_q_k_v() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 8, kernel_size=2, stride=2), MapBlock(8), MapBlock(8))
+    profile = vitprof.analyze(model, image_size=4, recognizer="graph")
+    # 2 blocks, 4 tokens of width 8: q, k and v 3 * 4 * 8 * 8 = 768 MACs; proj 4 * 8 * 8 = 256
+    assert profile.components[C.ATTN_QKV].macs == 2 * 768
+    assert profile.components[C.ATTN_PROJ].macs == 2 * 256
+    assert profile.self_checks == ()
