@@ -166,12 +166,15 @@ def test_map_rules_win_over_the_graph() -> None:
     # reused a freed storage whose stale producer joined two blocks' cores
     ("timm:levit_128", 4 + 4 + 4 + 2),
     ("timm:coatnet_0_224", 5 + 2),  # attention in stages 3 and 4 only, from 1x1 convolutions
-    ("timm:efficientvit_m0", 1 + 2 + 3),  # cascaded group attention, conv q/k/v
+    # cascaded group attention, conv q/k/v; its one-block first stage is no container; the
+    # residual depthwise convs and FFNs around the downsampling between stages are conv
+    ("timm:efficientvit_m0", 1 + 2 + 3),
 ])
 def test_graph_places_timm_hybrids(name: str, blocks: int) -> None:
     profile = analyze(name, recognizer="graph")
     assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
     assert len(profile.blocks) == blocks and profile.components[C.ATTN_CORE].macs > 0
+    assert (profile.components[C.CONV].macs > 0) is (name != "timm:levit_128")
 
 
 def _torchvision(name: str) -> torch.nn.Module:
@@ -205,3 +208,19 @@ def test_beit_relative_position_bias_passed_as_a_mask_is_attention_core() -> Non
     graph = analyze(model, recognizer="graph")
     # 12 blocks x ((2*14 - 1)^2 + 3 relative positions) x 12 heads = 105_408
     assert graph.components[C.ATTN_CORE].params == 12 * (27**2 + 3) * 12
+
+
+def test_hugging_face_levit_alternating_attention_and_mlp_layers() -> None:
+    # HF LeViT stacks Residual(attention), Residual(mlp), ... as siblings: each MLP layer is
+    # part of the block before it (it was a conv residual outside the blocks, the last one head)
+    config = transformers.LevitConfig(num_labels=10)
+    with torch.device("meta"):
+        model = transformers.LevitForImageClassification(config)
+    profile = analyze(model, recognizer="graph")
+    assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
+    assert counts(profile, C.CONV) == (0, 0)
+    # the default config, depths 4, 4, 4, and 2 attention-downsampling blocks
+    assert list(config.depths) == [4, 4, 4] and len(profile.blocks) == 4 + 4 + 4 + 2
+    # the classifier Linear(384, 10) on the pooled tokens (its BatchNorm1d is norm)
+    assert counts(profile, C.HEAD) == (384 * 10 + 10, 384 * 10)
+    assert profile.components[C.MLP].macs > 0

@@ -7,9 +7,11 @@ lucidrains' ``layers[i] = ModuleList([attn, ff])`` gives ``layers.i``, Swin ``la
 TimeSformer's temporal and spatial attention in one layer one block. When list blocks exist, a
 core outside any list that runs after them (an attention-pooling head) is in no block. A join
 (residual add) run outside any block, in a parent's forward, whose branch lies in one block
-belongs to it. Cores with no container (a flat, hand-written forward) get one block each: from
-the norms feeding its q/k/v projections (or from the end of the previous block) to the last join
-before the next core starts. Blocks are numbered in execution order.
+belongs to it, and so does a core-less sibling of the blocks of their class that runs after one
+(the MLP layer of a stack alternating attention and MLP layers). Cores with no container (a
+flat, hand-written forward) get one block each: from the norms feeding its q/k/v projections (or
+from the end of the previous block) to the last join before the next core starts. Blocks are
+numbered in execution order.
 """
 
 from __future__ import annotations
@@ -55,7 +57,25 @@ def _core_paths(model: nn.Module, paths: Sequence[str]) -> list[tuple[str | None
             found.append((lists[-1], True))
         else:
             found.append((chain[-1][1] if chain else None, False))
-    return found
+    return _narrowed(model, paths, found)
+
+
+def _narrowed(
+    model: nn.Module, paths: Sequence[str], found: list[tuple[str | None, bool]]
+) -> list[tuple[str | None, bool]]:
+    """A stage holding a single block is no container, so its core's block came out as the
+    whole stage: where a module of the class of the other blocks lies on the core's path below
+    it, that module is the block (EfficientViT-M0's one-block first stage)."""
+    classes = {type(model.get_submodule(block)) for block, _ in found if block is not None}
+    narrowed = []
+    for path, (block, is_list) in zip(paths, found, strict=True):
+        if block is not None:
+            deeper = [child for _, child in _chain(path)
+                      if child.startswith(f"{block}.")
+                      and type(model.get_submodule(child)) in classes]
+            block = deeper[0] if deeper else block
+        narrowed.append((block, is_list))
+    return narrowed
 
 
 def module_blocks(paths: dict[str, int]) -> Callable[[str], int | None]:
@@ -94,6 +114,41 @@ def _spans(flow: Flow, cores: list[Core], of_step: list[int | None], first: int)
         begin = end + 1
 
 
+def _sublayers(
+    model: nn.Module, paths: dict[str, int], holding: set[str]
+) -> Callable[[str], bool]:
+    """Whether a module path lies in a sibling of the blocks that has their class but holds no
+    core (``holding``: the modules that do):
+    the MLP sub-layer of a stack that alternates attention and MLP layers (HF LeViT's
+    ``layers = [Residual(attention), Residual(mlp), ...]``), part of the block before it."""
+    classes: dict[str, set[type]] = {}
+    for path in paths:
+        parent = path.rpartition(".")[0]
+        classes.setdefault(parent, set()).add(type(model.get_submodule(path)))
+    found: dict[str, bool] = {}
+
+    def sublayer(module: str) -> bool:
+        if module not in found:
+            found[module] = any(
+                child not in holding and parent in classes
+                and type(model.get_submodule(child)) in classes[parent]
+                for parent, child in _chain(module)
+            )
+        return found[module]
+
+    return sublayer
+
+
+def _absorb_sublayers(
+    flow: Flow, of_step: list[int | None], sublayer: Callable[[str], bool]
+) -> None:
+    last = None
+    for i, step in enumerate(flow.steps):
+        if of_step[i] is None and last is not None and sublayer(step.module):
+            of_step[i] = last
+        last = of_step[i] if of_step[i] is not None else last
+
+
 def _absorb_joins(flow: Flow, of_step: list[int | None]) -> None:
     for join, branch in sorted(flow.joins.items()):
         if of_step[join] is not None:
@@ -117,6 +172,8 @@ def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
             paths[path] = len(paths)
     block = module_blocks(paths)
     of_step = [block(step.module) for step in flow.steps]
+    holding = {prefix for c in cores for _, prefix in _chain(flow.steps[c.first].module)}
+    _absorb_sublayers(flow, of_step, _sublayers(model, paths, holding))
     flat = [c for k, (c, (path, _)) in enumerate(zip(cores, found, strict=True))
             if path is None and k not in loose]
     if flat:
