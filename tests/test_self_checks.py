@@ -4,6 +4,7 @@ to trip it and passes on its corrected twin."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -345,3 +346,19 @@ def test_a_conv_chain_before_the_blocks_is_a_patch_embedding() -> None:
     profile = analyze(model, image_size=8, name="chain", recognizer="tables")
     assert profile.components[C.PATCH_EMBED].macs > 0  # the chain is counted as patch_embed
     assert profile.self_checks == ()
+
+
+@pytest.mark.parametrize(("build", "rule"), MODELS_TRIPPING)
+def test_strict_analyze_exits_1_on_each_new_rule(build, rule, monkeypatch, capsys) -> None:
+    from types import ModuleType
+
+    from vitprof.cli.main import main
+
+    factories = ModuleType("self_check_models")
+    factories.build = build  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "self_check_models", factories)
+    argv = ["analyze", "self_check_models:build", "--image-size", "8", "--recognizer", "tables",
+            "--strict"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"self-check failed ({rule})" in err and "1 self-check(s) failed (--strict)" in err
