@@ -8,7 +8,8 @@ linears of talking-heads attention), by a second free product:
 path. **attn_qkv** are the first weighted records upstream of the core's inputs, walking through
 records without MACs that read no parameter but a norm's (views are not records; QK-norm,
 rotary, scaling are), never through a join; **attn_proj** the first weighted records downstream
-of the core's output, before a join.
+of the core's output, before a join. The records passed on the way (not norms: QK-norm stays
+``norm``) belong to the core, as do those making a bias or mask of the scores.
 A fused op priced in parts names its projections itself: no walk.
 """
 
@@ -28,7 +29,9 @@ class Core:
     steps: frozenset[int]
     qkv: frozenset[int]
     proj: frozenset[int]
-    bias: frozenset[int] = frozenset()  # weighted records making a bias or mask of the scores
+    # records of the core beside the products: those making a bias or mask of the scores, and
+    # the element-wise ones between the projections and the products (scaling, rotary)
+    bias: frozenset[int] = frozenset()
 
     @property
     def first(self) -> int:
@@ -74,10 +77,12 @@ def _core_steps(flow: Flow) -> list[frozenset[int]]:
 
 
 def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
-          upstream: bool) -> set[int]:
+          upstream: bool) -> tuple[set[int], set[int]]:
     """The first weighted records reached from ``starts`` through :meth:`Flow.passes` records,
-    upstream (through sources) or downstream (through consumers)."""
+    upstream (through sources) or downstream (through consumers), and the records passed that
+    are not norms (q scaling, rotary, feature maps, head merging)."""
     found: set[int] = set()
+    passed: set[int] = set()
     seen: set[int] = set(core)
     stack = list(starts)
     while stack:
@@ -88,8 +93,10 @@ def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
         if flow.weighted(i):
             found.add(i)
         elif flow.passes(i):
+            if not flow.norm(i):
+                passed.add(i)
             stack.extend(flow.steps[i].sources if upstream else flow.consumers[i])
-    return found
+    return found, passed
 
 
 def _inputs(flow: Flow, steps: frozenset[int]) -> tuple[list[int], list[int]]:
@@ -132,8 +139,8 @@ def find_cores(flow: Flow) -> list[Core]:
             continue
         operands, beside = _inputs(flow, steps)
         outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
-        qkv = frozenset(_walk(flow, operands, steps, upstream=True))
+        qkv, before = _walk(flow, operands, steps, upstream=True)
+        proj, after = _walk(flow, outputs, steps, upstream=False)
         bias = _bias(flow, beside, steps | qkv, flow.steps[min(steps)].module)
-        cores.append(Core(steps, qkv, frozenset(_walk(flow, outputs, steps, upstream=False)),
-                          bias))
+        cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | before | after))
     return cores

@@ -73,8 +73,12 @@ def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
             for j in branch if of_step[j] is None}
 
 
-def _step_roles(flow: Flow, cores: list[Core], blocks: Blocks) -> list[C | None]:
-    """Each record's component; None for a weightless record in a block (resolved later)."""
+def _step_roles(
+    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str]
+) -> list[C | None]:
+    """Each record's component; None for a weightless record in a block (resolved later).
+    ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
+    bias or a scale of what it is added to, not a token)."""
     roles = _attention_roles(cores, blocks, flow)
     of_step = blocks.of_step
     last = max(i for i, b in enumerate(of_step) if b is not None)
@@ -92,7 +96,7 @@ def _step_roles(flow: Flow, cores: list[Core], blocks: Blocks) -> list[C | None]
                 roles[i] = C.CONV
             elif flow.weighted(i):
                 roles[i] = C.PATCH_EMBED
-            elif step.params:
+            elif any(name in shaped for name in step.params):
                 roles[i] = C.TOKENS
             else:
                 roles[i] = carried[step.sources[-1]] if step.sources else None
@@ -195,7 +199,8 @@ def _vit_roles(
 ) -> tuple[list[C], list[int | None], dict[str, ParamRecord]]:
     """Components of the records, their blocks, and the parameters' records, of a ViT."""
     blocks = group_blocks(model, flow, cores)
-    partial = _step_roles(flow, cores, blocks)
+    shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
+    partial = _step_roles(flow, cores, blocks, shaped)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
     roles = resolve_positions(placed, has_blocks=True)
