@@ -224,3 +224,16 @@ def test_hugging_face_levit_alternating_attention_and_mlp_layers() -> None:
     # the classifier Linear(384, 10) on the pooled tokens (its BatchNorm1d is norm)
     assert counts(profile, C.HEAD) == (384 * 10 + 10, 384 * 10)
     assert profile.components[C.MLP].macs > 0
+
+
+@pytest.mark.parametrize("recognizer", ["tables", "graph"])
+def test_timm_attention_pooling_head_with_its_mlp_is_head(recognizer: str) -> None:
+    with torch.device("meta"):
+        model = timm.create_model("vit_base_patch16_siglip_224", pretrained=False)
+    profile = analyze(model, recognizer=recognizer)
+    # attn_pool: latent 768, q 768*768 + 768, kv 768*1536 + 1536, proj 768*768 + 768, and its
+    # MLP 768*3072 + 3072 + 3072*768 + 768 (the table once gave that MLP to mlp); no classifier
+    pool = 768 + (768 * 768 + 768) + (768 * 1536 + 1536) + (768 * 768 + 768)
+    assert profile.components[C.HEAD].params == pool + 2 * 768 * 3072 + 3072 + 768 == 7_085_568
+    # 12 blocks of 768 x 3072 MLPs, 196 tokens: 12 * 2 * 196 * 768 * 3072 = 11_098_128_384
+    assert profile.components[C.MLP].macs == 12 * 2 * 196 * 768 * 3072

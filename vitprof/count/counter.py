@@ -97,7 +97,6 @@ class _Pending:
     params: tuple[str, ...] = ()  # the parameters it reads
     carried: tuple[str, ...] = ()  # forward: parameters reaching it through free ops only
     shape: tuple[int, ...] = ()  # forward: shape of its (first) output
-    reads_input: bool = False  # forward: it reads the model's input (through free ops too)
     fixed: bool = False  # a part of a fused op that named its component itself
     beside: tuple[int, ...] = ()  # forward: producers of inputs that are not operands (a mask)
 
@@ -169,7 +168,6 @@ class OpCounter:
         self._fresh: list[tuple[Any, int]] = []  # outputs whose grad_fn is not set yet
         self.producer: dict[int | None, int] = {}  # storage -> index of the record that wrote it
         self.carried: dict[int | None, tuple[str, ...]] = {}  # storage -> params in it (free ops)
-        self.input_keys: set[int | None] = set()  # storages of the model's input
 
     @property
     def stack(self) -> list[str]:
@@ -222,7 +220,6 @@ class OpCounter:
         sources = self._sources(operands) if forward else ()
         apart = self._sources(extra) if forward and extra else ()
         carried = self._take_carried(keys, params) if forward else ()
-        reads_input = forward and any(key in self.input_keys for key in keys)
         owner = None
         if not forward:
             owner = self.owners.get(torch._C._current_autograd_node())
@@ -236,7 +233,7 @@ class OpCounter:
             self.pending.append(
                 _Pending(
                     name, module, component or self._component(params), block, part, self.phase,
-                    share, owner, sources, tuple(params), carried, shape, reads_input,
+                    share, owner, sources, tuple(params), carried, shape,
                     component is not None, apart,
                 )
             )
@@ -245,10 +242,6 @@ class OpCounter:
                 key = storage_key(tensor)
                 self.producer[key] = len(self.pending) - 1
                 self.carried.pop(key, None)  # a storage freed and reused holds nothing old
-
-    def mark_input(self, leaves: list[Any]) -> None:
-        """The tensors among ``leaves`` are the model's input."""
-        self.input_keys.update(storage_key(t) for t in leaves if isinstance(t, torch.Tensor))
 
     def _sources(self, keys: list[int | None]) -> tuple[int, ...]:
         found = (self.producer.get(key) for key in keys)
@@ -262,7 +255,7 @@ class OpCounter:
 
     def pass_through(self, args: Any, out: Any) -> None:
         """An op that is not counted (a copy, a concatenation) hands on its inputs' producer,
-        the parameters it reads or carries, and whether it carries the model's input."""
+        and the parameters it reads or carries."""
         if self.muted or self.phase != Phase.FORWARD:
             return
         keys = [storage_key(t) for t in _tensors(args)]
@@ -270,14 +263,11 @@ class OpCounter:
         held = tuple(dict.fromkeys(
             [*self._params_of(keys), *(name for key in keys for name in self.carried.get(key, ()))]
         ))
-        from_input = any(key in self.input_keys for key in keys)
         for tensor in _tensors(out):
             key = storage_key(tensor)
             # a new output may reuse the storage of a freed tensor: what was known of it goes
             _store(self.producer, key, sources[-1] if sources else None)
             _store(self.carried, key, held)
-            if from_input:
-                self.input_keys.add(key)
 
     def current(self) -> int | None:
         """Index of the record an output produced now belongs to: the last one, or inside a
@@ -349,7 +339,7 @@ class OpCounter:
     def trace(self) -> Trace:
         """The data flow of the forward records (:class:`~vitprof.count.trace.Trace`)."""
         steps = tuple(
-            Step(p.op, p.module, p.params, p.carried, p.sources, p.shape, p.reads_input,
+            Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
                  p.cost.macs, p.component if p.fixed else None, p.beside)
             for p in self.pending if p.phase == Phase.FORWARD
         )

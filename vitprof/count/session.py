@@ -159,7 +159,6 @@ def count(
     was_training = model.training
     model.train(train)
     try:
-        counter.mark_input(tree_leaves(inputs))
         with counter.running():
             if train:
                 training_step(counter, forward, params.values(), backward=backward)

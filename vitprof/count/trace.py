@@ -24,7 +24,6 @@ class Step:
     carried: tuple[str, ...]  # parameters reaching it through free ops only
     sources: tuple[int, ...]  # indices of the records that produced its inputs
     shape: tuple[int, ...]  # shape of its (first) output
-    reads_input: bool  # it reads the model's input (also through free ops)
     macs: int
     fixed: Component | None  # the component a fused op named for this part of it, else None
     beside: tuple[int, ...] = ()  # producers of inputs that are not operands (an attention mask)

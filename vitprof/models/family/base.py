@@ -57,10 +57,10 @@ class ZooEntry:
 class ModelFamily:
     """One implementation's component table, spec inferrers and zoo entries.
 
-    ``table`` is None for a family whose models the generic recognizer
-    (:mod:`vitprof.count.families.generic`) places, component by component, with nothing left
-    in ``other``. ``known`` names what the inferrers read, for the error that lists them.
-    Every zoo entry's ``family`` is ``name``.
+    ``table`` is None for a family whose models the graph recognizer (:mod:`vitprof.count.graph`;
+    the generic one, :mod:`vitprof.count.families.generic`, under ``recognizer="tables"``)
+    places, component by component, with nothing left in ``other``. ``known`` names what the
+    inferrers read, for the error that lists them. Every zoo entry's ``family`` is ``name``.
     """
 
     name: str

@@ -1,6 +1,7 @@
 """The source notes' hand-written models (:mod:`vitprof.models.notes`) and the reference ViT
 (:mod:`vitprof.models.reference`): spec inferrers and the zoo's note models. Their module names
-follow timm's, and the generic recognizer places every one of them: no component table.
+follow timm's, and the graph recognizer (the generic one under ``--recognizer tables``) places
+every one of them: no component table.
 The spec inferrers take ``model: Any``: they read attributes torch types as ``Tensor | Module``."""
 
 from __future__ import annotations

@@ -41,8 +41,9 @@ TABLE = ComponentTable(
         (r"\.ls1($|\.)", C.ATTN_PROJ),
         (r"\.ls2($|\.)", C.MLP),
         (r"(^|\.)(norm|norm1|norm2|norm_pre|fc_norm)($|\.)", C.NORM),
-        (r"\.mlp($|\.)", C.MLP),
+        # before the MLP rule: the attention-pooling head's own MLP is head, not a block's mlp
         (r"^(head|head_dist|attn_pool|head_drop)($|\.)", C.HEAD),
+        (r"\.mlp($|\.)", C.MLP),
     ),
 )
 
