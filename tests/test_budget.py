@@ -144,6 +144,16 @@ SCHEMA_ERRORS = [
     ),
     pytest.param(
         """\
+        [vit_b_16]
+        recognizer = "graphs"
+        max_params = 1
+        """,
+        ["b.toml:2: entry 'vit_b_16', key 'recognizer'",
+         "unknown recognizer 'graphs'; did you mean 'graph'?"],
+        id="unknown-recognizer",
+    ),
+    pytest.param(
+        """\
         [vit_b_16.components]
         mlp = { max_macs = 1 }
         attn_core = { min_macs = 1, max_shar = 0.1 }

@@ -169,6 +169,9 @@ def test_map_rules_win_over_the_graph() -> None:
     # cascaded group attention, conv q/k/v; its one-block first stage is no container; the
     # residual depthwise convs and FFNs around the downsampling between stages are conv
     ("timm:efficientvit_m0", 1 + 2 + 3),
+    # 4 x 2 serial and 6 parallel blocks; the shared convolutional relative position encoding
+    # (crpe, registered outside the blocks) runs inside their attention: not patch embedding
+    ("timm:coat_tiny", 4 * 2 + 6),
 ])
 def test_graph_places_timm_hybrids(name: str, blocks: int) -> None:
     profile = analyze(name, recognizer="graph")

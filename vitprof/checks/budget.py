@@ -55,6 +55,7 @@ from vitprof.analysis import analyze
 from vitprof.checks.baseline import Baseline, Limit, baseline_limits, save_baseline
 from vitprof.checks.diff import Snapshot, parse_percent
 from vitprof.checks.toml_lines import key_line, table_at
+from vitprof.core.choices import RECOGNIZERS
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import Component, Counts
 from vitprof.count.families import Rule
@@ -102,6 +103,7 @@ class Kind(StrEnum):
     RULES = "table of REGEX = COMPONENT"
     TABLE = "table"
     PERCENT = "percentage such as \"1%\""
+    RECOGNIZER = "recognizer"  # one of vitprof.core.choices.RECOGNIZERS
 
 
 SHARES = frozenset({Metric.SHARE, Metric.PARAMS_SHARE})
@@ -123,7 +125,7 @@ SETTINGS: dict[str, Kind] = {
     "batch_size": Kind.POSITIVE,
     "num_classes": Kind.POSITIVE,
     "map": Kind.RULES,
-    "recognizer": Kind.TEXT,  # auto, graph or tables (vitprof.analysis.analyze checks it)
+    "recognizer": Kind.RECOGNIZER,
     "components": Kind.TABLE,
     "blocks": Kind.TABLE,
     "baseline": Kind.TEXT,  # a saved profile (vitprof.checks.baseline), with max_increase
@@ -431,6 +433,10 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
         return number
     if kind is Kind.PERCENT:
         return _percent(value, path, where)
+    if kind is Kind.RECOGNIZER:
+        if value not in RECOGNIZERS:
+            raise where.error(path, _unknown("recognizer", str(value), list(RECOGNIZERS)))
+        return value
     return _rules(_table(value, path, where), path, where)
 
 

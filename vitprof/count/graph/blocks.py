@@ -8,10 +8,10 @@ TimeSformer's temporal and spatial attention in one layer one block. When list b
 core outside any list that runs after them (an attention-pooling head) is in no block. A join
 (residual add) run outside any block, in a parent's forward, whose branch lies in one block
 belongs to it, and so does a core-less sibling of the blocks of their class that runs after one
-(the MLP layer of a stack alternating attention and MLP layers). Cores with no container (a
-flat, hand-written forward) get one block each: from the norms feeding its q/k/v projections (or
-from the end of the previous block) to the last join before the next core starts. Blocks are
-numbered in execution order.
+(the MLP layer of a stack alternating attention and MLP layers), and any record run between
+two records of one block. Cores with no container (a flat, hand-written forward) get one block
+each: from the norms feeding its q/k/v projections (or from the end of the previous block) to
+the last join before the next core starts. Blocks are numbered in execution order.
 """
 
 from __future__ import annotations
@@ -158,6 +158,22 @@ def _absorb_joins(flow: Flow, of_step: list[int | None]) -> None:
             of_step[join] = owners.pop()
 
 
+def _absorb_sandwiched(of_step: list[int | None]) -> None:
+    """A record run between two records of one block is in it: a module registered outside
+    the blocks but called from a block's forward (CoaT's shared convolutional position
+    encoding)."""
+    following: list[int | None] = [None] * len(of_step)
+    after = None
+    for i in reversed(range(len(of_step))):
+        following[i] = after
+        after = of_step[i] if of_step[i] is not None else after
+    before = None
+    for i, block in enumerate(of_step):
+        if block is None and before is not None and before == following[i]:
+            of_step[i] = before
+        before = of_step[i] if of_step[i] is not None else before
+
+
 def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     """The blocks of the trace (see the module docstring)."""
     found = _core_paths(model, [flow.steps[c.first].module for c in cores])
@@ -179,4 +195,5 @@ def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     if flat:
         _spans(flow, flat, of_step, len(paths))
     _absorb_joins(flow, of_step)
+    _absorb_sandwiched(of_step)
     return Blocks(of_step, paths, loose)
