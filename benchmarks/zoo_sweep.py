@@ -6,6 +6,9 @@ Usage::
     python benchmarks/zoo_sweep.py [--out reports] [--jobs 2] [--limit-s 300]
                                    [--source timm|hf] [--per-module N] [--models A,B] [--redo]
 
+The breakdown sweep of issue 11 is ``--source timm --per-module 3``: the first three models of
+each of timm's 51 attention modules (at least 100 models).
+
 Each model runs in a child process of its own (``--child``) with a time limit, so one model that
 hangs or exhausts memory costs one row, not the sweep. Rows are appended to
 ``<out>/zoo_sweep.csv`` as they finish; a rerun skips the models already there (``--redo`` runs
@@ -15,8 +18,10 @@ Per model the child records the input vitprof fed (and the one the model declare
 declares one), vitprof's params and MACs, and two oracles computed apart from vitprof on the same
 input: the unique parameter elements of a fresh build, and ``torch.utils.flop_counter.
 FlopCounterMode`` on the meta device (its FLOPs are 2 x MACs of matmuls, convolutions and
-attention). It also records the share of MACs vitprof left in ``other`` and every warning of the
-breakdown. ``<out>/zoo_sweep.md`` summarises the CSV per model module.
+attention). It also records the params and MACs vitprof left in ``other``, the ops it ran
+without a formula, the failed self-checks and every warning of the breakdown.
+``<out>/zoo_sweep.md`` summarises the CSV per model module (the share of params and of MACs
+outside ``other``, the models with unsupported ops) and is printed on stdout.
 
 Conventions: MACs are multiply-accumulates; FLOPs = 2 x MACs. A model whose optional package is
 missing is ``skipped``, not ``failed``.
@@ -49,8 +54,9 @@ TIMM_MODULES = (
 )
 FIELDS = (
     "source", "module", "model", "status", "seconds", "input", "declared_input", "params",
-    "oracle_params", "macs", "oracle_macs", "other_macs", "warnings", "error",
-)
+    "oracle_params", "macs", "oracle_macs", "other_macs", "warnings", "error", "other_params",
+    "unsupported", "self_checks",
+)  # the last three came later: a CSV written before them reads them as empty
 
 
 def timm_models(per_module: int | None) -> Iterator[tuple[str, str, str]]:
@@ -96,18 +102,23 @@ def _build(source: str, name: str) -> tuple[Any, tuple[int, ...] | None]:
     return model, (chans, *size) if size else None
 
 
-def _unique_params(model: Any) -> int:
+def unique_params(model: Any) -> int:
+    """The oracle of params: the elements of every parameter tensor, each shared one once."""
     seen: dict[int, int] = {}
     for p in model.parameters():
         seen[id(p)] = p.numel()
     return sum(seen.values())
 
 
-def _oracle_macs(model: Any, shape: tuple[int, ...]) -> int:
+def oracle_macs(model: Any, shape: tuple[int, ...]) -> int:
+    """The oracle of MACs: ``FlopCounterMode`` over one eval forward of a meta input of ``shape``
+    (the model must be on meta); its FLOPs are 2 x MACs. The parameters are frozen first: a view
+    of a parameter made under ``no_grad`` (CaiT's expanded class token) still requires grad and
+    has no grad_fn, which FlopCounterMode's module tracker refuses as a child's input."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    model.eval()
+    model.eval().requires_grad_(False)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(torch.empty(shape, device="meta"))
     return counter.get_total_flops() // 2  # FLOPs = 2 x MACs
@@ -115,6 +126,7 @@ def _oracle_macs(model: Any, shape: tuple[int, ...]) -> int:
 
 def child(source: str, name: str) -> dict[str, Any]:
     import vitprof
+    from vitprof.core.records import op_calls
 
     model, declared = _build(source, name)
     profile = vitprof.analyze(model, name=f"{source}:{name}")
@@ -124,11 +136,14 @@ def child(source: str, name: str) -> dict[str, Any]:
         "input": "x".join(map(str, shape)),
         "declared_input": "x".join(map(str, declared)) if declared else "",
         "params": profile.totals.params,
-        "oracle_params": _unique_params(fresh),
+        "oracle_params": unique_params(fresh),
         "macs": profile.totals.macs,
-        "oracle_macs": _oracle_macs(fresh, shape),
+        "oracle_macs": oracle_macs(fresh, shape),
         "other_macs": profile.components[vitprof.Component.OTHER].macs,
         "warnings": " | ".join(profile.warnings),
+        "other_params": profile.components[vitprof.Component.OTHER].params,
+        "unsupported": op_calls(profile.unsupported_ops),
+        "self_checks": len(profile.self_checks),
     }
 
 
@@ -161,7 +176,7 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     if not path.exists():
         return []
     with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+        return [{field: row.get(field) or "" for field in FIELDS} for row in csv.DictReader(handle)]
 
 
 def sweep(todo: list[tuple[str, str, str]], csv_path: Path, jobs: int, limit_s: int) -> None:
@@ -183,8 +198,21 @@ def _exact(row: dict[str, str]) -> bool:
     return row["params"] == row["oracle_params"] and row["macs"] == row["oracle_macs"]
 
 
+def _share(total: int, inside_other: int) -> str:
+    """The share of ``total`` outside ``other``, rounded down: 100% only when all of it is."""
+    if not total:
+        return "-"
+    tenths = 1000 * (total - inside_other) // total
+    return "100%" if inside_other == 0 else f"{tenths // 10}.{tenths % 10}%"
+
+
+def _column_sum(rows: list[dict[str, str]], field: str) -> int:
+    return sum(int(r[field] or 0) for r in rows)
+
+
 def summary(rows: list[dict[str, str]]) -> str:
-    """The markdown page: per module, then every row that falls short and why."""
+    """The markdown page: per module, then the models with unsupported ops, then every row that
+    falls short and why."""
     by_module: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
     for row in rows:
         by_module[row["source"], row["module"]].append(row)
@@ -196,22 +224,28 @@ def summary(rows: list[dict[str, str]]) -> str:
         "build, and `FlopCounterMode` on meta (FLOPs / 2). MACs are multiply-accumulates; FLOPs",
         "= 2 x MACs. Generated by `python benchmarks/zoo_sweep.py`; rows in `zoo_sweep.csv`.",
         "",
-        "| source | module | models | ok | failed | exact totals | MACs outside `other` "
+        "| source | module | models | ok | failed | exact totals | params outside `other` "
+        "| MACs outside `other` | with unsupported ops | with failed self-checks "
         "| with warnings | input not the declared one |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for (source, module), group in sorted(by_module.items()):
         ok = [r for r in group if r["status"] == "ok"]
-        macs = sum(int(r["macs"]) for r in ok)
-        outside = macs - sum(int(r["other_macs"]) for r in ok)
-        share = f"{100 * outside / macs:.1f}%" if macs else "-"
+        params = _share(_column_sum(ok, "params"), _column_sum(ok, "other_params"))
+        macs = _share(_column_sum(ok, "macs"), _column_sum(ok, "other_macs"))
         lines.append(
             f"| {source} | {module} | {len(group)} | {len(ok)} "
             f"| {sum(r['status'] in ('failed', 'timeout') for r in group)} "
-            f"| {sum(map(_exact, ok))} | {share} | {sum(bool(r['warnings']) for r in ok)} "
-            f"| {sum(_wrong_input(r) for r in ok)} |"
+            f"| {sum(map(_exact, ok))} | {params} | {macs} "
+            f"| {sum(bool(r['unsupported']) for r in ok)} "
+            f"| {sum(int(r['self_checks'] or 0) > 0 for r in ok)} "
+            f"| {sum(bool(r['warnings']) for r in ok)} | {sum(_wrong_input(r) for r in ok)} |"
         )
-    short = [r for r in rows if r["status"] != "ok" or not _exact(r) or _wrong_input(r)]
+    unsupported = [r for r in rows if r["status"] == "ok" and r["unsupported"]]
+    lines += ["", "## Models with unsupported ops", ""]
+    lines += [f"- {r['source']}:{r['model']}: {r['unsupported']}" for r in unsupported] or [
+        "None."]
+    short = [r for r in rows if _why(r)]
     lines += ["", "## Rows that fall short", ""]
     lines += [f"- {r['source']}:{r['model']}: {_why(r)}" for r in short] or ["None."]
     return "\n".join(lines) + "\n"
@@ -223,6 +257,8 @@ def _wrong_input(row: dict[str, str]) -> bool:
 
 
 def _why(row: dict[str, str]) -> str:
+    """Why a row falls short ("" when it does not): not run, totals off the oracles, the wrong
+    input, anything left in ``other``, a failed self-check."""
     if row["status"] != "ok":
         return f"{row['status']}: {row['error']}"
     reasons = []
@@ -232,6 +268,10 @@ def _why(row: dict[str, str]) -> str:
         reasons.append(f"MACs {row['macs']} vs oracle {row['oracle_macs']}")
     if _wrong_input(row):
         reasons.append(f"counted at {row['input']}, the model declares {row['declared_input']}")
+    if int(row["other_params"] or 0) or int(row["other_macs"] or 0):
+        reasons.append(f"other holds {row['other_params'] or '?'} params, {row['other_macs']} MACs")
+    if int(row["self_checks"] or 0):
+        reasons.append(f"{row['self_checks']} failed self-check(s)")
     return "; ".join(reasons)
 
 
@@ -263,7 +303,9 @@ def main() -> None:
     print(f"{len(todo)} models to run, {len(done)} already in {csv_path}", file=sys.stderr)
     sweep(todo, csv_path, args.jobs, args.limit_s)
     rows = {(r["source"], r["model"]): r for r in read_rows(csv_path)}  # a redo's row wins
-    (args.out / "zoo_sweep.md").write_text(summary(list(rows.values())))
+    page = summary(list(rows.values()))
+    (args.out / "zoo_sweep.md").write_text(page)
+    print(page, end="")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ to trip it and passes on its corrected twin."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -164,3 +165,200 @@ def test_a_failed_self_check_fails_its_budget(tmp_path, capsys) -> None:
     budget.write_text(f'[mixer]\nmodel = "{factory}:build"\nrecognizer = "tables"\n'
                       'max_self_checks = 1\n')
     assert main(["check", str(budget)]) == 0
+
+
+NEW_RULE_CASES = [
+    pytest.param(  # an MLP after the block's only core, counted as attn_qkv (maxvit)
+        [op("addmm", C.ATTN_QKV, 0), op("bmm", C.ATTN_CORE, 0), op("addmm", C.ATTN_PROJ, 0),
+         op("addmm", C.ATTN_QKV, 0)],
+        [op("addmm", C.ATTN_QKV, 0), op("bmm", C.ATTN_CORE, 0), op("addmm", C.ATTN_PROJ, 0),
+         op("addmm", C.MLP, 0)],
+        "projections out of order", id="qkv-after-core"),
+    pytest.param(  # a projection before the core
+        [op("addmm", C.ATTN_PROJ, 0), op("bmm", C.ATTN_CORE, 0)],
+        [op("addmm", C.ATTN_QKV, 0), op("bmm", C.ATTN_CORE, 0)],
+        "projections out of order", id="proj-before-core"),
+    pytest.param(  # the linears of a module named attn counted as mlp (swiftformer)
+        [op("addmm", C.MLP, 0, module="stages.0.attn.to_query")],
+        [op("addmm", C.MLP, 0, module="stages.0.attn_block.mlp.fc1"),  # innermost name: mlp
+         op("addmm", C.HEAD, None, module="head.attention.out_proj")],  # attention pooling
+        "attention module counted elsewhere", id="attention-named"),
+    pytest.param(  # two units of one stage, three layers each, counted as patch embedding
+        [op("convolution", C.PATCH_EMBED, module=f"stages.0.{unit}.{layer}")
+         for unit in (0, 1) for layer in ("pw1", "dw", "pw2")]
+        + [op("addmm", C.ATTN_QKV, 0), op("bmm", C.ATTN_CORE, 0)],
+        [op("convolution", C.PATCH_EMBED, module=f"stem.{unit}.conv")  # a chain of layers
+         for unit in (0, 1, 2)]
+        + [op("convolution", component, module=f"stages.{stage}.{layer}")  # each stage's
+           for stage in (1, 2)                                  # downsampling, then its blocks
+           for component, layer in [(C.PATCH_EMBED, f"downsample.{i}") for i in "abc"]
+           + [(C.CONV, "blocks.0.conv")]]
+        + [op("addmm", C.ATTN_QKV, 0), op("bmm", C.ATTN_CORE, 0)],
+        "patch embedding with repeated blocks", id="patch-embed-stage"),
+]
+
+
+@pytest.mark.parametrize(("failing", "passing", "rule"), NEW_RULE_CASES)
+def test_each_new_rule_fails_its_case_and_passes_the_twin(failing, passing, rule) -> None:
+    assert rules_failed(failing) == [rule]
+    assert self_checks(passing) == []
+
+
+# ---- models built to trip each new rule under the tables' name/type recognizer ------------
+
+class Attention(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return self.proj(nn.functional.scaled_dot_product_attention(q, k, v))
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(dim, 2 * dim), nn.Linear(2 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.fc1(x))
+
+
+class PartitionAttention(nn.Module):
+    """maxvit's layout: the block's MLP lives inside a module named ``attn_block``."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.attn, self.mlp = Attention(dim), Mlp(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(x)
+        return x + self.mlp(x)
+
+
+class MaxBlock(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.attn_block = PartitionAttention(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn_block(x)
+
+
+class AdditiveAttention(nn.Module):
+    """swiftformer's attention: one score per token, no product of two activations."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.to_query, self.score = nn.Linear(dim, dim), nn.Linear(dim, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.to_query(x)
+        weights = torch.softmax(self.score(q), dim=1)  # over the tokens
+        return x + (weights * q).sum(dim=1, keepdim=True)
+
+
+class SwiftBlock(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.attn = AdditiveAttention(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x)
+
+
+class SwiftStage(nn.Module):
+    """swiftformer's layout: blocks of two classes in a stage, and the stages, all alike and
+    holding an ``attn``, taken for a stack of transformer blocks."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(Mlp(dim), SwiftBlock(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(x)
+
+
+class ConvUnit(nn.Module):
+    """An inverted-residual unit: three convolutions and a residual add."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.pw1 = nn.Conv2d(dim, 2 * dim, 1)
+        self.dw = nn.Conv2d(2 * dim, 2 * dim, 3, padding=1, groups=2 * dim)
+        self.pw2 = nn.Conv2d(2 * dim, dim, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.pw2(self.dw(self.pw1(x)))
+
+
+class TokenBlock(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.attn, self.mlp = Attention(dim), Mlp(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.mlp(x + self.attn(x))
+
+
+class Tokens(nn.Module):
+    """A conv stem, ``units`` before the transformer blocks, a stack of two blocks."""
+
+    def __init__(self, units: nn.Module, blocks: nn.Module, dim: int = 8) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, dim, kernel_size=2, stride=2)
+        self.units = units
+        self.blocks = blocks
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(self.units(self.stem(x)).flatten(2).transpose(1, 2))
+
+
+def conv_stage(dim: int = 8) -> nn.Module:
+    return nn.Sequential(ConvUnit(dim), ConvUnit(dim))
+
+
+def conv_chain(dim: int = 8) -> nn.Module:
+    """Conv, norm, activation units: one weighted layer each, a patch embedding's chain."""
+    return nn.Sequential(*(nn.Sequential(nn.Conv2d(dim, dim, 3, padding=1), nn.BatchNorm2d(dim),
+                                         nn.GELU()) for _ in range(3)))
+
+
+MODELS_TRIPPING = [
+    pytest.param(lambda: Tokens(nn.Identity(), nn.Sequential(MaxBlock(8), MaxBlock(8))),
+                 "projections out of order", id="mlp-inside-attn-block"),
+    pytest.param(lambda: Tokens(nn.Identity(), nn.Sequential(SwiftStage(8), SwiftStage(8))),
+                 "attention module counted elsewhere", id="attention-in-a-stage"),
+    pytest.param(lambda: Tokens(conv_stage(), nn.Sequential(TokenBlock(8), TokenBlock(8))),
+                 "patch embedding with repeated blocks", id="conv-stage-before-blocks"),
+]
+
+
+@pytest.mark.parametrize(("build", "rule"), MODELS_TRIPPING)
+def test_a_model_built_to_trip_a_new_rule_trips_it(build, rule) -> None:
+    profile = analyze(build(), image_size=8, name="built", recognizer="tables")
+    assert rules_failed(list(profile.ops)) == [rule]
+
+
+def test_a_conv_chain_before_the_blocks_is_a_patch_embedding() -> None:
+    model = Tokens(conv_chain(), nn.Sequential(TokenBlock(8), TokenBlock(8)))
+    profile = analyze(model, image_size=8, name="chain", recognizer="tables")
+    assert profile.components[C.PATCH_EMBED].macs > 0  # the chain is counted as patch_embed
+    assert profile.self_checks == ()
+
+
+@pytest.mark.parametrize(("build", "rule"), MODELS_TRIPPING)
+def test_strict_analyze_exits_1_on_each_new_rule(build, rule, monkeypatch, capsys) -> None:
+    from types import ModuleType
+
+    from vitprof.cli.main import main
+
+    factories = ModuleType("self_check_models")
+    factories.build = build  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "self_check_models", factories)
+    argv = ["analyze", "self_check_models:build", "--image-size", "8", "--recognizer", "tables",
+            "--strict"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"self-check failed ({rule})" in err and "1 self-check(s) failed (--strict)" in err

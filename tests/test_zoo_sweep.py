@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import torch
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo_sweep.py"
 _spec = importlib.util.spec_from_file_location("zoo_sweep", SCRIPT)
 zoo_sweep = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
@@ -17,7 +19,8 @@ _spec.loader.exec_module(zoo_sweep)  # type: ignore[union-attr]
 def row(model: str, **fields: str) -> dict[str, str]:
     base = dict.fromkeys(zoo_sweep.FIELDS, "")
     base.update(source="timm", module="m", model=model, status="ok", input="1x3x224x224",
-                params="10", oracle_params="10", macs="100", oracle_macs="100", other_macs="0")
+                params="10", oracle_params="10", macs="100", oracle_macs="100", other_macs="0",
+                other_params="0", self_checks="0")
     base.update(fields)
     return base
 
@@ -25,19 +28,23 @@ def row(model: str, **fields: str) -> dict[str, str]:
 def test_summary_counts_each_kind_of_shortfall() -> None:
     rows = [
         row("exact"),
-        row("other_heavy", other_macs="75"),  # 25 of this row's 100 MACs outside other
-        row("macs_off", macs="90"),
+        row("other_heavy", other_macs="75", other_params="4", self_checks="1"),
+        row("macs_off", macs="90", unsupported="aten.foo x2"),
         row("wrong_input", input="1x3x1024x1024", declared_input="3x1024x768"),
         row("broken", status="failed", error="ValueError: x"),
     ]
     page = zoo_sweep.summary(rows)
     # 5 models, 4 ok, 1 failed; exact: 3 of the 4 ok rows (macs_off is not);
-    # outside other: (100 + 25 + 90 + 100) / (100 + 100 + 90 + 100) = 315 / 390 = 80.8%
-    assert "| timm | m | 5 | 4 | 1 | 3 | 80.8% | 0 | 1 |" in page
+    # params outside other: (10 + 6 + 10 + 10) / 40 = 36 / 40 = 90.0%;
+    # MACs outside other: (100 + 25 + 90 + 100) / (100 + 100 + 90 + 100) = 315 / 390 = 80.76..%,
+    # rounded down to 80.7%; unsupported ops: macs_off; failed self-checks: other_heavy
+    assert "| timm | m | 5 | 4 | 1 | 3 | 90.0% | 80.7% | 1 | 1 | 0 | 1 |" in page
+    assert "## Models with unsupported ops\n\n- timm:macs_off: aten.foo x2\n" in page
     assert "- timm:macs_off: MACs 90 vs oracle 100" in page
     assert "- timm:wrong_input: counted at 1x3x1024x1024, the model declares 3x1024x768" in page
     assert "- timm:broken: failed: ValueError: x" in page
-    assert "timm:exact" not in page and "timm:other_heavy" not in page
+    assert "- timm:other_heavy: other holds 4 params, 75 MACs; 1 failed self-check(s)" in page
+    assert "timm:exact" not in page
 
 
 def test_a_rerun_skips_the_rows_already_written(tmp_path: Path, monkeypatch) -> None:
@@ -49,3 +56,39 @@ def test_a_rerun_skips_the_rows_already_written(tmp_path: Path, monkeypatch) -> 
     assert [r["model"] for r in zoo_sweep.read_rows(out)] == ["a"]
     zoo_sweep.sweep([("timm", "m", "b")], out, jobs=1, limit_s=1)  # appends, one header
     assert [r["model"] for r in zoo_sweep.read_rows(out)] == ["a", "b"] and ran == ["a", "b"]
+
+
+def test_a_share_is_100_percent_only_when_nothing_is_in_other() -> None:
+    page = zoo_sweep.summary([row("almost", macs="10000", oracle_macs="10000", other_macs="1")])
+    # 9,999 of 10,000 MACs outside other is 99.99%, shown rounded down: 99.9%, never 100%
+    assert "| 100% | 99.9% |" in page
+    assert "## Models with unsupported ops\n\nNone." in page
+
+
+def test_a_csv_written_before_the_breakdown_fields_reads_them_as_empty(tmp_path: Path) -> None:
+    old = tmp_path / "zoo_sweep.csv"
+    fields = zoo_sweep.FIELDS[:zoo_sweep.FIELDS.index("other_params")]
+    old.write_text(",".join(fields) + "\n" + ",".join(row("a")[f] for f in fields) + "\n")
+    (read,) = zoo_sweep.read_rows(old)
+    assert (read["model"], read["other_params"], read["unsupported"]) == ("a", "", "")
+    assert "| timm | m | 1 | 1 | 0 | 1 | 100% | 100% | 0 | 0 | 0 | 0 |" in zoo_sweep.summary([read])
+
+
+class TokenIntoChild(torch.nn.Module):
+    """CaiT's pattern: a view of a parameter (an expanded class token) passed to a child."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.token = torch.nn.Parameter(torch.zeros(1, 1, 4))
+        self.child = torch.nn.Linear(4, 3, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.child(self.token.expand(x.shape[0], -1, -1))
+
+
+def test_the_mac_oracle_takes_a_view_of_a_parameter_into_a_child() -> None:
+    with torch.device("meta"):
+        model = TokenIntoChild()
+    # one token of width 4 through a 4 -> 3 linear, batch 2: 2 * 4 * 3 = 24 MACs
+    assert zoo_sweep.oracle_macs(model, (2, 4)) == 24
+    assert zoo_sweep.unique_params(model) == 4 + 4 * 3

@@ -10,9 +10,22 @@ read only the op records and the component each got, so they hold for any model:
   as ``addmm`` / ``mm``, so a ``bmm`` multiplies two activations).
 * **projections without a core**: a block with ``attn_qkv`` or ``attn_proj`` MACs and no
   ``attn_core`` work (MACs, or the vector FLOPs of an element-wise core: additive attention).
+* **projections out of order**: in a block, ``attn_qkv`` runs before an attention core (its
+  output feeds the core) and ``attn_proj`` after one; an ``attn_qkv`` op after the block's last
+  core, or an ``attn_proj`` op before its first, is something else (an MLP counted as attention).
+* **attention module counted elsewhere**: MACs of a module whose innermost attention- or
+  MLP-like path segment names attention (``attn``, ``attention``, ``mha``, ``msa``; ``mlp``,
+  ``ffn``, ``feed_forward`` for an MLP) counted outside ``attn_qkv`` / ``attn_core`` /
+  ``attn_proj`` and ``head`` (attention pooling): an attention the recognizer missed.
 * **patch embedding inside a block**: ``patch_embed`` MACs recorded in a block, or run between
   two ops of one block. Embedding between the stages of a hierarchical model runs between two
   different blocks and passes.
+* **patch embedding with repeated blocks**: a patch embedding is a chain of layers; ``patch_embed``
+  MACs run in a row (no op of a block or with MACs of another component between them) from two
+  or more units of one container (``stages.0.blocks.1`` and ``stages.0.blocks.2``) that run the
+  same layers, three or more each, are a stage of blocks (a convolutional stage) counted as
+  patch embedding. The downsampling of each stage of a convolutional trunk repeats too, but
+  with the stages' own ops between them.
 * **MACs in tokens**: ``tokens`` is the class / register tokens and the position embedding,
   whose arithmetic is element-wise (vector FLOPs); a multiply-accumulate there is misplaced.
 * **no blocks, yet components**: a model without recognized transformer blocks must leave what
@@ -24,6 +37,7 @@ paths. An empty list means the breakdown passed every check.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from vitprof.core.records import Component, OpRecord
@@ -33,6 +47,11 @@ _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
 _SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
 _PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
 _ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD)
+_ATTENTION_SEGMENT = re.compile(r"attn|attention|(^|_)(mha|mhsa|msa)($|_)", re.IGNORECASE)
+_MLP_SEGMENT = re.compile(r"mlp|ffn|feed_?forward", re.IGNORECASE)
+_ATTENTION_PLACES = (Component.ATTN_QKV, Component.ATTN_CORE, Component.ATTN_PROJ,
+                     Component.NORM, Component.HEAD)
+_LAYERS_PER_BLOCK = 3  # the fewest weighted layers of a repeated unit that make it a block
 
 
 def _is_fused_attention(op: OpRecord) -> bool:
@@ -79,11 +98,7 @@ def attention_outside_core(ops: Sequence[OpRecord]) -> list[str]:
 
 
 def projections_without_core(ops: Sequence[OpRecord]) -> list[str]:
-    by_block: dict[int, list[OpRecord]] = {}
-    for op in ops:
-        if op.block is not None:
-            by_block.setdefault(op.block, []).append(op)
-    astray = [op for block in by_block.values()
+    astray = [op for block in _by_block(ops).values()
               if not any(op.component is Component.ATTN_CORE and (op.macs or op.vector_flops)
                          for op in block)  # an element-wise core (additive attention) is one
               for op in block if op.component in _PROJECTIONS and op.macs]
@@ -92,6 +107,53 @@ def projections_without_core(ops: Sequence[OpRecord]) -> list[str]:
     blocks = len({op.block for op in astray})
     return [_warning("projections without a core", astray,
                      f"in attn_qkv / attn_proj of {blocks} block(s) with no attn_core work")]
+
+
+def _by_block(ops: Sequence[OpRecord]) -> dict[int, list[OpRecord]]:
+    """The ops of each block, in execution order."""
+    by_block: dict[int, list[OpRecord]] = {}
+    for op in ops:
+        if op.block is not None:
+            by_block.setdefault(op.block, []).append(op)
+    return by_block
+
+
+def _out_of_order(block: Sequence[OpRecord]) -> list[OpRecord]:
+    cores = [i for i, op in enumerate(block) if op.component is Component.ATTN_CORE and op.macs]
+    if not cores:
+        return []  # projections_without_core's case
+    return [op for i, op in enumerate(block) if op.macs and (
+        (op.component is Component.ATTN_QKV and i > cores[-1])
+        or (op.component is Component.ATTN_PROJ and i < cores[0]))]
+
+
+def projections_out_of_order(ops: Sequence[OpRecord]) -> list[str]:
+    astray = [op for block in _by_block(ops).values() for op in _out_of_order(block)]
+    if not astray:
+        return []
+    return [_warning("projections out of order", astray,
+                     "in attn_qkv after the block's last attention core or in attn_proj "
+                     "before its first")]
+
+
+def _named_attention(module: str) -> bool:
+    """Whether the innermost attention- or MLP-like segment of a module path names attention."""
+    for segment in reversed(module.split(".")):
+        if _MLP_SEGMENT.search(segment):
+            return False
+        if _ATTENTION_SEGMENT.search(segment):
+            return True
+    return False
+
+
+def attention_module_elsewhere(ops: Sequence[OpRecord]) -> list[str]:
+    astray = [op for op in ops if op.macs and op.component not in _ATTENTION_PLACES
+              and _named_attention(op.module)]
+    if not astray:
+        return []
+    where = sorted({str(op.component) for op in astray})
+    return [_warning("attention module counted elsewhere", astray,
+                     f"of modules named like attention counted as {', '.join(where)}")]
 
 
 def _block_around(ops: Sequence[OpRecord]) -> list[int | None]:
@@ -118,6 +180,47 @@ def patch_embed_inside_blocks(ops: Sequence[OpRecord]) -> list[str]:
     return [_warning("patch embedding inside a block", astray, "in patch_embed")] if astray else []
 
 
+def _patch_embed_runs(ops: Sequence[OpRecord]) -> list[list[OpRecord]]:
+    """The ``patch_embed`` ops with MACs that run one after another outside blocks: split
+    wherever an op of a block runs or an op with MACs of another component (the downsampling
+    of each stage of a convolutional trunk is a run of its own)."""
+    runs: list[list[OpRecord]] = [[]]
+    for op in ops:
+        if op.block is None and op.component is Component.PATCH_EMBED and op.macs:
+            runs[-1].append(op)
+        elif (op.block is not None or op.macs) and runs[-1]:
+            runs.append([])
+    return [run for run in runs if run]
+
+
+def _repeats_a_unit(modules: Sequence[str]) -> bool:
+    """Whether two numbered units of one container (``P.1.S...``, ``P.2.S...``) ran the same
+    layers, at least ``_LAYERS_PER_BLOCK`` each (``modules``: one path per weighted op)."""
+    units: dict[tuple[str, ...], dict[str, list[tuple[str, ...]]]] = {}
+    for path in modules:
+        parts = path.split(".")
+        for k, part in enumerate(parts[:-1]):
+            if part.isdigit():
+                units.setdefault(tuple(parts[:k]), {}).setdefault(part, []).append(
+                    tuple(parts[k + 1:]))
+    for by_index in units.values():
+        layers = [tuple(s) for s in by_index.values() if len(s) >= _LAYERS_PER_BLOCK]
+        if len(layers) != len(set(layers)):
+            return True
+    return False
+
+
+def patch_embed_with_blocks(ops: Sequence[OpRecord]) -> list[str]:
+    astray = []
+    for run in _patch_embed_runs(ops):
+        if _repeats_a_unit([op.module for op in run]):
+            astray.extend(run)
+    if not astray:
+        return []
+    return [_warning("patch embedding with repeated blocks", astray,
+                     "in patch_embed, repeated units of three or more layers run in a row")]
+
+
 def macs_in_tokens(ops: Sequence[OpRecord]) -> list[str]:
     astray = [op for op in ops if op.component is Component.TOKENS and op.macs]
     return [_warning("MACs in tokens", astray, "in tokens")] if astray else []
@@ -134,7 +237,8 @@ def components_without_blocks(ops: Sequence[OpRecord]) -> list[str]:
                      f"in {', '.join(where)} of a model with no recognized blocks")]
 
 
-RULES = (attention_outside_core, projections_without_core, patch_embed_inside_blocks,
+RULES = (attention_outside_core, projections_without_core, projections_out_of_order,
+         attention_module_elsewhere, patch_embed_inside_blocks, patch_embed_with_blocks,
          macs_in_tokens, components_without_blocks)
 
 

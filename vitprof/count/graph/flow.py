@@ -70,9 +70,19 @@ class Flow:
 
     def passes(self, i: int) -> bool:
         """A projection search walks through step ``i``: no MACs, not a join, and no parameter
-        read unless it is a norm's (a position-embedding add or a layer scale stops it)."""
+        read unless it is a norm's or a linear's own bias (a position-embedding add or a layer
+        scale stops it)."""
         step = self.steps[i]
-        return step.macs == 0 and i not in self.joins and (not step.params or self.norm(i))
+        return step.macs == 0 and i not in self.joins and (
+            not step.params or self.norm(i) or self.own_bias(i))
+
+    def own_bias(self, i: int) -> bool:
+        """Step ``i`` adds a linear's bias apart from its product, in the linear's own module
+        (``F.linear`` on a non-contiguous 3-D input runs ``mm`` then ``add``: nextvit)."""
+        step = self.steps[i]
+        if step.macs or len(step.sources) != 1 or not self.weighted(step.sources[0]):
+            return False
+        return self.steps[step.sources[0]].module == step.module
 
     def on_map(self, i: int, scores: int) -> bool:
         """Step ``i`` maps the attention scores made by step ``scores``: not a join, and either
