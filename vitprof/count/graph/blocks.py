@@ -75,10 +75,8 @@ def _mixed_lists(
                 if not parent.startswith(f"{block}.") and parent != block:
                     continue
                 container = model.get_submodule(parent)
-                kinds = {type(c) for c in container.children()}
-                cored = [p for p in paths if p == child or p.startswith(f"{child}.")]
-                if isinstance(container, _LISTS) and len(kinds) > 1 and len(cored) == sum(
-                        p == parent or p.startswith(f"{parent}.") for p in paths):
+                if isinstance(container, _LISTS) and _one_cored_among_blocks(
+                        container, parent, child, paths):
                     block = child
         narrowed.append((block, is_list))
     return narrowed
@@ -100,6 +98,23 @@ def _narrowed(
             block = deeper[0] if deeper else block
         narrowed.append((block, is_list))
     return narrowed
+
+
+def _one_cored_among_blocks(
+    container: nn.Module, parent: str, child: str, paths: Sequence[str]
+) -> bool:
+    """Whether ``child`` is the one child of ``container`` (three or more, of several classes)
+    holding the cores under it, its siblings being blocks of their own (modules with children),
+    not the layers of one block: a norm beside its attention (torchvision MaxViT's
+    ``Sequential(LayerNorm, attention)``) or an (attention, MLP) pair."""
+    children = dict(container.named_children())
+    if len(children) < 3 or len({type(c) for c in children.values()}) < 2:
+        return False
+    under = [p for p in paths if p == parent or p.startswith(f"{parent}.")]
+    if any(not (p == child or p.startswith(f"{child}.")) for p in under):
+        return False
+    return all(any(True for _ in module.children())
+               for name, module in children.items() if f"{parent}.{name}" != child)
 
 
 def module_blocks(paths: dict[str, int]) -> Callable[[str], int | None]:

@@ -71,13 +71,12 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow) -> list[C | 
 def _attention_modules(
     flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None]
 ) -> None:
-    """Weighted records not yet placed that run inside a core's attention module (the module
-    running the core, below its block and named like attention) are its projections:
-    ``attn_qkv`` or ``attn_proj``. They are the projections the data-flow
-    walks stop short of: PVT's and Twins' spatial-reduction convolutions before the k/v
-    linear, MViTv2's q/k/v pooling before which its qkv linear runs, and its output projection
-    after the residual-pooling add. Those the core depends on are ``attn_qkv``, the others
-    ``attn_proj``."""
+    """Weighted records not yet placed that run inside a core's attention module (below its
+    block, the outermost module on the core's path named like attention) are its projections:
+    ``attn_qkv`` where the core depends on them, else ``attn_proj``. They are those the
+    data-flow walks stop short of: PVT's and Twins' spatial-reduction convolutions before the
+    k/v linear, MViTv2's qkv linear before its pooling and its output projection after the
+    residual-pooling add."""
     block_paths = {index: path for path, index in blocks.paths.items()}
     in_block: dict[int, list[int]] = {}
     for i, index in enumerate(blocks.of_step):
@@ -88,15 +87,17 @@ def _attention_modules(
         if index is None:
             continue
         block = block_paths.get(index)
-        module = flow.steps[core.first].module
-        if block is None or not module.startswith(f"{block}.") or attention_module(
-                module.removeprefix(f"{block}.")) is None:
+        if block is None:
             continue
+        named = attention_module(flow.steps[core.first].module.removeprefix(f"{block}."))
+        if named is None:
+            continue
+        attention = f"{block}.{named}"
         feeding = flow.ancestors(max(core.steps), in_block[index][0])
         for i in in_block[index]:
-            step = flow.steps[i]
+            module = flow.steps[i].module
             if roles[i] is None and flow.weighted(i) and (
-                    step.module == module or step.module.startswith(f"{module}.")):
+                    module == attention or module.startswith(f"{attention}.")):
                 roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ
 
 
