@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from vitprof.core.records import Component, OpRecord
+from vitprof.core.records import Component, OpRecord, Phase
 
 _FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
@@ -128,7 +128,8 @@ def _out_of_order(block: Sequence[OpRecord]) -> list[OpRecord]:
 
 
 def projections_out_of_order(ops: Sequence[OpRecord]) -> list[str]:
-    astray = [op for block in _by_block(ops).values() for op in _out_of_order(block)]
+    forward = [op for op in ops if op.phase is Phase.FORWARD]  # a backward runs in reverse
+    astray = [op for block in _by_block(forward).values() for op in _out_of_order(block)]
     if not astray:
         return []
     return [_warning("projections out of order", astray,

@@ -80,7 +80,8 @@ class Flow:
         """Step ``i`` adds a linear's bias apart from its product, in the linear's own module
         (``F.linear`` on a non-contiguous 3-D input runs ``mm`` then ``add``: nextvit)."""
         step = self.steps[i]
-        if step.macs or len(step.sources) != 1 or not self.weighted(step.sources[0]):
+        if step.macs or not step.params or len(step.sources) != 1 or not self.weighted(
+                step.sources[0]):
             return False
         return self.steps[step.sources[0]].module == step.module
 
