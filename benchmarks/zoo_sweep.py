@@ -91,11 +91,19 @@ def _build(source: str, name: str) -> tuple[Any, tuple[int, ...] | None]:
             model = timm.create_model(name, pretrained=False)
         declared = model.pretrained_cfg.get("input_size")
         return model, tuple(declared) if declared else None
-    from transformers import AutoConfig, AutoModelForImageClassification
+    import transformers
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
+    )
 
     config = AutoConfig.for_model(name)
+    # the first class the type maps to: a type mapped to several (DeiT, LeViT with a teacher,
+    # Perceiver) makes AutoModelForImageClassification read config.architectures, None here
+    classes = MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES[name]
+    model_class = getattr(transformers, classes if isinstance(classes, str) else classes[0])
     with torch.device("meta"):
-        model = AutoModelForImageClassification.from_config(config)
+        model = model_class(config)
     size = getattr(config, "image_size", None)
     size = (size, size) if isinstance(size, int) else tuple(size) if size else None
     chans = getattr(config, "num_channels", 3)
