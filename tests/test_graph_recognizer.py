@@ -300,3 +300,15 @@ def test_attention_without_products_is_found_by_its_module_name() -> None:
     # a ConvEncoder: depthwise conv, BatchNorm, two pointwise convs, a layer scale
     conv, numel = _params_under(profile, r"^stages\.0\.blocks\.0\.(?!norm)")
     assert numel > 0 and conv == {C.CONV}
+
+
+def test_a_standardized_weight_is_a_weight_not_an_activation() -> None:
+    # the R26 stem of this hybrid standardises its conv weights in the forward (mean, variance,
+    # subtract, divide: StdConv): a conv reading that weight read no parameter, so two chained
+    # convs looked like the two products of an attention core (21 blocks, the stem in attn_core)
+    profile = analyze("timm:vit_small_r26_s32_224", recognizer="graph")
+    assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
+    assert len(profile.blocks) == 12  # ViT-S: depth 12
+    # the standardised convs of the ResNet stages (their norms are norm)
+    stem, numel = _params_under(profile, r"^patch_embed\.backbone\.stages\..*conv\d?\.weight$")
+    assert numel > 0 and stem == {C.CONV}

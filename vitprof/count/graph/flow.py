@@ -49,13 +49,27 @@ class Flow:
             for j in step.sources:
                 self.consumers[j].append(i)
 
-    def weighted(self, i: int) -> bool:
+    @cached_property
+    def weights(self) -> list[bool]:
+        """Per step: it computes a weight, not an activation: it reads parameters, has no MACs,
+        and every record it reads computes a weight too (a weight standardisation, as in
+        BiT's and the R50/R26 hybrids' StdConv: mean, variance, subtract, divide)."""
+        found: list[bool] = []
+        for step in self.steps:
+            found.append(bool(step.params or step.carried) and not step.macs
+                         and all(found[j] for j in step.sources))
+        return found
+
+    def _reads_weight(self, i: int) -> bool:
         step = self.steps[i]
-        return step.macs > 0 and bool(step.params or step.carried)
+        return bool(step.params or step.carried) or any(self.weights[j] for j in step.sources)
+
+    def weighted(self, i: int) -> bool:
+        return self.steps[i].macs > 0 and self._reads_weight(i)
 
     def free_product(self, i: int) -> bool:
         step = self.steps[i]
-        return step.macs > 0 and not step.params and not step.carried and step.fixed is None
+        return step.macs > 0 and not self._reads_weight(i) and step.fixed is None
 
     def norm(self, i: int) -> bool:
         step = self.steps[i]

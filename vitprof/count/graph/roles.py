@@ -162,6 +162,7 @@ def _param_roles(
         reader = readers.get(name, carriers.get(name))
         if reader is None:
             continue
+        reader = _weight_user(flow, reader)
         role = steps[reader]
         joined = name not in readers or (p.dim() >= 2 and flow.steps[reader].op in _JOINING)
         if joined and reader not in in_cores and not flow.weighted(reader):
@@ -171,6 +172,17 @@ def _param_roles(
             block = blocks.of_step[reader]
         roles[name] = (role, block)
     return roles
+
+
+def _weight_user(flow: Flow, i: int) -> int:
+    """The record that uses the weight record ``i`` computes (a standardised conv weight: the
+    conv), ``i`` itself when it computes no weight."""
+    while flow.weights[i]:
+        users = [j for j in flow.consumers[i] if not flow.weights[j]] or flow.consumers[i]
+        if not users:
+            break
+        i = users[0]
+    return i
 
 
 def _unread(model: nn.Module, roles: dict[str, tuple[C, int | None]]) -> list[ParamRecord]:
