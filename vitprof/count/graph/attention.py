@@ -9,7 +9,9 @@ path. **attn_qkv** are the first weighted records upstream of the core's inputs,
 records without MACs that read no parameter but a norm's (views are not records; QK-norm,
 rotary, scaling are), never through a join; **attn_proj** the first weighted records downstream
 of the core's output, before a join. The records passed on the way (not norms: QK-norm stays
-``norm``) belong to the core, as do those making a bias or mask of the scores.
+``norm``) belong to the core, as do those making a bias or mask of the scores. Attention whose
+weights come from no product of two activations (additive attention) is found by a name hint
+instead: see :func:`_named_cores`.
 A fused op priced in parts names its projections itself: no walk.
 """
 
@@ -125,16 +127,17 @@ def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
 
 
 def _inputs(
-    flow: Flow, steps: frozenset[int], named: bool = False
+    flow: Flow, steps: frozenset[int], products: bool = True
 ) -> tuple[list[int], list[int]]:
     """Producers of the core's operands (q, k, v: what the products and a fused op multiply)
-    and of what it reads beside them (a mask or a position bias added to the scores)."""
+    and of what it reads beside them (a mask or a position bias added to the scores). A core
+    without ``products`` (an element-wise one, found by its name) has operands only."""
     operands: list[int] = []
     beside: list[int] = []
     for i in steps:
         step = flow.steps[i]
         outside = [j for j in step.sources if j not in steps]
-        (operands if step.macs or named else beside).extend(outside)
+        (operands if step.macs or not products else beside).extend(outside)
         beside.extend(step.beside)
     return operands, beside
 
@@ -164,10 +167,8 @@ def find_cores(flow: Flow) -> list[Core]:
         if any(flow.steps[i].fixed is not None for i in steps):
             cores.append(Core(steps, frozenset(), frozenset()))
             continue
-        # a core without products (found by its name: element-wise weights) multiplies
-        # whatever it reads: nothing beside its operands
         products = any(flow.steps[i].macs for i in steps)
-        operands, beside = _inputs(flow, steps, named=not products)
+        operands, beside = _inputs(flow, steps, products)
         outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
         qkv, before = _walk(flow, operands, steps, upstream=True)
         proj, after = _walk(flow, outputs, steps, upstream=False)
