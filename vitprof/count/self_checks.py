@@ -41,13 +41,13 @@ import re
 from collections.abc import Iterable, Sequence
 
 from vitprof.core.records import Component, OpRecord, Phase
+from vitprof.count.families.base import ATTENTION_NAME
 
 _FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
 _SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
 _PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
 _ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD)
-_ATTENTION_SEGMENT = re.compile(r"attn|attention|(^|_)(mha|mhsa|msa)($|_)", re.IGNORECASE)
 _MLP_SEGMENT = re.compile(r"mlp|ffn|feed_?forward", re.IGNORECASE)
 _ATTENTION_PLACES = (Component.ATTN_QKV, Component.ATTN_CORE, Component.ATTN_PROJ,
                      Component.NORM, Component.HEAD)
@@ -142,7 +142,7 @@ def _named_attention(module: str) -> bool:
     for segment in reversed(module.split(".")):
         if _MLP_SEGMENT.search(segment):
             return False
-        if _ATTENTION_SEGMENT.search(segment):
+        if ATTENTION_NAME.search(segment):
             return True
     return False
 

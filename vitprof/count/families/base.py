@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 Rule = tuple[str, Component]
 
+# a module or class name that says attention: the one name hint every recognizer and check reads
+ATTENTION_NAME = re.compile(r"attn|attention|(^|_)(mha|mhsa|msa)($|_)", re.IGNORECASE)
+
 
 @dataclass(frozen=True)
 class ComponentMap:

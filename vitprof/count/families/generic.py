@@ -26,10 +26,9 @@ import re
 from torch import nn
 
 from vitprof.core.records import Component as C
-from vitprof.count.families.base import ComponentMap, unrecognized_warnings
+from vitprof.count.families.base import ATTENTION_NAME, ComponentMap, unrecognized_warnings
 
 GENERIC = "generic"  # the family name of the maps this recognizer makes
-_ATTENTION_NAME = re.compile(r"attn|attention|(^|_)(mha|msa)($|_)", re.IGNORECASE)
 _QKV_NAME = re.compile(
     r"(^|[._])(qkv|q|k|v|kv|query|key|value|in_proj|to_q|to_k|to_v|to_qkv|to_kv|"
     r"q_proj|k_proj|v_proj|wq|wk|wv|q_linear|k_linear|v_linear)($|[._])"
@@ -54,7 +53,7 @@ def is_attention(name: str, module: nn.Module) -> bool:
     if isinstance(module, nn.MultiheadAttention):
         return True
     leaf_name = name.rpartition(".")[2]
-    named_like = _ATTENTION_NAME.search(type(module).__name__) or _ATTENTION_NAME.search(leaf_name)
+    named_like = ATTENTION_NAME.search(type(module).__name__) or ATTENTION_NAME.search(leaf_name)
     return bool(named_like) and any(isinstance(m, nn.Linear) for m in module.modules())
 
 

@@ -12,18 +12,17 @@ bounded (:data:`WINDOW` records back), so the cost stays linear in the number of
 
 from __future__ import annotations
 
-import re
 from collections.abc import Set
 from functools import cached_property
 from math import prod
 
 from vitprof.core.records import Component
+from vitprof.count.families.base import ATTENTION_NAME
 from vitprof.count.trace import Trace
 
 WINDOW = 256  # how many records back a fork is searched for
 _NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")
 _ADDS = ("aten.add", "aten.add_")
-_ATTENTION_NAME = re.compile(r"attn|attention|^(mha|msa)$", re.IGNORECASE)
 
 
 def attention_module(module: str) -> str | None:
@@ -31,7 +30,7 @@ def attention_module(module: str) -> str | None:
     attention (a name taken as a hint where the data flow alone is silent); None if no part is."""
     parts = module.split(".")
     for k, part in enumerate(parts):
-        if _ATTENTION_NAME.search(part):
+        if ATTENTION_NAME.search(part):
             return ".".join(parts[: k + 1])
     return None
 
