@@ -9,7 +9,8 @@ Usage::
 The breakdown sweep of issue 11 is ``--source timm --per-module 3``: the first three models of
 each of timm's 51 attention modules (at least 100 models).
 
-Each model runs in a child process of its own (``--child``) with a time limit, so one model that
+Each model runs in a child process of its own, forked from a server that imported torch, timm,
+transformers and vitprof once, with a time limit, so one model that
 hangs or exhausts memory costs one row, not the sweep. Rows are appended to
 ``<out>/zoo_sweep.csv`` as they finish; a rerun skips the models already there (``--redo`` runs
 them again), so an interrupted sweep resumes where it stopped. Progress goes to stderr.
@@ -32,12 +33,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import subprocess
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -118,35 +119,42 @@ def unique_params(model: Any) -> int:
     return sum(seen.values())
 
 
-def oracle_macs(model: Any, shape: tuple[int, ...]) -> int:
-    """The oracle of MACs: ``FlopCounterMode`` over one eval forward of a meta input of ``shape``
-    (the model must be on meta); its FLOPs are 2 x MACs. The parameters are frozen first: a view
-    of a parameter made under ``no_grad`` (CaiT's expanded class token) still requires grad and
-    has no grad_fn, which FlopCounterMode's module tracker refuses as a child's input."""
+def oracle_macs(model: Any, shape: tuple[int, ...], call: Any = None) -> int:
+    """The oracle of MACs: ``FlopCounterMode`` over one eval forward of ``model`` on meta, fed
+    ``call`` (``(args, kwargs)`` of meta tensors) or else one meta tensor of ``shape``; its
+    FLOPs are 2 x MACs. The parameters are frozen first: a view of a parameter made under
+    ``no_grad`` (CaiT's expanded class token) still requires grad and has no grad_fn, which
+    FlopCounterMode's module tracker refuses as a child's input."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    args, kwargs = call if call is not None else ((torch.empty(shape, device="meta"),), {})
     model.eval().requires_grad_(False)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(torch.empty(shape, device="meta"))
+        model(*args, **kwargs)
     return counter.get_total_flops() // 2  # FLOPs = 2 x MACs
 
 
 def child(source: str, name: str) -> dict[str, Any]:
+    """One model's row: vitprof's figures and the oracles'. The MAC oracle runs a fresh build on
+    the very arguments vitprof fed (its workload's, made again on meta), so a model fed more than
+    an image (a mask, a size table) is held to the same forward."""
     import vitprof
     from vitprof.core.records import op_calls
+    from vitprof.workload import make_workload
 
     model, declared = _build(source, name)
     profile = vitprof.analyze(model, name=f"{source}:{name}")
     shape = tuple(profile.input_shape)
     fresh, _ = _build(source, name)
+    call = make_workload(fresh).inputs.example("meta")
     return {
         "input": "x".join(map(str, shape)),
         "declared_input": "x".join(map(str, declared)) if declared else "",
         "params": profile.totals.params,
         "oracle_params": unique_params(fresh),
         "macs": profile.totals.macs,
-        "oracle_macs": oracle_macs(fresh, shape),
+        "oracle_macs": oracle_macs(fresh, shape, call),
         "other_macs": profile.components[vitprof.Component.OTHER].macs,
         "warnings": " | ".join(profile.warnings),
         "other_params": profile.components[vitprof.Component.OTHER].params,
@@ -155,27 +163,61 @@ def child(source: str, name: str) -> dict[str, Any]:
     }
 
 
+def _child_into(connection: Any, source: str, name: str) -> None:
+    """The forked child: sends ``("row", fields)`` or ``("error", last line of the error)``."""
+    try:
+        message = ("row", child(source, name))
+    except BaseException as error:  # any failure is this model's row
+        text = f"{type(error).__name__}: {error}".strip().splitlines()
+        message = ("error", text[-1] if text else type(error).__name__)
+    connection.send(message)
+    connection.close()
+
+
 # ---- the parent: children in parallel, rows appended as they finish ---------------------------
 
+# what every child needs, imported once by the fork server and inherited by each forked child
+# (a fresh interpreter per model spent about 4 s of a model's 8 importing them)
+PRELOAD = ("torch", "timm", "transformers", "vitprof", "torch.utils.flop_counter")
+
+
+@cache
+def _forks() -> Any:
+    """The fork server's context, made once."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    return context
+
+
 def run_one(source: str, module: str, name: str, limit_s: int) -> dict[str, Any]:
+    """One model in a forked child of its own, killed after ``limit_s`` seconds. An error that
+    names a missing module or package is ``skipped``, any other ``failed``."""
     row: dict[str, Any] = dict.fromkeys(FIELDS, "")
     row.update(source=source, module=module, model=name)
     start = time.monotonic()
+    receiver, sender = _forks().Pipe(duplex=False)
+    process = _forks().Process(target=_child_into, args=(sender, source, name))
+    process.start()
+    sender.close()
     try:
-        done = subprocess.run(
-            [sys.executable, __file__, "--child", source, name],
-            capture_output=True, text=True, timeout=limit_s,
-        )
-    except subprocess.TimeoutExpired:
-        row.update(status="timeout", error=f"over {limit_s} s")
-    else:
-        last = done.stdout.strip().splitlines()[-1:] or [""]
-        if done.returncode == 0 and last[0].startswith("{"):
-            row.update(json.loads(last[0]), status="ok")
+        if not receiver.poll(limit_s):
+            row.update(status="timeout", error=f"over {limit_s} s")
         else:
-            error = (done.stderr.strip().splitlines() or ["exit " + str(done.returncode)])[-1]
-            missing = "No module named" in error or "requires the" in error
-            row.update(status="skipped" if missing else "failed", error=error[:300])
+            kind, value = receiver.recv()
+            if kind == "row":
+                row.update(value, status="ok")
+            else:
+                missing = "No module named" in value or "requires the" in value
+                row.update(status="skipped" if missing else "failed", error=value[:300])
+    except EOFError:  # the child died without a word: killed for memory, or a crash
+        process.join()
+        row.update(status="failed", error=f"the child died, exit code {process.exitcode}")
+    finally:
+        process.kill()
+        process.join()
+        receiver.close()
     row["seconds"] = f"{time.monotonic() - start:.1f}"
     return row
 
@@ -194,12 +236,19 @@ def sweep(todo: list[tuple[str, str, str]], csv_path: Path, jobs: int, limit_s: 
         if new_file:
             writer.writeheader()
         futures = [pool.submit(run_one, *item, limit_s) for item in todo]
+        start = time.monotonic()
         for index, future in enumerate(futures, 1):
             row = future.result()
             writer.writerow(row)
             handle.flush()
+            left = (time.monotonic() - start) / index * (len(todo) - index)
             print(f"[{index}/{len(todo)}] {row['source']}:{row['model']} {row['status']} "
-                  f"{row['seconds']} s", file=sys.stderr)
+                  f"{row['seconds']} s, about {left / 60:.0f} min left", file=sys.stderr)
+    rows = {(r["source"], r["model"]): r for r in read_rows(csv_path)}  # a redo's row wins
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, FIELDS)
+        writer.writeheader()
+        writer.writerows(rows.values())
 
 
 def _exact(row: dict[str, str]) -> bool:
@@ -294,7 +343,7 @@ def main() -> None:
     parser.add_argument("--redo", action="store_true", help="run models already in the CSV again")
     parser.add_argument("--child", nargs=2, metavar=("SOURCE", "NAME"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
+    if args.child:  # one model in this process, its traceback shown: for reproducing a row
         print(json.dumps(child(*args.child)))
         return
     sources = args.source or ["timm", "hf"]
@@ -310,8 +359,7 @@ def main() -> None:
         todo = [item for item in todo if (item[0], item[2]) not in done]
     print(f"{len(todo)} models to run, {len(done)} already in {csv_path}", file=sys.stderr)
     sweep(todo, csv_path, args.jobs, args.limit_s)
-    rows = {(r["source"], r["model"]): r for r in read_rows(csv_path)}  # a redo's row wins
-    page = summary(list(rows.values()))
+    page = summary(read_rows(csv_path))
     (args.out / "zoo_sweep.md").write_text(page)
     print(page, end="")
 

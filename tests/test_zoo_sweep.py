@@ -58,6 +58,16 @@ def test_a_rerun_skips_the_rows_already_written(tmp_path: Path, monkeypatch) -> 
     assert [r["model"] for r in zoo_sweep.read_rows(out)] == ["a", "b"] and ran == ["a", "b"]
 
 
+def test_a_redone_row_replaces_the_old_one_in_the_csv(tmp_path: Path, monkeypatch) -> None:
+    macs = iter(["100", "90"])
+    monkeypatch.setattr(zoo_sweep, "run_one",
+                        lambda source, module, name, limit_s: row(name, macs=next(macs)))
+    out = tmp_path / "zoo_sweep.csv"
+    zoo_sweep.sweep([("timm", "m", "a")], out, jobs=1, limit_s=1)
+    zoo_sweep.sweep([("timm", "m", "a")], out, jobs=1, limit_s=1)  # --redo runs it again
+    assert [(r["model"], r["macs"]) for r in zoo_sweep.read_rows(out)] == [("a", "90")]
+
+
 def test_a_share_is_100_percent_only_when_nothing_is_in_other() -> None:
     page = zoo_sweep.summary([row("almost", macs="10000", oracle_macs="10000", other_macs="1")])
     # 9,999 of 10,000 MACs outside other is 99.99%, shown rounded down: 99.9%, never 100%
