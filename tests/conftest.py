@@ -72,29 +72,31 @@ def make():
 """
 
 
-# A model that is no ViT and runs an op with no formula (cumsum): every analysis of it warns.
+# A model that is no ViT and runs an op with no formula (a Fourier transform, whose cost depends
+# on its algorithm): every analysis of it warns.
 # And a factory that raises, for commands that must fail before they build any model.
 ODD_MODELS_PY = '''
+import torch
 from torch import nn
 
 
-class ConvCumsum(nn.Module):
+class ConvFourier(nn.Module):
     def __init__(self):
         super().__init__()
         self.proj = nn.Conv2d(3, 8, kernel_size=8, stride=8)
 
     def forward(self, x):
-        return self.proj(x).flatten(1).cumsum(-1)
+        return torch.fft.rfft(self.proj(x).flatten(1)).abs()
 
 
 def odd():
-    return ConvCumsum()
+    return ConvFourier()
 
 
 def explodes():
     raise RuntimeError("the factory ran although it should not have")
 '''
-NO_FORMULA_WARNING = "ops without a formula, not counted: aten.cumsum x1"
+NO_FORMULA_WARNING = "ops without a formula, not counted: aten._fft_r2c x1"
 NOT_A_VIT_WARNING = "no transformer blocks recognized"
 
 

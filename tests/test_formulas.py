@@ -161,9 +161,34 @@ def test_interpolation_charges_two_per_tap_and_nearest_is_free() -> None:
     assert priced(nearest, grid) == (0, 0, {})
 
 
+def test_antialiased_resampling_charges_the_taps_of_each_pass() -> None:
+    grid = torch.empty(1, 2, 8, 8)  # 2 channels, 8 x 8 to 4 x 4: scale 2 on each axis
+    # bilinear: support 1 x 2 = 2 around centres 2 (i + 0.5) = 1, 3, 5, 7: inputs [0, 3), [1, 5),
+    # [3, 7), [5, 8): 3 + 4 + 4 + 3 = 14 taps per axis. The horizontal pass runs on every input
+    # row (2 channels x 8 rows x 14), the vertical on every output column (2 x 4 x 14):
+    # (224 + 112) taps x 2 = 672
+    bilinear = lambda g: F.interpolate(g, size=(4, 4), mode="bilinear", antialias=True)  # noqa: E731
+    assert priced(bilinear, grid) == (0, 2 * (2 * 8 * 14 + 2 * 4 * 14), {})
+    # bicubic: support 2 x 2 = 4: [0, 5), [0, 7), [1, 8), [3, 8): 5 + 7 + 7 + 5 = 24 per axis
+    bicubic = lambda g: F.interpolate(g, size=(4, 4), mode="bicubic", antialias=True)  # noqa: E731
+    assert priced(bicubic, grid) == (0, 2 * (2 * 8 * 24 + 2 * 4 * 24), {})
+    # only the width changes: one pass, 2 x 8 rows x 14 taps
+    wide = lambda g: F.interpolate(g, size=(8, 4), mode="bilinear", antialias=True)  # noqa: E731
+    assert priced(wide, grid) == (0, 2 * 2 * 8 * 14, {})
+
+
+def test_position_encoding_index_arithmetic_is_priced() -> None:
+    mask = torch.empty(2, 6, dtype=torch.bool)  # 12 elements
+    # EdgeNeXt's positional encoding: not, then a running sum, each 1 per element
+    assert priced(lambda m: (~m).cumsum(1), mask) == (0, 12 + 12, {})
+    index = torch.empty(12, dtype=torch.long)
+    # Gemma-4's patch positions: a floor division, a remainder (1 each), all() reads all 12
+    assert priced(lambda i: (i // 4, i % 4, (i >= 0).all()), index) == (0, 12 + 12 + 12 + 12, {})
+
+
 def test_op_without_formula_is_reported_not_zeroed() -> None:
-    x = torch.empty(4, 8)
-    assert priced(lambda x: torch.cumsum(x, 0), x)[2] == {"aten.cumsum": 1}
+    x = torch.empty(4, 8)  # a Fourier transform: its cost depends on the algorithm, no formula
+    assert priced(lambda x: torch.fft.rfft(x), x)[2] == {"aten._fft_r2c": 1}
 
 
 def test_unsupported_ops_reach_the_profile() -> None:
@@ -173,11 +198,11 @@ def test_unsupported_ops_reach_the_profile() -> None:
             self.proj = nn.Linear(8, 8)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.proj(x).cumsum(-1)
+            return torch.fft.rfft(self.proj(x))
 
     profile = analyze(Odd(), image_size=8)
-    assert profile.unsupported_ops == {"aten.cumsum": 1}
-    assert any("aten.cumsum" in w for w in profile.warnings)
+    assert profile.unsupported_ops == {"aten._fft_r2c": 1}
+    assert any("aten._fft_r2c" in w for w in profile.warnings)
 
 
 def test_registry_refuses_a_second_formula() -> None:
@@ -241,19 +266,19 @@ def test_register_adds_a_formula_that_is_used() -> None:
     x = torch.empty(4, 8)  # 32 elements
     assert vitprof.formulas.register is register
     try:
-        register(aten.cumsum, lambda inputs, out: Cost(vector_flops=numel(inputs["self"])))
+        register(aten._fft_r2c, lambda inputs, out: Cost(vector_flops=numel(inputs["self"])))
 
         @vitprof.formulas.register(aten.cumprod)
         def cumprod_cost(inputs, out) -> Cost:
             return Cost(vector_flops=2 * numel(out))
 
-        # one add per element (32), two per element of the product (64): none unsupported
-        assert priced(lambda x: torch.cumsum(x, 0), x) == (0, 32, {})
+        # one per input element (32), two per element of the product (64): none unsupported
+        assert priced(lambda x: torch.fft.rfft(x), x) == (0, 32, {})
         assert priced(lambda x: torch.cumprod(x, 1), x) == (0, 2 * 32, {})
     finally:
-        FORMULAS.pop(aten.cumsum, None)
+        FORMULAS.pop(aten._fft_r2c, None)
         FORMULAS.pop(aten.cumprod, None)
-    assert priced(lambda x: torch.cumsum(x, 0), x)[2] == {"aten.cumsum": 1}
+    assert priced(lambda x: torch.fft.rfft(x), x)[2] == {"aten._fft_r2c": 1}
 
 
 def test_analyze_formulas_override_one_op_for_one_call() -> None:

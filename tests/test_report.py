@@ -482,8 +482,8 @@ def test_check_of_a_missing_folder_fails(tmp_path: Path,
 
 def test_check_fails_after_tampering(tmp_path: Path, odd_models: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    # a small model's page (a conv and a cumsum: its peers run in a moment), written, checked,
-    # then edited and one of its figures deleted
+    # a small model's page (a conv and a Fourier transform: its peers run in a moment), written,
+    # checked, then edited and one of its figures deleted
     kept, model = tmp_path / "reports", f"{odd_models}:odd"
     assert main(["report", model, "--out", str(kept)]) == 0
     assert main(["report", model, "--check", "--out", str(kept)]) == 0

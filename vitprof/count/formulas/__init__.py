@@ -13,9 +13,9 @@ argument name of the op's schema to its value, however it was passed and with de
     from vitprof.core.records import Cost
     from vitprof.count.formulas import aten, numel, register
 
-    @register(aten.cumsum)
-    def cumsum_cost(inputs, out):
-        return Cost(vector_flops=numel(inputs["self"]))  # one add per element
+    @register(aten.cumprod)
+    def cumprod_cost(inputs, out):
+        return Cost(vector_flops=numel(inputs["self"]))  # one multiply per element
 
 Modules: :mod:`.registry` (the registry, argument binding), :mod:`.elementwise` (the one table of
 element-wise costs, per input and per output element), :mod:`.forward` and :mod:`.backward` (the

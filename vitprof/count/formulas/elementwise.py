@@ -58,10 +58,14 @@ def _grad(cost: int, why: str, *ops: str) -> Elementwise:
 
 
 ELEMENTWISE: tuple[Elementwise, ...] = (
-    _out(1, "one arithmetic operation", "add", "sub", "rsub", "mul", "div", "neg", "reciprocal"),
+    _out(1, "one arithmetic operation", "add", "sub", "rsub", "mul", "div", "neg", "reciprocal",
+         "floor_divide", "remainder", "fmod"),
     _out(1, "one operation", "relu", "clamp", "clamp_min", "clamp_max", "abs", "hardtanh",
          "leaky_relu", "maximum", "minimum"),
     _out(1, "one comparison", "eq", "ne", "lt", "le", "gt", "ge"),
+    _out(1, "one logical operation", "logical_not", "logical_and", "logical_or", "bitwise_not",
+         "bitwise_and", "bitwise_or"),
+    _out(1, "one add per element (a running sum)", "cumsum"),
     _out(1, "one transcendental counted as one operation", "exp", "log", "sqrt", "rsqrt", "tanh",
          "erf", "sin", "cos", "pow", "sigmoid"),
     _out(2, "sigmoid, multiply", "silu"),
@@ -76,8 +80,9 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     _out(2 * 4, "weight and accumulate each of 4 taps", "upsample_bilinear2d"),
     _out(2 * 8, "weight and accumulate each of 8 taps", "upsample_trilinear3d"),
     _out(2 * 16, "weight and accumulate each of 16 taps (nearest is free; antialiased "
-         "resampling, whose taps vary with the scale, is unsupported)", "upsample_bicubic2d"),
-    _in(1, "one add or comparison per input element", "sum", "mean", "amax", "amin"),
+         "resampling has its own formula)", "upsample_bicubic2d"),
+    _in(1, "one add or comparison per input element", "sum", "mean", "amax", "amin", "all",
+        "any"),
     _in(1, "fold: each input element is added into its pixel", "col2im"),
     _in(1, "one add per input element (the windows tile the input)", "_adaptive_avg_pool2d",
         "adaptive_avg_pool2d"),

@@ -26,6 +26,7 @@ from vitprof.count.formulas.shapes import first_tensor, numel, shape
 RMS_NORM_COST = 3  # square, accumulate, scale
 BATCH_NORM_EVAL_COST = 2  # subtract the running mean, scale by the running 1/std
 ADDCMUL_COST = 2  # multiply (or divide), add
+AA_TAP_COST = 2  # an antialiased resampling tap: multiply by its weight, accumulate
 
 SDPA_KERNELS: tuple[str, ...] = (
     "scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
@@ -65,6 +66,12 @@ FORWARD_ROWS: tuple[CostRow, ...] = (
             "batch norm in eval: subtract the running mean, scale"),
     CostRow(("max_pool2d_with_indices", "avg_pool2d"), "prod(kernel) per output",
             "one comparison or add per window element"),
+    CostRow(("_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa"),
+            f"{AA_TAP_COST} per tap of each resampled axis",
+            "antialiased resampling as PyTorch runs it: one pass per axis whose size changes (W "
+            "first), each output of a pass reads the input taps within support = 1 (bilinear) "
+            "or 2 (bicubic) x max(scale, 1) of its centre, clipped to the input; a tap is a "
+            "multiply and an accumulate"),
 )
 
 
@@ -272,3 +279,52 @@ def pool2d_cost(inputs: Arguments, out: Any) -> Cost:
     kernel = kernel if isinstance(kernel, list | tuple) else [kernel]
     window = math.prod(kernel) if len(kernel) > 1 else int(kernel[0]) ** 2
     return Cost(vector_flops=window * numel(first_tensor(out)))
+
+
+# ---------------------------------------------------------------------------------------------
+# antialiased resampling (timm's and SigLIP's position-embedding resizes)
+
+
+def _axis_scale(size_in: int, size_out: int, align_corners: bool, factor: float | None) -> float:
+    """Input pixels per output pixel, as ATen's ``area_pixel_compute_scale``."""
+    if align_corners:
+        return (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+    return 1.0 / factor if factor else size_in / size_out
+
+
+def antialiased_taps(size_in: int, size_out: int, half_width: int, align_corners: bool = False,
+                     factor: float | None = None) -> int:
+    """The input taps all ``size_out`` outputs of one axis read: output ``i`` reads the inputs
+    from ``int(centre - support + 0.5)`` (at least 0) to ``int(centre + support + 0.5)`` (at
+    most ``size_in``), ``centre = scale (i + 0.5)``, ``support = half_width x max(scale, 1)``."""
+    scale = _axis_scale(size_in, size_out, align_corners, factor)
+    support = half_width * max(scale, 1.0)
+    taps = 0
+    for i in range(size_out):
+        centre = scale * (i + 0.5)
+        low = max(int(centre - support + 0.5), 0)
+        taps += min(int(centre + support + 0.5), size_in) - low
+    return taps
+
+
+def _antialiased(half_width: int) -> Any:
+    def formula(inputs: Arguments, out: Any) -> Cost:
+        *outer, height_in, width_in = shape(inputs["self"])
+        height_out, width_out = (int(v) for v in inputs["output_size"])
+        align = bool(inputs["align_corners"])
+        rows = math.prod(outer)
+        taps = 0
+        if width_out != width_in:  # the horizontal pass: every input row, each output column
+            taps += rows * height_in * antialiased_taps(width_in, width_out, half_width, align,
+                                                        inputs.get("scales_w"))
+        if height_out != height_in:  # the vertical pass: over the (resampled) columns
+            taps += rows * width_out * antialiased_taps(height_in, height_out, half_width,
+                                                        align, inputs.get("scales_h"))
+        return Cost(vector_flops=AA_TAP_COST * taps)
+
+    formula.__doc__ = f"Antialiased resampling, support {half_width} x max(scale, 1) per side."
+    return formula
+
+
+register(aten._upsample_bilinear2d_aa, _antialiased(1))
+register(aten._upsample_bicubic2d_aa, _antialiased(2))

@@ -18,6 +18,7 @@ FREE_OP_NAMES: tuple[str, ...] = (
     "fill_", "zero_", "arange", "scalar_tensor", "masked_fill", "where", "topk", "sort",
     "argmax", "argmin", "im2col", "repeat", "roll", "flip", "constant_pad_nd", "embedding",
     "dropout", "_unsafe_index", "_assert_tensor_metadata", "_local_scalar_dense",
+    "_assert_async",
     "linspace", "unfold", "movedim", "contiguous", "_reshape_alias", "unsafe_split",
     "bernoulli_", "uniform_", "normal_", "erfinv_",
     "as_strided_", "squeeze_", "unsqueeze_", "transpose_", "t_",

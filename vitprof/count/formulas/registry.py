@@ -46,8 +46,8 @@ def packet(op: Any) -> Any:
 def register(*targets: Any) -> Any:
     """Register a formula for one or more aten operations (packets or overloads).
 
-    ``register(aten.cumsum, formula)`` registers at once and returns ``formula``;
-    ``@register(aten.cumsum, aten.cumprod)`` decorates. A second formula for an operation is
+    ``register(aten.cumprod, formula)`` registers at once and returns ``formula``;
+    ``@register(aten.cumprod, aten.logcumsumexp)`` decorates. A second formula for an operation is
     refused (``ValueError``); to replace a formula for one count, pass ``formulas=`` to
     :func:`vitprof.analyze`.
     """
