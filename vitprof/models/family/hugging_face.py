@@ -39,7 +39,7 @@ TABLE = ComponentTable(
     # transformers 4.x: encoder.layer.N with attention.attention.{query,key,value},
     # attention.output.dense, intermediate, output; 5.x: layers.N with attention.{q,k,v,o}_proj
     # and mlp.{fc1,fc2}.
-    blocks=r"(?:vit\.|deit\.)?(?:encoder\.layer|layers)\.(\d+)",
+    blocks=r"(?:vit\.|deit\.)?(?:encoder\.layer|layers)\.\d+",
     rules=(
         (r"embeddings\.patch_embeddings", C.PATCH_EMBED),
         (r"embeddings\.(cls_token|position_embeddings|mask_token|distillation_token)$", C.TOKENS),
@@ -148,7 +148,7 @@ ENTRIES = tuple(
 
 FAMILY = ModelFamily(
     name=NAME,
-    table=TABLE,
+    tables=(TABLE,),
     inferrers=((from_package("transformers."), infer_spec),),
     known="Hugging Face ViT/DeiT",
     entries=ENTRIES,

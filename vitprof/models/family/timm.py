@@ -30,7 +30,7 @@ def _timm_vit(model: nn.Module) -> bool:
 TABLE = ComponentTable(
     name=NAME,
     detect=_timm_vit,
-    blocks=r"blocks\.(\d+)",
+    blocks=r"blocks\.\d+",
     rules=(
         (r"^patch_embed", C.PATCH_EMBED),
         (r"^(cls_token|dist_token|reg_token|pos_embed)$", C.TOKENS),
@@ -118,7 +118,7 @@ def infer_spec(model: Any) -> ViTSpec:
 
 FAMILY = ModelFamily(
     name=NAME,
-    table=TABLE,
+    tables=(TABLE,),
     inferrers=((is_class("timm.models.vision_transformer", "VisionTransformer"), infer_spec),),
     known="timm VisionTransformer(Distilled)",
 )
