@@ -32,15 +32,22 @@ TABLE = ComponentTable(
     detect=_timm_vit,
     blocks=r"blocks\.\d+",
     rules=(
+        # a hybrid's CNN backbone (R26/R50, HybridEmbed): its stem conv embeds the image, its
+        # stages are convolutional stages (conv), its GroupNorms are norms
+        (r"^patch_embed\.backbone\..*\.norm\d?(\.weight|\.bias)?$", C.NORM),
+        (r"^patch_embed\.backbone\.stages($|\.)", C.CONV),
         (r"^patch_embed", C.PATCH_EMBED),
         (r"^(cls_token|dist_token|reg_token|pos_embed)$", C.TOKENS),
-        (r"\.attn\.(q_norm|k_norm|norm)($|\.)", C.NORM),
+        (r"\.attn\.(q_norm|k_norm|norm|sub_norm)($|\.)", C.NORM),
         (r"\.attn\.(qkv|q_proj|k_proj|v_proj|q|k|v|kv)($|\.)", C.ATTN_QKV),
         (r"\.attn\.proj($|\.)", C.ATTN_PROJ),
         (r"\.attn$", C.ATTN_CORE),
         (r"\.ls1($|\.)", C.ATTN_PROJ),
         (r"\.ls2($|\.)", C.MLP),
         (r"(^|\.)(norm|norm1|norm2|norm_pre|fc_norm)($|\.)", C.NORM),
+        # the attention-pooling head's products and softmax (in attn_pool's own forward) are an
+        # attention core outside the blocks; its latent, projections and MLP are head
+        (r"^attn_pool$", C.ATTN_CORE),
         # before the MLP rule: the attention-pooling head's own MLP is head, not a block's mlp
         (r"^(head|head_dist|attn_pool|head_drop)($|\.)", C.HEAD),
         (r"\.mlp($|\.)", C.MLP),
