@@ -132,6 +132,7 @@ def _timm(name: str):
 
 
 # every model of tests/ that a table detects (torchvision's zoo models: test_breakdown_models.py)
+# and one more hybrid
 TABLE_MODELS = {
     "vit_b_16": lambda: "vit_b_16", "hf-vit": _hf_vit,
     "hf-vit-eager": _hf("ViTForImageClassification", "eager"),
@@ -145,6 +146,7 @@ TABLE_MODELS = {
         "deit_base_patch16_224", "deit3_small_patch16_224", "deit_tiny_distilled_patch16_224",
         "vit_base_patch16_reg4_gap_256", "vit_base_patch16_siglip_224",
         "vit_dwee_patch16_reg1_gap_256", "vit_small_r26_s32_224",
+        "vit_tiny_r_s16_p8_224",  # a hybrid whose backbone is a stem and a final norm
     )},
     "note001": lambda: "note001_vit_b16", "note002-linear": lambda: "note002_linear_attention",
 }
