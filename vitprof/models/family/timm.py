@@ -42,8 +42,9 @@ TABLE = ComponentTable(
         (r"\.attn\.(qkv|q_proj|k_proj|v_proj|q|k|v|kv)($|\.)", C.ATTN_QKV),
         (r"\.attn\.proj($|\.)", C.ATTN_PROJ),
         (r"\.attn$", C.ATTN_CORE),
-        (r"\.ls1($|\.)", C.ATTN_PROJ),
-        (r"\.ls2($|\.)", C.MLP),
+        # layer scales: a Block's ls1 / ls2, a ParallelThingsBlock's attns.i.ls / ffns.i.ls
+        (r"\.(ls1|attns\.\d+\.ls)($|\.)", C.ATTN_PROJ),
+        (r"\.(ls2|ffns\.\d+\.ls)($|\.)", C.MLP),
         (r"(^|\.)(norm|norm1|norm2|norm_pre|fc_norm)($|\.)", C.NORM),
         # the attention-pooling head's products and softmax (in attn_pool's own forward) are an
         # attention core outside the blocks; its latent, projections and MLP are head
