@@ -194,13 +194,7 @@ def _cells(profile: vitprof.Profile) -> dict[tuple[int | None, C], tuple[int, in
     return cells
 
 
-# where the tables (here: the generic recognizer, no table detects these) are the wrong side:
-# it puts Swin V2's continuous position MLP, which makes the scores' bias, in attn_qkv (the
-# graph: attn_core, tests/test_graph_recognizer.py), and finds no attention in MaxViT at all
-GRAPH_RIGHT = {"swin_v2_t", "swin_v2_s", "swin_v2_b", "maxvit_t"}
-
-
-@pytest.mark.parametrize("name", [n for n in ZOO if n not in GRAPH_RIGHT])
+@pytest.mark.parametrize("name", list(ZOO))
 def test_the_graph_recognizer_agrees_with_the_tables_on_every_zoo_model(name: str) -> None:
     graph = vitprof.analyze(name, recognizer="graph")
     tables = vitprof.analyze(name, recognizer="tables")

@@ -10,6 +10,7 @@ import pytest
 
 import vitprof.models.family as registry
 from vitprof.core.errors import UserError
+from vitprof.core.records import Component
 from vitprof.count.families import recognize
 from vitprof.models.family.base import ModelFamily
 from vitprof.models.family.hugging_face import HF_CONFIGS
@@ -48,8 +49,8 @@ def test_the_zoo_is_the_families_entries_in_registry_order() -> None:
 
 
 def _family_of_module(family: ModelFamily) -> str:
-    """The recognizer name a model of ``family`` gets: its table's, else the generic one."""
-    return family.table.name if family.table is not None else "generic"
+    """The recognizer name a model of ``family`` gets: its tables', else the generic one."""
+    return family.tables[0].name if family.tables else "generic"
 
 
 # The entries a ViTSpec cannot describe, and what their inferrer says it lacks.
@@ -76,12 +77,12 @@ def test_each_zoo_entry_family_file_gives_table_inferrer_and_factory(name: str) 
 @pytest.mark.parametrize("name", list(HIERARCHICAL))
 def test_torchvision_hierarchical_entries_are_built_by_their_family_file(name: str) -> None:
     """Swin and MaxViT: torchvision's own builders, no ViTSpec (no closed form describes them),
-    placed by the generic recognizer."""
+    placed by torchvision's Swin and MaxViT tables."""
     entry = ZOO[name]
     assert entry in BY_NAME["torchvision"].entries and entry.non_square
     model = build(f"torchvision:{name}", device="meta").module
     assert type(model).__module__.startswith("torchvision.models.")
-    assert recognize(model).family == "generic"
+    assert recognize(model).family == "torchvision"
     with pytest.raises(UserError, match="cannot infer a ViTSpec"):
         spec_from_model(model)
 
@@ -89,7 +90,7 @@ def test_torchvision_hierarchical_entries_are_built_by_their_family_file(name: s
 def test_a_timm_model_is_read_by_the_timm_family_file() -> None:
     family = BY_NAME["timm"]
     model = build("timm:vit_tiny_patch16_224", device="meta").module
-    assert recognize(model).family == family.table.name == "timm"
+    assert recognize(model).family == family.tables[0].name == "timm"
     assert any(detect(model) for detect, _ in family.inferrers)
     # ViT-Ti/16: width 192, depth 12, 3 heads, MLP 4 * 192 = 768
     spec = spec_from_model(model)
@@ -109,3 +110,35 @@ def test_vit_large_config_names_its_fields() -> None:
     config = HF_CONFIGS["vit-large-patch16-224"]
     assert (config.width, config.depth, config.heads, config.mlp_width, config.patch_size) == (
         1024, 24, 16, 4096, 16)
+
+
+def test_table_blocks_are_numbered_across_stages() -> None:
+    """Swin's blocks are features.{1,3,5,7}.i, i from 0 in each stage: the table numbers them
+    on, in order, across stages (the graph recognizer's numbering), not i."""
+    mapping = recognize(build("torchvision:swin_t", device="meta").module)
+    depths = (2, 2, 6, 2)  # swin_t's stages
+    paths = [f"features.{2 * stage + 1}.{i}" for stage, depth in enumerate(depths)
+             for i in range(depth)]
+    assert mapping.family == "torchvision"  # its table, not the generic recognizer
+    assert mapping.blocks == {path: index for index, path in enumerate(paths)}
+    assert mapping.blocks["features.7.1"] == 2 + 2 + 6 + 2 - 1
+
+
+def test_swin_v2_position_mlp_is_attention_core_in_the_table() -> None:
+    params = recognize(build("torchvision:swin_v2_t", device="meta").module).params
+    assert params["features.1.0.attn.cpb_mlp.0.weight"] is Component.ATTN_CORE
+    assert params["features.1.0.attn.logit_scale"] is Component.ATTN_CORE
+    assert params["features.2.reduction.weight"] is Component.PATCH_EMBED  # patch merging
+
+
+def test_maxvit_table_blocks_are_its_attention_layers_and_its_mbconv_is_conv() -> None:
+    mapping = recognize(build("torchvision:maxvit_t", device="meta").module)
+    # stages of 2, 2, 5, 2 MaxVitLayers, each an MBConv then a window and a grid block
+    assert len(mapping.blocks) == 2 * (2 + 2 + 5 + 2) == 22
+    assert mapping.blocks["blocks.3.layers.1.layers.grid_attention"] == 21
+    mbconv = {name: component for name, component in mapping.params.items() if ".MBconv." in name}
+    assert {c for n, c in mbconv.items() if ".conv_" in n and n.endswith(".0.weight")} == {
+        Component.CONV}
+    assert mapping.params["blocks.0.layers.0.layers.MBconv.layers.pre_norm.weight"] is (
+        Component.NORM)
+    assert mapping.block_of("blocks.0.layers.0.layers.MBconv.layers.conv_a.0.weight") is None

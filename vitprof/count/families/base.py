@@ -54,8 +54,10 @@ class ComponentMap:
 class ComponentTable:
     """A recognizer written as a table: regexes searched in module paths and parameter names.
 
-    ``blocks`` must fully match a block's module path and capture its index in its last group.
-    The first rule whose regex is found in a path wins; a parameter no rule names takes the
+    ``blocks`` must fully match a block's module path; blocks are numbered in the order
+    ``named_modules`` yields them (registration order, which is execution order in the models
+    the tables describe), across stages: Swin's fourth stage's first block follows the third's
+    last. The first rule whose regex is found in a path wins; a parameter no rule names takes the
     component of its nearest ancestor module that has one.
     """
 
@@ -70,9 +72,8 @@ class ComponentTable:
         blocks: dict[str, int] = {}
         modules: dict[str, Component] = {}
         for path, _ in model.named_modules():
-            match = pattern.fullmatch(path)
-            if match:
-                blocks[path] = int(match.groups()[-1])
+            if pattern.fullmatch(path):
+                blocks[path] = len(blocks)
             component = first_match(rules, path) if path else None
             if component is not None:
                 modules[path] = component

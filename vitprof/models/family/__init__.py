@@ -19,7 +19,7 @@ from vitprof.models.family.base import Inferrer, ModelFamily, ZooEntry
 FAMILIES: tuple[ModelFamily, ...] = (
     torchvision.FAMILY, notes.FAMILY, timm.FAMILY, hugging_face.FAMILY,
 )
-TABLES: tuple[ComponentTable, ...] = tuple(f.table for f in FAMILIES if f.table is not None)
+TABLES: tuple[ComponentTable, ...] = tuple(t for f in FAMILIES for t in f.tables)
 INFERRERS: tuple[Inferrer, ...] = tuple(i for f in FAMILIES for i in f.inferrers)
 ENTRIES: tuple[ZooEntry, ...] = tuple(e for f in FAMILIES for e in f.entries)
 KNOWN = "; ".join(f.known for f in FAMILIES)

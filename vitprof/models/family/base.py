@@ -58,16 +58,18 @@ class ZooEntry:
 
 @dataclass(frozen=True)
 class ModelFamily:
-    """One implementation's component table, spec inferrers and zoo entries.
+    """One implementation's component tables, spec inferrers and zoo entries.
 
-    ``table`` is None for a family whose models the graph recognizer (:mod:`vitprof.count.graph`;
+    ``tables`` holds one table per module layout (torchvision's ViT, Swin and MaxViT each have
+    their own); the first whose detector accepts a model places it. ``tables`` is empty for a
+    family whose models the graph recognizer (:mod:`vitprof.count.graph`;
     the generic one, :mod:`vitprof.count.families.generic`, under ``recognizer="tables"``)
     places, component by component, with nothing left in ``other``. ``known`` names what the
     inferrers read, for the error that lists them. Every zoo entry's ``family`` is ``name``.
     """
 
     name: str
-    table: ComponentTable | None
+    tables: tuple[ComponentTable, ...]
     inferrers: tuple[Inferrer, ...]
     known: str
     entries: tuple[ZooEntry, ...] = ()

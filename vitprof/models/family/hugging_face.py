@@ -38,9 +38,14 @@ TABLE = ComponentTable(
     detect=_hugging_face_vit,
     # transformers 4.x: encoder.layer.N with attention.attention.{query,key,value},
     # attention.output.dense, intermediate, output; 5.x: layers.N with attention.{q,k,v,o}_proj
-    # and mlp.{fc1,fc2}.
-    blocks=r"(?:vit\.|deit\.)?(?:encoder\.layer|layers)\.(\d+)",
+    # and mlp.{fc1,fc2}. ViTMAE's pre-training decoder: decoder.decoder_layers.N, numbered on
+    # after the encoder's.
+    blocks=r"(?:vit\.|deit\.)?(?:encoder\.layer|layers)\.\d+|decoder\.decoder_layers\.\d+",
     rules=(
+        (r"^decoder\.(mask_token|decoder_pos_embed)$", C.TOKENS),
+        (r"^decoder\.decoder_embed($|\.)", C.PATCH_EMBED),  # encoder width to decoder width
+        (r"^decoder\.decoder_norm($|\.)", C.NORM),
+        (r"^decoder\.decoder_pred($|\.)", C.HEAD),  # the patches' pixels
         (r"embeddings\.patch_embeddings", C.PATCH_EMBED),
         (r"embeddings\.(cls_token|position_embeddings|mask_token|distillation_token)$", C.TOKENS),
         (r"(^|\.)embeddings$", C.TOKENS),
@@ -148,7 +153,7 @@ ENTRIES = tuple(
 
 FAMILY = ModelFamily(
     name=NAME,
-    table=TABLE,
+    tables=(TABLE,),
     inferrers=((from_package("transformers."), infer_spec),),
     known="Hugging Face ViT/DeiT",
     entries=ENTRIES,

@@ -153,7 +153,7 @@ ENTRIES = (
 
 FAMILY = ModelFamily(
     name=NAME,
-    table=None,
+    tables=(),
     inferrers=(
         (is_class("vitprof.models.notes.note001", "ViT"), _note001),
         (is_class("vitprof.models.notes.note002", "CifarViT"), _note002),

@@ -30,17 +30,25 @@ def _timm_vit(model: nn.Module) -> bool:
 TABLE = ComponentTable(
     name=NAME,
     detect=_timm_vit,
-    blocks=r"blocks\.(\d+)",
+    blocks=r"blocks\.\d+",
     rules=(
+        # a hybrid's CNN backbone (R26/R50, HybridEmbed): its stem conv embeds the image, its
+        # stages are convolutional stages (conv), its GroupNorms are norms
+        (r"^patch_embed\.backbone\.(.*\.)?norm\d?(\.weight|\.bias)?$", C.NORM),
+        (r"^patch_embed\.backbone\.stages($|\.)", C.CONV),
         (r"^patch_embed", C.PATCH_EMBED),
         (r"^(cls_token|dist_token|reg_token|pos_embed)$", C.TOKENS),
-        (r"\.attn\.(q_norm|k_norm|norm)($|\.)", C.NORM),
+        (r"\.attn\.(q_norm|k_norm|norm|sub_norm)($|\.)", C.NORM),
         (r"\.attn\.(qkv|q_proj|k_proj|v_proj|q|k|v|kv)($|\.)", C.ATTN_QKV),
         (r"\.attn\.proj($|\.)", C.ATTN_PROJ),
         (r"\.attn$", C.ATTN_CORE),
-        (r"\.ls1($|\.)", C.ATTN_PROJ),
-        (r"\.ls2($|\.)", C.MLP),
+        # layer scales: a Block's ls1 / ls2, a ParallelThingsBlock's attns.i.ls / ffns.i.ls
+        (r"\.(ls1|attns\.\d+\.ls)($|\.)", C.ATTN_PROJ),
+        (r"\.(ls2|ffns\.\d+\.ls)($|\.)", C.MLP),
         (r"(^|\.)(norm|norm1|norm2|norm_pre|fc_norm)($|\.)", C.NORM),
+        # the attention-pooling head's products and softmax (in attn_pool's own forward) are an
+        # attention core outside the blocks; its latent, projections and MLP are head
+        (r"^attn_pool$", C.ATTN_CORE),
         # before the MLP rule: the attention-pooling head's own MLP is head, not a block's mlp
         (r"^(head|head_dist|attn_pool|head_drop)($|\.)", C.HEAD),
         (r"\.mlp($|\.)", C.MLP),
@@ -118,7 +126,7 @@ def infer_spec(model: Any) -> ViTSpec:
 
 FAMILY = ModelFamily(
     name=NAME,
-    table=TABLE,
+    tables=(TABLE,),
     inferrers=((is_class("timm.models.vision_transformer", "VisionTransformer"), infer_spec),),
     known="timm VisionTransformer(Distilled)",
 )

@@ -1,4 +1,5 @@
-"""torchvision's ``VisionTransformer``: component table, spec inferrer, the zoo's ViTs and
+"""torchvision's vision transformers: component tables (``VisionTransformer``, Swin and Swin V2,
+MaxViT), the ``VisionTransformer`` spec inferrer, the zoo's models and
 ``vit_22b``: a torchvision ``VisionTransformer`` at ViT-22B's sizes, not ViT-22B's own blocks
 (:mod:`vitprof.models.vit22b` has those).
 The spec inferrer takes ``model: Any``: it reads attributes torch types as ``Tensor | Module``."""
@@ -31,7 +32,7 @@ NAME = "torchvision"
 TABLE = ComponentTable(
     name=NAME,
     detect=from_package("torchvision.models.vision_transformer"),
-    blocks=r"encoder\.layers\.encoder_layer_(\d+)",
+    blocks=r"encoder\.layers\.encoder_layer_\d+",
     rules=(
         (r"^conv_proj", C.PATCH_EMBED),
         (r"^class_token$|^encoder\.pos_embedding$", C.TOKENS),
@@ -41,6 +42,44 @@ TABLE = ComponentTable(
         (r"\.ln(_\d)?($|\.)", C.NORM),
         (r"\.mlp($|\.)", C.MLP),
         (r"^heads", C.HEAD),
+    ),
+)
+
+SWIN_TABLE = ComponentTable(
+    name=NAME,
+    detect=from_package("torchvision.models.swin_transformer"),
+    # features.0 is the patch embedding, then stages of blocks (odd) and patch merging (even)
+    blocks=r"features\.[1-9]\d*\.\d+",
+    rules=(
+        (r"^features\.0\.0($|\.)", C.PATCH_EMBED),  # the patch conv (features.0.1 is a Permute)
+        (r"^features\.0\.2($|\.)|(^|\.)norm\d?($|\.)", C.NORM),
+        (r"\.reduction($|\.)", C.PATCH_EMBED),  # patch merging between stages
+        (r"\.attn\.qkv($|\.)", C.ATTN_QKV),
+        (r"\.attn\.proj($|\.)", C.ATTN_PROJ),
+        # the scores' bias (V1's table, V2's continuous position MLP cpb_mlp) and V2's
+        # cosine-attention logit_scale belong to the core
+        (r"\.attn($|\.)", C.ATTN_CORE),
+        (r"\.mlp($|\.)", C.MLP),
+        (r"^(avgpool|head)($|\.)", C.HEAD),
+    ),
+)
+
+MAXVIT_TABLE = ComponentTable(
+    name=NAME,
+    detect=from_package("torchvision.models.maxvit"),
+    # a MaxVitLayer is an MBConv then two transformer blocks (window, then grid attention),
+    # each with its own attention and MLP residuals; the MBConv, outside them, is conv
+    blocks=r"blocks\.\d+\.layers\.\d+\.layers\.(?:window|grid)_attention",
+    rules=(
+        (r"^stem\.0\.1($|\.)|\.pre_norm($|\.)|\.conv_[ab]\.1($|\.)|\.(attn|mlp)_layer\.0($|\.)"
+         r"|^classifier\.2($|\.)", C.NORM),
+        (r"^stem($|\.)", C.PATCH_EMBED),
+        (r"\.MBconv($|\.)", C.CONV),
+        (r"\.to_qkv($|\.)", C.ATTN_QKV),
+        (r"\.merge($|\.)", C.ATTN_PROJ),
+        (r"\.attn_layer\.1($|\.)", C.ATTN_CORE),  # with its relative position bias table
+        (r"\.mlp_layer($|\.)", C.MLP),
+        (r"^classifier($|\.)", C.HEAD),
     ),
 )
 
@@ -149,7 +188,7 @@ ENTRIES = (
 
 FAMILY = ModelFamily(
     name=NAME,
-    table=TABLE,
+    tables=(TABLE, SWIN_TABLE, MAXVIT_TABLE),
     inferrers=((is_class("torchvision.models.vision_transformer", "VisionTransformer"),
                 infer_spec),),
     known="torchvision VisionTransformer",
