@@ -13,9 +13,10 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from vitprof import Component, UserError, analyze
+from vitprof import Component, Counts, UserError, analyze
 from vitprof.cli.main import main
 from vitprof.core.records import InputRecord
+from vitprof.models.closed_form import ViTSpec, closed_form
 from vitprof.render.formats import render
 from vitprof.render.tables import profile_document
 
@@ -37,27 +38,31 @@ def _flop_counter_macs(model: nn.Module, args: tuple, kwargs: dict) -> int:
 # ------------------------------------------------------------------ a non-square image
 
 
+VIT_S_16_224x320 = ViTSpec(image_size=(224, 320), patch_size=16, width=384, depth=12, heads=6,
+                          mlp_width=1536)
+"""timm's vit_small_patch16_224 at 224 x 320: 224 / 16 = 14 rows x 320 / 16 = 20 columns = 280
+patches, + 1 class token = 281 tokens."""
+
+
+def _assert_the_closed_form(data: dict[str, Any], spec: ViTSpec) -> None:
+    """Per component and per block, the JSON of ``analyze`` equals ``closed_form(spec)``."""
+    form = closed_form(spec)
+    assert {c: Counts(**{k: v[k] for k in ("params", "macs", "vector_flops")})
+            for c, v in data["components"].items()} == {str(c): v
+                                                         for c, v in form.components.items()}
+    assert [{c: v["macs"] for c, v in b["components"].items()} for b in data["blocks"]] == [
+        {str(c): v.macs for c, v in block.items()} for block in form.blocks]
+
+
 def test_timm_at_224x320_equals_the_closed_form_with_281_tokens(capsys) -> None:
     pytest.importorskip("timm")
     data = _cli_json(["analyze", "timm:vit_small_patch16_224", "--image-size", "224x320"],
                      capsys)
     assert data["input_shape"] == [1, 3, 224, 320]
-    # ViT-S/16: D = 384, 6 heads, MLP 1536, 12 blocks, 1000 classes;
-    # 224 / 16 = 14 rows x 320 / 16 = 20 columns = 280 patches, + 1 class token = 281 tokens
-    d, mlp, depth, patches = 384, 1536, 12, 14 * 20
-    tokens = patches + 1
-    patch_embed = patches * d * (3 * 16 * 16)  # 82_575_360
-    block = (tokens * d * 3 * d  # qkv: 124_305_408
-             + 2 * tokens * tokens * d  # QK^T and AV: 60_642_048
-             + tokens * d * d  # proj: 41_435_136
-             + 2 * tokens * d * mlp)  # fc1 + fc2: 331_481_088
-    head = d * 1000  # the class token only
-    assert data["totals"]["macs"] == patch_embed + depth * block + head == 6_777_323_520
-    block_params = (d * 3 * d + 3 * d) + (d * d + d) + (2 * d * mlp + mlp + d) + 4 * d
-    params = ((3 * 16 * 16 * d + d) + d + tokens * d  # patch conv, class token, positions
-              + depth * block_params + 2 * d + (d * 1000 + 1000))
-    assert data["totals"]["params"] == params == 22_082_920
-    assert data["components"]["attn_core"]["macs"] == depth * 2 * tokens * tokens * d
+    assert VIT_S_16_224x320.num_patches + 1 == 14 * 20 + 1 == 281
+    _assert_the_closed_form(data, VIT_S_16_224x320)
+    # the attention core of 281 tokens: QK^T and AV, 2 x 281^2 x 384 MACs in each of 12 blocks
+    assert data["components"]["attn_core"]["macs"] == 12 * 2 * 281 * 281 * 384
 
 
 def test_a_square_pair_is_the_square_image() -> None:
