@@ -65,6 +65,55 @@ def test_timm_at_224x320_equals_the_closed_form_with_281_tokens(capsys) -> None:
     assert data["components"]["attn_core"]["macs"] == 12 * 2 * 281 * 281 * 384
 
 
+def test_an_input_shape_builds_timm_at_its_size_the_closed_form_of_281_tokens(capsys) -> None:
+    pytest.importorskip("timm")
+    data = _cli_json(["analyze", "timm:vit_small_patch16_224", "--input-shape", "1,3,224,320"],
+                     capsys)
+    assert data["input_shape"] == [1, 3, 224, 320] and data["warnings"] == []
+    _assert_the_closed_form(data, VIT_S_16_224x320)  # 14 x 20 + 1 = 281 tokens
+
+
+def test_an_input_shape_builds_a_zoo_model_at_its_size() -> None:
+    # vit_b_16 is built for 384: 24 x 24 = 576 patches + 1 position rows (the same as asking
+    # for image_size 384), two images
+    shaped = analyze("vit_b_16", input_shape=(2, 3, 384, 384))
+    sized = analyze("vit_b_16", image_size=384, batch_size=2)
+    assert shaped.input_shape == (2, 3, 384, 384)
+    assert shaped.components == sized.components
+    assert shaped.components[Component.TOKENS].params == (1 + 24 * 24 + 1) * 768
+
+
+def test_an_input_shape_a_square_only_model_cannot_be_built_for_is_fed_as_it_is(
+    capsys
+) -> None:
+    # torchvision's vit_b_16 takes one int: built at 224, it rejects 224 x 320 in one line
+    code = main(["analyze", "vit_b_16", "--input-shape", "1,3,224,320"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "Wrong image width! Expected 224 but got 320!" in err
+    assert "(input of shape 1x3x224x320, on meta)" in err
+
+
+def test_an_input_shape_the_builder_refuses_is_fed_to_the_own_size_with_a_warning(
+    tmp_path: Path
+) -> None:
+    # a factory that raises at any other size: built at its own 32 x 32, the model (a 1x1 conv,
+    # any size) is fed 1 x 3 x 40 x 40, and a warning names the refusal
+    source = tmp_path / "fixed.py"
+    source.write_text(
+        "import torch\n"
+        "def make(image_size=32):\n"
+        "    if image_size not in (32, (32, 32)):\n"
+        "        raise ValueError(f'only 32, not {image_size}')\n"
+        "    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.Flatten(2))\n")
+    profile = analyze(f"{source}:make", input_shape=(1, 3, 40, 40))
+    assert profile.input_shape == (1, 3, 40, 40)
+    assert profile.totals.macs == 40 * 40 * 3 * 4  # the 1x1 conv on every pixel
+    assert any("built at its own size, fed the input shape 1x3x40x40 as it is: building it "
+               "for that shape failed" in w and "only 32, not 40" in w
+               for w in profile.warnings)
+
+
 def test_a_square_pair_is_the_square_image() -> None:
     # note002_cifar_vit_tiny takes one int; (32, 32) is that int, not a non-square size
     assert analyze("note002_cifar_vit_tiny", image_size=(32, 32)).totals == analyze(
@@ -109,6 +158,16 @@ def test_video_transformers_count_at_16_frames_like_flopcounter(
     # the patch or tubelet embedding: 16 frames x 16 patches of 8 x 8 x 3 pixels, width 32,
     # whatever the tubelet depth (2 frames x half the tubelets is the same product)
     assert data["components"]["patch_embed"]["macs"] == 16 * 16 * 32 * (3 * 8 * 8) == 1_572_864
+
+
+def test_a_video_input_shape_builds_the_model_for_its_frames(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("transformers")
+    name = _video_config("videomae", tmp_path / "config.json")
+    framed = _cli_json(["analyze", name, "--frames", "16"], capsys)
+    # B, T, C, H, W: the layout transformers' video models declare; 16 frames, not the config's 4
+    shaped = _cli_json(["analyze", name, "--input-shape", "1,16,3,32,32"], capsys)
+    assert shaped["input_shape"] == [1, 16, 3, 32, 32] and shaped["warnings"] == []
+    assert shaped["components"] == framed["components"]
 
 
 def test_frames_given_to_an_image_model_is_one_line_naming_the_shape(capsys) -> None:

@@ -121,9 +121,9 @@ def add_shape_options(parser: argparse.ArgumentParser) -> None:
                         help="model and input dtype (default: the model's own; MACs do not "
                              "change, bytes do)")
     parser.add_argument("--input-shape", type=input_shape, metavar="B,C,...",
-                        help="the whole input tensor, fed as it is to the model built at its "
-                             "own size (excludes --image-size, --frames, --in-chans, "
-                             "--batch-size)")
+                        help="the whole input tensor; a model named is built for it where its "
+                             "builder takes the sizes, else at its own size (excludes "
+                             "--image-size, --frames, --in-chans, --batch-size)")
     parser.set_defaults(validate=_shape_conflicts)
 
 
