@@ -476,9 +476,12 @@ def test_report_analyses_a_model_page_at_the_input_given(
     assert "- input: batch 1, 3x16x24 (args[0] 1x3x16x24 bfloat16)" in text
     form = closed_form(ViTSpec((16, 24), 4, 16, 1, 2, 32, num_classes=3))  # 4 x 6 patches
     assert f"- MACs: {form.totals.macs:,} " in text
-    # the sweep holds the dtype and sweeps square sizes from the width analysed, 24 px
+    # the sweep holds the dtype and sweeps square sizes from the width analysed, 24 px: its
+    # first point is the 24 x 24 image (6 x 6 patches), not the 16 x 24 one analysed above
     sweep = text[text.index("## Cost against image size"):]
-    assert "| 24 | 36 |" in sweep  # 24 px: 6 x 6 patches
+    square = closed_form(ViTSpec(24, 4, 16, 1, 2, 32, num_classes=3)).totals.macs
+    (row,) = [line for line in sweep.splitlines() if line.startswith("| 24 | 36 |")]
+    assert row.split(" | ")[-2] == f"{square:,}"  # the total MACs column
     text = _tiny_page(tmp_path, ["--input-shape", "2,1,16,24"])
     assert "- input: batch 2, 1x16x24" in text
     form = closed_form(ViTSpec((16, 24), 4, 16, 1, 2, 32, num_classes=3, in_chans=1), 2)

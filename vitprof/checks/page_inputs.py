@@ -95,9 +95,10 @@ def image_size_sweep(
     profile: Profile, patch_size: int, held: Mapping[str, Any] | None = None
 ) -> Sweep:
     """The model of ``profile`` analysed at :func:`scaling_sizes` (square images), ``profile``
-    itself at its own size; ``held`` are the other input keywords of ``analyze`` (frames,
-    channels, dtype), the same at every size."""
-    own = profile.input_shape[-1]
+    itself at its own size where that is a square; ``held`` are the other input keywords of
+    ``analyze`` (frames, channels, dtype), the same at every size."""
+    height, width = profile.input_shape[-2:]
+    own = width if height == width else None
     sizes = scaling_sizes(profile, patch_size)
     profiles = [(size, profile if size == own
                  else analyze(profile.model, image_size=size, **(held or {})))
