@@ -22,8 +22,8 @@ gave it.
   their work (2 x MACs + vector FLOPs); those components are flagged as *estimated*.
 * An interval with no counted operation (views, copies, the hooks themselves) goes to its
   module's component (the table's; under the graph, the one component every operation run in
-  that module has, if any), else to the operation before it in the same block (a residual add closes
-  the branch before it), else to the operation after it.
+  that module has, if any), else to the operation before it in the same block (a residual add
+  closes the branch before it), else to the operation after it.
 
 End-to-end latency is measured without hooks, alternating with the hooked runs (which goes first
 alternates too) so that a change of load on the machine hits both alike. The hook overhead is
