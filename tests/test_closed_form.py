@@ -441,6 +441,12 @@ def test_formula_prints_the_cifar_vit_params_and_macs_per_component(capsys) -> N
                      "note002_dynamic_vit", id="keep-ratios"),
         pytest.param(["formula", "vit_b_16", "--image-size", "384", "--batch-size", "2"],
                      ("vit_b_16", 384, 2), id="model-with-overrides"),
+        # ViT-S/16 at 224 x 320: 14 x 20 patches + 1 class token = 281 tokens
+        pytest.param(["formula", "timm:vit_small_patch16_224", "--image-size", "224x320"],
+                     ("timm:vit_small_patch16_224", (224, 320), 1), id="model-at-HxW"),
+        pytest.param(["formula", "--image-size", "224x320", "--patch-size", "16", "--width",
+                      "384", "--depth", "12", "--heads", "6"],
+                     ("timm:vit_small_patch16_224", (224, 320), 1), id="flags-at-HxW"),
     ],
 )
 def test_formula_json_equals_counter(argv: list[str], same_as, capsys) -> None:
