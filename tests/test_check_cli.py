@@ -316,3 +316,16 @@ def test_tightened_repo_budgets_fail(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert [b["entry"] for b in data["budgets"]] == ["vit_b_16"]
     failed = [c["check"] for b in data["budgets"] for c in b["checks"] if c["verdict"] == "fail"]
     assert failed == ["vit_b_16.max_params"]
+
+
+def test_check_takes_no_input_options_and_says_why(capsys) -> None:
+    # the limits of an entry hold for the input it names; an override would test another input
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert ("Each entry is analysed at the input its budget names (image_size, frames, dtype; "
+            "else the model's own), so check takes no input options") in help_text
+    with pytest.raises(SystemExit) as refused:
+        main(["check", "budgets.toml", "--image-size", "32"])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: --image-size 32" in capsys.readouterr().err

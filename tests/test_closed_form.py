@@ -201,6 +201,10 @@ FAMILY_CASES = [
     pytest.param(lambda: _timm("deit_tiny_distilled_patch16_224"), id="timm-deit_tiny_distilled"),
     pytest.param(lambda: _timm("vit_base_patch16_reg4_gap_256"), id="timm-reg4_gap"),
     pytest.param(lambda: _timm("vit_tiny_patch16_224", num_classes=0), id="timm-headless"),
+    pytest.param(lambda: _timm("vit_tiny_patch16_224", img_size=(224, 320)),
+                 id="timm-vit_tiny@224x320"),
+    pytest.param(lambda: _hf("ViTModel", "sdpa", **{**HF_SMALL, "image_size": [32, 48]}),
+                 id="hf-ViTModel@32x48"),
     pytest.param(lambda: _hf("ViTForImageClassification", "sdpa", **HF_BASE), id="hf-base-sdpa"),
     pytest.param(lambda: _hf("ViTForImageClassification", "eager", **HF_BASE), id="hf-base-eager"),
     pytest.param(lambda: _hf("ViTModel", "sdpa", **HF_SMALL), id="hf-ViTModel-pooler"),
@@ -376,8 +380,31 @@ def test_models_a_spec_cannot_describe(factory, message: str) -> None:
 def test_image_size_must_match_the_model() -> None:
     model = build("note002_cifar_vit").module
     assert spec_from_model(model, image_size=32) == CIFAR_VIT
+    assert spec_from_model(model, image_size=(32, 32)) == CIFAR_VIT
     with pytest.raises(UserError, match="built for 32px images, not 64px"):
         spec_from_model(model, image_size=64)
+    with pytest.raises(UserError, match="built for 32px images, not 32x48px"):
+        spec_from_model(model, image_size=(32, 48))
+
+
+def test_a_non_square_image_has_rows_times_columns_patches() -> None:
+    spec = ViTSpec(**{**VIT_B_16.as_dict(), "image_size": (224, 320)})
+    assert spec.sides == (224, 320) and spec.num_patches == 14 * 20  # 224/16 rows, 320/16 cols
+    tall = ViTSpec(**{**VIT_B_16.as_dict(), "image_size": [320, 224]})  # a list, as from JSON
+    assert tall.image_size == (320, 224) and tall.num_patches == 20 * 14
+    form = closed_form(spec)
+    # 281 tokens (280 patches + the class token) in each of the 12 blocks:
+    # qkv 281*768*2304 + core 2*281^2*768 + proj 281*768^2 + mlp 2*281*768*3072
+    block_macs = 281 * 768 * 2304 + 2 * 281 * 281 * 768 + 281 * 768 * 768 + 2 * 281 * 768 * 3072
+    # = 497_221_632 + 121_284_096 + 165_740_544 + 1_325_924_352
+    assert block_macs == 2_110_170_624
+    # + patch conv 280 * 768 * (3*16*16) + head 768 * 1000
+    assert form.totals.macs == 12 * block_macs + 280 * 768 * 768 + 768 * 1000
+    assert form.components[C.TOKENS].params == (1 + 281) * 768  # class token + 281 positions
+    with pytest.raises(UserError, match="image size 224x328 is not divisible by the patch size"):
+        ViTSpec(**{**VIT_B_16.as_dict(), "image_size": (224, 328)})
+    with pytest.raises(UserError, match="image_size must be an int or"):
+        ViTSpec(**{**VIT_B_16.as_dict(), "image_size": (224,)})
 
 
 # --------------------------------------------------------------------------- vitprof formula
@@ -414,6 +441,12 @@ def test_formula_prints_the_cifar_vit_params_and_macs_per_component(capsys) -> N
                      "note002_dynamic_vit", id="keep-ratios"),
         pytest.param(["formula", "vit_b_16", "--image-size", "384", "--batch-size", "2"],
                      ("vit_b_16", 384, 2), id="model-with-overrides"),
+        # ViT-S/16 at 224 x 320: 14 x 20 patches + 1 class token = 281 tokens
+        pytest.param(["formula", "timm:vit_small_patch16_224", "--image-size", "224x320"],
+                     ("timm:vit_small_patch16_224", (224, 320), 1), id="model-at-HxW"),
+        pytest.param(["formula", "--image-size", "224x320", "--patch-size", "16", "--width",
+                      "384", "--depth", "12", "--heads", "6"],
+                     ("timm:vit_small_patch16_224", (224, 320), 1), id="flags-at-HxW"),
     ],
 )
 def test_formula_json_equals_counter(argv: list[str], same_as, capsys) -> None:

@@ -1,15 +1,18 @@
 """Property tests: for random small ViT specs, the counter and the closed form agree exactly.
 
 Each example builds a model from the spec on the meta device, counts it with ``analyze`` and
-compares params, MACs and vector FLOPs per component and per block with ``closed_form``. The
-models are tiny (width <= 64, image <= 64 pixels) so that hundreds of examples run in seconds.
+compares params, MACs and vector FLOPs per component and per block with ``closed_form``, under
+the name-based recognizer (with the reference ViT's overrides) and under the graph recognizer,
+which ``auto`` gives such a model. Images are square or not (H x W, each side a multiple of the
+patch). The models are tiny (width <= 64, image <= 64 pixels) so that hundreds of examples run
+in seconds.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from timm.models.deit import VisionTransformerDistilled
 from timm.models.vision_transformer import VisionTransformer as TimmViT
@@ -31,12 +34,14 @@ NEEDS_CLASS_TOKEN = (HeadKind.TOKEN, HeadKind.HIDDEN, HeadKind.POOLER, HeadKind.
 
 @st.composite
 def geometry(draw: st.DrawFn) -> dict[str, int]:
-    """Image, patch, width, heads, depth, MLP width and channels of a tiny ViT."""
+    """Image (an int for a square, else (H, W)), patch, width, heads, depth, MLP width and
+    channels of a tiny ViT."""
     heads = draw(st.integers(1, 4))
     patch = draw(st.sampled_from((1, 2, 4, 8, 16)))
+    rows, cols = (draw(st.integers(1, min(8, 64 // patch))) for _ in range(2))
     return {
         "patch_size": patch,
-        "image_size": patch * draw(st.integers(1, min(8, 64 // patch))),
+        "image_size": patch * rows if rows == cols else (patch * rows, patch * cols),
         "heads": heads,
         "width": heads * draw(st.integers(1, 16)),
         "depth": draw(st.integers(1, 4)),
@@ -75,7 +80,7 @@ def specs(draw: st.DrawFn) -> ViTSpec:
         attention=draw(st.sampled_from(AttentionKind)),
         attention_impl=impl,
     )
-    num_patches = (fields["image_size"] // fields["patch_size"]) ** 2
+    num_patches = ViTSpec(**fields).num_patches
     if fields["width"] >= 4 and draw(st.booleans()):
         fields.update(draw(pruning(fields["depth"], num_patches)))
     return ViTSpec(**fields)
@@ -96,17 +101,40 @@ def _spec(**fields: object) -> ViTSpec:
 @example(spec=_spec(head="pooler", num_classes=0, qkv_bias=False), batch_size=1)
 @example(spec=_spec(head="distilled", dist_token=True, reg_tokens=3, attention="linear",
                     tokens_per_block=(10, 4)), batch_size=2)
-def test_counter_equals_closed_form(spec: ViTSpec, batch_size: int) -> None:
+@example(spec=_spec(image_size=(8, 20), head="gap", class_token=False), batch_size=1)
+@pytest.mark.parametrize(("recognizer", "family"), [("tables", "generic"), ("graph", "graph")])
+def test_counter_equals_closed_form(
+    recognizer: str, family: str, spec: ViTSpec, batch_size: int
+) -> None:
+    # one block and a distilled head: see test_graph_one_block_distilled_head below
+    assume(recognizer != "graph" or not _one_block_two_classifiers(spec))
     with torch.device("meta"):
         model = build_reference_vit(spec)
-    # the name-based recognizer with the reference ViT's overrides: what this property pins
-    # (the graph recognizer is held to the closed forms in tests/test_graph_recognizer.py)
-    profile = analyze(model, batch_size=batch_size, overrides=OVERRIDES, recognizer="tables")
+    # the overrides put note 002's token predictors in other, where the closed form has them
+    profile = analyze(model, batch_size=batch_size, overrides=OVERRIDES, recognizer=recognizer)
     form = closed_form(spec, batch_size)
-    assert profile.family == "generic" and profile.warnings == ()
+    assert profile.family == family and profile.warnings == ()
     assert profile.unsupported_ops == {}
     assert profile.components == form.components
     assert [block.components for block in profile.blocks] == form.blocks
+
+
+def _one_block_two_classifiers(spec: ViTSpec) -> bool:
+    return spec.depth == 1 and spec.head is HeadKind.DISTILLED and spec.num_classes > 0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "graph recognizer (vitprof/count/graph): after the only block, the sum of the distilled "
+    "head's two classifiers, head(x[:, 0]) + head_dist(x[:, 1]), is read as the residual add of "
+    "a parallel block, so both classifiers are counted as mlp of block 0; with two or more "
+    "blocks the repeated structure keeps them in head"))
+def test_graph_one_block_distilled_head() -> None:
+    spec = _spec(depth=1, head="distilled", dist_token=True)
+    assert _one_block_two_classifiers(spec)
+    with torch.device("meta"):
+        model = build_reference_vit(spec)
+    profile = analyze(model, overrides=OVERRIDES, recognizer="graph")
+    assert profile.components == closed_form(spec).components
 
 
 @st.composite

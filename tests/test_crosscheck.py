@@ -56,6 +56,7 @@ from vitprof.checks.crosscheck.table import peer_row
 from vitprof.cli.main import main
 from vitprof.core.choices import CROSSCHECK_PEERS
 from vitprof.core.records import Counts
+from vitprof.models.closed_form import ViTSpec, closed_form
 from vitprof.models.zoo import Published
 from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.formats import render
@@ -393,6 +394,18 @@ def test_module_on_meta_runs_torchinfo_and_says_why_fvcore_cannot() -> None:
 def test_closed_form_row_says_when_no_spec_describes_the_model(tiny) -> None:
     (row,) = run_crosscheck(tiny, image_size=8, peers=["closed-form"]).rows
     assert row.macs is None and "closed form does not describe" in row.note
+
+
+def test_closed_form_row_of_a_non_square_image() -> None:
+    pytest.importorskip("timm")
+    # ViT-S/16 at 224 x 320: 14 x 20 patches + 1 class token = 281 tokens, the closed form's
+    (row,) = run_crosscheck("timm:vit_small_patch16_224", image_size=(224, 320),
+                            peers=["closed-form"]).rows
+    spec = ViTSpec((224, 320), 16, 384, 12, 6, 1536)
+    assert spec.num_patches + 1 == 281
+    totals = closed_form(spec).totals
+    assert (row.macs, row.params) == (totals.macs, totals.params)
+    assert row.residual_macs == 0 and row.residual_params == 0
 
 
 def test_unknown_peer_is_a_user_error() -> None:

@@ -13,9 +13,10 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from vitprof import Component, UserError, analyze
+from vitprof import Component, Counts, UserError, analyze
 from vitprof.cli.main import main
 from vitprof.core.records import InputRecord
+from vitprof.models.closed_form import ViTSpec, closed_form
 from vitprof.render.formats import render
 from vitprof.render.tables import profile_document
 
@@ -37,27 +38,80 @@ def _flop_counter_macs(model: nn.Module, args: tuple, kwargs: dict) -> int:
 # ------------------------------------------------------------------ a non-square image
 
 
+VIT_S_16_224x320 = ViTSpec(image_size=(224, 320), patch_size=16, width=384, depth=12, heads=6,
+                          mlp_width=1536)
+"""timm's vit_small_patch16_224 at 224 x 320: 224 / 16 = 14 rows x 320 / 16 = 20 columns = 280
+patches, + 1 class token = 281 tokens."""
+
+
+def _assert_the_closed_form(data: dict[str, Any], spec: ViTSpec) -> None:
+    """Per component and per block, the JSON of ``analyze`` equals ``closed_form(spec)``."""
+    form = closed_form(spec)
+    assert {c: Counts(**{k: v[k] for k in ("params", "macs", "vector_flops")})
+            for c, v in data["components"].items()} == {str(c): v
+                                                         for c, v in form.components.items()}
+    assert [{c: v["macs"] for c, v in b["components"].items()} for b in data["blocks"]] == [
+        {str(c): v.macs for c, v in block.items()} for block in form.blocks]
+
+
 def test_timm_at_224x320_equals_the_closed_form_with_281_tokens(capsys) -> None:
     pytest.importorskip("timm")
     data = _cli_json(["analyze", "timm:vit_small_patch16_224", "--image-size", "224x320"],
                      capsys)
     assert data["input_shape"] == [1, 3, 224, 320]
-    # ViT-S/16: D = 384, 6 heads, MLP 1536, 12 blocks, 1000 classes;
-    # 224 / 16 = 14 rows x 320 / 16 = 20 columns = 280 patches, + 1 class token = 281 tokens
-    d, mlp, depth, patches = 384, 1536, 12, 14 * 20
-    tokens = patches + 1
-    patch_embed = patches * d * (3 * 16 * 16)  # 82_575_360
-    block = (tokens * d * 3 * d  # qkv: 124_305_408
-             + 2 * tokens * tokens * d  # QK^T and AV: 60_642_048
-             + tokens * d * d  # proj: 41_435_136
-             + 2 * tokens * d * mlp)  # fc1 + fc2: 331_481_088
-    head = d * 1000  # the class token only
-    assert data["totals"]["macs"] == patch_embed + depth * block + head == 6_777_323_520
-    block_params = (d * 3 * d + 3 * d) + (d * d + d) + (2 * d * mlp + mlp + d) + 4 * d
-    params = ((3 * 16 * 16 * d + d) + d + tokens * d  # patch conv, class token, positions
-              + depth * block_params + 2 * d + (d * 1000 + 1000))
-    assert data["totals"]["params"] == params == 22_082_920
-    assert data["components"]["attn_core"]["macs"] == depth * 2 * tokens * tokens * d
+    assert VIT_S_16_224x320.num_patches + 1 == 14 * 20 + 1 == 281
+    _assert_the_closed_form(data, VIT_S_16_224x320)
+    # the attention core of 281 tokens: QK^T and AV, 2 x 281^2 x 384 MACs in each of 12 blocks
+    assert data["components"]["attn_core"]["macs"] == 12 * 2 * 281 * 281 * 384
+
+
+def test_an_input_shape_builds_timm_at_its_size_the_closed_form_of_281_tokens(capsys) -> None:
+    pytest.importorskip("timm")
+    data = _cli_json(["analyze", "timm:vit_small_patch16_224", "--input-shape", "1,3,224,320"],
+                     capsys)
+    assert data["input_shape"] == [1, 3, 224, 320] and data["warnings"] == []
+    _assert_the_closed_form(data, VIT_S_16_224x320)  # 14 x 20 + 1 = 281 tokens
+
+
+def test_an_input_shape_builds_a_zoo_model_at_its_size() -> None:
+    # vit_b_16 is built for 384: 24 x 24 = 576 patches + 1 position rows (the same as asking
+    # for image_size 384), two images
+    shaped = analyze("vit_b_16", input_shape=(2, 3, 384, 384))
+    sized = analyze("vit_b_16", image_size=384, batch_size=2)
+    assert shaped.input_shape == (2, 3, 384, 384)
+    assert shaped.components == sized.components
+    assert shaped.components[Component.TOKENS].params == (1 + 24 * 24 + 1) * 768
+
+
+def test_an_input_shape_a_square_only_model_cannot_be_built_for_is_fed_as_it_is(
+    capsys
+) -> None:
+    # torchvision's vit_b_16 takes one int: built at 224, it rejects 224 x 320 in one line
+    code = main(["analyze", "vit_b_16", "--input-shape", "1,3,224,320"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "Wrong image width! Expected 224 but got 320!" in err
+    assert "(input of shape 1x3x224x320, on meta)" in err
+
+
+def test_an_input_shape_the_builder_refuses_is_fed_to_the_own_size_with_a_warning(
+    tmp_path: Path
+) -> None:
+    # a factory that raises at any other size: built at its own 32 x 32, the model (a 1x1 conv,
+    # any size) is fed 1 x 3 x 40 x 40, and a warning names the refusal
+    source = tmp_path / "fixed.py"
+    source.write_text(
+        "import torch\n"
+        "def make(image_size=32):\n"
+        "    if image_size not in (32, (32, 32)):\n"
+        "        raise ValueError(f'only 32, not {image_size}')\n"
+        "    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.Flatten(2))\n")
+    profile = analyze(f"{source}:make", input_shape=(1, 3, 40, 40))
+    assert profile.input_shape == (1, 3, 40, 40)
+    assert profile.totals.macs == 40 * 40 * 3 * 4  # the 1x1 conv on every pixel
+    assert any("built at its own size, fed the input shape 1x3x40x40 as it is: building it "
+               "for that shape failed" in w and "only 32, not 40" in w
+               for w in profile.warnings)
 
 
 def test_a_square_pair_is_the_square_image() -> None:
@@ -104,6 +158,16 @@ def test_video_transformers_count_at_16_frames_like_flopcounter(
     # the patch or tubelet embedding: 16 frames x 16 patches of 8 x 8 x 3 pixels, width 32,
     # whatever the tubelet depth (2 frames x half the tubelets is the same product)
     assert data["components"]["patch_embed"]["macs"] == 16 * 16 * 32 * (3 * 8 * 8) == 1_572_864
+
+
+def test_a_video_input_shape_builds_the_model_for_its_frames(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("transformers")
+    name = _video_config("videomae", tmp_path / "config.json")
+    framed = _cli_json(["analyze", name, "--frames", "16"], capsys)
+    # B, T, C, H, W: the layout transformers' video models declare; 16 frames, not the config's 4
+    shaped = _cli_json(["analyze", name, "--input-shape", "1,16,3,32,32"], capsys)
+    assert shaped["input_shape"] == [1, 16, 3, 32, 32] and shaped["warnings"] == []
+    assert shaped["components"] == framed["components"]
 
 
 def test_frames_given_to_an_image_model_is_one_line_naming_the_shape(capsys) -> None:

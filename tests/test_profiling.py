@@ -451,3 +451,27 @@ def test_cli_analyze_train_json(capsys) -> None:
 def test_cli_analyze_train_table(capsys) -> None:
     code, out, _ = run(["analyze", "vit_b_32", "--mode", "train"], capsys)
     assert code == 0 and "bwd/fwd MACs" in out and "mode: train" in out
+
+
+@pytest.mark.parametrize("recognizer", ["graph", "tables"])
+def test_profile_attributes_with_the_breakdown_analyze_gives(recognizer: str, capsys) -> None:
+    # ViT-22B-style parallel blocks (tests/models_styles.py): no table detects them, so the
+    # name-based recognizer and the graph split them differently; profile follows the one asked
+    source = Path(__file__).with_name("models_styles.py")
+    code, out, err = run(["profile", f"{source}:ParallelViT", "--image-size", "16",
+                          "--recognizer", recognizer, *FAST, "--format", "json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    from models_styles import ParallelViT
+
+    counted = analyze(ParallelViT(), image_size=16, batch_size=2, recognizer=recognizer)
+    assert data["family"] == counted.family
+    assert {c: data["components"][c.value]["macs"] for c in COMPONENTS} == {
+        c: counted.components[c].macs for c in COMPONENTS}
+    # float32: 4 bytes per parameter, in the component the breakdown gives it
+    assert {c: data["components"][c.value]["param_bytes"] for c in COMPONENTS} == {
+        c: 4 * counted.components[c].params for c in COMPONENTS}
+    assert [b["index"] for b in data["blocks"]] == [b.index for b in counted.blocks]
+    # the graph places everything in the two blocks; the names alone leave MACs in other
+    placed = (data["components"]["other"]["macs"] == 0, len(data["blocks"]) == 2)
+    assert placed == ((True, True) if recognizer == "graph" else (False, False))

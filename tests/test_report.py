@@ -25,6 +25,7 @@ from vitprof.cli.pages.check import compare, normalize
 from vitprof.cli.pages.generate import ALL_MODELS, MARKER, NAMED_PAGE_FILES, NOTE_MODELS, write
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
+from vitprof.models.closed_form import ViTSpec, closed_form
 from vitprof.models.zoo import ZOO, Published
 from vitprof.render import figures
 from vitprof.render.pages.markdown import Page, stages
@@ -443,7 +444,50 @@ REPORT_ERRORS = [
     pytest.param(["report", "no_such_model", "--out", "{tmp}"], "unknown model", id="model"),
     pytest.param(["report", "--out", "{tmp}"], "name at least one model, or use --all",
                  id="nothing"),
+    pytest.param(["report", "timm-published", "--in-chans", "1", "--out", "{tmp}"],
+                 "timm-published is counted at its own sizes: the input options (in_chans) "
+                 "apply to model pages only", id="input-with-timm-published"),
 ]
+
+TINY_VIT_PY = """
+from vitprof.models.closed_form import ViTSpec
+from vitprof.models.reference import ReferenceViT
+
+
+def tiny(image_size=16, in_chans=3):
+    return ReferenceViT(ViTSpec(image_size, 4, 16, 1, 2, 32, num_classes=3, in_chans=in_chans))
+"""
+
+
+def _tiny_page(tmp_path: Path, options: list[str]) -> str:
+    """The page of a one-block ViT (patch 4, width 16) written with ``options``."""
+    source = tmp_path / "tiny_vit.py"
+    source.write_text(TINY_VIT_PY)
+    out = tmp_path / "reports"
+    assert main(["report", f"{source}:tiny", *options, "--out", str(out)]) == 0
+    (page,) = out.glob("*.md")
+    return page.read_text()
+
+
+def test_report_analyses_a_model_page_at_the_input_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = _tiny_page(tmp_path, ["--image-size", "16x24", "--dtype", "bfloat16"])
+    assert "- input: batch 1, 3x16x24 (args[0] 1x3x16x24 bfloat16)" in text
+    form = closed_form(ViTSpec((16, 24), 4, 16, 1, 2, 32, num_classes=3))  # 4 x 6 patches
+    assert f"- MACs: {form.totals.macs:,} " in text
+    # the sweep holds the dtype and sweeps square sizes from the width analysed, 24 px: its
+    # first point is the 24 x 24 image (6 x 6 patches), not the 16 x 24 one analysed above
+    sweep = text[text.index("## Cost against image size"):]
+    square = closed_form(ViTSpec(24, 4, 16, 1, 2, 32, num_classes=3)).totals.macs
+    (row,) = [line for line in sweep.splitlines() if line.startswith("| 24 | 36 |")]
+    assert row.split(" | ")[-2] == f"{square:,}"  # the total MACs column
+    text = _tiny_page(tmp_path, ["--input-shape", "2,1,16,24"])
+    assert "- input: batch 2, 1x16x24" in text
+    form = closed_form(ViTSpec((16, 24), 4, 16, 1, 2, 32, num_classes=3, in_chans=1), 2)
+    assert f"- MACs: {form.totals.macs:,} " in text
+    assert ("## Cost against image size\n\nNot swept: the whole input shape was given "
+            "(--input-shape fixes every size).") in text
 
 
 @pytest.mark.parametrize(("argv", "message"), REPORT_ERRORS)

@@ -39,7 +39,7 @@ from vitprof.count.families import Rule
 from vitprof.count.running import check_image_size, check_input, check_int, one_line
 from vitprof.models.declared_input import declared_input, square_or_pair
 from vitprof.models.deploy import deploy_form
-from vitprof.models.zoo import DEFAULT_IMAGE_SIZE, ZooEntry, build
+from vitprof.models.zoo import DEFAULT_IMAGE_SIZE, BuiltModel, ZooEntry, build
 
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
 ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)
@@ -173,7 +173,8 @@ class InputRequest:
 
     ``image_size`` is an int (a square) or ``(H, W)``; ``frames`` makes a video input;
     ``in_chans`` the channels; ``dtype`` the model's and the input's dtype; ``shape`` the whole
-    input tensor ``(batch, ...)``, fed as it is to a model built at its own size; ``inputs`` the
+    input tensor ``(batch, ...)``, fed as it is (a model named is built for it where it can be:
+    :func:`_built_for_shape`); ``inputs`` the
     arguments themselves: a tensor, a tuple of them, a dict of keyword arguments, or a callable
     ``(device, dtype) -> args | (args, kwargs)``. ``shape`` excludes the first three, ``inputs``
     every other field.
@@ -256,8 +257,10 @@ def make_workload(
         raise UserError("input_shape is the whole input: its first size is the batch, so it "
                         "excludes batch_size")
     if isinstance(model, str):
-        built = build(model, image_size=request.image_size, num_classes=num_classes,
-                      device=device, frames=request.frames, in_chans=request.in_chans)
+        built = (build(model, image_size=request.image_size, num_classes=num_classes,
+                       device=device, frames=request.frames, in_chans=request.in_chans)
+                 if request.shape is None else _built_for_shape(model, request.shape,
+                                                                num_classes, device))
         module = built.module.to(request.dtype) if request.dtype is not None else built.module
         inputs_, source = _input(module, request, batch_size, built.entry, built.image_size)
         rules = (*(built.entry.overrides if built.entry else ()), *overrides)
@@ -272,6 +275,35 @@ def make_workload(
     inputs_, source = _input(module, request, batch_size, None, request.image_size)
     return Workload(name or type(module).__name__, module, inputs_, tuple(overrides),
                     warnings=notes, input_source=source)
+
+
+def _built_for_shape(
+    name: str, shape: tuple[int, ...], num_classes: int | None, device: str
+) -> BuiltModel:
+    """The model ``name`` built for the input ``shape`` where its builder takes the sizes
+    (:func:`vitprof.models.zoo.build`): an image ``B, C, H, W`` at ``(H, W)`` and ``C``
+    channels; a video (5 sizes) also at its frames, read with the channel axis the model
+    declares (``B, C, T, H, W`` or ``B, T, C, H, W``: built at ``(H, W)`` first to read it).
+    A builder that refuses the sizes (a square-only zoo entry, a size its patches do not
+    divide, a factory without such keywords) builds the model at its own size, and the shape
+    is fed as it is, with a warning; any other shape is fed to the model's own size."""
+    if len(shape) not in (4, 5):
+        return build(name, num_classes=num_classes, device=device)
+    image: ImageSize = shape[-1] if shape[-2] == shape[-1] else (shape[-2], shape[-1])
+    try:
+        if len(shape) == 4:
+            return build(name, image_size=image, in_chans=shape[1], num_classes=num_classes,
+                         device=device)
+        built = build(name, image_size=image, num_classes=num_classes, device=device)
+        axis = declared_input(built.module).channel_axis
+        frames, channels = shape[3 - axis], shape[axis]
+        return build(name, image_size=image, frames=frames, in_chans=channels,
+                     num_classes=num_classes, device=device)
+    except UserError as refused:
+        own = build(name, num_classes=num_classes, device=device)
+        note = (f"built at its own size, fed the input shape {'x'.join(map(str, shape))} as it "
+                f"is: building it for that shape failed ({refused})")
+        return replace(own, warnings=(*own.warnings, note))
 
 
 def _uncompiled(model: nn.Module) -> tuple[nn.Module, tuple[str, ...]]:

@@ -11,8 +11,10 @@ the meta build also gives the patch size and the spec) and by the sweep's first 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from torch import nn
 
@@ -48,13 +50,15 @@ class ClosedFormCrossover:
 
 @dataclass(frozen=True)
 class ModelPageInputs:
-    """Everything a model page shows; ``scaling`` is None when no patch size is known (no
-    image-size sweep), ``closed_form`` when no softmax-ViT spec describes the model."""
+    """Everything a model page shows; ``scaling`` is None when no patch size is known or the
+    whole input shape was given (no image-size sweep; ``not_swept`` then says why),
+    ``closed_form`` when no softmax-ViT spec describes the model."""
 
     profile: Profile
     crosscheck: CrossCheck
     scaling: Sweep | None
     closed_form: ClosedFormCrossover | None
+    not_swept: str = ""  # why there is no image-size sweep, when the page should say it
 
 
 def scaling_sizes(profile: Profile, patch_size: int) -> list[int]:
@@ -87,27 +91,43 @@ def closed_form_crossover(module: nn.Module) -> ClosedFormCrossover | None:
     return ClosedFormCrossover(spec.width, spec.mlp_width, crossover)
 
 
-def image_size_sweep(profile: Profile, patch_size: int) -> Sweep:
-    """The model of ``profile`` analysed at :func:`scaling_sizes`, ``profile`` itself at its
-    own size."""
-    own = profile.input_shape[-1]
+def image_size_sweep(
+    profile: Profile, patch_size: int, held: Mapping[str, Any] | None = None
+) -> Sweep:
+    """The model of ``profile`` analysed at :func:`scaling_sizes` (square images), ``profile``
+    itself at its own size where that is a square; ``held`` are the other input keywords of
+    ``analyze`` (frames, channels, dtype), the same at every size."""
+    height, width = profile.input_shape[-2:]
+    own = width if height == width else None
     sizes = scaling_sizes(profile, patch_size)
-    profiles = [(size, profile if size == own else analyze(profile.model, image_size=size))
+    profiles = [(size, profile if size == own
+                 else analyze(profile.model, image_size=size, **(held or {})))
                 for size in sizes]
     return sweep_from(profile.model, "image_size", patch_size, profiles)
 
 
-def model_page_inputs(name: str) -> ModelPageInputs:
+NOT_SWEPT = "not swept: the whole input shape was given (--input-shape fixes every size)"
+
+
+def model_page_inputs(name: str, inputs: Mapping[str, Any] | None = None) -> ModelPageInputs:
     """What the page of the model ``name`` (any name :func:`vitprof.analyze` accepts) shows, at
-    its default size: one analysis there, one per other swept size, one meta and one CPU build
-    for the peers."""
-    profile = analyze(name)
-    subject = Subject(profile, profile.model, image_size=None)  # the model's own size
+    the input ``inputs`` asks for (the keywords ``image_size``, ``frames``, ``in_chans``,
+    ``dtype``, ``input_shape`` of ``analyze``; None or absent: the model's own): one analysis
+    there, one per other swept size, one meta and one CPU build for the peers. The sweep holds
+    the frames, channels and dtype and sweeps square image sizes from the width analysed;
+    with ``input_shape`` there is none."""
+    given = {key: value for key, value in (inputs or {}).items() if value is not None}
+    profile = analyze(name, **given)
+    sizes = {key: value for key, value in given.items() if key != "image_size"}
+    subject = Subject(profile, profile.model, image_size=given.get("image_size"), sizes=sizes)
     patch_size = infer_patch_size(subject.meta_model)
     closed_form = closed_form_crossover(subject.meta_model)  # before any peer runs on it
+    whole_shape = "input_shape" in given
     return ModelPageInputs(
         profile=profile,
         crosscheck=check_subject(subject, PAGE_PEERS),
-        scaling=image_size_sweep(profile, patch_size) if patch_size else None,
+        scaling=image_size_sweep(profile, patch_size, sizes)
+        if patch_size and not whole_shape else None,
         closed_form=closed_form,
+        not_swept=NOT_SWEPT if patch_size and whole_shape else "",
     )

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from vitprof.core.choices import RECOGNIZERS
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord
@@ -262,8 +263,10 @@ def _workload(
 
 def _check_arguments(
     device: str, dtype: str, batch_size: object, image_size: object, num_classes: object,
-    warmup: int, iters: int, threads: int | None,
+    warmup: int, iters: int, threads: int | None, recognizer: str,
 ) -> None:
+    if recognizer not in RECOGNIZERS:
+        raise UserError(f"unknown recognizer '{recognizer}'; choose from {', '.join(RECOGNIZERS)}")
     if device not in REAL_DEVICES:
         raise UserError(
             f"profile measures on a real device: choose from {', '.join(REAL_DEVICES)}")
@@ -308,6 +311,7 @@ def profile_model(
     frames: int | None = None,
     in_chans: int | None = None,
     input_shape: Sequence[int] | None = None,
+    recognizer: str = "auto",
 ) -> SpeedProfile:
     """Measure ``model`` (a name or an ``nn.Module`` already on ``device`` in ``dtype``).
 
@@ -320,18 +324,19 @@ def profile_model(
     wrote).
     A forward that fails is a UserError naming the input; one that fails on meta only for a
     reason of the meta device is counted on ``device`` instead, and a note says so
-    (:func:`vitprof.count.running.first_on_meta`).
+    (:func:`vitprof.count.running.first_on_meta`). ``recognizer`` (``"auto"``, ``"graph"``,
+    ``"tables"``) picks the breakdown the times are attributed with, as in ``analyze``.
     """
-    _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads)
+    _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads,
+                     recognizer)
     torch_dtype = DTYPES[dtype]
     sizes = {"image_size": image_size, "frames": frames, "in_chans": in_chans,
              "input_shape": input_shape}
     work = _workload(model, device, torch_dtype, batch_size, num_classes, overrides, sizes)
     name, module, shape = work.name, work.module, work.inputs.shape
     mapping = recognize(module, work.rules)
-    planned: Planned | MetaFailure = first_on_meta(
-        name, shape, lambda: plan_intervals(module, work.inputs.example("meta"), mapping)
-    )
+    planned: Planned | MetaFailure = first_on_meta(name, shape, lambda: plan_intervals(
+        module, work.inputs.example("meta"), mapping, recognizer, work.rules))
     module = on_device(name, module, device, planned.bytes_written)
     example = work.inputs.tensor(device, random=True)
     notes: tuple[str, ...] = ()
@@ -343,7 +348,8 @@ def profile_model(
     try:
         if isinstance(planned, MetaFailure):
             notes += (planned.note(device),)
-            planned = plan_intervals(module, image_inputs(example), mapping)
+            planned = plan_intervals(module, image_inputs(example), mapping, recognizer,
+                                     work.rules)
         peak = measure_peak(device, torch_dtype, peak_tflops)
         if device == "cuda":
             torch.cuda.synchronize()
@@ -351,7 +357,7 @@ def profile_model(
         timings = _timed(name, shape, module, example, planned.plan, warmup, iters, bar.update)
         peak_device = torch.cuda.max_memory_allocated() if device == "cuda" else None
         try:
-            saved = saved_for_backward(module, example, mapping)
+            saved = saved_for_backward(module, example, planned.mapping)
         except (CountFailed, UserError) as error:
             saved = None
             failure = error.error if isinstance(error, CountFailed) else error
@@ -364,13 +370,14 @@ def profile_model(
         bar.close()
         module.train(was_training)
         torch.set_num_threads(was_threads)
-    records, unsupported = list(planned.run.ops), planned.run.unsupported
-    memory = Memory(param_bytes_by_dtype(module), param_bytes_by_component(module, mapping),
+    records, unsupported = list(planned.found.ops), planned.run.unsupported
+    memory = Memory(param_bytes_by_dtype(module),
+                    param_bytes_by_component(module, planned.mapping),
                     activation_bytes(records), saved, peak_device)
     return SpeedProfile(
-        model=name, family=mapping.family, device=device, device_name=device_name(device),
+        model=name, family=planned.found.family, device=device, device_name=device_name(device),
         dtype=dtype, input_shape=shape, warmup=warmup, iters=iters,
         threads=used_threads, torch_version=torch.__version__, timings=timings,
         peak=peak, memory=memory, ops=tuple(records), unsupported_ops=unsupported, notes=notes,
-        warnings=mapping.warnings + unsupported_warning(unsupported),
+        warnings=planned.found.warnings + unsupported_warning(unsupported),
     )

@@ -9,17 +9,21 @@ intervals, each the EXCLUSIVE time of the module on top of the stack then. The i
 partition the forward, so per-component times add up to the hooked end-to-end time (less the
 hooks of the root module itself).
 
-Intervals are attributed with the same component map and rules as the counter: the counting
-session (:func:`vitprof.count.session.count`) reports the same module events with the number
-of operations counted by each, which finds the counted operations of each interval.
+Intervals are attributed with the same breakdown as ``vitprof analyze``
+(:func:`vitprof.analysis.breakdown`: a table, else the graph recognizer, as ``recognizer``
+asks; ``--map`` rules win): the counting session (:func:`vitprof.count.session.count`) reports
+the same module events with the number of operations counted by each, which finds the counted
+operations of each interval, and each operation keeps the component and block the breakdown
+gave it.
 
 * An interval whose operations belong to one component and block goes to it.
 * One whose operations span several (torchvision's ``nn.MultiheadAttention`` runs qkv, core and
   projection inside one module, fused into one kernel at inference) is split in proportion to
   their work (2 x MACs + vector FLOPs); those components are flagged as *estimated*.
 * An interval with no counted operation (views, copies, the hooks themselves) goes to its
-  module's component, else to the operation before it in the same block (a residual add closes
-  the branch before it), else to the operation after it.
+  module's component (the table's; under the graph, the one component every operation run in
+  that module has, if any), else to the operation before it in the same block (a residual add
+  closes the branch before it), else to the operation after it.
 
 End-to-end latency is measured without hooks, alternating with the hooked runs (which goes first
 alternates too) so that a change of load on the machine hits both alike. The hook overhead is
@@ -45,9 +49,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from vitprof.analysis import Found, breakdown
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component, OpRecord
-from vitprof.count.families import ComponentMap
+from vitprof.count.families import ComponentMap, Rule
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.session import Event as SessionEvent
 from vitprof.count.session import Inputs, Run, count
@@ -76,19 +81,26 @@ class IntervalPlan:
 
 @dataclass(frozen=True)
 class Planned:
-    """A counting pass and the interval plan made from it."""
+    """A counting pass, its breakdown and the interval plan made from them."""
 
     run: Run
     plan: IntervalPlan
+    found: Found  # the breakdown: its ops are the run's, with their components and blocks
+    mapping: ComponentMap  # the map of modules and parameters the breakdown implies
 
     @property
     def bytes_written(self) -> int:
         return self.run.bytes_written
 
 
-def plan_intervals(model: nn.Module, inputs: Inputs, mapping: ComponentMap) -> Planned:
+def plan_intervals(
+    model: nn.Module, inputs: Inputs, mapping: ComponentMap, recognizer: str = "auto",
+    rules: Sequence[Rule] = (),
+) -> Planned:
     """Count ``model`` on ``inputs`` (:func:`vitprof.count.session.count`, in eval mode, without
-    gradients) and map its operations to the intervals between module events.
+    gradients), break it down as ``recognizer`` asks (:func:`vitprof.analysis.breakdown`, with
+    ``mapping`` the tables' map and ``rules`` the ``--map`` ones) and map its operations to the
+    intervals between module events.
 
     Meta inputs mean meta stand-ins of the weights; a failure raises
     :class:`~vitprof.count.running.CountFailed` (the caller applies the meta fallback rule,
@@ -97,7 +109,23 @@ def plan_intervals(model: nn.Module, inputs: Inputs, mapping: ComponentMap) -> P
     events: list[SessionEvent] = []
     with torch.no_grad():
         run = count(model, inputs, mapping, on_event=events.append)
-    return Planned(run, _plan(list(run.ops), events, mapping))
+    found = breakdown(model, mapping, run, rules, recognizer)
+    implied = mapping if found.family == mapping.family else implied_map(found)
+    return Planned(run, _plan(list(found.ops), events, implied), found, implied)
+
+
+def implied_map(found: Found) -> ComponentMap:
+    """The :class:`ComponentMap` a breakdown made from the data flow implies: each parameter's
+    component; a module's component and block where every operation run directly in it has
+    the same one (a module whose operations disagree, or that ran none, has none)."""
+    seen: dict[str, set[tuple[Component, int | None]]] = defaultdict(set)
+    for op in found.ops:
+        seen[op.module].add((op.component, op.block))
+    agreed = {path: next(iter(keys)) for path, keys in seen.items() if len(keys) == 1}
+    return ComponentMap(
+        found.family, {path: key[0] for path, key in agreed.items()},
+        {p.name: p.component for p in found.params},
+        {path: key[1] for path, key in agreed.items() if key[1] is not None}, found.warnings)
 
 
 def _plan(

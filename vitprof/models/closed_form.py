@@ -6,7 +6,8 @@ FLOPs = 2 x MACs, element-wise work is vector FLOPs at the per-element costs of
 :mod:`vitprof.count.formulas`) and the counter's attribution rules (a residual add belongs to the
 branch it closes). Letters, per image:
 
-* ``C`` input channels, ``P`` patch size, ``Np = (image_size / P)^2`` patch tokens;
+* ``C`` input channels, ``P`` patch size, ``Np = (height / P) x (width / P)`` patch tokens
+  (``(image_size / P)^2`` for a square image);
 * ``T`` prefix tokens (class + distillation + registers), ``n`` patch tokens a block sees (``Np``,
   or fewer under token pruning), ``N = T + n`` tokens a block sees;
 * ``D`` width, ``H`` heads, ``d = D / H`` head width, ``M`` MLP width, ``K`` classes.
@@ -70,8 +71,8 @@ _ENUM_FIELDS = {
 class ViTSpec:
     """A plain pre-norm Vision Transformer, as far as its counts depend on it."""
 
-    image_size: int  # input height = width, in pixels
-    patch_size: int  # P: patch height = width; divides image_size
+    image_size: int | tuple[int, int]  # pixels: an int (height = width) or (height, width)
+    patch_size: int  # P: patch height = width; divides both sides of the image
     width: int  # D: token width
     depth: int  # number of blocks
     heads: int  # H: attention heads; divides width
@@ -100,6 +101,8 @@ class ViTSpec:
             except ValueError:
                 choices = ", ".join(k.value for k in kind)
                 raise UserError(f"unknown {name} '{value}' (one of {choices})") from None
+        if isinstance(self.image_size, list):
+            object.__setattr__(self, "image_size", tuple(self.image_size))
         _validate_sizes(self)
         for name in ("tokens_per_block", "prune_at"):
             if getattr(self, name) is not None:
@@ -127,9 +130,16 @@ class ViTSpec:
         return self._dropping_blocks() if self.prune_at is None else self.prune_at
 
     @property
+    def sides(self) -> tuple[int, int]:
+        """The image's (height, width): an int ``image_size`` is a square."""
+        size = self.image_size
+        return (size, size) if isinstance(size, int) else (size[0], size[1])
+
+    @property
     def num_patches(self) -> int:
-        """Np: patch tokens made from one image."""
-        return (self.image_size // self.patch_size) ** 2
+        """Np: patch tokens made from one image, (height / P) x (width / P)."""
+        height, width = self.sides
+        return (height // self.patch_size) * (width // self.patch_size)
 
     @property
     def prefix_tokens(self) -> int:
@@ -155,17 +165,29 @@ class ViTSpec:
         return out
 
 
+def _validate_image_size(spec: ViTSpec) -> None:
+    """``image_size``: a positive int, or two positive ints (height, width), each divisible by
+    the patch size."""
+    size = spec.image_size
+    sides = [size] if isinstance(size, int) else list(size)
+    if len(sides) != (1 if isinstance(size, int) else 2) or any(
+            isinstance(s, bool) or not isinstance(s, int) for s in sides):
+        raise UserError(f"image_size must be an int or (height, width), got {size!r}")
+    if min(sides) < 1:
+        raise UserError(f"image_size must be at least 1, got {size}")
+    if any(side % spec.patch_size for side in sides):
+        text = "x".join(map(str, sides))
+        raise UserError(f"image size {text} is not divisible by the patch size {spec.patch_size}")
+
+
 def _validate_sizes(spec: ViTSpec) -> None:
-    for name in ("image_size", "patch_size", "width", "depth", "heads", "mlp_width", "in_chans"):
+    for name in ("patch_size", "width", "depth", "heads", "mlp_width", "in_chans"):
         if getattr(spec, name) < 1:
             raise UserError(f"{name} must be at least 1, got {getattr(spec, name)}")
     for name in ("num_classes", "reg_tokens"):
         if getattr(spec, name) < 0:
             raise UserError(f"{name} must not be negative, got {getattr(spec, name)}")
-    if spec.image_size % spec.patch_size:
-        raise UserError(
-            f"image size {spec.image_size} is not divisible by the patch size {spec.patch_size}"
-        )
+    _validate_image_size(spec)
     if spec.width % spec.heads:
         raise UserError(f"width {spec.width} is not divisible by {spec.heads} heads")
 

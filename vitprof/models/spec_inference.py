@@ -24,6 +24,7 @@ from torch import nn
 from vitprof.core.errors import UserError
 from vitprof.count.families.generic import is_norm
 from vitprof.models.closed_form import ViTSpec, closed_form
+from vitprof.models.declared_input import square_or_pair
 from vitprof.models.family import INFERRERS, KNOWN
 from vitprof.models.family.describe import require
 
@@ -36,9 +37,17 @@ def _check_norms(model: nn.Module) -> None:
                     f"{name} is a {type(module).__name__}, not an affine LayerNorm")
 
 
-def spec_from_model(model: nn.Module, image_size: int | None = None) -> ViTSpec:
-    """The spec of ``model``; ``image_size``, if given, must be the one its position embedding
-    was built for. Raises :class:`UserError` for a model a spec cannot describe."""
+def _text(sides: tuple[int, ...]) -> str:
+    """``224`` for a square, ``224x320`` otherwise."""
+    return str(sides[0]) if len(set(sides)) == 1 else "x".join(map(str, sides))
+
+
+def spec_from_model(
+    model: nn.Module, image_size: int | tuple[int, int] | None = None
+) -> ViTSpec:
+    """The spec of ``model``; ``image_size`` (an int for a square, or ``(height, width)``), if
+    given, must be the one its position embedding was built for. Raises :class:`UserError` for
+    a model a spec cannot describe."""
     if not isinstance(model, nn.Module):
         raise UserError(f"expected an nn.Module, got {type(model).__name__}")
     infer = next((infer for detect, infer in INFERRERS if detect(model)), None)
@@ -48,10 +57,9 @@ def spec_from_model(model: nn.Module, image_size: int | None = None) -> ViTSpec:
         )
     spec = infer(model)  # first: an inferrer that refuses a model says what it lacks
     _check_norms(model)
-    if image_size is not None and image_size != spec.image_size:
-        raise UserError(
-            f"{type(model).__name__} was built for {spec.image_size}px images, not {image_size}px"
-        )
+    if image_size is not None and square_or_pair(image_size) != spec.sides:
+        raise UserError(f"{type(model).__name__} was built for {_text(spec.sides)}px images, "
+                        f"not {_text(square_or_pair(image_size))}px")
     params = sum(p.numel() for p in model.parameters())
     expected = closed_form(spec).totals.params
     require(params == expected, model,

@@ -7,6 +7,7 @@ from typing import Any
 
 from vitprof.core.records import Counts
 from vitprof.models.closed_form import ClosedForm, ViTSpec
+from vitprof.models.zoo import size_text
 from vitprof.render.document import BLANK, Document, Table, giga, lines
 from vitprof.render.tables import CONVENTION, view_columns
 
@@ -18,9 +19,10 @@ def describe(spec: ViTSpec) -> str:
               else f"{spec.num_patches} patch tokens")
     return (
         f"spec: D={spec.width}, depth {spec.depth}, {spec.heads} heads, MLP {spec.mlp_width}, "
-        f"patch {spec.patch_size}, {spec.image_size}px x {spec.in_chans}, {tokens} + {prefix} "
-        f"prefix, {spec.num_classes} classes, head {spec.head}, final norm {spec.final_norm}, "
-        f"{spec.attention} attention ({spec.attention_impl}), qkv bias {spec.qkv_bias}"
+        f"patch {spec.patch_size}, {size_text(spec.image_size)}px x {spec.in_chans}, "
+        f"{tokens} + {prefix} prefix, {spec.num_classes} classes, head {spec.head}, "
+        f"final norm {spec.final_norm}, {spec.attention} attention ({spec.attention_impl}), "
+        f"qkv bias {spec.qkv_bias}"
     )
 
 
@@ -48,11 +50,11 @@ def formula_table(form: ClosedForm, by: str) -> Table:
 def formula_document(form: ClosedForm, source: str, by: str) -> Document:
     """The closed form in one view; every format states the convention."""
     spec, t = form.spec, form.totals
-    side = spec.image_size
+    height, width = spec.sides
     head = [
         f"closed form of {source}",
         describe(spec),
-        f"input: batch {form.batch_size}, {spec.in_chans}x{side}x{side}",
+        f"input: batch {form.batch_size}, {spec.in_chans}x{height}x{width}",
         f"convention: {CONVENTION}",
     ]
     summary = (f"total: {t.params:,} params ({t.params / 1e6:.2f} M), {t.macs:,} MACs "

@@ -142,9 +142,16 @@ class Peer:
     build: Callable[[Subject, Peer], PeerRow]
 
 
+def _image_sides(inputs: InputSpec) -> tuple[int, int]:
+    """The (height, width) of an image input, square or not; a UserError for any other."""
+    if len(inputs.spatial) != 2:
+        raise UserError(f"this needs an image input, got {inputs.describe()}")
+    return inputs.spatial[0], inputs.spatial[1]
+
+
 def _closed_form(subject: Subject, peer: Peer) -> PeerRow:
     try:
-        spec = spec_from_model(subject.meta_model, subject.inputs.image_size)
+        spec = spec_from_model(subject.meta_model, _image_sides(subject.inputs))
         totals = closed_form(spec, subject.inputs.batch).totals
     except UserError as error:
         return missing_row(peer.name, peer.unit,

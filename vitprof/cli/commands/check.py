@@ -3,6 +3,8 @@
 Exit codes: 0 every check holds, 1 at least one limit is exceeded, 2 a usage or budget-file error
 (the file is missing, malformed or outside the schema, or a model fails to build or to run);
 with 2 no report is written.
+
+``check`` takes no input options (:data:`INPUT_NOTE`): each entry's input is its own.
 """
 
 from __future__ import annotations
@@ -16,10 +18,18 @@ from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
 from vitprof.render.formats import choices, render
 
+INPUT_NOTE = (
+    "Each entry is analysed at the input its budget names (image_size, frames, dtype; else the "
+    "model's own), so check takes no input options: a limit holds for the input it was written "
+    "for, and an override from the command line would hold it against another input, passing "
+    "or failing a budget nobody wrote. To check another input, write an entry for it."
+)
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "check", help="check models against a budget file (exit 1 when a limit is exceeded)"
+        "check", help="check models against a budget file (exit 1 when a limit is exceeded)",
+        description=f"Check models against the limits of a budget file. {INPUT_NOTE}",
     )
     parser.add_argument("budgets", metavar="BUDGETS.toml", help="budget file")
     parser.add_argument("--format", choices=choices("check"), default="table")

@@ -121,13 +121,13 @@ def add_shape_options(parser: argparse.ArgumentParser) -> None:
                         help="model and input dtype (default: the model's own; MACs do not "
                              "change, bytes do)")
     parser.add_argument("--input-shape", type=input_shape, metavar="B,C,...",
-                        help="the whole input tensor, fed as it is to the model built at its "
-                             "own size (excludes --image-size, --frames, --in-chans, "
-                             "--batch-size)")
-    parser.set_defaults(validate=_shape_conflicts)
+                        help="the whole input tensor; a model named is built for it where its "
+                             "builder takes the sizes, else at its own size (excludes "
+                             "--image-size, --frames, --in-chans, --batch-size)")
+    parser.set_defaults(validate=shape_conflicts)
 
 
-def _shape_conflicts(args: argparse.Namespace) -> str | None:
+def shape_conflicts(args: argparse.Namespace) -> str | None:
     """The usage error of ``--input-shape`` given with an option it excludes, if any."""
     if getattr(args, "input_shape", None) is None:
         return None
@@ -136,6 +136,12 @@ def _shape_conflicts(args: argparse.Namespace) -> str | None:
                 "--batch-size": getattr(args, "batch_size", 1) != 1}
     given = [option for option, set_ in excluded.items() if set_]
     return f"--input-shape excludes {', '.join(given)}" if given else None
+
+
+def given_shape_options(args: argparse.Namespace) -> list[str]:
+    """The shape options given, as written on the command line (``--image-size``, ...)."""
+    return [f"--{key.replace('_', '-')}" for key in SHAPE_OPTIONS
+            if getattr(args, key, None) is not None]
 
 
 def shape_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import argparse
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from vitprof.cli.commands.common import non_negative_int, positive_int, write_output
+from vitprof.cli.commands.common import image_size, non_negative_int, positive_int, write_output
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.errors import UserError
 from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
@@ -47,7 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", nargs="?", help="zoo model whose spec is inferred")
     spec = parser.add_argument_group("spec (required without MODEL: " + ", ".join(
         "--" + name.replace("_", "-") for name in REQUIRED_WITHOUT_MODEL) + ")")
-    for name in ("image_size", "patch_size", "width", "depth", "heads", "in_chans"):
+    spec.add_argument("--image-size", type=image_size, metavar="N|HxW",
+                      help="N (square) or HxW: (H / patch) x (W / patch) patches")
+    for name in ("patch_size", "width", "depth", "heads", "in_chans"):
         spec.add_argument("--" + name.replace("_", "-"), type=positive_int)
     spec.add_argument("--mlp-width", type=positive_int, help="default 4 x width")
     spec.add_argument("--num-classes", type=non_negative_int, help="0: no classifier")

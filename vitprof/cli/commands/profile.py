@@ -7,6 +7,7 @@ import math
 
 from vitprof.cli.commands.common import (
     add_map_option,
+    add_recognizer_option,
     add_shape_options,
     non_negative_int,
     positive_int,
@@ -48,6 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--peak-tflops", type=positive_float,
                         help="the device's peak in TFLOP/s instead of measuring a matmul")
     add_map_option(parser)
+    add_recognizer_option(parser)
     parser.add_argument("--format", choices=choices("profile"), default="table")
     parser.add_argument("--output", metavar="FILE")
     parser.add_argument("--roofline", metavar="PNG", help="also write the roofline figure")
@@ -69,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         args.model, device=args.device, batch_size=args.batch_size,
         num_classes=args.num_classes, warmup=args.warmup, iters=args.iters,
         peak_tflops=args.peak_tflops, overrides=args.map, progress=not args.no_progress,
-        threads=args.threads, **{**shape_options(args), "dtype": args.dtype or "float32"},
+        threads=args.threads, recognizer=args.recognizer,
+        **{**shape_options(args), "dtype": args.dtype or "float32"},
     )
     for message in result.warnings:
         warn(message)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vitprof.cli.commands.common import warn, write_output
+from vitprof.cli.commands.common import (
+    add_shape_options,
+    given_shape_options,
+    shape_conflicts,
+    shape_options,
+    warn,
+    write_output,
+)
 from vitprof.cli.commands.outputs import check_folder
 
 
@@ -27,7 +34,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--check", action="store_true",
                         help="regenerate into a temporary folder and fail (exit 1) if DIR "
                         "differs; without MODEL it checks everything")
-    parser.set_defaults(run=run)
+    inputs = parser.add_argument_group(
+        "input of the model pages",
+        "Each model page is analysed, cross-checked and swept at this input (default: the "
+        "model's own). The image-size sweep holds --frames, --in-chans and --dtype and "
+        "sweeps square sizes from the width analysed; with --input-shape the page has no "
+        "sweep. Not with --all or --check (pages at their own sizes) nor timm-published.")
+    add_shape_options(inputs)
+    parser.set_defaults(run=run, validate=_usage_error)
+
+
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """The usage error of the options given together, if any: ``--input-shape`` with what it
+    excludes, or an input option with ``--all`` or ``--check``, whose pages are the committed
+    ones, at each model's own input."""
+    given = given_shape_options(args)
+    whole = [option for option, on in (("--all", args.everything), ("--check", args.check))
+             if on]
+    if given and whole:
+        return (f"{', '.join(given)} set the input of model pages; {' and '.join(whole)} "
+                f"writes or checks the pages at each model's own input")
+    return shape_conflicts(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         write_output(f"{args.out} is up to date", None)
         return 0
     check_folder(args.out)
-    found = pages(args.models, everything)
+    found = pages(args.models, everything, shape_options(args))
     for page in found:
         for message in page.warnings:
             warn(f"{page.name}: {message}")

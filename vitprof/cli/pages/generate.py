@@ -3,8 +3,9 @@ zoo table, the corrections to the source notes and an index (``README.md``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from vitprof.checks.corrections import corrections, notes
 from vitprof.checks.crosscheck.published_rows import published_rows
@@ -64,14 +65,24 @@ def corrections_of_notes() -> Page:
     return corrections_page(notes().values(), corrections(), spec)
 
 
-def pages(models: Sequence[str], everything: bool = False) -> list[Page]:
+def pages(
+    models: Sequence[str], everything: bool = False, inputs: Mapping[str, Any] | None = None
+) -> list[Page]:
     """The pages of ``models`` (any names :func:`vitprof.analyze` accepts), plus the zoo,
     corrections and index pages when ``everything`` (``--all``: the torchvision ViTs and
-    :data:`NOTE_MODELS`)."""
+    :data:`NOTE_MODELS`). ``inputs`` (the input keywords of ``analyze``) set the input of the
+    model pages (:func:`~vitprof.checks.page_inputs.model_page_inputs`); the pages of
+    :data:`NAMED_PAGES` are counted at their own sizes and refuse them."""
     names = [*ALL_MODELS, *NOTE_MODELS] if everything else list(models)
     if not names:
         raise UserError("name at least one model, or use --all")
-    result = [NAMED_PAGES[name]() if name in NAMED_PAGES else model_report(model_page_inputs(name))
+    given = [key for key, value in (inputs or {}).items() if value is not None]
+    named = [name for name in names if name in NAMED_PAGES]
+    if given and named:
+        raise UserError(f"{', '.join(named)} is counted at its own sizes: the input options "
+                        f"({', '.join(given)}) apply to model pages only")
+    result = [NAMED_PAGES[name]() if name in NAMED_PAGES
+              else model_report(model_page_inputs(name, inputs))
               for name in progress(names, desc="report", unit="model")]
     if everything:
         result += [zoo_page(zoo_rows()), corrections_of_notes(),

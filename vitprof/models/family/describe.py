@@ -27,6 +27,13 @@ def square(value: int | Iterable[int], model: nn.Module, what: str) -> int:
     return values[0]
 
 
+def image_size(value: int | Iterable[int]) -> int | tuple[int, int]:
+    """An image size as a spec takes it: the side of a square (an int, or equal ints), else
+    ``(height, width)``."""
+    values = [value] if isinstance(value, int) else [int(v) for v in value]
+    return values[0] if len(set(values)) == 1 else (values[0], values[1])
+
+
 def identity(module: nn.Module | None) -> bool:
     from torch import nn
 

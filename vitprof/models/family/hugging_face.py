@@ -15,7 +15,7 @@ from vitprof.models.family.base import (
     from_package,
     require_package,
 )
-from vitprof.models.family.describe import require, square
+from vitprof.models.family.describe import image_size, require, square
 from vitprof.models.spec_kinds import AttentionImpl, HeadKind
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def infer_spec(model: Any) -> ViTSpec:
                     "a pooler wider or narrower than D")
         head = HeadKind.POOLER if pooled else HeadKind.TOKEN
     return ViTSpec(
-        image_size=square(config.image_size, model, "image size"),
+        image_size=image_size(config.image_size),
         patch_size=square(config.patch_size, model, "patch size"),
         width=config.hidden_size,
         depth=config.num_hidden_layers,

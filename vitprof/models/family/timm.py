@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from vitprof.core.records import Component as C
 from vitprof.count.families.base import ComponentTable
 from vitprof.models.family.base import ModelFamily, is_class
-from vitprof.models.family.describe import gelu, identity, require, square
+from vitprof.models.family.describe import gelu, identity, image_size, require, square
 from vitprof.models.spec_kinds import AttentionImpl, FinalNorm, HeadKind
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def infer_spec(model: Any) -> ViTSpec:
         else FinalNorm.POOLED if not identity(model.fc_norm) else FinalNorm.NONE
     )
     return ViTSpec(
-        image_size=square(embed.img_size, model, "image size"),
+        image_size=image_size(embed.img_size),
         patch_size=square(embed.patch_size, model, "patch size"),
         width=model.embed_dim,
         depth=len(model.blocks),

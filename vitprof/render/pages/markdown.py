@@ -249,6 +249,8 @@ def model_report(inputs: ModelPageInputs) -> Page:
             lines.append(same_blocks_text(profile))
     lines += ["", "## Cross-check with other counters", "",
               render(crosscheck_document(inputs.crosscheck), "markdown").rstrip("\n")]
+    if inputs.not_swept:
+        lines += ["", "## Cost against image size", "", f"{inputs.not_swept.capitalize()}."]
     if result is not None:
         scaling = sweep_macs(result)
         figures.append((f"{stem}_scaling.png", scaling))
