@@ -17,6 +17,7 @@ A fused op priced in parts names its projections itself: no walk.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from dataclasses import dataclass
 
 from vitprof.count.graph.flow import Flow, attention_module, path_to
@@ -107,7 +108,7 @@ def _named_cores(flow: Flow, taken: set[int]) -> list[frozenset[int]]:
 
 
 def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
-          upstream: bool, inner: set[int] = frozenset()) -> tuple[set[int], set[int]]:
+          upstream: bool, inner: Set[int] = frozenset()) -> tuple[set[int], set[int]]:
     """The first weighted records reached from ``starts`` through :meth:`Flow.passes` records,
     upstream (through sources) or downstream (through consumers), and the records passed that
     are not norms (q scaling, rotary, feature maps, head merging). Downstream, a join whose
@@ -135,7 +136,7 @@ def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
     return found, passed
 
 
-def _beside_core(flow: Flow, i: int, last: int, inner: set[int]) -> set[int] | None:
+def _beside_core(flow: Flow, i: int, last: int, inner: Set[int]) -> set[int] | None:
     """If step ``i`` is a join forking from ``inner`` (a projection of the core whose last
     record is ``last``), the records of its arms that do not depend on the core: a map of v
     added to the attention's output before its projection (EfficientFormerV2's and CSWin's

@@ -1,11 +1,15 @@
 """Roles: a component and a block for every record and parameter of a counted run.
 
 Inside a block: the core is ``attn_core``, its q/k/v projections ``attn_qkv``, its output
-projections ``attn_proj``, norms ``norm``, other weighted records ``mlp``; records without
+projections ``attn_proj``, norms ``norm``, the units feeding the first core that mix tokens
+with a spatial convolution ``conv`` (:func:`_token_mixers`), other weighted records ``mlp``;
+records without
 weights take their producer's component (:func:`vitprof.count.counter.resolve_positions`:
 ``x + attn(x)`` is ``attn_proj``, ``gamma * mlp(x)`` is ``mlp``). Outside blocks: everything
 after the last block is ``head``; before and between blocks, the records of a residual branch
-(a join's branch: MBConv, RepMixer, conv token mixers) are ``conv``, other weighted records
+(a join's branch: MBConv, RepMixer, conv token mixers) and the convolutional blocks run
+without their skip before the first block (:func:`_skipless_blocks`) are ``conv``, other
+weighted records
 ``patch_embed`` (stem, patch merging), records reading a parameter without MACs ``tokens``
 (class tokens, position embeddings), norms ``norm``, and the rest follow the data flow.
 
