@@ -150,8 +150,9 @@ def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None]) ->
     width or stride, ``stages.0.0`` and ``stages.1.0``, beside ``stages.1.1``). The patch
     embedding proper is the module running the first weighted record, as a child of the deepest
     module holding both it and the first block's first record (MobileViT's ``stem``; LeViT's
-    ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole). Downsampling layers
-    between stages (a class no block with a skip has) stay patch embedding."""
+    ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole). A downsampling
+    layer between stages stays patch embedding unless built of such blocks (FastViT's, of
+    MobileOne blocks that sum their branches, is conv)."""
     start = next(i for i, block in enumerate(of_step) if block is not None)
     weighted = [i for i in range(start) if flow.weighted(i)]
     if not weighted:
@@ -162,18 +163,18 @@ def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None]) ->
     if len(stem) == shared:
         return set()  # the embedding runs in a module holding the blocks: no unit of its own
     joining = {flow.steps[i].module for i in flow.joins if of_step[i] is None}
-    skipping = {module for path in joining for module in _ancestors(path)}
+    skipping = {module for path in joining for module in _holders(path)}
     classes = {type(model.get_submodule(m)) for m in joining if m} - set(LISTS)
     return {i for i in weighted if _parts(flow.steps[i].module)[: shared + 1] != stem[: shared + 1]
             and any(m not in skipping and type(model.get_submodule(m)) in classes
-                    for m in _ancestors(flow.steps[i].module))}
+                    for m in _holders(flow.steps[i].module))}
 
 
 def _parts(module: str) -> list[str]:
     return module.split(".") if module else []
 
 
-def _ancestors(module: str) -> list[str]:
+def _holders(module: str) -> list[str]:
     """``module`` and the modules holding it, the root aside."""
     parts = _parts(module)
     return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
