@@ -17,7 +17,7 @@ from functools import cached_property
 from math import prod
 
 from vitprof.core.records import Component
-from vitprof.count.families.base import ATTENTION_NAME
+from vitprof.count.families.base import ATTENTION_NAME, MLP_NAME
 from vitprof.count.trace import Trace
 
 WINDOW = 256  # how many records back a fork is searched for
@@ -25,15 +25,26 @@ _NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")
 _ADDS = ("aten.add", "aten.add_")
 
 
-def attention_module(module: str, innermost: bool = False) -> str | None:
+def attention_module(module: str) -> str | None:
     """The attention module a module path lies in: the path up to its first part named like
-    attention (a name taken as a hint where the data flow alone is silent), up to its last with
-    ``innermost``; None if no part is."""
+    attention (a name taken as a hint where the data flow alone is silent); None if no part is."""
     parts = module.split(".")
-    named = [k for k, part in enumerate(parts) if ATTENTION_NAME.search(part)]
-    if not named:
-        return None
-    return ".".join(parts[: (named[-1] if innermost else named[0]) + 1])
+    for k, part in enumerate(parts):
+        if ATTENTION_NAME.search(part):
+            return ".".join(parts[: k + 1])
+    return None
+
+
+def named_mlp(module: str) -> bool:
+    """Whether the innermost part of a module path named like attention or like an MLP is an
+    MLP's (timm MaxViT's ``attn_block.mlp``: the MLP beside an attention, in a module named
+    like attention)."""
+    for part in reversed(module.split(".")):
+        if MLP_NAME.search(part):
+            return True
+        if ATTENTION_NAME.search(part):
+            return False
+    return False
 
 
 class Flow:

@@ -38,7 +38,7 @@ from vitprof.count.families.base import ComponentMap, Rule, apply_overrides, unr
 from vitprof.count.families.generic import is_norm
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
-from vitprof.count.graph.flow import Flow, attention_module
+from vitprof.count.graph.flow import Flow, attention_module, named_mlp
 from vitprof.count.trace import Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
@@ -77,8 +77,9 @@ def _attention_modules(
     flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None]
 ) -> None:
     """Weighted records not yet placed that run inside a core's attention module (below its
-    block, the innermost module on the core's path named like attention: timm MaxViT's
-    ``attn_block`` holds its MLP beside its ``attn``) are its projections:
+    block, the outermost module on the core's path named like attention), but those of an MLP
+    in it (timm MaxViT's ``attn_block.mlp``: :func:`~vitprof.count.graph.flow.named_mlp`), are
+    its projections:
     ``attn_qkv`` where the core depends on them, else ``attn_proj``. They are those the
     data-flow walks stop short of: PVT's and Twins' spatial-reduction convolutions before the
     k/v linear, MViTv2's qkv linear before its pooling and its output projection after the
@@ -95,15 +96,14 @@ def _attention_modules(
         block = block_paths.get(index)
         if block is None:
             continue
-        named = attention_module(flow.steps[core.first].module.removeprefix(f"{block}."),
-                                 innermost=True)
+        named = attention_module(flow.steps[core.first].module.removeprefix(f"{block}."))
         if named is None:
             continue
         attention = f"{block}.{named}"
         feeding = flow.ancestors(max(core.steps), in_block[index][0])
         for i in in_block[index]:
             module = flow.steps[i].module
-            if roles[i] is None and flow.weighted(i) and (
+            if roles[i] is None and flow.weighted(i) and not named_mlp(module) and (
                     module == attention or module.startswith(f"{attention}.")):
                 roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ
 
