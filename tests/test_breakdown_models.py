@@ -85,9 +85,6 @@ OTHERED = {"note002_dynamic_vit"}
 DELIBERATE_OTHER = pytest.mark.xfail(strict=True, reason="the predictors stay in other on "
                                      "purpose: vitprof's assumption, not the note's model")
 
-MBCONV_IN_MLP = pytest.mark.xfail(strict=True, reason="the MBConv inside each timm MaxViT "
-                                  "block is counted as mlp: no conv")
-
 # (build, has convolutional stages), by case id
 VITS = [
     pytest.param(_torchvision("swin_t"), False, id="torchvision:swin_t"),
@@ -95,21 +92,19 @@ VITS = [
     pytest.param(_torchvision("maxvit_t"), True, id="torchvision:maxvit_t"),
     pytest.param(_timm("coatnet_0_224"), True, id="timm:coatnet_0_224"),
     pytest.param(_timm("maxvit_tiny_tf_224"), True, id="timm:maxvit_tiny_tf_224",
-                 marks=[SLOW, MBCONV_IN_MLP]),
+                 marks=SLOW),
     pytest.param(_timm("efficientvit_m0"), True, id="timm:efficientvit_m0"),  # dw-conv mixers
     pytest.param(_timm("nextvit_small"), True, id="timm:nextvit_small"),
     pytest.param(_timm("visformer_tiny"), True, id="timm:visformer_tiny"),
     pytest.param(_timm("levit_128"), False, id="timm:levit_128"),
-    pytest.param(_timm("mobilevit_s"), True, id="timm:mobilevit_s", marks=pytest.mark.xfail(
-        strict=True, reason="its MobileNetV2 blocks without a skip, before the first residual, "
-        "are read as patch embedding (172M MACs; the repeated-blocks self-check says so)")),
+    pytest.param(_timm("mobilevit_s"), True, id="timm:mobilevit_s"),
     pytest.param(_timm("cait_xxs24_224"), False, id="timm:cait_xxs24_224"),
     pytest.param(_timm("crossvit_9_240"), False, id="timm:crossvit_9_240"),
     pytest.param(_timm("xcit_nano_12_p8_224"), False, id="timm:xcit_nano_12_p8_224"),
-    pytest.param(_timm("davit_tiny"), False, id="timm:davit_tiny"),
+    # its convolutional position encoding (a residual depthwise conv) before each attention
+    pytest.param(_timm("davit_tiny"), True, id="timm:davit_tiny"),
     pytest.param(_timm("swiftformer_xs"), True, id="timm:swiftformer_xs"),
-    pytest.param(_timm("maxvit_nano_rw_256"), True, id="timm:maxvit_nano_rw_256",
-                 marks=MBCONV_IN_MLP),
+    pytest.param(_timm("maxvit_nano_rw_256"), True, id="timm:maxvit_nano_rw_256"),
     pytest.param(_timm("fastvit_mci0"), True, id="timm:fastvit_mci0"),
     pytest.param(_timm("caformer_s18"), True, id="timm:caformer_s18"),
     pytest.param(_hf("SwinForImageClassification", "SwinConfig", depths=[2, 2, 2, 2]), False,

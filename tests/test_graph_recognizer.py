@@ -7,6 +7,8 @@ MLP hidden 64, 4 heads of 8, 2 blocks. Per block: q/k/v 3 x N x D x D, attention
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import timm
 import torch
@@ -402,3 +404,38 @@ def test_a_standardized_weight_is_a_weight_not_an_activation() -> None:
     # the standardised convs of the ResNet stages (their norms are norm)
     stem, numel = _params_under(profile, r"^patch_embed\.backbone\.stages\..*conv\d?\.weight$")
     assert numel > 0 and stem == {C.CONV}
+
+
+@functools.cache
+def _graph(name: str):
+    return analyze(name, recognizer="graph")
+
+
+@pytest.mark.parametrize(("name", "pattern", "component"), [
+    # MaxViT: the MBConv before each block's first attention feeds it through the residual
+    # stream, with a depthwise 3x3 conv (a token mixer): conv; each attention's MLP is mlp
+    ("timm:maxvit_nano_rw_256", r"blocks\.\d+\.conv\.(shortcut|conv|se)", C.CONV),
+    ("timm:maxvit_nano_rw_256", r"\.attn_(block|grid)\.mlp\.", C.MLP),
+    # EfficientViT-M: the depthwise conv before the attention is a token mixer, conv; the
+    # pointwise FFN beside it (no spatial kernel) stays mlp
+    ("timm:efficientvit_m0", r"blocks\.\d+\.dw0\.m\.conv\.", C.CONV),
+    ("timm:efficientvit_m0", r"blocks\.\d+\.ffn0\.m\.pw\d\.conv\.", C.MLP),
+    # MobileViT: the MobileNetV2 blocks without a skip before the first transformer are conv,
+    # the stem conv is the patch embedding
+    ("timm:mobilevit_s", r"^stages\.[01]\.0\.conv\w+\.conv\.", C.CONV),
+    ("timm:mobilevit_s", r"^stem\.conv\.", C.PATCH_EMBED),
+    # EfficientFormerV2: the depthwise conv of v added to the core's output is part of the
+    # core; the projection after that add is attn_proj (the walk stopped at the add)
+    ("timm:efficientformerv2_s0", r"\.v_local\.conv\.", C.ATTN_CORE),
+    ("timm:efficientformerv2_s0", r"\.token_mixer\.proj\.conv\.", C.ATTN_PROJ),
+    # gemma4 ViT: the rotary frequencies (a product of positions and inverse frequencies) reach
+    # SDPA through q's rotation; they made block 0's q projection a bias of a core, mlp
+    ("timm:gemma4_vit_167m", r"\.attn\.q_proj\.", C.ATTN_QKV),
+])
+def test_graph_places_the_parts_of_hybrid_and_rotary_blocks(
+    name: str, pattern: str, component: C
+) -> None:
+    profile = _graph(name)
+    components, numel = _params_under(profile, pattern)
+    assert numel > 0 and components == {component}
+    assert profile.self_checks == ()

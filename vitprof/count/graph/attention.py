@@ -17,6 +17,7 @@ A fused op priced in parts names its projections itself: no walk.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from dataclasses import dataclass
 
 from vitprof.count.graph.flow import Flow, attention_module, path_to
@@ -42,14 +43,17 @@ class Core:
 
 def _second_product(flow: Flow, start: int, taken: set[int]) -> list[int] | None:
     """The records from the free product ``start`` to a second free product it feeds, through
-    at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`); None if none."""
+    at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`); None if none. A
+    fused attention op is a core of its own, never the second product of another: gemma4_vit's
+    rotary frequencies (a product of the positions and the inverse frequencies) reach its SDPA
+    through cos and the rotation of q, and would make its q projection a bias of that core."""
     parents: dict[int, int] = {}
     frontier = [start]
     for _ in range(DEPTH + 1):
         following = []
         for i in frontier:
             for j in flow.consumers[i]:
-                if j in parents or j in taken:
+                if j in parents or j in taken or flow.fused_core(j):
                     continue
                 parents[j] = i
                 if flow.free_product(j):
@@ -104,10 +108,13 @@ def _named_cores(flow: Flow, taken: set[int]) -> list[frozenset[int]]:
 
 
 def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
-          upstream: bool) -> tuple[set[int], set[int]]:
+          upstream: bool, inner: Set[int] = frozenset()) -> tuple[set[int], set[int]]:
     """The first weighted records reached from ``starts`` through :meth:`Flow.passes` records,
     upstream (through sources) or downstream (through consumers), and the records passed that
-    are not norms (q scaling, rotary, feature maps, head merging)."""
+    are not norms (q scaling, rotary, feature maps, head merging). Downstream, a join whose
+    arms fork from ``inner`` (the core's q/k/v projections and the records from them to the
+    core) is no residual add but the core's: it is passed, and the records of its arm beside
+    the core (not norms) are passed with it (:func:`_beside_core`)."""
     found: set[int] = set()
     passed: set[int] = set()
     seen: set[int] = set(core)
@@ -119,11 +126,28 @@ def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
         seen.add(i)
         if flow.weighted(i):
             found.add(i)
-        elif flow.passes(i):
+            continue
+        beside = None if upstream else _beside_core(flow, i, max(core), inner)
+        if flow.passes(i) or beside is not None:
             if not flow.norm(i) and not flow.own_bias(i):  # a linear's bias stays its linear's
                 passed.add(i)
+            passed.update(j for j in beside or () if not flow.norm(j))
             stack.extend(flow.steps[i].sources if upstream else flow.consumers[i])
     return found, passed
+
+
+def _beside_core(flow: Flow, i: int, last: int, inner: Set[int]) -> set[int] | None:
+    """If step ``i`` is a join forking from ``inner`` (the q/k/v side of the core whose last
+    record is ``last``), the records of its arms that do not depend on the core: a map of v
+    added to the attention's output before its projection (EfficientFormerV2's and CSWin's
+    depthwise conv of v); None otherwise."""
+    if i not in flow.joins:
+        return None
+    split = flow.fork(i)
+    if split is None or split[0] not in inner:
+        return None
+    return {j for arm, source in zip(split[1], flow.steps[i].sources, strict=True)
+            if last not in flow.ancestors(source, last) for j in arm}
 
 
 def _inputs(
@@ -171,7 +195,8 @@ def find_cores(flow: Flow) -> list[Core]:
         operands, beside = _inputs(flow, steps, products)
         outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
         qkv, before = _walk(flow, operands, steps, upstream=True)
-        proj, after = _walk(flow, outputs, steps, upstream=False)
+        inner = set().union(*(flow.ancestors(i, min(qkv)) for i in operands)) if qkv else set()
+        proj, after = _walk(flow, outputs, steps, upstream=False, inner=inner)
         bias = _bias(flow, beside, steps | qkv, flow.steps[min(steps)].module)
         cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | before | after))
     return cores

@@ -24,7 +24,7 @@ from torch import nn
 from vitprof.count.graph.attention import Core
 from vitprof.count.graph.flow import Flow
 
-_LISTS = (nn.ModuleList, nn.Sequential)
+LISTS = (nn.ModuleList, nn.Sequential)
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _core_paths(model: nn.Module, paths: Sequence[str]) -> list[tuple[str | None
     found: list[tuple[str | None, bool]] = []
     for path in paths:
         chain = [(p, c) for p, c in _chain(path) if p in containers]
-        lists = [c for p, c in chain if isinstance(model.get_submodule(p), _LISTS)]
+        lists = [c for p, c in chain if isinstance(model.get_submodule(p), LISTS)]
         if lists:
             found.append((lists[-1], True))
         else:
@@ -75,7 +75,7 @@ def _mixed_lists(
                 if not parent.startswith(f"{block}.") and parent != block:
                     continue
                 container = model.get_submodule(parent)
-                if isinstance(container, _LISTS) and _one_cored_among_blocks(
+                if isinstance(container, LISTS) and _one_cored_among_blocks(
                         container, parent, child, paths):
                     block = child
         narrowed.append((block, is_list))

@@ -17,7 +17,7 @@ from functools import cached_property
 from math import prod
 
 from vitprof.core.records import Component
-from vitprof.count.families.base import ATTENTION_NAME
+from vitprof.count.families.base import ATTENTION_NAME, MLP_NAME
 from vitprof.count.trace import Trace
 
 WINDOW = 256  # how many records back a fork is searched for
@@ -35,14 +35,29 @@ def attention_module(module: str) -> str | None:
     return None
 
 
+def named_mlp(module: str) -> bool:
+    """Whether the innermost part of a module path named like attention or like an MLP is an
+    MLP's (timm MaxViT's ``attn_block.mlp``: the MLP beside an attention, in a module named
+    like attention)."""
+    for part in reversed(module.split(".")):
+        if MLP_NAME.search(part):
+            return True
+        if ATTENTION_NAME.search(part):
+            return False
+    return False
+
+
 class Flow:
     """The steps of a trace with their consumers, and predicates on them. ``norm_modules``:
     the paths of the model's normalisation modules, whose records are norms whatever their ops
-    (an ``nn.RMSNorm`` runs as pow, mean, rsqrt and muls)."""
+    (an ``nn.RMSNorm`` runs as pow, mean, rsqrt and muls). ``kernels``: the parameters that are
+    convolution weights with a spatial kernel of more than one tap (a 3x3, not a 1x1)."""
 
-    def __init__(self, trace: Trace, norm_modules: Set[str] = frozenset()) -> None:
+    def __init__(self, trace: Trace, norm_modules: Set[str] = frozenset(),
+                 kernels: Set[str] = frozenset()) -> None:
         self.steps = trace.steps
         self.norm_modules = norm_modules
+        self.kernels = kernels
         self.consumers: list[list[int]] = [[] for _ in self.steps]
         for i, step in enumerate(self.steps):
             for j in step.sources:
@@ -65,6 +80,12 @@ class Flow:
 
     def weighted(self, i: int) -> bool:
         return self.steps[i].macs > 0 and self._reads_weight(i)
+
+    def mixes_tokens(self, i: int) -> bool:
+        """A convolution with a spatial kernel: each output position reads its neighbours."""
+        step = self.steps[i]
+        return "convolution" in step.op and any(
+            name in self.kernels for name in (*step.params, *step.carried))
 
     def free_product(self, i: int) -> bool:
         step = self.steps[i]
@@ -120,8 +141,9 @@ class Flow:
                     stack.append(j)
         return seen
 
-    def branch(self, i: int) -> set[int] | None:
-        """If step ``i`` is a join, the records between its fork and it (itself included)."""
+    def fork(self, i: int) -> tuple[int, list[set[int]]] | None:
+        """If step ``i`` is a join, the record its arms fork from and the records of each arm
+        (one per source, after the fork)."""
         step = self.steps[i]
         if step.op not in _ADDS or step.params or len(step.sources) < 2:
             return None
@@ -136,7 +158,12 @@ class Flow:
         skip = any(j == fork for j in step.sources)
         if not (all(with_macs) or (skip and any(with_macs))):
             return None  # a mask or a bias made beside the scores, rotary halves: no residual
-        return set().union(*arms) | {i}
+        return fork, arms
+
+    def branch(self, i: int) -> set[int] | None:
+        """If step ``i`` is a join, the records between its fork and it (itself included)."""
+        found = self.fork(i)
+        return None if found is None else set().union(*found[1]) | {i}
 
     @cached_property
     def joins(self) -> dict[int, set[int]]:

@@ -1,11 +1,15 @@
 """Roles: a component and a block for every record and parameter of a counted run.
 
 Inside a block: the core is ``attn_core``, its q/k/v projections ``attn_qkv``, its output
-projections ``attn_proj``, norms ``norm``, other weighted records ``mlp``; records without
+projections ``attn_proj``, norms ``norm``, the units feeding the first core that mix tokens
+with a spatial convolution ``conv`` (:func:`_token_mixers`), other weighted records ``mlp``;
+records without
 weights take their producer's component (:func:`vitprof.count.counter.resolve_positions`:
 ``x + attn(x)`` is ``attn_proj``, ``gamma * mlp(x)`` is ``mlp``). Outside blocks: everything
 after the last block is ``head``; before and between blocks, the records of a residual branch
-(a join's branch: MBConv, RepMixer, conv token mixers) are ``conv``, other weighted records
+(a join's branch: MBConv, RepMixer, conv token mixers) and the convolutional blocks run
+without their skip before the first block (:func:`_skipless_blocks`) are ``conv``, other
+weighted records
 ``patch_embed`` (stem, patch merging), records reading a parameter without MACs ``tokens``
 (class tokens, position embeddings), norms ``norm``, and the rest follow the data flow.
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from math import prod
 from typing import NamedTuple
 
 from torch import nn
@@ -32,8 +37,8 @@ from vitprof.count.counter import resolve_positions
 from vitprof.count.families.base import ComponentMap, Rule, apply_overrides, unrecognized_warnings
 from vitprof.count.families.generic import is_norm
 from vitprof.count.graph.attention import Core, find_cores
-from vitprof.count.graph.blocks import Blocks, group_blocks, module_blocks
-from vitprof.count.graph.flow import Flow, attention_module
+from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
+from vitprof.count.graph.flow import Flow, attention_module, named_mlp
 from vitprof.count.trace import Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
@@ -72,7 +77,9 @@ def _attention_modules(
     flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None]
 ) -> None:
     """Weighted records not yet placed that run inside a core's attention module (below its
-    block, the outermost module on the core's path named like attention) are its projections:
+    block, the outermost module on the core's path named like attention), but those of an MLP
+    in it (timm MaxViT's ``attn_block.mlp``: :func:`~vitprof.count.graph.flow.named_mlp`), are
+    its projections:
     ``attn_qkv`` where the core depends on them, else ``attn_proj``. They are those the
     data-flow walks stop short of: PVT's and Twins' spatial-reduction convolutions before the
     k/v linear, MViTv2's qkv linear before its pooling and its output projection after the
@@ -96,9 +103,81 @@ def _attention_modules(
         feeding = flow.ancestors(max(core.steps), in_block[index][0])
         for i in in_block[index]:
             module = flow.steps[i].module
-            if roles[i] is None and flow.weighted(i) and (
+            if roles[i] is None and flow.weighted(i) and not named_mlp(module) and (
                     module == attention or module.startswith(f"{attention}.")):
                 roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ
+
+
+def _token_mixers(
+    flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None]
+) -> set[int]:
+    """Weighted records of a block, not yet placed, that feed the block's first core (upstream
+    of it, through the residual stream) and run in a unit of the block (its child module) that
+    mixes tokens with a spatial convolution: the MBConv opening each timm MaxViT block,
+    EfficientViT-M's depthwise conv and DaViT's and SwiftFormer's convolutional position
+    encodings before their attention. A unit of pointwise layers there (EfficientViT-M's FFN
+    before its attention) stays ``mlp``, and so do the unit running the core and everything
+    after the core."""
+    paths = {index: path for path, index in blocks.paths.items()}
+    first: dict[int, int] = {}  # block -> the first record of its first core
+    for core in cores:
+        block = blocks.of_step[core.first]
+        if block in paths:
+            first[block] = min(first.get(block, core.first), core.first)
+    units: dict[tuple[int, str], set[int]] = {}
+    for block, start in first.items():
+        prefix = f"{paths[block]}."
+        attention = _unit(flow.steps[start].module, prefix)
+        for i in flow.ancestors(start, blocks.of_step.index(block)):
+            module = flow.steps[i].module
+            if roles[i] is None and flow.weighted(i) and module.startswith(prefix):
+                unit = _unit(module, prefix)
+                if unit != attention:
+                    units.setdefault((block, unit), set()).add(i)
+    return {i for found in units.values() if any(flow.mixes_tokens(i) for i in found)
+            for i in found}
+
+
+def _unit(module: str, prefix: str) -> str:
+    """The child of the block (path ``prefix`` with its dot) that ``module`` lies in."""
+    return module.removeprefix(prefix).partition(".")[0]
+
+
+def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None]) -> set[int]:
+    """Weighted records run before the first block, outside the patch embedding proper, in a
+    convolutional block run without its skip: a module (not a list) that runs no residual
+    add, of the class of one whose forward runs one (MobileViT's MobileNetV2 blocks that change
+    width or stride, ``stages.0.0`` and ``stages.1.0``, beside ``stages.1.1``). The patch
+    embedding proper is the module running the first weighted record, as a child of the deepest
+    module holding both it and the first block's first record (MobileViT's ``stem``; LeViT's
+    ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole). A downsampling
+    layer between stages stays patch embedding unless built of such blocks (FastViT's, of
+    MobileOne blocks that sum their branches, is conv)."""
+    start = next(i for i, block in enumerate(of_step) if block is not None)
+    weighted = [i for i in range(start) if flow.weighted(i)]
+    if not weighted:
+        return set()
+    stem, block = (_parts(flow.steps[i].module) for i in (weighted[0], start))
+    shared = next((k for k, (a, b) in enumerate(zip(stem, block, strict=False)) if a != b),
+                  min(len(stem), len(block)))
+    if len(stem) == shared:
+        return set()  # the embedding runs in a module holding the blocks: no unit of its own
+    joining = {flow.steps[i].module for i in flow.joins if of_step[i] is None}
+    skipping = {module for path in joining for module in _holders(path)}
+    classes = {type(model.get_submodule(m)) for m in joining if m} - set(LISTS)
+    return {i for i in weighted if _parts(flow.steps[i].module)[: shared + 1] != stem[: shared + 1]
+            and any(m not in skipping and type(model.get_submodule(m)) in classes
+                    for m in _holders(flow.steps[i].module))}
+
+
+def _parts(module: str) -> list[str]:
+    return module.split(".") if module else []
+
+
+def _holders(module: str) -> list[str]:
+    """``module`` and the modules holding it, the root aside."""
+    parts = _parts(module)
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
 
 
 def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
@@ -108,23 +187,26 @@ def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
 
 
 def _step_roles(
-    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str]
+    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], stem: set[int]
 ) -> list[C | None]:
     """Each record's component; None for a weightless record in a block (resolved later).
     ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
-    bias or a scale of what it is added to, not a token)."""
+    bias or a scale of what it is added to, not a token); ``stem``: the records of the
+    convolutional blocks run before the first block without their skip
+    (:func:`_skipless_blocks`)."""
     roles = _attention_roles(cores, blocks, flow)
     _attention_modules(flow, cores, blocks, roles)
     of_step = blocks.of_step
     last = max(i for i, b in enumerate(of_step) if b is not None)
-    conv = _residual_branches(flow, of_step)
+    conv = _residual_branches(flow, of_step) | stem
+    mixers = _token_mixers(flow, cores, blocks, roles)
     carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
     for i, step in enumerate(flow.steps):
         if roles[i] is None:
             if flow.norm(i):
                 roles[i] = C.NORM
             elif of_step[i] is not None:
-                roles[i] = C.MLP if flow.weighted(i) else None
+                roles[i] = C.CONV if i in mixers else C.MLP if flow.weighted(i) else None
             elif i > last:
                 roles[i] = C.HEAD
             elif i in conv:
@@ -247,7 +329,8 @@ def _vit_roles(
     """Components of the records, their blocks, and the parameters' records, of a ViT."""
     blocks = group_blocks(model, flow, cores)
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
-    partial = _step_roles(flow, cores, blocks, shaped)
+    stem = _skipless_blocks(model, flow, blocks.of_step)
+    partial = _step_roles(flow, cores, blocks, shaped, stem)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
     roles = resolve_positions(placed, has_blocks=True)
@@ -264,7 +347,10 @@ def graph_breakdown(
     """The components and blocks of ``ops`` (a counted run of ``model`` with its ``trace``) and
     of the parameters of ``model``, read from the data flow; ``overrides`` (``--map``) win.
     Without an attention core, everything is ``other`` (not a ViT) but what the rules name."""
-    flow = Flow(trace, {path for path, module in model.named_modules() if is_norm(module)})
+    kernels = {name for name, p in model.named_parameters()
+               if p.dim() >= 3 and prod(p.shape[2:]) > 1}
+    flow = Flow(trace, {path for path, module in model.named_modules() if is_norm(module)},
+                kernels)
     cores = find_cores(flow)
     if cores:
         roles, of_step, params = _vit_roles(model, flow, cores)
