@@ -13,19 +13,25 @@ read only the op records and the component each got, so they hold for any model:
 * **projections out of order**: in a block, ``attn_qkv`` runs before an attention core (its
   output feeds the core) and ``attn_proj`` after one; an ``attn_qkv`` op after the block's last
   core, or an ``attn_proj`` op before its first, is something else (an MLP counted as attention).
-* **attention module counted elsewhere**: MACs of a module whose innermost attention- or
-  MLP-like path segment names attention (``attn``, ``attention``, ``mha``, ``msa``; ``mlp``,
-  ``ffn``, ``feed_forward`` for an MLP) counted outside ``attn_qkv`` / ``attn_core`` /
-  ``attn_proj`` and ``head`` (attention pooling): an attention the recognizer missed.
+* **attention module counted elsewhere**: in a model with recognized blocks, MACs of a module
+  whose innermost attention-, MLP- or shortcut-like path segment names attention (``attn``,
+  ``attention``, ``mha``, ``msa``; ``mlp``, ``ffn``, ``feed_forward`` for an MLP; ``shortcut``,
+  ``skip``, ``residual`` for the residual path, mvitv2's ``shortcut_proj_attn``) counted outside
+  ``attn_qkv`` / ``attn_core`` / ``attn_proj`` and ``head`` (attention pooling): an attention
+  the recognizer missed. A model without blocks is left to *no blocks, yet components*, which
+  wants its unrecognised parts in ``other``: a squeeze-excitation named ``attention`` in a CNN
+  (transformers RegNet) is no attention core.
 * **patch embedding inside a block**: ``patch_embed`` MACs recorded in a block, or run between
   two ops of one block. Embedding between the stages of a hierarchical model runs between two
   different blocks and passes.
 * **patch embedding with repeated blocks**: a patch embedding is a chain of layers; ``patch_embed``
   MACs run in a row (no op of a block or with MACs of another component between them) from two
   or more units of one container (``stages.0.blocks.1`` and ``stages.0.blocks.2``) that run the
-  same layers, three or more each, are a stage of blocks (a convolutional stage) counted as
-  patch embedding. The downsampling of each stage of a convolutional trunk repeats too, but
-  with the stages' own ops between them.
+  same layers with the same MACs, three or more each, are a stage of blocks (a convolutional
+  stage) counted as patch embedding. The downsampling of each stage of a convolutional trunk
+  repeats too, but with the stages' own ops between them; the patch embeddings of parallel
+  branches (CrossViT's ``patch_embed.0`` and ``.1``, one per patch size) run the same layers
+  on different widths, so different MACs.
 * **MACs in tokens**: ``tokens`` is the class / register tokens and the position embedding,
   whose arithmetic is element-wise (vector FLOPs); a multiply-accumulate there is misplaced.
 * **no blocks, yet components**: a model without recognized transformer blocks must leave what
@@ -48,7 +54,9 @@ _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
 _SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
 _PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
 _ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD)
-_MLP_SEGMENT = re.compile(r"mlp|ffn|feed_?forward", re.IGNORECASE)
+# an innermost segment naming an MLP or the residual path is not attention, whatever else it says
+_NOT_ATTENTION_SEGMENT = re.compile(r"mlp|ffn|feed_?forward|shortcut|skip|residual",
+                                    re.IGNORECASE)
 _ATTENTION_PLACES = (Component.ATTN_QKV, Component.ATTN_CORE, Component.ATTN_PROJ,
                      Component.NORM, Component.HEAD)
 _LAYERS_PER_BLOCK = 3  # the fewest weighted layers of a repeated unit that make it a block
@@ -138,9 +146,10 @@ def projections_out_of_order(ops: Sequence[OpRecord]) -> list[str]:
 
 
 def _named_attention(module: str) -> bool:
-    """Whether the innermost attention- or MLP-like segment of a module path names attention."""
+    """Whether the innermost attention-, MLP- or shortcut-like segment of a module path names
+    attention."""
     for segment in reversed(module.split(".")):
-        if _MLP_SEGMENT.search(segment):
+        if _NOT_ATTENTION_SEGMENT.search(segment):
             return False
         if ATTENTION_NAME.search(segment):
             return True
@@ -148,6 +157,8 @@ def _named_attention(module: str) -> bool:
 
 
 def attention_module_elsewhere(ops: Sequence[OpRecord]) -> list[str]:
+    if not any(op.block is not None for op in ops):
+        return []  # components_without_blocks' case: the unrecognised belongs in other
     astray = [op for op in ops if op.macs and op.component not in _ATTENTION_PLACES
               and _named_attention(op.module)]
     if not astray:
@@ -194,16 +205,16 @@ def _patch_embed_runs(ops: Sequence[OpRecord]) -> list[list[OpRecord]]:
     return [run for run in runs if run]
 
 
-def _repeats_a_unit(modules: Sequence[str]) -> bool:
+def _repeats_a_unit(run: Sequence[OpRecord]) -> bool:
     """Whether two numbered units of one container (``P.1.S...``, ``P.2.S...``) ran the same
-    layers, at least ``_LAYERS_PER_BLOCK`` each (``modules``: one path per weighted op)."""
-    units: dict[tuple[str, ...], dict[str, list[tuple[str, ...]]]] = {}
-    for path in modules:
-        parts = path.split(".")
+    layers with the same MACs, at least ``_LAYERS_PER_BLOCK`` each (``run``: weighted ops)."""
+    units: dict[tuple[str, ...], dict[str, list[tuple[tuple[str, ...], int]]]] = {}
+    for op in run:
+        parts = op.module.split(".")
         for k, part in enumerate(parts[:-1]):
             if part.isdigit():
                 units.setdefault(tuple(parts[:k]), {}).setdefault(part, []).append(
-                    tuple(parts[k + 1:]))
+                    (tuple(parts[k + 1:]), op.macs))
     for by_index in units.values():
         layers = [tuple(s) for s in by_index.values() if len(s) >= _LAYERS_PER_BLOCK]
         if len(layers) != len(set(layers)):
@@ -214,7 +225,7 @@ def _repeats_a_unit(modules: Sequence[str]) -> bool:
 def patch_embed_with_blocks(ops: Sequence[OpRecord]) -> list[str]:
     astray = []
     for run in _patch_embed_runs(ops):
-        if _repeats_a_unit([op.module for op in run]):
+        if _repeats_a_unit(run):
             astray.extend(run)
     if not astray:
         return []
