@@ -383,10 +383,10 @@ class BranchEmbed(nn.Module):
 
 
 class TwoBranches(nn.Module):
-    """CrossViT's layout: one patch embedding per branch, both on the image, then each branch's
-    blocks; the branches' widths differ, so their stems' MACs do."""
+    """CrossViT's layout: one patch embedding per branch, both on the image, each a stem of
+    three convolutions in one Sequential, then each branch's blocks."""
 
-    def __init__(self, widths: tuple[int, int] = (8, 16)) -> None:
+    def __init__(self, widths: tuple[int, int] = (8, 8)) -> None:
         super().__init__()
         self.patch_embed = nn.ModuleList(BranchEmbed(w) for w in widths)
         self.blocks = nn.ModuleList(TokenBlock(w) for w in widths)

@@ -27,11 +27,12 @@ read only the op records and the component each got, so they hold for any model:
 * **patch embedding with repeated blocks**: a patch embedding is a chain of layers; ``patch_embed``
   MACs run in a row (no op of a block or with MACs of another component between them) from two
   or more units of one container (``stages.0.blocks.1`` and ``stages.0.blocks.2``) that run the
-  same layers with the same MACs, three or more each, are a stage of blocks (a convolutional
-  stage) counted as patch embedding. The downsampling of each stage of a convolutional trunk
-  repeats too, but with the stages' own ops between them; the patch embeddings of parallel
-  branches (CrossViT's ``patch_embed.0`` and ``.1``, one per patch size) run the same layers
-  on different widths, so different MACs.
+  same named layers, three or more each, are a stage of blocks (a convolutional stage)
+  counted as patch embedding. The downsampling of each stage of a convolutional trunk repeats
+  too, but with the stages' own ops between them. A unit whose layers are the numbered
+  children of one Sequential (``proj.0``, ``proj.2``, ``proj.4``: conv, act, conv, ...) is a
+  chain of layers, a multi-conv stem, not a block: CrossViT's two branches each embed the
+  image with one (``patch_embed.0.proj`` and ``patch_embed.1.proj``).
 * **MACs in tokens**: ``tokens`` is the class / register tokens and the position embedding,
   whose arithmetic is element-wise (vector FLOPs); a multiply-accumulate there is misplaced.
 * **no blocks, yet components**: a model without recognized transformer blocks must leave what
@@ -205,18 +206,25 @@ def _patch_embed_runs(ops: Sequence[OpRecord]) -> list[list[OpRecord]]:
     return [run for run in runs if run]
 
 
-def _repeats_a_unit(run: Sequence[OpRecord]) -> bool:
+def _a_chain(layers: Sequence[tuple[str, ...]]) -> bool:
+    """Whether the layers (paths inside a unit) are the numbered children of one Sequential."""
+    return len({path[:-1] for path in layers}) == 1 and all(path[-1].isdigit() for path in layers)
+
+
+def _repeats_a_unit(modules: Sequence[str]) -> bool:
     """Whether two numbered units of one container (``P.1.S...``, ``P.2.S...``) ran the same
-    layers with the same MACs, at least ``_LAYERS_PER_BLOCK`` each (``run``: weighted ops)."""
-    units: dict[tuple[str, ...], dict[str, list[tuple[tuple[str, ...], int]]]] = {}
-    for op in run:
-        parts = op.module.split(".")
+    layers, at least ``_LAYERS_PER_BLOCK`` each and not a chain (:func:`_a_chain`)
+    (``modules``: one path per weighted op)."""
+    units: dict[tuple[str, ...], dict[str, list[tuple[str, ...]]]] = {}
+    for path in modules:
+        parts = path.split(".")
         for k, part in enumerate(parts[:-1]):
             if part.isdigit():
                 units.setdefault(tuple(parts[:k]), {}).setdefault(part, []).append(
-                    (tuple(parts[k + 1:]), op.macs))
+                    tuple(parts[k + 1:]))
     for by_index in units.values():
-        layers = [tuple(s) for s in by_index.values() if len(s) >= _LAYERS_PER_BLOCK]
+        layers = [tuple(s) for s in by_index.values()
+                  if len(s) >= _LAYERS_PER_BLOCK and not _a_chain(s)]
         if len(layers) != len(set(layers)):
             return True
     return False
@@ -225,7 +233,7 @@ def _repeats_a_unit(run: Sequence[OpRecord]) -> bool:
 def patch_embed_with_blocks(ops: Sequence[OpRecord]) -> list[str]:
     astray = []
     for run in _patch_embed_runs(ops):
-        if _repeats_a_unit(run):
+        if _repeats_a_unit([op.module for op in run]):
             astray.extend(run)
     if not astray:
         return []
