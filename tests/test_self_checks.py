@@ -457,13 +457,15 @@ MODELS_PASSING = [
     pytest.param(lambda: Tokens(nn.Identity(), nn.Sequential(ShortcutBlock(8, 16))),
                  "attention module counted elsewhere", id="mvitv2-shortcut-proj-attn"),
     pytest.param(SENet, "attention module counted elsewhere", id="regnet-se-named-attention"),
+    pytest.param(lambda: Tokens(SqueezeExcite(8), nn.Sequential(TokenBlock(8), TokenBlock(8))),
+                 "attention module counted elsewhere", id="se-named-attention-before-blocks"),
 ]
 
 
 @pytest.mark.parametrize(("build", "rule"), MODELS_PASSING)
 def test_a_model_that_tripped_a_rule_falsely_passes(build, rule) -> None:
     """Each of these once failed ``rule`` (zoo sweep: timm crossvit_9_dagger_240, mvitv2_tiny,
-    transformers RegNet) although its breakdown is right; the rule's own tripping model above
-    still trips it."""
+    transformers RegNet; the last, an SE gate in a model with blocks) although its breakdown is
+    right; the rule's own tripping model above still trips it."""
     profile = analyze(build(), image_size=8, name="built")
     assert profile.self_checks == ()

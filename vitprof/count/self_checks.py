@@ -18,9 +18,10 @@ read only the op records and the component each got, so they hold for any model:
   ``attention``, ``mha``, ``msa``; ``mlp``, ``ffn``, ``feed_forward`` for an MLP; ``shortcut``,
   ``skip``, ``residual`` for the residual path, mvitv2's ``shortcut_proj_attn``) counted outside
   ``attn_qkv`` / ``attn_core`` / ``attn_proj`` and ``head`` (attention pooling): an attention
-  the recognizer missed. A model without blocks is left to *no blocks, yet components*, which
-  wants its unrecognised parts in ``other``: a squeeze-excitation named ``attention`` in a CNN
-  (transformers RegNet) is no attention core.
+  the recognizer missed. A gate is no attention core: a module so named whose ops hold a
+  sigmoid and no softmax nor attention product (a squeeze-excitation, transformers RegNet's
+  ``attention``, timm's ``attn`` of an SE block) passes. A model without blocks is left to
+  *no blocks, yet components*, which wants its unrecognised parts in ``other``.
 * **patch embedding inside a block**: ``patch_embed`` MACs recorded in a block, or run between
   two ops of one block. Embedding between the stages of a hierarchical model runs between two
   different blocks and passes.
@@ -53,6 +54,7 @@ from vitprof.count.families.base import ATTENTION_NAME
 _FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
 _SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
+_GATES = ("aten.sigmoid", "aten.hardsigmoid")
 _PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
 _ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD)
 # an innermost segment naming an MLP or the residual path is not attention, whatever else it says
@@ -146,22 +148,35 @@ def projections_out_of_order(ops: Sequence[OpRecord]) -> list[str]:
                      "before its first")]
 
 
-def _named_attention(module: str) -> bool:
-    """Whether the innermost attention-, MLP- or shortcut-like segment of a module path names
-    attention."""
-    for segment in reversed(module.split(".")):
-        if _NOT_ATTENTION_SEGMENT.search(segment):
-            return False
-        if ATTENTION_NAME.search(segment):
-            return True
-    return False
+def _named_attention(module: str) -> str | None:
+    """The module path up to its innermost attention-, MLP- or shortcut-like segment when that
+    segment names attention, else None."""
+    segments = module.split(".")
+    for k in range(len(segments) - 1, -1, -1):
+        if _NOT_ATTENTION_SEGMENT.search(segments[k]):
+            return None
+        if ATTENTION_NAME.search(segments[k]):
+            return ".".join(segments[:k + 1])
+    return None
+
+
+def _a_gate(ops: Sequence[OpRecord]) -> bool:
+    """Whether a module's ops gate: a sigmoid, and no softmax nor attention product
+    (squeeze-excitation: pool, 1x1 conv, act, 1x1 conv, sigmoid, multiply)."""
+    return any(op.op in _GATES for op in ops) and not any(
+        op.op in _SOFTMAX or op.op in _ACTIVATION_PRODUCTS or _is_fused_attention(op)
+        for op in ops)
 
 
 def attention_module_elsewhere(ops: Sequence[OpRecord]) -> list[str]:
     if not any(op.block is not None for op in ops):
         return []  # components_without_blocks' case: the unrecognised belongs in other
-    astray = [op for op in ops if op.macs and op.component not in _ATTENTION_PLACES
-              and _named_attention(op.module)]
+    named: dict[str, list[OpRecord]] = {}
+    for op in ops:
+        if (module := _named_attention(op.module)) is not None:
+            named.setdefault(module, []).append(op)
+    astray = [op for group in named.values() if not _a_gate(group)
+              for op in group if op.macs and op.component not in _ATTENTION_PLACES]
     if not astray:
         return []
     where = sorted({str(op.component) for op in astray})
