@@ -151,3 +151,16 @@ def test_dinat_without_natten_is_a_missing_package(tmp_path: Path, capsys) -> No
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a missing optional package" in err
     assert "requires the natten library" in err
+
+
+def test_token_ids_given_as_inputs_are_the_input() -> None:
+    """Integer ``(batch, length)`` ids given are the input (no channel axis); refused before."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.ImageGPTConfig(n_embd=16, n_layer=1, n_head=2, n_positions=64,
+                                         vocab_size=17)
+    model = transformers.ImageGPTForImageClassification(config)
+    given = vitprof.analyze(model, inputs={"input_ids": torch.zeros(1, 32, dtype=torch.long)})
+    assert given.input_shape == (1, 32)
+    ids = torch.zeros(1, 32, dtype=torch.long, device="meta")
+    assert given.totals.macs == _flop_counter_macs(copy.deepcopy(model).to("meta"),
+                                                   {"input_ids": ids})

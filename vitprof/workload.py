@@ -365,7 +365,8 @@ def given_inputs(inputs: Any, dtype: torch.dtype | None) -> InputSpec:
     """The :class:`InputSpec` of ``inputs`` given as they are (see :class:`InputRequest`):
     every tensor re-made as a :class:`TensorSpec` of its shape and dtype (a floating one in
     ``dtype`` when given), whatever its device. The input tensor is ``pixel_values`` if given,
-    else the first positional, else the first keyword tensor of 3 or more dimensions."""
+    else the first positional, else the first keyword tensor of 3 or more dimensions, else of
+    integer token ids, ``(batch, length)`` (an input without a channel axis)."""
     if callable(inputs) and not isinstance(inputs, torch.Tensor):
         inputs = _called(inputs, dtype)
     args, kwargs = _arguments(inputs)
@@ -373,6 +374,9 @@ def given_inputs(inputs: Any, dtype: torch.dtype | None) -> InputSpec:
     keywords = {key: _spec(value, dtype) for key, value in kwargs.items()}
     position = _main_position(specs, keywords)
     main = keywords.pop(position) if isinstance(position, str) else specs.pop(position)
+    if len(main.shape) == 2:
+        return InputSpec(main.shape[0], 1, main.shape[1:], main.dtype, tuple(specs), keywords,
+                         channel_axis=None, position=position)
     return InputSpec(main.shape[0], main.shape[1], main.shape[2:], main.dtype, tuple(specs),
                      keywords, position=position)
 
@@ -417,14 +421,19 @@ def _main_position(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | str:
     def image(value: Any) -> bool:
         return isinstance(value, TensorSpec) and len(value.shape) >= 3
 
+    def token_ids(value: Any) -> bool:
+        return isinstance(value, TensorSpec) and len(value.shape) == 2 and \
+            not value.dtype.is_floating_point
+
     if image(kwargs.get("pixel_values")):
         return "pixel_values"
-    found = [i for i, v in enumerate(args) if image(v)] + [k for k, v in kwargs.items()
-                                                           if image(v)]
-    if not found:
-        raise UserError("inputs hold no tensor of 3 or more dimensions (batch, channels, "
-                        "sizes) to count as the input")
-    return found[0]
+    for kind in (image, token_ids):
+        found = [i for i, v in enumerate(args) if kind(v)] + [
+            k for k, v in kwargs.items() if kind(v)]
+        if found:
+            return found[0]
+    raise UserError("inputs hold no tensor of 3 or more dimensions (batch, channels, sizes) "
+                    "nor integer token ids (batch, length) to count as the input")
 
 
 def deployed(work: Workload, deploy: bool) -> Workload:
