@@ -288,9 +288,11 @@ def _input(
     module: nn.Module, request: InputRequest, batch: int, entry: ZooEntry | None,
     built_size: ImageSize | None,
 ) -> tuple[InputSpec, str]:
-    """The input ``module`` is fed, and where it came from: the given inputs, else the given
-    shape, else the model's own input at the sizes asked for (:func:`_own_input`). Its dtype
-    is the one asked for, else the module's own."""
+    """The input ``module`` is fed, and where it came from: the given inputs, else, for a
+    forward that takes no image tensor, its own arguments (:func:`vitprof.models.
+    forward_inputs.own_forward_input`), else the given shape, else the model's own input at the
+    sizes asked for (:func:`_own_input`). Its dtype is the one asked for, else the module's
+    own."""
     dtype = request.dtype or _floating_dtype(module) or torch.float32
     if request.inputs is not None:
         return given_inputs(request.inputs, request.dtype), "inputs given"
