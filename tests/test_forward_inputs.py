@@ -164,3 +164,26 @@ def test_token_ids_given_as_inputs_are_the_input() -> None:
     ids = torch.zeros(1, 32, dtype=torch.long, device="meta")
     assert given.totals.macs == _flop_counter_macs(copy.deepcopy(model).to("meta"),
                                                    {"input_ids": ids})
+
+
+IMAGE_GPT = """
+import transformers
+
+
+def build(image_size=None, num_classes=None):
+    config = transformers.ImageGPTConfig(n_embd=16, n_layer=1, n_head=2, n_positions=64,
+                                         vocab_size=17)
+    return transformers.ImageGPTForImageClassification(config)
+"""
+
+
+def test_token_ids_in_the_json(tmp_path: Path, capsys) -> None:
+    """The JSON's input_shape is (batch, length): the schema took 3 or more sizes only."""
+    pytest.importorskip("transformers")
+    factory = tmp_path / "image_gpt.py"
+    factory.write_text(IMAGE_GPT)
+    assert main(["analyze", f"{factory}:build", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["input_shape"] == [1, 64]
+    assert data["inputs"] == [{"name": "input_ids", "shape": [1, 64], "dtype": "int64"}]
+    assert data["input_source"] == "config: 64 token ids"
