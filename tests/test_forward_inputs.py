@@ -187,3 +187,12 @@ def test_token_ids_in_the_json(tmp_path: Path, capsys) -> None:
     assert data["input_shape"] == [1, 64]
     assert data["inputs"] == [{"name": "input_ids", "shape": [1, 64], "dtype": "int64"}]
     assert data["input_source"] == "config: 64 token ids"
+
+
+def test_crosscheck_names_a_token_input(tmp_path: Path, capsys) -> None:
+    """Its header unpacked four sizes (batch, channels, height, width): a traceback on ids."""
+    pytest.importorskip("transformers")
+    factory = tmp_path / "image_gpt.py"
+    factory.write_text(IMAGE_GPT)
+    assert main(["crosscheck", f"{factory}:build", "--peers", "flopcounter-meta"]) == 0
+    assert "input: batch 1, 64;" in capsys.readouterr().out
