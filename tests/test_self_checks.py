@@ -362,3 +362,110 @@ def test_strict_analyze_exits_1_on_each_new_rule(build, rule, monkeypatch, capsy
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert f"self-check failed ({rule})" in err and "1 self-check(s) failed (--strict)" in err
+
+
+# ---- models that tripped a rule falsely (the breakdown right, the rule wrong) --------------
+
+def conv_stem(width: int) -> nn.Module:
+    """A three-convolution stem in one Sequential (timm CrossViT's multi-conv patch embedding)."""
+    return nn.Sequential(nn.Conv2d(3, width // 2, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(width // 2, width // 2, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(width // 2, width, 2, stride=2))
+
+
+class BranchEmbed(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.proj = conv_stem(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x).flatten(2).transpose(1, 2)
+
+
+class TwoBranches(nn.Module):
+    """CrossViT's layout: one patch embedding per branch, both on the image, each a stem of
+    three convolutions in one Sequential, then each branch's blocks."""
+
+    def __init__(self, widths: tuple[int, int] = (8, 8)) -> None:
+        super().__init__()
+        self.patch_embed = nn.ModuleList(BranchEmbed(w) for w in widths)
+        self.blocks = nn.ModuleList(TokenBlock(w) for w in widths)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = [embed(x) for embed in self.patch_embed]  # both embeddings, then the blocks
+        out = [blk(t).mean(1) for blk, t in zip(self.blocks, tokens, strict=True)]
+        return torch.cat(out, dim=-1)
+
+
+class ShortcutBlock(nn.Module):
+    """mvitv2's layout: the block widens, and a Linear named ``shortcut_proj_attn`` projects the
+    attention's residual shortcut to the new width."""
+
+    def __init__(self, dim: int, out: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.shortcut_proj_attn = nn.Linear(dim, out)
+        self.attn = WideningAttention(dim, out)
+        self.mlp = Mlp(out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x)
+        x = self.shortcut_proj_attn(x) + self.attn(x)
+        return x + self.mlp(x)
+
+
+class WideningAttention(nn.Module):
+    def __init__(self, dim: int, out: int) -> None:
+        super().__init__()
+        self.qkv, self.proj = nn.Linear(dim, 3 * out), nn.Linear(out, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return self.proj(nn.functional.scaled_dot_product_attention(q, k, v))
+
+
+class SqueezeExcite(nn.Module):
+    """transformers RegNet's SE: pool, 1x1 conv, act, 1x1 conv, sigmoid (a Sequential named
+    ``attention``), multiply."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.pooler = nn.AdaptiveAvgPool2d(1)
+        self.attention = nn.Sequential(nn.Conv2d(dim, dim // 2, 1), nn.ReLU(),
+                                       nn.Conv2d(dim // 2, dim, 1), nn.Sigmoid())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.attention(self.pooler(x))
+
+
+class SENet(nn.Module):
+    """A CNN with no transformer block: conv, SE, conv, SE, pooled classifier."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.stages = nn.Sequential(*(nn.Sequential(nn.Conv2d(3 if i == 0 else dim, dim, 3,
+                                                              padding=1), SqueezeExcite(dim))
+                                      for i in range(2)))
+        self.fc = nn.Linear(dim, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.stages(x).mean((2, 3)))
+
+
+MODELS_PASSING = [
+    pytest.param(TwoBranches, "patch embedding with repeated blocks", id="crossvit-branch-stems"),
+    pytest.param(lambda: Tokens(nn.Identity(), nn.Sequential(ShortcutBlock(8, 16))),
+                 "attention module counted elsewhere", id="mvitv2-shortcut-proj-attn"),
+    pytest.param(SENet, "attention module counted elsewhere", id="regnet-se-named-attention"),
+    pytest.param(lambda: Tokens(SqueezeExcite(8), nn.Sequential(TokenBlock(8), TokenBlock(8))),
+                 "attention module counted elsewhere", id="se-named-attention-before-blocks"),
+]
+
+
+@pytest.mark.parametrize(("build", "rule"), MODELS_PASSING)
+def test_a_model_that_tripped_a_rule_falsely_passes(build, rule) -> None:
+    """Each of these once failed ``rule`` (zoo sweep: timm crossvit_9_dagger_240, mvitv2_tiny,
+    transformers RegNet; the last, an SE gate in a model with blocks) although its breakdown is
+    right; the rule's own tripping model above still trips it."""
+    profile = analyze(build(), image_size=8, name="built")
+    assert profile.self_checks == ()

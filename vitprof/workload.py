@@ -39,6 +39,7 @@ from vitprof.count.families import Rule
 from vitprof.count.running import check_image_size, check_input, check_int, one_line
 from vitprof.models.declared_input import declared_input, square_or_pair
 from vitprof.models.deploy import deploy_form
+from vitprof.models.forward_inputs import OwnInput, TensorSpec, make_tensor, own_forward_input
 from vitprof.models.zoo import DEFAULT_IMAGE_SIZE, BuiltModel, ZooEntry, build
 
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
@@ -62,27 +63,6 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _tensor(shape: tuple[int, ...], dtype: torch.dtype, device: str, random: bool) -> torch.Tensor:
-    """A tensor on ``device``: uninitialised on meta (nothing is allocated), else zeros, or
-    standard normal values when ``random`` and ``dtype`` is a floating type."""
-    if device == "meta":
-        return torch.empty(shape, dtype=dtype, device="meta")
-    if random and dtype.is_floating_point:
-        return torch.randn(shape, device=device).to(dtype)
-    return torch.zeros(shape, dtype=dtype, device=device)
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """A tensor argument by its shape and dtype, made on the device of each run."""
-
-    shape: tuple[int, ...]
-    dtype: torch.dtype
-
-    def make(self, device: str = "meta", *, random: bool = False) -> torch.Tensor:
-        return _tensor(self.shape, self.dtype, device, random)
-
-
 def _made(value: Any, device: str, random: bool) -> Any:
     """``value`` with every :class:`TensorSpec` in it (nested in tuples, lists, dicts) made."""
     return tree_map(lambda v: v.make(device, random=random) if isinstance(v, TensorSpec) else v,
@@ -93,7 +73,9 @@ def _made(value: Any, device: str, random: bool) -> Any:
 class InputSpec:
     """One forward's input: ``channels`` x ``spatial`` in ``dtype`` (channels at
     ``channel_axis`` of the tensor), placed at ``position`` among ``args`` and ``kwargs``,
-    which are passed unchanged (a :class:`TensorSpec` among them made on the run's device)."""
+    which are passed unchanged (a :class:`TensorSpec` among them made on the run's device).
+    ``channel_axis`` None: the tensor has no channel axis, ``(batch, *spatial)`` (token ids,
+    an image already cut into patches), and ``channels`` is 1."""
 
     batch: int
     channels: int
@@ -101,7 +83,7 @@ class InputSpec:
     dtype: torch.dtype = torch.float32
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    channel_axis: int = 1  # 1: (B, C, *spatial); 2: (B, T, C, H, W)
+    channel_axis: int | None = 1  # 1: (B, C, *spatial); 2: (B, T, C, H, W); None: (B, *spatial)
     position: int | str = 0  # where the tensor goes: an index among args, or a keyword
 
     def __post_init__(self) -> None:
@@ -111,7 +93,10 @@ class InputSpec:
             raise UserError("an input needs at least one spatial size")
         for size in self.spatial:
             check_int("input size", size, 1)
-        if not 1 <= self.channel_axis <= len(self.spatial) + 1:
+        if self.channel_axis is None:
+            if self.channels != 1:
+                raise UserError("an input without a channel axis has 1 channel")
+        elif not 1 <= self.channel_axis <= len(self.spatial) + 1:
             raise UserError(f"channel axis {self.channel_axis} is outside the input's "
                             f"{len(self.spatial) + 2} dimensions")
 
@@ -125,7 +110,9 @@ class InputSpec:
     @property
     def shape(self) -> tuple[int, ...]:
         """The input tensor's shape: ``(batch, channels, *spatial)``, channels at
-        ``channel_axis``."""
+        ``channel_axis`` (none without one)."""
+        if self.channel_axis is None:
+            return (self.batch, *self.spatial)
         before = self.spatial[: self.channel_axis - 1]
         return (self.batch, *before, self.channels, *self.spatial[self.channel_axis - 1:])
 
@@ -143,7 +130,7 @@ class InputSpec:
     def tensor(self, device: str = "meta", *, random: bool = False) -> torch.Tensor:
         """The input tensor on ``device``: uninitialised on meta (nothing is allocated), else
         zeros, or standard normal values when ``random``."""
-        return _tensor(self.shape, self.dtype, device, random)
+        return make_tensor(self.shape, self.dtype, device, random)
 
     def example(self, device: str = "meta", *, random: bool = False) -> CallArgs:
         """The arguments of one forward, ``model(*args, **kwargs)``: the input tensor
@@ -333,12 +320,17 @@ def _input(
     module: nn.Module, request: InputRequest, batch: int, entry: ZooEntry | None,
     built_size: ImageSize | None,
 ) -> tuple[InputSpec, str]:
-    """The input ``module`` is fed, and where it came from: the given inputs, else the given
-    shape, else the model's own input at the sizes asked for (:func:`_own_input`). Its dtype
-    is the one asked for, else the module's own."""
+    """The input ``module`` is fed, and where it came from: the given inputs, else, for a
+    forward that takes no image tensor, its own arguments (:func:`vitprof.models.
+    forward_inputs.own_forward_input`), else the given shape, else the model's own input at the
+    sizes asked for (:func:`_own_input`). Its dtype is the one asked for, else the module's
+    own."""
     dtype = request.dtype or _floating_dtype(module) or torch.float32
     if request.inputs is not None:
         return given_inputs(request.inputs, request.dtype), "inputs given"
+    own = own_forward_input(module, batch)
+    if own is not None:
+        return _forward_input(own, request, dtype), own.source
     declared = declared_input(module)
     if request.shape is not None:
         axis = declared.channel_axis if len(request.shape) > 4 else 1
@@ -349,6 +341,23 @@ def _input(
     spatial, channels, source = _own_input(module, request, entry, built_size)
     axis = declared.channel_axis if len(spatial) == 3 else 1
     return InputSpec(batch, channels, spatial, dtype, channel_axis=axis), source
+
+
+def _forward_input(own: OwnInput, request: InputRequest, dtype: torch.dtype) -> InputSpec:
+    """The :class:`InputSpec` of a forward that takes no image tensor (:func:`vitprof.models.
+    forward_inputs.own_forward_input`): its own input only, the main tensor in ``dtype`` when
+    it is a floating one; a size asked for is refused, not ignored."""
+    asked = [what for what, value in (("image_size", request.image_size),
+                                      ("frames", request.frames), ("in_chans", request.in_chans),
+                                      ("input_shape", request.shape)) if value is not None]
+    if asked:
+        raise UserError(f"this model's forward takes {own.name} of {own.source}, not an image: "
+                        f"{', '.join(asked)} cannot set it; give inputs=... instead")
+    main = own.main
+    spatial = main.shape[1:]
+    return InputSpec(main.shape[0], 1, spatial, dtype if main.dtype.is_floating_point
+                     else main.dtype, kwargs=dict(own.kwargs), channel_axis=None,
+                     position=own.name)
 
 
 def _own_input(
@@ -390,7 +399,8 @@ def given_inputs(inputs: Any, dtype: torch.dtype | None) -> InputSpec:
     """The :class:`InputSpec` of ``inputs`` given as they are (see :class:`InputRequest`):
     every tensor re-made as a :class:`TensorSpec` of its shape and dtype (a floating one in
     ``dtype`` when given), whatever its device. The input tensor is ``pixel_values`` if given,
-    else the first positional, else the first keyword tensor of 3 or more dimensions."""
+    else the first positional, else the first keyword tensor of 3 or more dimensions, else of
+    integer token ids, ``(batch, length)`` (an input without a channel axis)."""
     if callable(inputs) and not isinstance(inputs, torch.Tensor):
         inputs = _called(inputs, dtype)
     args, kwargs = _arguments(inputs)
@@ -398,6 +408,9 @@ def given_inputs(inputs: Any, dtype: torch.dtype | None) -> InputSpec:
     keywords = {key: _spec(value, dtype) for key, value in kwargs.items()}
     position = _main_position(specs, keywords)
     main = keywords.pop(position) if isinstance(position, str) else specs.pop(position)
+    if len(main.shape) == 2:
+        return InputSpec(main.shape[0], 1, main.shape[1:], main.dtype, tuple(specs), keywords,
+                         channel_axis=None, position=position)
     return InputSpec(main.shape[0], main.shape[1], main.shape[2:], main.dtype, tuple(specs),
                      keywords, position=position)
 
@@ -442,14 +455,19 @@ def _main_position(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | str:
     def image(value: Any) -> bool:
         return isinstance(value, TensorSpec) and len(value.shape) >= 3
 
+    def token_ids(value: Any) -> bool:
+        return isinstance(value, TensorSpec) and len(value.shape) == 2 and \
+            not value.dtype.is_floating_point
+
     if image(kwargs.get("pixel_values")):
         return "pixel_values"
-    found = [i for i, v in enumerate(args) if image(v)] + [k for k, v in kwargs.items()
-                                                           if image(v)]
-    if not found:
-        raise UserError("inputs hold no tensor of 3 or more dimensions (batch, channels, "
-                        "sizes) to count as the input")
-    return found[0]
+    for kind in (image, token_ids):
+        found = [i for i, v in enumerate(args) if kind(v)] + [
+            k for k, v in kwargs.items() if kind(v)]
+        if found:
+            return found[0]
+    raise UserError("inputs hold no tensor of 3 or more dimensions (batch, channels, sizes) "
+                    "nor integer token ids (batch, length) to count as the input")
 
 
 def deployed(work: Workload, deploy: bool) -> Workload:

@@ -13,19 +13,27 @@ read only the op records and the component each got, so they hold for any model:
 * **projections out of order**: in a block, ``attn_qkv`` runs before an attention core (its
   output feeds the core) and ``attn_proj`` after one; an ``attn_qkv`` op after the block's last
   core, or an ``attn_proj`` op before its first, is something else (an MLP counted as attention).
-* **attention module counted elsewhere**: MACs of a module whose innermost attention- or
-  MLP-like path segment names attention (``attn``, ``attention``, ``mha``, ``msa``; ``mlp``,
-  ``ffn``, ``feed_forward`` for an MLP) counted outside ``attn_qkv`` / ``attn_core`` /
-  ``attn_proj`` and ``head`` (attention pooling): an attention the recognizer missed.
+* **attention module counted elsewhere**: in a model with recognized blocks, MACs of a module
+  whose innermost attention-, MLP- or shortcut-like path segment names attention (``attn``,
+  ``attention``, ``mha``, ``msa``; ``mlp``, ``ffn``, ``feed_forward`` for an MLP; ``shortcut``,
+  ``skip``, ``residual`` for the residual path, mvitv2's ``shortcut_proj_attn``) counted outside
+  ``attn_qkv`` / ``attn_core`` / ``attn_proj`` and ``head`` (attention pooling): an attention
+  the recognizer missed. A gate is no attention core: a module so named whose ops hold a
+  sigmoid and no softmax nor attention product (a squeeze-excitation, transformers RegNet's
+  ``attention``, timm's ``attn`` of an SE block) passes. A model without blocks is left to
+  *no blocks, yet components*, which wants its unrecognised parts in ``other``.
 * **patch embedding inside a block**: ``patch_embed`` MACs recorded in a block, or run between
   two ops of one block. Embedding between the stages of a hierarchical model runs between two
   different blocks and passes.
 * **patch embedding with repeated blocks**: a patch embedding is a chain of layers; ``patch_embed``
   MACs run in a row (no op of a block or with MACs of another component between them) from two
   or more units of one container (``stages.0.blocks.1`` and ``stages.0.blocks.2``) that run the
-  same layers, three or more each, are a stage of blocks (a convolutional stage) counted as
-  patch embedding. The downsampling of each stage of a convolutional trunk repeats too, but
-  with the stages' own ops between them.
+  same named layers, three or more each, are a stage of blocks (a convolutional stage)
+  counted as patch embedding. The downsampling of each stage of a convolutional trunk repeats
+  too, but with the stages' own ops between them. A unit whose layers are the numbered
+  children of one Sequential (``proj.0``, ``proj.2``, ``proj.4``: conv, act, conv, ...) is a
+  chain of layers, a multi-conv stem, not a block: CrossViT's two branches each embed the
+  image with one (``patch_embed.0.proj`` and ``patch_embed.1.proj``).
 * **MACs in tokens**: ``tokens`` is the class / register tokens and the position embedding,
   whose arithmetic is element-wise (vector FLOPs); a multiply-accumulate there is misplaced.
 * **no blocks, yet components**: a model without recognized transformer blocks must leave what
@@ -46,9 +54,12 @@ from vitprof.count.families.base import ATTENTION_NAME
 _FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
 _SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
+_GATES = ("aten.sigmoid", "aten.hardsigmoid")
 _PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
 _ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD)
-_MLP_SEGMENT = re.compile(r"mlp|ffn|feed_?forward", re.IGNORECASE)
+# an innermost segment naming an MLP or the residual path is not attention, whatever else it says
+_NOT_ATTENTION_SEGMENT = re.compile(r"mlp|ffn|feed_?forward|shortcut|skip|residual",
+                                    re.IGNORECASE)
 _ATTENTION_PLACES = (Component.ATTN_QKV, Component.ATTN_CORE, Component.ATTN_PROJ,
                      Component.NORM, Component.HEAD)
 _LAYERS_PER_BLOCK = 3  # the fewest weighted layers of a repeated unit that make it a block
@@ -137,19 +148,35 @@ def projections_out_of_order(ops: Sequence[OpRecord]) -> list[str]:
                      "before its first")]
 
 
-def _named_attention(module: str) -> bool:
-    """Whether the innermost attention- or MLP-like segment of a module path names attention."""
-    for segment in reversed(module.split(".")):
-        if _MLP_SEGMENT.search(segment):
-            return False
-        if ATTENTION_NAME.search(segment):
-            return True
-    return False
+def _named_attention(module: str) -> str | None:
+    """The module path up to its innermost attention-, MLP- or shortcut-like segment when that
+    segment names attention, else None."""
+    segments = module.split(".")
+    for k in range(len(segments) - 1, -1, -1):
+        if _NOT_ATTENTION_SEGMENT.search(segments[k]):
+            return None
+        if ATTENTION_NAME.search(segments[k]):
+            return ".".join(segments[:k + 1])
+    return None
+
+
+def _a_gate(ops: Sequence[OpRecord]) -> bool:
+    """Whether a module's ops gate: a sigmoid, and no softmax nor attention product
+    (squeeze-excitation: pool, 1x1 conv, act, 1x1 conv, sigmoid, multiply)."""
+    return any(op.op in _GATES for op in ops) and not any(
+        op.op in _SOFTMAX or op.op in _ACTIVATION_PRODUCTS or _is_fused_attention(op)
+        for op in ops)
 
 
 def attention_module_elsewhere(ops: Sequence[OpRecord]) -> list[str]:
-    astray = [op for op in ops if op.macs and op.component not in _ATTENTION_PLACES
-              and _named_attention(op.module)]
+    if not any(op.block is not None for op in ops):
+        return []  # components_without_blocks' case: the unrecognised belongs in other
+    named: dict[str, list[OpRecord]] = {}
+    for op in ops:
+        if (module := _named_attention(op.module)) is not None:
+            named.setdefault(module, []).append(op)
+    astray = [op for group in named.values() if not _a_gate(group)
+              for op in group if op.macs and op.component not in _ATTENTION_PLACES]
     if not astray:
         return []
     where = sorted({str(op.component) for op in astray})
@@ -194,9 +221,15 @@ def _patch_embed_runs(ops: Sequence[OpRecord]) -> list[list[OpRecord]]:
     return [run for run in runs if run]
 
 
+def _a_chain(layers: Sequence[tuple[str, ...]]) -> bool:
+    """Whether the layers (paths inside a unit) are the numbered children of one Sequential."""
+    return len({path[:-1] for path in layers}) == 1 and all(path[-1].isdigit() for path in layers)
+
+
 def _repeats_a_unit(modules: Sequence[str]) -> bool:
     """Whether two numbered units of one container (``P.1.S...``, ``P.2.S...``) ran the same
-    layers, at least ``_LAYERS_PER_BLOCK`` each (``modules``: one path per weighted op)."""
+    layers, at least ``_LAYERS_PER_BLOCK`` each and not a chain (:func:`_a_chain`)
+    (``modules``: one path per weighted op)."""
     units: dict[tuple[str, ...], dict[str, list[tuple[str, ...]]]] = {}
     for path in modules:
         parts = path.split(".")
@@ -205,7 +238,8 @@ def _repeats_a_unit(modules: Sequence[str]) -> bool:
                 units.setdefault(tuple(parts[:k]), {}).setdefault(part, []).append(
                     tuple(parts[k + 1:]))
     for by_index in units.values():
-        layers = [tuple(s) for s in by_index.values() if len(s) >= _LAYERS_PER_BLOCK]
+        layers = [tuple(s) for s in by_index.values()
+                  if len(s) >= _LAYERS_PER_BLOCK and not _a_chain(s)]
         if len(layers) != len(set(layers)):
             return True
     return False

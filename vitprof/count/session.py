@@ -52,8 +52,9 @@ def meta_twins(inputs: Inputs) -> Inputs:
 
 
 def _on_meta(inputs: Inputs) -> bool:
-    tensors = [v for v in tree_leaves(inputs) if isinstance(v, torch.Tensor)]
-    return bool(tensors) and all(t.is_meta for t in tensors)
+    """Whether the inputs are on meta: any of them (a CPU tensor beside meta ones holds values
+    the forward reads, such as the sizes of a patch grid)."""
+    return any(v.is_meta for v in tree_leaves(inputs) if isinstance(v, torch.Tensor))
 
 
 def stand_ins(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -6,7 +6,10 @@ Sources, first found wins, each named in :attr:`DeclaredInput.source`:
    or a pair) and ``in_chans`` / ``in_channels`` / ``num_channels``: what it was built for;
 2. a Hugging Face ``config``: ``image_size`` (an int or a pair), ``num_channels`` and, for a
    video model, ``num_frames`` (its input is then ``B, T, C, H, W``, channels at axis 2: the
-   layout of transformers' video models);
+   layout of transformers' video models). A transformers model is a video model when
+   transformers maps its type to a video classifier (VideoMAE, ViViT, TimeSformer, ...):
+   Perceiver's config has ``num_frames`` for its multimodal autoencoder, yet its image
+   classifiers take images;
 3. timm's ``pretrained_cfg["input_size"]``: ``(channels, height, width)``.
 
 Only when none of them says is the value guessed, and then :attr:`DeclaredInput.guessed` names
@@ -105,6 +108,18 @@ def _size_from_position_embedding(module: nn.Module) -> int | None:
     return None
 
 
+def _frames(module: nn.Module) -> int | None:
+    """A config's ``num_frames``, for a video model only (see the module docstring)."""
+    config = getattr(module, "config", None)
+    frames = _count(getattr(config, "num_frames", None))
+    if frames is None or not type(module).__module__.startswith("transformers."):
+        return frames
+    from transformers.models.auto.modeling_auto import MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES
+
+    return frames if getattr(config, "model_type", None) in \
+        MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES else None
+
+
 def declared_input(module: nn.Module) -> DeclaredInput:
     """What ``module`` declares of its input (see the module docstring), guesses named."""
     channels: int | None = None
@@ -124,7 +139,7 @@ def declared_input(module: nn.Module) -> DeclaredInput:
     if size is None and (side := _size_from_position_embedding(module)) is not None:
         size = (side, side)
         guessed.append(f"{side}x{side} from the position embedding's length")
-    frames = _count(getattr(getattr(module, "config", None), "num_frames", None))
+    frames = _frames(module)
     # transformers' video models take pixel_values of (batch, frames, channels, height, width)
     axis = 2 if frames is not None else 1
     return DeclaredInput(channels, size, " and ".join(sources), tuple(guessed), frames, axis)

@@ -139,14 +139,24 @@ def _construct(name: str, factory: Callable[[], nn.Module], device: str) -> nn.M
         raise
     except Exception as error:
         if device != "meta" or not meta_caused(error):
-            raise UserError(f"building {name} failed: {one_line(error)}") from None
+            raise _build_failed(name, error) from None
         try:
             module = _quietly(factory, "cpu").to("meta")
         except Exception as cpu_error:
-            raise UserError(f"building {name} failed: {one_line(cpu_error)}") from None
+            raise _build_failed(name, cpu_error) from None
     if not isinstance(module, nn.Module):
         raise UserError(f"factory for {name} returned {type(module).__name__}, not an nn.Module")
     return module
+
+
+def _build_failed(name: str, error: Exception) -> UserError:
+    """The one line for a build that raised: a missing optional package (an ImportError: ``No
+    module named 'natten'``, or transformers' ``X requires the natten library but it was not
+    found in your environment. You can install it ...``) named as one, by its first sentence."""
+    if isinstance(error, ImportError):
+        first = " ".join(str(error).split()).partition(". ")[0].rstrip(".")
+        return UserError(f"building {name} failed: a missing optional package: {first}")
+    return UserError(f"building {name} failed: {one_line(error)}")
 
 
 def _quietly(factory: Callable[[], nn.Module], device: str) -> nn.Module:

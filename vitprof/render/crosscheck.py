@@ -20,6 +20,7 @@ from vitprof.render.document import (
     columns,
     lines,
 )
+from vitprof.render.tables import input_text
 
 _COLUMNS = columns(Col.PEER, Col.REPORTED, Col.UNIT, Col.MACS, Col.DELTA_MACS,
                    Col.RESIDUAL_MACS, Col.PARAMS, Col.DELTA_PARAMS, Col.RESIDUAL_PARAMS)
@@ -27,10 +28,9 @@ _AMOUNT = Column("amount", "", Kind.SIGNED)
 
 
 def _header(check: CrossCheck) -> list[str]:
-    batch, chans, height, width = check.input_shape
     v = check.vitprof
     return [
-        f"model: {check.model}; input: batch {batch}, {chans}x{height}x{width}; "
+        f"model: {check.model}; input: {input_text(check.input_shape)}; "
         f"torch {check.torch_version}",
         f"vitprof ({check.device} device): {v.params:,} params, {v.macs:,} MACs; attention: "
         f"{check.attention_implementation}",
