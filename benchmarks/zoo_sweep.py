@@ -25,7 +25,9 @@ without a formula, the failed self-checks and every warning of the breakdown.
 outside ``other``, the models with unsupported ops) and is printed on stdout.
 
 Conventions: MACs are multiply-accumulates; FLOPs = 2 x MACs. A model whose optional package is
-missing is ``skipped``, not ``failed``.
+missing is ``skipped``, one vitprof declines by design (a vision-language model) ``refused``, not
+``failed``. A model that cannot run on meta (vitprof then needs weights to run it on the CPU) is
+built on the CPU, zero-filled, for vitprof and the oracles alike; the ``device`` column says so.
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ TIMM_MODULES = (
 FIELDS = (
     "source", "module", "model", "status", "seconds", "input", "declared_input", "params",
     "oracle_params", "macs", "oracle_macs", "other_macs", "warnings", "error", "other_params",
-    "unsupported", "self_checks", "attention",
-)  # the last four came later: a CSV written before them reads them as empty
+    "unsupported", "self_checks", "attention", "device",
+)  # the last five came later: a CSV written before them reads them as empty
 
 
 def timm_models(per_module: int | None) -> Iterator[tuple[str, str, str]]:
@@ -81,17 +83,19 @@ def hf_models(per_module: int | None) -> Iterator[tuple[str, str, str]]:
 
 # ---- the child: one model, one JSON line on stdout ---------------------------------------------
 
-def _build(source: str, name: str) -> tuple[Any, tuple[int, ...] | None]:
-    """A fresh model on meta, and the input size it declares (C, H, W) when it declares one."""
+def _build(source: str, name: str, device: str = "meta") -> tuple[Any, tuple[int, ...] | None]:
+    """A fresh model on ``device`` (meta: no weights), and the input size it declares (C, H, W)
+    when it declares one. A tensor made apart from the default device (ImageGPT's LayerNorm
+    calls ``torch.Tensor()``) is moved there too."""
     import torch
 
     if source == "timm":
         import timm
 
-        with torch.device("meta"):
+        with torch.device(device):
             model = timm.create_model(name, pretrained=False)
         declared = model.pretrained_cfg.get("input_size")
-        return model, tuple(declared) if declared else None
+        return model.to(device), tuple(declared) if declared else None
     import transformers
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import (
@@ -103,12 +107,12 @@ def _build(source: str, name: str) -> tuple[Any, tuple[int, ...] | None]:
     # Perceiver) makes AutoModelForImageClassification read config.architectures, None here
     classes = MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES[name]
     model_class = getattr(transformers, classes if isinstance(classes, str) else classes[0])
-    with torch.device("meta"):
+    with torch.device(device):
         model = model_class(config)
     size = getattr(config, "image_size", None)
     size = (size, size) if isinstance(size, int) else tuple(size) if size else None
     chans = getattr(config, "num_channels", 3)
-    return model, (chans, *size) if size else None
+    return model.to(device), (chans, *size) if size else None
 
 
 def unique_params(model: Any) -> int:
@@ -143,11 +147,21 @@ def child(source: str, name: str) -> dict[str, Any]:
     from vitprof.core.records import op_calls
     from vitprof.workload import make_workload
 
+    device = "meta"
     model, declared = _build(source, name)
-    profile = vitprof.analyze(model, name=f"{source}:{name}")
+    try:
+        profile = vitprof.analyze(model, name=f"{source}:{name}")
+    except vitprof.UserError as error:
+        if "has no weights to run on" not in str(error):
+            raise
+        # it cannot run on meta (Perceiver reads a mask's values): vitprof would run a model
+        # with weights on the CPU, so both sides get one, zero-filled (counts read shapes only)
+        device = "cpu"
+        model, declared = _build(source, name, device)
+        profile = vitprof.analyze(model, name=f"{source}:{name}")
     shape = tuple(profile.input_shape)
-    fresh, _ = _build(source, name)
-    call = make_workload(fresh).inputs.example("meta")
+    fresh, _ = _build(source, name, device)
+    call = make_workload(fresh).inputs.example(device)
     return {
         "input": "x".join(map(str, shape)),
         "declared_input": "x".join(map(str, declared)) if declared else "",
@@ -161,16 +175,16 @@ def child(source: str, name: str) -> dict[str, Any]:
         "unsupported": op_calls(profile.unsupported_ops),
         "self_checks": len(profile.self_checks),
         "attention": profile.attention_implementation,
+        "device": device,
     }
 
 
 def _child_into(connection: Any, source: str, name: str) -> None:
-    """The forked child: sends ``("row", fields)`` or ``("error", last line of the error)``."""
+    """The forked child: sends ``("row", fields)`` or ``("error", the error's whole text)``."""
     try:
         message = ("row", child(source, name))
     except BaseException as error:  # any failure is this model's row
-        text = f"{type(error).__name__}: {error}".strip().splitlines()
-        message = ("error", text[-1] if text else type(error).__name__)
+        message = ("error", f"{type(error).__name__}: {error}")
     connection.send(message)
     connection.close()
 
@@ -192,9 +206,20 @@ def _forks() -> Any:
     return context
 
 
+def _failure(text: str) -> str:
+    """The status of a child's error: ``skipped`` for a missing optional package (transformers
+    says "requires the natten library"), ``refused`` for a model vitprof declines in one line
+    by design (a vision-language model wants a prompt it does not build), else ``failed``."""
+    if "No module named" in text or "requires the" in text:
+        return "skipped"
+    if text.startswith("UserError") and "is a vision-language model" in text:
+        return "refused"
+    return "failed"
+
+
 def run_one(source: str, module: str, name: str, limit_s: int) -> dict[str, Any]:
-    """One model in a forked child of its own, killed after ``limit_s`` seconds. An error that
-    names a missing module or package is ``skipped``, any other ``failed``."""
+    """One model in a forked child of its own, killed after ``limit_s`` seconds; an error's
+    status is :func:`_failure`'s."""
     row: dict[str, Any] = dict.fromkeys(FIELDS, "")
     row.update(source=source, module=module, model=name)
     start = time.monotonic()
@@ -210,8 +235,7 @@ def run_one(source: str, module: str, name: str, limit_s: int) -> dict[str, Any]
             if kind == "row":
                 row.update(value, status="ok")
             else:
-                missing = "No module named" in value or "requires the" in value
-                row.update(status="skipped" if missing else "failed", error=value[:300])
+                row.update(status=_failure(value), error=" ".join(value.split())[:300])
     except EOFError:  # the child died without a word: killed for memory, or a crash
         process.join()
         row.update(status="failed", error=f"the child died, exit code {process.exitcode}")

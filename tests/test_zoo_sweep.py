@@ -113,3 +113,14 @@ def test_the_mac_oracle_takes_a_view_of_a_parameter_into_a_child() -> None:
     # one token of width 4 through a 4 -> 3 linear, batch 2: 2 * 4 * 3 = 24 MACs
     assert zoo_sweep.oracle_macs(model, (2, 4)) == 24
     assert zoo_sweep.unique_params(model) == 4 + 4 * 3
+
+
+def test_a_child_error_is_skipped_refused_or_failed_by_its_text() -> None:
+    natten = ("ImportError: DinatForImageClassification requires the natten library but it was "
+              "not found in your environment.\nPlease note that you may need to restart")
+    assert zoo_sweep._failure(natten) == "skipped"  # the telling line is not the last one
+    assert zoo_sweep._failure("ModuleNotFoundError: No module named 'natten'") == "skipped"
+    assert zoo_sweep._failure("UserError: X is a vision-language model: its forward wants "
+                              "a prompt") == "refused"
+    assert zoo_sweep._failure("RuntimeError: is a vision-language model") == "failed"
+    assert zoo_sweep._failure("RuntimeError: shapes differ") == "failed"
