@@ -159,18 +159,16 @@ TABLE_MODELS = {
         "vit_base_patch16_224", "deit_tiny_patch16_224", "deit_small_patch16_224",
         "deit_base_patch16_224", "deit3_small_patch16_224", "deit_tiny_distilled_patch16_224",
         "vit_base_patch16_reg4_gap_256", "vit_base_patch16_siglip_224",
+        # DiffAttention: its lambda_q/k vectors make, through sums and exps that read no
+        # parameter, the weight of the second attention map subtracted from the first after
+        # both cores: attn_core, never an input of q, k or v
         "vit_dwee_patch16_reg1_gap_256", "vit_small_r26_s32_224",
         "vit_tiny_r_s16_p8_224",  # a hybrid whose backbone is a stem and a final norm
         "vit_small_patch16_18x2_224",  # ParallelThingsBlock: two attentions, two MLPs a block
     )},
     "note001": lambda: "note001_vit_b16", "note002-linear": lambda: "note002_linear_attention",
 }
-# DiffAttention's lambda_q/k vectors make the weight of its second attention map, subtracted
-# from the first after both cores (the core's own arithmetic, never an input of q, k or v):
-# the table says attn_core, the graph attn_qkv
 GRAPH_WRONG = {
-    "timm-vit_dwee_patch16_reg1_gap_256": pytest.mark.xfail(
-        strict=True, reason="the graph counts DiffAttention's lambda params as attn_qkv"),
     "hf-vit-mae-pretraining": pytest.mark.xfail(
         strict=True, reason="the graph counts the first encoder layer's layernorm_before "
         "params as attn_qkv (the other layers' as norm)"),
