@@ -137,7 +137,6 @@ def module_blocks(paths: dict[str, int]) -> Callable[[str], int | None]:
 
 def _spans(flow: Flow, cores: list[Core], of_step: list[int | None], first: int) -> None:
     """One block per core of a flat forward, numbered from ``first``, on the unplaced steps."""
-    joins = sorted(flow.joins)
     starts = []
     for core in cores:
         feeding = {j for i in core.qkv for j in flow.steps[i].sources if flow.norm(j)}
@@ -145,12 +144,25 @@ def _spans(flow: Flow, cores: list[Core], of_step: list[int | None], first: int)
     begin = starts[0]
     for k, core in enumerate(cores):
         limit = starts[k + 1] if k + 1 < len(cores) else len(flow.steps)
-        ends = [j for j in joins if max(core.steps) < j < limit]
-        end = ends[-1] if ends else max(core.steps | core.proj)
+        end = _span_end(flow, core, limit)
         for i in range(begin, end + 1):
             if of_step[i] is None:
                 of_step[i] = first + k
         begin = end + 1
+
+
+def _span_end(flow: Flow, core: Core, limit: int) -> int:
+    """The last residual add of the block of ``core`` before record ``limit``: the adds that
+    fork from the block's input (a record before the core) or from an earlier add of the
+    block, the residual stream; an add of branches forking after them is no part of the block
+    (the sum of a distilled head's two classifiers of the last block's output)."""
+    stream = min(core.steps) - 1
+    end = max(core.steps | core.proj)
+    for join in sorted(j for j in flow.joins if max(core.steps) < j < limit):
+        found = flow.fork(join)
+        if found is not None and found[0] <= stream:
+            stream = end = join
+    return end
 
 
 def _sublayers(
