@@ -166,15 +166,11 @@ TABLE_MODELS = {
         # both cores: attn_core, never an input of q, k or v
         "vit_dwee_patch16_reg1_gap_256", "vit_small_r26_s32_224",
         "vit_tiny_r_s16_p8_224",  # a hybrid whose backbone is a stem and a final norm
-        "vit_small_patch16_18x2_224",  # ParallelThingsBlock: two attentions, two MLPs a block
+        # ParallelThingsBlock: two attentions, then two MLPs, each pair read one input and is
+        # summed into one residual add: one block (not two), its MLPs mlp
+        "vit_small_patch16_18x2_224",
     )},
     "note001": lambda: "note001_vit_b16", "note002-linear": lambda: "note002_linear_attention",
-}
-GRAPH_WRONG = {
-    # parallel blocks are one block (issue 11), and their MLPs mlp
-    "timm-vit_small_patch16_18x2_224": pytest.mark.xfail(
-        strict=True, reason="the graph reads a ParallelThingsBlock's two parallel attentions as "
-        "two blocks (36, not 18) and its parallel MLPs as patch_embed / conv / head"),
 }
 
 
@@ -185,8 +181,7 @@ def _cells(profile) -> dict:
     return cells
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=GRAPH_WRONG.get(name, ()))
-                                  for name in TABLE_MODELS])
+@pytest.mark.parametrize("name", TABLE_MODELS)
 def test_graph_agrees_with_the_tables(name: str) -> None:
     model = TABLE_MODELS[name]()
     size = 32 if name == "hf-vit" else None

@@ -4,14 +4,17 @@ A *container* is a module with at least two children that each contain a core (a
 the module running its first record). A core's block is the child, on its module path, of the
 innermost container that is a ``ModuleList`` / ``Sequential``, else of the innermost container:
 lucidrains' ``layers[i] = ModuleList([attn, ff])`` gives ``layers.i``, Swin ``layers.s.blocks.j``,
-TimeSformer's temporal and spatial attention in one layer one block. When list blocks exist, a
+TimeSformer's temporal and spatial attention in one layer one block; a module whose cores are
+parallel branches summed into one residual add is no container (timm's ``ParallelThingsBlock``:
+two attentions, one block). When list blocks exist, a
 core outside any list that runs after them (an attention-pooling head) is in no block. A join
 (residual add) run outside any block, in a parent's forward, whose branch lies in one block
 belongs to it, and so does a core-less sibling of the blocks of their class that runs after one
 (the MLP layer of a stack alternating attention and MLP layers), and any record run between
 two records of one block. Cores with no container (a flat, hand-written forward) get one block
 each: from the norms feeding its q/k/v projections (or from the end of the previous block) to
-the last join before the next core starts. Blocks are numbered in execution order.
+the last join of its residual stream before the next core starts (:func:`_span_end`). Blocks are
+numbered in execution order.
 """
 
 from __future__ import annotations
@@ -42,13 +45,18 @@ def _chain(path: str) -> list[tuple[str, str]]:
     return [(".".join(parts[:i]), ".".join(parts[: i + 1])) for i in range(len(parts))]
 
 
-def _core_paths(model: nn.Module, paths: Sequence[str]) -> list[tuple[str | None, bool]]:
-    """Per core module path: its block path (None: no container) and whether a list gave it."""
+def _core_paths(
+    model: nn.Module, paths: Sequence[str], parallel: Callable[[list[int]], bool]
+) -> list[tuple[str | None, bool]]:
+    """Per core module path: its block path (None: no container) and whether a list gave it.
+    A module whose cores are ``parallel`` (called with their indices) is no container: its
+    children are the parallel branches of one block (timm's ``ParallelThingsBlock.attns``)."""
     children: dict[str, set[str]] = {}
     for path in paths:
         for parent, child in _chain(path):
             children.setdefault(parent, set()).add(child)
-    containers = {parent for parent, kids in children.items() if len(kids) >= 2}
+    containers = {parent for parent, kids in children.items() if len(kids) >= 2 and not parallel(
+        [k for k, path in enumerate(paths) if not parent or path.startswith(f"{parent}.")])}
     found: list[tuple[str | None, bool]] = []
     for path in paths:
         chain = [(p, c) for p, c in _chain(path) if p in containers]
@@ -225,9 +233,20 @@ def _absorb_sandwiched(of_step: list[int | None]) -> None:
         before = of_step[i] if of_step[i] is not None else before
 
 
+def _parallel(flow: Flow, cores: list[Core]) -> bool:
+    """Whether ``cores`` are the parallel branches of one block: one residual add's branch holds
+    them all and none depends on another (they read one input and are summed)."""
+    steps = set().union(*(core.steps for core in cores))
+    if not any(steps <= branch for branch in flow.joins.values()):
+        return False
+    low = min(steps)
+    return all(not (steps - core.steps) & flow.ancestors(max(core.steps), low) for core in cores)
+
+
 def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     """The blocks of the trace (see the module docstring)."""
-    found = _core_paths(model, [flow.steps[c.first].module for c in cores])
+    found = _core_paths(model, [flow.steps[c.first].module for c in cores],
+                        lambda ks: _parallel(flow, [cores[k] for k in ks]))
     listed = [c.first for c, (_, is_list) in zip(cores, found, strict=True) if is_list]
     loose = frozenset(
         k for k, (c, (path, is_list)) in enumerate(zip(cores, found, strict=True))
