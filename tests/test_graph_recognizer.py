@@ -219,6 +219,9 @@ def test_map_rules_win_over_the_graph() -> None:
     # 4 x 2 serial and 6 parallel blocks; the shared convolutional relative position encoding
     # (crpe, registered outside the blocks) runs inside their attention: not patch embedding
     ("timm:coat_tiny", 4 * 2 + 6),
+    # 1, 2, 3, 1 MaxxVitBlocks, each an MBConv, then a window and a grid attention layer that
+    # run their own residual adds: two blocks each, as torchvision's maxvit_t (it gave 7)
+    ("timm:maxvit_nano_rw_256", 2 * (1 + 2 + 3 + 1)),
 ])
 def test_graph_places_timm_hybrids(name: str, blocks: int) -> None:
     profile = analyze(name, recognizer="graph")

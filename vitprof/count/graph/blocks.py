@@ -6,7 +6,9 @@ innermost container that is a ``ModuleList`` / ``Sequential``, else of the inner
 lucidrains' ``layers[i] = ModuleList([attn, ff])`` gives ``layers.i``, Swin ``layers.s.blocks.j``,
 TimeSformer's temporal and spatial attention in one layer one block; a module whose cores are
 parallel branches summed into one residual add is no container (timm's ``ParallelThingsBlock``:
-two attentions, one block). When list blocks exist, a
+two attentions, one block); the children of the innermost container, list or not, are the
+blocks where each runs residual adds of its own (timm's ``MaxxVitBlock``: its window and grid
+attention layers are two blocks, as torchvision's ``MaxVitLayer``). When list blocks exist, a
 core outside any list that runs after them (an attention-pooling head) is in no block. A join
 (residual add) run outside any block, in a parent's forward, whose branch lies in one block
 belongs to it, and so does a core-less sibling of the blocks of their class that runs after one
@@ -46,11 +48,15 @@ def _chain(path: str) -> list[tuple[str, str]]:
 
 
 def _core_paths(
-    model: nn.Module, paths: Sequence[str], parallel: Callable[[list[int]], bool]
+    model: nn.Module, paths: Sequence[str], parallel: Callable[[list[int]], bool],
+    residual: Callable[[str], bool],
 ) -> list[tuple[str | None, bool]]:
     """Per core module path: its block path (None: no container) and whether a list gave it.
     A module whose cores are ``parallel`` (called with their indices) is no container: its
-    children are the parallel branches of one block (timm's ``ParallelThingsBlock.attns``)."""
+    children are the parallel branches of one block (timm's ``ParallelThingsBlock.attns``).
+    An innermost container whose children holding cores each run a ``residual`` add of their
+    own gives the block before a list above it: those children are the blocks (timm's
+    ``MaxxVitBlock``: an MBConv, then a window and a grid attention layer, two blocks)."""
     children: dict[str, set[str]] = {}
     for path in paths:
         for parent, child in _chain(path):
@@ -61,7 +67,9 @@ def _core_paths(
     for path in paths:
         chain = [(p, c) for p, c in _chain(path) if p in containers]
         lists = [c for p, c in chain if isinstance(model.get_submodule(p), LISTS)]
-        if lists:
+        if chain and all(residual(child) for child in children[chain[-1][0]]):
+            found.append((chain[-1][1], bool(lists)))
+        elif lists:
             found.append((lists[-1], True))
         else:
             found.append((chain[-1][1] if chain else None, False))
@@ -245,8 +253,11 @@ def _parallel(flow: Flow, cores: list[Core]) -> bool:
 
 def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     """The blocks of the trace (see the module docstring)."""
+    joining = {flow.steps[i].module for i in flow.joins}
     found = _core_paths(model, [flow.steps[c.first].module for c in cores],
-                        lambda ks: _parallel(flow, [cores[k] for k in ks]))
+                        lambda ks: _parallel(flow, [cores[k] for k in ks]),
+                        lambda child: any(m.startswith(f"{child}.") or m == child
+                                          for m in joining))
     listed = [c.first for c, (_, is_list) in zip(cores, found, strict=True) if is_list]
     loose = frozenset(
         k for k, (c, (path, is_list)) in enumerate(zip(cores, found, strict=True))
