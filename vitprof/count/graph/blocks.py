@@ -63,11 +63,12 @@ def _core_paths(
             children.setdefault(parent, set()).add(child)
     containers = {parent for parent, kids in children.items() if len(kids) >= 2 and not parallel(
         [k for k, path in enumerate(paths) if not parent or path.startswith(f"{parent}.")])}
+    whole = {parent for parent in containers if all(residual(c) for c in children[parent])}
     found: list[tuple[str | None, bool]] = []
     for path in paths:
         chain = [(p, c) for p, c in _chain(path) if p in containers]
         lists = [c for p, c in chain if isinstance(model.get_submodule(p), LISTS)]
-        if chain and all(residual(child) for child in children[chain[-1][0]]):
+        if chain and chain[-1][0] in whole:
             found.append((chain[-1][1], bool(lists)))
         elif lists:
             found.append((lists[-1], True))
