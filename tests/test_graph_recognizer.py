@@ -407,8 +407,8 @@ def _graph(name: str):
 
 
 @pytest.mark.parametrize(("name", "pattern", "component"), [
-    # MaxViT: the MBConv before each block's first attention feeds it through the residual
-    # stream, with a depthwise 3x3 conv (a token mixer): conv; each attention's MLP is mlp
+    # MaxViT: the MBConv before each window attention block, a residual branch outside the
+    # blocks, is conv; each attention's MLP is mlp
     ("timm:maxvit_nano_rw_256", r"blocks\.\d+\.conv\.(shortcut|conv|se)", C.CONV),
     ("timm:maxvit_nano_rw_256", r"\.attn_(block|grid)\.mlp\.", C.MLP),
     # EfficientViT-M: the depthwise conv before the attention is a token mixer, conv; the

@@ -113,11 +113,10 @@ def _token_mixers(
 ) -> set[int]:
     """Weighted records of a block, not yet placed, that feed the block's first core (upstream
     of it, through the residual stream) and run in a unit of the block (its child module) that
-    mixes tokens with a spatial convolution: the MBConv opening each timm MaxViT block,
-    EfficientViT-M's depthwise conv and DaViT's and SwiftFormer's convolutional position
-    encodings before their attention. A unit of pointwise layers there (EfficientViT-M's FFN
-    before its attention) stays ``mlp``, and so do the unit running the core and everything
-    after the core."""
+    mixes tokens with a spatial convolution: EfficientViT-M's depthwise conv and DaViT's and
+    SwiftFormer's convolutional position encodings before their attention. A unit of pointwise
+    layers there (EfficientViT-M's FFN before its attention) stays ``mlp``, and so do the unit
+    running the core and everything after the core."""
     paths = {index: path for path, index in blocks.paths.items()}
     first: dict[int, int] = {}  # block -> the first record of its first core
     for core in cores:
