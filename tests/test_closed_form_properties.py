@@ -121,11 +121,12 @@ def _one_block_two_classifiers(spec: ViTSpec) -> bool:
     return spec.depth == 1 and spec.head is HeadKind.DISTILLED and spec.num_classes > 0
 
 
-def test_graph_one_block_distilled_head() -> None:
-    # after the only block, head(x[:, 0]) + head_dist(x[:, 1]) adds two branches forking from
-    # the final norm, after the block's residual stream: no residual add of the block, head
-    # (it once made both classifiers mlp of block 0)
-    spec = _spec(depth=1, head="distilled", dist_token=True)
+@pytest.mark.parametrize("final_norm", ["tokens", "none"])
+def test_graph_one_block_distilled_head(final_norm: str) -> None:
+    # after the only block, head(x[:, 0]) + head_dist(x[:, 1]) adds two branches that read the
+    # block's output (through the final norm or not), neither of them the residual stream: no
+    # residual add of the block, head (it once made both classifiers mlp of block 0)
+    spec = _spec(depth=1, head="distilled", dist_token=True, final_norm=final_norm)
     assert _one_block_two_classifiers(spec)
     with torch.device("meta"):
         model = build_reference_vit(spec)

@@ -170,14 +170,14 @@ def _spans(flow: Flow, cores: list[Core], of_step: list[int | None], first: int)
 
 def _span_end(flow: Flow, core: Core, limit: int) -> int:
     """The last residual add of the block of ``core`` before record ``limit``: the adds that
-    fork from the block's input (a record before the core) or from an earlier add of the
-    block, the residual stream; an add of branches forking after them is no part of the block
-    (the sum of a distilled head's two classifiers of the last block's output)."""
+    add to the residual stream, one of their sources the block's input (a record before the
+    core) or an earlier add of the block; an add of branches that read the stream (the sum of
+    a distilled head's two classifiers of the last block's output, normed or not) is no part
+    of the block."""
     stream = min(core.steps) - 1
     end = max(core.steps | core.proj)
     for join in sorted(j for j in flow.joins if max(core.steps) < j < limit):
-        found = flow.fork(join)
-        if found is not None and found[0] <= stream:
+        if any(j <= stream for j in flow.steps[join].sources):
             stream = end = join
     return end
 
