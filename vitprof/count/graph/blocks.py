@@ -21,7 +21,7 @@ numbered in execution order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 
 from torch import nn
@@ -242,11 +242,15 @@ def _absorb_sandwiched(of_step: list[int | None]) -> None:
         before = of_step[i] if of_step[i] is not None else before
 
 
-def _parallel(flow: Flow, cores: list[Core]) -> bool:
-    """Whether ``cores`` are the parallel branches of one block: one residual add's branch holds
-    them all and none depends on another (they read one input and are summed)."""
+def _parallel(flow: Flow, cores: list[Core], every: Set[int]) -> bool:
+    """Whether ``cores`` are the parallel branches of one block: none depends on another and a
+    residual add's branch holds them all and no other core (``every``: the records of all
+    cores): they read one input and are summed (timm's ``ParallelThingsBlock``, CoaT's
+    parallel blocks mixing their scales' attention). CrossViT's two cross attentions, each
+    added to its own branch, are held together only by adds holding later cores too."""
     steps = set().union(*(core.steps for core in cores))
-    if not any(steps <= branch for branch in flow.joins.values()):
+    if not any(steps <= branch and not (branch & every) - steps
+               for branch in flow.joins.values()):
         return False
     low = min(steps)
     return all(not (steps - core.steps) & flow.ancestors(max(core.steps), low) for core in cores)
@@ -255,8 +259,9 @@ def _parallel(flow: Flow, cores: list[Core]) -> bool:
 def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     """The blocks of the trace (see the module docstring)."""
     joining = {flow.steps[i].module for i in flow.joins}
+    every = {i for core in cores for i in core.steps}
     found = _core_paths(model, [flow.steps[c.first].module for c in cores],
-                        lambda ks: _parallel(flow, [cores[k] for k in ks]),
+                        lambda ks: _parallel(flow, [cores[k] for k in ks], every),
                         lambda child: any(m.startswith(f"{child}.") or m == child
                                           for m in joining))
     listed = [c.first for c, (_, is_list) in zip(cores, found, strict=True) if is_list]
