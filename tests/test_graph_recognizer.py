@@ -222,12 +222,16 @@ def test_map_rules_win_over_the_graph() -> None:
     # 1, 2, 3, 1 MaxxVitBlocks, each an MBConv, then a window and a grid attention layer that
     # run their own residual adds: two blocks each, as torchvision's maxvit_t (it gave 7)
     ("timm:maxvit_nano_rw_256", 2 * (1 + 2 + 3 + 1)),
+    # per multi-scale block: 1 + 3 blocks of its two branches, then two cross attentions, each
+    # added to its own branch: two blocks, not the parallel branches of one
+    ("timm:crossvit_9_240", 3 * (1 + 3 + 2)),
 ])
 def test_graph_places_timm_hybrids(name: str, blocks: int) -> None:
     profile = analyze(name, recognizer="graph")
     assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
     assert len(profile.blocks) == blocks and profile.components[C.ATTN_CORE].macs > 0
-    assert (profile.components[C.CONV].macs > 0) is (name != "timm:levit_128")
+    assert (profile.components[C.CONV].macs > 0) is (
+        name not in ("timm:levit_128", "timm:crossvit_9_240"))
 
 
 def _torchvision(name: str) -> torch.nn.Module:
@@ -364,6 +368,10 @@ def _core_alarms(profile) -> list[str]:
     # MViTv2 pools q, k and v after its qkv linear, and adds q back before its projection
     ("timm:mvitv2_tiny", r"\.attn\.qkv\.", C.ATTN_QKV),
     ("timm:mvitv2_tiny", r"\.attn\.proj\.", C.ATTN_PROJ),
+    # its relative positions are written into the scores in place, so the softmax reads the
+    # scores and those adds: the core is every record between its products, the shortest path
+    # aside (else the pooling convs of k became a bias of the scores, attn_core)
+    ("timm:mvitv2_tiny", r"\.attn\.pool_[qkv]\.", C.ATTN_QKV),
 ])
 def test_projections_the_walks_stop_short_of_are_the_attention_modules(
     name: str, pattern: str, component: C
@@ -426,6 +434,9 @@ def _graph(name: str):
     # gemma4 ViT: the rotary frequencies (a product of positions and inverse frequencies) reach
     # SDPA through q's rotation; they made block 0's q projection a bias of a core, mlp
     ("timm:gemma4_vit_167m", r"\.attn\.q_proj\.", C.ATTN_QKV),
+    # EfficientFormer's last stage holds one attention block, a flat span: the sum of its
+    # distilled head's two classifiers after it reads no residual stream, head
+    ("timm:efficientformer_l1", r"^head(_dist)?\.", C.HEAD),
 ])
 def test_graph_places_the_parts_of_hybrid_and_rotary_blocks(
     name: str, pattern: str, component: C

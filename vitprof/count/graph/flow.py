@@ -176,11 +176,3 @@ class Flow:
             if branch is not None:
                 found[i] = branch
         return found
-
-
-def path_to(parents: dict[int, int], end: int) -> list[int]:
-    """The chain of ``parents`` links from ``end`` back to the start of a search."""
-    path = [end]
-    while path[-1] in parents:
-        path.append(parents[path[-1]])
-    return path
