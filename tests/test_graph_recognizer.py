@@ -437,6 +437,12 @@ def _graph(name: str):
     # EfficientFormer's last stage holds one attention block, a flat span: the sum of its
     # distilled head's two classifiers after it reads no residual stream, head
     ("timm:efficientformer_l1", r"^head(_dist)?\.", C.HEAD),
+    # a concatenation hands on all its inputs' producers: EfficientViT (MIT)'s qkv conv feeds
+    # the core through cat([qkv, aggreg(qkv)]), once read as coming from aggreg alone (mlp);
+    # CoaT's conv position encoding of v, cat of three depthwise convs, is added to the core's
+    # output (as EfficientFormerV2's v_local), once read from its last conv alone (mlp)
+    ("timm:efficientvit_b0", r"\.context_module\.main\.qkv\.", C.ATTN_QKV),
+    ("timm:coat_tiny", r"^crpe\d\.conv_list\.", C.ATTN_CORE),
 ])
 def test_graph_places_the_parts_of_hybrid_and_rotary_blocks(
     name: str, pattern: str, component: C
