@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import assume, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from timm.models.deit import VisionTransformerDistilled
 from timm.models.vision_transformer import VisionTransformer as TimmViT
@@ -106,8 +106,6 @@ def _spec(**fields: object) -> ViTSpec:
 def test_counter_equals_closed_form(
     recognizer: str, family: str, spec: ViTSpec, batch_size: int
 ) -> None:
-    # one block and a distilled head: see test_graph_one_block_distilled_head below
-    assume(recognizer != "graph" or not _one_block_two_classifiers(spec))
     with torch.device("meta"):
         model = build_reference_vit(spec)
     # the overrides put note 002's token predictors in other, where the closed form has them
@@ -123,18 +121,19 @@ def _one_block_two_classifiers(spec: ViTSpec) -> bool:
     return spec.depth == 1 and spec.head is HeadKind.DISTILLED and spec.num_classes > 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "graph recognizer (vitprof/count/graph): after the only block, the sum of the distilled "
-    "head's two classifiers, head(x[:, 0]) + head_dist(x[:, 1]), is read as the residual add of "
-    "a parallel block, so both classifiers are counted as mlp of block 0; with two or more "
-    "blocks the repeated structure keeps them in head"))
-def test_graph_one_block_distilled_head() -> None:
-    spec = _spec(depth=1, head="distilled", dist_token=True)
+@pytest.mark.parametrize("final_norm", ["tokens", "none"])
+def test_graph_one_block_distilled_head(final_norm: str) -> None:
+    # after the only block, head(x[:, 0]) + head_dist(x[:, 1]) adds two branches that read the
+    # block's output (through the final norm or not), neither of them the residual stream: no
+    # residual add of the block, head (it once made both classifiers mlp of block 0)
+    spec = _spec(depth=1, head="distilled", dist_token=True, final_norm=final_norm)
     assert _one_block_two_classifiers(spec)
     with torch.device("meta"):
         model = build_reference_vit(spec)
     profile = analyze(model, overrides=OVERRIDES, recognizer="graph")
-    assert profile.components == closed_form(spec).components
+    form = closed_form(spec)
+    assert profile.components == form.components
+    assert [block.components for block in profile.blocks] == form.blocks
 
 
 @st.composite

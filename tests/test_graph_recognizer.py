@@ -153,31 +153,24 @@ TABLE_MODELS = {
     "hf-vit-model-mask-token": _hf("ViTModel", add_pooling_layer=False, use_mask_token=True),
     "hf-deit": _hf("DeiTForImageClassification"),
     "hf-deit-teacher": _hf("DeiTForImageClassificationWithTeacher", "eager"),
+    # the class token (plus its position, a sum of parameters) joins the gathered patches by
+    # cat: a record after both, so the first layernorm_before is norm, the class token tokens
     "hf-vit-mae-pretraining": _hf_mae,
     **{f"timm-{name}": _timm(name) for name in (
         "test_vit", "test_vit2", "vit_tiny_patch16_224", "vit_small_patch16_224",
         "vit_base_patch16_224", "deit_tiny_patch16_224", "deit_small_patch16_224",
         "deit_base_patch16_224", "deit3_small_patch16_224", "deit_tiny_distilled_patch16_224",
         "vit_base_patch16_reg4_gap_256", "vit_base_patch16_siglip_224",
+        # DiffAttention: its lambda_q/k vectors make, through sums and exps that read no
+        # parameter, the weight of the second attention map subtracted from the first after
+        # both cores: attn_core, never an input of q, k or v
         "vit_dwee_patch16_reg1_gap_256", "vit_small_r26_s32_224",
         "vit_tiny_r_s16_p8_224",  # a hybrid whose backbone is a stem and a final norm
-        "vit_small_patch16_18x2_224",  # ParallelThingsBlock: two attentions, two MLPs a block
+        # ParallelThingsBlock: two attentions, then two MLPs, each pair read one input and is
+        # summed into one residual add: one block (not two), its MLPs mlp
+        "vit_small_patch16_18x2_224",
     )},
     "note001": lambda: "note001_vit_b16", "note002-linear": lambda: "note002_linear_attention",
-}
-# DiffAttention's lambda_q/k vectors make the weight of its second attention map, subtracted
-# from the first after both cores (the core's own arithmetic, never an input of q, k or v):
-# the table says attn_core, the graph attn_qkv
-GRAPH_WRONG = {
-    "timm-vit_dwee_patch16_reg1_gap_256": pytest.mark.xfail(
-        strict=True, reason="the graph counts DiffAttention's lambda params as attn_qkv"),
-    "hf-vit-mae-pretraining": pytest.mark.xfail(
-        strict=True, reason="the graph counts the first encoder layer's layernorm_before "
-        "params as attn_qkv (the other layers' as norm)"),
-    # parallel blocks are one block (issue 11), and their MLPs mlp
-    "timm-vit_small_patch16_18x2_224": pytest.mark.xfail(
-        strict=True, reason="the graph reads a ParallelThingsBlock's two parallel attentions as "
-        "two blocks (36, not 18) and its parallel MLPs as patch_embed / conv / head"),
 }
 
 
@@ -188,8 +181,7 @@ def _cells(profile) -> dict:
     return cells
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=GRAPH_WRONG.get(name, ()))
-                                  for name in TABLE_MODELS])
+@pytest.mark.parametrize("name", TABLE_MODELS)
 def test_graph_agrees_with_the_tables(name: str) -> None:
     model = TABLE_MODELS[name]()
     size = 32 if name == "hf-vit" else None
@@ -227,12 +219,19 @@ def test_map_rules_win_over_the_graph() -> None:
     # 4 x 2 serial and 6 parallel blocks; the shared convolutional relative position encoding
     # (crpe, registered outside the blocks) runs inside their attention: not patch embedding
     ("timm:coat_tiny", 4 * 2 + 6),
+    # 1, 2, 3, 1 MaxxVitBlocks, each an MBConv, then a window and a grid attention layer that
+    # run their own residual adds: two blocks each, as torchvision's maxvit_t (it gave 7)
+    ("timm:maxvit_nano_rw_256", 2 * (1 + 2 + 3 + 1)),
+    # per multi-scale block: 1 + 3 blocks of its two branches, then two cross attentions, each
+    # added to its own branch: two blocks, not the parallel branches of one
+    ("timm:crossvit_9_240", 3 * (1 + 3 + 2)),
 ])
 def test_graph_places_timm_hybrids(name: str, blocks: int) -> None:
     profile = analyze(name, recognizer="graph")
     assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
     assert len(profile.blocks) == blocks and profile.components[C.ATTN_CORE].macs > 0
-    assert (profile.components[C.CONV].macs > 0) is (name != "timm:levit_128")
+    assert (profile.components[C.CONV].macs > 0) is (
+        name not in ("timm:levit_128", "timm:crossvit_9_240"))
 
 
 def _torchvision(name: str) -> torch.nn.Module:
@@ -369,6 +368,10 @@ def _core_alarms(profile) -> list[str]:
     # MViTv2 pools q, k and v after its qkv linear, and adds q back before its projection
     ("timm:mvitv2_tiny", r"\.attn\.qkv\.", C.ATTN_QKV),
     ("timm:mvitv2_tiny", r"\.attn\.proj\.", C.ATTN_PROJ),
+    # its relative positions are written into the scores in place, so the softmax reads the
+    # scores and those adds: the core is every record between its products, the shortest path
+    # aside (else the pooling convs of k became a bias of the scores, attn_core)
+    ("timm:mvitv2_tiny", r"\.attn\.pool_[qkv]\.", C.ATTN_QKV),
 ])
 def test_projections_the_walks_stop_short_of_are_the_attention_modules(
     name: str, pattern: str, component: C
@@ -412,8 +415,8 @@ def _graph(name: str):
 
 
 @pytest.mark.parametrize(("name", "pattern", "component"), [
-    # MaxViT: the MBConv before each block's first attention feeds it through the residual
-    # stream, with a depthwise 3x3 conv (a token mixer): conv; each attention's MLP is mlp
+    # MaxViT: the MBConv before each window attention block, a residual branch outside the
+    # blocks, is conv; each attention's MLP is mlp
     ("timm:maxvit_nano_rw_256", r"blocks\.\d+\.conv\.(shortcut|conv|se)", C.CONV),
     ("timm:maxvit_nano_rw_256", r"\.attn_(block|grid)\.mlp\.", C.MLP),
     # EfficientViT-M: the depthwise conv before the attention is a token mixer, conv; the
@@ -431,6 +434,15 @@ def _graph(name: str):
     # gemma4 ViT: the rotary frequencies (a product of positions and inverse frequencies) reach
     # SDPA through q's rotation; they made block 0's q projection a bias of a core, mlp
     ("timm:gemma4_vit_167m", r"\.attn\.q_proj\.", C.ATTN_QKV),
+    # EfficientFormer's last stage holds one attention block, a flat span: the sum of its
+    # distilled head's two classifiers after it reads no residual stream, head
+    ("timm:efficientformer_l1", r"^head(_dist)?\.", C.HEAD),
+    # a concatenation hands on all its inputs' producers: EfficientViT (MIT)'s qkv conv feeds
+    # the core through cat([qkv, aggreg(qkv)]), once read as coming from aggreg alone (mlp);
+    # CoaT's conv position encoding of v, cat of three depthwise convs, is added to the core's
+    # output (as EfficientFormerV2's v_local), once read from its last conv alone (mlp)
+    ("timm:efficientvit_b0", r"\.context_module\.main\.qkv\.", C.ATTN_QKV),
+    ("timm:coat_tiny", r"^crpe\d\.conv_list\.", C.ATTN_CORE),
 ])
 def test_graph_places_the_parts_of_hybrid_and_rotary_blocks(
     name: str, pattern: str, component: C

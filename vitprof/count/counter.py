@@ -173,7 +173,8 @@ class OpCounter:
         self.tracking = False  # map autograd nodes to records, to attribute a backward
         self.owners: dict[Any, int] = {}  # autograd node -> index of its forward record
         self._fresh: list[tuple[Any, int]] = []  # outputs whose grad_fn is not set yet
-        self.producer: dict[int | None, int] = {}  # storage -> index of the record that wrote it
+        # storage -> indices of the records that wrote it (several through a concatenation)
+        self.producer: dict[int | None, tuple[int, ...]] = {}
         self.carried: dict[int | None, tuple[str, ...]] = {}  # storage -> params in it (free ops)
 
     @property
@@ -248,12 +249,11 @@ class OpCounter:
         if forward:
             for tensor in _tensors(out):
                 key = storage_key(tensor)
-                self.producer[key] = len(self.pending) - 1
+                self.producer[key] = (len(self.pending) - 1,)
                 self.carried.pop(key, None)  # a storage freed and reused holds nothing old
 
     def _sources(self, keys: list[int | None]) -> tuple[int, ...]:
-        found = (self.producer.get(key) for key in keys)
-        return tuple(sorted({index for index in found if index is not None}))
+        return tuple(sorted({index for key in keys for index in self.producer.get(key, ())}))
 
     def _take_carried(self, keys: list[int | None], params: list[str]) -> tuple[str, ...]:
         """The parameters that reach an op only through free ops (an expanded class token, an
@@ -262,8 +262,9 @@ class OpCounter:
         return tuple(dict.fromkeys(name for name in names if name not in params))
 
     def pass_through(self, args: Any, out: Any) -> None:
-        """An op that is not counted (a copy, a concatenation) hands on its inputs' producer,
-        and the parameters it reads or carries."""
+        """An op that is not counted (a copy, a concatenation, a gather) hands on its inputs'
+        producers, all of them (MAE's class token joined to its gathered patches comes from
+        both), and the parameters it reads or carries."""
         if self.muted or self.phase != Phase.FORWARD:
             return
         keys = [storage_key(t) for t in _tensors(args)]
@@ -274,7 +275,7 @@ class OpCounter:
         for tensor in _tensors(out):
             key = storage_key(tensor)
             # a new output may reuse the storage of a freed tensor: what was known of it goes
-            _store(self.producer, key, sources[-1] if sources else None)
+            _store(self.producer, key, sources)
             _store(self.carried, key, held)
 
     def current(self) -> int | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Set
 from dataclasses import dataclass
 
-from vitprof.count.graph.flow import Flow, attention_module, path_to
+from vitprof.count.graph.flow import Flow, attention_module
 
 DEPTH = 8  # records without MACs allowed between the two products of a core
 
@@ -47,21 +47,33 @@ def _second_product(flow: Flow, start: int, taken: set[int]) -> list[int] | None
     fused attention op is a core of its own, never the second product of another: gemma4_vit's
     rotary frequencies (a product of the positions and the inverse frequencies) reach its SDPA
     through cos and the rotation of q, and would make its q projection a bias of that core."""
-    parents: dict[int, int] = {}
+    seen: set[int] = set()
     frontier = [start]
     for _ in range(DEPTH + 1):
         following = []
         for i in frontier:
             for j in flow.consumers[i]:
-                if j in parents or j in taken or flow.fused_core(j):
+                if j in seen or j in taken or flow.fused_core(j):
                     continue
-                parents[j] = i
+                seen.add(j)
                 if flow.free_product(j):
-                    return path_to(parents, j)
+                    return _between(flow, start, j, taken)
                 if flow.on_map(j, start):
                     following.append(j)
         frontier = following
     return None
+
+
+def _between(flow: Flow, start: int, end: int, taken: Set[int]) -> list[int]:
+    """Every record on a path of score maps from ``start`` to ``end``, not only the shortest
+    (MViTv2's relative-position adds rewrite the scores in place: its softmax reads both the
+    scores and the adds), but those of other cores (``taken``)."""
+    reached = {start}
+    for i in sorted(flow.ancestors(end, start)):
+        if i not in taken and (i == end or flow.on_map(i, start)) and any(
+                j in reached for j in flow.steps[i].sources):
+            reached.add(i)
+    return sorted(reached)
 
 
 def _core_steps(flow: Flow) -> list[frozenset[int]]:

@@ -4,19 +4,24 @@ A *container* is a module with at least two children that each contain a core (a
 the module running its first record). A core's block is the child, on its module path, of the
 innermost container that is a ``ModuleList`` / ``Sequential``, else of the innermost container:
 lucidrains' ``layers[i] = ModuleList([attn, ff])`` gives ``layers.i``, Swin ``layers.s.blocks.j``,
-TimeSformer's temporal and spatial attention in one layer one block. When list blocks exist, a
+TimeSformer's temporal and spatial attention in one layer one block; a module whose cores are
+parallel branches summed into one residual add is no container (timm's ``ParallelThingsBlock``:
+two attentions, one block); the children of the innermost container, list or not, are the
+blocks where each runs residual adds of its own (timm's ``MaxxVitBlock``: its window and grid
+attention layers are two blocks, as torchvision's ``MaxVitLayer``). When list blocks exist, a
 core outside any list that runs after them (an attention-pooling head) is in no block. A join
 (residual add) run outside any block, in a parent's forward, whose branch lies in one block
 belongs to it, and so does a core-less sibling of the blocks of their class that runs after one
 (the MLP layer of a stack alternating attention and MLP layers), and any record run between
 two records of one block. Cores with no container (a flat, hand-written forward) get one block
 each: from the norms feeding its q/k/v projections (or from the end of the previous block) to
-the last join before the next core starts. Blocks are numbered in execution order.
+the last join of its residual stream before the next core starts (:func:`_span_end`). Blocks are
+numbered in execution order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 
 from torch import nn
@@ -42,18 +47,30 @@ def _chain(path: str) -> list[tuple[str, str]]:
     return [(".".join(parts[:i]), ".".join(parts[: i + 1])) for i in range(len(parts))]
 
 
-def _core_paths(model: nn.Module, paths: Sequence[str]) -> list[tuple[str | None, bool]]:
-    """Per core module path: its block path (None: no container) and whether a list gave it."""
+def _core_paths(
+    model: nn.Module, paths: Sequence[str], parallel: Callable[[list[int]], bool],
+    residual: Callable[[str], bool],
+) -> list[tuple[str | None, bool]]:
+    """Per core module path: its block path (None: no container) and whether a list gave it.
+    A module whose cores are ``parallel`` (called with their indices) is no container: its
+    children are the parallel branches of one block (timm's ``ParallelThingsBlock.attns``).
+    An innermost container whose children holding cores each run a ``residual`` add of their
+    own gives the block before a list above it: those children are the blocks (timm's
+    ``MaxxVitBlock``: an MBConv, then a window and a grid attention layer, two blocks)."""
     children: dict[str, set[str]] = {}
     for path in paths:
         for parent, child in _chain(path):
             children.setdefault(parent, set()).add(child)
-    containers = {parent for parent, kids in children.items() if len(kids) >= 2}
+    containers = {parent for parent, kids in children.items() if len(kids) >= 2 and not parallel(
+        [k for k, path in enumerate(paths) if not parent or path.startswith(f"{parent}.")])}
+    whole = {parent for parent in containers if all(residual(c) for c in children[parent])}
     found: list[tuple[str | None, bool]] = []
     for path in paths:
         chain = [(p, c) for p, c in _chain(path) if p in containers]
         lists = [c for p, c in chain if isinstance(model.get_submodule(p), LISTS)]
-        if lists:
+        if chain and chain[-1][0] in whole:
+            found.append((chain[-1][1], bool(lists)))
+        elif lists:
             found.append((lists[-1], True))
         else:
             found.append((chain[-1][1] if chain else None, False))
@@ -137,7 +154,6 @@ def module_blocks(paths: dict[str, int]) -> Callable[[str], int | None]:
 
 def _spans(flow: Flow, cores: list[Core], of_step: list[int | None], first: int) -> None:
     """One block per core of a flat forward, numbered from ``first``, on the unplaced steps."""
-    joins = sorted(flow.joins)
     starts = []
     for core in cores:
         feeding = {j for i in core.qkv for j in flow.steps[i].sources if flow.norm(j)}
@@ -145,12 +161,25 @@ def _spans(flow: Flow, cores: list[Core], of_step: list[int | None], first: int)
     begin = starts[0]
     for k, core in enumerate(cores):
         limit = starts[k + 1] if k + 1 < len(cores) else len(flow.steps)
-        ends = [j for j in joins if max(core.steps) < j < limit]
-        end = ends[-1] if ends else max(core.steps | core.proj)
+        end = _span_end(flow, core, limit)
         for i in range(begin, end + 1):
             if of_step[i] is None:
                 of_step[i] = first + k
         begin = end + 1
+
+
+def _span_end(flow: Flow, core: Core, limit: int) -> int:
+    """The last residual add of the block of ``core`` before record ``limit``: the adds that
+    add to the residual stream, one of their sources the block's input (a record before the
+    core) or an earlier add of the block; an add of branches that read the stream (the sum of
+    a distilled head's two classifiers of the last block's output, normed or not) is no part
+    of the block."""
+    stream = min(core.steps) - 1
+    end = max(core.steps | core.proj)
+    for join in sorted(j for j in flow.joins if max(core.steps) < j < limit):
+        if any(j <= stream for j in flow.steps[join].sources):
+            stream = end = join
+    return end
 
 
 def _sublayers(
@@ -213,9 +242,28 @@ def _absorb_sandwiched(of_step: list[int | None]) -> None:
         before = of_step[i] if of_step[i] is not None else before
 
 
+def _parallel(flow: Flow, cores: list[Core], every: Set[int]) -> bool:
+    """Whether ``cores`` are the parallel branches of one block: none depends on another and a
+    residual add's branch holds them all and no other core (``every``: the records of all
+    cores): they read one input and are summed (timm's ``ParallelThingsBlock``, CoaT's
+    parallel blocks mixing their scales' attention). CrossViT's two cross attentions, each
+    added to its own branch, are held together only by adds holding later cores too."""
+    steps = set().union(*(core.steps for core in cores))
+    if not any(steps <= branch and not (branch & every) - steps
+               for branch in flow.joins.values()):
+        return False
+    low = min(steps)
+    return all(not (steps - core.steps) & flow.ancestors(max(core.steps), low) for core in cores)
+
+
 def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     """The blocks of the trace (see the module docstring)."""
-    found = _core_paths(model, [flow.steps[c.first].module for c in cores])
+    joining = {flow.steps[i].module for i in flow.joins}
+    every = {i for core in cores for i in core.steps}
+    found = _core_paths(model, [flow.steps[c.first].module for c in cores],
+                        lambda ks: _parallel(flow, [cores[k] for k in ks], every),
+                        lambda child: any(m.startswith(f"{child}.") or m == child
+                                          for m in joining))
     listed = [c.first for c, (_, is_list) in zip(cores, found, strict=True) if is_list]
     loose = frozenset(
         k for k, (c, (path, is_list)) in enumerate(zip(cores, found, strict=True))

@@ -65,12 +65,14 @@ class Flow:
 
     @cached_property
     def weights(self) -> list[bool]:
-        """Per step: it computes a weight, not an activation: it reads parameters, has no MACs,
-        and every record it reads computes a weight too (a weight standardisation, as in
-        BiT's and the R50/R26 hybrids' StdConv: mean, variance, subtract, divide)."""
+        """Per step: it computes a weight, not an activation: it has no MACs, reads parameters
+        or records, and every record it reads computes a weight too (a weight standardisation,
+        as in BiT's and the R50/R26 hybrids' StdConv: mean, variance, subtract, divide; timm
+        DiffAttention's ``exp(sum(lambda_q1 * lambda_k1)) - exp(...) + init``, whose sums and
+        exps read no parameter themselves)."""
         found: list[bool] = []
         for step in self.steps:
-            found.append(bool(step.params or step.carried) and not step.macs
+            found.append(bool(step.params or step.carried or step.sources) and not step.macs
                          and all(found[j] for j in step.sources))
         return found
 
@@ -174,11 +176,3 @@ class Flow:
             if branch is not None:
                 found[i] = branch
         return found
-
-
-def path_to(parents: dict[int, int], end: int) -> list[int]:
-    """The chain of ``parents`` links from ``end`` back to the start of a search."""
-    path = [end]
-    while path[-1] in parents:
-        path.append(parents[path[-1]])
-    return path

@@ -15,11 +15,11 @@ weighted records
 
 A parameter takes the component of the record that reads it with the most MACs; one reaching
 records only through free ops (an expanded class token, an indexed bias table), or added whole
-to the sequence (a class token or position embedding of two or more dimensions; a 1-D bias or
-scale is not), that of the record consuming it when that is in a core or weighted, else
-``tokens`` (``head`` after the blocks). Its
-block is its owner module's, else its reader's. A model without an attention core is no ViT:
-everything stays in ``other``.
+to the sequence or to another parameter first (a class token or position embedding of two or
+more dimensions, ViTMAE's class token plus its position; a 1-D bias or scale is not), that of
+the record consuming it when that is in a core or weighted, else ``tokens`` (``head`` after the
+blocks). Its block is its owner module's, else its reader's. A model without an attention core
+is no ViT: everything stays in ``other``.
 """
 
 from __future__ import annotations
@@ -113,11 +113,10 @@ def _token_mixers(
 ) -> set[int]:
     """Weighted records of a block, not yet placed, that feed the block's first core (upstream
     of it, through the residual stream) and run in a unit of the block (its child module) that
-    mixes tokens with a spatial convolution: the MBConv opening each timm MaxViT block,
-    EfficientViT-M's depthwise conv and DaViT's and SwiftFormer's convolutional position
-    encodings before their attention. A unit of pointwise layers there (EfficientViT-M's FFN
-    before its attention) stays ``mlp``, and so do the unit running the core and everything
-    after the core."""
+    mixes tokens with a spatial convolution: EfficientViT-M's depthwise conv and DaViT's and
+    SwiftFormer's convolutional position encodings before their attention. A unit of pointwise
+    layers there (EfficientViT-M's FFN before its attention) stays ``mlp``, and so do the unit
+    running the core and everything after the core."""
     paths = {index: path for path, index in blocks.paths.items()}
     first: dict[int, int] = {}  # block -> the first record of its first core
     for core in cores:
@@ -241,12 +240,13 @@ def _param_roles(
     owner_block = module_blocks(blocks.paths)
     roles: dict[str, tuple[C, int | None]] = {}
     for name, p in model.named_parameters():
-        reader = readers.get(name, carriers.get(name))
-        if reader is None:
+        first = readers.get(name, carriers.get(name))
+        if first is None:
             continue
-        reader = _weight_user(flow, reader)
+        reader = _weight_user(flow, first)
         role = steps[reader]
-        joined = name not in readers or (p.dim() >= 2 and flow.steps[reader].op in _JOINING)
+        joined = name not in readers or (p.dim() >= 2 and any(
+            flow.steps[i].op in _JOINING for i in (first, reader)))
         if joined and reader not in in_cores and not flow.weighted(reader):
             role = C.HEAD if reader > last else C.TOKENS
         block = owner_block(name.rpartition(".")[0])
