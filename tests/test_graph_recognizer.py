@@ -390,6 +390,8 @@ def test_attention_without_products_is_found_by_its_module_name() -> None:
     assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
     assert len(profile.blocks) == 4  # one attention block closes each of the four stages
     assert profile.components[C.ATTN_CORE].vector_flops > 0
+    # and the output says how it ran, not "none seen"
+    assert profile.attention_implementation == "element-wise only, no product of activations"
     qkv, numel = _params_under(profile, r"\.attn\.to_(query|key)\.")
     assert numel > 0 and qkv == {C.ATTN_QKV}
     # a ConvEncoder: depthwise conv, BatchNorm, two pointwise convs, a layer scale

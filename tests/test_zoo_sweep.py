@@ -51,10 +51,11 @@ def test_a_model_that_runs_no_attention_may_keep_its_parts_in_other() -> None:
     plain = row("poolformer", other_macs="100", other_params="10", attention="none seen")
     missed = row("missed", other_macs="100", other_params="10", attention="none seen",
                  self_checks="1")  # attention ran (a self-check says so) and was not found
-    page = zoo_sweep.summary([plain, missed])
+    placed = row("swiftformer", attention="none seen")  # nothing in other: not listed
+    page = zoo_sweep.summary([plain, missed, placed])
     # 0 of 100 MACs outside other: 0.0%
     assert "## Models that run no attention" in page and "- timm:poolformer: 0.0% of MACs" in page
-    assert "- timm:poolformer: other" not in page
+    assert "- timm:poolformer: other" not in page and "swiftformer" not in page
     assert "- timm:missed: other holds 10 params, 100 MACs; 1 failed self-check(s)" in page
 
 

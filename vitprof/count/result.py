@@ -120,7 +120,9 @@ class Profile:
 
     @cached_property
     def attention_implementation(self) -> str:
-        """How the attention core ran, read from the ops seen in ``attn_core``."""
+        """How the attention core ran, read from the ops seen in ``attn_core``: a fused kernel,
+        products of activations, or element-wise work only (SwiftFormer's additive attention,
+        MobileViTv2's separable attention: a core without products, found by its module)."""
         ops = {op.op for op in self.ops if op.component is Component.ATTN_CORE and op.macs}
         if "aten._native_multi_head_attention" in ops:
             return "nn.MultiheadAttention fast path (aten._native_multi_head_attention)"
@@ -128,6 +130,8 @@ class Profile:
             return "fused scaled_dot_product_attention"
         if ops:
             return "explicit matmuls (" + ", ".join(sorted(ops)) + ")"
+        if any(op.component is Component.ATTN_CORE and op.vector_flops for op in self.ops):
+            return "element-wise only, no product of activations"
         return "none seen"
 
     def share(self, counts: Counts, key: str = "macs") -> float:
