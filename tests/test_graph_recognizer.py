@@ -453,3 +453,31 @@ def test_graph_places_the_parts_of_hybrid_and_rotary_blocks(
     components, numel = _params_under(profile, pattern)
     assert numel > 0 and components == {component}
     assert profile.self_checks == ()
+
+
+def test_a_freed_storage_forgets_its_producer() -> None:
+    # a tensor made outside the dispatch (ImageGPT's torch.tensor(mask_value)) can get the
+    # address of a storage just freed; it must not inherit that storage's producer, which had
+    # joined ImageGPT's third layer to its second (two blocks merged, 2 self-checks failed)
+    from vitprof.count.counter import OpCounter, storage_key
+    from vitprof.count.families import ComponentMap
+
+    counter = OpCounter(torch.nn.Identity(), ComponentMap("none", {}, {}, {}), {})
+    a = torch.empty(4, 4, device="meta")
+    with counter.running():
+        product = torch.mm(a, a)
+        key = storage_key(product)
+        assert counter.producer[key] == (0,)
+        del product
+        assert key not in counter.producer
+
+
+def test_imagegpt_layers_are_one_block_each() -> None:
+    config = transformers.ImageGPTConfig(n_embd=32, n_layer=3, n_head=2, n_positions=64,
+                                         vocab_size=17)
+    with torch.device("meta"):
+        model = transformers.ImageGPTForImageClassification(config).to("meta")
+    profile = analyze(model, recognizer="graph")
+    assert len(profile.blocks) == 3 and profile.self_checks == ()
+    # per layer, c_attn on 64 tokens: 64 * 32 * 96 = 196_608 MACs of attn_qkv
+    assert profile.components[C.ATTN_QKV].macs == 3 * 64 * 32 * 96

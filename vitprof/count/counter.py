@@ -39,6 +39,7 @@ a broadcast dimension of stride 0 is read once), for arithmetic intensity.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -176,6 +177,8 @@ class OpCounter:
         # storage -> indices of the records that wrote it (several through a concatenation)
         self.producer: dict[int | None, tuple[int, ...]] = {}
         self.carried: dict[int | None, tuple[str, ...]] = {}  # storage -> params in it (free ops)
+        # storage -> a weak reference to it: when the storage is freed, what was known of it goes
+        self._watched: dict[int | None, weakref.ref[Any]] = {}
 
     @property
     def stack(self) -> list[str]:
@@ -251,6 +254,24 @@ class OpCounter:
                 key = storage_key(tensor)
                 self.producer[key] = (len(self.pending) - 1,)
                 self.carried.pop(key, None)  # a storage freed and reused holds nothing old
+                self._watch(tensor, key)
+
+    def _watch(self, tensor: torch.Tensor, key: int | None) -> None:
+        """Forget the producer and carried parameters of ``tensor``'s storage when it is freed.
+        A tensor made outside the dispatch (``torch.tensor(value)``, a buffer sliced in Python)
+        may get the address of a freed storage: without this it inherited that storage's
+        producer (ImageGPT's mask value took the freed scores' product, joining two blocks)."""
+        known = self._watched.get(key)
+        if key is None or (known is not None and known() is not None):
+            return
+
+        def forget(dead: weakref.ref[Any]) -> None:
+            if self._watched.get(key) is dead:
+                del self._watched[key]
+                self.producer.pop(key, None)
+                self.carried.pop(key, None)
+
+        self._watched[key] = weakref.ref(tensor.untyped_storage(), forget)
 
     def _sources(self, keys: list[int | None]) -> tuple[int, ...]:
         return tuple(sorted({index for key in keys for index in self.producer.get(key, ())}))
@@ -277,6 +298,7 @@ class OpCounter:
             # a new output may reuse the storage of a freed tensor: what was known of it goes
             _store(self.producer, key, sources)
             _store(self.carried, key, held)
+            self._watch(tensor, key)
 
     def current(self) -> int | None:
         """Index of the record an output produced now belongs to: the last one, or inside a
