@@ -179,6 +179,54 @@ def _holders(module: str) -> list[str]:
     return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
 
 
+def _token_selectors(flow: Flow, of_step: list[int | None]) -> list[int | None]:
+    """``of_step`` with each token selector in the block whose input it selects: a connected
+    part (through the data flow) of the records outside blocks, before the last block, whose
+    results reach a block only as indices (:attr:`~vitprof.count.trace.Step.indexed`), none
+    through their values, holding a weighted record (DynamicViT's predictor: a LayerNorm and
+    linears scoring the patches, whose ``topk`` indices gather the patches the next block
+    reads). It joins the first block any of its records reaches."""
+    last = max(i for i, block in enumerate(of_step) if block is not None)
+    reached: list[int | None] = [None] * len(of_step)  # the first block reached, by any path
+    valued = [False] * len(of_step)  # a block is reached through values
+    for i in reversed(range(last)):
+        if of_step[i] is not None:
+            continue
+        for j in flow.consumers[i]:
+            inside = of_step[j] is not None
+            if i not in flow.steps[j].indexed and (inside or valued[j]):
+                valued[i] = True
+            block = of_step[j] if inside else reached[j]
+            if block is not None:
+                reached[i] = block if reached[i] is None else min(reached[i], block)
+    only = {i for i in range(last) if reached[i] is not None and not valued[i]}
+    placed = list(of_step)
+    for part in _connected(flow, only):
+        if any(flow.weighted(i) for i in part):
+            block = min(reached[i] for i in part)
+            for i in part:
+                placed[i] = block
+    return placed
+
+
+def _connected(flow: Flow, members: set[int]) -> list[set[int]]:
+    """The parts of ``members`` connected through the data flow among them."""
+    left = set(members)
+    parts = []
+    while left:
+        stack = [left.pop()]
+        part = set(stack)
+        while stack:
+            i = stack.pop()
+            for j in (*flow.steps[i].sources, *flow.consumers[i]):
+                if j in left:
+                    left.remove(j)
+                    part.add(j)
+                    stack.append(j)
+        parts.append(part)
+    return parts
+
+
 def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
     """Records outside blocks in the branch of a join outside blocks."""
     return {j for join, branch in flow.joins.items() if of_step[join] is None
@@ -330,6 +378,7 @@ def _vit_roles(
     blocks = group_blocks(model, flow, cores)
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
     stem = _skipless_blocks(model, flow, blocks.of_step)
+    blocks = replace(blocks, of_step=_token_selectors(flow, blocks.of_step))
     partial = _step_roles(flow, cores, blocks, shaped, stem)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
