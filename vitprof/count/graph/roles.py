@@ -11,7 +11,11 @@ after the last block is ``head``; before and between blocks, the records of a re
 without their skip before the first block (:func:`_skipless_blocks`) are ``conv``, other
 weighted records
 ``patch_embed`` (stem, patch merging), records reading a parameter without MACs ``tokens``
-(class tokens, position embeddings), norms ``norm``, and the rest follow the data flow.
+(class tokens, position embeddings), norms ``norm``, and the rest follow the data flow. A token
+selector run before a block is in that block (:func:`_token_selectors`): records outside blocks
+whose results reach the blocks only as indices, none through their values, a weighted one among
+them (DynamicViT's predictor: its scores' ``topk`` indices gather the tokens the block reads);
+its weighted records are ``mlp``, its norms ``norm``, the rest follow the data flow.
 
 A parameter takes the component of the record that reads it with the most MACs; one reaching
 records only through free ops (an expanded class token, an indexed bias table), or added whole
