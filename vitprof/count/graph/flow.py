@@ -4,10 +4,10 @@ Conventions: a step is *weighted* when it has MACs and reads a parameter (direct
 free ops): a linear, a convolution, an einsum with a weight. A *free product* has MACs and reads
 no parameter: a product of two activations. A *join* is a parameter-free ``add`` of two
 activations that fork from one record, with MACs on every arm between the fork and the join
-but the skip (the fork itself): a residual add ``x + f(x)``, a downsampling shortcut
-``conv(x) + f(x)``, the sum of the branches of a parallel block; not an attention mask built
-from the input beside the scores. The searches are
-bounded (:data:`WINDOW` records back), so the cost stays linear in the number of records.
+but the skip (the fork itself, or the fork scaled by a parameter): a residual add ``x + f(x)``
+or ``res_scale(x) + f(x)``, a downsampling shortcut ``conv(x) + f(x)``, the sum of the branches
+of a parallel block; not an attention mask built from the input beside the scores. The searches
+are bounded (:data:`WINDOW` records back), so the cost stays linear in the number of records.
 """
 
 from __future__ import annotations
@@ -157,10 +157,19 @@ class Flow:
         fork = max(common)
         arms = [{j for j in side if j > fork} for side in sides]
         with_macs = [any(self.steps[j].macs for j in arm) for arm in arms]
-        skip = any(j == fork for j in step.sources)
+        skip = any(j == fork for j in step.sources) or any(
+            self._scaled_skip(arm, fork) for arm in arms)
         if not (all(with_macs) or (skip and any(with_macs))):
             return None  # a mask or a bias made beside the scores, rotary halves: no residual
         return fork, arms
+
+    def _scaled_skip(self, arm: set[int], fork: int) -> bool:
+        """The arm is the fork scaled by a parameter, one record without MACs (MetaFormer's
+        ``res_scale``: ``res_scale(x) + f(x)``)."""
+        if len(arm) != 1:
+            return False
+        step = self.steps[next(iter(arm))]
+        return not step.macs and bool(step.params) and step.sources == (fork,)
 
     def branch(self, i: int) -> set[int] | None:
         """If step ``i`` is a join, the records between its fork and it (itself included)."""
