@@ -143,6 +143,17 @@ class Flow:
                     stack.append(j)
         return seen
 
+    def descendants(self, i: int, high: int) -> set[int]:
+        """Records with index <= ``high`` that depend on ``i``, ``i`` included."""
+        seen = {i}
+        stack = [i]
+        while stack:
+            for j in self.consumers[stack.pop()]:
+                if j <= high and j not in seen:
+                    seen.add(j)
+                    stack.append(j)
+        return seen
+
     def fork(self, i: int) -> tuple[int, list[set[int]]] | None:
         """If step ``i`` is a join, the record its arms fork from and the records of each arm
         (one per source, after the fork)."""
