@@ -101,7 +101,8 @@ VITS = [
     pytest.param(_timm("mobilevit_s"), True, id="timm:mobilevit_s"),
     pytest.param(_timm("cait_xxs24_224"), False, id="timm:cait_xxs24_224"),
     pytest.param(_timm("crossvit_9_240"), False, id="timm:crossvit_9_240"),
-    pytest.param(_timm("xcit_nano_12_p8_224"), False, id="timm:xcit_nano_12_p8_224"),
+    # its local patch interaction after each attention, two depthwise 3x3 convs, mixes tokens
+    pytest.param(_timm("xcit_nano_12_p8_224"), True, id="timm:xcit_nano_12_p8_224"),
     # its convolutional position encoding (a residual depthwise conv) before each attention
     pytest.param(_timm("davit_tiny"), True, id="timm:davit_tiny"),
     pytest.param(_timm("swiftformer_xs"), True, id="timm:swiftformer_xs"),

@@ -12,7 +12,7 @@ are bounded (:data:`WINDOW` records back), so the cost stays linear in the numbe
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from functools import cached_property
 from math import prod
 
@@ -58,6 +58,7 @@ class Flow:
         self.steps = trace.steps
         self.norm_modules = norm_modules
         self.kernels = kernels
+        self.sources = [step.sources for step in self.steps]
         self.consumers: list[list[int]] = [[] for _ in self.steps]
         for i, step in enumerate(self.steps):
             for j in step.sources:
@@ -134,14 +135,11 @@ class Flow:
 
     def ancestors(self, i: int, low: int) -> set[int]:
         """Records with index >= ``low`` that ``i`` depends on, ``i`` included."""
-        seen = {i}
-        stack = [i]
-        while stack:
-            for j in self.steps[stack.pop()].sources:
-                if j >= low and j not in seen:
-                    seen.add(j)
-                    stack.append(j)
-        return seen
+        return _reach(i, self.sources, low, i)
+
+    def descendants(self, i: int, high: int) -> set[int]:
+        """Records with index <= ``high`` that depend on ``i``, ``i`` included."""
+        return _reach(i, self.consumers, i, high)
 
     def fork(self, i: int) -> tuple[int, list[set[int]]] | None:
         """If step ``i`` is a join, the record its arms fork from and the records of each arm
@@ -185,3 +183,16 @@ class Flow:
             if branch is not None:
                 found[i] = branch
         return found
+
+
+def _reach(i: int, edges: Sequence[Sequence[int]], low: int, high: int) -> set[int]:
+    """``i`` and the records reached from it along ``edges`` (per record, the records it leads
+    to), through records with an index from ``low`` to ``high``."""
+    seen = {i}
+    stack = [i]
+    while stack:
+        for j in edges[stack.pop()]:
+            if low <= j <= high and j not in seen:
+                seen.add(j)
+                stack.append(j)
+    return seen

@@ -1,10 +1,10 @@
 """Roles: a component and a block for every record and parameter of a counted run.
 
 Inside a block: the core is ``attn_core``, its q/k/v projections ``attn_qkv``, its output
-projections ``attn_proj``, norms ``norm``, the units feeding the first core that mix tokens
-with a spatial convolution ``conv`` (:func:`_token_mixers`), other weighted records ``mlp``;
-records without
-weights take their producer's component (:func:`vitprof.count.counter.resolve_positions`:
+projections ``attn_proj``, norms ``norm``, the units that mix tokens with a spatial
+convolution ``conv`` (:func:`_token_mixers`: one feeding the first core with such a conv, one
+after it made of such convs alone), other weighted records ``mlp``; records without weights
+take their producer's component (:func:`vitprof.count.counter.resolve_positions`:
 ``x + attn(x)`` is ``attn_proj``, ``gamma * mlp(x)`` is ``mlp``). Outside blocks: everything
 after the last block is ``head``; before and between blocks, the records of a residual branch
 (a join's branch: MBConv, RepMixer, conv token mixers) and the convolutional blocks run
@@ -126,30 +126,50 @@ def _attention_modules(
 def _token_mixers(
     flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None]
 ) -> set[int]:
-    """Weighted records of a block, not yet placed, that feed the block's first core (upstream
-    of it, through the residual stream) and run in a unit of the block (its child module) that
-    mixes tokens with a spatial convolution: EfficientViT-M's depthwise conv and DaViT's and
-    SwiftFormer's convolutional position encodings before their attention. A unit of pointwise
-    layers there (EfficientViT-M's FFN before its attention) stays ``mlp``, and so do the unit
-    running the core and everything after the core."""
+    """Weighted records of a block, not yet placed, in a token-mixing unit of the block (its
+    child module, not one running a core): upstream of the block's first core (feeding it,
+    through the residual stream), a unit with a spatial convolution among them (EfficientViT-M's
+    ``dw0``, DaViT's and SwiftFormer's convolutional position encodings before their
+    attention); downstream of that core, a unit whose weighted records all mix tokens with a
+    spatial kernel, no pointwise layer among them (EfficientViT-M's ``dw1``, DaViT's position
+    encoding before its MLP). A unit of pointwise layers before the core (EfficientViT-M's FFN)
+    stays ``mlp``, and so does, after it, one with pointwise layers around a spatial conv (an
+    MLP with a depthwise conv inside: PVTv2's, FastViT's ConvMlp)."""
     paths = {index: path for path, index in blocks.paths.items()}
-    first: dict[int, int] = {}  # block -> the first record of its first core
+    first: dict[int, Core] = {}  # block -> its first core
     for core in cores:
         block = blocks.of_step[core.first]
-        if block in paths:
-            first[block] = min(first.get(block, core.first), core.first)
-    units: dict[tuple[int, str], set[int]] = {}
-    for block, start in first.items():
+        if block in paths and (block not in first or core.first < first[block].first):
+            first[block] = core
+    last = {block: i for i, block in enumerate(blocks.of_step) if block is not None}
+    found: set[int] = set()
+    for block, core in first.items():
         prefix = f"{paths[block]}."
-        attention = _unit(flow.steps[start].module, prefix)
-        for i in flow.ancestors(start, blocks.of_step.index(block)):
-            module = flow.steps[i].module
-            if roles[i] is None and flow.weighted(i) and module.startswith(prefix):
-                unit = _unit(module, prefix)
-                if unit != attention:
-                    units.setdefault((block, unit), set()).add(i)
-    return {i for found in units.values() if any(flow.mixes_tokens(i) for i in found)
-            for i in found}
+        running = {_unit(flow.steps[i].module, prefix) for other in cores
+                   if blocks.of_step[other.first] == block for i in other.steps}
+        feeding = flow.ancestors(core.first, blocks.of_step.index(block))
+        before = _units(flow, {i for i in feeding if roles[i] is None}, prefix, running)
+        found.update(i for unit in before.values() if any(map(flow.mixes_tokens, unit))
+                     for i in unit)
+        after = _units(flow, flow.descendants(max(core.steps), last[block]), prefix, running)
+        found.update(i for unit in after.values()
+                     if all(roles[i] is None and flow.mixes_tokens(i) for i in unit)
+                     for i in unit)
+    return found
+
+
+def _units(flow: Flow, records: set[int], prefix: str, running: set[str]
+           ) -> dict[str, set[int]]:
+    """The weighted ones of ``records`` that run under the block with path ``prefix`` (with
+    its dot), by the unit (child of the block) they run in, but units in ``running``."""
+    units: dict[str, set[int]] = {}
+    for i in records:
+        module = flow.steps[i].module
+        if flow.weighted(i) and module.startswith(prefix):
+            unit = _unit(module, prefix)
+            if unit not in running:
+                units.setdefault(unit, set()).add(i)
+    return units
 
 
 def _unit(module: str, prefix: str) -> str:
