@@ -332,9 +332,10 @@ def summary(rows: list[dict[str, str]]) -> str:
         "None."]
     plain = [r for r in rows if r["status"] == "ok" and _no_attention(r) and r["other_macs"] != "0"]
     lines += ["", "## Models that run no attention", "",
-              "No attention core ran and no self-check found attention elsewhere: these are no "
-              "ViTs (timm's attention modules hold some convolutional or pooling variants), so "
-              "their parts that no table names are in `other`, as the README says.", ""]
+              "No attention core ran, no self-check found attention elsewhere, and no residual "
+              "block convolves with a spatial kernel: these are neither ViTs nor convolutional "
+              "networks (timm's attention modules hold some pooling or MLP variants), so their "
+              "parts that no table names are in `other`, as the README says.", ""]
     lines += [f"- {r['source']}:{r['model']}: "
               f"{_share(int(r['macs'] or 0), int(r['other_macs'] or 0))} of MACs outside `other`"
               for r in plain] or ["None."]

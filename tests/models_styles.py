@@ -303,3 +303,67 @@ class ScoreNetViT(nn.Module):
                 x = torch.cat([x[:, :1], batch_index_select(spatial, order)], dim=1)
             x = block(x)
         return self.head(x[:, 0])
+
+
+def grid(x: torch.Tensor) -> torch.Tensor:
+    """(B, N, C) tokens -> (B, C, 4, 4) map of the 16 patches."""
+    b, n, c = x.shape
+    return x.transpose(1, 2).reshape(b, c, 4, n // 4)
+
+
+class Smear(nn.Module):
+    """A depthwise 3x3 conv over the token grid and nothing else: mixes tokens, no channels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taps = nn.Conv2d(D, D, 3, padding=1, groups=D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.taps(grid(x)).flatten(2).transpose(1, 2)
+
+
+class GridFeedForward(nn.Module):
+    """Linear up, a depthwise 3x3 conv over the grid, GELU, linear down (an MLP with a
+    depthwise conv inside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.widen = nn.Linear(D, HIDDEN)
+        self.taps = nn.Conv2d(HIDDEN, HIDDEN, 3, padding=1, groups=HIDDEN)
+        self.narrow = nn.Linear(HIDDEN, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.taps(grid(self.widen(x)))).flatten(2).transpose(1, 2)
+        return self.narrow(h)
+
+
+class SmearBlock(nn.Module):
+    """Attention (a ``Mixer``), then a residual depthwise conv without a norm, then a
+    normalised ``GridFeedForward``: three residual units."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln_a, self.ln_f = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.talk = Mixer()
+        self.smear = Smear()
+        self.feed = GridFeedForward()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.talk(self.ln_a(x))
+        x = x + self.smear(x)
+        return x + self.feed(self.ln_f(x))
+
+
+class SmearViT(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Conv2d(3, D, 4, 4)
+        self.trunk = nn.ModuleList(SmearBlock() for _ in range(DEPTH))
+        self.ln = nn.LayerNorm(D)
+        self.classify = nn.Linear(D, CLASSES)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = self.embed(image).flatten(2).transpose(1, 2)
+        for block in self.trunk:
+            x = block(x)
+        return self.classify(self.ln(x).mean(1))

@@ -7,8 +7,9 @@ oracles computed here on a fresh build on meta (benchmarks/zoo_sweep.py's: the u
 elements, and ``FlopCounterMode`` FLOPs / 2 at the input vitprof used). Hybrids with convolutional
 stages (or depthwise-convolution token mixers) also have ``conv`` MACs, the others none.
 timm's fastvit_t8, named among the ViTs in issue 11, runs no attention (RepMixer in all four
-stages): it is held to issue 14's rule for non-ViTs, everything in ``other`` or ``conv``. Two
-non-ViTs, convnext_tiny and resmlp_12, leave nothing in ``tokens``.
+stages): like any convolutional network it is broken down as a hybrid without transformer
+blocks (stem, conv, head), its sibling fastvit_t12 exactly as fastvit_sa12 where they share
+modules. Two non-ViTs, convnext_tiny and resmlp_12, leave nothing in ``tokens``.
 
 Slow (> ~5 s each on the shared 2-core machine, build and two forwards on meta, marked
 ``slow``): maxvit_tiny_tf_224 (about 5.3 s); the others take 1 to 4.5 s.
@@ -94,7 +95,8 @@ VITS = [
     pytest.param(_timm("mobilevit_s"), True, id="timm:mobilevit_s"),
     pytest.param(_timm("cait_xxs24_224"), False, id="timm:cait_xxs24_224"),
     pytest.param(_timm("crossvit_9_240"), False, id="timm:crossvit_9_240"),
-    pytest.param(_timm("xcit_nano_12_p8_224"), False, id="timm:xcit_nano_12_p8_224"),
+    # its local patch interaction after each attention, two depthwise 3x3 convs, mixes tokens
+    pytest.param(_timm("xcit_nano_12_p8_224"), True, id="timm:xcit_nano_12_p8_224"),
     # its convolutional position encoding (a residual depthwise conv) before each attention
     pytest.param(_timm("davit_tiny"), True, id="timm:davit_tiny"),
     pytest.param(_timm("swiftformer_xs"), True, id="timm:swiftformer_xs"),
@@ -158,14 +160,47 @@ def test_a_vit_is_broken_down_into_known_components(
     _assert_totals_exact(profile, make, zoo_sweep)
 
 
-def test_a_hybrid_without_attention_is_left_in_other_or_conv(zoo_sweep: Any) -> None:
-    make = _timm("fastvit_t8")
-    profile = _analyzed(make, "timm:fastvit_t8")
+def _placed(profile: vitprof.Profile) -> dict[str, tuple[C, int | None]]:
+    return {p.name: (p.component, p.block) for p in profile.params}
+
+
+@pytest.mark.parametrize(("name", "sibling", "apart"), [
+    # widths (64, 128, 256, 512), depths (2, 2, 6, 2); RepMixer blocks in all four stages
+    # against attention in the last: the stem, stages 0 to 2, final_conv and head are alike
+    pytest.param("fastvit_t12", "fastvit_sa12", ("stages.3.blocks.",), id="fastvit"),
+    # widths (64, 128, 320, 512), depths (3, 3, 9, 3); separable convolutions in all four stages
+    # against attention in the last two, whose blocks scale their skip (res_scale(x) + f(x))
+    pytest.param("convformer_s18", "caformer_s18", ("stages.2.blocks.", "stages.3.blocks."),
+                 id="metaformer"),
+])
+def test_a_network_without_attention_is_broken_down_as_its_attention_sibling(
+        name: str, sibling: str, apart: tuple[str, ...], zoo_sweep: Any) -> None:
+    """Every parameter of a module the two models share lands in the same component, and the
+    network without attention leaves nothing in other, with no warning, though it has no
+    transformer block."""
+    make = _timm(name)
+    profile = _analyzed(make, f"timm:{name}")
     parts = profile.components
-    elsewhere = {c: n for c, n in parts.items() if c not in (C.OTHER, C.CONV) and n != Counts()}
-    assert elsewhere == {}
-    assert profile.self_checks == ()
+    assert parts[C.OTHER] == Counts()
+    assert profile.warnings == () and profile.self_checks == ()
+    assert profile.attention_implementation == "none seen" and not profile.blocks
+    assert {c for c, n in parts.items() if n.macs} == {C.PATCH_EMBED, C.CONV, C.HEAD}
+    theirs = _placed(_analyzed(_timm(sibling), f"timm:{sibling}"))
+    shared = {name: placed for name, placed in _placed(profile).items()
+              if not name.startswith(apart) and name in theirs}
+    assert len(shared) > 50  # the stem, the first stages, the downsampling, the head
+    assert shared == {name: theirs[name] for name in shared}
     _assert_totals_exact(profile, make, zoo_sweep)
+
+
+@pytest.mark.parametrize("name", ["fastvit_t8", "convnext_tiny"])
+def test_a_convolutional_network_leaves_nothing_in_other(name: str) -> None:
+    """Residual blocks of convolutions (RepMixer, ConvNeXt): no attention, yet nothing in
+    other."""
+    profile = _analyzed(_timm(name), f"timm:{name}")
+    parts = profile.components
+    assert parts[C.OTHER] == Counts() and parts[C.CONV].macs > 0.9 * profile.totals.macs
+    assert profile.warnings == () and profile.self_checks == ()
 
 
 @pytest.mark.parametrize("name", ["convnext_tiny", "resmlp_12_224"])

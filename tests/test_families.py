@@ -13,6 +13,7 @@ from torch import nn
 from vitprof import Component as C
 from vitprof import analyze
 from vitprof.core.errors import UserError
+from vitprof.core.records import Counts
 
 NOTHING = (0, 0)
 
@@ -284,7 +285,7 @@ def test_bad_override_is_a_user_error(rule: tuple[str, str], message: str) -> No
         analyze("vit_b_32", overrides=[rule])
 
 
-def test_non_vit_gets_exact_totals_and_a_warning() -> None:
+def test_a_cnn_gets_exact_totals_and_a_convolutional_breakdown() -> None:
     import torchvision
 
     with torch.device("meta"):
@@ -300,8 +301,13 @@ def test_non_vit_gets_exact_totals_and_a_warning() -> None:
                 for s, c in ((28, 64), (14, 128), (7, 256)))
     fc = 512 * 1000
     assert profile.totals.macs == conv1 + layer1 + later + fc  # = 1_814_073_344
-    assert any("no transformer blocks" in w for w in profile.warnings)
-    assert profile.components[C.OTHER].macs == profile.totals.macs
+    # no attention, residual blocks of 3x3 convs: the stem is the patch embedding, the residual
+    # blocks (downsampling shortcuts included) conv, the classifier after them head
+    parts = profile.components
+    assert (parts[C.PATCH_EMBED].macs, parts[C.CONV].macs, parts[C.HEAD].macs) == (
+        conv1, layer1 + later, fc)
+    assert parts[C.OTHER] == Counts()
+    assert profile.warnings == () and profile.self_checks == ()
     assert profile.unsupported_ops == {}
 
 

@@ -20,6 +20,7 @@ from models_styles import (
     ParallelViT,
     PoolingViT,
     ScoreNetViT,
+    SmearViT,
 )
 
 from vitprof import Component as C
@@ -63,6 +64,18 @@ STYLES = {
         C.ATTN_PROJ: (2 * 32 * 32, 2 * 17 * 32 * 32),
         C.MLP: (2 * 2 * 32 * 64, 2 * 2 * 17 * 32 * 64), C.NORM: (2 * 2 * 32, 0),
         C.HEAD: (32 * 10, 32 * 10),
+    }),
+    # a depthwise conv after the attention, alone in its unit, mixes tokens: conv; the one
+    # inside the MLP, between its linears, stays mlp
+    "attention-then-depthwise-conv-then-conv-mlp": (SmearViT, {
+        C.PATCH_EMBED: (32 * 48 + 32, PATCH),
+        C.ATTN_QKV: (2 * 3 * 32 * 32, 2 * QKV), C.ATTN_CORE: (0, 2 * CORE),  # no q/k/v bias
+        C.ATTN_PROJ: (2 * (32 * 32 + 32), 2 * PROJ),
+        C.CONV: (2 * (32 * 9 + 32), 2 * 16 * 32 * 9),  # depthwise 3x3 on 16 positions, D maps
+        # linears D -> 64 -> D with biases, and a depthwise 3x3 on 16 positions of 64 maps
+        C.MLP: (2 * (32 * 64 + 64 + 64 * 9 + 64 + 64 * 32 + 32), 2 * (MLP + 16 * 64 * 9)),
+        C.NORM: (2 * 2 * 2 * 32 + 2 * 32, 0),  # two LayerNorms per block, the final one
+        C.HEAD: (32 * 10 + 10, 32 * 10),
     }),
 }
 
@@ -470,9 +483,13 @@ def _graph(name: str):
     ("timm:maxvit_nano_rw_256", r"blocks\.\d+\.conv\.(shortcut|conv|se)", C.CONV),
     ("timm:maxvit_nano_rw_256", r"\.attn_(block|grid)\.mlp\.", C.MLP),
     # EfficientViT-M: the depthwise conv before the attention is a token mixer, conv; the
-    # pointwise FFN beside it (no spatial kernel) stays mlp
+    # pointwise FFN beside it (no spatial kernel) stays mlp,
     ("timm:efficientvit_m0", r"blocks\.\d+\.dw0\.m\.conv\.", C.CONV),
     ("timm:efficientvit_m0", r"blocks\.\d+\.ffn0\.m\.pw\d\.conv\.", C.MLP),
+    # and the depthwise conv after the attention too (the paper's token interaction before and
+    # after it), the FFN after it mlp
+    ("timm:efficientvit_m0", r"blocks\.\d+\.dw1\.m\.conv\.", C.CONV),
+    ("timm:efficientvit_m0", r"blocks\.\d+\.ffn1\.m\.pw\d\.conv\.", C.MLP),
     # MobileViT: the MobileNetV2 blocks without a skip before the first transformer are conv,
     # the stem conv is the patch embedding
     ("timm:mobilevit_s", r"^stages\.[01]\.0\.conv\w+\.conv\.", C.CONV),

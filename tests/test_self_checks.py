@@ -51,9 +51,10 @@ CASES = [
         [op("addmm", C.ATTN_QKV, 0), op("bmm", C.ATTN_CORE, 0), op("mm", C.TOKENS, None)],
         [op("addmm", C.ATTN_QKV, 0), op("bmm", C.ATTN_CORE, 0), op("add", C.TOKENS, None, 0)],
         "MACs in tokens", id="tokens"),
-    pytest.param(  # no op is in a block: everything unrecognised belongs in other
+    pytest.param(  # no op is in a block: a convolutional network at most (stem, conv, head)
         [op("convolution", C.MLP), op("addmm", C.HEAD)],
-        [op("convolution", C.OTHER), op("addmm", C.HEAD)],
+        [op("convolution", C.PATCH_EMBED), op("convolution", C.CONV), op("convolution", C.OTHER),
+         op("addmm", C.HEAD)],
         "no blocks, yet components", id="no-blocks"),
 ]
 

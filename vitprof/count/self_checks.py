@@ -21,7 +21,7 @@ read only the op records and the component each got, so they hold for any model:
   the recognizer missed. A gate is no attention core: a module so named whose ops hold a
   sigmoid and no softmax nor attention product (a squeeze-excitation, transformers RegNet's
   ``attention``, timm's ``attn`` of an SE block) passes. A model without blocks is left to
-  *no blocks, yet components*, which wants its unrecognised parts in ``other``.
+  *no blocks, yet components*, which wants no attention or MLP there.
 * **patch embedding inside a block**: ``patch_embed`` MACs recorded in a block, or run between
   two ops of one block. Embedding between the stages of a hierarchical model runs between two
   different blocks and passes.
@@ -36,8 +36,10 @@ read only the op records and the component each got, so they hold for any model:
   image with one (``patch_embed.0.proj`` and ``patch_embed.1.proj``).
 * **MACs in tokens**: ``tokens`` is the class / register tokens and the position embedding,
   whose arithmetic is element-wise (vector FLOPs); a multiply-accumulate there is misplaced.
-* **no blocks, yet components**: a model without recognized transformer blocks must leave what
-  it does not recognize in ``other``; MACs in any component but ``other`` and ``head`` fail.
+* **no blocks, yet components**: a model without recognized transformer blocks is at most a
+  convolutional network, broken down as one (its stem or downsampling in ``patch_embed``, its
+  residual blocks in ``conv``, what follows them in ``head``), and leaves what it does not
+  recognize in ``other``; MACs in attention, ``mlp`` or ``tokens`` fail.
 
 Each failed rule is one warning line naming the rule, the MACs involved and up to three module
 paths. An empty list means the breakdown passed every check.
@@ -56,7 +58,8 @@ _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
 _SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
 _GATES = ("aten.sigmoid", "aten.hardsigmoid")
 _PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
-_ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD)
+_ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD, Component.PATCH_EMBED,
+                          Component.CONV)
 # an innermost segment naming an MLP or the residual path is not attention, whatever else it says
 _NOT_ATTENTION_SEGMENT = re.compile(r"mlp|ffn|feed_?forward|shortcut|skip|residual",
                                     re.IGNORECASE)
@@ -170,7 +173,7 @@ def _a_gate(ops: Sequence[OpRecord]) -> bool:
 
 def attention_module_elsewhere(ops: Sequence[OpRecord]) -> list[str]:
     if not any(op.block is not None for op in ops):
-        return []  # components_without_blocks' case: the unrecognised belongs in other
+        return []  # components_without_blocks' case: no attention component there at all
     named: dict[str, list[OpRecord]] = {}
     for op in ops:
         if (module := _named_attention(op.module)) is not None:

@@ -4,15 +4,15 @@ Conventions: a step is *weighted* when it has MACs and reads a parameter (direct
 free ops): a linear, a convolution, an einsum with a weight. A *free product* has MACs and reads
 no parameter: a product of two activations. A *join* is a parameter-free ``add`` of two
 activations that fork from one record, with MACs on every arm between the fork and the join
-but the skip (the fork itself): a residual add ``x + f(x)``, a downsampling shortcut
-``conv(x) + f(x)``, the sum of the branches of a parallel block; not an attention mask built
-from the input beside the scores. The searches are
-bounded (:data:`WINDOW` records back), so the cost stays linear in the number of records.
+but the skip (the fork itself, or the fork scaled by a parameter): a residual add ``x + f(x)``
+or ``res_scale(x) + f(x)``, a downsampling shortcut ``conv(x) + f(x)``, the sum of the branches
+of a parallel block; not an attention mask built from the input beside the scores. The searches
+are bounded (:data:`WINDOW` records back), so the cost stays linear in the number of records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from functools import cached_property
 from math import prod
 
@@ -58,6 +58,7 @@ class Flow:
         self.steps = trace.steps
         self.norm_modules = norm_modules
         self.kernels = kernels
+        self.sources = [step.sources for step in self.steps]
         self.consumers: list[list[int]] = [[] for _ in self.steps]
         for i, step in enumerate(self.steps):
             for j in step.sources:
@@ -134,14 +135,11 @@ class Flow:
 
     def ancestors(self, i: int, low: int) -> set[int]:
         """Records with index >= ``low`` that ``i`` depends on, ``i`` included."""
-        seen = {i}
-        stack = [i]
-        while stack:
-            for j in self.steps[stack.pop()].sources:
-                if j >= low and j not in seen:
-                    seen.add(j)
-                    stack.append(j)
-        return seen
+        return _reach(i, self.sources, low, i)
+
+    def descendants(self, i: int, high: int) -> set[int]:
+        """Records with index <= ``high`` that depend on ``i``, ``i`` included."""
+        return _reach(i, self.consumers, i, high)
 
     def fork(self, i: int) -> tuple[int, list[set[int]]] | None:
         """If step ``i`` is a join, the record its arms fork from and the records of each arm
@@ -157,10 +155,19 @@ class Flow:
         fork = max(common)
         arms = [{j for j in side if j > fork} for side in sides]
         with_macs = [any(self.steps[j].macs for j in arm) for arm in arms]
-        skip = any(j == fork for j in step.sources)
+        skip = any(j == fork for j in step.sources) or any(
+            self._scaled_skip(arm, fork) for arm in arms)
         if not (all(with_macs) or (skip and any(with_macs))):
             return None  # a mask or a bias made beside the scores, rotary halves: no residual
         return fork, arms
+
+    def _scaled_skip(self, arm: set[int], fork: int) -> bool:
+        """The arm is the fork scaled by a parameter, one record without MACs (MetaFormer's
+        ``res_scale``: ``res_scale(x) + f(x)``)."""
+        if len(arm) != 1:
+            return False
+        step = self.steps[next(iter(arm))]
+        return not step.macs and bool(step.params) and step.sources == (fork,)
 
     def branch(self, i: int) -> set[int] | None:
         """If step ``i`` is a join, the records between its fork and it (itself included)."""
@@ -176,3 +183,16 @@ class Flow:
             if branch is not None:
                 found[i] = branch
         return found
+
+
+def _reach(i: int, edges: Sequence[Sequence[int]], low: int, high: int) -> set[int]:
+    """``i`` and the records reached from it along ``edges`` (per record, the records it leads
+    to), through records with an index from ``low`` to ``high``."""
+    seen = {i}
+    stack = [i]
+    while stack:
+        for j in edges[stack.pop()]:
+            if low <= j <= high and j not in seen:
+                seen.add(j)
+                stack.append(j)
+    return seen

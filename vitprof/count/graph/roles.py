@@ -1,10 +1,10 @@
 """Roles: a component and a block for every record and parameter of a counted run.
 
 Inside a block: the core is ``attn_core``, its q/k/v projections ``attn_qkv``, its output
-projections ``attn_proj``, norms ``norm``, the units feeding the first core that mix tokens
-with a spatial convolution ``conv`` (:func:`_token_mixers`), other weighted records ``mlp``;
-records without
-weights take their producer's component (:func:`vitprof.count.counter.resolve_positions`:
+projections ``attn_proj``, norms ``norm``, the units that mix tokens with a spatial
+convolution ``conv`` (:func:`_token_mixers`: one feeding the first core with such a conv, one
+after it made of such convs alone), other weighted records ``mlp``; records without weights
+take their producer's component (:func:`vitprof.count.counter.resolve_positions`:
 ``x + attn(x)`` is ``attn_proj``, ``gamma * mlp(x)`` is ``mlp``). Outside blocks: everything
 after the last block is ``head``; before and between blocks, the records of a residual branch
 (a join's branch: MBConv, RepMixer, conv token mixers) and the convolutional blocks run
@@ -22,8 +22,14 @@ records only through free ops (an expanded class token, an indexed bias table), 
 to the sequence or to another parameter first (a class token or position embedding of two or
 more dimensions, ViTMAE's class token plus its position; a 1-D bias or scale is not), that of
 the record consuming it when that is in a core or weighted, else ``tokens`` (``head`` after the
-blocks). Its block is its owner module's, else its reader's. A model without an attention core
-is no ViT: everything stays in ``other``.
+blocks). Its block is its owner module's, else its reader's.
+
+A model without an attention core has no transformer block. If its residual branches convolve
+(a ResNet, a ConvNeXt, FastViT-T8's RepMixers: :func:`_residual_span`), it is broken down as a
+hybrid without attention: what runs before its first residual branch is its patch embedding
+proper, the residual branches and the blocks run without their skip are ``conv``, downsampling
+between them ``patch_embed``, everything after the last residual add ``head``. Any other model
+(an MLP-Mixer, a plain chain of layers) stays in ``other``, with a warning.
 """
 
 from __future__ import annotations
@@ -54,6 +60,15 @@ class _Placed(NamedTuple):
     component: C | None
     block: int | None
     sources: tuple[int, ...]
+
+
+class _Span(NamedTuple):
+    """The records from the first block's first (``start``) to the last block's last;
+    ``reach``: where :func:`_skipless_blocks` stops reading."""
+
+    start: int
+    last: int
+    reach: int
 
 
 @dataclass(frozen=True)
@@ -115,30 +130,50 @@ def _attention_modules(
 def _token_mixers(
     flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None]
 ) -> set[int]:
-    """Weighted records of a block, not yet placed, that feed the block's first core (upstream
-    of it, through the residual stream) and run in a unit of the block (its child module) that
-    mixes tokens with a spatial convolution: EfficientViT-M's depthwise conv and DaViT's and
-    SwiftFormer's convolutional position encodings before their attention. A unit of pointwise
-    layers there (EfficientViT-M's FFN before its attention) stays ``mlp``, and so do the unit
-    running the core and everything after the core."""
+    """Weighted records of a block, not yet placed, in a token-mixing unit of the block (its
+    child module, not one running a core): upstream of the block's first core (feeding it,
+    through the residual stream), a unit with a spatial convolution among them (EfficientViT-M's
+    ``dw0``, DaViT's and SwiftFormer's convolutional position encodings before their
+    attention); downstream of that core, a unit whose weighted records all mix tokens with a
+    spatial kernel, no pointwise layer among them (EfficientViT-M's ``dw1``, DaViT's position
+    encoding before its MLP). A unit of pointwise layers before the core (EfficientViT-M's FFN)
+    stays ``mlp``, and so does, after it, one with pointwise layers around a spatial conv (an
+    MLP with a depthwise conv inside: PVTv2's, FastViT's ConvMlp)."""
     paths = {index: path for path, index in blocks.paths.items()}
-    first: dict[int, int] = {}  # block -> the first record of its first core
+    first: dict[int, Core] = {}  # block -> its first core
     for core in cores:
         block = blocks.of_step[core.first]
-        if block in paths:
-            first[block] = min(first.get(block, core.first), core.first)
-    units: dict[tuple[int, str], set[int]] = {}
-    for block, start in first.items():
+        if block in paths and (block not in first or core.first < first[block].first):
+            first[block] = core
+    last = {block: i for i, block in enumerate(blocks.of_step) if block is not None}
+    found: set[int] = set()
+    for block, core in first.items():
         prefix = f"{paths[block]}."
-        attention = _unit(flow.steps[start].module, prefix)
-        for i in flow.ancestors(start, blocks.of_step.index(block)):
-            module = flow.steps[i].module
-            if roles[i] is None and flow.weighted(i) and module.startswith(prefix):
-                unit = _unit(module, prefix)
-                if unit != attention:
-                    units.setdefault((block, unit), set()).add(i)
-    return {i for found in units.values() if any(flow.mixes_tokens(i) for i in found)
-            for i in found}
+        running = {_unit(flow.steps[i].module, prefix) for other in cores
+                   if blocks.of_step[other.first] == block for i in other.steps}
+        feeding = flow.ancestors(core.first, blocks.of_step.index(block))
+        before = _units(flow, {i for i in feeding if roles[i] is None}, prefix, running)
+        found.update(i for unit in before.values() if any(map(flow.mixes_tokens, unit))
+                     for i in unit)
+        after = _units(flow, flow.descendants(max(core.steps), last[block]), prefix, running)
+        found.update(i for unit in after.values()
+                     if all(roles[i] is None and flow.mixes_tokens(i) for i in unit)
+                     for i in unit)
+    return found
+
+
+def _units(flow: Flow, records: set[int], prefix: str, running: set[str]
+           ) -> dict[str, set[int]]:
+    """The weighted ones of ``records`` that run under the block with path ``prefix`` (with
+    its dot), by the unit (child of the block) they run in, but units in ``running``."""
+    units: dict[str, set[int]] = {}
+    for i in records:
+        module = flow.steps[i].module
+        if flow.weighted(i) and module.startswith(prefix):
+            unit = _unit(module, prefix)
+            if unit not in running:
+                units.setdefault(unit, set()).add(i)
+    return units
 
 
 def _unit(module: str, prefix: str) -> str:
@@ -146,7 +181,8 @@ def _unit(module: str, prefix: str) -> str:
     return module.removeprefix(prefix).partition(".")[0]
 
 
-def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None]) -> set[int]:
+def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None], span: _Span
+                     ) -> set[int]:
     """Weighted records run before the first block, outside the patch embedding proper, in a
     convolutional block run without its skip: a module (not a list) that runs no residual
     add, of the class of one whose forward runs one (MobileViT's MobileNetV2 blocks that change
@@ -155,9 +191,11 @@ def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None]) ->
     module holding both it and the first block's first record (MobileViT's ``stem``; LeViT's
     ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole). A downsampling
     layer between stages stays patch embedding unless built of such blocks (FastViT's, of
-    MobileOne blocks that sum their branches, is conv)."""
-    start = next(i for i, block in enumerate(of_step) if block is not None)
-    weighted = [i for i in range(start) if flow.weighted(i)]
+    MobileOne blocks that sum their branches, is conv). A convolutional network without
+    attention (:func:`_residual_span`) has no block: there, the records up to its last residual
+    add are read (FastViT-T8's downsampling between stages is conv, as FastViT-SA12's)."""
+    start = span.start
+    weighted = [i for i in range(span.reach) if flow.weighted(i)]
     if not weighted:
         return set()
     stem, block = (_parts(flow.steps[i].module) for i in (weighted[0], start))
@@ -183,14 +221,14 @@ def _holders(module: str) -> list[str]:
     return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
 
 
-def _token_selectors(flow: Flow, of_step: list[int | None]) -> list[int | None]:
+def _token_selectors(flow: Flow, of_step: list[int | None], last: int) -> list[int | None]:
     """``of_step`` with each token selector in the block whose input it selects: a connected
     part (through the data flow) of the records outside blocks, before the last block, whose
     results reach a block only as indices (:attr:`~vitprof.count.trace.Step.indexed`), none
     through their values, holding a weighted record (DynamicViT's predictor: a LayerNorm and
     linears scoring the patches, whose ``topk`` indices gather the patches the next block
-    reads). It joins the first block any of its records reaches."""
-    last = max(i for i, block in enumerate(of_step) if block is not None)
+    reads). It joins the first block any of its records reaches. ``last``: the last block's
+    last record."""
     reached: list[int | None] = [None] * len(of_step)  # the first block reached, by any path
     valued = [False] * len(of_step)  # a block is reached through values
     for i in reversed(range(last)):
@@ -238,18 +276,17 @@ def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
 
 
 def _step_roles(
-    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], stem: set[int]
+    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], stem: set[int], last: int
 ) -> list[C | None]:
     """Each record's component; None for a weightless record in a block (resolved later).
     ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
     bias or a scale of what it is added to, not a token); ``stem``: the records of the
     convolutional blocks run before the first block without their skip
-    (:func:`_skipless_blocks`)."""
+    (:func:`_skipless_blocks`); ``last``: the last block's last record."""
     roles = _attention_roles(cores, blocks, flow)
     _attention_modules(flow, cores, blocks, roles)
     of_step = blocks.of_step
-    last = max(i for i, b in enumerate(of_step) if b is not None)
-    conv = _residual_branches(flow, of_step) | stem
+    conv = _residual_branches(flow, of_step)
     mixers = _token_mixers(flow, cores, blocks, roles)
     carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
     for i, step in enumerate(flow.steps):
@@ -258,6 +295,8 @@ def _step_roles(
                 roles[i] = C.NORM
             elif of_step[i] is not None:
                 roles[i] = C.CONV if i in mixers else C.MLP if flow.weighted(i) else None
+            elif i in stem:
+                roles[i] = C.CONV
             elif i > last:
                 roles[i] = C.HEAD
             elif i in conv:
@@ -276,7 +315,7 @@ def _step_roles(
 
 
 def _param_roles(
-    model: nn.Module, flow: Flow, steps: list[C], blocks: Blocks, cores: list[Core]
+    model: nn.Module, flow: Flow, steps: list[C], blocks: Blocks, cores: list[Core], last: int
 ) -> dict[str, tuple[C, int | None]]:
     readers: dict[str, int] = {}
     carriers: dict[str, int] = {}
@@ -288,7 +327,6 @@ def _param_roles(
         for name in step.carried:
             carriers.setdefault(name, i)
     in_cores = {i for core in cores for i in core.steps | core.bias}
-    last = max(i for i, b in enumerate(blocks.of_step) if b is not None)
     owner_block = module_blocks(blocks.paths)
     roles: dict[str, tuple[C, int | None]] = {}
     for name, p in model.named_parameters():
@@ -375,23 +413,48 @@ def _nearest(modules: dict[str, C], path: str) -> C | None:
     return None
 
 
-def _vit_roles(
-    model: nn.Module, flow: Flow, cores: list[Core]
-) -> tuple[list[C], list[int | None], dict[str, ParamRecord]]:
-    """Components of the records, their blocks, and the parameters' records, of a ViT."""
-    blocks = group_blocks(model, flow, cores)
+def _block_span(blocks: Blocks) -> _Span:
+    inside = [i for i, block in enumerate(blocks.of_step) if block is not None]
+    return _Span(inside[0], inside[-1], inside[0])
+
+
+def _residual_span(flow: Flow) -> _Span | None:
+    """The residual blocks of a convolutional network (no attention): from the first record of
+    the first residual branch to the last residual add, counting the adds ``x + f(x)`` whose
+    skip does no products (the fork itself, or scaled as MetaFormer's ``res_scale``), not a
+    sum of computed branches (MobileOne's, which closes FastViT: its ``final_conv`` is in the
+    head, as after FastViT-SA12's attention blocks). None unless some residual branch convolves
+    with a spatial kernel: an MLP-Mixer or a chain of layers is no convolutional network.
+    :func:`_skipless_blocks` reads every record: a block run without its skip after the last
+    residual add is ``conv`` (EfficientNet-B0's last MBConv, 192 to 320 channels)."""
+    residual = {}
+    for join, branch in flow.joins.items():
+        found = flow.fork(join)
+        if found is not None and not all(any(flow.steps[j].macs for j in arm)
+                                         for arm in found[1]):
+            residual[join] = branch
+    if not any(flow.mixes_tokens(i) for branch in residual.values() for i in branch):
+        return None
+    first, last = min(residual), max(residual)
+    return _Span(min(residual[first]), last, len(flow.steps))
+
+
+def _roles(
+    model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span
+) -> tuple[list[C], dict[str, ParamRecord]]:
+    """Components of the records and the parameters' records, given the blocks and their span
+    (with no block at all, a convolutional network's: :func:`_residual_span`)."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
-    stem = _skipless_blocks(model, flow, blocks.of_step)
-    blocks = replace(blocks, of_step=_token_selectors(flow, blocks.of_step))
-    partial = _step_roles(flow, cores, blocks, shaped, stem)
+    stem = _skipless_blocks(model, flow, blocks.of_step, span)
+    partial = _step_roles(flow, cores, blocks, shaped, stem, span.last)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
     roles = resolve_positions(placed, has_blocks=True)
-    param_roles = _param_roles(model, flow, roles, blocks, cores)
+    param_roles = _param_roles(model, flow, roles, blocks, cores, span.last)
     params = {name: ParamRecord(name, p.numel(), *param_roles[name], tuple(p.shape))
               for name, p in model.named_parameters() if name in param_roles}
     params.update({record.name: record for record in _unread(model, param_roles)})
-    return roles, blocks.of_step, params
+    return roles, params
 
 
 def graph_breakdown(
@@ -399,21 +462,27 @@ def graph_breakdown(
 ) -> Breakdown:
     """The components and blocks of ``ops`` (a counted run of ``model`` with its ``trace``) and
     of the parameters of ``model``, read from the data flow; ``overrides`` (``--map``) win.
-    Without an attention core, everything is ``other`` (not a ViT) but what the rules name."""
+    Without an attention core, a convolutional network's parts are placed as a hybrid's; any
+    other model's are ``other`` (not a ViT) but what the rules name."""
     kernels = {name for name, p in model.named_parameters()
                if p.dim() >= 3 and prod(p.shape[2:]) > 1}
     flow = Flow(trace, {path for path, module in model.named_modules() if is_norm(module)},
                 kernels)
     cores = find_cores(flow)
-    if cores:
-        roles, of_step, params = _vit_roles(model, flow, cores)
+    blocks = group_blocks(model, flow, cores) if cores else Blocks(
+        [None] * len(flow.steps), {}, frozenset())
+    span = _block_span(blocks) if cores else _residual_span(flow)
+    if span is not None:
+        blocks = replace(blocks, of_step=_token_selectors(flow, blocks.of_step, span.last))
+        roles, params = _roles(model, flow, cores, blocks, span)
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
         warnings = unrecognized_warnings(unknown)
     else:
-        roles, of_step = [C.OTHER] * len(flow.steps), [None] * len(flow.steps)
+        roles = [C.OTHER] * len(flow.steps)
         params = {name: ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape))
                   for name, p in model.named_parameters()}
         warnings = (NO_BLOCKS,)
+    of_step = blocks.of_step
     if overrides:
         roles, ruled = _override(model, flow, roles, params, overrides)
         warnings += ruled
