@@ -215,6 +215,96 @@ class FlatViT(nn.Module):
         return x[:, 0] @ self.w_head
 
 
+KEEP = 8  # patch tokens the token-pruning models keep before their second block
+
+
+class Gate(nn.Module):
+    """A token scorer with no norm: Linear(D, D/2), GELU, a bias-free Linear(D/2, 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(D, D // 2)
+        self.score = nn.Linear(D // 2, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, N, D) -> (B, N)."""
+        return self.score(F.gelu(self.hidden(x))).squeeze(-1)
+
+
+class GatedViT(nn.Module):
+    """Token pruning EViT-style in its indexing: gates in a ``ModuleDict`` keyed by the layer
+    they precede, tokens ranked by ``argsort(descending=True)[:, :k]`` and picked by fancy
+    indexing ``x[rows, order]``; no class token (mean pooling), lucidrains-style layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, D, 4, 4)
+        self.pos = nn.Parameter(torch.zeros(1, 16, D))
+        self.gates = nn.ModuleDict({"1": Gate()})
+        self.layers = nn.ModuleList(Layer() for _ in range(DEPTH))
+        self.norm = nn.LayerNorm(D)
+        self.head = nn.Linear(D, CLASSES)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = self.stem(image).flatten(2).transpose(1, 2) + self.pos
+        for i, layer in enumerate(self.layers):
+            if str(i) in self.gates:
+                order = self.gates[str(i)](x).argsort(dim=1, descending=True)[:, :KEEP]
+                rows = torch.arange(x.shape[0], device=x.device)[:, None]
+                x = x[rows, order]
+            x = layer(x)
+        return self.head(self.norm(x.mean(1)))
+
+
+def batch_index_select(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """DynamicViT's (its repository's) gather: rows ``idx`` of each batch item of ``x``, through
+    offsets into the flattened batch (integer arithmetic on the indices)."""
+    b, n, c = x.shape
+    offset = torch.arange(b, dtype=torch.long, device=x.device).view(b, 1) * n
+    flat = (idx + offset).reshape(-1)
+    return x.reshape(b * n, c)[flat].reshape(b, idx.shape[1], c)
+
+
+class PredictorLG(nn.Module):
+    """DynamicViT's predictor without its local/global split: LayerNorm, Linear(D, D), GELU,
+    Linear(D, D/2), GELU, Linear(D/2, 2), log-softmax over keep / drop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_conv = nn.Sequential(nn.LayerNorm(D), nn.Linear(D, D), nn.GELU())
+        self.out_conv = nn.Sequential(nn.Linear(D, D // 2), nn.GELU(), nn.Linear(D // 2, 2),
+                                      nn.LogSoftmax(dim=-1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out_conv(self.in_conv(x))
+
+
+class ScoreNetViT(nn.Module):
+    """Token pruning DynamicViT-repository style: ``score_predictor`` list, the keep
+    log-probability ranked by ``torch.argsort``, :func:`batch_index_select`; a class token kept
+    apart; parallel blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch_embed = nn.Linear(48, D)
+        self.cls = nn.Parameter(torch.zeros(1, 1, D))
+        self.blocks = nn.ModuleList(ParallelBlock() for _ in range(DEPTH))
+        self.score_predictor = nn.ModuleList([PredictorLG()])
+        self.head = nn.Linear(D, CLASSES)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = self.patch_embed(patches(image))
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)
+        for i, block in enumerate(self.blocks):
+            if i == 1:
+                spatial = x[:, 1:]
+                keep = self.score_predictor[0](spatial)[:, :, 0]
+                order = torch.argsort(keep, dim=1, descending=True)[:, :KEEP]
+                x = torch.cat([x[:, :1], batch_index_select(spatial, order)], dim=1)
+            x = block(x)
+        return self.head(x[:, 0])
+
+
 def grid(x: torch.Tensor) -> torch.Tensor:
     """(B, N, C) tokens -> (B, C, 4, 4) map of the 16 patches."""
     b, n, c = x.shape

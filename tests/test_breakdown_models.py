@@ -80,12 +80,6 @@ def _note(name: str) -> Callable[[], str]:
 
 TWO_LAYERS = {"num_hidden_layers": 2}
 
-# note002_dynamic_vit's token-pruning predictors are vitprof's assumption, not note 002's
-# (its §3.1 gives neither layers nor keep ratios): its zoo entry keeps them apart, in `other`
-OTHERED = {"note002_dynamic_vit"}
-DELIBERATE_OTHER = pytest.mark.xfail(strict=True, reason="the predictors stay in other on "
-                                     "purpose: vitprof's assumption, not the note's model")
-
 # (build, has convolutional stages), by case id
 VITS = [
     pytest.param(_torchvision("swin_t"), False, id="torchvision:swin_t"),
@@ -124,7 +118,7 @@ VITS = [
     pytest.param(_video("VivitModel", "VivitConfig", **TWO_LAYERS), False, id="hf:vivit"),
     pytest.param(_video("TimesformerModel", "TimesformerConfig", **TWO_LAYERS), False,
                  id="hf:timesformer"),
-    *(pytest.param(_note(name), False, id=name, marks=[DELIBERATE_OTHER] * (name in OTHERED))
+    *(pytest.param(_note(name), False, id=name)
       for name, entry in ZOO.items() if entry.family == "notes"),
 ]
 
@@ -224,7 +218,16 @@ def _cells(profile: vitprof.Profile) -> dict[tuple[int | None, C], tuple[int, in
     return cells
 
 
-@pytest.mark.parametrize("name", list(ZOO))
+# the generic recognizer (the notes have no table) puts the linears registered after the last
+# block in head: it cannot know that note002_dynamic_vit's predictors, registered after the
+# blocks, prune the input of blocks 2 and 4, where the graph (and the closed form) count them
+UNPLACED_BY_NAMES = pytest.mark.xfail(strict=True, reason="the generic recognizer puts the "
+                                      "token predictors in head, outside the blocks")
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=[UNPLACED_BY_NAMES] * (name == "note002_dynamic_vit"))
+    for name in ZOO])
 def test_the_graph_recognizer_agrees_with_the_tables_on_every_zoo_model(name: str) -> None:
     graph = vitprof.analyze(name, recognizer="graph")
     tables = vitprof.analyze(name, recognizer="tables")

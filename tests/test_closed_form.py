@@ -25,6 +25,7 @@ from vitprof.models.closed_form import (
     FinalNorm,
     HeadKind,
     ViTSpec,
+    block_counts,
     closed_form,
 )
 from vitprof.models.notes import note001, note002, note004
@@ -105,10 +106,18 @@ def test_token_pruning_by_hand() -> None:
     spec = ViTSpec(**{**CIFAR_VIT.as_dict(), "tokens_per_block": (64, 64, 44, 44, 31, 31)})
     assert spec.predictor_blocks == (2, 4)
     form = closed_form(spec)
-    # predictor: LN 2*512 + Linear(512, 128) 65_664 + Linear(128, 1) 129 = 66_817 params;
-    # on 64 then 44 patch tokens: (64 + 44) x (512*128 + 128) = 7_091_712 MACs;
-    # vector per token 7*512 + 128 + 5*128 + 1 = 4_353, x 108 = 470_124
-    assert form.components[C.OTHER] == Counts(2 * 66_817, 7_091_712, 470_124)
+    # a predictor is counted in the block it prunes for: its LayerNorm is norm, 2*512 = 1_024
+    # params and 7*512 = 3_584 vector FLOPs a token; its Linear(512, 128) (512*128 + 128 =
+    # 65_664 params) and Linear(128, 1) (128 + 1 = 129) are mlp: 65_793 params, 512*128 + 128 =
+    # 65_664 MACs and 128 bias + 5*128 GELU + 1 bias = 769 vector FLOPs a token
+    # block 2 sees 1 + 44 = 45 tokens and its predictor scores 64; block 4: 32 tokens, 44 scored
+    for block, tokens, scored in ((2, 45, 64), (4, 32, 44)):
+        plain = block_counts(spec, tokens)
+        assert form.blocks[block][C.NORM] - plain[C.NORM] == Counts(1_024, 0, scored * 3_584)
+        assert form.blocks[block][C.MLP] - plain[C.MLP] == Counts(
+            65_793, scored * 65_664, scored * 769)
+    assert form.components[C.OTHER] == Counts()
+    assert form.totals.params == closed_form(CIFAR_VIT).totals.params + 2 * 66_817
     # block 4 sees 1 + 31 = 32 tokens: qkv 32 x 512 x 1536 = 25_165_824 MACs
     assert form.blocks[4][C.ATTN_QKV].macs == 25_165_824
     # the final norm sees 32 tokens: 7 x 32 x 512 = 114_688
@@ -228,8 +237,7 @@ FAMILY_CASES = [
 def test_closed_form_of_inferred_spec_equals_counter(factory) -> None:
     model = factory()
     spec = spec_from_model(model)
-    predictors = ((r"^predictors", C.OTHER),)
-    assert_counter_equals_closed_form(model, spec, overrides=predictors)
+    assert_counter_equals_closed_form(model, spec)
 
 
 @pytest.mark.parametrize(
@@ -295,9 +303,7 @@ def test_token_pruning_schedules(ratios: tuple[float, ...], batch_size: int) -> 
            "prune_at": tuple(note002.pruning_blocks(ratios))},
     )
     assert spec_from_model(model) == spec
-    assert_counter_equals_closed_form(
-        model, spec, batch_size=batch_size, overrides=((r"^predictors", C.OTHER),)
-    )
+    assert_counter_equals_closed_form(model, spec, batch_size=batch_size)
 
 
 def test_pruning_with_a_predictor_that_drops_nothing() -> None:
@@ -307,7 +313,7 @@ def test_pruning_with_a_predictor_that_drops_nothing() -> None:
                                                     num_heads=4))
     spec = spec_from_model(model)
     assert spec.tokens_per_block == (3, 3) and spec.predictor_blocks == (0, 1)
-    assert_counter_equals_closed_form(model, spec, overrides=((r"^predictors", C.OTHER),))
+    assert_counter_equals_closed_form(model, spec)
 
 
 @pytest.mark.parametrize(
@@ -468,7 +474,10 @@ def test_formula_block_view_rows_add_up(capsys) -> None:
             line.startswith("outside")]
     params = sum(int(row[2].replace(",", "")) for row in rows)
     assert params == closed_form(spec_from_model(build("note002_dynamic_vit").module)).totals.params
-    assert any(row[:2] == ["outside", "other"] for row in rows)  # the predictors
+    assert not any(row[1] == "other" for row in rows)
+    # the predictor before block 2 is in its mlp: 2*512*2048 + 2048 + 512 = 2_099_712 of the
+    # block's own MLP, + Linear(512, 128) 65_664 + Linear(128, 1) 129 = 2_165_505
+    assert ["2", "mlp", "2,165,505"] in [row[:3] for row in rows]
 
 
 def test_formula_markdown(capsys) -> None:

@@ -2,10 +2,9 @@
 
 Each example builds a model from the spec on the meta device, counts it with ``analyze`` and
 compares params, MACs and vector FLOPs per component and per block with ``closed_form``, under
-the name-based recognizer (with the reference ViT's overrides) and under the graph recognizer,
-which ``auto`` gives such a model. Images are square or not (H x W, each side a multiple of the
-patch). The models are tiny (width <= 64, image <= 64 pixels) so that hundreds of examples run
-in seconds.
+the name-based recognizer and under the graph recognizer, which ``auto`` gives such a model.
+Images are square or not (H x W, each side a multiple of the patch). The models are tiny
+(width <= 64, image <= 64 pixels) so that hundreds of examples run in seconds.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from vitprof.models.closed_form import (
     ViTSpec,
     closed_form,
 )
-from vitprof.models.reference import OVERRIDES, build_reference_vit
+from vitprof.models.reference import build_reference_vit
 from vitprof.models.spec_inference import spec_from_model
 
 NEEDS_CLASS_TOKEN = (HeadKind.TOKEN, HeadKind.HIDDEN, HeadKind.POOLER, HeadKind.DISTILLED)
@@ -108,8 +107,7 @@ def test_counter_equals_closed_form(
 ) -> None:
     with torch.device("meta"):
         model = build_reference_vit(spec)
-    # the overrides put note 002's token predictors in other, where the closed form has them
-    profile = analyze(model, batch_size=batch_size, overrides=OVERRIDES, recognizer=recognizer)
+    profile = analyze(model, batch_size=batch_size, recognizer=recognizer)
     form = closed_form(spec, batch_size)
     assert profile.family == family and profile.warnings == ()
     assert profile.unsupported_ops == {}
@@ -130,7 +128,7 @@ def test_graph_one_block_distilled_head(final_norm: str) -> None:
     assert _one_block_two_classifiers(spec)
     with torch.device("meta"):
         model = build_reference_vit(spec)
-    profile = analyze(model, overrides=OVERRIDES, recognizer="graph")
+    profile = analyze(model, recognizer="graph")
     form = closed_form(spec)
     assert profile.components == form.components
     assert [block.components for block in profile.blocks] == form.blocks

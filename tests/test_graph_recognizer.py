@@ -13,10 +13,18 @@ import pytest
 import timm
 import torch
 import transformers
-from models_styles import FlatViT, HybridMapViT, ParallelViT, PoolingViT, SmearViT
+from models_styles import (
+    FlatViT,
+    GatedViT,
+    HybridMapViT,
+    ParallelViT,
+    PoolingViT,
+    ScoreNetViT,
+    SmearViT,
+)
 
 from vitprof import Component as C
-from vitprof import analyze
+from vitprof import Counts, analyze
 from vitprof.cli.main import main
 
 QKV, CORE, PROJ, MLP = 3 * 16 * 32 * 32, 2 * 16 * 16 * 32, 16 * 32 * 32, 2 * 16 * 32 * 64
@@ -91,6 +99,74 @@ def test_graph_places_every_style(style: str) -> None:
     assert len(profile.blocks) == 2
     first, second = (block.total for block in profile.blocks)
     assert (first.params, first.macs) == (second.params, second.macs)
+
+
+# Token pruning: a selector before the second block keeps KEEP = 8 of the 16 patch tokens, so
+# the first block sees N = 16 tokens and the second 8 (GatedViT); with a class token, 17 and 9
+# (ScoreNetViT). The selector scores the 16 patch tokens of the first block's output.
+PRUNED = {
+    # Layer: lucidrains-style Mixer (to_qkv 32 x 96 without bias, to_out 32 x 32 + 32) and
+    # ff 32 -> 64 -> 32, a layer scale of 32 after each; gate: Linear(32, 16) + 16 = 528,
+    # bias-free Linear(16, 1) = 16 -> 544 params, 16 x (32*16 + 16) = 8_448 MACs
+    "gate-argsort-fancy-indexing": (GatedViT, "gates.1.", {
+        C.PATCH_EMBED: (3 * 16 * 32 + 32, 16 * 48 * 32), C.TOKENS: (16 * 32, 0),
+        C.ATTN_QKV: (2 * 3 * 32 * 32, 3 * 32 * 32 * (16 + 8)),
+        C.ATTN_CORE: (0, 2 * 32 * (16 * 16 + 8 * 8)),
+        C.ATTN_PROJ: (2 * (32 * 32 + 32 + 32), 32 * 32 * (16 + 8)),
+        C.MLP: (2 * (32 * 64 + 64 + 64 * 32 + 32 + 32) + 544, 2 * 32 * 64 * (16 + 8) + 8_448),
+        C.NORM: (2 * 2 * 2 * 32 + 2 * 32, 0), C.HEAD: (32 * 10 + 10, 32 * 10),
+    }, (4_224 + 544, 2 * 8 * 32 * 64 + 8_448)),  # block 1's mlp: ff + scale, and the gate
+    # ParallelBlock: bias-free q/k/v 3 x 32 x 32, out 32 x 32, fc1/fc2 2 x 32 x 64, norms
+    # 32 + 8 + 8; predictor: LayerNorm 2*32 = 64 (norm), Linear(32, 32) 1_056, Linear(32, 16)
+    # 528, Linear(16, 2) 34 -> 1_618 params (mlp), 16 x (32*32 + 32*16 + 16*2) = 25_088 MACs
+    "score-net-batch-index-select": (ScoreNetViT, "score_predictor.", {
+        C.PATCH_EMBED: (48 * 32 + 32, 16 * 48 * 32), C.TOKENS: (32, 0),
+        C.ATTN_QKV: (2 * 3 * 32 * 32, 3 * 32 * 32 * (17 + 9)),
+        C.ATTN_CORE: (0, 2 * 32 * (17 * 17 + 9 * 9)),
+        C.ATTN_PROJ: (2 * 32 * 32, 32 * 32 * (17 + 9)),
+        C.MLP: (2 * 2 * 32 * 64 + 1_618, 2 * 32 * 64 * (17 + 9) + 25_088),
+        C.NORM: (2 * (32 + 8 + 8) + 64, 0), C.HEAD: (32 * 10 + 10, 32 * 10),
+    }, (2 * 32 * 64 + 1_618, 2 * 9 * 32 * 64 + 25_088)),
+}
+
+
+@pytest.mark.parametrize("recognizer", ["graph", "auto"])
+@pytest.mark.parametrize("style", PRUNED)
+def test_a_token_selector_is_mlp_of_the_block_it_selects_for(style: str, recognizer: str) -> None:
+    factory, selector, expected, second_mlp = PRUNED[style]
+    with torch.device("meta"):
+        model = factory()
+    profile = analyze(model, image_size=16, recognizer=recognizer)
+    assert profile.family == "graph" and profile.warnings == () and profile.self_checks == ()
+    assert profile.components[C.OTHER] == Counts()
+    for component in C:
+        assert counts(profile, component) == expected.get(component, (0, 0)), component
+    placed = {(r.component, r.block) for r in profile.params if r.name.startswith(selector)}
+    assert (C.MLP, 1) in placed and placed <= {(C.MLP, 1), (C.NORM, 1)}
+    second = profile.blocks[1].components[C.MLP]
+    assert (second.params, second.macs) == second_mlp
+
+
+@pytest.mark.parametrize("recognizer", ["graph", "auto"])
+def test_dynamic_vit_predictors_are_in_the_blocks_they_prune_for(recognizer: str) -> None:
+    profile = analyze("note002_dynamic_vit", recognizer=recognizer)
+    assert profile.family == "graph" and profile.components[C.OTHER] == Counts()
+    # predictors.0 scores 64 patch tokens before block 2, predictors.1 44 before block 4: a
+    # LayerNorm (norm), Linear(512, 128) and Linear(128, 1) (mlp)
+    placed = {r.name: (r.component, r.block) for r in profile.params
+              if r.name.startswith("predictors.")}
+    assert placed == {f"predictors.{k}.{layer}.{kind}": (component, block)
+                      for k, block in enumerate((2, 4))
+                      for layer, component in ((0, C.NORM), (1, C.MLP), (3, C.MLP))
+                      for kind in ("weight", "bias")}
+    # block 2 sees 1 + 44 = 45 tokens: its MLP 2*512*2048 + 2048 + 512 = 2_099_712 params and
+    # 2*45*512*2048 = 94_371_840 MACs, + its predictor (512*128 + 128) + (128 + 1) = 65_793
+    # params and 64 x (512*128 + 128*1) = 4_202_496 MACs; block 4, 32 tokens, 44 scored
+    mlp = [(b.components[C.MLP].params, b.components[C.MLP].macs) for b in profile.blocks]
+    assert mlp[2] == (2_099_712 + 65_793, 94_371_840 + 4_202_496)
+    assert mlp[4] == (2_099_712 + 65_793, 2 * 32 * 512 * 2048 + 44 * 65_664)
+    # its LayerNorm: 2*512 params beside the block's own two, 2 x 2*512
+    assert profile.blocks[2].components[C.NORM].params == 3 * 1_024
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -469,6 +545,23 @@ def test_a_freed_storage_forgets_its_producer() -> None:
         assert counter.producer[key] == (0,)
         del product
         assert key not in counter.producer
+
+
+def test_the_trace_keeps_the_sources_reaching_a_record_only_as_indices() -> None:
+    from vitprof.count.counter import OpCounter
+    from vitprof.count.families import ComponentMap
+
+    counter = OpCounter(torch.nn.Identity(), ComponentMap("none", {}, {}, {}), {})
+    tokens, weight = torch.empty(2, 8, 4, device="meta"), torch.empty(4, 1, device="meta")
+    with counter.running():
+        scores = (tokens.reshape(16, 4) @ weight).reshape(2, 8)  # record 0
+        best = scores.topk(3, dim=1).indices
+        picked = tokens.gather(1, best.unsqueeze(-1).expand(-1, -1, 4))
+        picked * 2.0  # record 1: the scores chose its elements, gave none of their values
+        scores * 2.0  # record 2: their values
+    steps = counter.trace().steps
+    assert (steps[1].sources, steps[1].indexed) == ((0,), (0,))
+    assert (steps[2].sources, steps[2].indexed) == ((0,), ())
 
 
 def test_imagegpt_layers_are_one_block_each() -> None:

@@ -107,6 +107,7 @@ class _Pending:
     shape: tuple[int, ...] = ()  # forward: shape of its (first) output
     fixed: bool = False  # a part of a fused op that named its component itself
     beside: tuple[int, ...] = ()  # forward: producers of inputs that are not operands (a mask)
+    indexed: tuple[int, ...] = ()  # forward: the sources reaching it only as indices
 
 
 def tensor_bytes(value: Any) -> int:
@@ -177,6 +178,8 @@ class OpCounter:
         # storage -> indices of the records that wrote it (several through a concatenation)
         self.producer: dict[int | None, tuple[int, ...]] = {}
         self.carried: dict[int | None, tuple[str, ...]] = {}  # storage -> params in it (free ops)
+        # storage -> those of its producers that reach it only as indices (:meth:`_indexed`)
+        self.selecting: dict[int | None, tuple[int, ...]] = {}
         # storage -> a weak reference to it: when the storage is freed, what was known of it goes
         self._watched: dict[int | None, weakref.ref[Any]] = {}
 
@@ -225,11 +228,13 @@ class OpCounter:
         if self.muted:
             return
         forward = self.phase == Phase.FORWARD
-        operands = [storage_key(t) for t in _tensors(args)]
+        tensors = list(_tensors(args))
+        operands = [storage_key(t) for t in tensors]
         extra = [storage_key(t) for t in _tensors(beside)]
         keys = operands + extra
         params = self._params_of(keys)
         sources = self._sources(operands) if forward else ()
+        indexed = self._indexed(tensors, operands) if forward else ()
         apart = self._sources(extra) if forward and extra else ()
         carried = self._take_carried(keys, params) if forward else ()
         owner = None
@@ -246,7 +251,7 @@ class OpCounter:
                 _Pending(
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape,
-                    component is not None, apart,
+                    component is not None, apart, indexed,
                 )
             )
         if forward:
@@ -254,6 +259,7 @@ class OpCounter:
                 key = storage_key(tensor)
                 self.producer[key] = (len(self.pending) - 1,)
                 self.carried.pop(key, None)  # a storage freed and reused holds nothing old
+                self.selecting.pop(key, None)
                 self._watch(tensor, key)
 
     def _watch(self, tensor: torch.Tensor, key: int | None) -> None:
@@ -270,11 +276,26 @@ class OpCounter:
                 del self._watched[key]
                 self.producer.pop(key, None)
                 self.carried.pop(key, None)
+                self.selecting.pop(key, None)
 
         self._watched[key] = weakref.ref(tensor.untyped_storage(), forget)
 
     def _sources(self, keys: list[int | None]) -> tuple[int, ...]:
         return tuple(sorted({index for key in keys for index in self.producer.get(key, ())}))
+
+    def _indexed(self, tensors: list[torch.Tensor], keys: list[int | None]) -> tuple[int, ...]:
+        """The producers of ``tensors`` (with their storages ``keys``) that reach them only as
+        indices: every producer of an integer tensor (``topk``'s indices), none of a tensor of
+        values (floating, complex or boolean) but those that reach it only as indices itself
+        (patches gathered at those indices)."""
+        every: set[int] = set()
+        valued: set[int] = set()
+        for tensor, key in zip(tensors, keys, strict=True):
+            producers = set(self.producer.get(key, ()))
+            every |= producers
+            if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
+                valued |= producers - set(self.selecting.get(key, ()))
+        return tuple(sorted(every - valued))
 
     def _take_carried(self, keys: list[int | None], params: list[str]) -> tuple[str, ...]:
         """The parameters that reach an op only through free ops (an expanded class token, an
@@ -285,11 +306,14 @@ class OpCounter:
     def pass_through(self, args: Any, out: Any) -> None:
         """An op that is not counted (a copy, a concatenation, a gather) hands on its inputs'
         producers, all of them (MAE's class token joined to its gathered patches comes from
-        both), and the parameters it reads or carries."""
+        both), the parameters it reads or carries, and which of those producers reach it only
+        as indices (:meth:`_indexed`: patches gathered at a ``topk``'s indices)."""
         if self.muted or self.phase != Phase.FORWARD:
             return
-        keys = [storage_key(t) for t in _tensors(args)]
+        tensors = list(_tensors(args))
+        keys = [storage_key(t) for t in tensors]
         sources = self._sources(keys)
+        indexed = self._indexed(tensors, keys)
         held = tuple(dict.fromkeys(
             [*self._params_of(keys), *(name for key in keys for name in self.carried.get(key, ()))]
         ))
@@ -298,6 +322,7 @@ class OpCounter:
             # a new output may reuse the storage of a freed tensor: what was known of it goes
             _store(self.producer, key, sources)
             _store(self.carried, key, held)
+            _store(self.selecting, key, indexed)
             self._watch(tensor, key)
 
     def current(self) -> int | None:
@@ -371,7 +396,7 @@ class OpCounter:
         """The data flow of the forward records (:class:`~vitprof.count.trace.Trace`)."""
         steps = tuple(
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
-                 p.cost.macs, p.component if p.fixed else None, p.beside)
+                 p.cost.macs, p.component if p.fixed else None, p.beside, p.indexed)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(

@@ -3,8 +3,11 @@
 The counter keeps, per forward record, which records produced its inputs (followed through views
 and free ops by storage), the parameters it reads, and those that reach it only through free ops
 (an expanded class token joined by ``cat``, a bias table read by ``index``): the first record
-consuming such a free op's output carries them. Indices are those of ``Run.ops``, whose forward
-records come first.
+consuming such a free op's output carries them. It also keeps which of those producers reach it
+only as indices: through an integer tensor (``topk``'s or ``argsort``'s indices, fed to
+``gather`` or ``index_select`` or used to index), which chooses elements and gives none of their
+values (a boolean mask is no index). Indices are those of ``Run.ops``, whose forward records come
+first.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class Step:
     macs: int
     fixed: Component | None  # the component a fused op named for this part of it, else None
     beside: tuple[int, ...] = ()  # producers of inputs that are not operands (an attention mask)
+    indexed: tuple[int, ...] = ()  # the sources reaching it only as indices (integer tensors)
 
 
 @dataclass(frozen=True, slots=True)

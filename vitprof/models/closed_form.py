@@ -29,9 +29,10 @@ mlp         2DM + M + D        2NDM            NM bias + 5NM GELU + ND bias + ND
 Outside the blocks: patch_embed ``C P^2 D + D`` params, ``Np C P^2 D`` MACs, ``Np D`` bias
 adds; tokens ``(T + rows) D`` params with ``rows = Np + T`` (or ``Np`` when the position
 embedding skips the prefix), ``rows D`` adds; the final norm (all ``N`` last tokens or only the
-pooled vectors); the head (see :class:`HeadKind`); and, under pruning, one note 002 token
-predictor (LayerNorm, Linear(D, D/4), GELU, Linear(D/4, 1) on the ``n`` patch tokens it scores)
-before each pruned block, counted as ``other`` and outside the blocks.
+pooled vectors); the head (see :class:`HeadKind`). Under pruning, a note 002 token predictor
+(LayerNorm, Linear(D, D/4), GELU, Linear(D/4, 1) on the ``n`` patch tokens it scores) runs
+before each pruned block and is counted in that block, as the graph recognizer places a token
+selector: its LayerNorm ``norm``, the rest ``mlp``.
 
 Params and MACs are exact for every spec. Vector FLOPs are exact for the implementations the
 spec names: affine LayerNorms, erf or tanh GELU in the MLP, biases on every Linear except an
@@ -300,15 +301,29 @@ def block_counts(spec: ViTSpec, n_tokens: int) -> dict[Component, Counts]:
     return counts
 
 
-def predictor_counts(spec: ViTSpec, n_patches: int) -> Counts:
-    """Note 002's token predictor on n patch tokens: LN, Linear(D, D/4), GELU, Linear(D/4, 1)."""
+def predictor_counts(spec: ViTSpec, n_patches: int) -> dict[Component, Counts]:
+    """Note 002's token predictor on n patch tokens: LN (``norm``), then Linear(D, D/4), GELU,
+    Linear(D/4, 1) (``mlp``)."""
     d, q = spec.width, spec.width // 4
-    return (
-        _layer_norm(n_patches, d)
-        + _linear(n_patches, d, q)
+    scores = (
+        _linear(n_patches, d, q)
         + _elementwise(n_patches * q, GELU_COST)
         + _linear(n_patches, q, 1)
     )
+    return {Component.NORM: _layer_norm(n_patches, d), Component.MLP: scores}
+
+
+def blocks_counts(spec: ViTSpec) -> list[dict[Component, Counts]]:
+    """Per image, each block on its tokens with the token predictor run before it, if any."""
+    before = [spec.num_patches, *spec.block_patches[:-1]]
+    blocks = []
+    for i, n in enumerate(spec.block_patches):
+        counts = block_counts(spec, spec.prefix_tokens + n)
+        if i in spec.predictor_blocks:
+            for component, predictor in predictor_counts(spec, before[i]).items():
+                counts[component] += predictor
+        blocks.append(counts)
+    return blocks
 
 
 def _pooled_vectors(spec: ViTSpec) -> int:
@@ -365,7 +380,7 @@ class ClosedForm:
     batch_size: int
     components: dict[Component, Counts]  # outside + every block
     blocks: list[dict[Component, Counts]]  # index = block
-    outside: dict[Component, Counts]  # patch embedding, tokens, final norm, head, predictors
+    outside: dict[Component, Counts]  # patch embedding, tokens, final norm, head
 
     @property
     def totals(self) -> Counts:
@@ -394,9 +409,6 @@ def outside_counts(spec: ViTSpec) -> dict[Component, Counts]:
     counts[Component.TOKENS] = tokens_counts(spec)
     counts[Component.NORM] = final_norm_counts(spec)
     counts[Component.HEAD] = head_counts(spec)
-    before = [spec.num_patches, *spec.block_patches[:-1]]
-    for i in spec.predictor_blocks:
-        counts[Component.OTHER] += predictor_counts(spec, before[i])
     return counts
 
 
@@ -404,10 +416,7 @@ def closed_form(spec: ViTSpec, batch_size: int = 1) -> ClosedForm:
     """Params, MACs and vector FLOPs of ``spec`` for a batch, per component and per block."""
     if batch_size < 1:
         raise UserError(f"batch size must be at least 1, got {batch_size}")
-    blocks = [
-        _per_batch_all(block_counts(spec, spec.prefix_tokens + n), batch_size)
-        for n in spec.block_patches
-    ]
+    blocks = [_per_batch_all(block, batch_size) for block in blocks_counts(spec)]
     outside = _per_batch_all(outside_counts(spec), batch_size)
     components = dict(outside)
     for block in blocks:

@@ -5,8 +5,10 @@ The model the closed form describes, written out: a strided-conv patch embedding
 (class, distillation, registers) and a position embedding, pre-norm blocks (``norm1``, ``attn``
 with one ``qkv`` Linear and a ``proj`` Linear, ``norm2``, ``mlp`` with ``fc1``, GELU, ``fc2``),
 a final norm, pooling and a head. Names follow timm, so :mod:`vitprof.count.families.generic`
-recognizes every module; the note 002 token predictors live in ``predictors`` and, as in the zoo,
-are mapped to ``other`` by :data:`OVERRIDES`. It builds and runs on the meta device.
+recognizes every module; a note 002 token predictor runs in the block whose input it prunes
+(``blocks[i].predictor``), where the closed form counts it (its LayerNorm ``norm``, the rest
+``mlp``) and where the graph recognizer places one run before the block. It builds and runs on
+the meta device.
 """
 
 from __future__ import annotations
@@ -15,12 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vitprof.core.records import Component
-from vitprof.count.families import Rule
 from vitprof.models.closed_form import AttentionImpl, AttentionKind, FinalNorm, HeadKind, ViTSpec
 from vitprof.models.notes.note002 import TokenPredictor
-
-OVERRIDES: tuple[Rule, ...] = ((r"^predictors", Component.OTHER),)
 
 
 class PatchEmbed(nn.Module):
@@ -90,11 +88,24 @@ class Mlp(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
-class Block(nn.Module):
-    """Pre-norm block: ``x + attn(norm1(x))`` then ``x + mlp(norm2(x))``."""
+def prune(x: torch.Tensor, predictor: nn.Module, prefix: int, keep: int) -> torch.Tensor:
+    """Keep the ``prefix`` tokens and the ``keep`` patch tokens ``predictor`` scores highest."""
+    prefix_tokens, patches = x[:, :prefix], x[:, prefix:]
+    best = torch.topk(predictor(patches), keep, dim=1).indices
+    patches = patches.gather(1, best.unsqueeze(-1).expand(-1, -1, patches.shape[-1]))
+    return torch.cat([prefix_tokens, patches], dim=1)
 
-    def __init__(self, spec: ViTSpec) -> None:
+
+class Block(nn.Module):
+    """Pre-norm block: ``x + attn(norm1(x))`` then ``x + mlp(norm2(x))``; block ``index`` first
+    prunes its input's patch tokens when the spec puts a predictor before it."""
+
+    def __init__(self, spec: ViTSpec, index: int) -> None:
         super().__init__()
+        self.prefix = spec.prefix_tokens
+        self.keep = spec.block_patches[index]
+        pruned = index in spec.predictor_blocks
+        self.predictor = TokenPredictor(spec.width) if pruned else None
         uses_mha = (
             spec.attention is AttentionKind.SOFTMAX
             and spec.attention_impl is AttentionImpl.MHA_WEIGHTS
@@ -105,6 +116,8 @@ class Block(nn.Module):
         self.mlp = Mlp(spec)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.predictor is not None:
+            x = prune(x, self.predictor, self.prefix, self.keep)
         x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
 
@@ -127,7 +140,7 @@ class ReferenceViT(nn.Module):
         self.reg_token = _prefix(spec, spec.reg_tokens)
         rows = spec.num_patches + (n_prefix if spec.pos_embed_covers_prefix else 0)
         self.pos_embed = nn.Parameter(torch.zeros(1, rows, d))
-        self.blocks = nn.ModuleList([Block(spec) for _ in range(spec.depth)])
+        self.blocks = nn.ModuleList([Block(spec, i) for i in range(spec.depth)])
         self.norm = nn.LayerNorm(d) if spec.final_norm is FinalNorm.TOKENS else nn.Identity()
         self.fc_norm = nn.LayerNorm(d) if spec.final_norm is FinalNorm.POOLED else nn.Identity()
         self.pre_logits: nn.Module = nn.Identity()
@@ -139,7 +152,6 @@ class ReferenceViT(nn.Module):
         self.head = nn.Linear(d, k) if k else nn.Identity()
         if spec.head is HeadKind.DISTILLED:
             self.head_dist = nn.Linear(d, k) if k else nn.Identity()
-        self.predictors = nn.ModuleList([TokenPredictor(d) for _ in spec.predictor_blocks])
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) -> (B, T + Np, D): patches, prefix tokens, position embedding."""
@@ -153,21 +165,10 @@ class ReferenceViT(nn.Module):
             return torch.cat([*prefix, x], dim=1) + self.pos_embed
         return torch.cat([*prefix, x + self.pos_embed], dim=1)
 
-    def prune(self, x: torch.Tensor, predictor: nn.Module, keep: int) -> torch.Tensor:
-        """Keep every prefix token and the ``keep`` patch tokens ``predictor`` scores highest."""
-        n_prefix = self.spec.prefix_tokens
-        prefix, patches = x[:, :n_prefix], x[:, n_prefix:]
-        best = torch.topk(predictor(patches), keep, dim=1).indices
-        patches = patches.gather(1, best.unsqueeze(-1).expand(-1, -1, patches.shape[-1]))
-        return torch.cat([prefix, patches], dim=1)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) -> (B, K), or (B, D) without a classifier."""
         x = self.embed(x)
-        predictor_before = dict(zip(self.spec.predictor_blocks, self.predictors, strict=True))
-        for i, block in enumerate(self.blocks):
-            if i in predictor_before:
-                x = self.prune(x, predictor_before[i], self.spec.block_patches[i])
+        for block in self.blocks:
             x = block(x)
         x = self.norm(x)
         if self.spec.head is HeadKind.DISTILLED:

@@ -11,7 +11,11 @@ after the last block is ``head``; before and between blocks, the records of a re
 without their skip before the first block (:func:`_skipless_blocks`) are ``conv``, other
 weighted records
 ``patch_embed`` (stem, patch merging), records reading a parameter without MACs ``tokens``
-(class tokens, position embeddings), norms ``norm``, and the rest follow the data flow.
+(class tokens, position embeddings), norms ``norm``, and the rest follow the data flow. A token
+selector run before a block is in that block (:func:`_token_selectors`): records outside blocks
+whose results reach the blocks only as indices, none through their values, a weighted one among
+them (DynamicViT's predictor: its scores' ``topk`` indices gather the tokens the block reads);
+its weighted records are ``mlp``, its norms ``norm``, the rest follow the data flow.
 
 A parameter takes the component of the record that reads it with the most MACs; one reaching
 records only through free ops (an expanded class token, an indexed bias table), or added whole
@@ -215,6 +219,54 @@ def _holders(module: str) -> list[str]:
     """``module`` and the modules holding it, the root aside."""
     parts = _parts(module)
     return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
+
+
+def _token_selectors(flow: Flow, of_step: list[int | None], last: int) -> list[int | None]:
+    """``of_step`` with each token selector in the block whose input it selects: a connected
+    part (through the data flow) of the records outside blocks, before the last block, whose
+    results reach a block only as indices (:attr:`~vitprof.count.trace.Step.indexed`), none
+    through their values, holding a weighted record (DynamicViT's predictor: a LayerNorm and
+    linears scoring the patches, whose ``topk`` indices gather the patches the next block
+    reads). It joins the first block any of its records reaches. ``last``: the last block's
+    last record."""
+    reached: list[int | None] = [None] * len(of_step)  # the first block reached, by any path
+    valued = [False] * len(of_step)  # a block is reached through values
+    for i in reversed(range(last)):
+        if of_step[i] is not None:
+            continue
+        for j in flow.consumers[i]:
+            inside = of_step[j] is not None
+            if i not in flow.steps[j].indexed and (inside or valued[j]):
+                valued[i] = True
+            block = of_step[j] if inside else reached[j]
+            if block is not None:
+                reached[i] = block if reached[i] is None else min(reached[i], block)
+    only = {i for i in range(last) if reached[i] is not None and not valued[i]}
+    placed = list(of_step)
+    for part in _connected(flow, only):
+        if any(flow.weighted(i) for i in part):
+            block = min(reached[i] for i in part)
+            for i in part:
+                placed[i] = block
+    return placed
+
+
+def _connected(flow: Flow, members: set[int]) -> list[set[int]]:
+    """The parts of ``members`` connected through the data flow among them."""
+    left = set(members)
+    parts = []
+    while left:
+        stack = [left.pop()]
+        part = set(stack)
+        while stack:
+            i = stack.pop()
+            for j in (*flow.steps[i].sources, *flow.consumers[i]):
+                if j in left:
+                    left.remove(j)
+                    part.add(j)
+                    stack.append(j)
+        parts.append(part)
+    return parts
 
 
 def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
@@ -421,6 +473,7 @@ def graph_breakdown(
         [None] * len(flow.steps), {}, frozenset())
     span = _block_span(blocks) if cores else _residual_span(flow)
     if span is not None:
+        blocks = replace(blocks, of_step=_token_selectors(flow, blocks.of_step, span.last))
         roles, params = _roles(model, flow, cores, blocks, span)
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
         warnings = unrecognized_warnings(unknown)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from vitprof.core.records import Component
-from vitprof.count.families.base import Rule
 from vitprof.models.family.base import Factory, ModelFamily, ZooEntry, is_class
 from vitprof.models.family.describe import grid_image_size, require
 from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
@@ -119,8 +117,6 @@ def _note(module: str, function: str, **fixed: Any) -> Factory:
     return _lazy(f"vitprof.models.notes.{module}", function, **fixed)
 
 
-_PREDICTORS: tuple[Rule, ...] = ((r"^predictors", Component.OTHER),)
-
 ENTRIES = (
     ZooEntry("note001_vit_b16", NAME, "note 001: from-scratch ViT-B/16 with "
              "nn.MultiheadAttention and a hidden-layer MLPHead, 10 classes",
@@ -133,9 +129,9 @@ ENTRIES = (
              "note's one (D, D) context is num_heads=1",
              _note("note002", "build_linear_attention_vit"), 32, 10, 4),
     ZooEntry("note002_dynamic_vit", NAME, "note 002 section 3.1: the CIFAR-ViT with "
-             "Dynamic-ViT token pruning (predictors counted as other); the predictor layers "
-             "and keep ratios are vitprof's assumptions, the note gives neither",
-             _note("note002", "build_dynamic_vit"), 32, 10, 4, overrides=_PREDICTORS),
+             "Dynamic-ViT token pruning; the predictor layers and keep ratios are vitprof's "
+             "assumptions, the note gives neither",
+             _note("note002", "build_dynamic_vit"), 32, 10, 4),
     ZooEntry("note004_vit_b16", NAME, "note 004: timm-style ViT-B/16 with "
              "qkv_bias=False by default", _note("note004", "build_note004_vit"), 224, 1000, 16),
     *(
