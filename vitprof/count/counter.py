@@ -107,6 +107,7 @@ class _Pending:
     shape: tuple[int, ...] = ()  # forward: shape of its (first) output
     fixed: bool = False  # a part of a fused op that named its component itself
     beside: tuple[int, ...] = ()  # forward: producers of inputs that are not operands (a mask)
+    operand: tuple[int, ...] = ()  # forward: shape of its first input tensor
 
 
 def tensor_bytes(value: Any) -> int:
@@ -241,12 +242,13 @@ class OpCounter:
         shares = _shares(traffic, [part.macs for _, part in parts])
         name = op_name(op)
         shape = _first_shape(out) if forward else ()
+        operand = _first_shape(args) if forward else ()
         for (component, part), share in zip(parts, shares, strict=True):
             self.pending.append(
                 _Pending(
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape,
-                    component is not None, apart,
+                    component is not None, apart, operand,
                 )
             )
         if forward:
@@ -371,7 +373,7 @@ class OpCounter:
         """The data flow of the forward records (:class:`~vitprof.count.trace.Trace`)."""
         steps = tuple(
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
-                 p.cost.macs, p.component if p.fixed else None, p.beside)
+                 p.cost.macs, p.component if p.fixed else None, p.beside, p.operand)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(

@@ -27,6 +27,7 @@ class Step:
     macs: int
     fixed: Component | None  # the component a fused op named for this part of it, else None
     beside: tuple[int, ...] = ()  # producers of inputs that are not operands (an attention mask)
+    operand: tuple[int, ...] = ()  # shape of its first input tensor (a convolution's map)
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,12 +59,10 @@ class _Placed(NamedTuple):
 
 
 class _Span(NamedTuple):
-    """The records from the first block's first (``start``) to the last block's last;
-    ``reach``: where :func:`_skipless_blocks` stops reading."""
+    """The records from the first block's first (``start``) to the last block's last."""
 
     start: int
     last: int
-    reach: int
 
 
 @dataclass(frozen=True)
@@ -177,34 +175,117 @@ def _unit(module: str, prefix: str) -> str:
     return module.removeprefix(prefix).partition(".")[0]
 
 
-def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None], span: _Span
-                     ) -> set[int]:
-    """Weighted records run before the first block, outside the patch embedding proper, in a
-    convolutional block run without its skip: a module (not a list) that runs no residual
-    add, of the class of one whose forward runs one (MobileViT's MobileNetV2 blocks that change
-    width or stride, ``stages.0.0`` and ``stages.1.0``, beside ``stages.1.1``). The patch
-    embedding proper is the module running the first weighted record, as a child of the deepest
-    module holding both it and the first block's first record (MobileViT's ``stem``; LeViT's
-    ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole). A downsampling
-    layer between stages stays patch embedding unless built of such blocks (FastViT's, of
-    MobileOne blocks that sum their branches, is conv). A convolutional network without
-    attention (:func:`_residual_span`) has no block: there, the records up to its last residual
-    add are read (FastViT-T8's downsampling between stages is conv, as FastViT-SA12's)."""
-    start = span.start
-    weighted = [i for i in range(span.reach) if flow.weighted(i)]
-    if not weighted:
+def _convs_outside_blocks(model: nn.Module, flow: Flow, of_step: list[int | None], span: _Span
+                          ) -> set[int]:
+    """Weighted records outside blocks and outside the patch embedding proper
+    (:func:`_embedding`) that are convolutional work: those of the convolutional blocks run
+    without their skip (:func:`_skipless_blocks`) and the convolutions on a map that are no
+    downsampling (:func:`_map_convs`). Every record is read: such a block or convolution
+    before, between or after the blocks is ``conv``."""
+    embedding = _embedding(flow, span)
+    if embedding is None:
         return set()
-    stem, block = (_parts(flow.steps[i].module) for i in (weighted[0], start))
-    shared = next((k for k, (a, b) in enumerate(zip(stem, block, strict=False)) if a != b),
-                  min(len(stem), len(block)))
-    if len(stem) == shared:
-        return set()  # the embedding runs in a module holding the blocks: no unit of its own
+    outside = [i for i, block in enumerate(of_step) if block is None and flow.weighted(i)
+               and not _within(flow.steps[i].module, embedding)]
+    return (_skipless_blocks(model, flow, of_step, outside)
+            | _map_convs(model, flow, outside, span.last, embedding))
+
+
+def _embedding(flow: Flow, span: _Span) -> str | None:
+    """The patch embedding proper: the module running the first weighted record, as a child of
+    the deepest module holding both it and the first block's first record (MobileViT's
+    ``stem``; LeViT's ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole);
+    None when it runs in a module holding the blocks (no unit of its own)."""
+    first = next((i for i in range(span.start) if flow.weighted(i)), None)
+    if first is None:
+        return None
+    stem, block = (_parts(flow.steps[i].module) for i in (first, span.start))
+    shared = _shared(stem, block)
+    return None if len(stem) == shared else ".".join(stem[: shared + 1])
+
+
+def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None],
+                     outside: list[int]) -> set[int]:
+    """Those of the records ``outside`` that run in a convolutional block run without its
+    skip: a module (not a list) that runs no residual add, of the class of one whose forward
+    runs one (MobileViT's MobileNetV2 blocks that change width or stride, ``stages.0.0``,
+    ``stages.1.0`` before its attention stages, ``stages.3.0`` and ``stages.4.0`` between
+    them, beside ``stages.1.1``). A downsampling layer between stages stays patch embedding
+    unless built of such blocks (FastViT's, of MobileOne blocks that sum their branches, is
+    conv; FastViT-T8's, without attention, as FastViT-SA12's). After the blocks, such a block
+    is ``conv`` too (EfficientNet-B0's last MBConv, 192 to 320 channels)."""
     joining = {flow.steps[i].module for i in flow.joins if of_step[i] is None}
     skipping = {module for path in joining for module in _holders(path)}
     classes = {type(model.get_submodule(m)) for m in joining if m} - set(LISTS)
-    return {i for i in weighted if _parts(flow.steps[i].module)[: shared + 1] != stem[: shared + 1]
-            and any(m not in skipping and type(model.get_submodule(m)) in classes
-                    for m in _holders(flow.steps[i].module))}
+    return {i for i in outside
+            if any(m not in skipping and type(model.get_submodule(m)) in classes
+                   for m in _holders(flow.steps[i].module))}
+
+
+def _map_convs(model: nn.Module, flow: Flow, outside: list[int], last: int, embedding: str
+               ) -> set[int]:
+    """Those of the records ``outside`` that convolve a map with a spatial kernel and keep its
+    resolution (:func:`_keeps_resolution`: no downsampling), before or between the blocks, or
+    after the last one in a unit holding it (:func:`_one_unit`: MobileViT's last fusion
+    ``stages.4.1.conv_fusion``, not FastViT's ``final_conv`` of the model's own); and the
+    pointwise convolutions that feed or read one of them (through records without MACs),
+    keep the resolution and run with it in one unit: MobileViT's local representation
+    ``conv_kxk`` and ``conv_1x1`` (into the transformer's width) and its fusion
+    ``conv_proj`` (out of it) and ``conv_fusion``."""
+    candidates = set(outside)
+    spatial = {i for i in outside if flow.mixes_tokens(i) and _keeps_resolution(flow, i)
+               and (i < last or _one_unit(model, flow, (i, last), embedding))}
+    pointwise = {j for i in spatial for j in _beside(flow, i)
+                 if j in candidates and "convolution" in flow.steps[j].op
+                 and _keeps_resolution(flow, j)
+                 and flow.steps[j].shape[2:] == flow.steps[i].shape[2:]
+                 and _one_unit(model, flow, (i, j), embedding)}
+    return spatial | pointwise
+
+
+def _keeps_resolution(flow: Flow, i: int) -> bool:
+    """Record ``i`` outputs a map of the spatial size of its input map (``(N, C, *size)``)."""
+    step = flow.steps[i]
+    return len(step.operand) == len(step.shape) > 2 and step.operand[2:] == step.shape[2:]
+
+
+def _beside(flow: Flow, i: int) -> set[int]:
+    """The records with MACs that feed record ``i`` or read its output through records
+    without MACs (a norm, an activation, a concatenation)."""
+    found: set[int] = set()
+    for edges in (flow.sources, flow.consumers):
+        stack, seen = list(edges[i]), set()
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if flow.steps[j].macs:
+                found.add(j)
+            else:
+                stack.extend(edges[j])
+    return found
+
+
+def _one_unit(model: nn.Module, flow: Flow, records: tuple[int, int], embedding: str) -> bool:
+    """The two records run under one module that is neither the model, nor a list, nor one
+    holding the patch embedding proper ``embedding`` (a block of a hybrid's stage: MobileViT's
+    ``stages.2.1``)."""
+    a, b = (_parts(flow.steps[i].module) for i in records)
+    unit = ".".join(a[: _shared(a, b)])
+    return bool(unit) and not _within(embedding, unit) and type(
+        model.get_submodule(unit)) not in LISTS
+
+
+def _shared(a: list[str], b: list[str]) -> int:
+    """How many leading parts two module paths share."""
+    return next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)))
+
+
+def _within(module: str, unit: str) -> bool:
+    """``module`` is ``unit`` or runs under it."""
+    return module == unit or module.startswith(f"{unit}.")
 
 
 def _parts(module: str) -> list[str]:
@@ -363,7 +444,7 @@ def _nearest(modules: dict[str, C], path: str) -> C | None:
 
 def _block_span(blocks: Blocks) -> _Span:
     inside = [i for i, block in enumerate(blocks.of_step) if block is not None]
-    return _Span(inside[0], inside[-1], inside[0])
+    return _Span(inside[0], inside[-1])
 
 
 def _residual_span(flow: Flow) -> _Span | None:
@@ -384,7 +465,7 @@ def _residual_span(flow: Flow) -> _Span | None:
     if not any(flow.mixes_tokens(i) for branch in residual.values() for i in branch):
         return None
     first, last = min(residual), max(residual)
-    return _Span(min(residual[first]), last, len(flow.steps))
+    return _Span(min(residual[first]), last)
 
 
 def _roles(
@@ -393,7 +474,7 @@ def _roles(
     """Components of the records and the parameters' records, given the blocks and their span
     (with no block at all, a convolutional network's: :func:`_residual_span`)."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
-    stem = _skipless_blocks(model, flow, blocks.of_step, span)
+    stem = _convs_outside_blocks(model, flow, blocks.of_step, span)
     partial = _step_roles(flow, cores, blocks, shaped, stem, span.last)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
