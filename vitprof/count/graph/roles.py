@@ -5,13 +5,17 @@ projections ``attn_proj``, norms ``norm``, the units that mix tokens with a spat
 convolution ``conv`` (:func:`_token_mixers`: one feeding the first core with such a conv, one
 after it made of such convs alone), other weighted records ``mlp``; records without weights
 take their producer's component (:func:`vitprof.count.counter.resolve_positions`:
-``x + attn(x)`` is ``attn_proj``, ``gamma * mlp(x)`` is ``mlp``). Outside blocks: everything
-after the last block is ``head``; before and between blocks, the records of a residual branch
-(a join's branch: MBConv, RepMixer, conv token mixers) and the convolutional blocks run
-without their skip before the first block (:func:`_skipless_blocks`) are ``conv``, other
-weighted records
-``patch_embed`` (stem, patch merging), records reading a parameter without MACs ``tokens``
-(class tokens, position embeddings), norms ``norm``, and the rest follow the data flow.
+``x + attn(x)`` is ``attn_proj``, ``gamma * mlp(x)`` is ``mlp``). Outside blocks and outside
+the patch embedding proper, convolutional work is ``conv`` wherever it runs
+(:func:`_convs_outside_blocks`): the convolutional blocks run without their skip, and the
+convolutions on a map that keep its resolution (not a downsampling) with the pointwise
+convolutions feeding or reading them in one unit (MobileViT's local representation and
+fusion around its transformer; after the last block only in a unit holding it). Else
+everything after the last block is ``head``; before and between blocks, the records of a
+residual branch (a join's branch: MBConv, RepMixer, conv token mixers) are ``conv``, other
+weighted records ``patch_embed`` (stem, patch merging: a downsampling), records reading a
+parameter without MACs ``tokens`` (class tokens, position embeddings), norms ``norm``, and the
+rest follow the data flow.
 
 A parameter takes the component of the record that reads it with the most MACs; one reaching
 records only through free ops (an expanded class token, an indexed bias table), or added whole
@@ -23,8 +27,8 @@ blocks). Its block is its owner module's, else its reader's.
 A model without an attention core has no transformer block. If its residual branches convolve
 (a ResNet, a ConvNeXt, FastViT-T8's RepMixers: :func:`_residual_span`), it is broken down as a
 hybrid without attention: what runs before its first residual branch is its patch embedding
-proper, the residual branches and the blocks run without their skip are ``conv``, downsampling
-between them ``patch_embed``, everything after the last residual add ``head``. Any other model
+proper, the residual branches and the convolutional work above are ``conv``, downsampling
+between them ``patch_embed``, everything else after the last residual add ``head``. Any other model
 (an MLP-Mixer, a plain chain of layers) stays in ``other``, with a warning.
 """
 
@@ -45,7 +49,7 @@ from vitprof.count.families.generic import is_norm
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
 from vitprof.count.graph.flow import Flow, attention_module, named_mlp
-from vitprof.count.trace import Trace
+from vitprof.count.trace import Step, Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
@@ -187,8 +191,9 @@ def _convs_outside_blocks(model: nn.Module, flow: Flow, of_step: list[int | None
         return set()
     outside = [i for i, block in enumerate(of_step) if block is None and flow.weighted(i)
                and not _within(flow.steps[i].module, embedding)]
+    branches = _residual_branches(flow, of_step)
     return (_skipless_blocks(model, flow, of_step, outside)
-            | _map_convs(model, flow, outside, span.last, embedding))
+            | _map_convs(model, flow, outside, branches, span.last, embedding))
 
 
 def _embedding(flow: Flow, span: _Span) -> str | None:
@@ -222,49 +227,52 @@ def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None],
                    for m in _holders(flow.steps[i].module))}
 
 
-def _map_convs(model: nn.Module, flow: Flow, outside: list[int], last: int, embedding: str
-               ) -> set[int]:
-    """Those of the records ``outside`` that convolve a map with a spatial kernel and keep its
-    resolution (:func:`_keeps_resolution`: no downsampling), before or between the blocks, or
-    after the last one in a unit holding it (:func:`_one_unit`: MobileViT's last fusion
-    ``stages.4.1.conv_fusion``, not FastViT's ``final_conv`` of the model's own); and the
-    pointwise convolutions that feed or read one of them (through records without MACs),
-    keep the resolution and run with it in one unit: MobileViT's local representation
-    ``conv_kxk`` and ``conv_1x1`` (into the transformer's width) and its fusion
-    ``conv_proj`` (out of it) and ``conv_fusion``."""
-    candidates = set(outside)
-    spatial = {i for i in outside if flow.mixes_tokens(i) and _keeps_resolution(flow, i)
-               and (i < last or _one_unit(model, flow, (i, last), embedding))}
-    pointwise = {j for i in spatial for j in _beside(flow, i)
-                 if j in candidates and "convolution" in flow.steps[j].op
-                 and _keeps_resolution(flow, j)
-                 and flow.steps[j].shape[2:] == flow.steps[i].shape[2:]
-                 and _one_unit(model, flow, (i, j), embedding)}
+def _map_convs(model: nn.Module, flow: Flow, outside: list[int], branches: set[int], last: int,
+               embedding: str) -> set[int]:
+    """Those of the records ``outside``, but the residual ``branches``, that convolve a map
+    with a spatial kernel and are no downsampling (:func:`_downsamples`), before or between
+    the blocks, or after the last one in a unit holding it (:func:`_one_unit`: MobileViT's
+    last ``stages.4.1``, not FastViT's ``final_conv`` of the model's own); and, as far, the
+    pointwise convolutions that keep the resolution and run in one unit with one of them, on a
+    map of its size: MobileViT's local representation (``conv_kxk``, then ``conv_1x1`` into the
+    transformer's width) and fusion (``conv_proj`` out of it, ``conv_fusion``), MobileViTv2's
+    ``conv_proj`` after its transformer. A residual branch is ``conv`` anyway: its pointwise
+    neighbours are not taken (NextViT's ``patch_embed`` 1x1 before a block's MHCA)."""
+    def reached(i: int) -> bool:
+        return i < last or _one_unit(model, flow, (i, last), embedding)
+
+    spatial = {i for i in outside if i not in branches and flow.mixes_tokens(i)
+               and not _downsamples(flow, i) and reached(i)}
+    pointwise = {j for j in outside if "convolution" in flow.steps[j].op
+                 and not flow.mixes_tokens(j) and _keeps_resolution(flow.steps[j]) and reached(j)
+                 and any(flow.steps[j].shape[2:] == flow.steps[i].shape[2:]
+                         and _one_unit(model, flow, (i, j), embedding) for i in spatial)}
     return spatial | pointwise
 
 
-def _keeps_resolution(flow: Flow, i: int) -> bool:
-    """Record ``i`` outputs a map of the spatial size of its input map (``(N, C, *size)``)."""
-    step = flow.steps[i]
+def _keeps_resolution(step: Step) -> bool:
+    """The record outputs a map of the spatial size of its input map (``(N, C, *size)``)."""
     return len(step.operand) == len(step.shape) > 2 and step.operand[2:] == step.shape[2:]
 
 
-def _beside(flow: Flow, i: int) -> set[int]:
-    """The records with MACs that feed record ``i`` or read its output through records
-    without MACs (a norm, an activation, a concatenation)."""
-    found: set[int] = set()
-    for edges in (flow.sources, flow.consumers):
-        stack, seen = list(edges[i]), set()
-        while stack:
-            j = stack.pop()
-            if j in seen:
-                continue
-            seen.add(j)
-            if flow.steps[j].macs:
-                found.add(j)
-            else:
-                stack.extend(edges[j])
-    return found
+def _downsamples(flow: Flow, i: int) -> bool:
+    """Record ``i`` shrinks its map, or a record without MACs carrying its output to the next
+    records with MACs pools it to a smaller map (NesT's ``ConvPool``: a 3x3 conv, a norm, a
+    max pooling of stride 2); a global pooling to one position (a head's) is none."""
+    if not _keeps_resolution(flow.steps[i]):
+        return True
+    stack, seen = list(flow.consumers[i]), set()
+    while stack:
+        j = stack.pop()
+        step = flow.steps[j]
+        if j in seen or step.macs:
+            continue
+        seen.add(j)
+        if len(step.operand) == len(step.shape) > 2 and 1 < prod(step.shape[2:]) < prod(
+                step.operand[2:]):
+            return True
+        stack.extend(flow.consumers[j])
+    return False
 
 
 def _one_unit(model: nn.Module, flow: Flow, records: tuple[int, int], embedding: str) -> bool:
@@ -309,9 +317,9 @@ def _step_roles(
 ) -> list[C | None]:
     """Each record's component; None for a weightless record in a block (resolved later).
     ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
-    bias or a scale of what it is added to, not a token); ``stem``: the records of the
-    convolutional blocks run before the first block without their skip
-    (:func:`_skipless_blocks`); ``last``: the last block's last record."""
+    bias or a scale of what it is added to, not a token); ``stem``: the convolutional records
+    outside blocks and the patch embedding proper (:func:`_convs_outside_blocks`); ``last``:
+    the last block's last record."""
     roles = _attention_roles(cores, blocks, flow)
     _attention_modules(flow, cores, blocks, roles)
     of_step = blocks.of_step
@@ -454,8 +462,8 @@ def _residual_span(flow: Flow) -> _Span | None:
     sum of computed branches (MobileOne's, which closes FastViT: its ``final_conv`` is in the
     head, as after FastViT-SA12's attention blocks). None unless some residual branch convolves
     with a spatial kernel: an MLP-Mixer or a chain of layers is no convolutional network.
-    :func:`_skipless_blocks` reads every record: a block run without its skip after the last
-    residual add is ``conv`` (EfficientNet-B0's last MBConv, 192 to 320 channels)."""
+    :func:`_convs_outside_blocks` reads every record: a block run without its skip after the
+    last residual add is ``conv`` (EfficientNet-B0's last MBConv, 192 to 320 channels)."""
     residual = {}
     for join, branch in flow.joins.items():
         found = flow.fork(join)
