@@ -299,7 +299,7 @@ class Sandwich(nn.Module):
 
 class SandwichViT(nn.Module):
     """Two ``Sandwich`` stages, on the 4x4 map of patches then, after a strided 2x2 conv
-    (a downsampling), on a 2x2 map; mean-pooled head."""
+    (a downsampling), on a 2x2 map; a head of a 3x3 conv, a mean pooling and a linear."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -307,8 +307,9 @@ class SandwichViT(nn.Module):
         self.first = Sandwich()
         self.shrink = nn.Conv2d(D, D, 2, 2)
         self.second = Sandwich()
+        self.refine = nn.Conv2d(D, D, 3, padding=1)
         self.classify = nn.Linear(D, CLASSES)
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         x = self.second(self.shrink(self.first(self.embed(image))))
-        return self.classify(x.mean((2, 3)))
+        return self.classify(self.refine(x).mean((2, 3)))
