@@ -7,15 +7,17 @@ after it made of such convs alone), other weighted records ``mlp``; records with
 take their producer's component (:func:`vitprof.count.counter.resolve_positions`:
 ``x + attn(x)`` is ``attn_proj``, ``gamma * mlp(x)`` is ``mlp``). Outside blocks and outside
 the patch embedding proper, convolutional work is ``conv`` wherever it runs
-(:func:`_convs_outside_blocks`): the convolutional blocks run without their skip, and the
-convolutions on a map that keep its resolution (not a downsampling) with the pointwise
-convolutions feeding or reading them in one unit (MobileViT's local representation and
-fusion around its transformer; after the last block only in a unit holding it). Else
-everything after the last block is ``head``; before and between blocks, the records of a
-residual branch (a join's branch: MBConv, RepMixer, conv token mixers) are ``conv``, other
-weighted records ``patch_embed`` (stem, patch merging: a downsampling), records reading a
-parameter without MACs ``tokens`` (class tokens, position embeddings), norms ``norm``, and the
-rest follow the data flow.
+(:func:`_convs_outside_blocks`): the convolutional blocks run without their skip; the
+convolutions with a spatial kernel on a map, outside residual branches, that are no
+downsampling (they keep the map's resolution, and no pooling shrinks their output before the
+next weighted record), and the pointwise convolutions at that resolution in one unit with one
+of them (a module of the model, not a list, holding no patch embedding: MobileViT's local
+representation and fusion around its transformer); after the last block, those in a unit
+holding it. Else everything after the last block is ``head``; before and between blocks, the
+records of a residual branch (a join's branch: MBConv, RepMixer, conv token mixers) are
+``conv``, other weighted records ``patch_embed`` (stem, patch merging: a downsampling),
+records reading a parameter without MACs ``tokens`` (class tokens, position embeddings), norms
+``norm``, and the rest follow the data flow.
 
 A parameter takes the component of the record that reads it with the most MACs; one reaching
 records only through free ops (an expanded class token, an indexed bias table), or added whole
@@ -28,8 +30,8 @@ A model without an attention core has no transformer block. If its residual bran
 (a ResNet, a ConvNeXt, FastViT-T8's RepMixers: :func:`_residual_span`), it is broken down as a
 hybrid without attention: what runs before its first residual branch is its patch embedding
 proper, the residual branches and the convolutional work above are ``conv``, downsampling
-between them ``patch_embed``, everything else after the last residual add ``head``. Any other model
-(an MLP-Mixer, a plain chain of layers) stays in ``other``, with a warning.
+between them ``patch_embed``, everything else after the last residual add ``head``. Any other
+model (an MLP-Mixer, a plain chain of layers) stays in ``other``, with a warning.
 """
 
 from __future__ import annotations
