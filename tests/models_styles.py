@@ -367,3 +367,39 @@ class SmearViT(nn.Module):
         for block in self.trunk:
             x = block(x)
         return self.classify(self.ln(x).mean(1))
+
+
+class Sandwich(nn.Module):
+    """Two transformer ``Layer``s between convolutions on their map, no skip around them: a 3x3
+    then a 1x1 into the layers, a 1x1 then a 3x3 out of them (a local-global hybrid's unit)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = nn.Conv2d(D, D, 3, padding=1)
+        self.into = nn.Conv2d(D, D, 1)
+        self.layers = nn.Sequential(Layer(), Layer())
+        self.out_of = nn.Conv2d(D, D, 1)
+        self.fuse = nn.Conv2d(D, D, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        y = self.layers(self.into(self.local(x)).flatten(2).transpose(1, 2))
+        return self.fuse(self.out_of(y.transpose(1, 2).reshape(b, c, h, w)))
+
+
+class SandwichViT(nn.Module):
+    """Two ``Sandwich`` stages, on the 4x4 map of patches then, after a strided 2x2 conv
+    (a downsampling), on a 2x2 map; a head of a 3x3 conv, a mean pooling and a linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Conv2d(3, D, 4, 4)
+        self.first = Sandwich()
+        self.shrink = nn.Conv2d(D, D, 2, 2)
+        self.second = Sandwich()
+        self.refine = nn.Conv2d(D, D, 3, padding=1)
+        self.classify = nn.Linear(D, CLASSES)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = self.second(self.shrink(self.first(self.embed(image))))
+        return self.classify(self.refine(x).mean((2, 3)))

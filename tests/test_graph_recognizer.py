@@ -19,6 +19,7 @@ from models_styles import (
     HybridMapViT,
     ParallelViT,
     PoolingViT,
+    SandwichViT,
     ScoreNetViT,
     SmearViT,
 )
@@ -167,6 +168,31 @@ def test_dynamic_vit_predictors_are_in_the_blocks_they_prune_for(recognizer: str
     assert mlp[4] == (2_099_712 + 65_793, 2 * 32 * 512 * 2048 + 44 * 65_664)
     # its LayerNorm: 2*512 params beside the block's own two, 2 x 2*512
     assert profile.blocks[2].components[C.NORM].params == 3 * 1_024
+
+
+def test_graph_places_convolutions_on_a_map_around_a_transformer_in_conv() -> None:
+    # SandwichViT: per stage a 3x3 and a 1x1 conv before two layers and a 1x1 and a 3x3 after
+    # them, outside the blocks, on the stage's map: 4x4 = 16 positions, then 2x2 = 4 after a
+    # strided 2x2 conv, a downsampling (patch_embed, as the patch embedding)
+    with torch.device("meta"):
+        model = SandwichViT()
+    profile = analyze(model, image_size=16, recognizer="graph")
+    assert profile.warnings == () and profile.self_checks == ()
+    assert len(profile.blocks) == 4
+    # per stage two 3x3 (32 * 32 * 9 + 32) and two 1x1 (32 * 32 + 32); per position
+    # 2 * 32 * 32 * 9 + 2 * 32 * 32 = 20_480 MACs, on 16 + 4 positions
+    assert counts(profile, C.CONV) == (2 * 2 * (32 * 32 * 9 + 32 + 32 * 32 + 32),
+                                       (16 + 4) * 20_480)
+    # the 4x4 patch conv on 16 patches; the 2x2 stride-2 conv on 4 positions: 4 * 32 * 4 * 32
+    assert counts(profile, C.PATCH_EMBED) == (48 * 32 + 32 + 32 * 4 * 32 + 32,
+                                              PATCH + 4 * 32 * 4 * 32)
+    # two layers on 16 tokens, two on 4: linears D -> 64 -> D with biases and a layer scale
+    assert counts(profile, C.MLP) == (4 * (32 * 64 + 64 + 64 * 32 + 32 + 32),
+                                      (2 * 16 + 2 * 4) * 2 * 32 * 64)
+    # the head's own 3x3 conv on the 2x2 map (after the last block, in no unit holding it),
+    # 4 * 32 * 32 * 9 MACs, and the linear; the second stage's last 3x3 is not head
+    assert counts(profile, C.HEAD) == (32 * 32 * 9 + 32 + 32 * 10 + 10,
+                                       4 * 32 * 32 * 9 + 32 * 10)
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -494,6 +520,24 @@ def _graph(name: str):
     # the stem conv is the patch embedding
     ("timm:mobilevit_s", r"^stages\.[01]\.0\.conv\w+\.conv\.", C.CONV),
     ("timm:mobilevit_s", r"^stem\.conv\.", C.PATCH_EMBED),
+    # and those between and after its transformers (stride 2, 96 to 128 and 128 to 160
+    # channels) too, once patch_embed; each MobileViT block's local representation (3x3, then
+    # 1x1 into the transformer's width) and fusion (1x1 out of it, 3x3 on the concatenation
+    # with the input), on the stage's map, conv, the last block's too, once head; the 1x1 conv
+    # of the model's own before the pooling stays head
+    ("timm:mobilevit_s", r"^stages\.[34]\.0\.conv\w+\.conv\.", C.CONV),
+    ("timm:mobilevit_s", r"^stages\.[234]\.1\.conv_(kxk\.conv|1x1|proj\.conv|fusion\.conv)\.",
+     C.CONV),
+    ("timm:mobilevit_s", r"^final_conv\.conv\.", C.HEAD),
+    # MobileViTv2's block: a depthwise 3x3 and a 1x1 before its transformer, a 1x1 after it
+    ("timm:mobilevitv2_050", r"^stages\.[234]\.1\.conv_(kxk\.conv|1x1|proj\.conv)\.", C.CONV),
+    # but a conv on a map that a pooling then shrinks is a downsampling: NesT's ConvPool (3x3,
+    # norm, max pooling of stride 2) between levels stays patch_embed; a 1x1 conv changing the
+    # width before a residual branch's conv is no part of it: NextViT's patch_embed in a block;
+    # FastViT-SA12's final_conv (3x3), of the model's own after the last block, stays head
+    ("timm:nest_tiny", r"^levels\.[12]\.pool\.conv\.", C.PATCH_EMBED),
+    ("timm:nextvit_small", r"^stages\.0\.blocks\.0\.patch_embed\.conv\.", C.PATCH_EMBED),
+    ("timm:fastvit_sa12", r"^final_conv\.conv_\w+\.\d\.conv\.", C.HEAD),
     # EfficientFormerV2: the depthwise conv of v added to the core's output is part of the
     # core; the projection after that add is attn_proj (the walk stopped at the add)
     ("timm:efficientformerv2_s0", r"\.v_local\.conv\.", C.ATTN_CORE),

@@ -108,6 +108,7 @@ class _Pending:
     fixed: bool = False  # a part of a fused op that named its component itself
     beside: tuple[int, ...] = ()  # forward: producers of inputs that are not operands (a mask)
     indexed: tuple[int, ...] = ()  # forward: the sources reaching it only as indices
+    operand: tuple[int, ...] = ()  # forward: shape of its first input tensor
 
 
 def tensor_bytes(value: Any) -> int:
@@ -246,12 +247,13 @@ class OpCounter:
         shares = _shares(traffic, [part.macs for _, part in parts])
         name = op_name(op)
         shape = _first_shape(out) if forward else ()
+        operand = _first_shape(args) if forward else ()
         for (component, part), share in zip(parts, shares, strict=True):
             self.pending.append(
                 _Pending(
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape,
-                    component is not None, apart, indexed,
+                    component is not None, apart, indexed, operand,
                 )
             )
         if forward:
@@ -396,7 +398,8 @@ class OpCounter:
         """The data flow of the forward records (:class:`~vitprof.count.trace.Trace`)."""
         steps = tuple(
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
-                 p.cost.macs, p.component if p.fixed else None, p.beside, p.indexed)
+                 p.cost.macs, p.component if p.fixed else None, p.beside, p.indexed,
+                 p.operand)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(

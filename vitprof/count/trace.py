@@ -31,6 +31,7 @@ class Step:
     fixed: Component | None  # the component a fused op named for this part of it, else None
     beside: tuple[int, ...] = ()  # producers of inputs that are not operands (an attention mask)
     indexed: tuple[int, ...] = ()  # the sources reaching it only as indices (integer tensors)
+    operand: tuple[int, ...] = ()  # shape of its first input tensor (a convolution's map)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,17 +5,24 @@ projections ``attn_proj``, norms ``norm``, the units that mix tokens with a spat
 convolution ``conv`` (:func:`_token_mixers`: one feeding the first core with such a conv, one
 after it made of such convs alone), other weighted records ``mlp``; records without weights
 take their producer's component (:func:`vitprof.count.counter.resolve_positions`:
-``x + attn(x)`` is ``attn_proj``, ``gamma * mlp(x)`` is ``mlp``). Outside blocks: everything
-after the last block is ``head``; before and between blocks, the records of a residual branch
-(a join's branch: MBConv, RepMixer, conv token mixers) and the convolutional blocks run
-without their skip before the first block (:func:`_skipless_blocks`) are ``conv``, other
-weighted records
-``patch_embed`` (stem, patch merging), records reading a parameter without MACs ``tokens``
-(class tokens, position embeddings), norms ``norm``, and the rest follow the data flow. A token
-selector run before a block is in that block (:func:`_token_selectors`): records outside blocks
-whose results reach the blocks only as indices, none through their values, a weighted one among
-them (DynamicViT's predictor: its scores' ``topk`` indices gather the tokens the block reads);
-its weighted records are ``mlp``, its norms ``norm``, the rest follow the data flow.
+``x + attn(x)`` is ``attn_proj``, ``gamma * mlp(x)`` is ``mlp``). Outside blocks and outside
+the patch embedding proper, convolutional work is ``conv`` wherever it runs
+(:func:`_convs_outside_blocks`): the convolutional blocks run without their skip; the
+convolutions with a spatial kernel on a map, outside residual branches, that are no
+downsampling (they keep the map's resolution, and no pooling shrinks their output before the
+next weighted record), and the pointwise convolutions at that resolution in one unit with one
+of them (a module of the model, not a list, holding no patch embedding: MobileViT's local
+representation and fusion around its transformer); after the last block, those in a unit
+holding it. Else everything after the last block is ``head``; before and between blocks, the
+records of a residual branch (a join's branch: MBConv, RepMixer, conv token mixers) are
+``conv``, other weighted records ``patch_embed`` (stem, patch merging: a downsampling),
+records reading a parameter without MACs ``tokens`` (class tokens, position embeddings), norms
+``norm``, and the rest follow the data flow.
+A token selector run before a block is in that block (:func:`_token_selectors`): records
+outside blocks whose results reach the blocks only as indices, none through their values, a
+weighted one among them (DynamicViT's predictor: its scores' ``topk`` indices gather the tokens
+the block reads); its weighted records are ``mlp``, its norms ``norm``, the rest follow the data
+flow.
 
 A parameter takes the component of the record that reads it with the most MACs; one reaching
 records only through free ops (an expanded class token, an indexed bias table), or added whole
@@ -27,9 +34,9 @@ blocks). Its block is its owner module's, else its reader's.
 A model without an attention core has no transformer block. If its residual branches convolve
 (a ResNet, a ConvNeXt, FastViT-T8's RepMixers: :func:`_residual_span`), it is broken down as a
 hybrid without attention: what runs before its first residual branch is its patch embedding
-proper, the residual branches and the blocks run without their skip are ``conv``, downsampling
-between them ``patch_embed``, everything after the last residual add ``head``. Any other model
-(an MLP-Mixer, a plain chain of layers) stays in ``other``, with a warning.
+proper, the residual branches and the convolutional work above are ``conv``, downsampling
+between them ``patch_embed``, everything else after the last residual add ``head``. Any other
+model (an MLP-Mixer, a plain chain of layers) stays in ``other``, with a warning.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from vitprof.count.families.generic import is_norm
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
 from vitprof.count.graph.flow import Flow, attention_module, named_mlp
-from vitprof.count.trace import Trace
+from vitprof.count.trace import Step, Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
@@ -63,12 +70,10 @@ class _Placed(NamedTuple):
 
 
 class _Span(NamedTuple):
-    """The records from the first block's first (``start``) to the last block's last;
-    ``reach``: where :func:`_skipless_blocks` stops reading."""
+    """The records from the first block's first (``start``) to the last block's last."""
 
     start: int
     last: int
-    reach: int
 
 
 @dataclass(frozen=True)
@@ -181,34 +186,121 @@ def _unit(module: str, prefix: str) -> str:
     return module.removeprefix(prefix).partition(".")[0]
 
 
-def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None], span: _Span
-                     ) -> set[int]:
-    """Weighted records run before the first block, outside the patch embedding proper, in a
-    convolutional block run without its skip: a module (not a list) that runs no residual
-    add, of the class of one whose forward runs one (MobileViT's MobileNetV2 blocks that change
-    width or stride, ``stages.0.0`` and ``stages.1.0``, beside ``stages.1.1``). The patch
-    embedding proper is the module running the first weighted record, as a child of the deepest
-    module holding both it and the first block's first record (MobileViT's ``stem``; LeViT's
-    ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole). A downsampling
-    layer between stages stays patch embedding unless built of such blocks (FastViT's, of
-    MobileOne blocks that sum their branches, is conv). A convolutional network without
-    attention (:func:`_residual_span`) has no block: there, the records up to its last residual
-    add are read (FastViT-T8's downsampling between stages is conv, as FastViT-SA12's)."""
-    start = span.start
-    weighted = [i for i in range(span.reach) if flow.weighted(i)]
-    if not weighted:
+def _convs_outside_blocks(model: nn.Module, flow: Flow, of_step: list[int | None], span: _Span
+                          ) -> set[int]:
+    """Weighted records outside blocks and outside the patch embedding proper
+    (:func:`_embedding`) that are convolutional work: those of the convolutional blocks run
+    without their skip (:func:`_skipless_blocks`) and the convolutions on a map that are no
+    downsampling (:func:`_map_convs`). Every record is read: such a block or convolution
+    before, between or after the blocks is ``conv``."""
+    embedding = _embedding(flow, span)
+    if embedding is None:
         return set()
-    stem, block = (_parts(flow.steps[i].module) for i in (weighted[0], start))
-    shared = next((k for k, (a, b) in enumerate(zip(stem, block, strict=False)) if a != b),
-                  min(len(stem), len(block)))
-    if len(stem) == shared:
-        return set()  # the embedding runs in a module holding the blocks: no unit of its own
+    outside = [i for i, block in enumerate(of_step) if block is None and flow.weighted(i)
+               and not _within(flow.steps[i].module, embedding)]
+    branches = _residual_branches(flow, of_step)
+    return (_skipless_blocks(model, flow, of_step, outside)
+            | _map_convs(model, flow, outside, branches, span.last, embedding))
+
+
+def _embedding(flow: Flow, span: _Span) -> str | None:
+    """The patch embedding proper: the module running the first weighted record, as a child of
+    the deepest module holding both it and the first block's first record (MobileViT's
+    ``stem``; LeViT's ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole);
+    None when it runs in a module holding the blocks (no unit of its own)."""
+    first = next((i for i in range(span.start) if flow.weighted(i)), None)
+    if first is None:
+        return None
+    stem, block = (_parts(flow.steps[i].module) for i in (first, span.start))
+    shared = _shared(stem, block)
+    return None if len(stem) == shared else ".".join(stem[: shared + 1])
+
+
+def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None],
+                     outside: list[int]) -> set[int]:
+    """Those of the records ``outside`` that run in a convolutional block run without its
+    skip: a module (not a list) that runs no residual add, of the class of one whose forward
+    runs one (MobileViT's MobileNetV2 blocks that change width or stride, ``stages.0.0``,
+    ``stages.1.0`` before its attention stages, ``stages.3.0`` and ``stages.4.0`` between
+    them, beside ``stages.1.1``). A downsampling layer between stages stays patch embedding
+    unless built of such blocks (FastViT's, of MobileOne blocks that sum their branches, is
+    conv; FastViT-T8's, without attention, as FastViT-SA12's). After the blocks, such a block
+    is ``conv`` too (EfficientNet-B0's last MBConv, 192 to 320 channels)."""
     joining = {flow.steps[i].module for i in flow.joins if of_step[i] is None}
     skipping = {module for path in joining for module in _holders(path)}
     classes = {type(model.get_submodule(m)) for m in joining if m} - set(LISTS)
-    return {i for i in weighted if _parts(flow.steps[i].module)[: shared + 1] != stem[: shared + 1]
-            and any(m not in skipping and type(model.get_submodule(m)) in classes
-                    for m in _holders(flow.steps[i].module))}
+    return {i for i in outside
+            if any(m not in skipping and type(model.get_submodule(m)) in classes
+                   for m in _holders(flow.steps[i].module))}
+
+
+def _map_convs(model: nn.Module, flow: Flow, outside: list[int], branches: set[int], last: int,
+               embedding: str) -> set[int]:
+    """Those of the records ``outside``, but the residual ``branches``, that convolve a map
+    with a spatial kernel and are no downsampling (:func:`_downsamples`), before or between
+    the blocks, or after the last one in a unit holding it (:func:`_one_unit`: MobileViT's
+    last ``stages.4.1``, not FastViT's ``final_conv`` of the model's own); and, as far, the
+    pointwise convolutions that keep the resolution and run in one unit with one of them, on a
+    map of its size: MobileViT's local representation (``conv_kxk``, then ``conv_1x1`` into the
+    transformer's width) and fusion (``conv_proj`` out of it, ``conv_fusion``), MobileViTv2's
+    ``conv_proj`` after its transformer. A residual branch is ``conv`` anyway: its pointwise
+    neighbours are not taken (NextViT's ``patch_embed`` 1x1 before a block's MHCA)."""
+    def reached(i: int) -> bool:
+        return i < last or _one_unit(model, flow, (i, last), embedding)
+
+    spatial = {i for i in outside if i not in branches and flow.mixes_tokens(i)
+               and not _downsamples(flow, i) and reached(i)}
+    pointwise = {j for j in outside if "convolution" in flow.steps[j].op
+                 and not flow.mixes_tokens(j) and _keeps_resolution(flow.steps[j]) and reached(j)
+                 and any(flow.steps[j].shape[2:] == flow.steps[i].shape[2:]
+                         and _one_unit(model, flow, (i, j), embedding) for i in spatial)}
+    return spatial | pointwise
+
+
+def _keeps_resolution(step: Step) -> bool:
+    """The record outputs a map of the spatial size of its input map (``(N, C, *size)``)."""
+    return len(step.operand) == len(step.shape) > 2 and step.operand[2:] == step.shape[2:]
+
+
+def _downsamples(flow: Flow, i: int) -> bool:
+    """Record ``i`` shrinks its map, or a record without MACs carrying its output to the next
+    records with MACs pools it to a smaller map (NesT's ``ConvPool``: a 3x3 conv, a norm, a
+    max pooling of stride 2); a global pooling to one position (a head's) is none."""
+    if not _keeps_resolution(flow.steps[i]):
+        return True
+    stack, seen = list(flow.consumers[i]), set()
+    while stack:
+        j = stack.pop()
+        step = flow.steps[j]
+        if j in seen or step.macs:
+            continue
+        seen.add(j)
+        if len(step.operand) == len(step.shape) > 2 and 1 < prod(step.shape[2:]) < prod(
+                step.operand[2:]):
+            return True
+        stack.extend(flow.consumers[j])
+    return False
+
+
+def _one_unit(model: nn.Module, flow: Flow, records: tuple[int, int], embedding: str) -> bool:
+    """The two records run under one module that is neither the model, nor a list, nor one
+    holding the patch embedding proper ``embedding`` (a block of a hybrid's stage: MobileViT's
+    ``stages.2.1``)."""
+    a, b = (_parts(flow.steps[i].module) for i in records)
+    unit = ".".join(a[: _shared(a, b)])
+    return bool(unit) and not _within(embedding, unit) and type(
+        model.get_submodule(unit)) not in LISTS
+
+
+def _shared(a: list[str], b: list[str]) -> int:
+    """How many leading parts two module paths share."""
+    return next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)))
+
+
+def _within(module: str, unit: str) -> bool:
+    """``module`` is ``unit`` or runs under it."""
+    return module == unit or module.startswith(f"{unit}.")
 
 
 def _parts(module: str) -> list[str]:
@@ -280,9 +372,9 @@ def _step_roles(
 ) -> list[C | None]:
     """Each record's component; None for a weightless record in a block (resolved later).
     ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
-    bias or a scale of what it is added to, not a token); ``stem``: the records of the
-    convolutional blocks run before the first block without their skip
-    (:func:`_skipless_blocks`); ``last``: the last block's last record."""
+    bias or a scale of what it is added to, not a token); ``stem``: the convolutional records
+    outside blocks and the patch embedding proper (:func:`_convs_outside_blocks`); ``last``:
+    the last block's last record."""
     roles = _attention_roles(cores, blocks, flow)
     _attention_modules(flow, cores, blocks, roles)
     of_step = blocks.of_step
@@ -415,7 +507,7 @@ def _nearest(modules: dict[str, C], path: str) -> C | None:
 
 def _block_span(blocks: Blocks) -> _Span:
     inside = [i for i, block in enumerate(blocks.of_step) if block is not None]
-    return _Span(inside[0], inside[-1], inside[0])
+    return _Span(inside[0], inside[-1])
 
 
 def _residual_span(flow: Flow) -> _Span | None:
@@ -425,8 +517,8 @@ def _residual_span(flow: Flow) -> _Span | None:
     sum of computed branches (MobileOne's, which closes FastViT: its ``final_conv`` is in the
     head, as after FastViT-SA12's attention blocks). None unless some residual branch convolves
     with a spatial kernel: an MLP-Mixer or a chain of layers is no convolutional network.
-    :func:`_skipless_blocks` reads every record: a block run without its skip after the last
-    residual add is ``conv`` (EfficientNet-B0's last MBConv, 192 to 320 channels)."""
+    :func:`_convs_outside_blocks` reads every record: a block run without its skip after the
+    last residual add is ``conv`` (EfficientNet-B0's last MBConv, 192 to 320 channels)."""
     residual = {}
     for join, branch in flow.joins.items():
         found = flow.fork(join)
@@ -436,7 +528,7 @@ def _residual_span(flow: Flow) -> _Span | None:
     if not any(flow.mixes_tokens(i) for branch in residual.values() for i in branch):
         return None
     first, last = min(residual), max(residual)
-    return _Span(min(residual[first]), last, len(flow.steps))
+    return _Span(min(residual[first]), last)
 
 
 def _roles(
@@ -445,7 +537,7 @@ def _roles(
     """Components of the records and the parameters' records, given the blocks and their span
     (with no block at all, a convolutional network's: :func:`_residual_span`)."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
-    stem = _skipless_blocks(model, flow, blocks.of_step, span)
+    stem = _convs_outside_blocks(model, flow, blocks.of_step, span)
     partial = _step_roles(flow, cores, blocks, shaped, stem, span.last)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
