@@ -29,6 +29,19 @@ TINY_PARAMS = 5_362_762  # closed form, tests/test_budget.py
 TINY_MACS = 365_107_584  # closed form, tests/test_budget.py
 TINY_ATTN_CORE_MACS = 19_468_800  # 12 x 2 x 65^2 x 192
 
+# timm's vit_tiny_patch16_224 (D = 192, L = 12, M = 768, patch 16, 1000 classes) at 224 x 320:
+# 14 x 20 = 280 patches, N = 281 tokens. Patches 280 x (3*16*16) x 192 = 41,287,680; one block
+# 281 x (4*192^2 + 2*192*768) + 2 x 281^2 x 192 = 124,305,408 + 30,321,024 = 154,626,432, x 12
+# = 1,855,517,184; head 192 x 1000 = 192,000: 41,287,680 + 1,855,517,184 + 192,000
+WIDE_MACS = 1_896_996_864
+# at its own 224 x 224 (196 patches, N = 197): 196 x 147,456 = 28,901,376; one block
+# 197 x 442,368 + 2 x 197^2 x 192 = 87,146,496 + 14,902,656 = 102,049,152, x 12 = 1,224,589,824;
+# + 192,000 = 1,253,683,200, which the wide entry's min_macs refuses
+SQUARE_MACS = 1_253_683_200
+OVERRIDE_WARNING = ("vitprof: warning: --image-size: every entry is checked at the command "
+                    "line's input, not at the input its budget names, so its limits may not "
+                    "have been written for it")
+
 
 # Five explicit checks and the implicit max_unsupported_ops = 0 and max_self_checks = 0.
 OK_CHECKS = ["max_params", "max_macs", "components.attn_core.min_macs",
@@ -85,6 +98,13 @@ FILES = {
                           'max_params = 386\n[last]\nmax_params = 1\nmodel = "vit_b_17"\n',
     "image_size.toml": "[vit_b_16]\nimage_size = 225\nmax_params = 1\n",
     "huge.toml": "[vit_b_16]\nmax_params = 100_000_000_000_000_000_000_000_000_000\n",
+    # limits written for 224 x 320: they hold there only
+    "wide.toml": f"""\
+        [wide]
+        model = "timm:vit_tiny_patch16_224"
+        max_macs = {WIDE_MACS}
+        min_macs = {WIDE_MACS}
+        """,
 }
 
 # (argv, exit code, what stdout / stderr must hold)
@@ -140,6 +160,30 @@ CASES = [
     pytest.param(["check", "huge.toml"], 2, "huge.toml:2: entry 'vit_b_16', key 'max_params': "
                  "100000000000000000000000000000 is outside TOML's 64-bit integer range",
                  id="integer-out-of-toml-range"),
+    pytest.param(["check", "wide.toml", "--image-size", "224x320"], 0,
+                 "PASS: all 4 checks of 1 budget hold", id="input-override"),
+    pytest.param(["check", "wide.toml"], 1, "FAIL: 1 of 4 checks failed: wide.min_macs",
+                 id="input-of-the-entry"),
+    pytest.param(["check", "ok.toml", "--image-size", "224x"], 2,
+                 "expected N or HxW of positive integers, got '224x'", id="override-no-width"),
+    pytest.param(["check", "ok.toml", "--image-size", "0x224"], 2,
+                 "expected N or HxW of positive integers, got '0x224'", id="override-zero-height"),
+    pytest.param(["check", "ok.toml", "--frames", "0"], 2,
+                 "argument --frames: expected a positive integer, got 0",
+                 id="override-zero-frames"),
+    pytest.param(["check", "ok.toml", "--dtype", "float64"], 2,
+                 "argument --dtype: invalid choice: 'float64'", id="override-unknown-dtype"),
+    pytest.param(["check", "ok.toml", "--input-shape", "1,3,32,32", "--frames", "2"], 2,
+                 "--input-shape excludes --frames", id="override-input-shape-conflict"),
+    pytest.param(["check", "ok.toml", "--update-baselines", "--dtype", "bfloat16"], 2,
+                 "--update-baselines records each baseline at the entry's own input, not at the "
+                 "input of --dtype", id="override-with-update-baselines"),
+    pytest.param(["check", "ok.toml", "--image-size", "34"], 2,
+                 f"ok.toml:1: entry '{TINY}': image size 34 is not divisible by the patch size 4",
+                 id="override-not-divisible"),
+    pytest.param(["check", "ok.toml", "--frames", "4"], 2,
+                 f"ok.toml:1: entry '{TINY}': running {TINY} failed: RuntimeError: ",
+                 id="override-the-model-rejects"),
 ]
 # Through the console script, these run in every test run (exit codes 0 and 1 through the
 # shell); the rest are marked slow (each subprocess imports torch, about 2.5 s). Exit code 2
@@ -318,14 +362,54 @@ def test_tightened_repo_budgets_fail(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert failed == ["vit_b_16.max_params"]
 
 
-def test_check_takes_no_input_options_and_says_why(capsys) -> None:
-    # the limits of an entry hold for the input it names; an override would test another input
+def test_help_says_an_input_override_replaces_each_entrys_input(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["check", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert ("Each entry is analysed at the input its budget names (image_size, frames, dtype; "
-            "else the model's own), so check takes no input options") in help_text
-    with pytest.raises(SystemExit) as refused:
-        main(["check", "budgets.toml", "--image-size", "32"])
-    assert refused.value.code == 2
-    assert "unrecognized arguments: --image-size 32" in capsys.readouterr().err
+    assert ("The input options below put another input in place of every entry's for this run"
+            in help_text)
+    assert "--image-size N|HxW" in help_text and "--input-shape B,C,..." in help_text
+
+
+def test_input_override_is_warned_and_named_in_every_format(
+    budgets: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["check", "wide.toml", "--image-size", "224x320"]
+    assert main([*argv, "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert OVERRIDE_WARNING in captured.err.splitlines()
+    (entry,) = json.loads(captured.out)["budgets"]
+    assert entry["input_shape"] == [1, 3, 224, 320]
+    assert entry["input_override"] == "image_size 224x320"
+    assert {c["key"]: c["actual"] for c in entry["checks"]}["max_macs"] == WIDE_MACS
+    assert main(argv) == 0
+    assert ("wide: model timm:vit_tiny_patch16_224, input 1x3x224x320, on meta (input override: "
+            "image_size 224x320)") in capsys.readouterr().out
+    assert main([*argv, "--format", "junit"]) == 0
+    suite = ET.fromstring(capsys.readouterr().out).find("testsuite")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert (properties["input_shape"], properties["input_override"]) == (
+        "1x3x224x320", "image_size 224x320")
+
+
+def test_entry_at_its_own_input_names_no_override(
+    budgets: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check", "wide.toml", "--format", "json"]) == 1
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err
+    (entry,) = json.loads(captured.out)["budgets"]
+    assert (entry["input_shape"], entry["input_override"]) == ([1, 3, 224, 224], None)
+    assert {c["key"]: c["actual"] for c in entry["checks"]}["min_macs"] == SQUARE_MACS
+
+
+def test_input_shape_override_replaces_the_whole_input(
+    budgets: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the entry's own 32 x 32 image at batch 2 in bfloat16: twice the MACs of one image
+    assert main(["check", "ok.toml", "--input-shape", "2,3,32,32", "--dtype", "bfloat16",
+                 "--format", "json"]) == 1
+    (entry,) = json.loads(capsys.readouterr().out)["budgets"]
+    assert entry["input_override"] == "dtype bfloat16, input_shape 2x3x32x32"
+    assert entry["inputs"] == [{"name": "args[0]", "shape": [2, 3, 32, 32], "dtype": "bfloat16"}]
+    assert {c["key"]: c["actual"] for c in entry["checks"]}["max_macs"] == 2 * TINY_MACS

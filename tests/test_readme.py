@@ -61,7 +61,9 @@ def token(text: str, word: str, flags: int = 0) -> re.Match[str] | None:
 def test_synopses_are_found() -> None:
     found = synopses(README.read_text())
     assert found["check"] == ("BUDGETS.toml [--format table|json|junit] [--output FILE] "
-                              "[--entry NAME ...] [--update-baselines]")
+                              "[--entry NAME ...] [--update-baselines] [--image-size N|HxW] "
+                              "[--frames T] [--in-chans C] [--dtype float32|bfloat16|float16] "
+                              "[--input-shape B,C,...]")
     assert "--no-class-token" in found["formula"]
 
 

@@ -445,8 +445,11 @@ REPORT_ERRORS = [
     pytest.param(["report", "--out", "{tmp}"], "name at least one model, or use --all",
                  id="nothing"),
     pytest.param(["report", "timm-published", "--in-chans", "1", "--out", "{tmp}"],
-                 "timm-published is counted at its own sizes: the input options (in_chans) "
-                 "apply to model pages only", id="input-with-timm-published"),
+                 "timm-published is counted at its own sizes, recognizer auto: the options "
+                 "(in_chans) apply to model pages only", id="input-with-timm-published"),
+    pytest.param(["report", "timm-published", "--recognizer", "graph", "--out", "{tmp}"],
+                 "timm-published is counted at its own sizes, recognizer auto: the options "
+                 "(recognizer) apply to model pages only", id="recognizer-with-timm-published"),
 ]
 
 TINY_VIT_PY = """
@@ -488,6 +491,20 @@ def test_report_analyses_a_model_page_at_the_input_given(
     assert f"- MACs: {form.totals.macs:,} " in text
     assert ("## Cost against image size\n\nNot swept: the whole input shape was given "
             "(--input-shape fixes every size).") in text
+
+
+def test_report_breaks_a_model_page_down_with_the_recognizer_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the header names who made the breakdown, as analyze's does: "graph" for the graph
+    # recognizer, else a family table or "generic"; the totals do not depend on it
+    form = closed_form(ViTSpec(16, 4, 16, 1, 2, 32, num_classes=3))  # 4 x 4 patches
+    for recognizer, family in (("graph", "graph"), ("tables", "generic")):
+        (tmp_path / recognizer).mkdir()
+        text = _tiny_page(tmp_path / recognizer, ["--recognizer", recognizer])
+        header = next(line for line in text.splitlines() if line.startswith("- model: "))
+        assert header.endswith(f"(recognized as {family})")
+        assert f"- MACs: {form.totals.macs:,} " in text
 
 
 @pytest.mark.parametrize(("argv", "message"), REPORT_ERRORS)

@@ -35,6 +35,10 @@ and a model that fails to build or to run are :class:`~vitprof.core.errors.UserE
 the file, the entry, the key and, where it can be found, the line. Everything but building and
 running is checked for every entry when the file is read, before any model is analysed. A limit with
 nothing to measure (no blocks, a zero total under a share) fails its check.
+
+:func:`at_input` checks an entry at another input than the one it names (``vitprof check
+--image-size ...``); the result says so (``input_override``), since its limits were written for
+the entry's own input.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import difflib
 import re
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
@@ -175,6 +179,14 @@ class Budget:
     recognizer: str = "auto"
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
     baseline: Baseline | None = None
+    in_chans: int | None = None  # no budget key: set by at_input only, as input_shape
+    input_shape: tuple[int, ...] | None = None  # the whole input tensor (B, C, *sizes)
+    input_override: str = ""  # what at_input put in place of the entry's input, "" if nothing
+
+    @property
+    def where(self) -> str:
+        """Where errors about this entry's model point: its origin, else its name."""
+        return self.origin or f"entry '{self.name}'"
 
 
 @dataclass(frozen=True)
@@ -562,25 +574,67 @@ def _resolve(model: str, where: _Source) -> str:
     return model
 
 
+# ---------------------------------------------------------------------------- input override
+
+
+INPUT_KEYS = ("image_size", "frames", "in_chans", "dtype", "input_shape")
+"""The keywords of ``analyze()`` that :func:`at_input` puts in place of an entry's own."""
+
+
+def at_input(budget: Budget, inputs: Mapping[str, Any]) -> Budget:
+    """``budget`` checked at another input: each of :data:`INPUT_KEYS` given in ``inputs``
+    (None or absent: not given) replaces the entry's own, the others stay the entry's;
+    ``input_shape``, the whole tensor, also replaces its image size, frames, channels and batch
+    size. ``input_override`` says what was replaced (``"image_size 224x320"``); ``budget``
+    itself when nothing is given. A zoo model's image size is checked here, before any model
+    runs, as the file's own is when it is read."""
+    given = {key: inputs[key] for key in INPUT_KEYS if inputs.get(key) is not None}
+    if not given:
+        return budget
+    if "image_size" in given:
+        _check_override_size(budget, given["image_size"])
+    whole = ({"image_size": None, "frames": None, "in_chans": None, "batch_size": 1}
+             if "input_shape" in given else {})
+    text = ", ".join(f"{key} {_input_text(value)}" for key, value in given.items())
+    return replace(budget, **whole, **given, input_override=text)
+
+
+def _input_text(value: Any) -> str:
+    """An input keyword's value as the command line writes it: sizes joined by ``x``."""
+    return "x".join(map(str, value)) if isinstance(value, tuple | list) else str(value)
+
+
+def _check_override_size(budget: Budget, image_size: int | tuple[int, int]) -> None:
+    """Refuse an image size the entry's zoo model cannot take (:func:`check_divisible_size`)."""
+    entry = validate_name(budget.model) if isinstance(budget.model, str) else None
+    if entry is None:
+        return
+    try:
+        check_divisible_size(entry, image_size)
+    except UserError as error:
+        raise UserError(f"{budget.where}: {error}") from None
+
+
 # ---------------------------------------------------------------------------- checking
 
 
 def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
     """Analyze the budget's model (meta device, CPU fallback) and run every check;
     ``update_baseline`` first rewrites the entry's baseline from this analysis."""
-    origin = budget.origin or f"entry '{budget.name}'"
     try:
         profile = analyze(
             budget.model, image_size=budget.image_size, batch_size=budget.batch_size,
             num_classes=budget.num_classes, overrides=budget.overrides, frames=budget.frames,
-            dtype=budget.dtype, recognizer=budget.recognizer,
+            dtype=budget.dtype, recognizer=budget.recognizer, in_chans=budget.in_chans,
+            input_shape=budget.input_shape,
             name=budget.name if isinstance(budget.model, nn.Module) else None,
         )
     except UserError as error:
-        raise UserError(f"{origin}: {error}") from None
+        raise UserError(f"{budget.where}: {error}") from None
     except Exception as error:  # fail closed: any failure to analyze is an error, never a pass
         first = (str(error).strip().splitlines() or [""])[0]
-        raise UserError(f"{origin}: analysis failed: {type(error).__name__}: {first}") from None
+        raise UserError(
+            f"{budget.where}: analysis failed: {type(error).__name__}: {first}") from None
     if update_baseline and budget.baseline is not None:
         save_baseline(budget.baseline, profile)
     return check_profile(budget, profile)

@@ -95,8 +95,8 @@ def image_size_sweep(
     profile: Profile, patch_size: int, held: Mapping[str, Any] | None = None
 ) -> Sweep:
     """The model of ``profile`` analysed at :func:`scaling_sizes` (square images), ``profile``
-    itself at its own size where that is a square; ``held`` are the other input keywords of
-    ``analyze`` (frames, channels, dtype), the same at every size."""
+    itself at its own size where that is a square; ``held`` are the other keywords of
+    ``analyze`` (frames, channels, dtype, recognizer), the same at every size."""
     height, width = profile.input_shape[-2:]
     own = width if height == width else None
     sizes = scaling_sizes(profile, patch_size)
@@ -109,15 +109,17 @@ def image_size_sweep(
 NOT_SWEPT = "not swept: the whole input shape was given (--input-shape fixes every size)"
 
 
-def model_page_inputs(name: str, inputs: Mapping[str, Any] | None = None) -> ModelPageInputs:
+def model_page_inputs(
+    name: str, inputs: Mapping[str, Any] | None = None, recognizer: str = "auto"
+) -> ModelPageInputs:
     """What the page of the model ``name`` (any name :func:`vitprof.analyze` accepts) shows, at
     the input ``inputs`` asks for (the keywords ``image_size``, ``frames``, ``in_chans``,
-    ``dtype``, ``input_shape`` of ``analyze``; None or absent: the model's own): one analysis
-    there, one per other swept size, one meta and one CPU build for the peers. The sweep holds
-    the frames, channels and dtype and sweeps square image sizes from the width analysed;
-    with ``input_shape`` there is none."""
+    ``dtype``, ``input_shape`` of ``analyze``; None or absent: the model's own), broken down by
+    ``recognizer`` (``analyze``'s): one analysis there, one per other swept size, one meta and
+    one CPU build for the peers. The sweep holds the frames, channels, dtype and recognizer and
+    sweeps square image sizes from the width analysed; with ``input_shape`` there is none."""
     given = {key: value for key, value in (inputs or {}).items() if value is not None}
-    profile = analyze(name, **given)
+    profile = analyze(name, recognizer=recognizer, **given)
     sizes = {key: value for key, value in given.items() if key != "image_size"}
     subject = Subject(profile, profile.model, image_size=given.get("image_size"), sizes=sizes)
     patch_size = infer_patch_size(subject.meta_model)
@@ -126,7 +128,7 @@ def model_page_inputs(name: str, inputs: Mapping[str, Any] | None = None) -> Mod
     return ModelPageInputs(
         profile=profile,
         crosscheck=check_subject(subject, PAGE_PEERS),
-        scaling=image_size_sweep(profile, patch_size, sizes)
+        scaling=image_size_sweep(profile, patch_size, {**sizes, "recognizer": recognizer})
         if patch_size and not whole_shape else None,
         closed_form=closed_form,
         not_swept=NOT_SWEPT if patch_size and whole_shape else "",

@@ -2,7 +2,9 @@
 
 Every format names each check by its entry and dotted key as written in the budget file
 (``vit_b_16.components.attn_core.max_share``), states the counting convention, and carries each
-entry's fallback note when its model could not run on the meta device.
+entry's fallback note when its model could not run on the meta device, the input it was analysed
+at (its shape; each tensor's dtype where that is not one float32 tensor) and the input override
+that replaced the entry's own (:func:`vitprof.checks.budget.at_input`), if any.
 
 Headroom is how far the actual value is inside the limit (negative: past it), in the limit's unit:
 a count (with its percentage of the limit when it is at most the limit itself), or percentage
@@ -17,7 +19,7 @@ from typing import Any
 
 from vitprof.checks.budget import SHARES, Bound, BudgetResult, CheckResult, Verdict
 from vitprof.render.document import BLANK, Block, Case, Col, Document, Suite, Table, columns, lines
-from vitprof.render.tables import CONVENTION
+from vitprof.render.tables import CONVENTION, inputs_text
 
 SHARE_CONVENTION = "share = a component's share of the total MACs; params_share: of the params"
 _SIGN = {Bound.MAX: "<=", Bound.MIN: ">="}
@@ -75,7 +77,10 @@ def _limit(result: CheckResult) -> str:
 def _entry_line(outcome: BudgetResult) -> str:
     profile = outcome.profile
     shape = "x".join(str(n) for n in profile.input_shape)
-    line = f"{outcome.budget.name}: model {profile.model}, input {shape}, on {profile.device}"
+    line = (f"{outcome.budget.name}: model {profile.model}, input {shape}"
+            f"{inputs_text(profile.inputs)}, on {profile.device}")
+    if outcome.budget.input_override:
+        line += f" (input override: {outcome.budget.input_override})"
     if profile.fallback:
         line += f" (fallback: {profile.fallback})"
     return line
@@ -122,7 +127,8 @@ def _result_dict(result: CheckResult, entry: str) -> dict[str, Any]:
 
 
 def _data(outcomes: Sequence[BudgetResult]) -> dict[str, Any]:
-    """``{"passed", "convention", "budgets": [{entry, model, ..., "checks": [...]}]}``."""
+    """``{"passed", "convention", "budgets": [{entry, model, input_shape, inputs,
+    input_override, ..., "checks": [...]}]}``."""
     return {
         "passed": all(o.passed for o in outcomes),
         "convention": CONVENTION,
@@ -131,7 +137,10 @@ def _data(outcomes: Sequence[BudgetResult]) -> dict[str, Any]:
         "budgets": [
             {
                 "entry": o.budget.name, "model": o.profile.model,
-                "input_shape": list(o.profile.input_shape), "device": o.profile.device,
+                "input_shape": list(o.profile.input_shape),
+                "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype}
+                           for i in o.profile.inputs],
+                "input_override": o.budget.input_override or None, "device": o.profile.device,
                 "fallback": o.profile.fallback, "warnings": list(o.profile.warnings),
                 "passed": o.passed,
                 "checks": [_result_dict(r, o.budget.name) for r in o.results],
@@ -147,6 +156,7 @@ def _suite(outcome: BudgetResult) -> Suite:
     entry, profile = outcome.budget.name, outcome.profile
     properties = (("model", profile.model),
                   ("input_shape", "x".join(str(n) for n in profile.input_shape)),
+                  ("input_override", outcome.budget.input_override or None),
                   ("device", profile.device), ("convention", CONVENTION),
                   ("fallback", profile.fallback))
     cases = []

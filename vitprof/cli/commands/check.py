@@ -4,7 +4,9 @@ Exit codes: 0 every check holds, 1 at least one limit is exceeded, 2 a usage or 
 (the file is missing, malformed or outside the schema, or a model fails to build or to run);
 with 2 no report is written.
 
-``check`` takes no input options (:data:`INPUT_NOTE`): each entry's input is its own.
+Each entry is analysed at the input it names, unless the input options override it for the run
+(:data:`INPUT_NOTE`): then a warning says so, every report names the override per entry, and
+``--update-baselines`` is refused (a baseline is recorded at the entry's own input).
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vitprof.cli.commands.common import warn, write_output
+from vitprof.cli.commands.common import (
+    add_shape_options,
+    given_shape_options,
+    shape_conflicts,
+    shape_options,
+    warn,
+    write_output,
+)
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
@@ -20,9 +29,11 @@ from vitprof.render.formats import choices, render
 
 INPUT_NOTE = (
     "Each entry is analysed at the input its budget names (image_size, frames, dtype; else the "
-    "model's own), so check takes no input options: a limit holds for the input it was written "
-    "for, and an override from the command line would hold it against another input, passing "
-    "or failing a budget nobody wrote. To check another input, write an entry for it."
+    "model's own): its limits were written for that input. The input options below put another "
+    "input in place of every entry's for this run (the options not given stay the entry's; "
+    "--input-shape replaces its whole input): a warning says the limits may not have been "
+    "written for it, and every format names the override per entry. To hold another input to "
+    "limits of its own, write an entry for it."
 )
 
 
@@ -37,12 +48,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--entry", action="append", metavar="NAME",
                         help="check only this entry (repeatable)")
     parser.add_argument("--update-baselines", action="store_true",
-                        help="rewrite each entry's baseline profile from this analysis first")
-    parser.set_defaults(run=run)
+                        help="rewrite each entry's baseline profile from this analysis first "
+                        "(at the entry's own input: not with an input option)")
+    add_shape_options(parser.add_argument_group(
+        "input override", "Check every entry at this input instead of its own, for this run."))
+    parser.set_defaults(run=run, validate=_usage_error)
+
+
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """The usage error of the options given together, if any: ``--input-shape`` with what it
+    excludes, or an input option with ``--update-baselines``, which records each baseline at
+    the entry's own input."""
+    given = given_shape_options(args)
+    if given and args.update_baselines:
+        return (f"--update-baselines records each baseline at the entry's own input, not at "
+                f"the input of {', '.join(given)}")
+    return shape_conflicts(args)
+
+
+def _override_warning(given: list[str]) -> str:
+    """What an input override means for the limits checked."""
+    return (f"{', '.join(given)}: every entry is checked at the command line's input, not at the "
+            f"input its budget names, so its limits may not have been written for it")
 
 
 def run(args: argparse.Namespace) -> int:
-    from vitprof.checks.budget import evaluate, load_budgets
+    from vitprof.checks.budget import at_input, evaluate, load_budgets
     from vitprof.render.budget import budget_document, summary
 
     if args.output:
@@ -55,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{args.budgets}: no entry named {', '.join(missing)}; "
                             f"entries: {', '.join(known)}")
         budgets = [b for b in budgets if b.name in args.entry]
+    budgets = [at_input(budget, shape_options(args)) for budget in budgets]
     if args.update_baselines and not any(b.baseline for b in budgets):
         warn("--update-baselines: no entry names a baseline; nothing to update")
     outcomes = [evaluate(budget, args.update_baselines)
@@ -63,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         if args.update_baselines and budget.baseline:
             print(f"vitprof: wrote baseline {budget.baseline.path} for entry '{budget.name}'",
                   file=sys.stderr)
+    if given := given_shape_options(args):
+        warn(_override_warning(given))
     for outcome in outcomes:
         if outcome.profile.fallback:
             warn(f"entry '{outcome.budget.name}': {outcome.profile.fallback}")

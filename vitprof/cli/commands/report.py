@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from vitprof.cli.commands.common import (
+    add_recognizer_option,
     add_shape_options,
     given_shape_options,
     shape_conflicts,
@@ -35,25 +36,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="regenerate into a temporary folder and fail (exit 1) if DIR "
                         "differs; without MODEL it checks everything")
     inputs = parser.add_argument_group(
-        "input of the model pages",
+        "input and recognizer of the model pages",
         "Each model page is analysed, cross-checked and swept at this input (default: the "
-        "model's own). The image-size sweep holds --frames, --in-chans and --dtype and "
+        "model's own), its components named by this recognizer (the page's header says which "
+        "made the breakdown). The image-size sweep holds --frames, --in-chans and --dtype and "
         "sweeps square sizes from the width analysed; with --input-shape the page has no "
-        "sweep. Not with --all or --check (pages at their own sizes) nor timm-published.")
+        "sweep. Not with --all or --check (pages at their own sizes, recognizer auto) nor "
+        "timm-published.")
     add_shape_options(inputs)
+    add_recognizer_option(inputs)
     parser.set_defaults(run=run, validate=_usage_error)
+
+
+def _page_options(args: argparse.Namespace) -> list[str]:
+    """The options given that change how model pages are counted, as written."""
+    return [*given_shape_options(args), *(["--recognizer"] if args.recognizer != "auto" else [])]
 
 
 def _usage_error(args: argparse.Namespace) -> str | None:
     """The usage error of the options given together, if any: ``--input-shape`` with what it
-    excludes, or an input option with ``--all`` or ``--check``, whose pages are the committed
-    ones, at each model's own input."""
-    given = given_shape_options(args)
+    excludes, or an input option or a recognizer with ``--all`` or ``--check``, whose pages are
+    the committed ones, at each model's own input, by the auto recognizer."""
+    given = _page_options(args)
     whole = [option for option, on in (("--all", args.everything), ("--check", args.check))
              if on]
     if given and whole:
-        return (f"{', '.join(given)} set the input of model pages; {' and '.join(whole)} "
-                f"writes or checks the pages at each model's own input")
+        return (f"{', '.join(given)} set how model pages are counted; {' and '.join(whole)} "
+                f"writes or checks the pages at each model's own input, recognizer auto")
     return shape_conflicts(args)
 
 
@@ -74,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         write_output(f"{args.out} is up to date", None)
         return 0
     check_folder(args.out)
-    found = pages(args.models, everything, shape_options(args))
+    found = pages(args.models, everything, shape_options(args), args.recognizer)
     for page in found:
         for message in page.warnings:
             warn(f"{page.name}: {message}")

@@ -66,23 +66,26 @@ def corrections_of_notes() -> Page:
 
 
 def pages(
-    models: Sequence[str], everything: bool = False, inputs: Mapping[str, Any] | None = None
+    models: Sequence[str], everything: bool = False, inputs: Mapping[str, Any] | None = None,
+    recognizer: str = "auto",
 ) -> list[Page]:
     """The pages of ``models`` (any names :func:`vitprof.analyze` accepts), plus the zoo,
     corrections and index pages when ``everything`` (``--all``: the torchvision ViTs and
     :data:`NOTE_MODELS`). ``inputs`` (the input keywords of ``analyze``) set the input of the
-    model pages (:func:`~vitprof.checks.page_inputs.model_page_inputs`); the pages of
-    :data:`NAMED_PAGES` are counted at their own sizes and refuse them."""
+    model pages and ``recognizer`` who names their components
+    (:func:`~vitprof.checks.page_inputs.model_page_inputs`); the pages of :data:`NAMED_PAGES`
+    are counted at their own sizes by the auto recognizer and refuse them."""
     names = [*ALL_MODELS, *NOTE_MODELS] if everything else list(models)
     if not names:
         raise UserError("name at least one model, or use --all")
     given = [key for key, value in (inputs or {}).items() if value is not None]
+    given += ["recognizer"] if recognizer != "auto" else []
     named = [name for name in names if name in NAMED_PAGES]
     if given and named:
-        raise UserError(f"{', '.join(named)} is counted at its own sizes: the input options "
-                        f"({', '.join(given)}) apply to model pages only")
+        raise UserError(f"{', '.join(named)} is counted at its own sizes, recognizer auto: the "
+                        f"options ({', '.join(given)}) apply to model pages only")
     result = [NAMED_PAGES[name]() if name in NAMED_PAGES
-              else model_report(model_page_inputs(name, inputs))
+              else model_report(model_page_inputs(name, inputs, recognizer))
               for name in progress(names, desc="report", unit="model")]
     if everything:
         result += [zoo_page(zoo_rows()), corrections_of_notes(),
