@@ -193,10 +193,11 @@ def test_a_network_without_attention_is_broken_down_as_its_attention_sibling(
     _assert_totals_exact(profile, make, zoo_sweep)
 
 
-@pytest.mark.parametrize("name", ["fastvit_t8", "convnext_tiny"])
+@pytest.mark.parametrize("name", ["fastvit_t8", "convnext_tiny", "resnetv2_50x1_bit"])
 def test_a_convolutional_network_leaves_nothing_in_other(name: str) -> None:
-    """Residual blocks of convolutions (RepMixer, ConvNeXt): no attention, yet nothing in
-    other."""
+    """Residual blocks of convolutions (RepMixer, ConvNeXt; BiT's weight-standardised
+    convolutions, whose 3x3 kernels reach the convolution through the standardisation): no
+    attention, yet nothing in other."""
     profile = _analyzed(_timm(name), f"timm:{name}")
     parts = profile.components
     assert parts[C.OTHER] == Counts() and parts[C.CONV].macs > 0.9 * profile.totals.macs

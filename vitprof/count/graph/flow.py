@@ -86,9 +86,18 @@ class Flow:
 
     def mixes_tokens(self, i: int) -> bool:
         """A convolution with a spatial kernel: each output position reads its neighbours."""
-        step = self.steps[i]
-        return "convolution" in step.op and any(
-            name in self.kernels for name in (*step.params, *step.carried))
+        return "convolution" in self.steps[i].op and bool(self._weight_params(i) & self.kernels)
+
+    def _weight_params(self, i: int) -> set[str]:
+        """The parameters step ``i`` reads, directly or through the records computing its weight
+        (a standardised convolution weight: BiT's and the R50 hybrids' StdConv)."""
+        names: set[str] = set()
+        stack = [i]
+        while stack:
+            step = self.steps[stack.pop()]
+            names.update(step.params, step.carried)
+            stack.extend(j for j in step.sources if self.weights[j])
+        return names
 
     def free_product(self, i: int) -> bool:
         step = self.steps[i]
