@@ -107,6 +107,7 @@ class _Pending:
     shape: tuple[int, ...] = ()  # forward: shape of its (first) output
     fixed: bool = False  # a part of a fused op that named its component itself
     beside: tuple[int, ...] = ()  # forward: producers of inputs that are not operands (a mask)
+    parts: tuple[tuple[int, int, int], ...] = ()  # forward: columns of a producer's output read
 
 
 def tensor_bytes(value: Any) -> int:
@@ -138,6 +139,30 @@ def _store(table: dict[Any, Any], key: Any, value: Any) -> None:
 def _first_shape(out: Any) -> tuple[int, ...]:
     """Shape of the first tensor in ``out``, () if none."""
     return next((tuple(t.shape) for t in _tensors(out)), ())
+
+
+def _row_width(tensor: torch.Tensor) -> int | None:
+    """The width of the rows ``tensor`` lays out from the start of its storage (its last
+    dimension, if it is contiguous), else None."""
+    if tensor.dim() and tensor.is_contiguous() and not tensor.storage_offset():
+        return int(tensor.shape[-1])
+    return None
+
+
+def columns(tensor: torch.Tensor, width: int) -> tuple[int, int] | None:
+    """The columns ``(first, stop)`` of the rows of ``width`` elements laid out from the start
+    of its storage that ``tensor``, a view of them, reads (a split, chunk or slice along the
+    last dimension, viewed as heads and transposed: q of a fused projection); None when it
+    reads all of them, or elements that are not in one range of columns of a row."""
+    first = tensor.storage_offset() % width
+    span = 0
+    for size, stride in zip(tensor.shape, tensor.stride(), strict=True):
+        if size == 0:
+            return None
+        if size > 1 and stride % width:
+            span += (size - 1) * stride
+    stop = first + span + 1
+    return (first, stop) if stop <= width and (first, stop) != (0, width) else None
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -177,6 +202,10 @@ class OpCounter:
         # storage -> indices of the records that wrote it (several through a concatenation)
         self.producer: dict[int | None, tuple[int, ...]] = {}
         self.carried: dict[int | None, tuple[str, ...]] = {}  # storage -> params in it (free ops)
+        # storage -> the width of the rows of a record's output it holds whole (row-major, from
+        # its start), or the columns (first, stop) of such rows that a copy of a part holds
+        self.width: dict[int | None, int] = {}
+        self.part: dict[int | None, tuple[int, int]] = {}
         # storage -> a weak reference to it: when the storage is freed, what was known of it goes
         self._watched: dict[int | None, weakref.ref[Any]] = {}
 
@@ -232,6 +261,7 @@ class OpCounter:
         sources = self._sources(operands) if forward else ()
         apart = self._sources(extra) if forward and extra else ()
         carried = self._take_carried(keys, params) if forward else ()
+        read = self._parts(args) if forward else ()
         owner = None
         if not forward:
             owner = self.owners.get(torch._C._current_autograd_node())
@@ -246,7 +276,7 @@ class OpCounter:
                 _Pending(
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape,
-                    component is not None, apart,
+                    component is not None, apart, read,
                 )
             )
         if forward:
@@ -254,6 +284,8 @@ class OpCounter:
                 key = storage_key(tensor)
                 self.producer[key] = (len(self.pending) - 1,)
                 self.carried.pop(key, None)  # a storage freed and reused holds nothing old
+                self.part.pop(key, None)
+                _store(self.width, key, _row_width(tensor))
                 self._watch(tensor, key)
 
     def _watch(self, tensor: torch.Tensor, key: int | None) -> None:
@@ -270,11 +302,48 @@ class OpCounter:
                 del self._watched[key]
                 self.producer.pop(key, None)
                 self.carried.pop(key, None)
+                self.width.pop(key, None)
+                self.part.pop(key, None)
 
         self._watched[key] = weakref.ref(tensor.untyped_storage(), forget)
 
     def _sources(self, keys: list[int | None]) -> tuple[int, ...]:
         return tuple(sorted({index for key in keys for index in self.producer.get(key, ())}))
+
+    def _columns(self, tensor: torch.Tensor) -> tuple[int, int] | None:
+        """The columns of its producer's output rows that ``tensor`` reads, if not all of them."""
+        key = storage_key(tensor)
+        if key in self.part:
+            return self.part[key]
+        width = self.width.get(key)
+        return None if width is None else columns(tensor, width)
+
+    def _parts(self, args: Any) -> tuple[tuple[int, int, int], ...]:
+        """(source, first, stop) per tensor in ``args`` that reads only columns first..stop-1
+        of the output of one record, ``source``."""
+        found = []
+        for tensor in _tensors(args):
+            producers = self.producer.get(storage_key(tensor), ())
+            window = self._columns(tensor)
+            if len(producers) == 1 and window is not None:
+                found.append((producers[0], *window))
+        return tuple(dict.fromkeys(found))
+
+    def _copied(self, args: Any, tensor: torch.Tensor, key: int | None) -> None:
+        """``tensor`` (storage ``key``) is a copy made by a free op: a copy of one record's
+        output, or of a part of it, keeps what is known of its columns (the columns of the part,
+        or the width of whole rows copied in order: a reshape that could not be a view)."""
+        inputs = [t for t in _tensors(args) if len(self.producer.get(storage_key(t), ())) == 1]
+        window = width = None
+        if len(inputs) == 1:
+            source = inputs[0]
+            window = self._columns(source)
+            known = self.width.get(storage_key(source))
+            if (window is None and known is not None and source.stride()[-1:] == (1,)
+                    and source.shape[-1:] == (known,) and _row_width(tensor) == known):
+                width = known
+        _store(self.part, key, window)
+        _store(self.width, key, width)
 
     def _take_carried(self, keys: list[int | None], params: list[str]) -> tuple[str, ...]:
         """The parameters that reach an op only through free ops (an expanded class token, an
@@ -298,6 +367,8 @@ class OpCounter:
             # a new output may reuse the storage of a freed tensor: what was known of it goes
             _store(self.producer, key, sources)
             _store(self.carried, key, held)
+            if key not in keys:
+                self._copied(args, tensor, key)
             self._watch(tensor, key)
 
     def current(self) -> int | None:
@@ -371,7 +442,7 @@ class OpCounter:
         """The data flow of the forward records (:class:`~vitprof.count.trace.Trace`)."""
         steps = tuple(
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
-                 p.cost.macs, p.component if p.fixed else None, p.beside)
+                 p.cost.macs, p.component if p.fixed else None, p.beside, p.parts)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(

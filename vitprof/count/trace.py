@@ -3,8 +3,9 @@
 The counter keeps, per forward record, which records produced its inputs (followed through views
 and free ops by storage), the parameters it reads, and those that reach it only through free ops
 (an expanded class token joined by ``cat``, a bias table read by ``index``): the first record
-consuming such a free op's output carries them. Indices are those of ``Run.ops``, whose forward
-records come first.
+consuming such a free op's output carries them, and which columns of its producers' outputs an
+input reads when it reads only some (a split, chunk or slice of a fused projection's output).
+Indices are those of ``Run.ops``, whose forward records come first.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ class Step:
     macs: int
     fixed: Component | None  # the component a fused op named for this part of it, else None
     beside: tuple[int, ...] = ()  # producers of inputs that are not operands (an attention mask)
+    # (source, first, stop) per input that reads only columns first..stop-1 of the last
+    # dimension of the output of one record, ``source`` (a view or copy of a split of it)
+    parts: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ between them ``patch_embed``, everything after the last residual add ``head``. A
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, replace
 from math import prod
 from typing import NamedTuple
@@ -40,11 +40,19 @@ from torch import nn
 from vitprof.core.records import Component as C
 from vitprof.core.records import OpRecord, ParamRecord
 from vitprof.count.counter import resolve_positions
-from vitprof.count.families.base import ComponentMap, Rule, apply_overrides, unrecognized_warnings
+from vitprof.count.families.base import (
+    ComponentMap,
+    Rule,
+    apply_overrides,
+    compile_rules,
+    first_match,
+    unrecognized_warnings,
+)
 from vitprof.count.families.generic import is_norm
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
 from vitprof.count.graph.flow import Flow, attention_module, named_mlp
+from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
@@ -56,6 +64,10 @@ class _Placed(NamedTuple):
     component: C | None
     block: int | None
     sources: tuple[int, ...]
+
+
+# a fused projection's share of a record or parameter: how it is split, the q/k/v share's component
+_Share = tuple[Fused, C]
 
 
 class _Span(NamedTuple):
@@ -224,14 +236,17 @@ def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
 
 
 def _step_roles(
-    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], stem: set[int], last: int
+    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], stem: set[int], last: int,
+    fused: Set[int] = frozenset(),
 ) -> list[C | None]:
     """Each record's component; None for a weightless record in a block (resolved later).
     ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
     bias or a scale of what it is added to, not a token); ``stem``: the records of the
     convolutional blocks run before the first block without their skip
-    (:func:`_skipless_blocks`); ``last``: the last block's last record."""
-    roles = _attention_roles(cores, blocks, flow)
+    (:func:`_skipless_blocks`); ``last``: the last block's last record. A ``fused`` projection
+    is placed as the part of it that is no projection (:func:`_fused_shares`: its q/k/v share)."""
+    roles = [None if i in fused else role
+             for i, role in enumerate(_attention_roles(cores, blocks, flow))]
     _attention_modules(flow, cores, blocks, roles)
     of_step = blocks.of_step
     conv = _residual_branches(flow, of_step)
@@ -323,34 +338,86 @@ def _unread(model: nn.Module, roles: dict[str, tuple[C, int | None]]) -> list[Pa
 
 
 def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], of_step: list[int | None],
-             ) -> tuple[OpRecord, ...]:
+             shared: dict[int, _Share]) -> tuple[OpRecord, ...]:
     """``ops`` with the graph's components and blocks; a backward record follows its forward
-    owner (one with no known owner keeps the counter's labels)."""
-    relabelled = []
+    owner (one with no known owner keeps the counter's labels). A record of a fused projection
+    (``shared``: by forward record), forward or backward, is one record per share."""
+    relabelled: list[OpRecord] = []
     for op, owner in zip(ops, trace.owners, strict=True):
         if owner is None:
             relabelled.append(op)
-        else:
-            relabelled.append(replace(op, component=roles[owner], block=of_step[owner]))
+            continue
+        placed = replace(op, component=roles[owner], block=of_step[owner])
+        relabelled.extend(_op_shares(placed, *shared[owner]) if owner in shared else (placed,))
     return tuple(relabelled)
 
 
+def _fused_shares(flow: Flow, cores: list[Core], blocks: Blocks, fused: dict[int, Fused]
+                  ) -> tuple[dict[int, _Share], dict[str, _Share]]:
+    """How the fused projections are shared out, by record and by parameter (those a fused
+    record reads itself: its weight and bias). Their q/k/v share is ``attn_qkv``, ``head`` for
+    the core of an attention-pooling head (in no block), as a projection's
+    (:func:`_attention_roles`)."""
+    by_step = {i: (fused[i], C.HEAD if k in blocks.loose else C.ATTN_QKV)
+               for k, core in enumerate(cores) for i in core.qkv if i in fused}
+    by_param = {name: share for i, share in by_step.items() for name in flow.steps[i].params}
+    return by_step, by_param
+
+
+def _op_shares(op: OpRecord, fused: Fused, component: C) -> tuple[OpRecord, ...]:
+    """``op`` (placed as the rest of a fused projection) as its q/k/v share (``component``) and
+    its rest: MACs, vector FLOPs and bytes split by output columns, summing to ``op``'s."""
+    if component is op.component:
+        return (op,)
+    counts = (op.macs, op.vector_flops, op.bytes_read, op.bytes_written)
+    qkv, rest = zip(*map(fused.shares, counts), strict=True)
+    fields = ("macs", "vector_flops", "bytes_read", "bytes_written")
+    return (replace(op, component=component, **dict(zip(fields, qkv, strict=True))),
+            replace(op, **dict(zip(fields, rest, strict=True))))
+
+
+def _param_shares(record: ParamRecord, share: _Share | None) -> tuple[ParamRecord, ...]:
+    """``record``, or for a parameter of a fused projection with a dimension of its output
+    width (the weight's rows, the bias), two records of its name: the elements of the q/k/v
+    columns (the share's component) and the rest (``record``'s), with their shapes."""
+    if share is None or share[1] is record.component or share[0].width not in record.shape:
+        return (record,)
+    fused, component = share
+    axis = record.shape.index(fused.width)
+    parts = []
+    for columns, placed in zip(fused.shares(fused.width), (component, record.component),
+                               strict=True):
+        shape = (*record.shape[:axis], columns, *record.shape[axis + 1:])
+        parts.append(replace(record, numel=prod(shape), component=placed, shape=shape))
+    return tuple(parts)
+
+
 def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, ParamRecord],
-              overrides: Sequence[Rule]) -> tuple[list[C], tuple[str, ...]]:
-    """``--map`` rules win: parameters they name, and the records reading those parameters or
-    running in modules they name (or under them)."""
+              shared: tuple[dict[int, _Share], dict[str, _Share]], overrides: Sequence[Rule]
+              ) -> tuple[list[C], tuple[str, ...]]:
+    """``--map`` rules win: parameters they name (or a module holding them), and the records
+    reading those parameters or running in modules they name (or under them). A fused
+    projection or parameter a rule reaches is not shared out (dropped from ``shared``)."""
     graph = {name: record.component for name, record in params.items()}
     mapped = apply_overrides(ComponentMap("graph", {}, graph, {}), model, overrides)
+    rules = compile_rules(overrides)
+
+    def ruled(name: str) -> C | None:
+        return first_match(rules, name) or _nearest(mapped.modules, name.rpartition(".")[0])
+
+    by_step, by_param = shared
     for name, record in params.items():
         params[name] = replace(record, component=mapped.params[name])
-    ruled = []
-    for role, step in zip(roles, flow.steps, strict=True):
-        if step.params and mapped.params[step.params[0]] != graph[step.params[0]]:
-            role = mapped.params[step.params[0]]
-        else:
-            role = _nearest(mapped.modules, step.module) or role
-        ruled.append(role)
-    return ruled, mapped.warnings
+        if ruled(name) is not None:
+            by_param.pop(name, None)
+    placed = []
+    for i, (role, step) in enumerate(zip(roles, flow.steps, strict=True)):
+        rule = (ruled(step.params[0]) if step.params else None) or _nearest(
+            mapped.modules, step.module)
+        if rule is not None:
+            by_step.pop(i, None)
+        placed.append(rule or role)
+    return placed, mapped.warnings
 
 
 def _nearest(modules: dict[str, C], path: str) -> C | None:
@@ -388,13 +455,15 @@ def _residual_span(flow: Flow) -> _Span | None:
 
 
 def _roles(
-    model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span
+    model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span,
+    fused: Set[int] = frozenset(),
 ) -> tuple[list[C], dict[str, ParamRecord]]:
     """Components of the records and the parameters' records, given the blocks and their span
-    (with no block at all, a convolutional network's: :func:`_residual_span`)."""
+    (with no block at all, a convolutional network's: :func:`_residual_span`); the ``fused``
+    projections as their part that is no projection."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
     stem = _skipless_blocks(model, flow, blocks.of_step, span)
-    partial = _step_roles(flow, cores, blocks, shaped, stem, span.last)
+    partial = _step_roles(flow, cores, blocks, shaped, stem, span.last, fused)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
     roles = resolve_positions(placed, has_blocks=True)
@@ -417,11 +486,13 @@ def graph_breakdown(
     flow = Flow(trace, {path for path, module in model.named_modules() if is_norm(module)},
                 kernels)
     cores = find_cores(flow)
+    fused = fused_projections(flow, cores)
     blocks = group_blocks(model, flow, cores) if cores else Blocks(
         [None] * len(flow.steps), {}, frozenset())
     span = _block_span(blocks) if cores else _residual_span(flow)
+    shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
-        roles, params = _roles(model, flow, cores, blocks, span)
+        roles, params = _roles(model, flow, cores, blocks, span, fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
         warnings = unrecognized_warnings(unknown)
     else:
@@ -431,7 +502,8 @@ def graph_breakdown(
         warnings = (NO_BLOCKS,)
     of_step = blocks.of_step
     if overrides:
-        roles, ruled = _override(model, flow, roles, params, overrides)
+        roles, ruled = _override(model, flow, roles, params, shared, overrides)
         warnings += ruled
-    ordered = tuple(params[name] for name, _ in model.named_parameters())
-    return Breakdown(_relabel(ops, trace, roles, of_step), ordered, warnings)
+    ordered = tuple(record for name, _ in model.named_parameters()
+                    for record in _param_shares(params[name], shared[1].get(name)))
+    return Breakdown(_relabel(ops, trace, roles, of_step, shared[0]), ordered, warnings)
