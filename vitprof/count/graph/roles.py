@@ -412,7 +412,7 @@ def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, Pa
             by_param.pop(name, None)
     placed = []
     for i, (role, step) in enumerate(zip(roles, flow.steps, strict=True)):
-        rule = (ruled(step.params[0]) if step.params else None) or _nearest(
+        rule = next(filter(None, map(ruled, step.params)), None) or _nearest(
             mapped.modules, step.module)
         if rule is not None:
             by_step.pop(i, None)
