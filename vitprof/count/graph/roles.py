@@ -81,11 +81,14 @@ class _Span(NamedTuple):
 
 @dataclass(frozen=True)
 class Breakdown:
-    """What the graph recognizer decided: the records and parameters relabelled, warnings."""
+    """What the graph recognizer decided: the records and parameters relabelled, warnings;
+    per record of ``ops``, the index of the counted record it is (or is a share of: a fused
+    projection's, :func:`_op_shares`) in ``origins``."""
 
     ops: tuple[OpRecord, ...]
     params: tuple[ParamRecord, ...]
     warnings: tuple[str, ...]
+    origins: tuple[int, ...] = ()
 
 
 def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow) -> list[C | None]:
@@ -338,18 +341,20 @@ def _unread(model: nn.Module, roles: dict[str, tuple[C, int | None]]) -> list[Pa
 
 
 def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], of_step: list[int | None],
-             shared: dict[int, _Share]) -> tuple[OpRecord, ...]:
+             shared: dict[int, _Share]) -> tuple[tuple[OpRecord, ...], tuple[int, ...]]:
     """``ops`` with the graph's components and blocks; a backward record follows its forward
     owner (one with no known owner keeps the counter's labels). A record of a fused projection
-    (``shared``: by forward record), forward or backward, is one record per share."""
+    (``shared``: by forward record), forward or backward, is one record per share; with the
+    records, the index in ``ops`` of the one each comes from."""
     relabelled: list[OpRecord] = []
-    for op, owner in zip(ops, trace.owners, strict=True):
-        if owner is None:
-            relabelled.append(op)
-            continue
-        placed = replace(op, component=roles[owner], block=of_step[owner])
-        relabelled.extend(_op_shares(placed, *shared[owner]) if owner in shared else (placed,))
-    return tuple(relabelled)
+    origins: list[int] = []
+    for index, (op, owner) in enumerate(zip(ops, trace.owners, strict=True)):
+        placed = op if owner is None else replace(op, component=roles[owner],
+                                                  block=of_step[owner])
+        parts = _op_shares(placed, *shared[owner]) if owner in shared else (placed,)
+        relabelled.extend(parts)
+        origins.extend([index] * len(parts))
+    return tuple(relabelled), tuple(origins)
 
 
 def _fused_shares(flow: Flow, cores: list[Core], blocks: Blocks, fused: dict[int, Fused]
@@ -506,4 +511,5 @@ def graph_breakdown(
         warnings += ruled
     ordered = tuple(record for name, _ in model.named_parameters()
                     for record in _param_shares(params[name], shared[1].get(name)))
-    return Breakdown(_relabel(ops, trace, roles, of_step, shared[0]), ordered, warnings)
+    records, origins = _relabel(ops, trace, roles, of_step, shared[0])
+    return Breakdown(records, ordered, warnings, origins)
