@@ -13,6 +13,11 @@ weighted records
 ``patch_embed`` (stem, patch merging), records reading a parameter without MACs ``tokens``
 (class tokens, position embeddings), norms ``norm``, and the rest follow the data flow.
 
+A fused projection (:mod:`.fused`: ViT-22B's ``in_proj``, the MLP's first layer and q/k/v in
+one linear) is placed as its columns that do not reach the core (``mlp`` there), and shared out:
+each of its records (forward and backward) becomes one per share, its weight and bias two
+records of their name, the q/k/v rows ``attn_qkv``.
+
 A parameter takes the component of the record that reads it with the most MACs; one reaching
 records only through free ops (an expanded class token, an indexed bias table), or added whole
 to the sequence or to another parameter first (a class token or position embedding of two or
@@ -412,8 +417,9 @@ def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, Pa
 
     by_step, by_param = shared
     for name, record in params.items():
-        params[name] = replace(record, component=mapped.params[name])
-        if ruled(name) is not None:
+        rule = ruled(name)
+        if rule is not None:
+            params[name] = replace(record, component=rule)
             by_param.pop(name, None)
     placed = []
     for i, (role, step) in enumerate(zip(roles, flow.steps, strict=True)):
