@@ -200,6 +200,23 @@ def test_a_qkv_projection_unbound_into_q_k_v_is_not_shared_out() -> None:
     assert len(graph.ops) == len(tables.ops) and len(graph.params) == len(tables.params)
 
 
+@pytest.mark.parametrize(("view", "expected"), [
+    pytest.param(lambda y: y[..., 2:5], (2, 5), id="slice"),
+    # the second part of a split [4, 8], as 2 heads of 4, transposed: columns 4 to 11
+    pytest.param(lambda y: y.split([4, 8], dim=-1)[1].view(2, 3, 2, 4).transpose(1, 2),
+                 (4, 12), id="split-as-heads"),
+    pytest.param(lambda y: y.chunk(3, dim=-1)[0], (0, 4), id="chunk"),
+    pytest.param(lambda y: y[:, 1:], None, id="whole-rows"),  # tokens 1 and 2, all columns
+    pytest.param(lambda y: y.transpose(1, 2), None, id="transposed"),
+    pytest.param(lambda y: y.as_strided((2,), (13,)), None, id="diagonal"),  # rows 0 and 1
+])
+def test_the_columns_a_view_reads(view, expected: tuple[int, int] | None) -> None:
+    from vitprof.count.counter import columns
+
+    y = torch.zeros(2, 3, 12, device="meta")  # rows of 12 columns
+    assert columns(view(y), 12) == expected
+
+
 def test_a_model_without_attention_stays_in_other() -> None:
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 4, 4), torch.nn.Flatten(),
                                 torch.nn.Linear(8 * 16, 10))

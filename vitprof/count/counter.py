@@ -143,9 +143,12 @@ def _first_shape(out: Any) -> tuple[int, ...]:
 
 def _row_width(tensor: torch.Tensor) -> int | None:
     """The width of the rows ``tensor`` lays out from the start of its storage (its last
-    dimension, if it is contiguous), else None."""
-    if tensor.dim() and tensor.is_contiguous() and not tensor.storage_offset():
-        return int(tensor.shape[-1])
+    dimension, if it is contiguous), else None (also for a nested tensor: it has no shape)."""
+    try:
+        if tensor.dim() and tensor.is_contiguous() and not tensor.storage_offset():
+            return int(tensor.shape[-1])
+    except (RuntimeError, NotImplementedError):
+        pass
     return None
 
 
