@@ -15,6 +15,7 @@ import torch
 import transformers
 from models_styles import (
     FlatViT,
+    FusedViT,
     GatedViT,
     HybridMapViT,
     ParallelViT,
@@ -76,6 +77,16 @@ STYLES = {
         # linears D -> 64 -> D with biases, and a depthwise 3x3 on 16 positions of 64 maps
         C.MLP: (2 * (32 * 64 + 64 + 64 * 9 + 64 + 64 * 32 + 32), 2 * (MLP + 16 * 64 * 9)),
         C.NORM: (2 * 2 * 2 * 32 + 2 * 32, 0),  # two LayerNorms per block, the final one
+        C.HEAD: (32 * 10 + 10, 32 * 10),
+    }),
+    # one linear D -> 3D + 64 with a bias, sliced: its q/k/v rows and columns are attn_qkv,
+    # the 64 of the MLP's hidden layer mlp
+    "fused-qkv-and-mlp-projection-sliced": (FusedViT, {
+        C.PATCH_EMBED: (32 * 48 + 32, PATCH), C.TOKENS: (16 * 32, 0),
+        C.ATTN_QKV: (2 * (96 * 32 + 96), 2 * QKV), C.ATTN_CORE: (0, 2 * CORE),
+        C.ATTN_PROJ: (2 * (32 * 32 + 32), 2 * PROJ),
+        C.MLP: (2 * (64 * 32 + 64 + 64 * 32 + 32), 2 * MLP),
+        C.NORM: (2 * 2 * 32 + 2 * 32, 0),  # one LayerNorm per block, the final one
         C.HEAD: (32 * 10 + 10, 32 * 10),
     }),
 }
@@ -209,6 +220,104 @@ def test_training_step_follows_the_forward_roles() -> None:
     assert counts(profile, C.OTHER) == (0, 0)
     # the backward of each product costs twice its forward: attention products 3 x forward
     assert profile.components[C.ATTN_CORE].macs == 3 * 2 * CORE
+
+
+def test_a_fused_projection_is_shared_out_by_output_columns() -> None:
+    """FusedViT's ``mix``, D = 32 -> 3 x 32 + 64 = 160 columns with a bias: one record per
+    share, their MACs, vector FLOPs (the bias add, one per output element) and bytes summing to
+    the record's; its weight and bias two records each, by rows. A training step's backward
+    records of it are shared out the same way."""
+    with torch.device("meta"):
+        model = FusedViT()
+    profile = analyze(model, image_size=16, recognizer="graph")
+    mix = [op for op in profile.ops if op.module == "blocks.0.mix"]
+    assert [(op.op, op.component, op.macs, op.vector_flops) for op in mix] == [
+        ("aten.addmm", C.ATTN_QKV, 16 * 32 * 96, 16 * 96),  # 49_152 MACs, 1_536 bias adds
+        ("aten.addmm", C.MLP, 16 * 32 * 64, 16 * 64),  # 32_768, 1_024
+    ]
+    # float32: reads the input 16 x 32, the weight 160 x 32 and the bias 160; writes 16 x 160
+    assert sum(op.bytes_read for op in mix) == 4 * (16 * 32 + 160 * 32 + 160) == 23_168
+    assert sum(op.bytes_written for op in mix) == 4 * 16 * 160 == 10_240
+    assert [(p.name, p.component, p.numel, p.shape)
+            for p in profile.params if ".0.mix." in p.name] == [
+        ("blocks.0.mix.weight", C.ATTN_QKV, 96 * 32, (96, 32)),
+        ("blocks.0.mix.weight", C.MLP, 64 * 32, (64, 32)),
+        ("blocks.0.mix.bias", C.ATTN_QKV, 96, (96,)),
+        ("blocks.0.mix.bias", C.MLP, 64, (64,)),
+    ]
+    assert profile.totals.params == sum(p.numel() for p in model.parameters()) == 19_434
+    train = analyze(model, image_size=16, recognizer="graph", mode="train")
+    # each linear's backward costs twice its forward (input and weight gradients)
+    assert counts(train, C.ATTN_QKV)[1] == 3 * 2 * QKV
+    assert counts(train, C.MLP)[1] == 3 * 2 * MLP
+
+
+@pytest.mark.parametrize(("rule", "qkv"), [
+    # mix's whole D x 160 weight, 160 biases and 16 x 32 x 160 MACs, per block
+    pytest.param(("mix", "attn_qkv"), (2 * (160 * 32 + 160), 2 * 16 * 32 * 160), id="to-attn_qkv"),
+    pytest.param(("mix", "mlp"), (0, 0), id="to-mlp"),  # the component of the rest: still ruled
+    pytest.param((r"mix\.weight", "mlp"), (2 * 96, 0), id="weight-to-mlp"),  # biases stay
+])
+def test_a_map_rule_wins_over_a_fused_projection(rule: tuple[str, str], qkv: tuple[int, int]
+                                                  ) -> None:
+    with torch.device("meta"):
+        model = FusedViT()
+    profile = analyze(model, image_size=16, recognizer="graph", overrides=[rule])
+    assert counts(profile, C.ATTN_QKV) == qkv
+    assert profile.totals.params == 19_434
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True], ids=["mlp_bias", "qkv_bias"])
+def test_timm_parallel_scaling_block_shares_its_in_proj_between_attn_qkv_and_mlp(
+    qkv_bias: bool, zoo_sweep
+) -> None:
+    """timm's ParallelScalingBlock (vit_*_xp_224, ViT-22B's parallel block): in_proj D ->
+    3D + H computes the MLP's hidden layer (its first H columns) and q, k, v. Here D = 64,
+    H = 4 x 64 = 256, N = (32 / 8)^2 + 1 class token = 17. Without qkv_bias the MLP's biases
+    are a parameter of their own (mlp_bias), added after the split; with it, in_proj's."""
+    with torch.device("meta"):
+        model = timm.create_model("vit_base_patch16_xp_224", depth=2, embed_dim=64,
+                                  num_heads=4, img_size=32, patch_size=8, qkv_bias=qkv_bias)
+    profile = analyze(model, recognizer="graph")
+    qkv, hidden = 17 * 64 * 3 * 64, 17 * 64 * 256  # N D 3D = 208_896, N D H = 278_528
+    assert qkv + hidden == 17 * 64 * (3 * 64 + 256)  # in_proj's N D (3D + H) = 487_424
+    for block in profile.blocks:
+        parts = block.components
+        # in_proj's 3D x D q/k/v rows = 12_288, and with qkv_bias its 3D = 192 biases
+        assert (parts[C.ATTN_QKV].params, parts[C.ATTN_QKV].macs) == (
+            3 * 64 * 64 + 192 * qkv_bias, qkv)
+        # in_proj's H x D rows = 16_384, H biases; mlp_out_proj H x D + D = 16_448, N H D MACs
+        assert (parts[C.MLP].params, parts[C.MLP].macs) == (
+            256 * 64 + 256 + 256 * 64 + 64, hidden + 17 * 256 * 64)
+    assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
+    assert profile.totals.params == zoo_sweep.unique_params(model)
+    assert profile.totals.macs == zoo_sweep.oracle_macs(model, profile.input_shape)
+
+
+def test_a_qkv_projection_unbound_into_q_k_v_is_not_shared_out() -> None:
+    """vitprof's vit_22b_parallel (one qkv linear unbound into q, k, v; the MLP's fc1 apart):
+    every part reaches the core, nothing is shared out, the graph agrees with the table."""
+    graph = analyze("vit_22b_parallel", recognizer="graph")
+    tables = analyze("vit_22b_parallel", recognizer="tables")
+    assert graph.family == "graph" and graph.components == tables.components
+    assert len(graph.ops) == len(tables.ops) and len(graph.params) == len(tables.params)
+
+
+@pytest.mark.parametrize(("view", "expected"), [
+    pytest.param(lambda y: y[..., 2:5], (2, 5), id="slice"),
+    # the second part of a split [4, 8], as 2 heads of 4, transposed: columns 4 to 11
+    pytest.param(lambda y: y.split([4, 8], dim=-1)[1].view(2, 3, 2, 4).transpose(1, 2),
+                 (4, 12), id="split-as-heads"),
+    pytest.param(lambda y: y.chunk(3, dim=-1)[0], (0, 4), id="chunk"),
+    pytest.param(lambda y: y[:, 1:], None, id="whole-rows"),  # tokens 1 and 2, all columns
+    pytest.param(lambda y: y.transpose(1, 2), None, id="transposed"),
+    pytest.param(lambda y: y.as_strided((2,), (13,)), None, id="diagonal"),  # rows 0 and 1
+])
+def test_the_columns_a_view_reads(view, expected: tuple[int, int] | None) -> None:
+    from vitprof.count.counter import columns
+
+    y = torch.zeros(2, 3, 12, device="meta")  # rows of 12 columns
+    assert columns(view(y), 12) == expected
 
 
 def test_a_model_without_attention_stays_in_other() -> None:

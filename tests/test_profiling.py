@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from models_styles import FusedViT
 from torchvision.models.vision_transformer import VisionTransformer
 
 from vitprof import UserError, analyze
@@ -176,9 +177,30 @@ def test_parameter_memory_by_dtype() -> None:
     assert param_bytes_by_dtype(model) == {"float32": 4 * SMALL_PARAMS}
     model.heads.to(torch.bfloat16)
     assert param_bytes_by_dtype(model) == {"float32": 4 * (SMALL_PARAMS - 650), "bfloat16": 2 * 650}
-    by_component = param_bytes_by_component(model.to(torch.float16), recognize(model))
+    model.to(torch.float16)
+    by_component = param_bytes_by_component(model, analyze(model).params)
     assert by_component[C.MLP] == 2 * 2 * 16_576  # fp16 * two layers
     assert sum(by_component.values()) == 2 * SMALL_PARAMS
+
+
+def test_a_fused_projection_is_shared_out_in_parameter_memory_and_timed_intervals() -> None:
+    """tests/models_styles.py's FusedViT: ``mix`` (D = 32 -> 3 x 32 + 64, with a bias) is
+    attn_qkv for its q/k/v rows and mlp for the rest, in parameter bytes and in the interval
+    it runs in; the intervals after it still hold their own records (a share is a record more
+    than the run counted)."""
+    with torch.device("meta"):
+        model = FusedViT()
+    planned = plan_intervals(model, image_inputs(torch.zeros(1, 3, 16, 16, device="meta")),
+                             recognize(model), recognizer="graph")
+    by_component = param_bytes_by_component(model, planned.found.params)
+    assert by_component[C.ATTN_QKV] == 4 * 2 * (96 * 32 + 96)  # float32, two blocks: 25_344
+    assert sum(by_component.values()) == 4 * sum(p.numel() for p in model.parameters())
+    shares = dict(zip(planned.plan.events, planned.plan.shares, strict=False))
+    # work = 2 x MACs + vector FLOPs: q/k/v 2 x 16 x 32 x 96 + 16 x 96 = 99_840, the rest
+    # 2 x 16 x 32 x 64 + 16 x 64 = 66_560, of 166_400: 0.6 and 0.4
+    assert shares[("enter", "blocks.0.mix")] == (((C.ATTN_QKV, 0), 0.6), ((C.MLP, 0), 0.4))
+    assert shares[("enter", "blocks.1.out")] == (((C.ATTN_PROJ, 1), 1.0),)
+    assert shares[("enter", "blocks.1.down")] == (((C.MLP, 1), 1.0),)
 
 
 def test_inference_activations_are_bytes_written() -> None:

@@ -13,6 +13,7 @@ caller's. Hooks are removed even when the model fails.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -165,12 +166,20 @@ def analyze(
 @dataclass(frozen=True)
 class Found:
     """A breakdown: who made it (``family``: a table's name, ``generic`` or ``graph``), the
-    records and parameters with their components and blocks, and its warnings."""
+    records and parameters with their components and blocks, and its warnings. ``origins``:
+    per record of ``ops``, the index in ``Run.ops`` of the counted record it is or is a share
+    of (a fused projection's); None when ``ops`` are the run's one for one."""
 
     family: str
     ops: tuple[OpRecord, ...]
     params: tuple[ParamRecord, ...]
     warnings: tuple[str, ...]
+    origins: tuple[int, ...] | None = None
+
+    def offset(self, index: int) -> int:
+        """The index in ``ops`` of the first record made from ``Run.ops[index]`` (the number of
+        records made from those before it): where a module event's ``ops`` falls in ``ops``."""
+        return index if self.origins is None else bisect_left(self.origins, index)
 
 
 def breakdown(
@@ -187,7 +196,7 @@ def breakdown(
     if run.trace is None:
         raise UserError("the graph recognizer needs the trace of a forward; this run has none")
     graph = graph_breakdown(module, run.ops, run.trace, rules)
-    return Found("graph", graph.ops, graph.params, graph.warnings)
+    return Found("graph", graph.ops, graph.params, graph.warnings, graph.origins)
 
 
 def _clean_table(found: Found) -> bool:

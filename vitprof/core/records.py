@@ -142,7 +142,9 @@ class OpRecord:
 
 @dataclass(frozen=True, slots=True)
 class ParamRecord:
-    """One parameter tensor, under the first name that reaches it."""
+    """One parameter tensor, under the first name that reaches it, or one component's share of
+    its elements: a fused projection's weight is one record per share of its rows, each of the
+    tensor's name with the share's ``numel`` and ``shape``."""
 
     name: str
     numel: int

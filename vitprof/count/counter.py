@@ -109,6 +109,7 @@ class _Pending:
     beside: tuple[int, ...] = ()  # forward: producers of inputs that are not operands (a mask)
     indexed: tuple[int, ...] = ()  # forward: the sources reaching it only as indices
     operand: tuple[int, ...] = ()  # forward: shape of its first input tensor
+    parts: tuple[tuple[int, int, int], ...] = ()  # forward: columns of a producer's output read
 
 
 def tensor_bytes(value: Any) -> int:
@@ -140,6 +141,33 @@ def _store(table: dict[Any, Any], key: Any, value: Any) -> None:
 def _first_shape(out: Any) -> tuple[int, ...]:
     """Shape of the first tensor in ``out``, () if none."""
     return next((tuple(t.shape) for t in _tensors(out)), ())
+
+
+def _row_width(tensor: torch.Tensor) -> int | None:
+    """The width of the rows ``tensor`` lays out from the start of its storage (its last
+    dimension, if it is contiguous), else None (also for a nested tensor: it has no shape)."""
+    try:
+        if tensor.dim() and tensor.is_contiguous() and not tensor.storage_offset():
+            return int(tensor.shape[-1])
+    except (RuntimeError, NotImplementedError):
+        pass
+    return None
+
+
+def columns(tensor: torch.Tensor, width: int) -> tuple[int, int] | None:
+    """The columns ``(first, stop)`` of the rows of ``width`` elements laid out from the start
+    of its storage that ``tensor``, a view of them, reads (a split, chunk or slice along the
+    last dimension, viewed as heads and transposed: q of a fused projection); None when it
+    reads all of them, or elements that are not in one range of columns of a row."""
+    first = tensor.storage_offset() % width
+    span = 0
+    for size, stride in zip(tensor.shape, tensor.stride(), strict=True):
+        if size == 0:
+            return None
+        if size > 1 and stride % width:
+            span += (size - 1) * stride
+    stop = first + span + 1
+    return (first, stop) if stop <= width and (first, stop) != (0, width) else None
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -181,6 +209,10 @@ class OpCounter:
         self.carried: dict[int | None, tuple[str, ...]] = {}  # storage -> params in it (free ops)
         # storage -> those of its producers that reach it only as indices (:meth:`_indexed`)
         self.selecting: dict[int | None, tuple[int, ...]] = {}
+        # storage -> the width of the rows of a record's output it holds whole (row-major, from
+        # its start), or the columns (first, stop) of such rows that a copy of a part holds
+        self.width: dict[int | None, int] = {}
+        self.part: dict[int | None, tuple[int, int]] = {}
         # storage -> a weak reference to it: when the storage is freed, what was known of it goes
         self._watched: dict[int | None, weakref.ref[Any]] = {}
 
@@ -238,6 +270,7 @@ class OpCounter:
         indexed = self._indexed(tensors, operands) if forward else ()
         apart = self._sources(extra) if forward and extra else ()
         carried = self._take_carried(keys, params) if forward else ()
+        read = self._parts(args) if forward else ()
         owner = None
         if not forward:
             owner = self.owners.get(torch._C._current_autograd_node())
@@ -253,7 +286,7 @@ class OpCounter:
                 _Pending(
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape,
-                    component is not None, apart, indexed, operand,
+                    component is not None, apart, indexed, operand, read,
                 )
             )
         if forward:
@@ -262,6 +295,8 @@ class OpCounter:
                 self.producer[key] = (len(self.pending) - 1,)
                 self.carried.pop(key, None)  # a storage freed and reused holds nothing old
                 self.selecting.pop(key, None)
+                self.part.pop(key, None)
+                _store(self.width, key, _row_width(tensor))
                 self._watch(tensor, key)
 
     def _watch(self, tensor: torch.Tensor, key: int | None) -> None:
@@ -279,6 +314,8 @@ class OpCounter:
                 self.producer.pop(key, None)
                 self.carried.pop(key, None)
                 self.selecting.pop(key, None)
+                self.width.pop(key, None)
+                self.part.pop(key, None)
 
         self._watched[key] = weakref.ref(tensor.untyped_storage(), forget)
 
@@ -298,6 +335,40 @@ class OpCounter:
             if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
                 valued |= producers - set(self.selecting.get(key, ()))
         return tuple(sorted(every - valued))
+    def _columns(self, tensor: torch.Tensor) -> tuple[int, int] | None:
+        """The columns of its producer's output rows that ``tensor`` reads, if not all of them."""
+        key = storage_key(tensor)
+        if key in self.part:
+            return self.part[key]
+        width = self.width.get(key)
+        return None if width is None else columns(tensor, width)
+
+    def _parts(self, args: Any) -> tuple[tuple[int, int, int], ...]:
+        """(source, first, stop) per tensor in ``args`` that reads only columns first..stop-1
+        of the output of one record, ``source``."""
+        found = []
+        for tensor in _tensors(args):
+            producers = self.producer.get(storage_key(tensor), ())
+            window = self._columns(tensor)
+            if len(producers) == 1 and window is not None:
+                found.append((producers[0], *window))
+        return tuple(dict.fromkeys(found))
+
+    def _copied(self, args: Any, tensor: torch.Tensor, key: int | None) -> None:
+        """``tensor`` (storage ``key``) is a copy made by a free op: a copy of one record's
+        output, or of a part of it, keeps what is known of its columns (the columns of the part,
+        or the width of whole rows copied in order: a reshape that could not be a view)."""
+        inputs = [t for t in _tensors(args) if len(self.producer.get(storage_key(t), ())) == 1]
+        window = width = None
+        if len(inputs) == 1:
+            source = inputs[0]
+            window = self._columns(source)
+            known = self.width.get(storage_key(source))
+            if (window is None and known is not None and source.stride()[-1:] == (1,)
+                    and source.shape[-1:] == (known,) and _row_width(tensor) == known):
+                width = known
+        _store(self.part, key, window)
+        _store(self.width, key, width)
 
     def _take_carried(self, keys: list[int | None], params: list[str]) -> tuple[str, ...]:
         """The parameters that reach an op only through free ops (an expanded class token, an
@@ -325,6 +396,8 @@ class OpCounter:
             _store(self.producer, key, sources)
             _store(self.carried, key, held)
             _store(self.selecting, key, indexed)
+            if key not in keys:
+                self._copied(args, tensor, key)
             self._watch(tensor, key)
 
     def current(self) -> int | None:
@@ -399,7 +472,7 @@ class OpCounter:
         steps = tuple(
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
                  p.cost.macs, p.component if p.fixed else None, p.beside, p.indexed,
-                 p.operand)
+                 p.operand, p.parts)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(

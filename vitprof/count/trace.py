@@ -6,8 +6,9 @@ and free ops by storage), the parameters it reads, and those that reach it only 
 consuming such a free op's output carries them. It also keeps which of those producers reach it
 only as indices: through an integer tensor (``topk``'s or ``argsort``'s indices, fed to
 ``gather`` or ``index_select`` or used to index), which chooses elements and gives none of their
-values (a boolean mask is no index). Indices are those of ``Run.ops``, whose forward records come
-first.
+values (a boolean mask is no index), and which columns of its producers' outputs an input reads
+when it reads only some (a split, chunk or slice of a fused projection's output). Indices are
+those of ``Run.ops``, whose forward records come first.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class Step:
     beside: tuple[int, ...] = ()  # producers of inputs that are not operands (an attention mask)
     indexed: tuple[int, ...] = ()  # the sources reaching it only as indices (integer tensors)
     operand: tuple[int, ...] = ()  # shape of its first input tensor (a convolution's map)
+    # (source, first, stop) per input that reads only columns first..stop-1 of the last
+    # dimension of the output of one record, ``source`` (a view or copy of a split of it)
+    parts: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

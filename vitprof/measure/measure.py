@@ -372,7 +372,7 @@ def profile_model(
         torch.set_num_threads(was_threads)
     records, unsupported = list(planned.found.ops), planned.run.unsupported
     memory = Memory(param_bytes_by_dtype(module),
-                    param_bytes_by_component(module, planned.mapping),
+                    param_bytes_by_component(module, planned.found.params),
                     activation_bytes(records), saved, peak_device)
     return SpeedProfile(
         model=name, family=planned.found.family, device=device, device_name=device_name(device),

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
-from vitprof.core.records import COMPONENTS, Component, OpRecord, Phase
+from vitprof.core.records import COMPONENTS, Component, OpRecord, ParamRecord, Phase
 from vitprof.count.counter import storage_key
 from vitprof.count.families import ComponentMap
 from vitprof.count.session import count, image_inputs, meta_twins
@@ -40,11 +40,15 @@ def param_bytes_by_dtype(model: nn.Module) -> dict[str, int]:
     return dict(totals)
 
 
-def param_bytes_by_component(model: nn.Module, mapping: ComponentMap) -> dict[Component, int]:
-    """Parameter bytes per component (every component present)."""
+def param_bytes_by_component(model: nn.Module, params: Iterable[ParamRecord]
+                             ) -> dict[Component, int]:
+    """Parameter bytes per component (every component present), of a breakdown's parameter
+    records (a fused projection's weight is two records, one per share of its rows), each
+    element at the dtype of ``model``'s parameter of its name."""
+    sizes = {name: p.element_size() for name, p in model.named_parameters()}
     totals = dict.fromkeys(COMPONENTS, 0)
-    for name, p in model.named_parameters():
-        totals[mapping.params[name]] += p.numel() * p.element_size()
+    for record in params:
+        totals[record.component] += record.numel * sizes[record.name]
     return totals
 
 

@@ -44,7 +44,7 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -111,20 +111,24 @@ def plan_intervals(
         run = count(model, inputs, mapping, on_event=events.append)
     found = breakdown(model, mapping, run, rules, recognizer)
     implied = mapping if found.family == mapping.family else implied_map(found)
-    return Planned(run, _plan(list(found.ops), events, implied), found, implied)
+    marks = [replace(event, ops=found.offset(event.ops)) for event in events]
+    return Planned(run, _plan(list(found.ops), marks, implied), found, implied)
 
 
 def implied_map(found: Found) -> ComponentMap:
     """The :class:`ComponentMap` a breakdown made from the data flow implies: each parameter's
     component; a module's component and block where every operation run directly in it has
-    the same one (a module whose operations disagree, or that ran none, has none)."""
+    the same one (a module whose operations disagree, or that ran none, has none). A
+    parameter shared out (a fused projection's weight: two records of one name) takes the
+    component of its largest share."""
     seen: dict[str, set[tuple[Component, int | None]]] = defaultdict(set)
     for op in found.ops:
         seen[op.module].add((op.component, op.block))
     agreed = {path: next(iter(keys)) for path, keys in seen.items() if len(keys) == 1}
+    largest = {p.name: p for p in sorted(found.params, key=lambda p: p.numel)}
     return ComponentMap(
         found.family, {path: key[0] for path, key in agreed.items()},
-        {p.name: p.component for p in found.params},
+        {name: p.component for name, p in largest.items()},
         {path: key[1] for path, key in agreed.items() if key[1] is not None}, found.warnings)
 
 

@@ -24,6 +24,11 @@ weighted one among them (DynamicViT's predictor: its scores' ``topk`` indices ga
 the block reads); its weighted records are ``mlp``, its norms ``norm``, the rest follow the data
 flow.
 
+A fused projection (:mod:`.fused`: ViT-22B's ``in_proj``, the MLP's first layer and q/k/v in
+one linear) is placed as its columns that do not reach the core (``mlp`` there), and shared out:
+each of its records (forward and backward) becomes one per share, its weight and bias two
+records of their name, the q/k/v rows ``attn_qkv``.
+
 A parameter takes the component of the record that reads it with the most MACs; one reaching
 records only through free ops (an expanded class token, an indexed bias table), or added whole
 to the sequence or to another parameter first (a class token or position embedding of two or
@@ -41,7 +46,7 @@ model (an MLP-Mixer, a plain chain of layers) stays in ``other``, with a warning
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, replace
 from math import prod
 from typing import NamedTuple
@@ -51,11 +56,19 @@ from torch import nn
 from vitprof.core.records import Component as C
 from vitprof.core.records import OpRecord, ParamRecord
 from vitprof.count.counter import resolve_positions
-from vitprof.count.families.base import ComponentMap, Rule, apply_overrides, unrecognized_warnings
+from vitprof.count.families.base import (
+    ComponentMap,
+    Rule,
+    apply_overrides,
+    compile_rules,
+    first_match,
+    unrecognized_warnings,
+)
 from vitprof.count.families.generic import is_norm
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
 from vitprof.count.graph.flow import Flow, attention_module, named_mlp
+from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
@@ -69,6 +82,10 @@ class _Placed(NamedTuple):
     sources: tuple[int, ...]
 
 
+# a fused projection's share of a record or parameter: how it is split, the q/k/v share's component
+_Share = tuple[Fused, C]
+
+
 class _Span(NamedTuple):
     """The records from the first block's first (``start``) to the last block's last."""
 
@@ -78,11 +95,14 @@ class _Span(NamedTuple):
 
 @dataclass(frozen=True)
 class Breakdown:
-    """What the graph recognizer decided: the records and parameters relabelled, warnings."""
+    """What the graph recognizer decided: the records and parameters relabelled, warnings;
+    per record of ``ops``, the index of the counted record it is (or is a share of: a fused
+    projection's, :func:`_op_shares`) in ``origins``."""
 
     ops: tuple[OpRecord, ...]
     params: tuple[ParamRecord, ...]
     warnings: tuple[str, ...]
+    origins: tuple[int, ...] = ()
 
 
 def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow) -> list[C | None]:
@@ -368,14 +388,17 @@ def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
 
 
 def _step_roles(
-    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], stem: set[int], last: int
+    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], stem: set[int], last: int,
+    fused: Set[int] = frozenset(),
 ) -> list[C | None]:
     """Each record's component; None for a weightless record in a block (resolved later).
     ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
     bias or a scale of what it is added to, not a token); ``stem``: the convolutional records
     outside blocks and the patch embedding proper (:func:`_convs_outside_blocks`); ``last``:
-    the last block's last record."""
-    roles = _attention_roles(cores, blocks, flow)
+    the last block's last record. A ``fused`` projection is placed as the part of it that is no
+    projection (:func:`_fused_shares`: its q/k/v share)."""
+    roles = [None if i in fused else role
+             for i, role in enumerate(_attention_roles(cores, blocks, flow))]
     _attention_modules(flow, cores, blocks, roles)
     of_step = blocks.of_step
     conv = _residual_branches(flow, of_step)
@@ -467,34 +490,89 @@ def _unread(model: nn.Module, roles: dict[str, tuple[C, int | None]]) -> list[Pa
 
 
 def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], of_step: list[int | None],
-             ) -> tuple[OpRecord, ...]:
+             shared: dict[int, _Share]) -> tuple[tuple[OpRecord, ...], tuple[int, ...]]:
     """``ops`` with the graph's components and blocks; a backward record follows its forward
-    owner (one with no known owner keeps the counter's labels)."""
-    relabelled = []
-    for op, owner in zip(ops, trace.owners, strict=True):
-        if owner is None:
-            relabelled.append(op)
-        else:
-            relabelled.append(replace(op, component=roles[owner], block=of_step[owner]))
-    return tuple(relabelled)
+    owner (one with no known owner keeps the counter's labels). A record of a fused projection
+    (``shared``: by forward record), forward or backward, is one record per share; with the
+    records, the index in ``ops`` of the one each comes from."""
+    relabelled: list[OpRecord] = []
+    origins: list[int] = []
+    for index, (op, owner) in enumerate(zip(ops, trace.owners, strict=True)):
+        placed = op if owner is None else replace(op, component=roles[owner],
+                                                  block=of_step[owner])
+        parts = _op_shares(placed, *shared[owner]) if owner in shared else (placed,)
+        relabelled.extend(parts)
+        origins.extend([index] * len(parts))
+    return tuple(relabelled), tuple(origins)
+
+
+def _fused_shares(flow: Flow, cores: list[Core], blocks: Blocks, fused: dict[int, Fused]
+                  ) -> tuple[dict[int, _Share], dict[str, _Share]]:
+    """How the fused projections are shared out, by record and by parameter (those a fused
+    record reads itself: its weight and bias). Their q/k/v share is ``attn_qkv``, ``head`` for
+    the core of an attention-pooling head (in no block), as a projection's
+    (:func:`_attention_roles`)."""
+    by_step = {i: (fused[i], C.HEAD if k in blocks.loose else C.ATTN_QKV)
+               for k, core in enumerate(cores) for i in core.qkv if i in fused}
+    by_param = {name: share for i, share in by_step.items() for name in flow.steps[i].params}
+    return by_step, by_param
+
+
+def _op_shares(op: OpRecord, fused: Fused, component: C) -> tuple[OpRecord, ...]:
+    """``op`` (placed as the rest of a fused projection) as its q/k/v share (``component``) and
+    its rest: MACs, vector FLOPs and bytes split by output columns, summing to ``op``'s."""
+    if component is op.component:
+        return (op,)
+    counts = (op.macs, op.vector_flops, op.bytes_read, op.bytes_written)
+    qkv, rest = zip(*map(fused.shares, counts), strict=True)
+    fields = ("macs", "vector_flops", "bytes_read", "bytes_written")
+    return (replace(op, component=component, **dict(zip(fields, qkv, strict=True))),
+            replace(op, **dict(zip(fields, rest, strict=True))))
+
+
+def _param_shares(record: ParamRecord, share: _Share | None) -> tuple[ParamRecord, ...]:
+    """``record``, or for a parameter of a fused projection with a dimension of its output
+    width (the weight's rows, the bias), two records of its name: the elements of the q/k/v
+    columns (the share's component) and the rest (``record``'s), with their shapes."""
+    if share is None or share[1] is record.component or share[0].width not in record.shape:
+        return (record,)
+    fused, component = share
+    axis = record.shape.index(fused.width)
+    parts = []
+    for columns, placed in zip(fused.shares(fused.width), (component, record.component),
+                               strict=True):
+        shape = (*record.shape[:axis], columns, *record.shape[axis + 1:])
+        parts.append(replace(record, numel=prod(shape), component=placed, shape=shape))
+    return tuple(parts)
 
 
 def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, ParamRecord],
-              overrides: Sequence[Rule]) -> tuple[list[C], tuple[str, ...]]:
-    """``--map`` rules win: parameters they name, and the records reading those parameters or
-    running in modules they name (or under them)."""
+              shared: tuple[dict[int, _Share], dict[str, _Share]], overrides: Sequence[Rule]
+              ) -> tuple[list[C], tuple[str, ...]]:
+    """``--map`` rules win: parameters they name (or a module holding them), and the records
+    reading those parameters or running in modules they name (or under them). A fused
+    projection or parameter a rule reaches is not shared out (dropped from ``shared``)."""
     graph = {name: record.component for name, record in params.items()}
     mapped = apply_overrides(ComponentMap("graph", {}, graph, {}), model, overrides)
+    rules = compile_rules(overrides)
+
+    def ruled(name: str) -> C | None:
+        return first_match(rules, name) or _nearest(mapped.modules, name.rpartition(".")[0])
+
+    by_step, by_param = shared
     for name, record in params.items():
-        params[name] = replace(record, component=mapped.params[name])
-    ruled = []
-    for role, step in zip(roles, flow.steps, strict=True):
-        if step.params and mapped.params[step.params[0]] != graph[step.params[0]]:
-            role = mapped.params[step.params[0]]
-        else:
-            role = _nearest(mapped.modules, step.module) or role
-        ruled.append(role)
-    return ruled, mapped.warnings
+        rule = ruled(name)
+        if rule is not None:
+            params[name] = replace(record, component=rule)
+            by_param.pop(name, None)
+    placed = []
+    for i, (role, step) in enumerate(zip(roles, flow.steps, strict=True)):
+        rule = next(filter(None, map(ruled, step.params)), None) or _nearest(
+            mapped.modules, step.module)
+        if rule is not None:
+            by_step.pop(i, None)
+        placed.append(rule or role)
+    return placed, mapped.warnings
 
 
 def _nearest(modules: dict[str, C], path: str) -> C | None:
@@ -532,13 +610,15 @@ def _residual_span(flow: Flow) -> _Span | None:
 
 
 def _roles(
-    model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span
+    model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span,
+    fused: Set[int] = frozenset(),
 ) -> tuple[list[C], dict[str, ParamRecord]]:
     """Components of the records and the parameters' records, given the blocks and their span
-    (with no block at all, a convolutional network's: :func:`_residual_span`)."""
+    (with no block at all, a convolutional network's: :func:`_residual_span`); the ``fused``
+    projections as their part that is no projection."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
     stem = _convs_outside_blocks(model, flow, blocks.of_step, span)
-    partial = _step_roles(flow, cores, blocks, shaped, stem, span.last)
+    partial = _step_roles(flow, cores, blocks, shaped, stem, span.last, fused)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
     roles = resolve_positions(placed, has_blocks=True)
@@ -561,12 +641,14 @@ def graph_breakdown(
     flow = Flow(trace, {path for path, module in model.named_modules() if is_norm(module)},
                 kernels)
     cores = find_cores(flow)
+    fused = fused_projections(flow, cores)
     blocks = group_blocks(model, flow, cores) if cores else Blocks(
         [None] * len(flow.steps), {}, frozenset())
     span = _block_span(blocks) if cores else _residual_span(flow)
+    shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
         blocks = replace(blocks, of_step=_token_selectors(flow, blocks.of_step, span.last))
-        roles, params = _roles(model, flow, cores, blocks, span)
+        roles, params = _roles(model, flow, cores, blocks, span, fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
         warnings = unrecognized_warnings(unknown)
     else:
@@ -576,7 +658,9 @@ def graph_breakdown(
         warnings = (NO_BLOCKS,)
     of_step = blocks.of_step
     if overrides:
-        roles, ruled = _override(model, flow, roles, params, overrides)
+        roles, ruled = _override(model, flow, roles, params, shared, overrides)
         warnings += ruled
-    ordered = tuple(params[name] for name, _ in model.named_parameters())
-    return Breakdown(_relabel(ops, trace, roles, of_step), ordered, warnings)
+    ordered = tuple(record for name, _ in model.named_parameters()
+                    for record in _param_shares(params[name], shared[1].get(name)))
+    records, origins = _relabel(ops, trace, roles, of_step, shared[0])
+    return Breakdown(records, ordered, warnings, origins)
