@@ -204,6 +204,61 @@ def test_a_convolutional_network_leaves_nothing_in_other(name: str) -> None:
     assert profile.warnings == () and profile.self_checks == ()
 
 
+def _classifier_macs(model: nn.Module) -> int:
+    """MACs of a model's last linear layer (its classifier) on one pooled vector."""
+    classifier = [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
+    return classifier.in_features * classifier.out_features
+
+
+@pytest.mark.parametrize(("make", "last_stage", "head_convs"), [
+    # a projection shortcut conv(x) + f(x) opens every stage from layer2 on, one block each:
+    # no identity skip after layer1
+    pytest.param(_timm("resnet10t"), "layer4.", 0, id="timm:resnet10t"),
+    # its last stage one stride-2 RepVGG block: a 3x3 and a 1x1 branch summed, no identity
+    pytest.param(_timm("repvgg_a0"), "stages.3.", 0, id="timm:repvgg_a0"),
+    # every block with a projection shortcut (split attention in its branch)
+    pytest.param(_timm("resnest14d"), "layer4.", 0, id="timm:resnest14d"),
+    # its last MBConv runs without its skip (192 to 320 channels), with its squeeze-excitation;
+    # then a 1x1 conv of the model's own, 320 to 1280 on the 7x7 map, before the pooling
+    pytest.param(_torchvision("efficientnet_b0"), "features.7.", 7 * 7 * 320 * 1280,
+                 id="torchvision:efficientnet_b0"),
+])
+def test_a_convolutional_network_keeps_only_what_follows_its_blocks_in_head(
+        make: Callable[[], nn.Module], last_stage: str, head_convs: int) -> None:
+    """Every convolutional block, whatever its shortcut, is conv, with its weightless work:
+    head holds the classifier (and a last 1x1 conv of the model's own), nothing is in other."""
+    with torch.device("meta"):
+        model = make()
+    profile = vitprof.analyze(model)
+    parts = profile.components
+    assert parts[C.OTHER] == Counts() and profile.warnings == () and profile.self_checks == ()
+    assert parts[C.HEAD].macs == head_convs + _classifier_macs(model)
+    last = {op.component for op in profile.ops if op.module.startswith(last_stage)}
+    assert C.CONV in last and last <= {C.CONV, C.NORM, C.PATCH_EMBED}
+
+
+def test_convmixer_pointwise_convolutions_between_its_residuals_are_conv() -> None:
+    """ConvMixer's block: a residual depthwise 9x9 conv, then a 1x1 conv outside the residual,
+    on the same map: conv (a stage's work, no downsampling), not patch_embed."""
+    profile = _analyzed(_timm("convmixer_768_32"), "timm:convmixer_768_32")
+    pointwise = {p.component for p in profile.params
+                 if p.name.startswith("blocks.") and p.name.split(".")[2] == "1"
+                 and int(p.name.split(".")[1]) < 31}
+    assert pointwise == {C.CONV}
+    # the patch embedding: a 7x7 stride-7 conv, 3 to 768, on 32 x 32 patches (224 px)
+    assert profile.components[C.PATCH_EMBED].macs == 32 * 32 * 768 * 3 * 7 * 7
+
+
+def test_a_convolutional_network_holds_no_tokens() -> None:
+    """transformers ConvNeXt V2's global response normalisation adds a (1, 1, 1, C) bias in
+    each residual branch: a conv block's bias, not a token."""
+    transformers = pytest.importorskip("transformers")
+    model = transformers.ConvNextV2ForImageClassification(transformers.ConvNextV2Config())
+    profile = vitprof.analyze(model)
+    assert profile.components[C.TOKENS] == Counts()
+    assert profile.components[C.OTHER] == Counts() and profile.self_checks == ()
+
+
 @pytest.mark.parametrize("name", ["convnext_tiny", "resmlp_12_224"])
 def test_a_non_vit_leaves_nothing_in_tokens(name: str) -> None:
     profile = _analyzed(_timm(name), f"timm:{name}")

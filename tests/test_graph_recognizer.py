@@ -642,11 +642,18 @@ def _graph(name: str):
     ("timm:mobilevitv2_050", r"^stages\.[234]\.1\.conv_(kxk\.conv|1x1|proj\.conv)\.", C.CONV),
     # but a conv on a map that a pooling then shrinks is a downsampling: NesT's ConvPool (3x3,
     # norm, max pooling of stride 2) between levels stays patch_embed; a 1x1 conv changing the
-    # width before a residual branch's conv is no part of it: NextViT's patch_embed in a block;
-    # FastViT-SA12's final_conv (3x3), of the model's own after the last block, stays head
+    # width before a residual branch's conv is no part of it: NextViT's patch_embed in a block
     ("timm:nest_tiny", r"^levels\.[12]\.pool\.conv\.", C.PATCH_EMBED),
     ("timm:nextvit_small", r"^stages\.0\.blocks\.0\.patch_embed\.conv\.", C.PATCH_EMBED),
-    ("timm:fastvit_sa12", r"^final_conv\.conv_\w+\.\d\.conv\.", C.HEAD),
+    # a convolutional block after the last attention block is conv, not head: FastViT-SA12's
+    # final_conv (a MobileOne block: a 3x3 and a 1x1 branch summed), once head; MobileNetV4
+    # hybrid's last inverted residual (a depthwise 3x3 in its residual branch) after its last
+    # attention; the classifier after them head
+    ("timm:fastvit_sa12", r"^final_conv\.conv_\w+\.\d\.conv\.", C.CONV),
+    ("timm:fastvit_sa12", r"^head\.fc\.", C.HEAD),
+    ("timm:mobilenetv4_hybrid_medium", r"^blocks\.3\.15\.(dw_start|pw_exp|pw_proj)\.conv\.",
+     C.CONV),
+    ("timm:mobilenetv4_hybrid_medium", r"^classifier\.", C.HEAD),
     # EfficientFormerV2: the depthwise conv of v added to the core's output is part of the
     # core; the projection after that add is attn_proj (the walk stopped at the add)
     ("timm:efficientformerv2_s0", r"\.v_local\.conv\.", C.ATTN_CORE),

@@ -446,10 +446,10 @@ REPORT_ERRORS = [
                  id="nothing"),
     pytest.param(["report", "timm-published", "--in-chans", "1", "--out", "{tmp}"],
                  "timm-published is counted at its own sizes, recognizer auto: the options "
-                 "(in_chans) apply to model pages only", id="input-with-timm-published"),
+                 "(--in-chans) apply to model pages only", id="input-with-timm-published"),
     pytest.param(["report", "timm-published", "--recognizer", "graph", "--out", "{tmp}"],
                  "timm-published is counted at its own sizes, recognizer auto: the options "
-                 "(recognizer) apply to model pages only", id="recognizer-with-timm-published"),
+                 "(--recognizer) apply to model pages only", id="recognizer-with-timm-published"),
 ]
 
 TINY_VIT_PY = """

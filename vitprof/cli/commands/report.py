@@ -61,7 +61,8 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     whole = [option for option, on in (("--all", args.everything), ("--check", args.check))
              if on]
     if given and whole:
-        return (f"{', '.join(given)} set how model pages are counted; {' and '.join(whole)} "
+        verb = "sets" if len(given) == 1 else "set"
+        return (f"{', '.join(given)} {verb} how model pages are counted; {' and '.join(whole)} "
                 f"writes or checks the pages at each model's own input, recognizer auto")
     return shape_conflicts(args)
 

@@ -78,12 +78,14 @@ def pages(
     names = [*ALL_MODELS, *NOTE_MODELS] if everything else list(models)
     if not names:
         raise UserError("name at least one model, or use --all")
-    given = [key for key, value in (inputs or {}).items() if value is not None]
-    given += ["recognizer"] if recognizer != "auto" else []
+    given = [f"--{key.replace('_', '-')}" for key, value in (inputs or {}).items()
+             if value is not None]
+    given += ["--recognizer"] if recognizer != "auto" else []
     named = [name for name in names if name in NAMED_PAGES]
     if given and named:
         raise UserError(f"{', '.join(named)} is counted at its own sizes, recognizer auto: the "
-                        f"options ({', '.join(given)}) apply to model pages only")
+                        f"options ({', '.join(given)}) apply to model pages only (see "
+                        "'vitprof report --help')")
     result = [NAMED_PAGES[name]() if name in NAMED_PAGES
               else model_report(model_page_inputs(name, inputs, recognizer))
               for name in progress(names, desc="report", unit="model")]

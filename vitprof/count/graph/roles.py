@@ -13,9 +13,12 @@ downsampling (they keep the map's resolution, and no pooling shrinks their outpu
 next weighted record), and the pointwise convolutions at that resolution in one unit with one
 of them (a module of the model, not a list, holding no patch embedding: MobileViT's local
 representation and fusion around its transformer); after the last block, those in a unit
-holding it. Else everything after the last block is ``head``; before and between blocks, the
-records of a residual branch (a join's branch: MBConv, RepMixer, conv token mixers) are
-``conv``, other weighted records ``patch_embed`` (stem, patch merging: a downsampling),
+holding it. The records of a residual branch outside blocks (a join's branch: MBConv,
+RepMixer, conv token mixers) are ``conv``; after the last block, of one that convolves with a
+spatial kernel (MobileNetV4-hybrid's last inverted residual, FastViT's ``final_conv``; an
+attention-pooling head's residual MLP is no conv block). Else everything after the last block
+is ``head`` (an activation run in the module of the conv feeding it goes with it); before and
+between blocks, other weighted records ``patch_embed`` (stem, patch merging: a downsampling),
 records reading a parameter without MACs ``tokens`` (class tokens, position embeddings), norms
 ``norm``, and the rest follow the data flow.
 A token selector run before a block is in that block (:func:`_token_selectors`): records
@@ -33,15 +36,19 @@ A parameter takes the component of the record that reads it with the most MACs; 
 records only through free ops (an expanded class token, an indexed bias table), or added whole
 to the sequence or to another parameter first (a class token or position embedding of two or
 more dimensions, ViTMAE's class token plus its position; a 1-D bias or scale is not), that of
-the record consuming it when that is in a core or weighted, else ``tokens`` (``head`` after the
-blocks). Its block is its owner module's, else its reader's.
+the record consuming it when that is in a core, weighted or ``conv`` (a bias or scale of a
+conv block), else ``tokens`` (``head`` after the blocks). Its block is its owner module's, else
+its reader's.
 
-A model without an attention core has no transformer block. If its residual branches convolve
-(a ResNet, a ConvNeXt, FastViT-T8's RepMixers: :func:`_residual_span`), it is broken down as a
-hybrid without attention: what runs before its first residual branch is its patch embedding
-proper, the residual branches and the convolutional work above are ``conv``, downsampling
-between them ``patch_embed``, everything else after the last residual add ``head``. Any other
-model (an MLP-Mixer, a plain chain of layers) stays in ``other``, with a warning.
+A model without an attention core has no transformer block. If a join's branch convolves with
+a spatial kernel (a ResNet, with projection shortcuts or not; RepVGG; a ConvNeXt; FastViT-T8's
+RepMixers: :func:`_residual_span`), it is broken down as a hybrid without attention, its span
+running from its first such branch to its last join: what runs before it is its patch
+embedding proper, the residual branches and the convolutional work above ``conv``, between
+them a convolution that keeps its map's resolution ``conv`` (ConvMixer's pointwise convs
+after each residual) and one that downsamples ``patch_embed``, everything else after the last
+join ``head``. Any other model (an MLP-Mixer, a plain chain of layers) stays in ``other``, with
+a warning.
 """
 
 from __future__ import annotations
@@ -218,7 +225,7 @@ def _convs_outside_blocks(model: nn.Module, flow: Flow, of_step: list[int | None
         return set()
     outside = [i for i, block in enumerate(of_step) if block is None and flow.weighted(i)
                and not _within(flow.steps[i].module, embedding)]
-    branches = _residual_branches(flow, of_step)
+    branches = _residual_branches(flow, of_step, span.last)
     return (_skipless_blocks(model, flow, of_step, outside)
             | _map_convs(model, flow, outside, branches, span.last, embedding))
 
@@ -245,13 +252,15 @@ def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None],
     them, beside ``stages.1.1``). A downsampling layer between stages stays patch embedding
     unless built of such blocks (FastViT's, of MobileOne blocks that sum their branches, is
     conv; FastViT-T8's, without attention, as FastViT-SA12's). After the blocks, such a block
-    is ``conv`` too (EfficientNet-B0's last MBConv, 192 to 320 channels)."""
+    is ``conv`` too (EfficientNet-B0's last MBConv, 192 to 320 channels), with the weightless
+    records run in it (its activations, its squeeze-excitation's pooling and gate)."""
     joining = {flow.steps[i].module for i in flow.joins if of_step[i] is None}
     skipping = {module for path in joining for module in _holders(path)}
     classes = {type(model.get_submodule(m)) for m in joining if m} - set(LISTS)
-    return {i for i in outside
-            if any(m not in skipping and type(model.get_submodule(m)) in classes
-                   for m in _holders(flow.steps[i].module))}
+    found = {m for i in outside for m in _holders(flow.steps[i].module)
+             if m not in skipping and type(model.get_submodule(m)) in classes}
+    return {i for i, block in enumerate(of_step) if block is None
+            and any(_within(flow.steps[i].module, m) for m in found)}
 
 
 def _map_convs(model: nn.Module, flow: Flow, outside: list[int], branches: set[int], last: int,
@@ -381,27 +390,32 @@ def _connected(flow: Flow, members: set[int]) -> list[set[int]]:
     return parts
 
 
-def _residual_branches(flow: Flow, of_step: list[int | None]) -> set[int]:
-    """Records outside blocks in the branch of a join outside blocks."""
-    return {j for join, branch in flow.joins.items() if of_step[join] is None
+def _residual_branches(flow: Flow, of_step: list[int | None], last: int) -> set[int]:
+    """Records outside blocks in the branch of a join outside blocks; after the last block
+    (record ``last``), of a join whose branch convolves with a spatial kernel (a convolutional
+    block after the attention stages: MobileNetV4-hybrid's last inverted residual, FastViT's
+    ``final_conv``; not an attention-pooling head's residual MLP)."""
+    return {j for join, branch in flow.joins.items() if of_step[join] is None and (
+                join <= last or any(flow.mixes_tokens(i) for i in branch))
             for j in branch if of_step[j] is None}
 
 
 def _step_roles(
-    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], stem: set[int], last: int,
+    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], convs: set[int], span: _Span,
     fused: Set[int] = frozenset(),
 ) -> list[C | None]:
     """Each record's component; None for a weightless record in a block (resolved later).
     ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
-    bias or a scale of what it is added to, not a token); ``stem``: the convolutional records
-    outside blocks and the patch embedding proper (:func:`_convs_outside_blocks`); ``last``:
-    the last block's last record. A ``fused`` projection is placed as the part of it that is no
-    projection (:func:`_fused_shares`: its q/k/v share)."""
+    bias or a scale of what it is added to, not a token); ``convs``: the convolutional records
+    outside blocks and the patch embedding proper (:func:`_convs_outside_blocks`); ``span``:
+    from the first block's first record to the last block's last. A ``fused`` projection is
+    placed as the part of it that is no projection (:func:`_fused_shares`: its q/k/v share)."""
     roles = [None if i in fused else role
              for i, role in enumerate(_attention_roles(cores, blocks, flow))]
     _attention_modules(flow, cores, blocks, roles)
     of_step = blocks.of_step
-    conv = _residual_branches(flow, of_step)
+    last = span.last
+    conv = _residual_branches(flow, of_step, last) | convs
     mixers = _token_mixers(flow, cores, blocks, roles)
     carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
     for i, step in enumerate(flow.steps):
@@ -410,14 +424,13 @@ def _step_roles(
                 roles[i] = C.NORM
             elif of_step[i] is not None:
                 roles[i] = C.CONV if i in mixers else C.MLP if flow.weighted(i) else None
-            elif i in stem:
-                roles[i] = C.CONV
-            elif i > last:
-                roles[i] = C.HEAD
             elif i in conv:
                 roles[i] = C.CONV
+            elif i > last:
+                roles[i] = _after_blocks(flow, i, roles)
             elif flow.weighted(i):
-                roles[i] = C.PATCH_EMBED
+                on_map = not cores and i > span.start and _pointwise_on_map(flow, i)
+                roles[i] = C.CONV if on_map else C.PATCH_EMBED
             elif any(name in shaped for name in step.params):
                 roles[i] = C.TOKENS
             else:
@@ -427,6 +440,27 @@ def _step_roles(
         passed = role if role is not None and role not in _KEEP_FLOW else None
         carried[i] = passed or (carried[step.sources[-1]] if step.sources else None)
     return roles
+
+
+def _after_blocks(flow: Flow, i: int, roles: list[C | None]) -> C:
+    """A record after the last block outside any convolutional block: ``head``, but a
+    weightless one (an activation) run in the module holding the convolution feeding it,
+    which goes with that convolution (MobileViT's last ``conv_fusion.bn.act``)."""
+    step = flow.steps[i]
+    if not flow.weighted(i) and step.sources:
+        source = step.sources[-1]
+        holder = flow.steps[source].module.rpartition(".")[0]
+        if roles[source] is C.CONV and holder and _within(step.module, holder):
+            return C.CONV
+    return C.HEAD
+
+
+def _pointwise_on_map(flow: Flow, i: int) -> bool:
+    """Record ``i`` is a convolution that keeps its map's resolution: in a convolutional network
+    without attention, between its first and last convolutional blocks, work of its stages
+    (ConvMixer's pointwise convolutions after each residual depthwise one, CSPDarknet's
+    transitions), not a downsampling."""
+    return "convolution" in flow.steps[i].op and not _downsamples(flow, i)
 
 
 def _param_roles(
@@ -452,8 +486,8 @@ def _param_roles(
         role = steps[reader]
         joined = name not in readers or (p.dim() >= 2 and any(
             flow.steps[i].op in _JOINING for i in (first, reader)))
-        if joined and reader not in in_cores and not flow.weighted(reader):
-            role = C.HEAD if reader > last else C.TOKENS
+        if joined and reader not in in_cores and not flow.weighted(reader) and role is not C.CONV:
+            role = C.HEAD if reader > last else C.TOKENS  # a conv block's own: a bias, a scale
         block = owner_block(name.rpartition(".")[0])
         if block is None and role is not C.TOKENS:
             block = blocks.of_step[reader]
@@ -584,29 +618,32 @@ def _nearest(modules: dict[str, C], path: str) -> C | None:
 
 
 def _block_span(blocks: Blocks) -> _Span:
+    """The span of a ViT's blocks: from the first record in a block to the last."""
     inside = [i for i, block in enumerate(blocks.of_step) if block is not None]
     return _Span(inside[0], inside[-1])
 
 
 def _residual_span(flow: Flow) -> _Span | None:
     """The residual blocks of a convolutional network (no attention): from the first record of
-    the first residual branch to the last residual add, counting the adds ``x + f(x)`` whose
-    skip does no products (the fork itself, or scaled as MetaFormer's ``res_scale``), not a
-    sum of computed branches (MobileOne's, which closes FastViT: its ``final_conv`` is in the
-    head, as after FastViT-SA12's attention blocks). None unless some residual branch convolves
-    with a spatial kernel: an MLP-Mixer or a chain of layers is no convolutional network.
-    :func:`_convs_outside_blocks` reads every record: a block run without its skip after the
-    last residual add is ``conv`` (EfficientNet-B0's last MBConv, 192 to 320 channels)."""
-    residual = {}
-    for join, branch in flow.joins.items():
-        found = flow.fork(join)
-        if found is not None and not all(any(flow.steps[j].macs for j in arm)
-                                         for arm in found[1]):
-            residual[join] = branch
-    if not any(flow.mixes_tokens(i) for branch in residual.values() for i in branch):
+    the first branch of a join that convolves with a spatial kernel, a residual ``x + f(x)``
+    (or ``res_scale(x) + f(x)``) if there is one (a stem's multi-branch MobileOne block is
+    patch embedding), to the last join of any kind (a downsampling shortcut ``conv(x) + f(x)``,
+    the branches of a RepVGG block, ConvFormer's last MLP residual). None when no join
+    convolves: an MLP-Mixer or a chain of layers is no convolutional network."""
+    convolving = [(join, branch) for join, branch in flow.joins.items()
+                  if any(flow.mixes_tokens(i) for i in branch)]
+    if not convolving:
         return None
-    first, last = min(residual), max(residual)
-    return _Span(min(residual[first]), last)
+    skipping = [branch for join, branch in convolving if _free_skip(flow, join)]
+    first = skipping[0] if skipping else convolving[0][1]
+    return _Span(min(first), max(flow.joins))
+
+
+def _free_skip(flow: Flow, join: int) -> bool:
+    """One arm of the join does no products: the skip of a residual ``x + f(x)``."""
+    found = flow.fork(join)
+    return found is not None and not all(any(flow.steps[j].macs for j in arm)
+                                         for arm in found[1])
 
 
 def _roles(
@@ -617,8 +654,8 @@ def _roles(
     (with no block at all, a convolutional network's: :func:`_residual_span`); the ``fused``
     projections as their part that is no projection."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
-    stem = _convs_outside_blocks(model, flow, blocks.of_step, span)
-    partial = _step_roles(flow, cores, blocks, shaped, stem, span.last, fused)
+    convs = _convs_outside_blocks(model, flow, blocks.of_step, span)
+    partial = _step_roles(flow, cores, blocks, shaped, convs, span, fused)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
     roles = resolve_positions(placed, has_blocks=True)
