@@ -593,8 +593,8 @@ def at_input(budget: Budget, inputs: Mapping[str, Any]) -> Budget:
         return budget
     if "image_size" in given:
         _check_override_size(budget, given["image_size"])
-    whole = ({"image_size": None, "frames": None, "in_chans": None, "batch_size": 1}
-             if "input_shape" in given else {})
+    whole: dict[str, Any] = ({"image_size": None, "frames": None, "in_chans": None,
+                              "batch_size": 1} if "input_shape" in given else {})
     text = ", ".join(f"{key} {_input_text(value)}" for key, value in given.items())
     return replace(budget, **whole, **given, input_override=text)
 

@@ -159,13 +159,13 @@ def columns(tensor: torch.Tensor, width: int) -> tuple[int, int] | None:
     of its storage that ``tensor``, a view of them, reads (a split, chunk or slice along the
     last dimension, viewed as heads and transposed: q of a fused projection); None when it
     reads all of them, or elements that are not in one range of columns of a row."""
-    first = tensor.storage_offset() % width
+    first = int(tensor.storage_offset()) % width
     span = 0
     for size, stride in zip(tensor.shape, tensor.stride(), strict=True):
         if size == 0:
             return None
         if size > 1 and stride % width:
-            span += (size - 1) * stride
+            span += (int(size) - 1) * int(stride)
     stop = first + span + 1
     return (first, stop) if stop <= width and (first, stop) != (0, width) else None
 

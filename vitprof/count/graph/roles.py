@@ -360,13 +360,14 @@ def _token_selectors(flow: Flow, of_step: list[int | None], last: int) -> list[i
             if i not in flow.steps[j].indexed and (inside or valued[j]):
                 valued[i] = True
             block = of_step[j] if inside else reached[j]
+            earlier = reached[i]
             if block is not None:
-                reached[i] = block if reached[i] is None else min(reached[i], block)
-    only = {i for i in range(last) if reached[i] is not None and not valued[i]}
+                reached[i] = block if earlier is None else min(earlier, block)
+    first = {i: block for i in range(last) if (block := reached[i]) is not None and not valued[i]}
     placed = list(of_step)
-    for part in _connected(flow, only):
+    for part in _connected(flow, set(first)):
         if any(flow.weighted(i) for i in part):
-            block = min(reached[i] for i in part)
+            block = min(first[i] for i in part)
             for i in part:
                 placed[i] = block
     return placed
