@@ -259,6 +259,32 @@ def test_a_convolutional_network_holds_no_tokens() -> None:
     assert profile.components[C.OTHER] == Counts() and profile.self_checks == ()
 
 
+@pytest.mark.parametrize("name", ["ese_vovnet19b_dw", "ese_vovnet39b"])
+def test_a_squeeze_excitation_named_attn_is_no_attention(name: str) -> None:
+    """VoVNet's eSE (a mean, a 1x1 conv, a hard sigmoid, a multiply) runs in a module named
+    ``attn``: a gate, no attention core, so no transformer block and nothing in attention."""
+    profile = _analyzed(_timm(name), f"timm:{name}")
+    parts = profile.components
+    assert not profile.blocks and profile.self_checks == ()
+    assert all(parts[c] == Counts() for c in (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ, C.MLP))
+
+
+@pytest.mark.parametrize("name", ["sebotnet33ts_256", "eca_halonext26ts", "haloregnetz_b"])
+def test_a_hybrid_has_one_block_per_attention_layer_not_per_gate(name: str) -> None:
+    """timm's byobnet hybrids name their squeeze-excitation or ECA gate ``attn`` and their self
+    attention ``self_attn``: one block per self-attention layer (timm's BottleneckAttn or
+    HaloAttn modules, counted here), the gated convolutional blocks in conv."""
+    from timm.layers.bottleneck_attn import BottleneckAttn
+    from timm.layers.halo_attn import HaloAttn
+
+    model = _build(_timm(name))
+    layers = sum(isinstance(m, BottleneckAttn | HaloAttn) for m in model.modules())
+    profile = vitprof.analyze(model)
+    assert len(profile.blocks) == layers > 0
+    assert profile.components[C.CONV].macs > 0 and profile.components[C.OTHER] == Counts()
+    assert profile.self_checks == ()
+
+
 @pytest.mark.parametrize("name", ["convnext_tiny", "resmlp_12_224"])
 def test_a_non_vit_leaves_nothing_in_tokens(name: str) -> None:
     profile = _analyzed(_timm(name), f"timm:{name}")

@@ -52,11 +52,10 @@ from collections.abc import Iterable, Sequence
 
 from vitprof.core.records import Component, OpRecord, Phase
 from vitprof.count.families.base import ATTENTION_NAME
+from vitprof.count.graph.flow import SOFTMAX, is_gate
 
 _FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
-_SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
-_GATES = ("aten.sigmoid", "aten.hardsigmoid")
 _PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
 _ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD, Component.PATCH_EMBED,
                           Component.CONV)
@@ -96,7 +95,7 @@ def _explicit_attention(ops: Sequence[OpRecord]) -> list[OpRecord]:
                 if len(pending) == 2:
                     found.extend([*pending, op])
                 pending = [op]
-            elif op.op in _SOFTMAX and len(pending) == 1:
+            elif op.op in SOFTMAX and len(pending) == 1:
                 pending.append(op)
     return found
 
@@ -166,9 +165,8 @@ def _named_attention(module: str) -> str | None:
 def _a_gate(ops: Sequence[OpRecord]) -> bool:
     """Whether a module's ops gate: a sigmoid, and no softmax nor attention product
     (squeeze-excitation: pool, 1x1 conv, act, 1x1 conv, sigmoid, multiply)."""
-    return any(op.op in _GATES for op in ops) and not any(
-        op.op in _SOFTMAX or op.op in _ACTIVATION_PRODUCTS or _is_fused_attention(op)
-        for op in ops)
+    return is_gate(op.op for op in ops) and not any(
+        op.op in _ACTIVATION_PRODUCTS or _is_fused_attention(op) for op in ops)
 
 
 def attention_module_elsewhere(ops: Sequence[OpRecord]) -> list[str]:

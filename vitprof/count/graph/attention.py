@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Set
 from dataclasses import dataclass
 
-from vitprof.count.graph.flow import Flow, attention_module
+from vitprof.count.graph.flow import Flow, attention_module, is_gate
 
 DEPTH = 8  # records without MACs allowed between the two products of a core
 
@@ -100,7 +100,9 @@ def _named_cores(flow: Flow, taken: set[int]) -> list[frozenset[int]]:
     records did. Its core is the records without parameters that the module runs itself (not its
     children), joins aside: SwiftFormer's additive attention (q w_g normalised over the tokens,
     a sum of q weighted by it, an element-wise product with k) and VOLO's outlook attention
-    (a softmax of weights made by a linear, one product with the unfolded values)."""
+    (a softmax of weights made by a linear, one product with the unfolded values). A gate is
+    none (:func:`~vitprof.count.graph.flow.is_gate`: a squeeze-excitation named ``attn``, as
+    in VoVNet's eSE)."""
     groups: dict[str, list[int]] = {}
     for i, step in enumerate(flow.steps):
         module = attention_module(step.module)
@@ -113,7 +115,7 @@ def _named_cores(flow: Flow, taken: set[int]) -> list[frozenset[int]]:
             continue
         own = frozenset(i for i in steps if flow.steps[i].module == module
                         and not flow.steps[i].params and i not in flow.joins)
-        if own:
+        if own and not is_gate(flow.steps[i].op for i in steps):
             taken.update(own)
             cores.append(own)
     return cores

@@ -12,7 +12,7 @@ are bounded (:data:`WINDOW` records back), so the cost stays linear in the numbe
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Iterable, Sequence, Set
 from functools import cached_property
 from math import prod
 
@@ -23,6 +23,16 @@ from vitprof.count.trace import Trace
 WINDOW = 256  # how many records back a fork is searched for
 _NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")
 _ADDS = ("aten.add", "aten.add_")
+SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
+GATES = ("aten.sigmoid", "aten.hardsigmoid")  # a squeeze-excitation's gate, in place or not
+
+
+def is_gate(ops: Iterable[str]) -> bool:
+    """Ops (names) that gate with a sigmoid and normalise with no softmax: a squeeze-excitation
+    (pool, 1x1 conv, act, 1x1 conv, sigmoid, multiply), whatever its module is named."""
+    names = list(ops)
+    return any(op.removesuffix("_") in GATES for op in names) and not any(
+        op in SOFTMAX for op in names)
 
 
 def attention_module(module: str) -> str | None:
