@@ -49,11 +49,13 @@ class ParallelBlock(nn.Module):
 
 
 class ParallelViT(nn.Module):
+    block: type[nn.Module] = ParallelBlock
+
     def __init__(self) -> None:
         super().__init__()
         self.embed = nn.Conv2d(3, D, 4, 4)
         self.pos = nn.Parameter(torch.zeros(1, 16, D))
-        self.blocks = nn.ModuleList(ParallelBlock() for _ in range(DEPTH))
+        self.blocks = nn.ModuleList(self.block() for _ in range(DEPTH))
         self.norm = nn.LayerNorm(D)
         self.head = nn.Linear(D, CLASSES)
 
@@ -427,17 +429,7 @@ class FusedBlock(nn.Module):
         return x + self.out(a) + self.down(F.gelu(y[..., 3 * D:]))
 
 
-class FusedViT(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = nn.Conv2d(3, D, 4, 4)
-        self.pos = nn.Parameter(torch.zeros(1, 16, D))
-        self.blocks = nn.ModuleList(FusedBlock() for _ in range(DEPTH))
-        self.norm = nn.LayerNorm(D)
-        self.head = nn.Linear(D, CLASSES)
+class FusedViT(ParallelViT):
+    """``ParallelViT`` with ``FusedBlock``s."""
 
-    def forward(self, image: torch.Tensor) -> torch.Tensor:
-        x = self.embed(image).flatten(2).transpose(1, 2) + self.pos
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.norm(x).mean(1))
+    block = FusedBlock

@@ -292,10 +292,8 @@ class OpCounter:
         if forward:
             for tensor in _tensors(out):
                 key = storage_key(tensor)
+                self._forget(key)  # a storage freed and reused holds nothing old
                 self.producer[key] = (len(self.pending) - 1,)
-                self.carried.pop(key, None)  # a storage freed and reused holds nothing old
-                self.selecting.pop(key, None)
-                self.part.pop(key, None)
                 _store(self.width, key, _row_width(tensor))
                 self._watch(tensor, key)
 
@@ -311,13 +309,15 @@ class OpCounter:
         def forget(dead: weakref.ref[Any]) -> None:
             if self._watched.get(key) is dead:
                 del self._watched[key]
-                self.producer.pop(key, None)
-                self.carried.pop(key, None)
-                self.selecting.pop(key, None)
-                self.width.pop(key, None)
-                self.part.pop(key, None)
+                self._forget(key)
 
         self._watched[key] = weakref.ref(tensor.untyped_storage(), forget)
+
+    def _forget(self, key: int | None) -> None:
+        """Drop what is known of the storage ``key``: its producers, the parameters it carries,
+        those producers that reach it only as indices, its row width and its columns."""
+        for known in (self.producer, self.carried, self.selecting, self.width, self.part):
+            known.pop(key, None)
 
     def _sources(self, keys: list[int | None]) -> tuple[int, ...]:
         return tuple(sorted({index for key in keys for index in self.producer.get(key, ())}))
@@ -335,6 +335,7 @@ class OpCounter:
             if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
                 valued |= producers - set(self.selecting.get(key, ()))
         return tuple(sorted(every - valued))
+
     def _columns(self, tensor: torch.Tensor) -> tuple[int, int] | None:
         """The columns of its producer's output rows that ``tensor`` reads, if not all of them."""
         key = storage_key(tensor)

@@ -155,9 +155,7 @@ def _beside_core(flow: Flow, i: int, last: int, inner: Set[int]) -> set[int] | N
     record is ``last``), the records of its arms that do not depend on the core: a map of v
     added to the attention's output before its projection (EfficientFormerV2's and CSWin's
     depthwise conv of v); None otherwise."""
-    if i not in flow.joins:
-        return None
-    split = flow.fork(i)
+    split = flow.forks.get(i)
     if split is None or split[0] not in inner:
         return None
     return {j for arm, source in zip(split[1], flow.steps[i].sources, strict=True)

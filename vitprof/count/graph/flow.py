@@ -188,20 +188,22 @@ class Flow:
         step = self.steps[next(iter(arm))]
         return not step.macs and bool(step.params) and step.sources == (fork,)
 
-    def branch(self, i: int) -> set[int] | None:
-        """If step ``i`` is a join, the records between its fork and it (itself included)."""
-        found = self.fork(i)
-        return None if found is None else set().union(*found[1]) | {i}
+    @cached_property
+    def forks(self) -> dict[int, tuple[int, list[set[int]]]]:
+        """Every join, with the record its arms fork from and the records of each arm
+        (:meth:`fork`), found once."""
+        return {i: found for i in range(len(self.steps)) if (found := self.fork(i)) is not None}
 
     @cached_property
     def joins(self) -> dict[int, set[int]]:
-        """Every join, with its branch records."""
-        found = {}
-        for i in range(len(self.steps)):
-            branch = self.branch(i)
-            if branch is not None:
-                found[i] = branch
-        return found
+        """Every join, with its branch records: those between its fork and it, itself
+        included."""
+        return {i: set().union(*arms) | {i} for i, (_, arms) in self.forks.items()}
+
+    def free_skip(self, join: int) -> bool:
+        """One arm of the join does no products: the skip of a residual ``x + f(x)`` (or
+        ``res_scale(x) + f(x)``), not a projection shortcut nor a sum of computed branches."""
+        return not all(any(self.steps[j].macs for j in arm) for arm in self.forks[join][1])
 
 
 def _reach(i: int, edges: Sequence[Sequence[int]], low: int, high: int) -> set[int]:

@@ -213,19 +213,18 @@ def _unit(module: str, prefix: str) -> str:
     return module.removeprefix(prefix).partition(".")[0]
 
 
-def _convs_outside_blocks(model: nn.Module, flow: Flow, of_step: list[int | None], span: _Span
-                          ) -> set[int]:
-    """Weighted records outside blocks and outside the patch embedding proper
-    (:func:`_embedding`) that are convolutional work: those of the convolutional blocks run
-    without their skip (:func:`_skipless_blocks`) and the convolutions on a map that are no
-    downsampling (:func:`_map_convs`). Every record is read: such a block or convolution
+def _convs_outside_blocks(model: nn.Module, flow: Flow, of_step: list[int | None], span: _Span,
+                          branches: set[int]) -> set[int]:
+    """Records outside blocks and outside the patch embedding proper (:func:`_embedding`)
+    that are convolutional work besides the residual ``branches``: those of the convolutional
+    blocks run without their skip (:func:`_skipless_blocks`) and the convolutions on a map that
+    are no downsampling (:func:`_map_convs`). Every record is read: such a block or convolution
     before, between or after the blocks is ``conv``."""
     embedding = _embedding(flow, span)
     if embedding is None:
         return set()
     outside = [i for i, block in enumerate(of_step) if block is None and flow.weighted(i)
                and not _within(flow.steps[i].module, embedding)]
-    branches = _residual_branches(flow, of_step, span.last)
     return (_skipless_blocks(model, flow, of_step, outside)
             | _map_convs(model, flow, outside, branches, span.last, embedding))
 
@@ -268,7 +267,7 @@ def _map_convs(model: nn.Module, flow: Flow, outside: list[int], branches: set[i
     """Those of the records ``outside``, but the residual ``branches``, that convolve a map
     with a spatial kernel and are no downsampling (:func:`_downsamples`), before or between
     the blocks, or after the last one in a unit holding it (:func:`_one_unit`: MobileViT's
-    last ``stages.4.1``, not FastViT's ``final_conv`` of the model's own); and, as far, the
+    last ``stages.4.1``, not a convolution of the model's own after it); and, as far, the
     pointwise convolutions that keep the resolution and run in one unit with one of them, on a
     map of its size: MobileViT's local representation (``conv_kxk``, then ``conv_1x1`` into the
     transformer's width) and fusion (``conv_proj`` out of it, ``conv_fusion``), MobileViTv2's
@@ -408,15 +407,15 @@ def _step_roles(
     """Each record's component; None for a weightless record in a block (resolved later).
     ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
     bias or a scale of what it is added to, not a token); ``convs``: the convolutional records
-    outside blocks and the patch embedding proper (:func:`_convs_outside_blocks`); ``span``:
-    from the first block's first record to the last block's last. A ``fused`` projection is
+    outside blocks and the patch embedding proper (:func:`_residual_branches` and
+    :func:`_convs_outside_blocks`); ``span``: from the first block's first record to the last
+    block's last. A ``fused`` projection is
     placed as the part of it that is no projection (:func:`_fused_shares`: its q/k/v share)."""
     roles = [None if i in fused else role
              for i, role in enumerate(_attention_roles(cores, blocks, flow))]
     _attention_modules(flow, cores, blocks, roles)
     of_step = blocks.of_step
     last = span.last
-    conv = _residual_branches(flow, of_step, last) | convs
     mixers = _token_mixers(flow, cores, blocks, roles)
     carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
     for i, step in enumerate(flow.steps):
@@ -425,7 +424,7 @@ def _step_roles(
                 roles[i] = C.NORM
             elif of_step[i] is not None:
                 roles[i] = C.CONV if i in mixers else C.MLP if flow.weighted(i) else None
-            elif i in conv:
+            elif i in convs:
                 roles[i] = C.CONV
             elif i > last:
                 roles[i] = _after_blocks(flow, i, roles)
@@ -635,16 +634,9 @@ def _residual_span(flow: Flow) -> _Span | None:
                   if any(flow.mixes_tokens(i) for i in branch)]
     if not convolving:
         return None
-    skipping = [branch for join, branch in convolving if _free_skip(flow, join)]
+    skipping = [branch for join, branch in convolving if flow.free_skip(join)]
     first = skipping[0] if skipping else convolving[0][1]
     return _Span(min(first), max(flow.joins))
-
-
-def _free_skip(flow: Flow, join: int) -> bool:
-    """One arm of the join does no products: the skip of a residual ``x + f(x)``."""
-    found = flow.fork(join)
-    return found is not None and not all(any(flow.steps[j].macs for j in arm)
-                                         for arm in found[1])
 
 
 def _roles(
@@ -655,7 +647,8 @@ def _roles(
     (with no block at all, a convolutional network's: :func:`_residual_span`); the ``fused``
     projections as their part that is no projection."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
-    convs = _convs_outside_blocks(model, flow, blocks.of_step, span)
+    branches = _residual_branches(flow, blocks.of_step, span.last)
+    convs = branches | _convs_outside_blocks(model, flow, blocks.of_step, span, branches)
     partial = _step_roles(flow, cores, blocks, shaped, convs, span, fused)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
