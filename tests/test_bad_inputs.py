@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from vitprof.cli.main import main
+
+VITPROF = Path(sys.executable).with_name("vitprof")
+
+# note 002's CIFAR-ViT, importable from any directory: a ViT that analyzes without warnings
+CIFAR_VIT = "vitprof.models.notes.note002:build_cifar_vit"
 
 # A model of one linear layer on an 8 x 8 RGB image; the factories below build it.
 TINY = '''
@@ -99,3 +105,122 @@ def test_factory_layouts_load(files: dict[str, str], spec: str, tmp_path: Path,
     out, err = capsys.readouterr()
     assert code == 0, err
     assert json.loads(out)["totals"]["params"] == TINY_PARAMS
+
+
+# Factories that write below Python: to file descriptor 1 in the factory and in the forward,
+# and through a child process; `all_three` does all of it.
+WRITERS = '''
+import os
+import subprocess
+
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes, forward_writes):
+        super().__init__()
+        self.fc = nn.Linear(3 * 8 * 8, num_classes)
+        self.forward_writes = forward_writes
+
+    def forward(self, x):
+        if self.forward_writes:
+            os.write(1, b"forward wrote to fd 1\\n")
+        return self.fc(x.flatten(1))
+
+
+def factory_writes(num_classes=10):
+    os.write(1, b"factory wrote to fd 1\\n")
+    return Net(num_classes, False)
+
+
+def forward_writes(num_classes=10):
+    return Net(num_classes, True)
+
+
+def child_echoes(num_classes=10):
+    subprocess.run(["echo", "a child echoed"], check=True)
+    return Net(num_classes, False)
+
+
+def all_three(num_classes=10):
+    os.write(1, b"factory wrote to fd 1\\n")
+    subprocess.run(["echo", "a child echoed"], check=True)
+    return Net(num_classes, True)
+'''
+
+
+def _console(argv: list[str], cwd: Path, stdout: str = "pipe") -> tuple[int, str, str]:
+    """The exit code, stdout and stderr of the ``vitprof`` console script run on ``argv`` in
+    ``cwd``, its stdout a pipe, ``/dev/full`` or closed."""
+    command = [str(VITPROF), *argv]
+    if stdout == "/dev/full":
+        with open("/dev/full", "wb") as full:
+            result = subprocess.run(command, cwd=cwd, stdout=full, stderr=subprocess.PIPE,
+                                    text=True, timeout=300)
+    elif stdout == "closed":
+        result = subprocess.run(command, cwd=cwd, stderr=subprocess.PIPE, text=True,
+                                timeout=300, preexec_fn=lambda: os.close(1))
+    else:
+        result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+    return result.returncode, result.stdout or "", result.stderr
+
+
+@pytest.mark.parametrize(("factory", "written"), [
+    pytest.param("factory_writes", ("factory wrote to fd 1",), id="factory-os-write"),
+    pytest.param("forward_writes", ("forward wrote to fd 1",), id="forward-os-write"),
+    pytest.param("child_echoes", ("a child echoed",), id="child-process-echo"),
+    pytest.param("all_three", ("factory wrote to fd 1", "forward wrote to fd 1",
+                               "a child echoed"), id="console-script-all-three",
+                 marks=pytest.mark.slow),
+])
+def test_writes_below_python_stay_off_stdout(factory: str, written: tuple[str, ...],
+                                             tmp_path: Path, capfd) -> None:
+    """``--format json`` stays JSON whatever the model writes to file descriptor 1; what it
+    writes reaches stderr. In-process under capfd (file descriptors 1 and 2 are captured), and
+    once through the console script, whose stdout is the process's file descriptor 1."""
+    (tmp_path / "writers.py").write_text(WRITERS)
+    argv = ["analyze", f"{tmp_path}/writers.py:{factory}", "--image-size", "8", "--format",
+            "json"]
+    if factory == "all_three":
+        code, out, err = _console(argv, tmp_path)
+    else:
+        code = main(argv)
+        out, err = capfd.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["totals"]["params"] == TINY_PARAMS
+    for text in written:
+        assert text in err
+
+
+# Each refusal: the command, how it runs (in-process, or the console script with its stdout a
+# pipe, /dev/full or closed), the exit code and a fragment of the one line on stderr.
+REFUSALS = [
+    pytest.param(["models"], "/dev/full", 2,
+                 "cannot write the result to stdout: No space left on device",
+                 id="models-stdout-full"),
+    pytest.param(["analyze", CIFAR_VIT], "/dev/full", 2,
+                 "cannot write the result to stdout: No space left on device",
+                 id="analyze-stdout-full", marks=pytest.mark.slow),
+    pytest.param(["models"], "closed", 2, "cannot write the result: stdout is closed",
+                 id="models-stdout-closed"),
+    pytest.param(["analyze", CIFAR_VIT], "closed", 2,
+                 "cannot write the result: stdout is closed", id="analyze-stdout-closed",
+                 marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("argv", "how", "code", "fragment"), REFUSALS)
+def test_refusals_are_one_line(argv: list[str], how: str, code: int, fragment: str,
+                               tmp_path: Path, capsys) -> None:
+    if how == "/dev/full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    if how == "in-process":
+        status = main(argv)
+        _, err = capsys.readouterr()
+    else:
+        status, _, err = _console(argv, tmp_path, stdout=how)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == code, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert len(lines) == 1 and lines[0].startswith("vitprof: error: "), err
+    assert fragment in lines[0]
