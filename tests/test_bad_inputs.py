@@ -20,6 +20,7 @@ import pytest
 from vitprof.cli.main import main
 
 VITPROF = Path(sys.executable).with_name("vitprof")
+BIG = 2**63 - 1  # 9223372036854775807: a batch whose input size in bytes overflows int64
 
 # note 002's CIFAR-ViT, importable from any directory: a ViT that analyzes without warnings
 CIFAR_VIT = "vitprof.models.notes.note002:build_cifar_vit"
@@ -195,6 +196,15 @@ def test_writes_below_python_stay_off_stdout(factory: str, written: tuple[str, .
 # Each refusal: the command, how it runs (in-process, or the console script with its stdout a
 # pipe, /dev/full or closed), the exit code and a fragment of the one line on stderr.
 REFUSALS = [
+    pytest.param(["analyze", "vit_b_16", "--batch-size", str(BIG)], "in-process", 2,
+                 f"cannot make an input of shape {BIG}x3x224x224 on meta",
+                 id="analyze-batch-overflows"),
+    pytest.param(["profile", CIFAR_VIT, "--batch-size", str(BIG)], "in-process", 2,
+                 f"cannot make an input of shape {BIG}x3x32x32 on meta",
+                 id="profile-batch-overflows"),
+    pytest.param(["crosscheck", CIFAR_VIT, "--batch-size", str(BIG)], "in-process", 2,
+                 f"cannot make an input of shape {BIG}x3x32x32 on meta",
+                 id="crosscheck-batch-overflows"),
     pytest.param(["models"], "/dev/full", 2,
                  "cannot write the result to stdout: No space left on device",
                  id="models-stdout-full"),
