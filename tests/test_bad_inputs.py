@@ -205,6 +205,10 @@ REFUSALS = [
     pytest.param(["crosscheck", CIFAR_VIT, "--batch-size", str(BIG)], "in-process", 2,
                  f"cannot make an input of shape {BIG}x3x32x32 on meta",
                  id="crosscheck-batch-overflows"),
+    # threads far above the core count abort in libgomp, killing the process: a subprocess
+    pytest.param(["profile", CIFAR_VIT, "--threads", "100000"], "pipe", 2,
+                 f"threads must be at most {os.cpu_count()}, this machine's CPU count",
+                 id="profile-threads-above-the-cores", marks=pytest.mark.slow),
     pytest.param(["models"], "/dev/full", 2,
                  "cannot write the result to stdout: No space left on device",
                  id="models-stdout-full"),
