@@ -3,8 +3,10 @@
 User errors and usage errors alike end in one line on stderr, ``vitprof: error: ...``, and exit
 code 2: the parser prints the error and where to find the usage instead of argparse's multi-line
 usage block. stdout carries only the result: while a command runs, whatever the model's code (or
-a library) prints goes to stderr. A model's code that calls ``sys.exit`` is a user error too. An
-interrupt (SIGINT) ends in one line, ``vitprof: interrupted``, and exit code 130.
+a library, or a child process) writes to stdout, from Python or to file descriptor 1, goes to
+stderr (:func:`~vitprof.cli.commands.common.results_only_on_stdout`). A model's code that calls
+``sys.exit`` is a user error too. An interrupt (SIGINT) ends in one line, ``vitprof:
+interrupted``, and exit code 130.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ Conventions of every figure:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -277,6 +278,10 @@ def _check_arguments(
     check_input(image_size, batch_size, num_classes)
     if iters < 1 or warmup < 0 or (threads is not None and threads < 1):
         raise UserError("iterations and threads must be at least 1, warmup at least 0")
+    if threads is not None and threads > (cores := os.cpu_count() or 1):
+        # far more threads than cores ends in libgomp aborting the process, not in an error
+        raise UserError(f"threads must be at most {cores}, this machine's CPU count; "
+                        f"got {threads}")
 
 
 def _timed(
@@ -316,12 +321,12 @@ def profile_model(
     """Measure ``model`` (a name or an ``nn.Module`` already on ``device`` in ``dtype``).
 
     Counts on meta, then times on ``device``; a module's mode is restored afterwards.
-    ``threads`` sets ``torch.set_num_threads`` for the run (restored after). ``image_size``
-    (an int or ``(H, W)``), ``frames``, ``in_chans`` and ``input_shape`` are the input's, as in
-    :func:`vitprof.analysis.analyze`; the forward is fed the input tensor alone. A model named is
-    built once, on meta, and materialised on ``device`` after the memory guard
-    (:func:`vitprof.count.running.ensure_fits`: weights + the bytes the meta pass's operations
-    wrote).
+    ``threads`` (at most ``os.cpu_count()``) sets ``torch.set_num_threads`` for the run
+    (restored after). ``image_size`` (an int or ``(H, W)``), ``frames``, ``in_chans`` and
+    ``input_shape`` are the input's, as in :func:`vitprof.analysis.analyze`; the forward is fed
+    the input tensor alone. A model named is built once, on meta, and materialised on ``device``
+    after the memory guard (:func:`vitprof.count.running.ensure_fits`: weights + the bytes the
+    meta pass's operations wrote).
     A forward that fails is a UserError naming the input; one that fails on meta only for a
     reason of the meta device is counted on ``device`` instead, and a note says so
     (:func:`vitprof.count.running.first_on_meta`). ``recognizer`` (``"auto"``, ``"graph"``,

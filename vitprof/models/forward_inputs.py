@@ -34,13 +34,25 @@ import torch
 from torch import nn
 
 from vitprof.core.errors import UserError
+from vitprof.count.running import one_line
 
 
 def make_tensor(shape: tuple[int, ...], dtype: torch.dtype, device: str, random: bool,
                 fill: int | None = None) -> torch.Tensor:
     """A tensor on ``device``: ``fill`` in every element when given; else uninitialised on
     meta (nothing is allocated), zeros elsewhere, or standard normal values when ``random`` and
-    ``dtype`` is a floating type."""
+    ``dtype`` is a floating type. A shape torch cannot make (its size in bytes overflows, or
+    the memory is not there) is a UserError naming it."""
+    try:
+        return _tensor(shape, dtype, device, random, fill)
+    except RuntimeError as error:
+        shown = "x".join(map(str, shape))
+        raise UserError(f"cannot make an input of shape {shown} on {device}: "
+                        f"{one_line(error)}") from None
+
+
+def _tensor(shape: tuple[int, ...], dtype: torch.dtype, device: str, random: bool,
+            fill: int | None) -> torch.Tensor:
     if fill is not None:
         return torch.full(shape, fill, dtype=dtype, device=device)
     if device == "meta":

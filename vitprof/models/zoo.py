@@ -15,15 +15,18 @@ Accepted names:
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import importlib
 import importlib.util
 import inspect
 import json
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -166,26 +169,75 @@ def _quietly(factory: Callable[[], nn.Module], device: str) -> nn.Module:
 
 
 def _load_factory(spec: str) -> Callable[..., Any]:
+    """The callable ``factory`` of ``FILE.py:factory`` (:func:`_run_file`) or
+    ``package.module:factory`` (imported with the current directory importable, as ``python -m``
+    has it: :func:`_importable`)."""
     target, _, attribute = spec.rpartition(":")
     if target.endswith(".py"):
-        path = Path(target)
-        if not path.is_file():
-            raise UserError(f"no such file: {target}")
-        module_spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
-        try:
-            module_spec.loader.exec_module(module)  # type: ignore[union-attr]
-        except Exception as error:
-            raise UserError(f"cannot import {target}: {one_line(error)}") from None
+        module = _run_file(target)
     else:
-        try:
-            module = importlib.import_module(target)
-        except Exception as error:
-            raise UserError(f"cannot import {target}: {one_line(error)}") from None
+        with _importable(Path.cwd()):
+            try:
+                module = importlib.import_module(target)
+            except Exception as error:
+                raise UserError(f"cannot import {target}: {one_line(error)}") from None
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise UserError(f"{target} has no callable named '{attribute}'")
     return factory
+
+
+def _run_file(target: str) -> ModuleType:
+    """``FILE.py`` executed as Python runs a script, under its own name (the file's stem): its
+    folder importable (:func:`_importable`), so it imports its siblings, and the module in
+    ``sys.modules`` while it executes, as ``runpy.run_path`` has it (a ``@dataclass`` reads its
+    module's namespace there, to resolve ``from __future__ import annotations``' strings); the
+    entry of that name is restored afterwards."""
+    path = Path(target)
+    if not path.is_file():
+        raise UserError(f"no such file: {target}")
+    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
+    with _importable(path.parent), _registered(module):
+        try:
+            module_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        except Exception as error:
+            raise UserError(f"cannot import {target}: {one_line(error)}") from None
+    return module
+
+
+@contextlib.contextmanager
+def _importable(folder: Path) -> Iterator[None]:
+    """The modules of ``folder`` importable: ``folder`` first on ``sys.path`` for the duration
+    (where Python puts a script's folder, or the current directory for ``python -m``), then
+    last, where it stays: a factory or a forward may import a sibling when it runs, after the
+    load, and the user's files then shadow no installed package that vitprof imports later."""
+    entry = str(folder.resolve())
+    sys.path.insert(0, entry)
+    importlib.invalidate_caches()  # a folder's listing may be cached from before its files
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # the module's own code may have removed it
+            sys.path.remove(entry)
+        if entry not in sys.path:
+            sys.path.append(entry)
+
+
+@contextlib.contextmanager
+def _registered(module: ModuleType) -> Iterator[None]:
+    """``module`` in ``sys.modules`` under its name for the duration; then the entry it
+    replaced, or none."""
+    name = module.__name__
+    before = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        yield
+    finally:
+        if before is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = before
 
 
 @dataclass(frozen=True)
@@ -313,7 +365,8 @@ def _factory_source(target: str) -> Path | None:
             raise UserError(f"no such file: {target}")
         return Path(target)
     try:
-        found = importlib.util.find_spec(target)  # imports the parent packages, not the module
+        with _importable(Path.cwd()):  # as _load_factory will import it
+            found = importlib.util.find_spec(target)  # imports the parents, not the module
     except (ImportError, ValueError) as error:
         raise UserError(f"cannot import {target}: {one_line(error)}") from None
     if found is None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -156,21 +158,93 @@ def add_map_option(parser: argparse.ArgumentParser) -> None:
                         help="attribute modules/parameters matching REGEX to COMPONENT")
 
 
-# the stdout saved by results_only_on_stdout, innermost last
-_RESULT_STREAMS: list[TextIO] = []
+@dataclass(frozen=True)
+class _Stdout:
+    """stdout as :func:`results_only_on_stdout` found it: ``sys.stdout`` and a duplicate of file
+    descriptor 1 (each None where stdout is closed)."""
+
+    stream: TextIO | None
+    fd: int | None
+
+
+# the stdouts saved by results_only_on_stdout, innermost last
+_RESULT_STREAMS: list[_Stdout] = []
+
+
+def _duplicate(fd: int) -> int | None:
+    """A new file descriptor for what ``fd`` refers to; None where ``fd`` is closed."""
+    try:
+        return os.dup(fd)
+    except OSError:
+        return None
+
+
+def _point(fd: int, at: int | None) -> None:
+    """Make file descriptor ``fd`` refer to what ``at`` refers to; ``at`` None: close ``fd``."""
+    if at is None:
+        os.close(fd)
+    else:
+        os.dup2(at, fd)
+
+
+def _point_at_null(fd: int) -> None:
+    """Make file descriptor ``fd`` refer to the null device."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:  # a closed ``fd`` is the first free descriptor: the one ``open`` returns
+        os.dup2(null, fd)
+        os.close(null)
 
 
 @contextlib.contextmanager
 def results_only_on_stdout() -> Iterator[None]:
-    """Keep stdout for the result alone: inside, ``sys.stdout`` is stderr, so what a factory, a
-    model's forward or a library prints lands on stderr, and ``write_output`` writes to the
-    stdout of the moment the block was entered."""
-    _RESULT_STREAMS.append(sys.stdout)
+    """Keep stdout for the result alone. Inside, ``sys.stdout`` is stderr and so is file
+    descriptor 1: whatever a factory, a model's forward, a library or a child process writes,
+    through Python or below it (``os.write(1, ...)``, C code, ``echo``), lands on stderr (on
+    the null device where stderr is closed), and ``write_output`` writes to the stdout of the
+    moment the block was entered. Afterwards file descriptor 1 is what it was, closed if it was.
+    """
+    saved = _Stdout(sys.stdout, _duplicate(1))
+    if saved.stream is not None:
+        saved.stream.flush()  # what was written before the block goes where it was meant to
+    try:
+        os.dup2(2, 1)
+    except OSError:  # stderr is closed
+        _point_at_null(1)
+    _RESULT_STREAMS.append(saved)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
         _RESULT_STREAMS.pop()
+        _point(1, saved.fd)
+        if saved.fd is not None:
+            os.close(saved.fd)
+
+
+def _write_result(text: str) -> None:
+    """``text`` on the stdout saved by the innermost ``results_only_on_stdout`` (file descriptor
+    1 pointed back at it for the write), or on ``sys.stdout`` outside it. A closed stdout, or
+    one that fails (a full device, a closed pipe), is a UserError; what could not be written is
+    then dropped, so that Python's flush at exit does not fail on it again."""
+    if not _RESULT_STREAMS:
+        sys.stdout.write(text)
+        return
+    saved = _RESULT_STREAMS[-1]
+    if saved.stream is None:
+        raise UserError("cannot write the result: stdout is closed")
+    inside = _duplicate(1)
+    _point(1, saved.fd)
+    try:
+        saved.stream.write(text)
+        saved.stream.flush()
+    except OSError as error:
+        if saved.fd is not None:
+            _point_at_null(saved.fd)  # where file descriptor 1 is restored to
+        raise UserError(f"cannot write the result to stdout: {error.strerror}") from None
+    finally:
+        _point(1, inside)
+        if inside is not None:
+            os.close(inside)
 
 
 def write_output(text: str, output: str | None) -> None:
@@ -178,7 +252,7 @@ def write_output(text: str, output: str | None) -> None:
     it to ``output``; either way it ends with a newline."""
     text = text if text.endswith("\n") else text + "\n"
     if output is None:
-        (_RESULT_STREAMS[-1] if _RESULT_STREAMS else sys.stdout).write(text)
+        _write_result(text)
         return
     try:
         Path(output).write_text(text)

@@ -45,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--iters", type=positive_int, default=10,
                         help="timed forwards, each with and without hooks (default 10)")
     parser.add_argument("--threads", type=positive_int,
-                        help="CPU threads for the run (default: torch's)")
+                        help="CPU threads for the run, at most the CPU count (default: torch's)")
     parser.add_argument("--peak-tflops", type=positive_float,
                         help="the device's peak in TFLOP/s instead of measuring a matmul")
     add_map_option(parser)
