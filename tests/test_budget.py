@@ -286,9 +286,9 @@ SCHEMA_ERRORS = [
         image_size = 225
         max_params = 1
         """,
-        ["b.toml:2: entry 'vit_b_16', key 'image_size': image size 225 is not divisible by the "
-         "patch size 16 of vit_b_16"],
-        id="image-size-not-divisible-by-the-patch",
+        ["b.toml:2: entry 'vit_b_16', key 'image_size': building vit_b_16 at image size 225 "
+         "failed: AssertionError: Input shape indivisible by patch size!"],
+        id="image-size-the-model-refuses",
     ),
     pytest.param(
         """\
@@ -346,7 +346,8 @@ SCHEMA_ERRORS = [
 
         image_size = 240
         """,
-        ["b.toml:5: entry 'big', key 'image_size'", "240 is not divisible by the patch size 32"],
+        ["b.toml:5: entry 'big', key 'image_size'",
+         "building vit_b_32 at image size 240 failed: AssertionError: Input shape indivisible"],
         id="image-size-after-the-model-key",
     ),
     pytest.param(

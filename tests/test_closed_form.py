@@ -27,8 +27,10 @@ from vitprof.models.closed_form import (
     ViTSpec,
     block_counts,
     closed_form,
+    patch_embed_counts,
 )
 from vitprof.models.notes import note001, note002, note004
+from vitprof.models.reference import build_reference_vit
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import build
 
@@ -335,7 +337,7 @@ def test_linear_attention_shapes(image_size: int, patch_size: int, heads: int) -
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"image_size": 30}, "not divisible by the patch size"),
+        ({"image_size": 3}, "image size 3 is smaller than the patch size 4: it makes no patch"),
         ({"heads": 5}, "not divisible by 5 heads"),
         ({"width": 0}, "width must be at least 1"),
         ({"num_classes": -1}, "must not be negative"),
@@ -393,6 +395,31 @@ def test_image_size_must_match_the_model() -> None:
         spec_from_model(model, image_size=(32, 48))
 
 
+def test_a_side_the_patch_does_not_divide_floors_as_the_patch_convolution() -> None:
+    """384 = 27 x 14 + 6 and 390 = 27 x 14 + 12: a stride-14 convolution makes 27 x 27 patches
+    and reads none of the last 6 rows and 12 columns; the closed form counts those patches and
+    says so, where it refused the size before."""
+    spec = ViTSpec(**{**VIT_B_16.as_dict(), "patch_size": 14, "image_size": (384, 390)})
+    assert spec.num_patches == 27 * 27
+    assert spec.floor is not None and spec.floor.text() == (
+        "the patch embedding (stride 14) floors its 384x390 input to 27x27, leaving the last 6 "
+        "rows and 12 columns unread")
+    assert VIT_B_16.floor is None  # 224 = 14 x 16
+    # the patch embedding: 729 patches x 768 outputs x (3 x 14 x 14) MACs = 329,204,736
+    assert patch_embed_counts(spec).macs == 729 * 768 * 3 * 14 * 14 == 329_204_736
+    floored = ViTSpec(**{**CIFAR_VIT.as_dict(), "image_size": 34})  # 34 = 8 x 4 + 2
+    assert closed_form(floored).components == closed_form(CIFAR_VIT).components
+
+
+def test_the_reference_vit_floors_as_the_closed_form() -> None:
+    """The closed form at a floored size is the count of the model it describes, whose
+    stride-P convolution floors the same way (CIFAR-ViT at 35: 8 x 8 patches of 4)."""
+    spec = ViTSpec(**{**CIFAR_VIT.as_dict(), "image_size": 35})
+    with torch.device("meta"):
+        model = build_reference_vit(spec)
+    assert_counter_equals_closed_form(model, spec, image_size=35)
+
+
 def test_a_non_square_image_has_rows_times_columns_patches() -> None:
     spec = ViTSpec(**{**VIT_B_16.as_dict(), "image_size": (224, 320)})
     assert spec.sides == (224, 320) and spec.num_patches == 14 * 20  # 224/16 rows, 320/16 cols
@@ -407,8 +434,6 @@ def test_a_non_square_image_has_rows_times_columns_patches() -> None:
     # + patch conv 280 * 768 * (3*16*16) + head 768 * 1000
     assert form.totals.macs == 12 * block_macs + 280 * 768 * 768 + 768 * 1000
     assert form.components[C.TOKENS].params == (1 + 281) * 768  # class token + 281 positions
-    with pytest.raises(UserError, match="image size 224x328 is not divisible by the patch size"):
-        ViTSpec(**{**VIT_B_16.as_dict(), "image_size": (224, 328)})
     with pytest.raises(UserError, match="image_size must be an int or"):
         ViTSpec(**{**VIT_B_16.as_dict(), "image_size": (224,)})
 

@@ -567,8 +567,10 @@ def test_cli_writes_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[st
     ("argv", "message"),
     [
         pytest.param(["vit_b_61"], "vitprof: error: unknown model 'vit_b_61'", id="bad-model"),
-        pytest.param(["note002_cifar_vit_tiny", "--image-size", "30"],
-                     "vitprof: error: image size 30 is not divisible", id="bad-size"),
+        pytest.param(["vit_b_16", "--image-size", "225"],
+                     "vitprof: error: building vit_b_16 at image size 225 failed: "
+                     "AssertionError: Input shape indivisible by patch size!",
+                     id="size-the-model-refuses"),
         pytest.param(["note002_cifar_vit_tiny", "--peers", "fvcore,thop"],
                      "vitprof: error: unknown peer 'thop'", id="bad-peer"),
     ],

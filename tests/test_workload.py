@@ -133,8 +133,9 @@ def test_named_model_in_a_dtype_and_its_deploy_form() -> None:
         pytest.param(42, {}, "expected an nn.Module or a model name, got int", id="not-a-model"),
         pytest.param(nn.Linear(2, 2), {"num_classes": 3}, "num_classes applies to a model built",
                      id="classes-of-a-module"),
-        pytest.param("vit_b_16", {"image_size": 225}, "not divisible by the patch size 16",
-                     id="indivisible"),
+        pytest.param("vit_b_16", {"image_size": 225}, "building vit_b_16 at image size 225 "
+                     "failed: AssertionError: Input shape indivisible by patch size!",
+                     id="size-the-model-refuses"),
         pytest.param("vit_b_16", {"image_size": (224, 320)},
                      "vit_b_16 takes a square image size only", id="pair"),
         pytest.param("vit_b_16", {"batch_size": 0}, "batch size must be at least 1", id="batch"),

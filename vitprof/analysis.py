@@ -26,6 +26,7 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import DEVICES, MODES, Component, OpRecord, ParamRecord
 from vitprof.count.families import ComponentMap, Rule, recognize
 from vitprof.count.families.generic import GENERIC
+from vitprof.count.flooring import floor_warnings
 from vitprof.count.formulas import Formula
 from vitprof.count.graph import graph_breakdown
 from vitprof.count.result import Profile
@@ -154,8 +155,8 @@ def analyze(
         ops=found.ops,
         unsupported_ops=run.unsupported,
         fallback=fallback,
-        warnings=built.warnings + found.warnings + unsupported_warning(run.unsupported)
-        + checks,
+        warnings=built.warnings + floor_warnings(run.floors) + found.warnings
+        + unsupported_warning(run.unsupported) + checks,
         mode=mode,
         input_source=built.input_source,
         self_checks=checks,

@@ -64,7 +64,7 @@ from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import Component, Counts
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile
-from vitprof.models.zoo import check_divisible_size, validate_name
+from vitprof.models.zoo import check_zoo_size, validate_name
 
 
 class Scope(StrEnum):
@@ -544,8 +544,9 @@ def _unknown(what: str, key: str, allowed: Iterable[str]) -> str:
 
 def _model(name: str, settings: Mapping[str, Any], where: _Source) -> str:
     """The entry's model name, resolved and checked without building it (see
-    :func:`vitprof.models.zoo.validate_name`), and its image size checked against a zoo model's
-    patch size: the file is validated completely before any model is analysed."""
+    :func:`vitprof.models.zoo.validate_name`), and a zoo model built at its image size on meta
+    (:func:`vitprof.models.zoo.check_zoo_size`: a size the model refuses is refused, with its
+    reason): the file is validated completely before any model is analysed."""
     model = _resolve(settings.get("model", name), where)
     path = (name, "model") if "model" in settings else (name,)
     try:
@@ -555,7 +556,7 @@ def _model(name: str, settings: Mapping[str, Any], where: _Source) -> str:
         raise where.error(path, f"{defaulted}{error}") from None
     if entry is not None and "image_size" in settings:
         try:
-            check_divisible_size(entry, settings["image_size"])
+            check_zoo_size(entry, settings["image_size"])
         except UserError as error:
             raise where.error((name, "image_size"), str(error)) from None
     return model
@@ -605,12 +606,12 @@ def _input_text(value: Any) -> str:
 
 
 def _check_override_size(budget: Budget, image_size: int | tuple[int, int]) -> None:
-    """Refuse an image size the entry's zoo model cannot take (:func:`check_divisible_size`)."""
+    """Refuse an image size the entry's zoo model refuses (:func:`check_zoo_size`)."""
     entry = validate_name(budget.model) if isinstance(budget.model, str) else None
     if entry is None:
         return
     try:
-        check_divisible_size(entry, image_size)
+        check_zoo_size(entry, image_size)
     except UserError as error:
         raise UserError(f"{budget.where}: {error}") from None
 

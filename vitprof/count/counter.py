@@ -56,6 +56,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from vitprof.core.records import Component, Cost, OpRecord, Phase
 from vitprof.count.families import ComponentMap
+from vitprof.count.flooring import Floor, floored
 from vitprof.count.formulas import (
     Formula,
     arguments,
@@ -215,6 +216,7 @@ class OpCounter:
         self.part: dict[int | None, tuple[int, int]] = {}
         # storage -> a weak reference to it: when the storage is freed, what was known of it goes
         self._watched: dict[int | None, weakref.ref[Any]] = {}
+        self.floors: dict[Floor, None] = {}  # the forward's convolutions that floor (in order)
 
     @property
     def stack(self) -> list[str]:
@@ -296,6 +298,14 @@ class OpCounter:
                 self.producer[key] = (len(self.pending) - 1,)
                 _store(self.width, key, _row_width(tensor))
                 self._watch(tensor, key)
+
+    def note_floor(self, op: Any, named: Mapping[str, Any], out: Any) -> None:
+        """Keep a forward convolution that leaves input positions unread
+        (:func:`vitprof.count.flooring.floored`), once."""
+        if self.phase == Phase.FORWARD and not self.muted:
+            floor = floored(op, named, out, self.stack[-1] if self.stack else "")
+            if floor is not None:
+                self.floors[floor] = None
 
     def _watch(self, tensor: torch.Tensor, key: int | None) -> None:
         """Forget the producer and carried parameters of ``tensor``'s storage when it is freed.
@@ -552,8 +562,10 @@ class _DispatchCounter(TorchDispatchMode):
         out = self.meta_outputs.run(func, args, kwargs)
         if formula is not None and not self.counter.muted:
             traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
-            cost = formula(arguments(func, args, kwargs), out)
+            named = arguments(func, args, kwargs)
+            cost = formula(named, out)
             self.counter.record(func, cost, args, traffic, out)
+            self.counter.note_floor(func, named, out)
         else:
             self.counter.pass_through(args, out)
         if tracking:

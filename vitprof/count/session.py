@@ -29,6 +29,7 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import OpRecord, Phase
 from vitprof.count.counter import OpCounter
 from vitprof.count.families import ComponentMap
+from vitprof.count.flooring import Floor
 from vitprof.count.formulas import Formula
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import CountFailed, on_meta
@@ -110,7 +111,8 @@ class Run:
     op it belongs to (filled for a training count only; the nodes, and what autograd saved for
     them, stay alive as long as the Run); ``params``: the tensors that stood for the parameters
     (the meta stand-ins, or the model's own), by name; ``trace``: the data flow of the forward
-    records, for the graph recognizer.
+    records, for the graph recognizer; ``floors``: the forward's convolutions that left input
+    positions unread (:mod:`vitprof.count.flooring`).
     """
 
     ops: tuple[OpRecord, ...]
@@ -118,6 +120,7 @@ class Run:
     nodes: dict[Any, int]
     params: dict[str, torch.Tensor]
     trace: Trace | None = None
+    floors: tuple[Floor, ...] = ()
 
     @property
     def bytes_written(self) -> int:
@@ -172,7 +175,7 @@ def count(
     finally:
         model.train(was_training)
     return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params,
-               counter.trace())
+               counter.trace(), tuple(counter.floors))
 
 
 def training_step(

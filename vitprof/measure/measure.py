@@ -25,6 +25,7 @@ from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord
 from vitprof.count.families import Rule, recognize
+from vitprof.count.flooring import floor_warnings
 from vitprof.count.running import (
     CountFailed,
     MetaFailure,
@@ -384,5 +385,6 @@ def profile_model(
         dtype=dtype, input_shape=shape, warmup=warmup, iters=iters,
         threads=used_threads, torch_version=torch.__version__, timings=timings,
         peak=peak, memory=memory, ops=tuple(records), unsupported_ops=unsupported, notes=notes,
-        warnings=planned.found.warnings + unsupported_warning(unsupported),
+        warnings=floor_warnings(planned.run.floors) + planned.found.warnings
+        + unsupported_warning(unsupported),
     )

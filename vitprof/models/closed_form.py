@@ -6,8 +6,9 @@ FLOPs = 2 x MACs, element-wise work is vector FLOPs at the per-element costs of
 :mod:`vitprof.count.formulas`) and the counter's attribution rules (a residual add belongs to the
 branch it closes). Letters, per image:
 
-* ``C`` input channels, ``P`` patch size, ``Np = (height / P) x (width / P)`` patch tokens
-  (``(image_size / P)^2`` for a square image);
+* ``C`` input channels, ``P`` patch size, ``Np = floor(height / P) x floor(width / P)`` patch
+  tokens (``floor(image_size / P)^2`` for a square image: a stride-P convolution floors a side P
+  does not divide and leaves the last ``side mod P`` rows or columns unread, :attr:`ViTSpec.floor`);
 * ``T`` prefix tokens (class + distillation + registers), ``n`` patch tokens a block sees (``Np``,
   or fewer under token pruning), ``N = T + n`` tokens a block sees;
 * ``D`` width, ``H`` heads, ``d = D / H`` head width, ``M`` MLP width, ``K`` classes.
@@ -47,6 +48,7 @@ from typing import Any
 
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS, UNITS, Component, Counts
+from vitprof.count.flooring import Floor, unread_tail
 from vitprof.count.formulas import (
     GELU_COST,
     LAYER_NORM_COST,
@@ -73,7 +75,7 @@ class ViTSpec:
     """A plain pre-norm Vision Transformer, as far as its counts depend on it."""
 
     image_size: int | tuple[int, int]  # pixels: an int (height = width) or (height, width)
-    patch_size: int  # P: patch height = width; divides both sides of the image
+    patch_size: int  # P: patch height = width; at most each side (a side it does not divide floors)
     width: int  # D: token width
     depth: int  # number of blocks
     heads: int  # H: attention heads; divides width
@@ -138,9 +140,20 @@ class ViTSpec:
 
     @property
     def num_patches(self) -> int:
-        """Np: patch tokens made from one image, (height / P) x (width / P)."""
+        """Np: patch tokens made from one image, floor(height / P) x floor(width / P)."""
         height, width = self.sides
         return (height // self.patch_size) * (width // self.patch_size)
+
+    @property
+    def floor(self) -> Floor | None:
+        """How the patch embedding, a stride-P convolution, floors an image whose sides P does
+        not divide (:class:`~vitprof.count.flooring.Floor`); None when P divides both."""
+        p = self.patch_size
+        unread = tuple(unread_tail(side, p, p) for side in self.sides)
+        if not any(unread):
+            return None
+        return Floor("the patch embedding", self.sides, tuple(side // p for side in self.sides),
+                     (p, p), unread)
 
     @property
     def prefix_tokens(self) -> int:
@@ -167,8 +180,8 @@ class ViTSpec:
 
 
 def _validate_image_size(spec: ViTSpec) -> None:
-    """``image_size``: a positive int, or two positive ints (height, width), each divisible by
-    the patch size."""
+    """``image_size``: a positive int, or two positive ints (height, width), each at least the
+    patch size (a smaller side makes no patch: a strided convolution refuses it too)."""
     size = spec.image_size
     sides = [size] if isinstance(size, int) else list(size)
     if len(sides) != (1 if isinstance(size, int) else 2) or any(
@@ -176,9 +189,10 @@ def _validate_image_size(spec: ViTSpec) -> None:
         raise UserError(f"image_size must be an int or (height, width), got {size!r}")
     if min(sides) < 1:
         raise UserError(f"image_size must be at least 1, got {size}")
-    if any(side % spec.patch_size for side in sides):
+    if min(sides) < spec.patch_size:
         text = "x".join(map(str, sides))
-        raise UserError(f"image size {text} is not divisible by the patch size {spec.patch_size}")
+        raise UserError(f"image size {text} is smaller than the patch size {spec.patch_size}: "
+                        f"it makes no patch")
 
 
 def _validate_sizes(spec: ViTSpec) -> None:

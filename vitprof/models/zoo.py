@@ -41,7 +41,7 @@ from vitprof.count.running import (
     meta_caused,
     one_line,
 )
-from vitprof.models.declared_input import declared_input, square_or_pair
+from vitprof.models.declared_input import declared_input
 from vitprof.models.family import ENTRIES, torchvision
 from vitprof.models.family.base import (
     Factory,
@@ -53,7 +53,7 @@ from vitprof.models.family.base import (
 
 __all__ = [
     "DEFAULT_IMAGE_SIZE", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory", "Published",
-    "ZooEntry", "build", "check_divisible_size", "default_image_size", "infer_image_size",
+    "ZooEntry", "build", "check_zoo_size", "default_image_size", "infer_image_size",
     "infer_patch_size", "lookup", "validate_name",
 ]
 
@@ -98,15 +98,6 @@ def _square(image_size: ImageSize) -> ImageSize:
     """A square pair as its side (what a builder taking one int understands)."""
     return image_size if isinstance(image_size, int) or image_size[0] != image_size[1] \
         else image_size[0]
-
-
-def _check_size(name: str, image_size: ImageSize, patch_size: int | None) -> None:
-    sides = square_or_pair(image_size)
-    if min(sides) <= 0:
-        raise UserError(f"image size must be positive, got {size_text(image_size)}")
-    if patch_size and any(side % patch_size for side in sides):
-        raise UserError(f"image size {size_text(image_size)} is not divisible by the patch size "
-                        f"{patch_size} of {name}")
 
 
 def infer_patch_size(module: nn.Module) -> int | None:
@@ -256,6 +247,13 @@ class BuildSizes:
             "channels": (("in_chans", "in_channels", "num_channels"), self.in_chans),
         }
         return {what: given for what, given in sizes.items() if given[1] is not None}
+
+    def naming(self, name: str) -> str:
+        """``name`` with the sizes asked for, as a failed build names it: ``vit_b_16 at image
+        size 225``."""
+        asked = [f"{what} {size_text(value) if what == 'image size' else value}"
+                 for what, (_, value) in self.keywords().items()]
+        return f"{name} at {', '.join(asked)}" if asked else name
 
 
 def _call_factory(
@@ -416,14 +414,23 @@ def validate_name(name: str) -> ZooEntry | None:
     return lookup(name)
 
 
-def check_divisible_size(entry: ZooEntry, image_size: ImageSize) -> None:
-    """Refuse an image size the zoo model ``entry`` cannot take (not divisible by its patch
-    size, or not square where its builder takes one int), before building it."""
+def _check_square(entry: ZooEntry, image_size: ImageSize) -> None:
+    """Refuse a non-square size for a zoo entry whose builder takes one int. Any other size is
+    the model's to take or refuse: a patch size that does not divide it is no refusal of
+    vitprof's (a strided convolution floors it, :mod:`vitprof.count.flooring`); a model that
+    refuses it (torchvision's ViT asserts) fails to build, with its own reason."""
     if not isinstance(image_size, int) and image_size[0] != image_size[1] \
             and not entry.non_square:
         raise UserError(f"{entry.name} takes a square image size only (its builder takes one "
                         f"int); got {size_text(image_size)}")
-    _check_size(entry.name, image_size, entry.patch_size)
+
+
+def check_zoo_size(entry: ZooEntry, image_size: ImageSize) -> None:
+    """Refuse, before anything is analysed, an image size the zoo model ``entry`` refuses: a
+    non-square size where its builder takes one int, or a size its constructor raises on, with
+    its own reason (built on meta: torchvision's ViT asserts that its patch size divides the
+    image). vitprof refuses nothing else: a size the model takes is counted as it computes."""
+    build(entry.name, image_size=image_size, device="meta")
 
 
 def build(
@@ -463,29 +470,28 @@ def _build(name: str, *, sizes: BuildSizes, num_classes: int | None, device: str
             kwargs["in_chans"] = sizes.in_chans
         if num_classes is not None:
             kwargs["num_classes"] = num_classes
-        module = _construct(
-            name, lambda: timm.create_model(model_name, pretrained=False, **kwargs), device
-        )
+        module = _construct(sizes.naming(name),
+                            lambda: timm.create_model(model_name, pretrained=False, **kwargs),
+                            device)
         return _finish(name, module, image_size)
     config_file = _hf_config_file(name.removeprefix("hf:")) if name.startswith("hf:") else None
     if config_file is not None:
         factory = _hf_from_config(config_file, num_classes, sizes)
-        return _finish(name, _construct(name, factory, device), image_size)
+        return _finish(name, _construct(sizes.naming(name), factory, device), image_size)
     if ":" in name and not name.startswith(("hf:", "torchvision:")):
         factory = _call_factory(name, _load_factory(name), sizes, num_classes)
-        return _finish(name, _construct(name, factory, device), image_size)
+        return _finish(name, _construct(sizes.naming(name), factory, device), image_size)
     entry = lookup(name)
     size = _square(image_size) if image_size is not None else entry.image_size
-    check_divisible_size(entry, size)
+    _check_square(entry, size)
     classes = num_classes if num_classes is not None else entry.num_classes
-    module = _construct(entry.name, lambda: entry.build(size, classes), device)
+    module = _construct(sizes.naming(entry.name), lambda: entry.build(size, classes), device)
     return BuiltModel(entry.name, module, size, entry)
 
 
 def _finish(name: str, module: nn.Module, image_size: ImageSize | None) -> BuiltModel:
     """A model built from outside the zoo's table (timm, hf, FILE.py:factory): no entry."""
     size = image_size if image_size is not None else default_image_size(module)
-    _check_size(name, size, infer_patch_size(module))
     return BuiltModel(name, module, size, None, _head_warnings(module))
 
 

@@ -55,6 +55,7 @@ def formula_document(form: ClosedForm, source: str, by: str) -> Document:
         f"closed form of {source}",
         describe(spec),
         f"input: batch {form.batch_size}, {spec.in_chans}x{height}x{width}",
+        *([f"floored: {spec.floor.text()}"] if spec.floor else []),
         f"convention: {CONVENTION}",
     ]
     summary = (f"total: {t.params:,} params ({t.params / 1e6:.2f} M), {t.macs:,} MACs "

@@ -48,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     spec = parser.add_argument_group("spec (required without MODEL: " + ", ".join(
         "--" + name.replace("_", "-") for name in REQUIRED_WITHOUT_MODEL) + ")")
     spec.add_argument("--image-size", type=image_size, metavar="N|HxW",
-                      help="N (square) or HxW: (H / patch) x (W / patch) patches")
+                      help="N (square) or HxW: floor(H / patch) x floor(W / patch) patches")
     for name in ("patch_size", "width", "depth", "heads", "in_chans"):
         spec.add_argument("--" + name.replace("_", "-"), type=positive_int)
     spec.add_argument("--mlp-width", type=positive_int, help="default 4 x width")
