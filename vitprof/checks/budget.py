@@ -4,7 +4,7 @@ A budget file holds one table per entry (the format, with a complete example, is
 ``docs/budgets.md``)::
 
     [vit_b_16]                      # entry name; the model defaults to it
-    image_size = 224                # or [height, width]; frames = T and dtype = "bfloat16" too
+    image_size = 224                # or "HxW", [height, width]; frames, in_chans, dtype too
     max_params = 86_600_000
     max_macs = 17_600_000_000
     [vit_b_16.components]
@@ -46,6 +46,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
+from argparse import ArgumentTypeError
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -59,6 +60,7 @@ from vitprof.analysis import analyze
 from vitprof.checks.baseline import Baseline, Limit, baseline_limits, save_baseline
 from vitprof.checks.diff import Snapshot, parse_percent
 from vitprof.checks.toml_lines import key_line, table_at
+from vitprof.cli.commands.common import image_size
 from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import Component, Counts
@@ -102,7 +104,7 @@ class Kind(StrEnum):
 
     TEXT = "text"
     POSITIVE = "positive integer"
-    IMAGE_SIZE = "positive integer or [height, width]"
+    IMAGE_SIZE = 'positive integer, "HxW" or [height, width]'
     DTYPE = f"dtype ({', '.join(PROFILE_DTYPES)})"
     COUNT = "whole number >= 0"
     SHARE = "share in [0, 1]"
@@ -129,6 +131,7 @@ SETTINGS: dict[str, Kind] = {
     "model": Kind.TEXT,
     "image_size": Kind.IMAGE_SIZE,
     "frames": Kind.POSITIVE,
+    "in_chans": Kind.POSITIVE,
     "dtype": Kind.DTYPE,
     "batch_size": Kind.POSITIVE,
     "num_classes": Kind.POSITIVE,
@@ -179,8 +182,8 @@ class Budget:
     recognizer: str = "auto"
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
     baseline: Baseline | None = None
-    in_chans: int | None = None  # no budget key: set by at_input only, as input_shape
-    input_shape: tuple[int, ...] | None = None  # the whole input tensor (B, C, *sizes)
+    in_chans: int | None = None
+    input_shape: tuple[int, ...] | None = None  # the whole input tensor (B, C, *sizes): at_input
     input_override: str = ""  # what at_input put in place of the entry's input, "" if nothing
 
     @property
@@ -360,6 +363,7 @@ def _parse_entry(
         checks=tuple(checks),
         image_size=settings.get("image_size"),
         frames=settings.get("frames"),
+        in_chans=settings.get("in_chans"),
         dtype=settings.get("dtype"),
         batch_size=settings.get("batch_size", 1),
         num_classes=settings.get("num_classes"),
@@ -449,11 +453,7 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
     if kind is Kind.POSITIVE:
         return _positive(value, path, where)
     if kind is Kind.IMAGE_SIZE:
-        if isinstance(value, list | tuple):
-            if len(value) != 2:
-                raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {len(value)} sizes")
-            return (_positive(value[0], path, where), _positive(value[1], path, where))
-        return _positive(value, path, where)
+        return _image_size(value, path, where)
     if kind is Kind.DTYPE:
         if value not in PROFILE_DTYPES:
             raise where.error(path, f"expected a {Kind.DTYPE}, got {_describe(value)}")
@@ -467,11 +467,28 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
     return _rules(_table(value, path, where), path, where)
 
 
-def _positive(value: Any, path: tuple[str, ...], where: _Source) -> int:
-    number = _count(value, path, where)
+def _positive(value: Any, path: tuple[str, ...], where: _Source,
+              expected: Kind = Kind.POSITIVE) -> int:
+    number = _count(value, path, where, expected)
     if number < 1:
-        raise where.error(path, f"expected a positive integer, got {number}")
+        raise where.error(path, f"expected a {expected}, got {number}")
     return number
+
+
+def _image_size(value: Any, path: tuple[str, ...], where: _Source) -> int | tuple[int, int]:
+    """A positive integer (a square), ``[height, width]``, or a string as ``--image-size``
+    takes it: ``"224"`` or ``"224x320"``."""
+    if isinstance(value, list | tuple):
+        if len(value) != 2:
+            raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {len(value)} sizes")
+        return (_positive(value[0], path, where), _positive(value[1], path, where))
+    if isinstance(value, str):
+        try:
+            return image_size(value)
+        except ArgumentTypeError:
+            raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {_describe(value)}") \
+                from None
+    return _positive(value, path, where, Kind.IMAGE_SIZE)
 
 
 def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tuple[Rule, ...]:
@@ -490,8 +507,9 @@ def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tupl
     return tuple(rules)
 
 
-def _count(value: Any, path: tuple[str, ...], where: _Source) -> int:
-    """A whole number >= 0; an integral float below 2**53 is exact and accepted."""
+def _count(value: Any, path: tuple[str, ...], where: _Source, expected: Kind = Kind.COUNT) -> int:
+    """A whole number >= 0; an integral float below 2**53 is exact and accepted. ``expected``
+    names the value's kind in the messages."""
     if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_FLOAT:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -499,9 +517,9 @@ def _count(value: Any, path: tuple[str, ...], where: _Source) -> int:
         if isinstance(value, float):
             hint = ("; counts are exact integers" if not value.is_integer() else
                     "; a float this large is not exact, write it as an integer")
-        raise where.error(path, f"expected a {Kind.COUNT}, got {_describe(value)}{hint}")
+        raise where.error(path, f"expected a {expected}, got {_describe(value)}{hint}")
     if value < 0:
-        raise where.error(path, f"expected a {Kind.COUNT}, got {value}")
+        raise where.error(path, f"expected a {expected}, got {value}")
     return value
 
 

@@ -28,9 +28,9 @@ from vitprof.core.progress import progress
 from vitprof.render.formats import choices, render
 
 INPUT_NOTE = (
-    "Each entry is analysed at the input its budget names (image_size, frames, dtype; else the "
-    "model's own): its limits were written for that input. The input options below put another "
-    "input in place of every entry's for this run (the options not given stay the entry's; "
+    "Each entry is analysed at the input its budget names (image_size, frames, in_chans, dtype; "
+    "else the model's own): its limits were written for that input. The input options below put "
+    "another input in place of every entry's for this run (the options not given stay the entry's; "
     "--input-shape replaces its whole input): a warning says the limits may not have been "
     "written for it, and every format names the override per entry. To hold another input to "
     "limits of its own, write an entry for it."
