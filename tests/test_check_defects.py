@@ -104,6 +104,47 @@ UPDATE_FIRST = "vitprof check base.toml --update-baselines"
 # max_self_checks: 3 + 3 + 2 checks
 BASELINE_PASS = "PASS: all 8 checks of 1 budget hold"
 CASES = [
+    # 2. a failing --update-baselines writes nothing
+    pytest.param(Case("vitprof check import_fails.toml --update-baselines", 2,
+                      "entry 'second', key 'model': cannot import cannot_import.py: "
+                      "ModuleNotFoundError: No module named 'not_a_package'",
+                      unchanged=("p/first.json",)), id="update-then-an-import-fails"),
+    pytest.param(Case("vitprof check interrupted.toml --update-baselines", 130,
+                      "vitprof: interrupted", unchanged=("p/first.json",)),
+                 id="update-then-ctrl-c"),
+    pytest.param(Case("vitprof check fine.toml --update-baselines", 0,
+                      "vitprof: wrote baseline p/new.json for entry 'first'",
+                      once="wrote baseline"), id="update-says-what-it-wrote"),
+    # 3. baselines that are the budget file, another entry's, or another model's
+    pytest.param(Case("vitprof check itself.toml --update-baselines", 2,
+                      "itself.toml:4: entry 'm', key 'baseline': itself.toml is this budget "
+                      "file", unchanged=("itself.toml",)), id="baseline-is-the-budget-file"),
+    pytest.param(Case("vitprof check itself.toml", 2, "itself.toml is this budget file"),
+                 id="baseline-is-the-budget-file-check"),
+    pytest.param(Case("vitprof check shared.toml --update-baselines", 2,
+                      "shared.toml:9: entry 'b', key 'baseline': p/../p/shared.json is also the "
+                      "baseline of entry 'a'"), id="two-entries-share-a-baseline"),
+    pytest.param(Case("vitprof check other_model.toml", 2,
+                      "baseline p/m.json: saved from model models.py:make, not "
+                      "models.py:wider", before=(UPDATE_FIRST,)),
+                 id="baseline-of-another-model"),
+    pytest.param(Case("vitprof check {tmp}/sub/base.toml", 0, BASELINE_PASS,
+                      before=("vitprof check sub/base.toml --update-baselines",)),
+                 id="baseline-of-the-same-model-from-another-folder"),
+    pytest.param(Case("vitprof check base.toml", 0, BASELINE_PASS,
+                      before=(UPDATE_FIRST,)), id="baseline-of-the-same-model"),
+    # 8. a percentage beyond any float (with a baseline to compare with: the percentage was
+    # accepted, and the report's float() of it failed)
+    pytest.param(Case("vitprof check huge_increase.toml", 2,
+                      "huge_increase.toml:5: entry 'm', key 'max_increase': expected a "
+                      "percentage such as 5 or 1.5%, got '1e400%', beyond the largest float",
+                      before=(UPDATE_FIRST,)), id="max-increase-1e400"),
+    pytest.param(Case("vitprof check inf_increase.toml", 2,
+                      "key 'max_increase': expected a percentage such as 5 or 1.5%, got 'inf'"),
+                 id="max-increase-inf"),
+    pytest.param(Case("vitprof diff models.py:make models.py:make --fail-above 1e400", 2,
+                      "argument --fail-above: expected a percentage such as 5 or 1.5%, got "
+                      "'1e400', beyond the largest float"), id="fail-above-1e400"),
     # 11. image_size as the command line writes it; in_chans
     pytest.param(Case("vitprof check square_only.toml", 2,
                       "square_only.toml:2: entry 'vit_b_16', key 'image_size': vit_b_16 takes a "

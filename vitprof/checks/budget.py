@@ -57,7 +57,7 @@ from typing import Any
 from torch import nn
 
 from vitprof.analysis import analyze
-from vitprof.checks.baseline import Baseline, Limit, baseline_limits, save_baseline
+from vitprof.checks.baseline import Baseline, Limit, baseline_limits, load, model_file
 from vitprof.checks.diff import Snapshot, parse_percent
 from vitprof.checks.toml_lines import key_line, table_at
 from vitprof.cli.commands.common import image_size
@@ -264,7 +264,18 @@ def load_budgets(path: str | Path) -> list[Budget]:
     except tomllib.TOMLDecodeError as error:
         raise UserError(_syntax_message(name, text, error)) from None
     _check_integer_range(data, _Source(name, text))
-    return parse_budgets(data, source=name, text=text, base_dir=Path(path).parent)
+    budgets = parse_budgets(data, source=name, text=text, base_dir=Path(path).parent)
+    _refuse_the_file_as_baseline(budgets, Path(path), _Source(name, text))
+    return budgets
+
+
+def _refuse_the_file_as_baseline(budgets: list[Budget], path: Path, where: _Source) -> None:
+    """A baseline that is the budget file itself: ``--update-baselines`` would overwrite it."""
+    for budget in budgets:
+        if budget.baseline is not None and budget.baseline.path.resolve() == path.resolve():
+            raise where.error((budget.name, "baseline"), f"{budget.baseline.path} is this budget "
+                              "file; a baseline is a profile that 'vitprof check "
+                              "--update-baselines' writes")
 
 
 def _integers(value: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], int]]:
@@ -317,7 +328,22 @@ def parse_budgets(
                 f"top level, got {_describe(table)}"
             )
         budgets.append(_parse_entry(name, table, where))
+    _refuse_shared_baselines(budgets, where)
     return budgets
+
+
+def _refuse_shared_baselines(budgets: list[Budget], where: _Source) -> None:
+    """Two entries with one baseline file: each would be compared with the profile of the one
+    written last."""
+    owners: dict[Path, str] = {}
+    for budget in budgets:
+        if budget.baseline is None:
+            continue
+        path = budget.baseline.path.resolve()
+        if path in owners:
+            raise where.error((budget.name, "baseline"), f"{budget.baseline.path} is also the "
+                              f"baseline of entry '{owners[path]}'; each entry needs its own")
+        owners[path] = budget.name
 
 
 def parse_budget(
@@ -581,15 +607,11 @@ def _model(name: str, settings: Mapping[str, Any], where: _Source) -> str:
 
 def _resolve(model: str, where: _Source) -> str:
     """``file.py:factory`` and ``hf:config.json`` relative to the budget file's folder."""
-    if where.base_dir is None:
+    named = model_file(model)
+    if where.base_dir is None or named is None or Path(named[1]).is_absolute():
         return model
-    target, sep, factory = model.rpartition(":")
-    if sep and target.endswith(".py") and not Path(target).is_absolute():
-        return f"{where.base_dir / target}:{factory}"
-    config = model.removeprefix("hf:")
-    if model.startswith("hf:") and config.endswith(".json") and not Path(config).is_absolute():
-        return f"hf:{where.base_dir / config}"
-    return model
+    prefix, path, suffix = named
+    return f"{prefix}{where.base_dir / path}{suffix}"
 
 
 # ---------------------------------------------------------------------------- input override
@@ -638,7 +660,7 @@ def _check_override_size(budget: Budget, image_size: int | tuple[int, int]) -> N
 
 def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
     """Analyze the budget's model (meta device, CPU fallback) and run every check;
-    ``update_baseline`` first rewrites the entry's baseline from this analysis."""
+    ``update_baseline``: this analysis is the entry's baseline (see :func:`check_profile`)."""
     try:
         profile = analyze(
             budget.model, image_size=budget.image_size, batch_size=budget.batch_size,
@@ -653,24 +675,29 @@ def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
         first = (str(error).strip().splitlines() or [""])[0]
         raise UserError(
             f"{budget.where}: analysis failed: {type(error).__name__}: {first}") from None
-    if update_baseline and budget.baseline is not None:
-        save_baseline(budget.baseline, profile)
-    return check_profile(budget, profile)
+    return check_profile(budget, profile, update_baseline)
 
 
-def check_profile(budget: Budget, profile: Profile) -> BudgetResult:
-    """Every check of ``budget`` against an existing analysis, its baseline's included."""
+def check_profile(budget: Budget, profile: Profile, update_baseline: bool = False) -> BudgetResult:
+    """Every check of ``budget`` against an existing analysis, its baseline's included.
+    ``update_baseline``: the baseline is ``profile`` itself, as it is once the caller has
+    written it (:func:`vitprof.checks.baseline.write_baselines`), not the file."""
     results = tuple(_run(check, profile) for check in budget.checks)
-    return BudgetResult(budget, profile, results + _baseline_results(budget, profile))
+    return BudgetResult(budget, profile,
+                        results + _baseline_results(budget, profile, update_baseline))
 
 
-def _baseline_results(budget: Budget, profile: Profile) -> tuple[CheckResult, ...]:
-    """The binding row of each scope and metric against the baseline, as a ``max_`` check;
-    a failed one notes the baseline's count."""
+def _baseline_results(budget: Budget, profile: Profile,
+                      update_baseline: bool) -> tuple[CheckResult, ...]:
+    """The binding row of each scope and metric against the baseline (the file, or
+    ``profile`` itself when it is being updated), as a ``max_`` check; a failed one notes the
+    baseline's count."""
     if budget.baseline is None:
         return ()
+    current = Snapshot.from_profile(profile)
     try:
-        binding = baseline_limits(budget.baseline, Snapshot.from_profile(profile))
+        saved = current if update_baseline else load(budget.baseline, current)
+        binding = baseline_limits(saved, current, budget.baseline.max_increase)
     except UserError as error:
         raise UserError(f"{budget.origin or budget.name}: {error}") from None
     percent = f"{float(budget.baseline.max_increase):g}%"
