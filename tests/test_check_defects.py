@@ -145,6 +145,12 @@ CASES = [
     pytest.param(Case("vitprof diff models.py:make models.py:make --fail-above 1e400", 2,
                       "argument --fail-above: expected a percentage such as 5 or 1.5%, got "
                       "'1e400', beyond the largest float"), id="fail-above-1e400"),
+    # 11. the pytest plugin collects its items and reads a file once
+    pytest.param(Case("pytest --vitprof-budgets plugin.toml", 0, "collected 1 item"),
+                 id="plugin-counts-its-items"),
+    pytest.param(Case("pytest -v --vitprof-budgets plugin.toml --vitprof-budgets ./plugin.toml",
+                      0, "collected 1 item", once="plugin.toml::fits PASSED"),
+                 id="plugin-reads-a-file-once"),
     # 11. image_size as the command line writes it; in_chans
     pytest.param(Case("vitprof check square_only.toml", 2,
                       "square_only.toml:2: entry 'vit_b_16', key 'image_size': vit_b_16 takes a "
