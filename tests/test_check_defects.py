@@ -151,6 +151,13 @@ CASES = [
     pytest.param(Case("pytest -v --vitprof-budgets plugin.toml --vitprof-budgets ./plugin.toml",
                       0, "collected 1 item", once="plugin.toml::fits PASSED"),
                  id="plugin-reads-a-file-once"),
+    # 11. report: one page per model named, the hint of a single-model check
+    pytest.param(Case("vitprof report odd_models.py:make odd_models.py:make --out rep", 0,
+                      "rep/odd_models.py_make.md", once="rep/odd_models.py_make.md"),
+                 id="report-a-model-named-twice"),
+    pytest.param(Case("vitprof report odd_models.py:make --check --out missing", 1,
+                      "missing does not exist; generate it with 'vitprof report "
+                      "odd_models.py:make --out missing'"), id="report-check-hint"),
     # 11. image_size as the command line writes it; in_chans
     pytest.param(Case("vitprof check square_only.toml", 2,
                       "square_only.toml:2: entry 'vit_b_16', key 'image_size': vit_b_16 takes a "
