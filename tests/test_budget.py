@@ -307,7 +307,7 @@ SCHEMA_ERRORS = [
         max_params = 1
         """,
         ["b.toml:2: entry 'vit_b_16', key 'image_size'",
-         "expected a positive integer or [height, width], got 3 sizes"],
+         'expected a positive integer, "HxW" or [height, width], got 3 sizes'],
         id="three-image-sizes",
     ),
     pytest.param(

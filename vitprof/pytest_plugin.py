@@ -40,22 +40,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Add the budget files' items before selection (``-k``, ``--deselect``) applies."""
-    for name in config.getoption("vitprof_budgets"):
-        items.extend(BudgetFile.from_parent(session, path=Path(name).resolve()).collect())
+    """Collect the budget files' items before selection (``-k``, ``--deselect``) applies, as
+    pytest collects any file (each reported, and counted in "collected N items"); a file
+    given twice (by any path) is collected once."""
+    paths = dict.fromkeys(Path(name).resolve() for name in config.getoption("vitprof_budgets"))
+    for path in paths:
+        items.extend(session.genitems(BudgetFile.read(session, path)))
 
 
 class BudgetFile(pytest.File):
-    """A budget file: one item per entry, validated when collected."""
+    """A budget file: one item per entry, validated when read."""
 
-    def collect(self) -> Iterator[BudgetItem]:
+    def __init__(self, *, budgets: list[Budget], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.budgets = budgets
+
+    @classmethod
+    def read(cls, session: pytest.Session, path: Path) -> BudgetFile:
+        """The budget file at ``path``, validated: a broken one is a usage error."""
         from vitprof.checks.budget import load_budgets
 
         try:
-            budgets = load_budgets(self.path)
+            budgets = load_budgets(path)
         except UserError as error:
             raise pytest.UsageError(f"vitprof: error: {error}") from None
-        for budget in budgets:
+        return cls.from_parent(session, path=path, budgets=budgets)
+
+    def collect(self) -> Iterator[BudgetItem]:
+        for budget in self.budgets:
             yield BudgetItem.from_parent(self, name=budget.name, budget=budget)
 
 

@@ -8,14 +8,17 @@ count that was 0 in the baseline may not appear. For each scope and metric the r
 most binds.
 
 Fail closed: a baseline that is missing, unreadable, of another schema version, in other units,
-or counted on another input shape or mode is a :class:`~vitprof.core.errors.UserError`, never a
-pass.
-``vitprof check --update-baselines`` rewrites the snapshots from the current analyses.
+counted on another input shape or mode, or saved from another model is a
+:class:`~vitprof.core.errors.UserError`, never a pass.
+``vitprof check --update-baselines`` rewrites the snapshots from the current analyses, all or none
+(:func:`write_baselines`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from math import floor
@@ -59,29 +62,71 @@ def load(baseline: Baseline, current: Snapshot) -> Snapshot:
         saved = read_profile(baseline.path)
     except UserError as error:
         raise UserError(f"baseline {error}") from None
+    rewrite = "rewrite it with 'vitprof check --update-baselines'"
+    if not same_model(saved.model, current.model):
+        raise UserError(f"baseline {baseline.path}: saved from model {saved.model}, not "
+                        f"{current.model}; {rewrite}")
     for what, before, now in (("input", saved.shape, current.shape),
                               ("mode", saved.mode, current.mode)):
         if before != now:
             raise UserError(f"baseline {baseline.path}: counted with {what} {before}, the model "
-                            f"now runs with {now}; rewrite it with 'vitprof check "
-                            "--update-baselines'")
+                            f"now runs with {now}; {rewrite}")
     return saved
 
 
-def save_baseline(baseline: Baseline, profile: Profile) -> None:
-    """Write ``profile`` as the new baseline (folders created as needed)."""
+def model_file(model: str) -> tuple[str, str, str] | None:
+    """``(prefix, path, suffix)`` of a model name that holds a file's path: ``models.py:build``
+    is ``("", "models.py", ":build")``, ``hf:cfg/config.json`` is ``("hf:", "cfg/config.json",
+    "")``; None for any other name."""
+    target, sep, factory = model.rpartition(":")
+    if sep and target.endswith(".py"):
+        return "", target, f"{sep}{factory}"
+    config = model.removeprefix("hf:")
+    if model.startswith("hf:") and config.endswith(".json"):
+        return "hf:", config, ""
+    return None
+
+
+def same_model(saved: str, current: str) -> bool:
+    """Whether ``saved`` and ``current`` name the same model. A name that holds a path
+    (:func:`model_file`) holds it as vitprof was given it, relative to the folder it ran in:
+    two such names with the same factory are the same model when one path ends with the other
+    (``sub/models.py:build`` and ``/work/sub/models.py:build``). Other names are equal."""
+    ours, theirs = model_file(saved), model_file(current)
+    if ours is None or theirs is None:
+        return saved == current
+    if (ours[0], ours[2]) != (theirs[0], theirs[2]):
+        return False
+    shorter, longer = sorted((Path(ours[1]).parts, Path(theirs[1]).parts), key=len)
+    return longer[len(longer) - len(shorter):] == shorter
+
+
+def write_baselines(baselines: Sequence[tuple[Baseline, Profile]]) -> None:
+    """Write each profile as its baseline (folders created as needed), all or none: every
+    profile goes to a temporary file beside its baseline first, and only once all are written
+    are they renamed over the baselines. A failure (or an interrupt) before that leaves every
+    baseline as it was; the temporary files are removed either way."""
+    staged: list[tuple[Path, Path]] = []  # (temporary file, baseline)
+    target = Path()
     try:
-        baseline.path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(versioned(profile.to_dict(), "profile"), indent=2)
-        baseline.path.write_text(text + "\n", encoding="utf-8")
+        for baseline, profile in baselines:
+            target = baseline.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staged.append((target.with_name(f".{target.name}.{os.getpid()}.tmp"), target))
+            text = json.dumps(versioned(profile.to_dict(), "profile"), indent=2)
+            staged[-1][0].write_text(text + "\n", encoding="utf-8")
+        for temporary, target in staged:
+            temporary.replace(target)
     except OSError as error:
-        raise UserError(f"cannot write baseline {baseline.path}: {error.strerror}") from None
+        raise UserError(f"cannot write baseline {target}: {error.strerror}") from None
+    finally:
+        for temporary, _ in staged:
+            temporary.unlink(missing_ok=True)
 
 
-def baseline_limits(baseline: Baseline, current: Snapshot) -> list[Limit]:
-    """For each scope and metric, the row that grew the most against the baseline, with its
-    limit; rows zero on both sides are left out."""
-    saved = load(baseline, current)
+def baseline_limits(saved: Snapshot, current: Snapshot, percent: Fraction) -> list[Limit]:
+    """For each scope and metric, the row of ``current`` that grew the most over ``saved``, the
+    baseline, with its limit: ``percent`` more; rows zero on both sides are left out."""
     try:
         diff = compare(saved, current)
     except UserError as error:
@@ -92,7 +137,7 @@ def baseline_limits(baseline: Baseline, current: Snapshot) -> list[Limit]:
             rows = [c for c in diff.rows(scope) if c.value("a", metric) or c.value("b", metric)]
             if rows:
                 binding.append(_limit(max(rows, key=lambda c: _growth(c, metric)), metric,
-                                      baseline.max_increase))
+                                      percent))
     return binding
 
 

@@ -4,7 +4,7 @@ A budget file holds one table per entry (the format, with a complete example, is
 ``docs/budgets.md``)::
 
     [vit_b_16]                      # entry name; the model defaults to it
-    image_size = 224                # or [height, width]; frames = T and dtype = "bfloat16" too
+    image_size = 224                # or "HxW", [height, width]; frames, in_chans, dtype too
     max_params = 86_600_000
     max_macs = 17_600_000_000
     [vit_b_16.components]
@@ -46,6 +46,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
+from argparse import ArgumentTypeError
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -56,9 +57,10 @@ from typing import Any
 from torch import nn
 
 from vitprof.analysis import analyze
-from vitprof.checks.baseline import Baseline, Limit, baseline_limits, save_baseline
+from vitprof.checks.baseline import Baseline, Limit, baseline_limits, load, model_file
 from vitprof.checks.diff import Snapshot, parse_percent
 from vitprof.checks.toml_lines import key_line, table_at
+from vitprof.cli.commands.common import image_size
 from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import Component, Counts
@@ -102,7 +104,7 @@ class Kind(StrEnum):
 
     TEXT = "text"
     POSITIVE = "positive integer"
-    IMAGE_SIZE = "positive integer or [height, width]"
+    IMAGE_SIZE = 'positive integer, "HxW" or [height, width]'
     DTYPE = f"dtype ({', '.join(PROFILE_DTYPES)})"
     COUNT = "whole number >= 0"
     SHARE = "share in [0, 1]"
@@ -129,6 +131,7 @@ SETTINGS: dict[str, Kind] = {
     "model": Kind.TEXT,
     "image_size": Kind.IMAGE_SIZE,
     "frames": Kind.POSITIVE,
+    "in_chans": Kind.POSITIVE,
     "dtype": Kind.DTYPE,
     "batch_size": Kind.POSITIVE,
     "num_classes": Kind.POSITIVE,
@@ -179,8 +182,8 @@ class Budget:
     recognizer: str = "auto"
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
     baseline: Baseline | None = None
-    in_chans: int | None = None  # no budget key: set by at_input only, as input_shape
-    input_shape: tuple[int, ...] | None = None  # the whole input tensor (B, C, *sizes)
+    in_chans: int | None = None
+    input_shape: tuple[int, ...] | None = None  # the whole input tensor (B, C, *sizes): at_input
     input_override: str = ""  # what at_input put in place of the entry's input, "" if nothing
 
     @property
@@ -261,7 +264,18 @@ def load_budgets(path: str | Path) -> list[Budget]:
     except tomllib.TOMLDecodeError as error:
         raise UserError(_syntax_message(name, text, error)) from None
     _check_integer_range(data, _Source(name, text))
-    return parse_budgets(data, source=name, text=text, base_dir=Path(path).parent)
+    budgets = parse_budgets(data, source=name, text=text, base_dir=Path(path).parent)
+    _refuse_the_file_as_baseline(budgets, Path(path), _Source(name, text))
+    return budgets
+
+
+def _refuse_the_file_as_baseline(budgets: list[Budget], path: Path, where: _Source) -> None:
+    """A baseline that is the budget file itself: ``--update-baselines`` would overwrite it."""
+    for budget in budgets:
+        if budget.baseline is not None and budget.baseline.path.resolve() == path.resolve():
+            raise where.error((budget.name, "baseline"), f"{budget.baseline.path} is this budget "
+                              "file; a baseline is a profile that 'vitprof check "
+                              "--update-baselines' writes")
 
 
 def _integers(value: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], int]]:
@@ -314,7 +328,22 @@ def parse_budgets(
                 f"top level, got {_describe(table)}"
             )
         budgets.append(_parse_entry(name, table, where))
+    _refuse_shared_baselines(budgets, where)
     return budgets
+
+
+def _refuse_shared_baselines(budgets: list[Budget], where: _Source) -> None:
+    """Two entries with one baseline file: each would be compared with the profile of the one
+    written last."""
+    owners: dict[Path, str] = {}
+    for budget in budgets:
+        if budget.baseline is None:
+            continue
+        path = budget.baseline.path.resolve()
+        if path in owners:
+            raise where.error((budget.name, "baseline"), f"{budget.baseline.path} is also the "
+                              f"baseline of entry '{owners[path]}'; each entry needs its own")
+        owners[path] = budget.name
 
 
 def parse_budget(
@@ -360,6 +389,7 @@ def _parse_entry(
         checks=tuple(checks),
         image_size=settings.get("image_size"),
         frames=settings.get("frames"),
+        in_chans=settings.get("in_chans"),
         dtype=settings.get("dtype"),
         batch_size=settings.get("batch_size", 1),
         num_classes=settings.get("num_classes"),
@@ -449,11 +479,7 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
     if kind is Kind.POSITIVE:
         return _positive(value, path, where)
     if kind is Kind.IMAGE_SIZE:
-        if isinstance(value, list | tuple):
-            if len(value) != 2:
-                raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {len(value)} sizes")
-            return (_positive(value[0], path, where), _positive(value[1], path, where))
-        return _positive(value, path, where)
+        return _image_size(value, path, where)
     if kind is Kind.DTYPE:
         if value not in PROFILE_DTYPES:
             raise where.error(path, f"expected a {Kind.DTYPE}, got {_describe(value)}")
@@ -467,11 +493,28 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
     return _rules(_table(value, path, where), path, where)
 
 
-def _positive(value: Any, path: tuple[str, ...], where: _Source) -> int:
-    number = _count(value, path, where)
+def _positive(value: Any, path: tuple[str, ...], where: _Source,
+              expected: Kind = Kind.POSITIVE) -> int:
+    number = _count(value, path, where, expected)
     if number < 1:
-        raise where.error(path, f"expected a positive integer, got {number}")
+        raise where.error(path, f"expected a {expected}, got {number}")
     return number
+
+
+def _image_size(value: Any, path: tuple[str, ...], where: _Source) -> int | tuple[int, int]:
+    """A positive integer (a square), ``[height, width]``, or a string as ``--image-size``
+    takes it: ``"224"`` or ``"224x320"``."""
+    if isinstance(value, list | tuple):
+        if len(value) != 2:
+            raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {len(value)} sizes")
+        return (_positive(value[0], path, where), _positive(value[1], path, where))
+    if isinstance(value, str):
+        try:
+            return image_size(value)
+        except ArgumentTypeError:
+            raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {_describe(value)}") \
+                from None
+    return _positive(value, path, where, Kind.IMAGE_SIZE)
 
 
 def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tuple[Rule, ...]:
@@ -490,8 +533,9 @@ def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tupl
     return tuple(rules)
 
 
-def _count(value: Any, path: tuple[str, ...], where: _Source) -> int:
-    """A whole number >= 0; an integral float below 2**53 is exact and accepted."""
+def _count(value: Any, path: tuple[str, ...], where: _Source, expected: Kind = Kind.COUNT) -> int:
+    """A whole number >= 0; an integral float below 2**53 is exact and accepted. ``expected``
+    names the value's kind in the messages."""
     if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_FLOAT:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -499,9 +543,9 @@ def _count(value: Any, path: tuple[str, ...], where: _Source) -> int:
         if isinstance(value, float):
             hint = ("; counts are exact integers" if not value.is_integer() else
                     "; a float this large is not exact, write it as an integer")
-        raise where.error(path, f"expected a {Kind.COUNT}, got {_describe(value)}{hint}")
+        raise where.error(path, f"expected a {expected}, got {_describe(value)}{hint}")
     if value < 0:
-        raise where.error(path, f"expected a {Kind.COUNT}, got {value}")
+        raise where.error(path, f"expected a {expected}, got {value}")
     return value
 
 
@@ -564,15 +608,11 @@ def _model(name: str, settings: Mapping[str, Any], where: _Source) -> str:
 
 def _resolve(model: str, where: _Source) -> str:
     """``file.py:factory`` and ``hf:config.json`` relative to the budget file's folder."""
-    if where.base_dir is None:
+    named = model_file(model)
+    if where.base_dir is None or named is None or Path(named[1]).is_absolute():
         return model
-    target, sep, factory = model.rpartition(":")
-    if sep and target.endswith(".py") and not Path(target).is_absolute():
-        return f"{where.base_dir / target}:{factory}"
-    config = model.removeprefix("hf:")
-    if model.startswith("hf:") and config.endswith(".json") and not Path(config).is_absolute():
-        return f"hf:{where.base_dir / config}"
-    return model
+    prefix, path, suffix = named
+    return f"{prefix}{where.base_dir / path}{suffix}"
 
 
 # ---------------------------------------------------------------------------- input override
@@ -621,7 +661,7 @@ def _check_override_size(budget: Budget, image_size: int | tuple[int, int]) -> N
 
 def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
     """Analyze the budget's model (meta device, CPU fallback) and run every check;
-    ``update_baseline`` first rewrites the entry's baseline from this analysis."""
+    ``update_baseline``: this analysis is the entry's baseline (see :func:`check_profile`)."""
     try:
         profile = analyze(
             budget.model, image_size=budget.image_size, batch_size=budget.batch_size,
@@ -636,24 +676,29 @@ def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
         first = (str(error).strip().splitlines() or [""])[0]
         raise UserError(
             f"{budget.where}: analysis failed: {type(error).__name__}: {first}") from None
-    if update_baseline and budget.baseline is not None:
-        save_baseline(budget.baseline, profile)
-    return check_profile(budget, profile)
+    return check_profile(budget, profile, update_baseline)
 
 
-def check_profile(budget: Budget, profile: Profile) -> BudgetResult:
-    """Every check of ``budget`` against an existing analysis, its baseline's included."""
+def check_profile(budget: Budget, profile: Profile, update_baseline: bool = False) -> BudgetResult:
+    """Every check of ``budget`` against an existing analysis, its baseline's included.
+    ``update_baseline``: the baseline is ``profile`` itself, as it is once the caller has
+    written it (:func:`vitprof.checks.baseline.write_baselines`), not the file."""
     results = tuple(_run(check, profile) for check in budget.checks)
-    return BudgetResult(budget, profile, results + _baseline_results(budget, profile))
+    return BudgetResult(budget, profile,
+                        results + _baseline_results(budget, profile, update_baseline))
 
 
-def _baseline_results(budget: Budget, profile: Profile) -> tuple[CheckResult, ...]:
-    """The binding row of each scope and metric against the baseline, as a ``max_`` check;
-    a failed one notes the baseline's count."""
+def _baseline_results(budget: Budget, profile: Profile,
+                      update_baseline: bool) -> tuple[CheckResult, ...]:
+    """The binding row of each scope and metric against the baseline (the file, or
+    ``profile`` itself when it is being updated), as a ``max_`` check; a failed one notes the
+    baseline's count."""
     if budget.baseline is None:
         return ()
+    current = Snapshot.from_profile(profile)
     try:
-        binding = baseline_limits(budget.baseline, Snapshot.from_profile(profile))
+        saved = current if update_baseline else load(budget.baseline, current)
+        binding = baseline_limits(saved, current, budget.baseline.max_increase)
     except UserError as error:
         raise UserError(f"{budget.origin or budget.name}: {error}") from None
     percent = f"{float(budget.baseline.max_increase):g}%"

@@ -18,6 +18,7 @@ Conventions:
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -251,7 +252,8 @@ def _ranges(indices: list[int]) -> str:
 
 
 def parse_percent(text: str) -> Fraction:
-    """``"1%"``, ``"1.5"`` or ``"0"`` as an exact fraction of percent points (>= 0)."""
+    """``"1%"``, ``"1.5"`` or ``"0"`` as an exact fraction of percent points, >= 0 and at most
+    the largest float (reports show it as one)."""
     number = text.strip().removesuffix("%").strip()
     try:
         value = Fraction(number)
@@ -259,6 +261,9 @@ def parse_percent(text: str) -> Fraction:
         raise ValueError(f"expected a percentage such as 5 or 1.5%, got '{text}'") from None
     if value < 0:
         raise ValueError(f"expected a percentage >= 0, got '{text}'")
+    if value > sys.float_info.max:
+        raise ValueError(f"expected a percentage such as 5 or 1.5%, got '{text}', beyond the "
+                         f"largest float ({sys.float_info.max:.3g})")
     return value
 
 

@@ -2,7 +2,9 @@
 
 Exit codes: 0 every check holds, 1 at least one limit is exceeded, 2 a usage or budget-file error
 (the file is missing, malformed or outside the schema, or a model fails to build or to run);
-with 2 no report is written.
+with 2 no report is written. ``--update-baselines`` writes the baselines once every entry has
+been analysed and checked, all or none: a run that stops (exit 2, or 130 on Ctrl-C) leaves
+them as they were.
 
 Each entry is analysed at the input it names, unless the input options override it for the run
 (:data:`INPUT_NOTE`): then a warning says so, every report names the override per entry, and
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from vitprof.cli.commands.common import (
     add_shape_options,
@@ -27,10 +30,13 @@ from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
 from vitprof.render.formats import choices, render
 
+if TYPE_CHECKING:  # `vitprof check --help` imports no torch
+    from vitprof.checks.budget import BudgetResult
+
 INPUT_NOTE = (
-    "Each entry is analysed at the input its budget names (image_size, frames, dtype; else the "
-    "model's own): its limits were written for that input. The input options below put another "
-    "input in place of every entry's for this run (the options not given stay the entry's; "
+    "Each entry is analysed at the input its budget names (image_size, frames, in_chans, dtype; "
+    "else the model's own): its limits were written for that input. The input options below put "
+    "another input in place of every entry's for this run (the options not given stay the entry's; "
     "--input-shape replaces its whole input): a warning says the limits may not have been "
     "written for it, and every format names the override per entry. To hold another input to "
     "limits of its own, write an entry for it."
@@ -72,6 +78,18 @@ def _override_warning(given: list[str]) -> str:
             f"input its budget names, so its limits may not have been written for it")
 
 
+def _update_baselines(outcomes: list[BudgetResult]) -> None:
+    """Write the baseline of every entry that names one, once every entry has been analysed
+    and checked (all or none: :func:`write_baselines`), then say what was written."""
+    from vitprof.checks.baseline import write_baselines
+
+    written = [(o.budget.name, baseline, o.profile) for o in outcomes
+               if (baseline := o.budget.baseline) is not None]
+    write_baselines([(baseline, profile) for _, baseline, profile in written])
+    for name, baseline, _ in written:
+        print(f"vitprof: wrote baseline {baseline.path} for entry '{name}'", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from vitprof.checks.budget import at_input, evaluate, load_budgets
     from vitprof.render.budget import budget_document, summary
@@ -91,16 +109,15 @@ def run(args: argparse.Namespace) -> int:
         warn("--update-baselines: no entry names a baseline; nothing to update")
     outcomes = [evaluate(budget, args.update_baselines)
                 for budget in progress(budgets, desc="check", unit="entry")]
-    for budget in budgets:
-        if args.update_baselines and budget.baseline:
-            print(f"vitprof: wrote baseline {budget.baseline.path} for entry '{budget.name}'",
-                  file=sys.stderr)
+    report = render(budget_document(outcomes), args.format)
+    if args.update_baselines:
+        _update_baselines(outcomes)
     if given := given_shape_options(args):
         warn(_override_warning(given))
     for outcome in outcomes:
         if outcome.profile.fallback:
             warn(f"entry '{outcome.budget.name}': {outcome.profile.fallback}")
-    write_output(render(budget_document(outcomes), args.format), args.output)
+    write_output(report, args.output)
     if args.output or args.format != "table":
         print(f"vitprof: {summary(outcomes)}", file=sys.stderr)
     return 0 if all(o.passed for o in outcomes) else 1

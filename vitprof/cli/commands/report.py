@@ -68,23 +68,23 @@ def _usage_error(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vitprof.cli.pages.check import check
+    from vitprof.cli.pages.check import check, report_command
     from vitprof.cli.pages.generate import pages, write
 
-    everything = args.everything or (args.check and not args.models)
+    models = list(dict.fromkeys(args.models))  # a model named twice is one page
+    everything = args.everything or (args.check and not models)
     if args.check:
-        problems = check(args.out, args.models, everything)
+        problems = check(args.out, models, everything)
         for problem in problems:
             print(f"vitprof: {problem}", file=sys.stderr)
         if problems:
-            print(f"vitprof: {args.out} is out of date; regenerate with 'vitprof report "
-                  f"{'--all' if everything else ' '.join(args.models)} --out {args.out}'",
-                  file=sys.stderr)
+            print(f"vitprof: {args.out} is out of date; regenerate with "
+                  f"'{report_command(args.out, models, everything)}'", file=sys.stderr)
             return 1
         write_output(f"{args.out} is up to date", None)
         return 0
     check_folder(args.out)
-    found = pages(args.models, everything, shape_options(args), args.recognizer)
+    found = pages(models, everything, shape_options(args), args.recognizer)
     for page in found:
         for message in page.warnings:
             warn(f"{page.name}: {message}")

@@ -100,12 +100,18 @@ def compare(fresh: Path, kept: Path, stale: bool = True) -> list[str]:
     return problems
 
 
+def report_command(out: str | Path, models: Sequence[str], everything: bool) -> str:
+    """The command that writes the pages a check of ``models`` (or everything) compares."""
+    return f"vitprof report {'--all' if everything else ' '.join(models)} --out {out}"
+
+
 def check(out: str | Path, models: Sequence[str] = (), everything: bool = True) -> list[str]:
     """Regenerate ``models`` (or everything) into a temporary folder and compare with ``out``;
     the problems found, none when ``out`` is up to date."""
     kept = Path(out)
     if not kept.is_dir():
-        return [f"{kept} does not exist; generate it with 'vitprof report --all --out {kept}'"]
+        return [f"{kept} does not exist; generate it with "
+                f"'{report_command(kept, models, everything)}'"]
     with tempfile.TemporaryDirectory(prefix="vitprof-report-") as tmp:
         write(pages(models, everything), tmp)
         return compare(Path(tmp), kept, stale=everything)
