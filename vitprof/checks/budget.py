@@ -60,9 +60,9 @@ from vitprof.analysis import analyze
 from vitprof.checks.baseline import Baseline, Limit, baseline_limits, load, model_file
 from vitprof.checks.diff import Snapshot, parse_percent
 from vitprof.checks.toml_lines import key_line, table_at
-from vitprof.cli.commands.common import image_size
 from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
 from vitprof.core.errors import UserError, read_user_file
+from vitprof.core.parse import image_size
 from vitprof.core.records import Component, Counts
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile

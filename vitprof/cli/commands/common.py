@@ -14,43 +14,11 @@ from typing import Any, TextIO
 
 from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
 from vitprof.core.errors import UserError
+from vitprof.core.parse import image_size, non_negative_int, positive_int
 from vitprof.core.records import Component
 
 DEPLOY_HELP = ("count the deploy form: timm's re-parameterisation applied and BatchNorm folded "
                "into the preceding conv/linear (a copy; the default counts the model as built)")
-
-
-def _int_at_least(text: str, minimum: int, expected: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got '{text}'") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    return _int_at_least(text, 1, "a positive integer")
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    return _int_at_least(text, 0, "an integer >= 0")
-
-
-def image_size(text: str) -> int | tuple[int, int]:
-    """argparse type for ``--image-size``: ``N`` (a square) or ``HxW``, positive ints."""
-    sides = text.split("x")
-    if len(sides) > 2:
-        raise argparse.ArgumentTypeError(f"expected N or HxW, got '{text}'")
-    try:
-        values = [_int_at_least(side, 1, "N or HxW of positive integers") for side in sides]
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"expected N or HxW of positive integers, got '{text}'") from None
-    return values[0] if len(values) == 1 else (values[0], values[1])
 
 
 def input_shape(text: str) -> tuple[int, ...]:

@@ -1,0 +1,40 @@
+"""Parsers of the values a user types (positive integers, image sizes), shared by the command
+line and the budget file. Each raises ``argparse.ArgumentTypeError`` with the text it expected,
+which argparse and the budget parser both turn into one line."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _int_at_least(text: str, minimum: int, expected: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got '{text}'") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(text, 0, "an integer >= 0")
+
+
+def image_size(text: str) -> int | tuple[int, int]:
+    """argparse type for ``--image-size``: ``N`` (a square) or ``HxW``, positive ints."""
+    sides = text.split("x")
+    if len(sides) > 2:
+        raise argparse.ArgumentTypeError(f"expected N or HxW, got '{text}'")
+    try:
+        values = [_int_at_least(side, 1, "N or HxW of positive integers") for side in sides]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected N or HxW of positive integers, got '{text}'") from None
+    return values[0] if len(values) == 1 else (values[0], values[1])
