@@ -212,8 +212,8 @@ class C1(nn.Module):
 def test_traced_channels_the_model_rejects_are_retried_with_three() -> None:
     work = make_workload(C1(), image_size=32)
     assert work.inputs.shape == (1, 3, 32, 32)
-    assert "guessed 3 channels (8 channels from the first convolution the image reaches: the " \
-           "model rejects them)" in work.input_source
+    assert "guessed 3 channels (the model rejects the 8 of the first convolution it computes)" \
+        in work.input_source
     # c2: 4 x 4 outputs x 16 x (3 x 8 x 8); c1: 4 x 4 outputs x 16 x 8
     assert analyze(C1(), image_size=32).totals.macs == 4 * 4 * 16 * 3 * 64 + 4 * 4 * 16 * 8
 

@@ -31,7 +31,7 @@ class _Reached(Exception):
     """Raised at the first convolution, to stop the probe there."""
 
 
-def _in_channels(input: Any, weight: torch.Tensor, bias: Any, stride: Any, padding: Any,
+def _in_channels(image: Any, weight: torch.Tensor, bias: Any, stride: Any, padding: Any,
                  dilation: Any, transposed: bool, output_padding: Any, groups: int) -> int:
     """The input channels of an ``aten.convolution`` call, read from its weight: ``(out,
     in / groups, ...)``, or ``(in, out / groups, ...)`` for a transposed one."""
@@ -92,8 +92,8 @@ def traced_channels(module: nn.Module, forward: Callable[[int], Any]) -> tuple[i
     reached = first_convolution_channels(module, lambda: forward(RGB))
     if reached is None:
         return RGB, f"{RGB} channels (no convolution reads the image)"
-    found = f"{reached} channels from the first convolution the image reaches"
     if reached == RGB or _accepts(module, lambda: forward(reached)) or not _accepts(
             module, lambda: forward(RGB)):
-        return reached, found
-    return RGB, f"{RGB} channels ({found}: the model rejects them)"
+        return reached, f"{reached} channels from the first convolution the image reaches"
+    return RGB, (f"{RGB} channels (the model rejects the {reached} of the first convolution "
+                 f"it computes)")
