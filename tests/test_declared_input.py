@@ -9,6 +9,7 @@ import torchvision
 from torch import nn
 
 from vitprof.models.declared_input import DeclaredInput, declared_input
+from vitprof.workload import make_workload
 
 
 class Plain(nn.Module):
@@ -26,11 +27,14 @@ def test_attributes_win_over_the_first_convolution() -> None:
     assert declared_input(Plain()) == DeclaredInput(1, (32, 64), "model attributes")
 
 
-def test_a_guess_is_named_as_one() -> None:
-    found = declared_input(torchvision.models.resnet18())
-    assert (found.channels, found.size, found.source) == (3, None, "")
-    assert found.guessed == ("3 channels from the first convolution",)
-    assert "guessed 3 channels from the first convolution" in found.describe()
+def test_channels_nothing_declares_are_not_guessed_here_but_traced() -> None:
+    with torch.device("meta"):
+        resnet = torchvision.models.resnet18()
+    found = declared_input(resnet)
+    assert (found.channels, found.size, found.source, found.guessed) == (None, None, "", ())
+    work = make_workload(resnet)
+    assert work.inputs.shape[1] == 3
+    assert "guessed 3 channels from the first convolution the image reaches" in work.input_source
 
 
 def test_a_position_embedding_gives_a_square_guess() -> None:

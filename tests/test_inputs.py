@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -322,6 +323,121 @@ def test_flex_attention_is_priced_like_sdpa_on_meta(score_mod: Any, per_score: i
     # qkv 8 x 16 x 48, proj 8 x 16 x 16, and the attention
     assert profile.totals.macs == 8 * 16 * 48 + 8 * 16 * 16 + 2_048
     assert not profile.unsupported_ops
+
+
+MASKED_FLEX_PY = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+
+def _causal(batch, head, q_index, kv_index):
+    return q_index >= kv_index
+
+
+class F0(nn.Module):
+    """Its forward builds its own block mask, on the input's device, then flex_attention."""
+
+    def __init__(self, width=16, heads=2):
+        super().__init__()
+        self.f0 = nn.Linear(width, 3 * width)
+        self.f1 = nn.Linear(width, width)
+        self.g0 = heads
+
+    def forward(self, x):
+        b, n, d = x.shape
+        mask = create_block_mask(_causal, None, None, n, n, device=x.device)
+        q, k, v = self.f0(x).reshape(b, n, 3, self.g0, d // self.g0).permute(2, 0, 3, 1, 4)
+        out = flex_attention(q, k, v, block_mask=mask)
+        return self.f1(out.transpose(1, 2).reshape(b, n, d))
+
+
+def f0():
+    return F0()
+'''
+
+
+def test_flex_attention_with_a_mask_built_in_the_forward_of_a_file_runs_on_meta(
+    tmp_path: Path,
+) -> None:
+    """A ``FILE.py:factory`` is loaded outside ``sys.modules``: its ``flex_attention`` is priced
+    all the same, so the meta run needs no fallback."""
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    path = tmp_path / "masked_flex.py"
+    path.write_text(MASKED_FLEX_PY)
+    profile = analyze(f"{path}:f0", input_shape=(1, 8, 16))
+    assert profile.device == "meta" and profile.fallback is None
+    (flex,) = [op for op in profile.ops if "flex_attention" in op.op]
+    assert flex.macs == 2 * 8 * 8 * 8 * 2 == 2_048  # 2 heads x 8 x 8 scores x width 8, QK and AV
+    # f0: 8 tokens x 16 x 48, f1: 8 x 16 x 16, and the attention
+    assert profile.totals.macs == 8 * 16 * 48 + 8 * 16 * 16 + 2_048 == 10_240
+
+
+def _rotary_angles(length: int, width: int) -> torch.Tensor:
+    """The complex rotations of LLaMA-style rotary code: ``polar(1, position x frequency)``."""
+    frequencies = 1.0 / 10_000 ** (torch.arange(0, width, 2).float() / width)
+    return torch.polar(torch.ones(length, width // 2),
+                       torch.outer(torch.arange(length).float(), frequencies))
+
+
+class G0(nn.Module):
+    """q, k, v from one linear; q and k rotated in complex numbers (``view_as_complex``, a
+    complex multiply, ``view_as_real``); SDPA over 2 heads; an output linear."""
+
+    def __init__(self, width: int = 16, heads: int = 2, length: int = 8):
+        super().__init__()
+        self.g0 = nn.Linear(width, 3 * width)
+        self.g1 = nn.Linear(width, width)
+        self.g2 = heads
+        self.register_buffer("g3", _rotary_angles(length, width // heads), persistent=False)
+
+    def _rotated(self, t: torch.Tensor) -> torch.Tensor:
+        pairs = torch.view_as_complex(t.float().reshape(*t.shape[:-1], -1, 2))
+        turned = pairs * self.g3.view(1, 1, *self.g3.shape)
+        return torch.view_as_real(turned).flatten(3).type_as(t)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.g0(x).reshape(b, n, 3, self.g2, d // self.g2).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(self._rotated(q), self._rotated(k), v)
+        return self.g1(out.transpose(1, 2).reshape(b, n, d))
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_rotary_in_complex_numbers_is_counted_without_unsupported_ops(device: str) -> None:
+    """Complex numbers as views of real pairs cost nothing; the complex multiply of the
+    rotation is vector work (no MACs), so the MACs are those of the projections and the
+    attention."""
+    profile = analyze(G0(), inputs=torch.zeros(1, 8, 16), device=device)
+    assert profile.device == device and profile.fallback is None
+    assert not profile.unsupported_ops
+    # g0: 8 tokens x 16 x 48; attention: 2 heads x 8 x 8 scores x width 8, QK and AV;
+    # g1: 8 x 16 x 16
+    assert profile.totals.macs == 8 * 16 * 48 + 2 * 8 * 8 * 8 * 2 + 8 * 16 * 16 == 10_240
+    rotations = [op for op in profile.ops if op.op == "aten.mul"]  # the only multiplies
+    # q and k: 2 heads x 8 tokens x 4 complex pairs, each (a + bi)(c + di): 4 multiplies, 2 adds
+    assert [op.vector_flops for op in rotations] == [2 * 8 * 4 * 6] * 2
+
+
+class G1(nn.Module):
+    """A product of two complex activations: ``(x + ix) (x + ix)^T`` of a linear's output."""
+
+    def __init__(self, width: int = 16):
+        super().__init__()
+        self.g0 = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pairs = torch.complex(self.g0(x), self.g0(x))
+        return torch.view_as_real(pairs @ pairs.transpose(-1, -2))
+
+
+def test_a_complex_matmul_costs_four_real_macs_per_complex_one() -> None:
+    profile = analyze(G1(), inputs=torch.zeros(1, 8, 16))
+    assert not profile.unsupported_ops
+    (product,) = [op for op in profile.ops if op.op in ("aten.bmm", "aten.mm", "aten.matmul")]
+    assert product.macs == 8 * 8 * 16 * 4  # 8 x 8 outputs of 16 complex MACs, 4 real MACs each
+    assert profile.totals.macs == 2 * 8 * 16 * 16 + 8 * 8 * 16 * 4  # two calls of g0, the product
 
 
 # ------------------------------------------------------------------ a compiled model

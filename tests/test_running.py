@@ -35,6 +35,12 @@ def _chained() -> None:
         raise ValueError("the model wrapped it") from error
 
 
+def _flex_attention() -> Callable[..., object]:
+    """torch's own ``flex_attention``, which checks its inputs' device itself (a ValueError)."""
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+    return flex.flex_attention
+
+
 @pytest.mark.parametrize(
     ("action", "expected"),
     [
@@ -47,6 +53,8 @@ def _chained() -> None:
         pytest.param(lambda: torch.repeat_interleave(META.long()[0]), True,
                      id="data-dependent-output-size"),
         pytest.param(_chained, True, id="raised-from-a-meta-failure"),
+        pytest.param(lambda: _flex_attention()(*[META.view(1, 1, 4, 4)] * 3), True,
+                     id="library-refuses-the-meta-device"),
         pytest.param(lambda: META @ torch.zeros(3, 3, device="meta"), False, id="shape-mismatch"),
         pytest.param(lambda: nn.Bilinear(4, 4, 4)(META), False, id="wrong-forward-signature"),
         pytest.param(lambda: torch.empty(2**40, 2**40, device="meta"), False,

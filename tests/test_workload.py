@@ -104,6 +104,9 @@ def test_a_modules_defaults_come_from_the_module() -> None:
             self.patch = nn.Conv2d(1, 8, kernel_size=4, stride=4)
             self.pos_embed = nn.Parameter(torch.zeros(1, 1 + 6 * 6, 8))
 
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.patch(x)
+
     # 37 tokens = 1 class token + a 6 x 6 grid of 4-px patches: 24 px, one channel
     assert make_workload(PosEmbed()).inputs.shape == (1, 1, 6 * 4, 6 * 4)
     # nothing says a size: the zoo's default, on the module's channels
@@ -165,3 +168,63 @@ def test_a_video_profile_renders_its_shape_as_given() -> None:
     # 8 x 96 + 8 params; 8 x 8 x 96 MACs
     assert "total: 776 params, 6,144 MACs" in render(profile_document(profile))
     assert json.loads(render(profile_document(profile), "json"))["input_shape"] == [1, 3, 4, 8, 8]
+
+
+# ------------------------------------------------------------------ channels the image reaches
+
+
+class C0(nn.Module):
+    """Registers a 64-channel convolution ``c0`` first; the image reaches the stem ``c1`` (3
+    channels, 4 x 4 patches) first, and ``c0`` after it. Declares nothing of its input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c0 = nn.Conv2d(64, 64, 3)
+        self.c1 = nn.Conv2d(3, 64, 4, 4)
+        self.c2 = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c2(self.c0(self.c1(x)).mean((2, 3)))
+
+
+def test_channels_come_from_the_convolution_the_image_reaches_first() -> None:
+    work = make_workload(C0(), image_size=32)
+    assert work.inputs.shape == (1, 3, 32, 32)
+    assert "guessed 3 channels from the first convolution the image reaches" in work.input_source
+    profile = analyze(C0(), image_size=32)
+    # c1: 8 x 8 outputs x 64 x (3 x 4 x 4); c0: 6 x 6 outputs x 64 x (64 x 3 x 3); c2: 64 x 10
+    assert profile.totals.macs == 8 * 8 * 64 * 3 * 4 * 4 + 6 * 6 * 64 * 64 * 9 + 64 * 10
+
+
+class C1(nn.Module):
+    """Its forward first convolves a learned 8-channel map (not the image), then the image with
+    a 3-channel stem: the first convolution computed is not the image's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c0 = nn.Parameter(torch.zeros(1, 8, 4, 4))
+        self.c1 = nn.Conv2d(8, 16, 1)
+        self.c2 = nn.Conv2d(3, 16, 8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c1(self.c0) + self.c2(x)
+
+
+def test_traced_channels_the_model_rejects_are_retried_with_three() -> None:
+    work = make_workload(C1(), image_size=32)
+    assert work.inputs.shape == (1, 3, 32, 32)
+    assert "guessed 3 channels (the model rejects the 8 of the first convolution it computes)" \
+        in work.input_source
+    # c2: 4 x 4 outputs x 16 x (3 x 8 x 8); c1: 4 x 4 outputs x 16 x 8
+    assert analyze(C1(), image_size=32).totals.macs == 4 * 4 * 16 * 3 * 64 + 4 * 4 * 16 * 8
+
+
+def test_a_model_without_convolution_gets_three_channels() -> None:
+    work = make_workload(nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10)), image_size=8)
+    assert work.inputs.shape == (1, 3, 8, 8)
+    assert "guessed 3 channels (no convolution reads the image)" in work.input_source
+
+
+def test_traced_channels_other_than_three_are_kept_when_the_model_takes_them() -> None:
+    work = make_workload(nn.Sequential(nn.Conv2d(1, 4, 2, 2), nn.Flatten()), image_size=8)
+    assert work.inputs.shape == (1, 1, 8, 8)  # a grayscale model

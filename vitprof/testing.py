@@ -16,11 +16,16 @@ The limits are the keys of a budget-file entry, validated by the same closed sch
 check raises ``AssertionError`` whose message is the table ``vitprof check`` prints; a mistake
 in the budget itself (an unknown key, a wrong type) or a model that cannot be analyzed raises
 :class:`vitprof.UserError`, since that is a broken test rather than a failed one.
+
+:func:`neutral_names` renames a model's modules, parameters, buffers and classes in place, so
+that a test can check that a breakdown depends on the computation, not on what things are
+called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +94,71 @@ def assert_budget_file(
     outcomes = [evaluate(budget) for budget in budgets]
     _raise_on_failure(outcomes)
     return outcomes
+
+
+NEUTRAL_PREFIXES = {"_modules": "m", "_parameters": "p", "_buffers": "b"}
+"""The prefix of the new names :func:`neutral_names` gives children, parameters and buffers."""
+
+
+def neutral_names(model: nn.Module) -> nn.Module:
+    """Rename, in place, every module path segment, parameter, buffer and module class of
+    ``model`` to a neutral name, and return it; its forward computes exactly what it did.
+
+    In each module, children become ``m0``, ``m1``, ..., parameters ``p0``, ... and buffers
+    ``b0``, ..., in registration order, except keys that code indexes: digits (``Sequential``,
+    ``ModuleList``, ``ParameterList``) and the keys of a ``ModuleDict`` or ``ParameterDict``.
+    Each module becomes an instance of its own subclass of its class, named ``C0``, ``C1``, ...
+    (one number per original class; ``isinstance`` still holds), whose attribute access maps
+    the old names to the new ones, so ``self.attn``, ``self.weight`` and torch's own modules'
+    reads of ``self.weight`` still work.
+    """
+    numbers: dict[type[nn.Module], int] = {}
+    for module in list(model.modules()):
+        original = type(module)
+        number = numbers.setdefault(original, len(numbers))
+        aliases = {old: new for kind in NEUTRAL_PREFIXES
+                   for old, new in _renamed(module, kind)}
+        module.__class__ = _aliasing_class(original, f"C{number}", aliases)
+    return model
+
+
+def _kept(module: nn.Module, key: str) -> bool:
+    """Keys that code indexes: digits, and a dict container's keys."""
+    return key.isdigit() or isinstance(module, nn.ModuleDict | nn.ParameterDict)
+
+
+def _renamed(module: nn.Module, kind: str) -> Iterator[tuple[str, str]]:
+    """Rename the entries of ``module``'s ``kind`` dict (``_modules``, ``_parameters``,
+    ``_buffers``) in place, order kept; yield ``(old, new)`` for each renamed one."""
+    entries: dict[str, Any] = getattr(module, kind)
+    numbers = count()
+    renamed = {key: key if _kept(module, key) else f"{NEUTRAL_PREFIXES[kind]}{next(numbers)}"
+               for key in entries}
+    items = list(entries.items())
+    entries.clear()
+    entries.update((renamed[key], value) for key, value in items)
+    if kind == "_buffers":
+        hidden = module._non_persistent_buffers_set
+        module._non_persistent_buffers_set = {renamed[key] for key in hidden}
+    yield from ((old, new) for old, new in renamed.items() if old != new)
+
+
+def _aliasing_class(
+    original: type[nn.Module], name: str, aliases: dict[str, str]
+) -> type[nn.Module]:
+    """A subclass of ``original`` named ``name`` that reads, writes and deletes the attribute
+    ``old`` of ``aliases`` as ``aliases[old]``."""
+
+    def __getattr__(self: nn.Module, attribute: str) -> Any:
+        return original.__getattr__(self, aliases.get(attribute, attribute))
+
+    def __setattr__(self: nn.Module, attribute: str, value: Any) -> None:
+        original.__setattr__(self, aliases.get(attribute, attribute), value)
+
+    def __delattr__(self: nn.Module, attribute: str) -> None:
+        original.__delattr__(self, aliases.get(attribute, attribute))
+
+    return type(name, (original,), {
+        "__getattr__": __getattr__, "__setattr__": __setattr__, "__delattr__": __delattr__,
+        "__qualname__": name, "__module__": original.__module__,
+    })

@@ -37,9 +37,11 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import InputRecord
 from vitprof.count.families import Rule
 from vitprof.count.running import check_image_size, check_input, check_int, one_line
-from vitprof.models.declared_input import declared_input, square_or_pair
+from vitprof.count.session import call
+from vitprof.models.declared_input import DeclaredInput, declared_input, square_or_pair
 from vitprof.models.deploy import deploy_form
 from vitprof.models.forward_inputs import OwnInput, TensorSpec, make_tensor, own_forward_input
+from vitprof.models.reached_channels import traced_channels
 from vitprof.models.zoo import DEFAULT_IMAGE_SIZE, BuiltModel, ZooEntry, build
 
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
@@ -338,7 +340,7 @@ def _input(
         spatial = shape[1:axis] + shape[axis + 1:]
         return InputSpec(shape[0], shape[axis], spatial, dtype, channel_axis=axis), \
             "input shape given"
-    spatial, channels, source = _own_input(module, request, entry, built_size)
+    spatial, channels, source = _own_input(module, request, entry, built_size, dtype)
     axis = declared.channel_axis if len(spatial) == 3 else 1
     return InputSpec(batch, channels, spatial, dtype, channel_axis=axis), source
 
@@ -362,17 +364,13 @@ def _forward_input(own: OwnInput, request: InputRequest, dtype: torch.dtype) -> 
 
 def _own_input(
     module: nn.Module, request: InputRequest, entry: ZooEntry | None,
-    built_size: ImageSize | None,
+    built_size: ImageSize | None, dtype: torch.dtype,
 ) -> tuple[tuple[int, ...], int, str]:
     """Spatial size, channels and where they came from: the given ``image_size``, ``frames``
     and ``in_chans``, else the zoo entry's size, else what ``module`` declares, else the
-    default size. A zoo entry is an RGB image model of vitprof's own, so its channels are not
-    a guess."""
+    default size; channels not given nor declared are traced (:func:`_channels`)."""
     declared = declared_input(module)
-    channels = request.in_chans or declared.channels or 3
     guesses = [] if entry is not None or request.in_chans else list(declared.guessed)
-    if declared.channels is None and entry is None and request.in_chans is None:
-        guesses.append("3 channels (the model declares none and has no convolution)")
     frames = request.frames or declared.frames
     video = (frames,) if frames else ()
     given = [what for what, value in (("frames", request.frames),
@@ -380,14 +378,39 @@ def _own_input(
     if request.image_size is not None:
         size, said = square_or_pair(request.image_size), "image size given"
     elif entry is not None:
-        size, said, guesses = square_or_pair(built_size or entry.image_size), "zoo entry", []
+        size, said = square_or_pair(built_size or entry.image_size), "zoo entry"
     elif declared.size is not None:
         size, said = declared.size, declared.source
     else:
         size = square_or_pair(built_size or DEFAULT_IMAGE_SIZE)
         said = ("the default size" if size == (DEFAULT_IMAGE_SIZE,) * 2
                 else "the size it was built with")
-    return (*video, *size), channels, _source(said, guesses, given)
+    spatial = (*video, *size)
+    channels, guess = _channels(module, request, entry, declared, spatial, dtype)
+    return spatial, channels, _source(said, [*guesses, *guess], given)
+
+
+def _channels(
+    module: nn.Module, request: InputRequest, entry: ZooEntry | None, declared: DeclaredInput,
+    spatial: tuple[int, ...], dtype: torch.dtype,
+) -> tuple[int, tuple[str, ...]]:
+    """The input's channels and the guess, if any: the given ones, else the declared ones, else
+    3 for a zoo entry (an RGB image model of vitprof's own), else those traced from the forward
+    (:func:`vitprof.models.reached_channels.traced_channels`: the first convolution the image
+    reaches, 3 when the model rejects them or reaches none)."""
+    if request.in_chans is not None:
+        return request.in_chans, ()
+    if declared.channels is not None:
+        return declared.channels, ()
+    if entry is not None:
+        return 3, ()
+    axis = declared.channel_axis if len(spatial) == 3 else 1
+
+    def forward(channels: int) -> Any:
+        return call(module, InputSpec(1, channels, spatial, dtype, channel_axis=axis).example())
+
+    channels, guess = traced_channels(module, forward)
+    return channels, (guess,)
 
 
 def _source(said: str, guesses: Sequence[str], given: Sequence[str] = ()) -> str:

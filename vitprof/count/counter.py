@@ -58,10 +58,12 @@ from vitprof.core.records import Component, Cost, OpRecord, Phase
 from vitprof.count.families import ComponentMap
 from vitprof.count.flooring import Floor, floored
 from vitprof.count.formulas import (
+    OWN_FORMULAS,
     Formula,
     arguments,
     aten,
     formula_for,
+    in_real_arithmetic,
     is_free,
     op_name,
     overriding,
@@ -564,6 +566,8 @@ class _DispatchCounter(TorchDispatchMode):
             traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
             named = arguments(func, args, kwargs)
             cost = formula(named, out)
+            if formula in OWN_FORMULAS:
+                cost = in_real_arithmetic(func, cost, out)
             self.counter.record(func, cost, args, traffic, out)
             self.counter.note_floor(func, named, out)
         else:
@@ -707,7 +711,8 @@ def _flex_outputs(
 @contextmanager
 def _flex_attention_wrapped(counter: OpCounter) -> Iterator[None]:
     """Point every module-level name ``flex_attention`` bound to torch's function (its own
-    module's, and those of modules that imported it by name) at
+    module's, those of modules that imported it by name, and those of the files the counted
+    model's classes come from, even a file loaded outside ``sys.modules``) at
     :func:`_priced_flex_attention`; restored on exit. Nothing to do when it was never
     imported."""
     module = sys.modules.get(FLEX_ATTENTION)
@@ -717,6 +722,8 @@ def _flex_attention_wrapped(counter: OpCounter) -> Iterator[None]:
         return
     priced = partial(_priced_flex_attention, counter, original)
     bound = _flex_bindings(original)
+    bound += [n for n in _model_namespaces(counter.model) if n.get("flex_attention") is original
+              and all(n is not seen for seen in bound)]
     for namespace in bound:
         namespace["flex_attention"] = priced
     try:
@@ -737,6 +744,18 @@ def _flex_bindings(original: Callable[..., Any]) -> list[dict[str, Any]]:
                  if isinstance(m, ModuleType) and vars(m).get("flex_attention") is original]
         _BINDINGS.update(modules=len(sys.modules), original=original, found=found)
     return list(_BINDINGS["found"])
+
+
+def _model_namespaces(model: nn.Module) -> list[dict[str, Any]]:
+    """The global namespaces of the ``forward`` of every module class in ``model``: the files
+    its classes come from, whether or not they are in ``sys.modules`` (a ``FILE.py:factory``
+    is loaded outside it)."""
+    spaces: dict[int, dict[str, Any]] = {}
+    for kind in {type(m) for m in model.modules()}:
+        space = getattr(kind.forward, "__globals__", None)
+        if isinstance(space, dict):
+            spaces[id(space)] = space
+    return list(spaces.values())
 
 
 class _AttentionMode(TorchFunctionMode):

@@ -45,6 +45,9 @@ META_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
     (RuntimeError, r"data pointer"),  # "Cannot access data pointer of Tensor ... storage"
     (RuntimeError, r"data.dependent|dynamic output shape"),
     (TypeError, r"meta device type tensor"),  # .numpy()
+    # a library that checks devices itself ("FlexAttention is only supported on CUDA, CPU, HPU,
+    # or MPS devices. Found input tensors on meta device.")
+    (ValueError, r"on meta device"),
 )
 
 

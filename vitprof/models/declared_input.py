@@ -12,9 +12,10 @@ Sources, first found wins, each named in :attr:`DeclaredInput.source`:
    classifiers take images;
 3. timm's ``pretrained_cfg["input_size"]``: ``(channels, height, width)``.
 
-Only when none of them says is the value guessed, and then :attr:`DeclaredInput.guessed` names
-what was guessed: the channels from the first convolution's input channels, the size from the
-length of a position embedding (a square grid of patches, with up to five prefix tokens).
+Only when none of them says is the size guessed, and then :attr:`DeclaredInput.guessed` names
+what was guessed: the size from the length of a position embedding (a square grid of patches,
+with up to five prefix tokens). Channels none of them declares stay None: they are traced from
+the forward (:mod:`vitprof.models.reached_channels`), never read from a registered convolution.
 A non-square size is kept as it is declared (height, width), never squared.
 """
 
@@ -87,11 +88,6 @@ def _declarations(module: nn.Module) -> Iterator[tuple[str, int | None, tuple[in
         yield "timm pretrained_cfg['input_size']", _count(input_size[0]), _pair(input_size[1:])
 
 
-def _first_conv_channels(module: nn.Module) -> int | None:
-    conv = next((m for m in module.modules() if isinstance(m, nn.Conv2d)), None)
-    return int(conv.in_channels) if conv is not None else None
-
-
 def _size_from_position_embedding(module: nn.Module) -> int | None:
     """Square side in pixels: tokens - prefix = a square grid, times the patchify conv's kernel."""
     patchify = next((m for m in module.modules()
@@ -134,8 +130,6 @@ def declared_input(module: nn.Module) -> DeclaredInput:
         if took:
             sources.append(source)
     guessed: list[str] = []
-    if channels is None and (channels := _first_conv_channels(module)) is not None:
-        guessed.append(f"{channels} channels from the first convolution")
     if size is None and (side := _size_from_position_embedding(module)) is not None:
         size = (side, side)
         guessed.append(f"{side}x{side} from the position embedding's length")

@@ -19,8 +19,9 @@ argument name of the op's schema to its value, however it was passed and with de
 
 Modules: :mod:`.registry` (the registry, argument binding), :mod:`.elementwise` (the one table of
 element-wise costs, per input and per output element), :mod:`.forward` and :mod:`.backward` (the
-other formulas), :mod:`.free` (the operations that cost nothing) and :mod:`.table` (the cost table
-of ``docs/formulas.md``, rendered from the tables above).
+other formulas), :mod:`.complex_numbers` (an operation with a complex output in real arithmetic),
+:mod:`.free` (the operations that cost nothing) and :mod:`.table` (the cost table of
+``docs/formulas.md``, rendered from the tables above).
 
 Fused kernels are charged what their unfused reference computation costs, so that a count does
 not depend on which kernel PyTorch picked: ``aten._native_multi_head_attention`` (the fast path of
@@ -31,6 +32,7 @@ not depend on which kernel PyTorch picked: ``aten._native_multi_head_attention``
 from __future__ import annotations
 
 from vitprof.count.formulas.backward import attention_backward_cost
+from vitprof.count.formulas.complex_numbers import in_real_arithmetic
 from vitprof.count.formulas.elementwise import (
     ELEMENTWISE,
     GELU_COST,
@@ -58,9 +60,15 @@ from vitprof.count.formulas.registry import (
 )
 from vitprof.count.formulas.shapes import first_tensor, numel, shape
 
+OWN_FORMULAS: frozenset[Formula] = frozenset(FORMULAS.values())
+"""vitprof's own formulas, those registered when this package is imported: they count per element
+whatever the dtype, and the counter prices an operation with a complex output in real arithmetic
+(:func:`in_real_arithmetic`). A formula registered or passed by a user prices what it returns."""
+
 __all__ = [
-    "ELEMENTWISE", "FORMULAS", "FREE_OPS", "GELU_COST", "LAYER_NORM_COST", "REDUCTION_COSTS",
-    "SDPA_SCALE_COST", "SOFTMAX_COST", "VECTOR_COSTS", "Arguments", "Elementwise", "Formula",
-    "OpCost", "arguments", "aten", "attention_backward_cost", "attention_cost", "first_tensor",
-    "formula_for", "is_free", "numel", "op_name", "overriding", "register", "sdpa_cost", "shape",
+    "ELEMENTWISE", "FORMULAS", "FREE_OPS", "GELU_COST", "LAYER_NORM_COST", "OWN_FORMULAS",
+    "REDUCTION_COSTS", "SDPA_SCALE_COST", "SOFTMAX_COST", "VECTOR_COSTS", "Arguments",
+    "Elementwise", "Formula", "OpCost", "arguments", "aten", "attention_backward_cost",
+    "attention_cost", "first_tensor", "formula_for", "in_real_arithmetic", "is_free", "numel",
+    "op_name", "overriding", "register", "sdpa_cost", "shape",
 ]

@@ -20,6 +20,9 @@ FREE_OP_NAMES: tuple[str, ...] = (
     "dropout", "_unsafe_index", "_assert_tensor_metadata", "_local_scalar_dense",
     "_assert_async",
     "linspace", "unfold", "movedim", "contiguous", "_reshape_alias", "unsafe_split",
+    # complex numbers as views of (real, imaginary) pairs, a lazy conjugate, and the packing
+    # of two real tensors into one complex one (rotary embeddings in complex numbers)
+    "view_as_real", "view_as_complex", "_conj", "complex",
     "bernoulli_", "uniform_", "normal_", "erfinv_",
     "as_strided_", "squeeze_", "unsqueeze_", "transpose_", "t_",
     "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",

@@ -13,6 +13,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from vitprof.count.formulas.backward import BACKWARD_ROWS
+from vitprof.count.formulas.complex_numbers import (
+    COMPLEX_MAC_COST,
+    COMPLEX_PARTS,
+    COMPLEX_VECTOR_COSTS,
+)
 from vitprof.count.formulas.elementwise import ELEMENTWISE, CostRow, documented
 from vitprof.count.formulas.forward import FORWARD_ROWS
 from vitprof.count.formulas.free import FREE_OP_NAMES
@@ -31,6 +36,15 @@ def _markdown(rows: Iterable[CostRow]) -> list[str]:
     return lines
 
 
+def _complex_rule() -> str:
+    """The sentence on operations with a complex output (:mod:`.complex_numbers`)."""
+    per_op = ", ".join(f"`{op}` x {cost}" for op, cost in COMPLEX_VECTOR_COSTS.items())
+    return (f"An operation with a complex output is priced in real arithmetic: its MACs x "
+            f"{COMPLEX_MAC_COST} (a complex multiply-accumulate is {COMPLEX_MAC_COST} real ones), "
+            f"its vector FLOPs x {COMPLEX_PARTS} (the real and the imaginary part), except "
+            f"{per_op}.")
+
+
 def cost_table() -> str:
     """Markdown: the forward and backward cost tables and the list of free operations."""
     forward = [documented(row) for row in ELEMENTWISE if not row.backward] + list(FORWARD_ROWS)
@@ -46,6 +60,8 @@ def cost_table() -> str:
         *_markdown(backward),
         "",
         f"Free (they move, select or allocate data): {_names(FREE_OP_NAMES)}.",
+        "",
+        _complex_rule(),
     ]
     return "\n".join(lines)
 
