@@ -7,8 +7,10 @@ cannot run on meta for a reason of the meta device (data-dependent shapes, ops w
 kernel) is counted again on real CPU tensors, and the Profile's ``fallback`` says why; any other
 failure is reported at once (:mod:`vitprof.count.running`).
 
-Every analysis runs the model in eval mode and restores its mode afterwards; the grad mode is the
-caller's. Hooks are removed even when the model fails.
+Every analysis runs the model in eval mode (train mode for ``mode="train"``); afterwards the model
+is as it was, each module's mode, attributes and buffers, and so are the random number generators
+(:func:`vitprof.count.state.untouched`); the grad mode is the caller's. Hooks are removed even
+when the model fails.
 """
 
 from __future__ import annotations

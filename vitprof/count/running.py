@@ -31,6 +31,7 @@ from torch import nn
 
 from vitprof.core.errors import UserError
 from vitprof.core.records import op_calls
+from vitprof.count.state import untouched
 
 MEMORY_LIMIT_ENV = "VITPROF_MEMORY_LIMIT"
 ZERO_ELEMENT_WARNING = "Initializing zero-element tensors is a no-op"  # a Linear(D, 0) head
@@ -234,13 +235,14 @@ def materialize(module: nn.Module, device: str) -> nn.Module:
     ``to_empty``, then zeros in every parameter and buffer, then each submodule's
     ``reset_parameters`` (``_reset_parameters`` for ``nn.MultiheadAttention``). The values are
     not the factory's: counts and times depend on shapes only, and zeros keep buffers computed
-    in an ``__init__`` (index tables) valid and nothing NaN.
+    in an ``__init__`` (index tables) valid and nothing NaN. The random initialisation leaves
+    the global random number generators as they were (:func:`vitprof.count.state.untouched`).
     """
     module.to_empty(device=device)
     with torch.no_grad():
         for tensor in chain(module.parameters(), module.buffers()):
             tensor.zero_()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), untouched():
         warnings.filterwarnings("ignore", message=ZERO_ELEMENT_WARNING)
         for child in module.modules():
             reset = getattr(child, "reset_parameters", None) or getattr(

@@ -9,8 +9,9 @@ counted by then) instead of driving the counter themselves.
 Inputs are ready-made: ``(args, kwargs)``, fed as ``model(*args, **kwargs)``. The run happens
 where the inputs live; inputs on meta with a model that has weights means meta stand-ins of its
 parameters and buffers through ``torch.func.functional_call``, which leaves the model untouched.
-The model runs in train mode for a training step and in eval mode otherwise, and gets its mode
-back; the grad mode of an inference count is the caller's.
+The model runs in train mode for a training step and in eval mode otherwise; afterwards it is as
+it was, each module's mode, attributes and buffers, and so are the random number generators
+(:func:`vitprof.count.state.untouched`); the grad mode of an inference count is the caller's.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from vitprof.count.families import ComponentMap
 from vitprof.count.formulas import Formula
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import CountFailed, on_meta
+from vitprof.count.state import untouched
 from vitprof.count.trace import Trace
 from vitprof.count.training import first_output
 
@@ -157,20 +159,18 @@ def count(
                           backward=train and backward and on_event is not None)
     counter = OpCounter(model, mapping, params, formulas=formulas, modules=modules)
     forward = partial(_forward, model, inputs, substitutes)
-    was_training = model.training
-    model.train(train)
-    try:
-        with counter.running():
-            if train:
-                training_step(counter, forward, params.values(), backward=backward)
-            else:
-                forward()
-    except UserError:
-        raise
-    except Exception as error:
-        raise CountFailed(error, counter.bytes_written()) from error
-    finally:
-        model.train(was_training)
+    with untouched(model):
+        model.train(train)
+        try:
+            with counter.running():
+                if train:
+                    training_step(counter, forward, params.values(), backward=backward)
+                else:
+                    forward()
+        except UserError:
+            raise
+        except Exception as error:
+            raise CountFailed(error, counter.bytes_written()) from error
     return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params,
                counter.trace())
 
