@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any
 
 import torch
@@ -50,7 +51,7 @@ class _ModuleState:
     def __post_init__(self) -> None:
         self.attributes = dict(vars(self.module))
         self.contents = {name: value.copy() for name, value in self.attributes.items()
-                         if isinstance(value, dict | set)}
+                         if isinstance(value, (dict, set))}
 
     def restore(self) -> None:
         attributes = vars(self.module)
@@ -60,7 +61,9 @@ class _ModuleState:
             if attributes.get(name, _MISSING) is not value:
                 attributes[name] = value
         for name, saved in self.contents.items():
-            _refill(self.attributes[name], saved)
+            current = self.attributes[name]
+            if saved or current:  # most are empty hook tables: nothing to compare
+                _refill(current, saved)
 
 
 _MISSING = object()
@@ -70,7 +73,8 @@ def _refill(current: dict[Any, Any] | set[Any], saved: dict[Any, Any] | set[Any]
     """Give ``current`` the entries of ``saved`` again, in order, where they differ (dict
     values by identity: a tensor's ``==`` compares elements)."""
     if isinstance(current, dict) and isinstance(saved, dict):
-        same = list(current) == list(saved) and all(current[k] is v for k, v in saved.items())
+        same = (len(current) == len(saved) and all(map(is_, current.values(), saved.values()))
+                and list(current) == list(saved))
     else:
         same = current == saved
     if not same:
