@@ -32,7 +32,7 @@ from vitprof.count.counter import OpCounter
 from vitprof.count.families import ComponentMap
 from vitprof.count.formulas import Formula
 from vitprof.count.module_stack import ModuleStack
-from vitprof.count.running import CountFailed, on_meta
+from vitprof.count.running import CountFailed, Footprint, on_meta, traced, untraced
 from vitprof.count.state import untouched
 from vitprof.count.trace import Trace
 from vitprof.count.training import first_output
@@ -112,19 +112,16 @@ class Run:
     op it belongs to (filled for a training count only; the nodes, and what autograd saved for
     them, stay alive as long as the Run); ``params``: the tensors that stood for the parameters
     (the meta stand-ins, or the model's own), by name; ``trace``: the data flow of the forward
-    records, for the graph recognizer.
+    records, for the graph recognizer; ``footprint``: the peak of the tensors it held at once,
+    for the memory guard (:func:`vitprof.count.running.traced`).
     """
 
     ops: tuple[OpRecord, ...]
     unsupported: dict[str, int]
     nodes: dict[Any, int]
     params: dict[str, torch.Tensor]
+    footprint: Footprint
     trace: Trace | None = None
-
-    @property
-    def bytes_written(self) -> int:
-        """Bytes written by all the counted operations."""
-        return sum(op.bytes_written for op in self.ops)
 
 
 def count(
@@ -139,7 +136,8 @@ def count(
     ``on_event`` is called at each module :class:`Event` (backward ones too in a training step).
     ``formulas`` (``{op: formula}``) win over the registered formulas for this run only.
     A failing model raises :class:`~vitprof.count.running.CountFailed` with its error and the
-    bytes its operations wrote until then; a :class:`UserError` passes as it is.
+    footprint the memory guard can know of it (:func:`vitprof.count.running.untraced`); a
+    :class:`UserError` passes as it is.
     """
     params: dict[str, torch.Tensor] = dict(model.named_parameters())
     substitutes = _substitutes(model, inputs)
@@ -159,6 +157,7 @@ def count(
                           backward=train and backward and on_event is not None)
     counter = OpCounter(model, mapping, params, formulas=formulas, modules=modules)
     forward = partial(_forward, model, inputs, substitutes)
+    counter.live.hold(inputs)
     with untouched(model):
         model.train(train)
         try:
@@ -170,9 +169,10 @@ def count(
         except UserError:
             raise
         except Exception as error:
-            raise CountFailed(error, counter.bytes_written()) from error
+            footprint = untraced(model, counter.live, counter.recorded, train)
+            raise CountFailed(error, footprint) from error
     return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params,
-               counter.trace())
+               traced(counter.live, train), counter.trace())
 
 
 def training_step(

@@ -322,8 +322,8 @@ def profile_model(
     (an int or ``(H, W)``), ``frames``, ``in_chans`` and ``input_shape`` are the input's, as in
     :func:`vitprof.analysis.analyze`; the forward is fed the input tensor alone. A model named is
     built once, on meta, and materialised on ``device`` after the memory guard
-    (:func:`vitprof.count.running.ensure_fits`: weights + the bytes the meta pass's operations
-    wrote).
+    (:func:`vitprof.count.running.ensure_fits`: weights + the peak of the tensors the meta pass
+    held at once).
     A forward that fails is a UserError naming the input; one that fails on meta only for a
     reason of the meta device is counted on ``device`` instead, and a note says so
     (:func:`vitprof.count.running.first_on_meta`). ``recognizer`` (``"auto"``, ``"graph"``,
@@ -339,7 +339,7 @@ def profile_model(
     mapping = recognize(module, work.rules)
     planned: Planned | MetaFailure = first_on_meta(name, shape, lambda: plan_intervals(
         module, work.inputs.example("meta"), mapping, recognizer, work.rules))
-    module = on_device(name, module, device, planned.bytes_written)
+    module = on_device(name, module, device, planned.footprint)
     notes: tuple[str, ...] = ()
     was_threads = torch.get_num_threads()
     torch.set_num_threads(threads or was_threads)
