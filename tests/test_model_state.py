@@ -47,6 +47,7 @@ class Generators:
                 and (self.numpy == np.random.get_state()[1]).all())
 
 
+@pytest.mark.slow  # its fast twins: the train-mode cases of Noisy below (a BatchNorm1d)
 def test_resnet18_in_train_mode_keeps_its_batchnorm_statistics() -> None:
     model = torchvision.models.resnet18(weights=None).train()
     before = _state(model)
