@@ -10,7 +10,7 @@ from vitprof import UserError
 from vitprof.core.records import Component as C
 from vitprof.count.families import recognize
 from vitprof.count.module_stack import ModuleStack
-from vitprof.count.running import CountFailed, MetaFailure, first_on_meta
+from vitprof.count.running import CountFailed, Footprint, MetaFailure, first_on_meta
 from vitprof.count.session import Event, count, image_inputs
 
 
@@ -138,7 +138,7 @@ def test_a_meta_only_failure_falls_back_with_a_note() -> None:
 
 def test_any_other_failure_is_a_user_error_not_a_fallback() -> None:
     def fails() -> None:
-        raise CountFailed(ValueError("wrong shape"), 0)
+        raise CountFailed(ValueError("wrong shape"), Footprint(0, "nothing"))
 
     with pytest.raises(UserError, match=r"running m failed: ValueError: wrong shape \(input of "
                                         r"shape 3x4, on meta\)"):

@@ -7,8 +7,10 @@ cannot run on meta for a reason of the meta device (data-dependent shapes, ops w
 kernel) is counted again on real CPU tensors, and the Profile's ``fallback`` says why; any other
 failure is reported at once (:mod:`vitprof.count.running`).
 
-Every analysis runs the model in eval mode and restores its mode afterwards; the grad mode is the
-caller's. Hooks are removed even when the model fails.
+Every analysis runs the model in eval mode (train mode for ``mode="train"``); afterwards the model
+is as it was, each module's mode, attributes and buffers, and so are the random number generators
+(:func:`vitprof.count.state.untouched`); the grad mode is the caller's. Hooks are removed even
+when the model fails.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from vitprof.count.graph import graph_breakdown
 from vitprof.count.result import Profile
 from vitprof.count.running import (
     CountFailed,
+    Footprint,
     MetaFailure,
     check_input,
     first_on_meta,
@@ -136,8 +139,7 @@ def analyze(
         failure = run if isinstance(run, MetaFailure) else None
         if failure is not None:
             fallback = failure.note(run_device)
-        module = _real_module(built, isinstance(model, str), run_device, run.bytes_written,
-                              failure)
+        module = _real_module(built, isinstance(model, str), run_device, run.footprint, failure)
         try:
             run = count(module, built.inputs.example(run_device), mapping, train=train,
                         formulas=formulas)
@@ -213,7 +215,7 @@ def _fallback_device(module: nn.Module) -> str:
 
 
 def _real_module(
-    built: Workload, owned: bool, device: str, activations: int, failure: MetaFailure | None
+    built: Workload, owned: bool, device: str, footprint: Footprint, failure: MetaFailure | None
 ) -> nn.Module:
     """``built.module`` with real tensors on ``device`` (:func:`vitprof.count.running.on_device`); a
     caller's module without weights cannot run."""
@@ -221,7 +223,7 @@ def _real_module(
         reason = failure.reason if failure is not None else None
         raise UserError(f"{built.name} failed on meta ({reason}) and has no weights to run on "
                         f"{device}")
-    return on_device(built.name, built.module, device, activations)
+    return on_device(built.name, built.module, device, footprint)
 
 
 def _on_its_device(model: nn.Module | str, work: Workload, device: str) -> Workload:

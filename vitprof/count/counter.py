@@ -69,6 +69,7 @@ from vitprof.count.formulas import (
     overriding,
     sdpa_cost,
 )
+from vitprof.count.liveness import Liveness
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.trace import Step, Trace
 
@@ -219,6 +220,7 @@ class OpCounter:
         # storage -> a weak reference to it: when the storage is freed, what was known of it goes
         self._watched: dict[int | None, weakref.ref[Any]] = {}
         self.floors: dict[Floor, None] = {}  # the forward's convolutions that floor (in order)
+        self.live = Liveness()  # the bytes of the tensors the run holds, and their peak
 
     @property
     def stack(self) -> list[str]:
@@ -455,10 +457,6 @@ class OpCounter:
                 return index
         return self.mapping.block_of(params[0]) if params else None
 
-    def bytes_written(self) -> int:
-        """Bytes written by the operations counted so far, also after a failed run."""
-        return sum(p.traffic[1] for p in self.pending)
-
     def records(self) -> list[OpRecord]:
         """The counted operations, each with a component (resolved by position if need be).
 
@@ -562,6 +560,7 @@ class _DispatchCounter(TorchDispatchMode):
             if not self.counter.muted:
                 self.counter.unsupported[op_name(func)] += 1
         out = self.meta_outputs.run(func, args, kwargs)
+        self.counter.live.created(func, out)
         if formula is not None and not self.counter.muted:
             traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
             named = arguments(func, args, kwargs)

@@ -9,9 +9,12 @@ how a model is run with real tensors afterwards (``analyze``'s fallback, ``--dev
   real tensors. Anything else (a wrong forward signature, a shape mismatch) would fail on any
   device and is reported at once with :func:`run_failed`. :func:`first_on_meta` is that rule,
   the one every caller uses: its :class:`MetaFailure` carries the note the result must show.
-* :func:`ensure_fits` refuses, before anything is allocated, a run whose weights plus activation
-  estimate exceed the memory available (``VITPROF_MEMORY_LIMIT`` bytes, when set, replaces the
-  measured figure: tests and cautious users set it).
+* :func:`ensure_fits` refuses, before anything is allocated, a run whose weights plus the
+  activations of its :class:`Footprint` exceed the memory available (``VITPROF_MEMORY_LIMIT``
+  bytes, when set, replaces the measured figure: tests and cautious users set it). The one
+  estimate both ``--device cpu`` and the fallback use is the peak of the tensors alive at once
+  in the meta run (:func:`traced`); a meta run that stopped early gives only a lower bound, and
+  :func:`untraced` says what replaces it.
 * :func:`materialize` gives a module built on meta real storage without calling its factory a
   second time, so that a factory's side effects happen once.
 """
@@ -31,6 +34,8 @@ from torch import nn
 
 from vitprof.core.errors import UserError
 from vitprof.core.records import op_calls
+from vitprof.count.liveness import Liveness
+from vitprof.count.state import untouched
 
 MEMORY_LIMIT_ENV = "VITPROF_MEMORY_LIMIT"
 ZERO_ELEMENT_WARNING = "Initializing zero-element tensors is a no-op"  # a Linear(D, 0) head
@@ -87,23 +92,73 @@ def run_failed(name: str, shape: tuple[int, ...], device: str, error: BaseExcept
                      f"{device})")
 
 
-class CountFailed(Exception):
-    """A counting pass on meta failed with ``error`` after its operations wrote
-    ``bytes_written`` bytes (what the memory guard can know of a model that never finished)."""
+@dataclass(frozen=True)
+class Footprint:
+    """What a real run of a counted forward holds besides its weights, for the memory guard:
+    ``activations`` bytes, and what they count (``counted``, stated in the guard's line)."""
 
-    def __init__(self, error: Exception, bytes_written: int) -> None:
+    activations: int
+    counted: str
+
+
+def traced(live: Liveness, train: bool) -> Footprint:
+    """The footprint of a run that finished: the peak of the tensors alive at once
+    (:mod:`vitprof.count.liveness`: the inputs, and every tensor an operation created until its
+    last reference went; in a training step what autograd saved for the backward, and the
+    gradients the backward returned; in a forward with grad enabled, what autograd saves for a
+    backward). Called after the run, in the caller's grad mode."""
+    if train:
+        passes = "forward and backward"
+    elif torch.is_grad_enabled():
+        passes = "forward, grad enabled (autograd keeps what a backward needs)"
+    else:
+        passes = "forward"
+    return Footprint(live.peak, f"the peak of tensors alive at once in the {passes}")
+
+
+def untraced(model: nn.Module, live: Liveness, ops: int, train: bool) -> Footprint:
+    """The footprint of a run that stopped after ``ops`` counted operations (the meta device
+    could not go on): its peak so far is only a lower bound, so it is not trusted alone.
+
+    The rule: the larger of that peak and the inputs' bytes times (1 + the number of leaf
+    modules of ``model``), as if the inputs and one output of the inputs' size per leaf module
+    were all alive at once (a training step keeps about one per layer for its backward; a
+    forward frees most of them early, so there the rule is generous); for a training step, plus
+    the gradients (the bytes of the parameters that require one). It is a rough bound from the
+    shapes, not a measurement, and the counted text says so.
+    """
+    leaves = sum(1 for m in model.modules() if next(m.children(), None) is None)
+    bound = live.inputs * (1 + leaves)
+    rule = f"inputs {live.inputs:,} x (1 + {leaves:,} leaf modules)"
+    if live.peak > bound:
+        rule = f"the {live.peak:,} alive by then, more than {rule}"
+    counted = f"no full trace, the meta run stopped after {ops:,} counted ops: {rule}"
+    activations = max(bound, live.peak)
+    if train:
+        gradients = sum(p.numel() * p.element_size() for p in model.parameters()
+                        if p.requires_grad)
+        activations += gradients
+        counted += f", + gradients {gradients:,}"
+    return Footprint(activations, counted)
+
+
+class CountFailed(Exception):
+    """A counting pass failed with ``error``; ``footprint`` is what the memory guard can know
+    of its memory (:func:`untraced`)."""
+
+    def __init__(self, error: Exception, footprint: Footprint) -> None:
         super().__init__(str(error))
         self.error = error
-        self.bytes_written = bytes_written
+        self.footprint = footprint
 
 
 @dataclass(frozen=True)
 class MetaFailure:
     """A counting pass that failed on meta for a reason of the meta device: ``reason`` (one
-    line) and the bytes its operations wrote until then (for the memory guard)."""
+    line) and the footprint the memory guard goes by (:func:`untraced`)."""
 
     reason: str
-    bytes_written: int
+    footprint: Footprint
 
     def note(self, device: str) -> str:
         """What a result counted again on ``device`` says of it."""
@@ -125,7 +180,7 @@ def first_on_meta(name: str, shape: tuple[int, ...], attempt: Callable[[], T]) -
     except CountFailed as failed:
         if not meta_caused(failed.error):
             raise run_failed(name, shape, "meta", failed.error) from None
-        return MetaFailure(one_line(failed.error), failed.bytes_written)
+        return MetaFailure(one_line(failed.error), failed.footprint)
 
 
 def check_int(what: str, value: object, minimum: int) -> int:
@@ -198,20 +253,21 @@ def _size(n: int) -> str:
     return f"{n:,} bytes ({n / 2**30:,.1f} GiB)"
 
 
-def ensure_fits(name: str, device: str, weights: int, activations: int) -> None:
+def ensure_fits(name: str, device: str, weights: int, footprint: Footprint) -> None:
     """Refuse a real run of ``name`` on ``device`` that would not fit, before allocating.
 
-    ``weights`` are the bytes still to allocate for parameters and buffers; ``activations`` the
-    caller's conservative estimate (the sum of the bytes written by every operation of the
-    counting pass on meta: every output kept, none freed, more than the peak of live tensors).
+    ``weights`` are the bytes still to allocate for parameters and buffers; ``footprint`` the
+    counting pass's estimate of the rest (:func:`traced`, :func:`untraced`), whose ``counted``
+    the refusal states.
     """
     available = available_bytes(device)
-    needed = weights + activations
+    needed = weights + footprint.activations
     if available is not None and needed > available:
         source = f" ({MEMORY_LIMIT_ENV})" if MEMORY_LIMIT_ENV in os.environ else ""
         raise UserError(
             f"{name} needs about {_size(needed)} on {device} (weights {weights:,} + activations "
-            f"{activations:,}) but {_size(available)} is available{source}"
+            f"{footprint.activations:,}: {footprint.counted}) but {_size(available)} is "
+            f"available{source}"
         )
 
 
@@ -221,13 +277,13 @@ def on_meta(module: nn.Module) -> bool:
     return bool(tensors) and all(t.device.type == "meta" for t in tensors)
 
 
-def on_device(name: str, module: nn.Module, device: str, activations: int) -> nn.Module:
+def on_device(name: str, module: nn.Module, device: str, footprint: Footprint) -> nn.Module:
     """``module`` ready to run on ``device`` after :func:`ensure_fits`: a meta build is
     materialised there (its weights counted), a module with weights is used as it is."""
     if not on_meta(module):
-        ensure_fits(name, device, 0, activations)
+        ensure_fits(name, device, 0, footprint)
         return module
-    ensure_fits(name, device, weight_bytes(module), activations)
+    ensure_fits(name, device, weight_bytes(module), footprint)
     return materialize(module, device)
 
 
@@ -237,13 +293,14 @@ def materialize(module: nn.Module, device: str) -> nn.Module:
     ``to_empty``, then zeros in every parameter and buffer, then each submodule's
     ``reset_parameters`` (``_reset_parameters`` for ``nn.MultiheadAttention``). The values are
     not the factory's: counts and times depend on shapes only, and zeros keep buffers computed
-    in an ``__init__`` (index tables) valid and nothing NaN.
+    in an ``__init__`` (index tables) valid and nothing NaN. The random initialisation leaves
+    the global random number generators as they were (:func:`vitprof.count.state.untouched`).
     """
     module.to_empty(device=device)
     with torch.no_grad():
         for tensor in chain(module.parameters(), module.buffers()):
             tensor.zero_()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), untouched():
         warnings.filterwarnings("ignore", message=ZERO_ELEMENT_WARNING)
         for child in module.modules():
             reset = getattr(child, "reset_parameters", None) or getattr(

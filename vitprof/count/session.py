@@ -9,8 +9,9 @@ counted by then) instead of driving the counter themselves.
 Inputs are ready-made: ``(args, kwargs)``, fed as ``model(*args, **kwargs)``. The run happens
 where the inputs live; inputs on meta with a model that has weights means meta stand-ins of its
 parameters and buffers through ``torch.func.functional_call``, which leaves the model untouched.
-The model runs in train mode for a training step and in eval mode otherwise, and gets its mode
-back; the grad mode of an inference count is the caller's.
+The model runs in train mode for a training step and in eval mode otherwise; afterwards it is as
+it was, each module's mode, attributes and buffers, and so are the random number generators
+(:func:`vitprof.count.state.untouched`); the grad mode of an inference count is the caller's.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from vitprof.count.families import ComponentMap
 from vitprof.count.flooring import Floor
 from vitprof.count.formulas import Formula
 from vitprof.count.module_stack import ModuleStack
-from vitprof.count.running import CountFailed, on_meta
+from vitprof.count.running import CountFailed, Footprint, on_meta, traced, untraced
+from vitprof.count.state import untouched
 from vitprof.count.trace import Trace
 from vitprof.count.training import first_output
 
@@ -111,21 +113,18 @@ class Run:
     op it belongs to (filled for a training count only; the nodes, and what autograd saved for
     them, stay alive as long as the Run); ``params``: the tensors that stood for the parameters
     (the meta stand-ins, or the model's own), by name; ``trace``: the data flow of the forward
-    records, for the graph recognizer; ``floors``: the forward's convolutions that left input
-    positions unread (:mod:`vitprof.count.flooring`).
+    records, for the graph recognizer; ``footprint``: the peak of the tensors it held at once,
+    for the memory guard (:func:`vitprof.count.running.traced`); ``floors``: the forward's
+    convolutions that left input positions unread (:mod:`vitprof.count.flooring`).
     """
 
     ops: tuple[OpRecord, ...]
     unsupported: dict[str, int]
     nodes: dict[Any, int]
     params: dict[str, torch.Tensor]
+    footprint: Footprint
     trace: Trace | None = None
     floors: tuple[Floor, ...] = ()
-
-    @property
-    def bytes_written(self) -> int:
-        """Bytes written by all the counted operations."""
-        return sum(op.bytes_written for op in self.ops)
 
 
 def count(
@@ -140,7 +139,8 @@ def count(
     ``on_event`` is called at each module :class:`Event` (backward ones too in a training step).
     ``formulas`` (``{op: formula}``) win over the registered formulas for this run only.
     A failing model raises :class:`~vitprof.count.running.CountFailed` with its error and the
-    bytes its operations wrote until then; a :class:`UserError` passes as it is.
+    footprint the memory guard can know of it (:func:`vitprof.count.running.untraced`); a
+    :class:`UserError` passes as it is.
     """
     params: dict[str, torch.Tensor] = dict(model.named_parameters())
     substitutes = _substitutes(model, inputs)
@@ -160,22 +160,22 @@ def count(
                           backward=train and backward and on_event is not None)
     counter = OpCounter(model, mapping, params, formulas=formulas, modules=modules)
     forward = partial(_forward, model, inputs, substitutes)
-    was_training = model.training
-    model.train(train)
-    try:
-        with counter.running():
-            if train:
-                training_step(counter, forward, params.values(), backward=backward)
-            else:
-                forward()
-    except UserError:
-        raise
-    except Exception as error:
-        raise CountFailed(error, counter.bytes_written()) from error
-    finally:
-        model.train(was_training)
+    counter.live.hold(inputs)
+    with untouched(model):
+        model.train(train)
+        try:
+            with counter.running():
+                if train:
+                    training_step(counter, forward, params.values(), backward=backward)
+                else:
+                    forward()
+        except UserError:
+            raise
+        except Exception as error:
+            footprint = untraced(model, counter.live, counter.recorded, train)
+            raise CountFailed(error, footprint) from error
     return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params,
-               counter.trace(), tuple(counter.floors))
+               traced(counter.live, train), counter.trace(), tuple(counter.floors))
 
 
 def training_step(

@@ -36,6 +36,7 @@ from vitprof.count.running import (
     unsupported_warning,
 )
 from vitprof.count.session import image_inputs
+from vitprof.count.state import untouched
 from vitprof.measure.memory import (
     activation_bytes,
     param_bytes_by_component,
@@ -321,13 +322,14 @@ def profile_model(
 ) -> SpeedProfile:
     """Measure ``model`` (a name or an ``nn.Module`` already on ``device`` in ``dtype``).
 
-    Counts on meta, then times on ``device``; a module's mode is restored afterwards.
+    Counts on meta, then times on ``device``; a module is left as it was, and so are the random
+    number generators (:func:`vitprof.count.state.untouched`).
     ``threads`` (at most ``os.cpu_count()``) sets ``torch.set_num_threads`` for the run
     (restored after). ``image_size`` (an int or ``(H, W)``), ``frames``, ``in_chans`` and
     ``input_shape`` are the input's, as in :func:`vitprof.analysis.analyze`; the forward is fed
     the input tensor alone. A model named is built once, on meta, and materialised on ``device``
-    after the memory guard (:func:`vitprof.count.running.ensure_fits`: weights + the bytes the
-    meta pass's operations wrote).
+    after the memory guard (:func:`vitprof.count.running.ensure_fits`: weights + the peak of the
+    tensors the meta pass held at once).
     A forward that fails is a UserError naming the input; one that fails on meta only for a
     reason of the meta device is counted on ``device`` instead, and a note says so
     (:func:`vitprof.count.running.first_on_meta`). ``recognizer`` (``"auto"``, ``"graph"``,
@@ -343,38 +345,39 @@ def profile_model(
     mapping = recognize(module, work.rules)
     planned: Planned | MetaFailure = first_on_meta(name, shape, lambda: plan_intervals(
         module, work.inputs.example("meta"), mapping, recognizer, work.rules))
-    module = on_device(name, module, device, planned.bytes_written)
-    example = work.inputs.tensor(device, random=True)
+    module = on_device(name, module, device, planned.footprint)
     notes: tuple[str, ...] = ()
-    was_training, was_threads = module.training, torch.get_num_threads()
-    module.eval()
+    was_threads = torch.get_num_threads()
     torch.set_num_threads(threads or was_threads)
     bar = progress_bar(total=warmup + iters, desc=f"profiling {name}", unit="iter",
                        enabled=progress)
     try:
-        if isinstance(planned, MetaFailure):
-            notes += (planned.note(device),)
-            planned = plan_intervals(module, image_inputs(example), mapping, recognizer,
-                                     work.rules)
-        peak = measure_peak(device, torch_dtype, peak_tflops)
-        if device == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        timings = _timed(name, shape, module, example, planned.plan, warmup, iters, bar.update)
-        peak_device = torch.cuda.max_memory_allocated() if device == "cuda" else None
-        try:
-            saved = saved_for_backward(module, example, planned.mapping)
-        except (CountFailed, UserError) as error:
-            saved = None
-            failure = error.error if isinstance(error, CountFailed) else error
-            notes += (f"memory saved for backward not measured: the training-mode forward on "
-                      f"meta failed ({type(failure).__name__})",)
-        used_threads = torch.get_num_threads()
+        with untouched(module):
+            module.eval()
+            example = work.inputs.tensor(device, random=True)
+            if isinstance(planned, MetaFailure):
+                notes += (planned.note(device),)
+                planned = plan_intervals(module, image_inputs(example), mapping, recognizer,
+                                         work.rules)
+            peak = measure_peak(device, torch_dtype, peak_tflops)
+            if device == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            timings = _timed(name, shape, module, example, planned.plan, warmup, iters,
+                             bar.update)
+            peak_device = torch.cuda.max_memory_allocated() if device == "cuda" else None
+            try:
+                saved = saved_for_backward(module, example, planned.mapping)
+            except (CountFailed, UserError) as error:
+                saved = None
+                failure = error.error if isinstance(error, CountFailed) else error
+                notes += (f"memory saved for backward not measured: the training-mode forward "
+                          f"on meta failed ({type(failure).__name__})",)
+            used_threads = torch.get_num_threads()
     except CountFailed as failed:
         raise run_failed(name, shape, device, failed.error) from None
     finally:
         bar.close()
-        module.train(was_training)
         torch.set_num_threads(was_threads)
     records, unsupported = list(planned.found.ops), planned.run.unsupported
     memory = Memory(param_bytes_by_dtype(module),

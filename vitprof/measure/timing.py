@@ -54,6 +54,7 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import Component, OpRecord
 from vitprof.count.families import ComponentMap, Rule
 from vitprof.count.module_stack import ModuleStack
+from vitprof.count.running import Footprint
 from vitprof.count.session import Event as SessionEvent
 from vitprof.count.session import Inputs, Run, count
 
@@ -89,8 +90,8 @@ class Planned:
     mapping: ComponentMap  # the map of modules and parameters the breakdown implies
 
     @property
-    def bytes_written(self) -> int:
-        return self.run.bytes_written
+    def footprint(self) -> Footprint:
+        return self.run.footprint
 
 
 def plan_intervals(

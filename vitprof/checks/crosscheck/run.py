@@ -4,7 +4,8 @@ vitprof counts on the meta device (:func:`vitprof.analyze`). The peers that need
 (fvcore traces with ``torch.jit``; torchinfo, the CPU FlopCounterMode row, ptflops, calflops and
 DeepSpeed run a forward) run on a CPU copy with random weights; FlopCounterMode also runs on a
 meta copy, where ``scaled_dot_product_attention`` decomposes into ``bmm``. A model passed as a
-module is used as it is: on the meta device the peers that need weights say so in their rows.
+module is used as it is (and left as it was): on the meta device the peers that need weights say
+so in their rows.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from vitprof.core.progress import progress
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile
 from vitprof.count.running import one_line
+from vitprof.count.state import untouched
 from vitprof.models.closed_form import closed_form
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import Published, lookup
@@ -265,8 +267,13 @@ def check_peers(peers: Sequence[str] | None) -> tuple[Peer, ...]:
 
 
 def _row(peer: Peer, subject: Subject) -> PeerRow:
+    """``peer``'s row; a caller's module and the random number generators are left as they
+    were (:func:`vitprof.count.state.untouched`: peers bind attributes, switch modes, draw
+    random inputs and weights)."""
+    model = subject.source if isinstance(subject.source, nn.Module) else None
     try:
-        return peer.build(subject, peer)
+        with untouched(model):
+            return peer.build(subject, peer)
     except (PeerUnavailable, _NoNumber) as error:
         return missing_row(peer.name, peer.unit, str(error))
     except UserError:

@@ -1,0 +1,170 @@
+"""A caller's model and the process's random number generators are left as they were by every
+real run (analyze on the CPU, the meta -> CPU fallback, profile, crosscheck's peers)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from torch import nn
+
+from vitprof import analyze
+from vitprof.checks.crosscheck import run_crosscheck
+from vitprof.measure.measure import profile_model
+
+
+def _state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: t.clone() for name, t in model.state_dict().items()}
+
+
+def _identical(model: nn.Module, before: dict[str, torch.Tensor]) -> list[str]:
+    """Names of the entries of ``model``'s state dict whose bits differ from ``before``."""
+    after = model.state_dict()
+    return [name for name, t in before.items()
+            if t.dtype != after[name].dtype or not torch.equal(t.view(-1).view(torch.uint8),
+                                                                after[name].view(-1).view(
+                                                                    torch.uint8))]
+
+
+def _modes(model: nn.Module) -> dict[str, bool]:
+    return {name: m.training for name, m in model.named_modules()}
+
+
+class Generators:
+    """The global generators' states: torch's CPU one, Python's and numpy's."""
+
+    def __init__(self) -> None:
+        self.torch = torch.get_rng_state()
+        self.python = random.getstate()
+        self.numpy = np.random.get_state()[1].copy()
+
+    def unchanged(self) -> bool:
+        return (torch.equal(self.torch, torch.get_rng_state())
+                and self.python == random.getstate()
+                and (self.numpy == np.random.get_state()[1]).all())
+
+
+@pytest.mark.slow  # its fast twins: the train-mode cases of Noisy below (a BatchNorm1d)
+def test_resnet18_in_train_mode_keeps_its_batchnorm_statistics() -> None:
+    model = torchvision.models.resnet18(weights=None).train()
+    before = _state(model)
+    tracked = [name for name in before if name.endswith("num_batches_tracked")]
+    # 20 BatchNorm2d layers: running mean, running var and num_batches_tracked each
+    assert len(tracked) == 20
+    analyze(model, mode="train", device="cpu", image_size=32, batch_size=2)
+    assert _identical(model, before) == []
+    assert all(model.state_dict()[name].item() == 0 for name in tracked)
+    assert model.training
+
+
+class Noisy(nn.Module):
+    """Draws from every global generator in its forward: dropout (torch), Python's ``random``
+    and numpy's; it also binds an attribute and, in train mode, updates a BatchNorm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.norm = nn.BatchNorm1d(4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.last_scale = random.random() + float(np.random.rand())
+        return self.drop(self.norm(self.proj(x.flatten(1)[:, :4]))) * self.last_scale
+
+
+class NoisyDataDependent(Noisy):
+    """:class:`Noisy` that keeps as many rows as are positive: meta cannot run it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        return out[out[:, 0] >= 0]
+
+
+@pytest.mark.parametrize(
+    ("model", "kwargs"),
+    [
+        pytest.param(Noisy, {"device": "cpu"}, id="cpu"),
+        pytest.param(Noisy, {"device": "cpu", "mode": "train"}, id="cpu-train"),
+        pytest.param(NoisyDataDependent, {}, id="meta-fallback"),
+        pytest.param(NoisyDataDependent, {"mode": "train"}, id="meta-fallback-train"),
+    ],
+)
+def test_analyze_leaves_model_and_generators_as_they_were(model: type, kwargs: dict) -> None:
+    noisy = model().train()
+    noisy.norm.eval()  # mixed modes, as when fine-tuning with frozen statistics
+    modes, before, generators = _modes(noisy), _state(noisy), Generators()
+    profile = analyze(noisy, image_size=2, batch_size=4, **kwargs)
+    assert profile.device == "cpu"
+    assert (profile.fallback is not None) is (model is NoisyDataDependent)
+    assert generators.unchanged()
+    assert _identical(noisy, before) == []
+    assert _modes(noisy) == modes
+    assert not hasattr(noisy, "last_scale")
+
+
+def test_analyze_on_meta_leaves_a_weighted_model_as_it_was() -> None:
+    noisy = Noisy().train()
+    noisy.norm.eval()
+    modes, generators = _modes(noisy), Generators()
+    analyze(noisy, image_size=2, batch_size=4)
+    assert _modes(noisy) == modes  # model.train(False) then model.train(True) flattened these
+    assert not hasattr(noisy, "last_scale")
+    assert generators.unchanged()
+
+
+def test_profile_leaves_model_and_generators_as_they_were() -> None:
+    noisy = Noisy().train()
+    noisy.norm.eval()
+    modes, before, generators = _modes(noisy), _state(noisy), Generators()
+    profile_model(noisy, image_size=2, batch_size=4, warmup=0, iters=1)
+    assert generators.unchanged()  # the random example and the forwards drew from them
+    assert _identical(noisy, before) == []
+    assert _modes(noisy) == modes
+    assert not hasattr(noisy, "last_scale")
+
+
+@pytest.mark.slow
+def test_crosscheck_peers_leave_model_and_generators_as_they_were() -> None:
+    model = torchvision.models.resnet18(weights=None).eval()
+    model.fc.train()
+    modes, before, generators = _modes(model), _state(model), Generators()
+    attributes = {name: set(vars(m)) for name, m in model.named_modules()}
+    run_crosscheck(model, image_size=32, peers=["torchinfo", "ptflops-pytorch", "calflops",
+                                                "flopcounter-cpu"])
+    # ptflops bound start_flops_count, stop_flops_count, reset_flops_count,
+    # compute_average_flops_cost and __batch_counter__ to the root module
+    assert {name: set(vars(m)) for name, m in model.named_modules()} == attributes
+    assert _modes(model) == modes
+    assert _identical(model, before) == []
+    assert generators.unchanged()
+
+
+def test_a_callers_hook_handle_still_removes_its_hook() -> None:
+    model = Noisy()
+    calls: list[int] = []
+    handle = model.proj.register_forward_hook(lambda *_: calls.append(1))
+    analyze(model, image_size=2, batch_size=4, device="cpu")
+    assert calls == [1, 1]  # the meta run and the cpu run
+    handle.remove()
+    assert not model.proj._forward_hooks
+
+
+class Drifting(nn.Module):
+    """Changes its own parameter in place in every forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.scale.add_(1)
+        return x.flatten(1)[:, :4] * self.scale
+
+
+def test_a_parameter_changed_in_place_is_named_in_a_warning() -> None:
+    with pytest.warns(UserWarning, match="changed parameters in place.*: scale$"):
+        analyze(Drifting(), image_size=2, device="cpu")

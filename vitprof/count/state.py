@@ -1,0 +1,160 @@
+"""What running a model may change in the caller's model and process, put back afterwards.
+
+A forward changes more than its output: BatchNorm in train mode updates its running statistics
+and its batch counter in place; dropout, random inputs and random initialisation advance the
+global random number generators; a mode switch (``model.train(flag)``) flattens a model whose
+submodules were in different modes and resets caches (timm LeViT's attention-bias cache); a
+forward or a peer binds attributes (ptflops leaves ``start_flops_count`` and four more on the
+root module). :func:`untouched` is the one guard every real run passes through: it captures, on
+entry, and puts back, on exit (after an error too):
+
+* each module's attributes, by identity: a name rebound, added or deleted in the run holds the
+  object it held before (``training`` among them, per module);
+* the contents of each module's dict and set attributes (parameters, buffers, submodules, hook
+  tables, caches), in the same dict and set objects, so that a caller's hook handles stay valid;
+* the values of the buffers: each one not on meta is cloned on entry and copied back where its
+  values changed (BatchNorm's kernels update the running statistics without moving the tensor's
+  version counter, so values are compared, not versions);
+* the random number generators: torch's CPU generator, every CUDA generator where CUDA is
+  initialised, Python's ``random`` and, where numpy is imported, numpy's global one.
+
+Parameters are not copied (that would double a model's memory): one whose version counter moved
+in the run was changed in place and cannot be put back; a warning names it. Running on a deep
+copy instead was rejected: it doubles the parameters' memory (a model that fits a GPU once may
+not fit twice), not every module can be copied, and the copy's random draws still advance the
+global generators. Capturing what a run can change costs a copy of the buffers only.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from operator import is_
+from typing import Any
+
+import torch
+from torch import nn
+
+
+@dataclass
+class _ModuleState:
+    """One module's attributes and the contents of its dict and set attributes."""
+
+    module: nn.Module
+    attributes: dict[str, Any] = field(init=False)
+    contents: dict[str, dict[Any, Any] | set[Any]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.attributes = dict(vars(self.module))
+        self.contents = {name: value.copy() for name, value in self.attributes.items()
+                         if isinstance(value, (dict, set))}
+
+    def restore(self) -> None:
+        attributes = vars(self.module)
+        for name in [name for name in attributes if name not in self.attributes]:
+            del attributes[name]
+        for name, value in self.attributes.items():
+            if attributes.get(name, _MISSING) is not value:
+                attributes[name] = value
+        for name, saved in self.contents.items():
+            current = self.attributes[name]
+            if saved or current:  # most are empty hook tables: nothing to compare
+                _refill(current, saved)
+
+
+_MISSING = object()
+
+
+def _refill(current: dict[Any, Any] | set[Any], saved: dict[Any, Any] | set[Any]) -> None:
+    """Give ``current`` the entries of ``saved`` again, in order, where they differ (dict
+    values by identity: a tensor's ``==`` compares elements)."""
+    if isinstance(current, dict) and isinstance(saved, dict):
+        same = (len(current) == len(saved) and all(map(is_, current.values(), saved.values()))
+                and list(current) == list(saved))
+    else:
+        same = current == saved
+    if not same:
+        current.clear()
+        current.update(saved)
+
+
+@dataclass
+class ModelState:
+    """What a run may change in ``model`` (see the module docstring), captured on creation."""
+
+    model: nn.Module
+    modules: list[_ModuleState] = field(init=False)
+    buffers: list[tuple[torch.Tensor, torch.Tensor]] = field(init=False)  # (buffer, clone)
+    versions: dict[str, tuple[torch.Tensor, int]] = field(init=False)  # parameter versions
+
+    def __post_init__(self) -> None:
+        self.modules = [_ModuleState(m) for m in self.model.modules()]
+        with torch.no_grad():
+            self.buffers = [(b, b.clone()) for b in _unique(self.model.buffers())
+                            if not b.is_meta]
+        self.versions = {name: (p, p._version)
+                         for name, p in self.model.named_parameters(remove_duplicate=True)}
+
+    def restore(self) -> None:
+        """Put everything back; warn about parameters changed in place."""
+        for state in self.modules:
+            state.restore()
+        with torch.inference_mode():  # an inference tensor accepts copies only in this mode
+            for buffer, saved in self.buffers:
+                if not torch.equal(buffer, saved):
+                    buffer.copy_(saved)
+        changed = [name for name, (p, version) in self.versions.items() if p._version != version]
+        if changed:
+            warnings.warn(f"the run changed parameters in place, which vitprof cannot put "
+                          f"back: {', '.join(changed)}", stacklevel=2)
+
+
+def _unique(tensors: Iterator[torch.Tensor]) -> list[torch.Tensor]:
+    return list({id(t): t for t in tensors}.values())
+
+
+@dataclass
+class RngState:
+    """The global random number generators' states, captured on creation."""
+
+    cpu: torch.Tensor = field(default_factory=torch.get_rng_state)
+    cuda: list[torch.Tensor] | None = field(default_factory=lambda: (
+        torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None))
+    python: object = field(default_factory=random.getstate)
+    numpy: object = field(default_factory=lambda: _numpy_random(None))
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
+        random.setstate(self.python)  # type: ignore[arg-type]
+        _numpy_random(self.numpy)
+
+
+def _numpy_random(state: object) -> object:
+    """numpy's global random state (set to ``state`` when given); None where numpy is not
+    imported (nothing can have drawn from it)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        return None
+    if state is not None:
+        numpy.random.set_state(state)
+    return numpy.random.get_state()
+
+
+@contextmanager
+def untouched(model: nn.Module | None = None) -> Iterator[None]:
+    """Run the body, then put back ``model`` (if given) and the random number generators
+    as they were on entry (see the module docstring), also after an error."""
+    rng = RngState()
+    state = ModelState(model) if model is not None else None
+    try:
+        yield
+    finally:
+        if state is not None:
+            state.restore()
+        rng.restore()
