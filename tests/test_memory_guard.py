@@ -245,5 +245,5 @@ def test_a_callers_model_that_stops_early_is_refused_before_its_cpu_forward(
     monkeypatch.setenv("VITPROF_MEMORY_LIMIT", str(24_576 * 2))
     with pytest.raises(UserError, match=r"activations 73,728: no full trace"):
         # 24_576 input bytes x (1 + 2 leaves); the weights are there already (0 to allocate)
-        analyze(model, image_size=2, batch_size=512)
+        analyze(model, image_size=2, batch_size=512, in_chans=3)  # no forward traces channels
     assert devices == ["meta"]

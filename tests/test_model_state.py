@@ -146,8 +146,9 @@ def test_a_callers_hook_handle_still_removes_its_hook() -> None:
     model = Noisy()
     calls: list[int] = []
     handle = model.proj.register_forward_hook(lambda *_: calls.append(1))
-    analyze(model, image_size=2, batch_size=4, device="cpu")
-    assert calls == [1, 1]  # the meta run and the cpu run
+    # channels given, so no forward traces them: the meta run and the cpu run alone
+    analyze(model, image_size=2, batch_size=4, in_chans=3, device="cpu")
+    assert calls == [1, 1]
     handle.remove()
     assert not model.proj._forward_hooks
 

@@ -23,6 +23,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vitprof.count.running import meta_caused
+from vitprof.count.state import untouched
 
 RGB = 3  # the channels of an ordinary image, the probe's and the fallback's
 
@@ -55,14 +56,11 @@ class _FirstConvolution(TorchDispatchMode):
 
 def _evaluated(module: nn.Module, forward: Callable[[], Any]) -> None:
     """``forward()`` with ``module`` in eval mode and no gradients (as an inference count runs
-    it); its training flag is restored."""
-    was_training = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            forward()
-    finally:
-        module.train(was_training)
+    it); the module (its modes, attributes and buffers) and the random generators are left as
+    they were (:func:`vitprof.count.state.untouched`)."""
+    with untouched(module), torch.no_grad():
+        module.eval()
+        forward()
 
 
 def first_convolution_channels(module: nn.Module, forward: Callable[[], Any]) -> int | None:
