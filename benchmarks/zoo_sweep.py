@@ -5,6 +5,7 @@ Usage::
 
     python benchmarks/zoo_sweep.py [--out reports] [--jobs 2] [--limit-s 300]
                                    [--source timm|hf] [--per-module N] [--models A,B] [--redo]
+    python benchmarks/zoo_sweep.py --summary [--out reports]   # zoo_sweep.md from the CSV
 
 The breakdown sweep of issue 11 is ``--source timm --per-module 3``: the first three models of
 each of timm's 51 attention modules (at least 100 models).
@@ -333,9 +334,11 @@ def summary(rows: list[dict[str, str]]) -> str:
     plain = [r for r in rows if r["status"] == "ok" and _no_attention(r) and r["other_macs"] != "0"]
     lines += ["", "## Models that run no attention", "",
               "No attention core ran, no self-check found attention elsewhere, and no residual "
-              "block convolves with a spatial kernel: these are neither ViTs nor convolutional "
-              "networks (timm's attention modules hold some pooling or MLP variants), so their "
-              "parts that no table names are in `other`, as the README says.", ""]
+              "block convolves with a spatial kernel: these are no ViTs, and no convolutional "
+              "networks with residual blocks either. They are token mixers without attention "
+              "(pooling or MLP variants, which timm's attention modules hold) and plain "
+              "convolutional networks without residual blocks, so their parts that no table "
+              "names are in `other`, as the README says.", ""]
     lines += [f"- {r['source']}:{r['model']}: "
               f"{_share(int(r['macs'] or 0), int(r['other_macs'] or 0))} of MACs outside `other`"
               for r in plain] or ["None."]
@@ -384,10 +387,15 @@ def main() -> None:
     parser.add_argument("--per-module", type=int, help="the first N models of each module only")
     parser.add_argument("--models", help="comma-separated model names (of the sources chosen)")
     parser.add_argument("--redo", action="store_true", help="run models already in the CSV again")
+    parser.add_argument("--summary", action="store_true",
+                        help="run nothing: write zoo_sweep.md again from the rows in the CSV")
     parser.add_argument("--child", nargs=2, metavar=("SOURCE", "NAME"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:  # one model in this process, its traceback shown: for reproducing a row
         print(json.dumps(child(*args.child)))
+        return
+    if args.summary:
+        write_summary(args.out)
         return
     sources = args.source or ["timm", "hf"]
     todo = [item for source in sources
@@ -402,8 +410,13 @@ def main() -> None:
         todo = [item for item in todo if (item[0], item[2]) not in done]
     print(f"{len(todo)} models to run, {len(done)} already in {csv_path}", file=sys.stderr)
     sweep(todo, csv_path, args.jobs, args.limit_s)
-    page = summary(read_rows(csv_path))
-    (args.out / "zoo_sweep.md").write_text(page)
+    write_summary(args.out)
+
+
+def write_summary(out: Path) -> None:
+    """``<out>/zoo_sweep.md`` from the rows of ``<out>/zoo_sweep.csv``, printed too."""
+    page = summary(read_rows(out / "zoo_sweep.csv"))
+    (out / "zoo_sweep.md").write_text(page)
     print(page, end="")
 
 

@@ -336,6 +336,18 @@ def test_rows_with_grad_say_what_the_fast_path_would_hide(tiny) -> None:
     assert ptflops.note == "run in eval mode, grad enabled"
 
 
+def test_fvcore_and_the_cpu_flop_counter_say_what_the_fast_path_would_hide(tiny) -> None:
+    rows = {row.peer: row for row in run_crosscheck(
+        tiny, image_size=8, batch_size=BATCH,
+        peers=["fvcore", "flopcounter-meta", "flopcounter-cpu"]).rows}
+    # all of nn.MultiheadAttention: in_proj 1_920 + attention 800 + out_proj 640 = 3_360
+    for peer in ("fvcore", "flopcounter-cpu"):
+        assert rows[peer].note.startswith("run in eval mode, grad enabled; under "
+                                          "torch.no_grad() the nn.MultiheadAttention fast "
+                                          f"path hides all 3,360 MACs of its modules from {peer}")
+    assert "no_grad" not in rows["flopcounter-meta"].note  # no fast path on meta
+
+
 @pytest.mark.parametrize(
     ("peer", "module"),
     [

@@ -14,12 +14,14 @@ from types import SimpleNamespace
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from vitprof import analyze
-from vitprof.checks.sweep import sweep
+from vitprof.checks.sweep import size_marks, sweep
 from vitprof.cli.pages.generate import NOTE_MODELS
 from vitprof.core.records import COMPONENTS
 from vitprof.models.closed_form import ViTSpec
+from vitprof.models.zoo import ZOO
 from vitprof.render import figures
 from vitprof.render.pages import correction_figures, timm_published, zoo_table
 from vitprof.render.pages.markdown import blocks_differ, same_blocks_text
@@ -104,6 +106,77 @@ def test_sweep_figure_has_the_total_and_the_attention_layer() -> None:
     assert data["total"] == [12 * (attention_layer(n) + mlp(n)) + o
                              for n, o in zip(tokens, outside, strict=True)]
     assert data["marks"] == [224, 384]  # 518 lies past the largest size swept
+
+
+@pytest.mark.parametrize(("model", "patch", "marks"), [
+    # own size 224, and the crop sizes of torchvision's published weights
+    pytest.param("vit_b_16", 16, (224, 384), id="vit_b_16"),  # IMAGENET1K_V1, SWAG_E2E
+    pytest.param("vit_b_32", 32, (224,), id="vit_b_32"),
+    pytest.param("vit_l_16", 16, (224, 512), id="vit_l_16"),
+    pytest.param("vit_l_32", 32, (224,), id="vit_l_32"),
+    pytest.param("vit_h_14", 14, (224, 518), id="vit_h_14"),  # 16 and 37 patches a side
+    pytest.param("note002_dynamic_vit", 4, (32,), id="cifar"),  # its own 32 px only
+])
+def test_sweeps_mark_the_sizes_the_model_is_made_for(model: str, patch: int,
+                                                     marks: tuple[int, ...]) -> None:
+    found = size_marks(model, ZOO[model].image_size)
+    assert found == marks and all(size % patch == 0 for size in found)
+
+
+def test_a_cifar_sweep_marks_no_imagenet_size() -> None:
+    data = figures.sweep_macs(sweep("note002_dynamic_vit", "image_size", [32, 224, 384],
+                                    progress=False)).data
+    assert data["marks"] == [32]
+
+
+def test_the_sweep_figure_names_its_rest_apart_from_the_tables_other() -> None:
+    data = figures.FigureData("sweep", "t", {
+        "axis": "image_size", "values": [224, 448], "total": [10, 40], "attention": [4, 20],
+        "attn_core": [1, 10], "mlp": [5, 15], "rest": [1, 5], "marks": [224],
+        "crossover": None, "crossover_tokens": None})
+    (ax,) = [a for a in drawn(data).axes if a.get_legend() is not None]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "outside attention layer and MLP" in labels
+    assert not any("other" in label or "everything else" in label for label in labels)
+
+
+def zoo_data() -> dict:
+    """The zoo figure's data read back from the committed zoo.md (GMACs to three decimals)."""
+    rows = [line.split(" | ") for line in (REPORTS / "zoo.md").read_text().splitlines()
+            if line.startswith("| ") and not line.startswith(("| model", "| :"))]
+    return {"models": [r[0].removeprefix("| ") for r in rows], "families": [r[1] for r in rows],
+            "params": [int(r[3].replace(",", "")) for r in rows],
+            "macs": [round(float(r[4]) * 1e9) for r in rows]}
+
+
+def test_zoo_labels_are_legible() -> None:
+    data = zoo_data()
+    fig = drawn(figures.FigureData("zoo", "t", data))
+    (ax,) = fig.axes
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    boxes = [Text.get_window_extent(t, renderer) for t in ax.texts]
+    # one label per group of points within 5% of each other on both axes
+    assert len(boxes) == len(figures.label_groups(data["macs"], data["params"],
+                                                  zoo_table.NEAR)) > 10
+    for i, box in enumerate(boxes):
+        assert frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+        assert not any(box.overlaps(other) for other in boxes[i + 1:]), ax.texts[i].get_text()
+    # a label away from its point has a leader; one beside it none
+    away = [t for t in ax.texts if t.arrow_patch is not None and t.arrow_patch.get_visible()]
+    assert away and all(abs(x) + abs(y) > 4 for x, y in (t.get_position() for t in away))
+
+
+def test_claims_figure_plots_ratios() -> None:
+    data = {"claims": ["a", "b", "c"], "verdicts": ["wrong", "wrong", "correct"],
+            "evaluated": [False, False, False], "claimed": [589_824.0, 1.0, 7.0],
+            "measured": [590_592.0, 100.0, 7.0]}
+    wide, close = drawn(figures.FigureData("claims", "t", data)).axes
+    assert wide.get_yscale() == "log" and "/ vitprof's" in wide.get_ylabel()
+    # 589,824 / 590,592 - 1 = -0.13%: off the zero line in the close-up, labelled there
+    close_y = [float(y) for c in close.collections for _, y in c.get_offsets()]
+    assert pytest.approx(sorted(close_y)) == [100 * (589_824 / 590_592 - 1), 0.0]
+    assert [t.get_text() for t in close.texts] == ["a"]
 
 
 def test_depth_sweeps_have_no_size_marks() -> None:
@@ -224,6 +297,11 @@ def test_each_figure_is_linked_from_its_page(page: str, linked: list[str]) -> No
     assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text) == linked
     for name in linked:
         assert figures.read_digest(REPORTS / name) is not None
+
+
+def test_note002_attention_figure_is_titled_by_what_it_plots() -> None:
+    # it plots the core alone (2 N^2 D against 2 N D^2), not the attention layer
+    assert "attention core MACs" in correction_figures.attention_against_tokens(NOTE002).title
 
 
 def test_note002_attention_figure_sits_in_note_002s_section() -> None:

@@ -169,6 +169,53 @@ def test_every_figure_is_linked_and_every_link_exists() -> None:
     assert len(linked) == 2 * len(ALL_MODELS) + 3 * len(NOTE_MODELS) + 1 + 2 + len(named)
 
 
+def test_the_index_lists_every_page() -> None:
+    # every markdown page of the folder, whoever writes it, and nothing that is not there
+    index = (REPORTS / "README.md").read_text()
+    linked = set(re.findall(r"\]\(([^)]+\.md)\)", index))
+    pages = {p.name for p in REPORTS.glob("*.md")} - {"README.md"}
+    assert linked == pages
+    assert {"timm_published.md", "zoo_sweep.md", "benchmark.md"} <= linked
+
+
+def peer_notes(page: str, peer: str) -> str:
+    """The bullets under ``**peer**`` in the cross-check section of a model page."""
+    text = (REPORTS / page).read_text()
+    return text.split(f"**{peer}**\n", 1)[1].split("\n**", 1)[0]
+
+
+@pytest.mark.parametrize("peer", ["fvcore", "flopcounter-cpu", "ptflops-aten", "calflops"])
+def test_peers_that_a_no_grad_run_blinds_say_so(peer: str) -> None:
+    # vit_b_16's nn.MultiheadAttention modules: 12 x (4 x 197 x 768^2 + 2 x 197^2 x 768)
+    hidden = 12 * (4 * 197 * 768**2 + 2 * 197**2 * 768)  # 6,292,703,232 MACs
+    assert hidden == 6_292_703_232
+    notes = peer_notes("vit_b_16.md", peer)
+    assert "run in eval mode, grad enabled" in notes
+    assert f"under torch.no_grad() the nn.MultiheadAttention fast path hides all {hidden:,} " \
+        f"MACs of its modules from {peer}" in notes
+
+
+def test_flopcounter_on_meta_has_no_fast_path_note() -> None:
+    assert "no_grad" not in peer_notes("vit_b_16.md", "flopcounter-meta")
+
+
+def test_the_dynamic_vit_page_says_what_the_model_is() -> None:
+    text = (REPORTS / "note002_dynamic_vit.md").read_text()
+    about = text.split("## About this model\n", 1)[1].split("\n## ", 1)[0]
+    ratios = (1.0, 1.0, 0.7, 0.7, 0.49, 0.49)
+    assert "The keep ratios, of the 64 patch tokens before each block, are " \
+        "1, 1, 0.7, 0.7, 0.49, 0.49" in about
+    # 1 + int(64 r): 65, 65, 45 (44.8), 45, 32 (31.36), 32 tokens
+    assert "the blocks see 65, 65, 45, 45, 32, 32 tokens" in about
+    assert "vitprof's assumptions" in about and "(blocks 2, 4)" in about
+    # the whole model's crossover: N* = M sum(r) / sum(r^2) = 2048 x 4.38 / 3.4602
+    crossover = 2048 * sum(ratios) / sum(r * r for r in ratios)
+    assert f"= {crossover:,.1f} input tokens" in about  # 2,592.4
+    assert "N* = M = 2048 is per block" in about
+    # and the closed form's sentence beside the measured crossover says the same
+    assert "That N* is per block" in text.split("## Cost against image size", 1)[1]
+
+
 def test_reports_stay_small() -> None:
     assert sum(p.stat().st_size for p in REPORTS.iterdir()) < 2_000_000
 

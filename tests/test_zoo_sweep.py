@@ -57,6 +57,16 @@ def test_a_model_that_runs_no_attention_may_keep_its_parts_in_other() -> None:
     assert "## Models that run no attention" in page and "- timm:poolformer: 0.0% of MACs" in page
     assert "- timm:poolformer: other" not in page and "swiftformer" not in page
     assert "- timm:missed: other holds 10 params, 100 MACs; 1 failed self-check(s)" in page
+    # MobileNetV1 and PP-LCNet are convolutional networks, plain ones without residual blocks
+    assert "neither ViTs nor convolutional networks" not in page
+    assert "plain convolutional networks without residual blocks" in page
+
+
+def test_the_committed_summary_is_the_csv_rendered_again() -> None:
+    # `--summary` rewrites zoo_sweep.md from the CSV alone (no re-sweep)
+    reports = Path(__file__).resolve().parents[1] / "reports"
+    page = zoo_sweep.summary(zoo_sweep.read_rows(reports / "zoo_sweep.csv"))
+    assert page == (reports / "zoo_sweep.md").read_text()
 
 
 def test_a_rerun_skips_the_rows_already_written(tmp_path: Path, monkeypatch) -> None:

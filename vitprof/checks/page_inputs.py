@@ -21,7 +21,7 @@ from torch import nn
 from vitprof.analysis import analyze
 from vitprof.checks.crosscheck import PEERS, CrossCheck
 from vitprof.checks.crosscheck.run import Subject, check_subject
-from vitprof.checks.sweep import Sweep, sweep_from
+from vitprof.checks.sweep import Sweep, size_marks, sweep_from
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 from vitprof.count.result import Profile
@@ -103,7 +103,8 @@ def image_size_sweep(
     profiles = [(size, profile if size == own
                  else analyze(profile.model, image_size=size, **(held or {})))
                 for size in sizes]
-    return sweep_from(profile.model, "image_size", patch_size, profiles)
+    return sweep_from(profile.model, "image_size", patch_size, profiles,
+                      size_marks(profile.model, own))
 
 
 NOT_SWEPT = "not swept: the whole input shape was given (--input-shape fixes every size)"

@@ -31,7 +31,7 @@ from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import UNITS, Component, Counts
 from vitprof.count.result import Profile
-from vitprof.models.zoo import build, infer_patch_size
+from vitprof.models.zoo import build, infer_patch_size, published_sizes
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,7 @@ class Sweep:
     patch_size: int | None
     points: tuple[SweepPoint, ...]
     warnings: tuple[str, ...] = ()
+    marks: tuple[int, ...] = ()  # image sizes the model is made for (:func:`size_marks`)
 
     def crossover(self) -> Crossover | None:
         """The attention-core / MLP crossover of an image-size sweep, if the sweep brackets it."""
@@ -227,7 +228,8 @@ def sweep(
     if not values:
         raise UserError("a sweep needs at least one value")
     make = variant_factory(name, axis) if axis != "image_size" else None
-    patch_size = infer_patch_size(build(name, device="meta").module)
+    built = build(name, device="meta")
+    patch_size = infer_patch_size(built.module)
     profiles = []
     for value in progress_bar(values, desc=f"{name} {axis}", unit="point", enabled=progress):
         if make is None:
@@ -235,18 +237,32 @@ def sweep(
         else:
             profile = analyze(make(value), batch_size=batch_size, name=name)
         profiles.append((value, profile))
-    return sweep_from(name, axis, patch_size, profiles)
+    return sweep_from(name, axis, patch_size, profiles, size_marks(name, built.image_size))
+
+
+def size_marks(name: str, own: int | tuple[int, int] | None) -> tuple[int, ...]:
+    """The image sizes to mark on an image-size sweep of ``name``: its own size ``own`` (a
+    square one) and the sizes its published weights are made for, where vitprof knows them
+    (:func:`vitprof.models.zoo.published_sizes`: 224 and 384 for vit_b_16, 224 and 518 for
+    vit_h_14). Each is a size the model is made for; sizes usual for other models (518 on a
+    /16 model, 224 on a 32 px model) are not marked."""
+    sizes = set(published_sizes(name))
+    if isinstance(own, int):
+        sizes.add(own)
+    return tuple(sorted(sizes))
 
 
 def sweep_from(
-    name: str, axis: str, patch_size: int | None, profiles: Sequence[tuple[int, Profile]]
+    name: str, axis: str, patch_size: int | None, profiles: Sequence[tuple[int, Profile]],
+    marks: tuple[int, ...] = (),
 ) -> Sweep:
     """The Sweep of analyses made already: ``(value, Profile)`` pairs of ``name`` along
-    ``axis``, in order; patch counts for image sizes when ``patch_size`` is known."""
+    ``axis``, in order; patch counts for image sizes when ``patch_size`` is known; ``marks``
+    the sizes to mark (:func:`size_marks`)."""
     points = []
     warnings: dict[str, None] = {}
     for value, profile in profiles:
         patches = (value // patch_size) ** 2 if axis == "image_size" and patch_size else None
         points.append(SweepPoint(value, patches, dict(profile.components)))
         warnings.update(dict.fromkeys(profile.warnings))
-    return Sweep(name, axis, patch_size, tuple(points), tuple(warnings))
+    return Sweep(name, axis, patch_size, tuple(points), tuple(warnings), marks)

@@ -4,7 +4,9 @@ Billion Parameters"), hand-written for vitprof: what sets its blocks apart from 
 * **Parallel blocks**: one norm feeds both the attention and the MLP, and both outputs are added
   to the residual: ``x + attn(norm(x)) + mlp(norm(x))``, not two sequential sub-layers.
 * **QK-norm**: a norm over the head width d on the queries and on the keys of every head (one
-  pair per block, shared by its heads), before ``q k^T``.
+  pair per block, shared by its heads), before ``q k^T``. The paper writes it as a LayerNorm and
+  applies its LayerNorms "without bias and centering"; an RMSNorm here is vitprof's choice
+  (a bias-free LayerNorm has the same d weights and no MACs either: the counts are the same).
 * **Biases only in the MLP**: the paper removes the biases of the q, k, v projections and keeps
   those of the two MLP linears ("in- and out-"); the output projection, fused with the MLP's
   second linear in the paper's parallel form, has none of its own here.

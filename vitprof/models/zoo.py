@@ -54,7 +54,7 @@ from vitprof.models.family.base import (
 __all__ = [
     "DEFAULT_IMAGE_SIZE", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory", "Published",
     "ZooEntry", "build", "check_zoo_size", "default_image_size", "infer_image_size",
-    "infer_patch_size", "lookup", "validate_name",
+    "infer_patch_size", "lookup", "published_sizes", "validate_name",
 ]
 
 
@@ -84,6 +84,13 @@ def lookup(name: str) -> ZooEntry:
     close = difflib.get_close_matches(key, list(ZOO), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see 'vitprof models'"
     raise UserError(f"unknown model '{name}'{hint}")
+
+
+def published_sizes(name: str) -> tuple[int, ...]:
+    """The square image sizes the published weights of the zoo model ``name`` are made for
+    (torchvision's weights: 224 and 384 for vit_b_16), or () when vitprof knows none."""
+    entry = ZOO.get(name.removeprefix("torchvision:"))
+    return entry.published_sizes() if entry is not None else ()
 
 
 ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)

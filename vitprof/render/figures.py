@@ -25,6 +25,7 @@ import matplotlib.style
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 from PIL import Image
 
@@ -82,19 +83,19 @@ def block_macs(profile: Profile) -> FigureData:
     })
 
 
-SIZE_MARKS = (224, 384, 518)  # the image sizes ViTs are usually published at
-
-
 def sweep_macs(result: Sweep) -> FigureData:
     """MACs along a sweep: the total, the attention layer as a whole (q/k/v projections +
-    attention core + output projection), its attention core alone, the MLP and everything else
-    (total - attention layer - MLP); for an image-size sweep the attention-core / MLP crossover
-    and the marks of :data:`SIZE_MARKS` that lie within the swept range."""
+    attention core + output projection), its attention core alone, the MLP and the rest
+    outside the attention layer and the MLP (total - attention layer - MLP: not the "other
+    MACs" of :func:`~vitprof.render.pages.markdown.sweep_cells`, which holds the projections
+    too); for an image-size sweep the attention-core / MLP crossover and the sweep's
+    :attr:`~vitprof.checks.sweep.Sweep.marks` (the sizes the model is made for) that lie
+    within the swept range."""
     points = sorted(result.points, key=lambda p: p.value)
     crossover = result.crossover()
     values = [p.value for p in points]
     attention = [p.attention.macs for p in points]
-    marks = [s for s in SIZE_MARKS if values[0] <= s <= values[-1]] \
+    marks = [s for s in result.marks if values[0] <= s <= values[-1]] \
         if result.axis == "image_size" else []
     return FigureData("sweep", f"{result.model}: MACs against {AXES[result.axis]}", {
         "axis": result.axis,
@@ -112,27 +113,50 @@ def sweep_macs(result: Sweep) -> FigureData:
 
 # ------------------------------------------------------------------------------- drawing
 
-# where a point's label may go, in order of preference: offset (points) and alignment
-_LABEL_PLACES = ((4, 2, "left", "bottom"), (4, -2, "left", "top"),
-                 (-4, 2, "right", "bottom"), (-4, -2, "right", "top"))
+# Where a point's label may go, in order of preference: a direction (unit offsets, the label's
+# alignment) tried at each distance of _LABEL_RINGS (points); past the first ring a leader line
+# joins the label to its point.
+_LABEL_DIRECTIONS = ((1, 0.5, "left", "bottom"), (1, -0.5, "left", "top"),
+                     (-1, 0.5, "right", "bottom"), (-1, -0.5, "right", "top"),
+                     (0, 1, "center", "bottom"), (0, -1, "center", "top"),
+                     (1, 1, "left", "bottom"), (-1, 1, "right", "bottom"),
+                     (1, -1, "left", "top"), (-1, -1, "right", "top"))
+_LABEL_RINGS = (4, 14, 26, 40, 56)
+_LEADER = {"arrowstyle": "-", "lw": 0.5, "color": "#777777", "shrinkA": 0, "shrinkB": 2}
+_POINT_BOX = 5.0  # half the side, in pixels, of the box a marker keeps free of labels
 
 
-def place_labels(ax: Axes, anchors: Sequence[tuple[float, float]], texts: Sequence[str]) -> None:
+def _free(box: Bbox, taken: Sequence[Bbox], frame: Bbox) -> bool:
+    inside = (frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+              and box.y1 <= frame.y1)
+    return inside and not any(box.overlaps(other) for other in taken)
+
+
+def place_labels(ax: Axes, anchors: Sequence[tuple[float, float]], texts: Sequence[str],
+                 points: Sequence[tuple[float, float]] = (), fontsize: float = 6) -> None:
     """Label each anchor (data coordinates; call once the axes' scales and limits are set) at
-    the first of :data:`_LABEL_PLACES` whose box overlaps no label placed before it (the first
-    place when every one does)."""
+    the first place, nearest first (:data:`_LABEL_RINGS`, :data:`_LABEL_DIRECTIONS`), whose box
+    lies inside the axes and overlaps no label placed before it and no marker of an anchor or
+    of the other ``points`` drawn (the nearest place when none is free); a label away from its
+    point gets a leader line."""
     renderer = ax.figure.canvas.get_renderer()  # type: ignore[attr-defined]
-    placed: list[Bbox] = []
+    frame = ax.get_window_extent(renderer)
+    pixels = [ax.transData.transform(point) for point in [*anchors, *points]]
+    taken = [Bbox.from_extents(x - _POINT_BOX, y - _POINT_BOX, x + _POINT_BOX, y + _POINT_BOX)
+             for x, y in pixels]
+    places = [(ring, *direction) for ring in _LABEL_RINGS for direction in _LABEL_DIRECTIONS]
     for anchor, text in zip(anchors, texts, strict=True):
-        options = [ax.annotate(text, anchor, xytext=(dx, dy), textcoords="offset points",
-                               ha=ha, va=va, fontsize=6) for dx, dy, ha, va in _LABEL_PLACES]
-        boxes = [option.get_window_extent(renderer) for option in options]
-        best = next((i for i, box in enumerate(boxes)
-                     if not any(box.overlaps(other) for other in placed)), 0)
-        for i, option in enumerate(options):
-            if i != best:
-                option.remove()
-        placed.append(boxes[best])
+        label = ax.annotate(text, anchor, xytext=(0, 0), textcoords="offset points",
+                            fontsize=fontsize, linespacing=1.0, arrowprops=_LEADER)
+        for ring, dx, dy, ha, va in [*places, places[0]]:  # the nearest when none is free
+            label.set(position=(dx * ring, dy * ring), ha=ha, va=va)
+            label.update_positions(renderer)
+            box = Text.get_window_extent(label, renderer)  # the text alone, not its leader
+            if _free(box, taken, frame):
+                break
+        assert label.arrow_patch is not None
+        label.arrow_patch.set_visible(ring > _LABEL_RINGS[0])
+        taken.append(box)
 
 
 def share_label(percent: float) -> str:
@@ -141,13 +165,16 @@ def share_label(percent: float) -> str:
     return f"{percent:.2f}%" if percent >= 0.01 else f"{percent:.2g}%"
 
 
-def label_groups(xs: Sequence[float], ys: Sequence[float], near: float) -> list[list[int]]:
+def label_groups(xs: Sequence[float], ys: Sequence[float], near: float,
+                 near_y: float | None = None) -> list[list[int]]:
     """Indices of the points of a log-log plot, each grouped with the first earlier group whose
-    first point is within the ratio ``near`` of it on both axes: one label per group."""
+    first point is within the ratio ``near`` of it on the x axis and ``near_y`` (default
+    ``near``) on the y axis: one label per group."""
+    near_y = near if near_y is None else near_y
     groups: list[list[int]] = []
     for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
         home = next((g for g in groups if max(x / xs[g[0]], xs[g[0]] / x) < near
-                     and max(y / ys[g[0]], ys[g[0]] / y) < near), None)
+                     and max(y / ys[g[0]], ys[g[0]] / y) < near_y), None)
         if home is None:
             groups.append([i])
         else:
@@ -203,7 +230,7 @@ _SWEEP_LINES = (  # key, label, colour, line style
     ("attention", "attention layer (qkv + core + proj)", COLORS["attn_qkv"], "-"),
     ("attn_core", "of which attention core (QK^T, AV)", COLORS["attn_core"], "--"),
     ("mlp", "MLP", COLORS["mlp"], "-"),
-    ("rest", "everything else", COLORS["other"], "-"),
+    ("rest", "outside attention layer and MLP", COLORS["other"], "-"),
 )
 
 
@@ -214,8 +241,9 @@ def _draw_sweep(fig: Figure, data: dict[str, Any]) -> None:
     for key, label, color, style in _SWEEP_LINES:
         ax.plot(xs, [v / 1e9 for v in data[key]], marker="o", markersize=3, label=label,
                 color=color, linestyle=style)
-    for size in data["marks"]:
-        ax.axvline(size, color="#999999", linestyle=":", linewidth=1)
+    for i, size in enumerate(data["marks"]):
+        ax.axvline(size, color="#999999", linestyle=":", linewidth=1,
+                   label="sizes the model is made for" if i == 0 else None)
         ax.annotate(f"{size}", xy=(size, 1.0), xycoords=("data", "axes fraction"),
                     xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
                     fontsize="x-small", color="#555555")

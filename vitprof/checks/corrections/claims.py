@@ -47,9 +47,12 @@ class Figure(StrEnum):
     ACTIVATION_BYTES = "activation_bytes"
     INPUT_ELEMENTS = "input_elements"
     IMAGE_SIZE = "image_size"
+    AFFINE = "affine"
+    AFFINE_HELD = "affine_held"
 
 
 COUNTED = frozenset({Figure.PARAMS, Figure.MACS, Figure.FLOPS, Figure.VECTOR_FLOPS})
+PATTERNED = (Figure.PARAM, Figure.SHAPE, Figure.AFFINE, Figure.AFFINE_HELD)  # read `pattern`
 
 
 class Scope(StrEnum):
@@ -112,7 +115,9 @@ class Rule(StrEnum):
 
     SCALES_AS = "scales_as"  # reads the exponent and the term's share of its layer; a power
     SAVES = "saves"  # reads the saving in per cent; the least saving that makes it correct
-    EXCEEDS = "exceeds"  # reads the larger and the smaller model's figure a size name implies
+    FITS = "fits"  # reads the residual of the stated form's fit; the largest residual allowed
+    EXCEEDS = "exceeds"  # reads the figures of the model a size name puts higher, of the one
+    # below it in the note's ladder and of the standard model of that name; the least margin
     REACHES = "reaches"  # reads a quantity's typical and largest size; the level a statement
     # without a figure implies it reaches
 
@@ -121,9 +126,14 @@ class Rule(StrEnum):
 RULE_INPUTS: dict[Rule, tuple[str, frozenset[str]]] = {
     Rule.SCALES_AS: ("power", frozenset({"exponent", "share"})),
     Rule.SAVES: ("percent", frozenset({"saving"})),
-    Rule.EXCEEDS: ("by", frozenset({"larger", "smaller"})),
+    Rule.FITS: ("within", frozenset({"residual"})),
+    Rule.EXCEEDS: ("by", frozenset({"larger", "smaller", "named"})),
     Rule.REACHES: ("level", frozenset({"typical", "largest"})),
 }
+
+# What a note writes before a figure it gives as approximate ("~86M", "约 86M", "≈ 85.8"): such a
+# figure is a conventional one, read as rounded or cut to its last digit (rule 1).
+APPROXIMATE_MARKS = ("~", "约", "≈", "\\approx")
 
 
 @dataclass(frozen=True)
@@ -153,9 +163,10 @@ class Claim:
     ``value`` is the note's figure in ``unit`` (None for O-notation claims, which ``judge``
     decides); ``measure`` is the correct value for the model the note describes; ``reason`` a
     template over ``values``, ``value`` and ``measured`` (the measure's result), which the
-    values may read too. ``evaluated``: the value is vitprof's evaluation of the note's formula
-    or code, not a figure the note states. ``declared``: the note says it leaves the term out
-    or approximates it.
+    values may read too; ``shown``, a template alike, what the report shows as vitprof's value
+    where the measure alone does not say it (the terms of a fitted form), else empty.
+    ``evaluated``: the value is vitprof's evaluation of the note's formula or code, not a figure
+    the note states. ``declared``: the note says it leaves the term out or approximates it.
     """
 
     id: str
@@ -172,13 +183,22 @@ class Claim:
     judge: Judge | None = None
     evaluated: bool = False
     declared: bool = False
+    shown: str = ""
+
+    @property
+    def approximate(self) -> bool:
+        """The note marks the figure as approximate (:data:`APPROXIMATE_MARKS`) and states its
+        rounding (a tolerance): rule 1 reads it as rounded or cut to its last digit."""
+        return self.tolerance > 0 and any(mark in quote for quote in self.quote
+                                          for mark in APPROXIMATE_MARKS)
 
 
 _NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Load, ast.Add, ast.Sub, ast.Mult, ast.Div,
           ast.FloorDiv, ast.Pow, ast.USub)
 _MEASUREMENT_KEYS = frozenset(Measurement.__dataclass_fields__)
 _CLAIM_KEYS = frozenset({"id", "where", "quote", "value", "unit", "measure", "reason", "values",
-                         "tolerance", "own_code", "judge", "evaluated", "declared"})
+                         "tolerance", "own_code", "judge", "evaluated", "declared",
+                         "shown"})
 
 
 def expression(text: str) -> Expression:
@@ -210,8 +230,8 @@ def measurement(table: Mapping[str, Any]) -> Measurement:
         index=table.get("index", 0),
         sizes=tuple(table["sizes"]) if "sizes" in table else None,
     )
-    if (found.figure in (Figure.PARAM, Figure.SHAPE)) != (found.pattern is not None):
-        raise ValueError(f"a pattern goes with param and shape only: {dict(table)}")
+    if (found.figure in PATTERNED) != (found.pattern is not None):
+        raise ValueError(f"a pattern goes with {', '.join(PATTERNED)} only: {dict(table)}")
     if (found.figure is Figure.EXPONENT) != (found.sizes is not None):
         raise ValueError(f"sizes go with exponent only: {dict(table)}")
     if found.scope is not Scope.MODEL and found.figure not in COUNTED:
@@ -236,7 +256,7 @@ def _check_names(claim: Claim) -> None:
     specs = [*claim.values.values(), claim.measure, *([claim.own_code.measure]
                                                       if claim.own_code else [])]
     used = set().union(*(s.names for s in specs if isinstance(s, Expression)))
-    used |= _template_names(claim.reason)
+    used |= _template_names(claim.reason) | _template_names(claim.shown)
     if claim.judge is not None:
         used |= set(claim.judge.reads.values())
     if used - known:
@@ -261,6 +281,7 @@ def claim(table: Mapping[str, Any], notes: Mapping[str, Note]) -> Claim:
             own_code=None if own is None else OwnCode(own["label"], spec(own["measure"])),
             judge=None if judge_table is None else judge(judge_table),
             evaluated=table.get("evaluated", False), declared=table.get("declared", False),
+            shown=table.get("shown", ""),
         )
         if (found.value is None) == (found.judge is None):
             raise ValueError("a claim has a value or a judge, not both")

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from vitprof.analysis import analyze
+from vitprof.checks.corrections.affine import affine
 from vitprof.checks.corrections.claims import (
     COUNTED,
     Claim,
@@ -128,6 +129,9 @@ class Lab:
                 return sum(op.bytes_written for op in profile.ops)
             case Figure.INPUT_ELEMENTS:  # the values of the input tensor, the batch included
                 return math.prod(profile.input_shape)
+            case Figure.AFFINE | Figure.AFFINE_HELD:  # 1: the module is an affine map
+                return affine(m.model, m.pattern or "", profile.input_shape,
+                              hold_weights=m.figure is Figure.AFFINE_HELD)
         return getattr(self.spec(m.model), m.figure)
 
     def _exponent(self, m: Measurement) -> float:
@@ -205,7 +209,7 @@ class _ReasonFormatter(Formatter):
         return format(value, format_spec)
 
 
-def reason(claim: Claim, figures: Figures) -> str:
-    """The claim's reason with its figures filled in."""
-    names = {name for _, name, _, _ in Formatter().parse(claim.reason) if name}
-    return _ReasonFormatter().format(claim.reason, **{name: figures.get(name) for name in names})
+def reason(template: str, figures: Figures) -> str:
+    """A template of the claim (its reason, or what it shows) with its figures filled in."""
+    names = {name for _, name, _, _ in Formatter().parse(template) if name}
+    return _ReasonFormatter().format(template, **{name: figures.get(name) for name in names})

@@ -4,8 +4,11 @@ The rules, applied to every claim in this order (the report states them in its p
 
 1. **correct**: the value vitprof measures for the model the note describes is within the
    claim's tolerance of the note's value. The tolerance is the rounding the note states: half a
-   unit of its last digit for "≈" and "~" figures ("~86M" allows 500,000), nothing for an exact
-   figure.
+   unit of its last digit for a rounded figure ("~8M" allows 500,000), nothing for an exact
+   figure. A figure the note marks as approximate ("~", "约", "≈") is a conventional one: it is
+   also correct when it is vitprof's value cut (not rounded) to its last digit, as published
+   counts are (the ViT paper's and DeiT's "86M" for ViT-B's 86,567,656 parameters): within
+   [value - tolerance, value + 2 x tolerance).
 2. **correct only for** *X*: not 1, but the variant *X* the note's own formula or code defines
    (a bias-free projection as a formula writes it, its own model, a single head) gives the note's
    value within the tolerance; the standard model differs.
@@ -17,16 +20,21 @@ The rules, applied to every claim in this order (the report states them in its p
    is not the stated power (to 1e-9), **misleading** when it is but that term is less than half
    of the layer the claim names at the note's own size (the order leaves out what dominates),
    else **correct**; ``saves`` (a cost presented as a saving) is **correct** when it saves at
-   least the stated per cent at the note's size, else **misleading**.
-6. A size name that implies an order ("Base" above "Small", "Large" above ViT-Base) has no value
-   either: ``exceeds`` is **correct** when the model the name puts higher has more than the
-   stated number of parameters more, else **wrong**.
+   least the stated per cent at the note's size, else **misleading**; ``fits`` (a total,
+   O(f + g)) is **correct** when a block's MACs are exactly of the stated form (fitted at two
+   sizes, the residual at a third within the stated bound), else **wrong**.
+6. A size name that implies an order ("Base" above "Small", "Large" above "Base") has no value
+   either: ``exceeds`` is **wrong** when the model the name puts higher has no more than the
+   stated number of parameters more than the one below it in the note's own ladder,
+   **misleading** when it has but the standard model of that name (the ViT paper's) has more
+   than that many more than it (the order holds, the name does not), else **correct**.
 7. A statement without a figure, an order or a size ("Attention 是线性操作", "点积可能达到几百")
    implies that a quantity reaches a level: ``reaches`` reads the quantity's *typical* size for
-   the model the note describes, under the premise the note's argument takes (unit-variance q
-   and k; for a structural property, its only value), and the *largest* size that premise
-   allows; **correct** when the typical size reaches the level, **misleading** when only the
-   largest does (the reason says what it takes), else **wrong**.
+   the model the note describes as it is, and the *largest* size that the premise the note's
+   argument takes allows (unit-variance q and k at their most aligned; attention weights held
+   fixed, as a weighted average takes them); **correct** when the typical size reaches the
+   level, **misleading** when only the largest does (the reason says what it takes), else
+   **wrong**.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ class Correction:
     measured: Number
     verdict: Verdict
     reason: str
+    shown: str = ""  # the claim's ``shown`` filled in: vitprof's value as the report shows it
 
     @property
     def label(self) -> str:
@@ -81,8 +90,14 @@ def _saves(read: Mapping[str, Number], percent: float) -> Verdict:
     return Verdict.CORRECT if read["saving"] >= percent else Verdict.MISLEADING
 
 
+def _fits(read: Mapping[str, Number], within: float) -> Verdict:
+    return Verdict.CORRECT if abs(read["residual"]) <= within else Verdict.WRONG
+
+
 def _exceeds(read: Mapping[str, Number], by: float) -> Verdict:
-    return Verdict.CORRECT if read["larger"] - read["smaller"] > by else Verdict.WRONG
+    if read["larger"] - read["smaller"] <= by:
+        return Verdict.WRONG
+    return Verdict.MISLEADING if read["named"] - read["larger"] > by else Verdict.CORRECT
 
 
 def _reaches(read: Mapping[str, Number], level: float) -> Verdict:
@@ -92,7 +107,7 @@ def _reaches(read: Mapping[str, Number], level: float) -> Verdict:
 
 
 JUDGES: dict[Rule, Callable[[Mapping[str, Number], float], Verdict]] = {
-    Rule.SCALES_AS: _scales_as, Rule.SAVES: _saves, Rule.EXCEEDS: _exceeds,
+    Rule.SCALES_AS: _scales_as, Rule.SAVES: _saves, Rule.FITS: _fits, Rule.EXCEEDS: _exceeds,
     Rule.REACHES: _reaches,
 }
 
@@ -102,17 +117,26 @@ def verdict(claim: Claim, figures: Figures, measured: Number) -> Verdict:
     if claim.judge is not None:
         read = {role: figures.get(name) for role, name in claim.judge.reads.items()}
         return JUDGES[claim.judge.rule](read, claim.judge.parameter)
-    assert claim.value is not None
-    if abs(measured - claim.value) <= claim.tolerance:
+    if within(claim, measured):
         return Verdict.CORRECT
     own = claim.own_code
-    if own is not None and abs(figures.evaluate(own.measure) - claim.value) <= claim.tolerance:
+    if own is not None and within(claim, figures.evaluate(own.measure)):
         return Verdict.CORRECT_ONLY_FOR
     return Verdict.DECLARED if claim.declared else Verdict.WRONG
+
+
+def within(claim: Claim, found: Number) -> bool:
+    """Rule 1: ``found`` gives the note's value at the rounding it states; an approximate
+    figure also when ``found`` cut to its last digit is the value."""
+    assert claim.value is not None
+    if abs(found - claim.value) <= claim.tolerance:
+        return True
+    return claim.approximate and claim.value <= found < claim.value + 2 * claim.tolerance
 
 
 def correct(claim: Claim, lab: Lab) -> Correction:
     """Measure ``claim`` and decide its verdict."""
     figures = Figures(claim, lab)
     measured = figures.get("measured")
-    return Correction(claim, measured, verdict(claim, figures, measured), reason(claim, figures))
+    return Correction(claim, measured, verdict(claim, figures, measured),
+                      reason(claim.reason, figures), reason(claim.shown, figures))

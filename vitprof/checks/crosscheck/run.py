@@ -167,12 +167,24 @@ def _breakdown(by_operator: dict[str, int]) -> str:
     return ", ".join(f"{op} {n:,}" for op, n in ordered) or "nothing"
 
 
+def _grad_note(subject: Subject, peer: Peer, model: nn.Module, fast_path_blind: bool) -> str:
+    """The grad mode a peer ran in, which decides the nn.MultiheadAttention path, and with grad
+    enabled what the fast path would hide from a ``fast_path_blind`` peer."""
+    note = f"run in eval mode, {'grad enabled' if subject.grad else 'under torch.no_grad()'}"
+    hidden = why.fast_path_macs(subject.profile, model) if fast_path_blind else 0
+    if subject.grad and hidden:
+        note += (f"; under torch.no_grad() the nn.MultiheadAttention fast path hides all "
+                 f"{hidden:,} MACs of its modules from {peer.name}")
+    return note
+
+
 def _fvcore(subject: Subject, peer: Peer) -> PeerRow:
     model, run = subject.run_real(partial(run_fvcore, grad=subject.grad))
     profile = subject.profile
     causes = why.uncounted_causes(profile, run.unsupported, "does not count", "::")
     causes += why.fvcore_norm_causes(profile, model, run.unsupported)
-    note = f"by operator: {_breakdown(run.by_operator)}"
+    note = (f"{_grad_note(subject, peer, model, fast_path_blind=True)}; "
+            f"by operator: {_breakdown(run.by_operator)}")
     free = why.free_uncounted(profile, run.unsupported)
     if free:
         note += f"; also unsupported, no MACs in vitprof either: {', '.join(free)}"
@@ -194,10 +206,14 @@ def _flop_counter(subject: Subject, peer: Peer, device: str) -> PeerRow:
                                                  f"{subject.no_cpu_model}")
     run = run_flop_counter(model, subject.example(device), subject.grad)
     causes = why.flop_counter_causes(subject.profile, run.uncounted)
+    # the fast path runs on real devices only: on meta every op is seen in either grad mode
+    grad = _grad_note(subject, peer, model, fast_path_blind=True) if device != "meta" else ""
     return peer_row(peer.name, run.total_flops, peer.unit, run.total_flops // 2, None,
                     subject.profile.totals, causes,
-                    f"2 FLOPs per MAC: {run.total_flops:,} FLOPs = {run.total_flops // 2:,} MACs; "
-                    f"by operator: {_breakdown(run.by_operator)}")
+                    "; ".join(filter(None, [
+                        grad, f"2 FLOPs per MAC: {run.total_flops:,} FLOPs = "
+                        f"{run.total_flops // 2:,} MACs; by operator: "
+                        f"{_breakdown(run.by_operator)}"])))
 
 
 def _published(subject: Subject, peer: Peer) -> PeerRow:
@@ -223,14 +239,9 @@ def _patch_peer(
     def build(subject: Subject, peer: Peer) -> PeerRow:
         model, run = subject.run_real(partial(runner, grad=subject.grad))
         causes = explain(subject.profile, model, run)
-        note = f"run in eval mode, {'grad enabled' if subject.grad else 'under torch.no_grad()'}"
-        hidden = why.fast_path_macs(subject.profile, model) if fast_path_blind else 0
-        if subject.grad and hidden:
-            note += (f"; under torch.no_grad() the nn.MultiheadAttention fast path hides all "
-                     f"{hidden:,} MACs of its modules from {peer.name}")
         return peer_row(peer.name, run.macs, peer.unit, run.macs, run.params,
-                        subject.profile.totals,
-                        causes, note)
+                        subject.profile.totals, causes,
+                        _grad_note(subject, peer, model, fast_path_blind))
 
     return build
 

@@ -53,6 +53,8 @@ class ZooEntry:
     patch_size: int | None = None
     overrides: tuple[Rule, ...] = ()
     published: Callable[[int, int], Published | None] = field(default=lambda size, classes: None)
+    # the square image sizes the model's published weights are made for, where known
+    published_sizes: Callable[[], tuple[int, ...]] = field(default=lambda: ())
     non_square: bool = False  # build takes (height, width) too
 
 

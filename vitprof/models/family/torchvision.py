@@ -142,14 +142,28 @@ def _builder(name: str) -> Factory:
     return build
 
 
+def _crop_size(weights: Any) -> Any:
+    """The image size a torchvision weights enum is made for: an int for a square crop."""
+    crop = weights.transforms.keywords.get("crop_size")
+    return crop[0] if isinstance(crop, list | tuple) and len(set(crop)) == 1 else crop
+
+
+def _published_sizes(name: str) -> Callable[[], tuple[int, ...]]:
+    def sizes() -> tuple[int, ...]:
+        import torchvision.models as tvm
+
+        crops = {_crop_size(weights) for weights in tvm.get_model_weights(name)}
+        return tuple(sorted(crop for crop in crops if isinstance(crop, int)))
+
+    return sizes
+
+
 def _published(name: str) -> Callable[[int, int], Published | None]:
     def published(image_size: int, num_classes: int) -> Published | None:
         import torchvision.models as tvm
 
         for weights in tvm.get_model_weights(name):
-            crop = weights.transforms.keywords.get("crop_size")
-            crop = crop[0] if isinstance(crop, list | tuple) and len(set(crop)) == 1 else crop
-            if crop == image_size and len(weights.meta["categories"]) == num_classes:
+            if _crop_size(weights) == image_size and len(weights.meta["categories"]) == num_classes:
                 return Published(
                     f"torchvision {weights}", weights.meta["num_params"], weights.meta["_ops"]
                 )
@@ -170,13 +184,13 @@ def _vit_22b(image_size: int, num_classes: int) -> nn.Module:
 ENTRIES = (
     *(
         ZooEntry(name, NAME, f"torchvision {name}", _builder(name), 224, 1000, patch,
-                 published=_published(name))
+                 published=_published(name), published_sizes=_published_sizes(name))
         for name, patch in VITS.items()
     ),
     *(
         ZooEntry(name, NAME, f"torchvision {name}", _hierarchical_builder(name), size, 1000,
                  4 if name.startswith("swin") else None, published=_published(name),
-                 non_square=True)
+                 published_sizes=_published_sizes(name), non_square=True)
         for name, size in HIERARCHICAL.items()
     ),
     ZooEntry("vit_22b", NAME, "torchvision's VisionTransformer at ViT-22B's sizes "

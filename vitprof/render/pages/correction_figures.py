@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from vitprof.render import figures
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
 
 CLAIMS_FILE = "corrections_claims.png"
 ATTENTION_FILE = "corrections_note002_attention.png"
-OFF = 1.1  # a point further than this ratio from the diagonal is labelled with its claim
+OFF = 1.1  # a point further than this ratio from equal values is labelled with its claim
 NEAR = 1.5  # labelled points closer than this ratio on both axes share one label
+CLOSE = 1.03  # points within this ratio of equal values are drawn again, in per cent
+SAME = 1.0005  # in that drawing, labelled points this close on y share one label
 
 
 def claimed_vs_measured(found: Sequence[Correction]) -> FigureData:
@@ -65,7 +68,8 @@ def attention_against_tokens(spec: ViTSpec) -> FigureData:
     width, heads = spec.width, spec.heads
     tokens = spec.prefix_tokens + spec.num_patches
     grid = _token_grid(width, tokens)
-    return FigureData("note002_attention", "Note 002: attention MACs per block against tokens", {
+    title = "Note 002: attention core MACs per block against tokens"
+    return FigureData("note002_attention", title, {
         "width": width, "heads": heads, "tokens": tokens, "grid": grid,
         "softmax": [2 * n * n * width for n in grid],
         "linear": [2 * n * width * width for n in grid],
@@ -78,31 +82,57 @@ _VERDICT_COLORS = {"correct": "#2ca02c", "correct only for": "#1f77b4",
                    "misleading": "#ff7f0e"}
 
 
-def _draw_claims(fig: Figure, data: dict) -> None:
-    fig.set_size_inches(7.0, 6.0)
-    ax = fig.add_subplot()
-    xs, ys = data["claimed"], data["measured"]
+def _scatter_by_verdict(ax: Axes, xs: list[float], ys: list[float], data: dict,
+                        shown: list[int]) -> None:
+    """The points ``shown`` (indices), coloured by verdict, hollow where evaluated."""
     for verdict, color in _VERDICT_COLORS.items():
         for evaluated, fill in ((False, color), (True, "none")):
-            mine = [i for i, pair in enumerate(zip(data["verdicts"], data["evaluated"],
-                                                   strict=True)) if pair == (verdict, evaluated)]
+            mine = [i for i in shown
+                    if (data["verdicts"][i], data["evaluated"][i]) == (verdict, evaluated)]
             if mine:
                 label = f"{verdict} ({len(mine)})" + (", evaluated" if evaluated else "")
                 ax.scatter([xs[i] for i in mine], [ys[i] for i in mine], s=18, label=label,
                            facecolors=fill, edgecolors=color, zorder=3)
-    if xs:
-        low, high = min(xs + ys) / 2, max(xs + ys) * 2
-        ax.plot([low, high], [low, high], color="#7f7f7f", linewidth=0.8, label="equal")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    off = [i for i, (x, y) in enumerate(zip(xs, ys, strict=True)) if max(x / y, y / x) > OFF]
-    groups = figures.label_groups([xs[i] for i in off], [ys[i] for i in off], NEAR)
-    figures.place_labels(ax, [(xs[off[g[0]]], ys[off[g[0]]]) for g in groups],
-                         [", ".join(data["claims"][off[i]] for i in g) for g in groups])
-    ax.set_xlabel("the note's value (log scale; hollow: vitprof's evaluation of its formula)")
-    ax.set_ylabel("vitprof's value (log scale)")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="upper left", fontsize="x-small")
+
+
+def _draw_claims(fig: Figure, data: dict) -> None:
+    """Above: the note's value / vitprof's against vitprof's value, both on log scales, the
+    points more than :data:`OFF` off labelled; below: the points within :data:`CLOSE` of 1
+    as the difference in per cent, linear, every one off 1 labelled, so that a figure 0.1%
+    off does not sit on the line of equal values."""
+    fig.set_size_inches(7.0, 8.0)
+    wide, close = fig.subplots(2, 1, height_ratios=(3, 2))
+    xs = data["measured"]
+    ratios = [c / m for c, m in zip(data["claimed"], xs, strict=True)]
+    everything = list(range(len(xs)))
+    _scatter_by_verdict(wide, xs, ratios, data, everything)
+    for ax in (wide, close):
+        ax.set_xscale("log")
+        ax.axhline(1 if ax is wide else 0, color="#7f7f7f", linewidth=0.8, zorder=1)
+        ax.grid(True, which="major", alpha=0.3)
+    wide.set_yscale("log")
+    wide.set_ylabel("the note's value / vitprof's (log scale)")
+    wide.legend(loc="upper right", fontsize="x-small")
+    off = [i for i in everything if max(ratios[i], 1 / ratios[i]) > OFF]
+    groups = figures.label_groups([xs[i] for i in off], [ratios[i] for i in off], NEAR)
+    figures.place_labels(wide, [(xs[off[g[0]]], ratios[off[g[0]]]) for g in groups],
+                         [", ".join(data["claims"][off[i]] for i in g) for g in groups],
+                         [(xs[i], ratios[i]) for i in everything])
+    near = [i for i in everything if max(ratios[i], 1 / ratios[i]) <= CLOSE]
+    percent = [100 * (r - 1) for r in ratios]
+    _scatter_by_verdict(close, xs, percent, data, near)
+    limit = 100 * (CLOSE - 1)
+    close.set_ylim(-limit, limit)
+    close.set_xlim(wide.get_xlim())
+    close.set_ylabel("the note's value - vitprof's, % of vitprof's")
+    close.set_xlabel("vitprof's value (log scale; hollow: vitprof's evaluation of the note's "
+                     "formula)")
+    apart = [i for i in near if ratios[i] != 1]
+    groups = figures.label_groups([xs[i] for i in apart], [ratios[i] for i in apart], NEAR,
+                                  near_y=SAME)
+    figures.place_labels(close, [(xs[apart[g[0]]], percent[apart[g[0]]]) for g in groups],
+                         [", ".join(data["claims"][apart[i]] for i in g) for g in groups],
+                         [(xs[i], percent[i]) for i in near])
 
 
 def _draw_attention(fig: Figure, data: dict) -> None:

@@ -39,14 +39,22 @@ def _number(value: float, unit: str) -> str:
     return n(round(value)) if abs(value - round(value)) < 1e-9 else f"{value:,.2f}"
 
 
+def _points(diff: float) -> str:
+    """A difference of percentages in points, to two significant digits: -0.75 pt, -0.012 pt,
+    +0.0014 pt."""
+    magnitude = abs(diff)
+    decimals = max(0, 1 - math.floor(math.log10(magnitude)))
+    return f"{diff:+.{decimals}f} pt"
+
+
 def _difference(c: Correction) -> str:
     diff = c.difference
     if diff is None:
         return "-"
-    if c.claim.unit.startswith("%"):
-        return f"{diff:+.{_decimals(diff)}f} pt"
     if diff == 0:
         return "0"
+    if c.claim.unit.startswith("%"):
+        return _points(diff)
     text = f"+{_number(diff, c.claim.unit)}" if diff > 0 else f"-{_number(-diff, c.claim.unit)}"
     if c.claim.value and c.measured / c.claim.value >= 2:
         return f"{text} (x{c.measured / c.claim.value:,.1f})"
@@ -85,8 +93,11 @@ def _preamble(found: Sequence[Correction]) -> list[str]:
         "- verdict rules, applied to every row in this order "
         "(`vitprof/checks/corrections/verdicts.py`):",
         "  1. *correct*: vitprof's value is within the rounding the note states (half a unit of "
-        "its last digit for \"≈\" and \"~\" figures: \"≈ 85.8 Million\" allows ±0.05M, "
-        "\"~8M\" ±0.5M; an exact figure nothing);",
+        "its last digit for a rounded figure: \"≈ 85.8 Million\" allows ±0.05M, \"~8M\" "
+        "±0.5M; an exact figure nothing), or, for a figure the note marks as approximate "
+        "(\"~\", \"约\", \"≈\"), vitprof's value cut to that digit is the note's, as "
+        "published counts are cut (the ViT paper's and DeiT's \"86M\" for ViT-B's 86,567,656 "
+        "parameters: \"~86M\" allows 85.5M to 87M, 87M excluded);",
         "  2. *correct only for X*: otherwise, when the variant X that the note's own formula or "
         "code defines (a bias-free projection as a formula writes it, its own model, a single "
         "head) gives its value;",
@@ -94,16 +105,20 @@ def _preamble(found: Sequence[Correction]) -> list[str]:
         "out or approximates it; the reason gives the size of what is left out;",
         "  4. *wrong*: otherwise;",
         "  5. O-notation (no value): *wrong* when the measured growth with the tokens is not the "
-        "stated power; *misleading* when it is but the term is less than half of the layer the "
-        "claim names at the note's own size, or when what the note presents as a saving costs "
-        "more there; *correct* otherwise;",
-        "  6. a size name that implies an order (no value): *correct* when the model the name "
-        "puts higher has more parameters, else *wrong*;",
+        "stated power, or a total O(f + g) does not fit a block's MACs exactly; *misleading* "
+        "when the growth is right but the term is less than half of the layer the claim names "
+        "at the note's own size, or when what the note presents as a saving costs more there; "
+        "*correct* otherwise;",
+        "  6. a size name that implies an order (no value): *wrong* when the model the name "
+        "puts higher has no more parameters than the one below it in the note's own ladder; "
+        "*misleading* when it has, but the standard model of that name (the ViT paper's) has "
+        "more (the order holds, the name does not); else *correct*;",
         "  7. a statement without a figure, an order or a size: it implies that a quantity "
         "reaches a level; *correct* when the quantity's typical size for the model the note "
-        "describes reaches it, under the premise the note's argument takes (unit-variance q and "
-        "k; a structural property has one size), *misleading* when only the largest size that "
-        "premise allows does (the reason says what it takes), else *wrong*",
+        "describes, as it is, reaches it, *misleading* when only the largest size that the "
+        "premise the note's argument takes allows does (unit-variance q and k at their most "
+        "aligned; attention weights held fixed, as a weighted average takes them; the reason "
+        "says what it takes), else *wrong*",
         "- verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())), "",
     ]
 
@@ -114,7 +129,7 @@ def _note_section(note: Note, rows: Sequence[Correction]) -> list[str]:
     cells = [
         [c.claim.id, c.claim.where, _quote(c.claim),
          _value(c.claim),
-         _number(c.measured, c.claim.unit), c.claim.unit, _difference(c), c.label]
+         c.shown or _number(c.measured, c.claim.unit), c.claim.unit, _difference(c), c.label]
         for c in rows
     ]
     lines += [markdown_table(["#", "where", "the note says", "note's value", "vitprof",
@@ -141,8 +156,10 @@ def corrections_page(notes: Iterable[Note], found: Sequence[Correction],
     ``note002`` (the spec of note 002's model) one of its attention costs against tokens."""
     claimed = claimed_vs_measured(found)
     shown: list[tuple[str, FigureData]] = [(CLAIMS_FILE, claimed)]
-    lines = [*_preamble(found), "Every note's value against vitprof's (the rows with a "
-             "positive value; a point off the diagonal by more than 10% is labelled):", "",
+    lines = [*_preamble(found), "Every note's value divided by vitprof's, against vitprof's "
+             "value (the rows with a positive value): above, the whole range, each point more "
+             "than 10% off labelled; below, the points within 3%, as the difference in per "
+             "cent, each one off labelled:", "",
              f"![{claimed.title}]({CLAIMS_FILE})", ""]
     for note in notes:
         lines += _note_section(note, [c for c in found if c.claim.note == note])

@@ -184,16 +184,22 @@ def crossover_text(result: Sweep) -> str:
     )
 
 
-def closed_form_text(found: ClosedFormCrossover | None) -> str:
-    """One sentence on the closed form's crossover, or "" when there is none."""
+def closed_form_text(found: ClosedFormCrossover | None, blocks_alike: bool = True) -> str:
+    """One sentence on the closed form's crossover, or "" when there is none; where the blocks
+    are not ``blocks_alike``, one more on why the model's crossover differs from it."""
     if found is None:
         return ""
-    return (
+    text = (
         f"The closed form (`vitprof.models.closed_form`, spec D = {found.width}, "
         f"M = {found.mlp_width}) "
         f"has core = 2 N^2 D and MLP = 2 N D M per block: N* = M = {float(found.tokens):,.1f} "
         "tokens."
     )
+    if blocks_alike:
+        return text
+    return (f"{text} That N* is per block, for a block that sees all N tokens; this model's "
+            "blocks differ (see Per block), so the whole model's N*, measured above in the "
+            "tokens of its input, lies elsewhere: both are right.")
 
 
 # ------------------------------------------------------------------------------- the page
@@ -218,14 +224,18 @@ def _warnings_lines(warnings: Sequence[str]) -> list[str]:
             *(f"- {message}" for message in warnings)]
 
 
-def model_report(inputs: ModelPageInputs) -> Page:
+def model_report(inputs: ModelPageInputs, about: Sequence[str] = ()) -> Page:
     """The report of one model from what :func:`vitprof.checks.page_inputs.model_page_inputs`
-    computed for it, with its figures."""
+    computed for it, with its figures; ``about``, paragraphs on what the model is, go first
+    under "About this model"."""
     profile, result = inputs.profile, inputs.scaling
     name, stem = profile.model, file_stem(profile.model)
     shares = component_shares(profile)
     figures: list[tuple[str, FigureData]] = [(f"{stem}_components.png", shares)]
     lines = [f"# {name}", "", *(f"- {line}" for line in header_lines(profile))]
+    if about:
+        lines += ["", "## About this model", ""]
+        lines += [line for paragraph in about for line in (paragraph, "")][:-1]
     lines += _warnings_lines(profile.warnings)
     lines += ["", "## Totals", "", *_totals_lines(profile)]
     lines += ["", "## Per stage", "", breakdown_table(stages(profile), profile.totals, "stage")]
@@ -256,9 +266,14 @@ def model_report(inputs: ModelPageInputs) -> Page:
         figures.append((f"{stem}_scaling.png", scaling))
         lines += [
             "", "## Cost against image size", "",
-            "Counted by vitprof at each size (meta device, batch 1).", "",
+            "Counted by vitprof at each size (meta device, batch 1). *other MACs* are all but "
+            "the attention core's and the MLP's, the q/k/v and output projections among them; "
+            "the figure's grey curve, *outside attention layer and MLP*, leaves the projections "
+            "out. Dotted lines mark the sizes the model is made for (its own and, where "
+            "vitprof knows them, those of its published weights).", "",
             markdown_table(*sweep_cells(result)), "",
-            " ".join(filter(None, [crossover_text(result), closed_form_text(inputs.closed_form)])),
+            " ".join(filter(None, [crossover_text(result), closed_form_text(
+                inputs.closed_form, not profile.blocks or not blocks_differ(profile))])),
             "", f"![{scaling.title}]({figures[-1][0]})",
         ]
     return Page(f"{stem}.md", "\n".join(lines) + "\n", tuple(figures), profile.warnings)

@@ -33,7 +33,7 @@ def _row(row: ZooRow) -> list[str]:
 
 
 SCATTER = "zoo.png"
-NEAR = 1.3  # points closer than this ratio in both params and GMACs share one label
+NEAR = 1.05  # points closer than this ratio in both params and GMACs share one label
 # family: marker, size, colour; Hugging Face's copies of torchvision's ViTs are larger hollow
 # squares, to be seen around the point they share
 MARKERS = {"torchvision": ("o", 20, "#1f77b4"), "huggingface": ("s", 70, "#ff7f0e"),
@@ -68,7 +68,8 @@ def _draw(fig: Figure, data: dict) -> None:
     ax.autoscale_view()
     groups = figures.label_groups(xs, ys, NEAR)
     figures.place_labels(ax, [(xs[g[0]], ys[g[0]]) for g in groups],
-                         ["\n".join(data["models"][i] for i in g) for g in groups])
+                         ["\n".join(data["models"][i] for i in g) for g in groups],
+                         list(zip(xs, ys, strict=True)))
     ax.set_xlabel("GMACs (batch 1, default image size; log scale)")
     ax.set_ylabel("params, millions (log scale)")
     ax.grid(True, which="major", alpha=0.3)
