@@ -12,10 +12,10 @@ component rules (``(regex, component)``) of its zoo entry followed by the caller
 :func:`make_workload` builds one from what a user gave: a zoo name, ``timm:NAME``, ``hf:...``,
 ``FILE.py:factory``, ``package.module:factory`` (all through :func:`vitprof.models.zoo.build`,
 which builds the model at the image size, frames and channels asked for) or an ``nn.Module``
-(a ``torch.compile``'d one is unwrapped to its ``_orig_mod``, with a warning), plus an
-:class:`InputRequest`: an image size (an int for a square, or ``(H, W)``), frames, channels, a
-dtype, a whole input shape, or the inputs themselves. Without them the input is the model's
-own: a zoo entry's size, else what the module declares
+(a ``torch.compile``'d one, given or built, is unwrapped to its ``_orig_mod``, with a warning),
+plus an :class:`InputRequest`: an image size (an int for a square, or ``(H, W)``), frames,
+channels, a dtype, a whole input shape, or the inputs themselves. Without them the input is the
+model's own: a zoo entry's size, else what the module declares
 (:func:`vitprof.models.declared_input.declared_input`: timm's ``pretrained_cfg``, a Hugging Face
 config, ``img_size`` / ``in_chans`` attributes, a config's ``num_frames``; a non-square size kept
 as declared), else :data:`vitprof.models.zoo.DEFAULT_IMAGE_SIZE`. :attr:`Workload.input_source`
@@ -248,10 +248,12 @@ def make_workload(
                        device=device, frames=request.frames, in_chans=request.in_chans)
                  if request.shape is None else _built_for_shape(model, request.shape,
                                                                 num_classes, device))
-        module = built.module.to(request.dtype) if request.dtype is not None else built.module
+        module, notes = _uncompiled(built.module)
+        module = module.to(request.dtype) if request.dtype is not None else module
         inputs_, source = _input(module, request, batch_size, built.entry, built.image_size)
         rules = (*(built.entry.overrides if built.entry else ()), *overrides)
-        return Workload(built.name, module, inputs_, rules, built.entry, built.warnings, source)
+        return Workload(built.name, module, inputs_, rules, built.entry,
+                        (*notes, *built.warnings), source)
     if not isinstance(model, nn.Module):
         raise UserError(f"expected an nn.Module or a model name, got {type(model).__name__}")
     if num_classes is not None:
@@ -295,7 +297,8 @@ def _built_for_shape(
 
 def _uncompiled(model: nn.Module) -> tuple[nn.Module, tuple[str, ...]]:
     """A ``torch.compile``'d model's original module (``_orig_mod``), and the warning that
-    says so; any other model as it is."""
+    says so; any other model as it is. Every model is taken through here, a caller's module
+    and one a factory built alike, so the Python API and the command line warn the same."""
     original = getattr(model, "_orig_mod", None)
     if not isinstance(original, nn.Module):
         return model, ()

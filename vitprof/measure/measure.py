@@ -379,5 +379,5 @@ def profile_model(
         dtype=dtype, input_shape=shape, warmup=warmup, iters=iters,
         threads=used_threads, torch_version=torch.__version__, timings=timings,
         peak=peak, memory=memory, ops=tuple(records), unsupported_ops=unsupported, notes=notes,
-        warnings=planned.found.warnings + unsupported_warning(unsupported),
+        warnings=work.warnings + planned.found.warnings + unsupported_warning(unsupported),
     )
