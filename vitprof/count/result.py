@@ -116,6 +116,12 @@ class Profile:
         return outside
 
     @property
+    def input_dtype(self) -> str:
+        """The dtype of the input tensor (the forward's first tensor of shape ``input_shape``,
+        ``float32``, ``bfloat16``, ...); "" when the forward's tensors were not recorded."""
+        return next((i.dtype for i in self.inputs if i.shape == self.input_shape), "")
+
+    @property
     def attention(self) -> Counts:
         """The attention group: qkv + core + proj."""
         c = self.components
