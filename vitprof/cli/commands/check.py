@@ -17,6 +17,7 @@ import sys
 from vitprof.cli.commands.common import (
     add_shape_options,
     given_shape_options,
+    output_path,
     shape_conflicts,
     shape_options,
     warn,
@@ -44,7 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("budgets", metavar="BUDGETS.toml", help="budget file")
     parser.add_argument("--format", choices=choices("check"), default="table")
-    parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    parser.add_argument("--output", type=output_path, metavar="FILE",
+                        help="write the report to FILE")
     parser.add_argument("--entry", action="append", metavar="NAME",
                         help="check only this entry (repeatable)")
     parser.add_argument("--update-baselines", action="store_true",

@@ -38,6 +38,14 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0, "an integer >= 0")
 
 
+def output_path(text: str) -> str:
+    """argparse type of an output option (``--output``, ``--out``, ``--figure``, ``--roofline``):
+    a path, not empty. An empty one names no file, and would be found out only after the work."""
+    if not text:
+        raise argparse.ArgumentTypeError(f"expected a path, got '{text}'")
+    return text
+
+
 def image_size(text: str) -> int | tuple[int, int]:
     """argparse type for ``--image-size``: ``N`` (a square) or ``HxW``, positive ints."""
     sides = text.split("x")

@@ -10,6 +10,7 @@ from vitprof.cli.commands.common import (
     add_recognizer_option,
     add_shape_options,
     non_negative_int,
+    output_path,
     positive_int,
     shape_options,
     warn,
@@ -51,8 +52,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_map_option(parser)
     add_recognizer_option(parser)
     parser.add_argument("--format", choices=choices("profile"), default="table")
-    parser.add_argument("--output", metavar="FILE")
-    parser.add_argument("--roofline", metavar="PNG", help="also write the roofline figure")
+    parser.add_argument("--output", type=output_path, metavar="FILE")
+    parser.add_argument("--roofline", type=output_path, metavar="PNG",
+                        help="also write the roofline figure")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar (it is shown only on a terminal anyway)")
     parser.set_defaults(run=run)
