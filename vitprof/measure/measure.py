@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.core.choices import RECOGNIZERS
+from vitprof.core.choices import RECOGNIZERS, peak_tflops_error
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord
@@ -263,7 +263,7 @@ def _workload(
 
 def _check_arguments(
     device: str, dtype: str, batch_size: object, image_size: object, num_classes: object,
-    warmup: int, iters: int, threads: int | None, recognizer: str,
+    warmup: int, iters: int, threads: int | None, recognizer: str, peak_tflops: float | None,
 ) -> None:
     if recognizer not in RECOGNIZERS:
         raise UserError(f"unknown recognizer '{recognizer}'; choose from {', '.join(RECOGNIZERS)}")
@@ -277,6 +277,8 @@ def _check_arguments(
     check_input(image_size, batch_size, num_classes)
     if iters < 1 or warmup < 0 or (threads is not None and threads < 1):
         raise UserError("iterations and threads must be at least 1, warmup at least 0")
+    if peak_tflops is not None and (error := peak_tflops_error(peak_tflops)):
+        raise UserError(f"peak_tflops: {error}")
 
 
 def _timed(
@@ -328,7 +330,7 @@ def profile_model(
     ``"tables"``) picks the breakdown the times are attributed with, as in ``analyze``.
     """
     _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads,
-                     recognizer)
+                     recognizer, peak_tflops)
     torch_dtype = DTYPES[dtype]
     sizes = {"image_size": image_size, "frames": frames, "in_chans": in_chans,
              "input_shape": input_shape}
