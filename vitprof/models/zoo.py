@@ -270,11 +270,15 @@ def _hf_auto_class(transformers: Any, config: Any) -> Any:
 
 def _hf_config_file(target: str) -> str | None:
     """The config file an ``hf:`` target names: a ``*.json`` path, or a directory's
-    ``config.json``; None for a built-in name."""
+    ``config.json`` (a directory without one is a UserError); None for a built-in name."""
     if target.endswith(".json"):
         return target
+    if not Path(target).is_dir():
+        return None
     in_directory = Path(target, "config.json")
-    return str(in_directory) if in_directory.is_file() else None
+    if not in_directory.is_file():
+        raise UserError(f"no config.json in {target}")
+    return str(in_directory)
 
 
 def _timm_model(name: str) -> tuple[Any, str]:
