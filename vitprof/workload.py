@@ -18,7 +18,8 @@ channels, a dtype, a whole input shape, or the inputs themselves. Without them t
 model's own: a zoo entry's size, else what the module declares
 (:func:`vitprof.models.declared_input.declared_input`: timm's ``pretrained_cfg``, a Hugging Face
 config, ``img_size`` / ``in_chans`` attributes, a config's ``num_frames``; a non-square size kept
-as declared), else :data:`vitprof.models.zoo.DEFAULT_IMAGE_SIZE`. :attr:`Workload.input_source`
+as declared), else :data:`vitprof.models.zoo.DEFAULT_IMAGE_SIZE` (and, for a first convolution
+that is 3-D, :data:`vitprof.models.zoo.DEFAULT_FRAMES` frames). :attr:`Workload.input_source`
 says which, and names every guess.
 """
 
@@ -40,7 +41,7 @@ from vitprof.count.running import check_image_size, check_input, check_int, one_
 from vitprof.models.declared_input import declared_input, square_or_pair
 from vitprof.models.deploy import deploy_form
 from vitprof.models.forward_inputs import OwnInput, TensorSpec, make_tensor, own_forward_input
-from vitprof.models.zoo import DEFAULT_IMAGE_SIZE, BuiltModel, ZooEntry, build
+from vitprof.models.zoo import DEFAULT_FRAMES, DEFAULT_IMAGE_SIZE, BuiltModel, ZooEntry, build
 
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
 ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)
@@ -369,14 +370,18 @@ def _own_input(
 ) -> tuple[tuple[int, ...], int, str]:
     """Spatial size, channels and where they came from: the given ``image_size``, ``frames``
     and ``in_chans``, else the zoo entry's size, else what ``module`` declares, else the
-    default size. A zoo entry is an RGB image model of vitprof's own, so its channels are not
-    a guess."""
+    default size (and, for a model whose first convolution is 3-D, the default frames). A zoo
+    entry is an RGB image model of vitprof's own, so its channels are not a guess."""
     declared = declared_input(module)
     channels = request.in_chans or declared.channels or 3
     guesses = [] if entry is not None or request.in_chans else list(declared.guessed)
     if declared.channels is None and entry is None and request.in_chans is None:
         guesses.append("3 channels (the model declares none and has no convolution)")
     frames = request.frames or declared.frames
+    if frames is None and declared.conv_rank == 3:
+        frames = DEFAULT_FRAMES
+        guesses.append(f"{frames} frames (the first convolution is 3-D and nothing declares "
+                       "the frames)")
     video = (frames,) if frames else ()
     given = [what for what, value in (("frames", request.frames),
                                       ("channels", request.in_chans)) if value is not None]

@@ -13,8 +13,10 @@ Sources, first found wins, each named in :attr:`DeclaredInput.source`:
 3. timm's ``pretrained_cfg["input_size"]``: ``(channels, height, width)``.
 
 Only when none of them says is the value guessed, and then :attr:`DeclaredInput.guessed` names
-what was guessed: the channels from the first convolution's input channels, the size from the
-length of a position embedding (a square grid of patches, with up to five prefix tokens).
+what was guessed: the channels from the first convolution's input channels (``Conv1d``,
+``Conv2d`` or ``Conv3d``; :attr:`DeclaredInput.conv_rank` is its rank, 3 for the patch
+embedding of a video or a volume), the size from the length of a position embedding (a square
+grid of patches, with up to five prefix tokens).
 A non-square size is kept as it is declared (height, width), never squared.
 """
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
+from torch.nn.modules.conv import _ConvNd
 
 _SIZE_ATTRIBUTES = ("img_size", "image_size")
 _CHANNEL_ATTRIBUTES = ("in_chans", "in_channels", "num_channels")
@@ -41,6 +44,7 @@ class DeclaredInput:
     guessed: tuple[str, ...] = ()  # what was guessed, and how
     frames: int | None = None  # a video model's frames (a config's num_frames)
     channel_axis: int = 1  # where a video input's channels go: 1 (B, C, T, H, W) or 2
+    conv_rank: int | None = None  # spatial sizes the first convolution takes (3: Conv3d)
 
     def describe(self) -> str:
         said = f"declared by {self.source}" if self.source else "nothing declared"
@@ -87,9 +91,9 @@ def _declarations(module: nn.Module) -> Iterator[tuple[str, int | None, tuple[in
         yield "timm pretrained_cfg['input_size']", _count(input_size[0]), _pair(input_size[1:])
 
 
-def _first_conv_channels(module: nn.Module) -> int | None:
-    conv = next((m for m in module.modules() if isinstance(m, nn.Conv2d)), None)
-    return int(conv.in_channels) if conv is not None else None
+def _first_conv(module: nn.Module) -> _ConvNd | None:
+    """The first convolution of any rank (``Conv1d``, ``Conv2d``, ``Conv3d``) in module order."""
+    return next((m for m in module.modules() if isinstance(m, _ConvNd)), None)
 
 
 def _size_from_position_embedding(module: nn.Module) -> int | None:
@@ -134,7 +138,9 @@ def declared_input(module: nn.Module) -> DeclaredInput:
         if took:
             sources.append(source)
     guessed: list[str] = []
-    if channels is None and (channels := _first_conv_channels(module)) is not None:
+    conv = _first_conv(module)
+    if channels is None and conv is not None:
+        channels = int(conv.in_channels)
         guessed.append(f"{channels} channels from the first convolution")
     if size is None and (side := _size_from_position_embedding(module)) is not None:
         size = (side, side)
@@ -142,4 +148,6 @@ def declared_input(module: nn.Module) -> DeclaredInput:
     frames = _frames(module)
     # transformers' video models take pixel_values of (batch, frames, channels, height, width)
     axis = 2 if frames is not None else 1
-    return DeclaredInput(channels, size, " and ".join(sources), tuple(guessed), frames, axis)
+    rank = len(conv.kernel_size) if conv is not None else None
+    return DeclaredInput(channels, size, " and ".join(sources), tuple(guessed), frames, axis,
+                         rank)

@@ -49,9 +49,9 @@ from vitprof.models.family.base import (
 )
 
 __all__ = [
-    "DEFAULT_IMAGE_SIZE", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory", "Published",
-    "ZooEntry", "build", "check_divisible_size", "default_image_size", "infer_image_size",
-    "infer_patch_size", "lookup", "validate_name",
+    "DEFAULT_FRAMES", "DEFAULT_IMAGE_SIZE", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory",
+    "Published", "ZooEntry", "build", "check_divisible_size", "default_image_size",
+    "infer_image_size", "infer_patch_size", "lookup", "validate_name",
 ]
 
 
@@ -67,6 +67,9 @@ class BuiltModel:
 
 
 DEFAULT_IMAGE_SIZE = 224  # the input size of a model that does not say its own
+# the frames of a model with a 3-D patch embedding that does not say its own: the clip length of
+# transformers' VideoMAEConfig
+DEFAULT_FRAMES = 16
 
 TORCHVISION_VITS = tuple(torchvision.VITS)
 
