@@ -24,7 +24,7 @@ class Plain(nn.Module):
 
 
 def test_attributes_win_over_the_first_convolution() -> None:
-    assert declared_input(Plain()) == DeclaredInput(1, (32, 64), "model attributes")
+    assert declared_input(Plain()) == DeclaredInput(1, (32, 64), "model attributes", conv_rank=2)
 
 
 def test_channels_nothing_declares_are_not_guessed_here_but_traced() -> None:
@@ -71,7 +71,7 @@ def test_hugging_face_config_pair() -> None:
     with torch.device("meta"):
         yolos = transformers.YolosModel(transformers.YolosConfig())
     # YolosConfig's default image_size is [512, 864]
-    assert declared_input(yolos) == DeclaredInput(3, (512, 864), "config")
+    assert declared_input(yolos) == DeclaredInput(3, (512, 864), "config", conv_rank=2)
 
 
 @pytest.mark.slow

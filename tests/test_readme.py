@@ -1,20 +1,22 @@
 """The README's synopses match the command line: every sub-command has one, it shows every option
 of the sub-command's parser (with its choices, bracketed when optional) and no option the
-parser lacks.
+parser lacks. Its sample outputs are what the command prints.
 
 A synopsis is the text of an untagged code block that starts with ``vitprof COMMAND``, with its
-indented continuation lines; tagged blocks (```sh) hold examples and are not read.
+indented continuation lines; a sample is an untagged code block that starts with ``$ vitprof
+...``: the command, then its output. Tagged blocks (```sh) hold examples and are not read.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
-from vitprof.cli.main import COMMANDS, build_parser
+from vitprof.cli.main import COMMANDS, build_parser, main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -96,3 +98,35 @@ def test_readme_synopsis_matches_the_parser(command: str) -> None:
             assert shown in text, f"{command}: the README should show '{shown}'"
     unknown = set(re.findall(r"--[\w-]+", text)) - set(parser._option_string_actions)
     assert not unknown, f"{command}: the README shows options the parser lacks: {unknown}"
+
+
+def samples(markdown: str) -> dict[str, str]:
+    """Each sample in ``markdown``: its command (after ``$ ``) and the output shown under it."""
+    found: dict[str, str] = {}
+    block: list[str] = []
+    in_block = tagged = False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            if in_block and not tagged and block and block[0].startswith("$ vitprof "):
+                found[block[0].removeprefix("$ ")] = "\n".join(block[1:]) + "\n"
+            in_block, tagged, block = not in_block, bool(line[3:].strip()), []
+        elif in_block and not tagged:
+            block.append(line)
+    return found
+
+
+def _version_free(text: str) -> str:
+    """``text`` with the torch version, the one thing a sample may differ in, as ``VERSION``."""
+    return re.sub(r"\btorch \d[^\s;]*", "torch VERSION", text)
+
+
+def test_samples_are_found() -> None:
+    assert "vitprof analyze vit_b_16" in samples(README.read_text())
+
+
+@pytest.mark.parametrize("command", samples(README.read_text()))
+def test_readme_sample_is_what_the_command_prints(command: str, capsys) -> None:
+    """The sample, line for line, is a real run's output (the torch version aside)."""
+    assert main(shlex.split(command)[1:]) == 0
+    shown = samples(README.read_text())[command]
+    assert _version_free(capsys.readouterr().out) == _version_free(shown)

@@ -75,7 +75,8 @@ def test_profile_notebook_displays(vit_b_16) -> None:
 
 def test_sweep_of_a_model_without_patches_shows_no_patch_count() -> None:
     counts = {c: Counts() for c in COMPONENTS} | {Component.MLP: Counts(10, 20, 0)}
-    result = Sweep("cnn", "image_size", None, (SweepPoint(32, None, counts),))
+    result = Sweep("cnn", "image_size", None,
+                   (SweepPoint(32, None, counts, (1, 3, 32, 32), "float32"),))
     headers, (row,) = sweep_cells(result)
     assert row[headers.index("patches")] == "-"
 

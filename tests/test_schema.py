@@ -7,8 +7,10 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 
+import jsonschema
 import pytest
 from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
 
 from vitprof.cli.main import main
 from vitprof.core import schema
@@ -48,6 +50,40 @@ def test_command_json_validates(argv: list[str], name: str, capsys) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["schema_version"] == SCHEMA_VERSION
     assert schema_errors(data, name) == []
+
+
+SCHEMA_FOLDER = Path(__file__).parents[1] / "vitprof" / "schemas"
+
+
+def _folder_registry() -> Registry:
+    """A registry that reads a reference (``profile.json``) from the schemas' folder: nothing
+    of vitprof, nothing from the network."""
+
+    def retrieve(uri: str) -> Resource:
+        text = (SCHEMA_FOLDER / uri).read_text(encoding="utf-8")  # a web address: no such file
+        return Resource.from_contents(json.loads(text))
+
+    return Registry(retrieve=retrieve)  # type: ignore[call-arg]  # attrs keyword
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        # formula.json and diff.json refer to profile.json: the reference leaves the file
+        pytest.param(["formula", "vit_b_32", "--format", "json"], "formula", id="formula"),
+        pytest.param(["diff", "vit_b_32", "vit_b_32", "--format", "json"], "diff", id="diff"),
+    ],
+)
+def test_schema_files_validate_alone_offline(argv: list[str], name: str, capsys) -> None:
+    """A schema file read from disk validates a real output with plain jsonschema: its
+    references resolve from the folder it lies in (an ``$id`` on a web address sent them
+    there: unresolvable offline)."""
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    shipped = json.loads((SCHEMA_FOLDER / f"{name}.json").read_text(encoding="utf-8"))
+    jsonschema.validate(data, shipped, registry=_folder_registry())
+    with pytest.raises(jsonschema.ValidationError):  # the schema is read, not ignored
+        jsonschema.validate({**data, "schema_version": 0}, shipped, registry=_folder_registry())
 
 
 def test_check_json_validates(tmp_path: Path, capsys) -> None:

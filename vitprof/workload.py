@@ -12,13 +12,14 @@ component rules (``(regex, component)``) of its zoo entry followed by the caller
 :func:`make_workload` builds one from what a user gave: a zoo name, ``timm:NAME``, ``hf:...``,
 ``FILE.py:factory``, ``package.module:factory`` (all through :func:`vitprof.models.zoo.build`,
 which builds the model at the image size, frames and channels asked for) or an ``nn.Module``
-(a ``torch.compile``'d one is unwrapped to its ``_orig_mod``, with a warning), plus an
-:class:`InputRequest`: an image size (an int for a square, or ``(H, W)``), frames, channels, a
-dtype, a whole input shape, or the inputs themselves. Without them the input is the model's
-own: a zoo entry's size, else what the module declares
+(a ``torch.compile``'d one, given or built, is unwrapped to its ``_orig_mod``, with a warning),
+plus an :class:`InputRequest`: an image size (an int for a square, or ``(H, W)``), frames,
+channels, a dtype, a whole input shape, or the inputs themselves. Without them the input is the
+model's own: a zoo entry's size, else what the module declares
 (:func:`vitprof.models.declared_input.declared_input`: timm's ``pretrained_cfg``, a Hugging Face
 config, ``img_size`` / ``in_chans`` attributes, a config's ``num_frames``; a non-square size kept
-as declared), else :data:`vitprof.models.zoo.DEFAULT_IMAGE_SIZE`. :attr:`Workload.input_source`
+as declared), else :data:`vitprof.models.zoo.DEFAULT_IMAGE_SIZE` (and, for a first convolution
+that is 3-D, :data:`vitprof.models.zoo.DEFAULT_FRAMES` frames). :attr:`Workload.input_source`
 says which, and names every guess.
 """
 
@@ -42,7 +43,7 @@ from vitprof.models.declared_input import DeclaredInput, declared_input, square_
 from vitprof.models.deploy import deploy_form
 from vitprof.models.forward_inputs import OwnInput, TensorSpec, make_tensor, own_forward_input
 from vitprof.models.reached_channels import traced_channels
-from vitprof.models.zoo import DEFAULT_IMAGE_SIZE, BuiltModel, ZooEntry, build
+from vitprof.models.zoo import DEFAULT_FRAMES, DEFAULT_IMAGE_SIZE, BuiltModel, ZooEntry, build
 
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
 ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)
@@ -250,10 +251,12 @@ def make_workload(
                        device=device, frames=request.frames, in_chans=request.in_chans)
                  if request.shape is None else _built_for_shape(model, request.shape,
                                                                 num_classes, device))
-        module = built.module.to(request.dtype) if request.dtype is not None else built.module
+        module, notes = _uncompiled(built.module)
+        module = module.to(request.dtype) if request.dtype is not None else module
         inputs_, source = _input(module, request, batch_size, built.entry, built.image_size)
         rules = (*(built.entry.overrides if built.entry else ()), *overrides)
-        return Workload(built.name, module, inputs_, rules, built.entry, built.warnings, source)
+        return Workload(built.name, module, inputs_, rules, built.entry,
+                        (*notes, *built.warnings), source)
     if not isinstance(model, nn.Module):
         raise UserError(f"expected an nn.Module or a model name, got {type(model).__name__}")
     if num_classes is not None:
@@ -297,7 +300,8 @@ def _built_for_shape(
 
 def _uncompiled(model: nn.Module) -> tuple[nn.Module, tuple[str, ...]]:
     """A ``torch.compile``'d model's original module (``_orig_mod``), and the warning that
-    says so; any other model as it is."""
+    says so; any other model as it is. Every model is taken through here, a caller's module
+    and one a factory built alike, so the Python API and the command line warn the same."""
     original = getattr(model, "_orig_mod", None)
     if not isinstance(original, nn.Module):
         return model, ()
@@ -368,10 +372,15 @@ def _own_input(
 ) -> tuple[tuple[int, ...], int, str]:
     """Spatial size, channels and where they came from: the given ``image_size``, ``frames``
     and ``in_chans``, else the zoo entry's size, else what ``module`` declares, else the
-    default size; channels not given nor declared are traced (:func:`_channels`)."""
+    default size (and, for a model whose first convolution is 3-D, the default frames); channels
+    not given nor declared are traced (:func:`_channels`)."""
     declared = declared_input(module)
     guesses = [] if entry is not None or request.in_chans else list(declared.guessed)
     frames = request.frames or declared.frames
+    if frames is None and declared.conv_rank == 3:
+        frames = DEFAULT_FRAMES
+        guesses.append(f"{frames} frames (the first convolution is 3-D and nothing declares "
+                       "the frames)")
     video = (frames,) if frames else ()
     given = [what for what, value in (("frames", request.frames),
                                       ("channels", request.in_chans)) if value is not None]

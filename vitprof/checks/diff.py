@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError, read_user_file
-from vitprof.core.records import Counts, op_calls
+from vitprof.core.records import COMPONENTS, Counts, op_calls
 from vitprof.core.schema import SCHEMA_VERSION, schema_errors
 
 if TYPE_CHECKING:  # a live profile is read, never built, here: `vitprof diff --help` needs no torch
@@ -82,8 +82,9 @@ def _counts(data: Mapping[str, int]) -> Counts:
 
 
 def read_profile(path: str | Path) -> Snapshot:
-    """A saved profile, checked against the profile schema; any defect is one
-    :class:`UserError` naming the file and what is wrong."""
+    """A saved profile, checked against the profile schema and then the invariants every
+    profile vitprof writes satisfies (:func:`broken_invariant`); any defect is one
+    :class:`UserError` naming the file and the first thing wrong."""
     name = str(path)
     text = read_user_file(path, "profile")
     try:
@@ -96,23 +97,82 @@ def read_profile(path: str | Path) -> Snapshot:
     if data["schema_version"] != SCHEMA_VERSION:
         raise UserError(f"{name}: profile of schema version {data['schema_version']!r}; this "
                         f"vitprof reads version {SCHEMA_VERSION}: analyze the model again")
-    errors = schema_errors(data, "profile") or _consistency_errors(data)
-    if errors:
-        raise UserError(f"{name}: not a vitprof profile: {errors[0]}")
+    errors = schema_errors(data, "profile")
+    broken = errors[0] if errors else broken_invariant(data)
+    if broken:
+        raise UserError(f"{name}: not a vitprof profile: {broken}")
     return Snapshot.from_dict(data, name)
 
 
-def _consistency_errors(data: Mapping[str, Any]) -> list[str]:
-    """Counts a vitprof profile always satisfies: flops = 2 x macs, components sum to totals."""
-    errors = [f"at {where}: flops {c['flops']} is not 2 x macs {c['macs']}"
-              for where, c in [("totals", data["totals"]), *data["components"].items()]
-              if c["flops"] != 2 * c["macs"]]
+def _component_counts(data: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every mapping of component names to counts, with where it is: ``components``,
+    ``outside`` and each block's ``blocks.I.components`` (I its position in the list)."""
+    return [("components", data["components"]), ("outside", data["outside"]),
+            *((f"blocks.{i}.components", b["components"]) for i, b in enumerate(data["blocks"]))]
+
+
+def _unknown_components(data: Mapping[str, Any]) -> list[str]:
+    """Component names outside the taxonomy (one missing is an older taxonomy's: allowed)."""
+    known = [str(c) for c in COMPONENTS]
+    return [f"unknown component '{name}' at {where} (one of {', '.join(known)})"
+            for where, counts in _component_counts(data) for name in counts if name not in known]
+
+
+def _flops_not_twice_macs(data: Mapping[str, Any]) -> list[str]:
+    every = [("totals", data["totals"]), *((f"{where}.{name}", c)
+                                           for where, counts in _component_counts(data)
+                                           for name, c in counts.items())]
+    return [f"at {where}: flops {c['flops']} is not 2 x macs {c['macs']}"
+            for where, c in every if c["flops"] != 2 * c["macs"]]
+
+
+def _totals_not_summed(data: Mapping[str, Any]) -> list[str]:
+    errors = []
     for metric in METRICS:
         summed = sum(c[metric] for c in data["components"].values())
         if summed != data["totals"][metric]:
             errors.append(f"at totals.{metric}: {data['totals'][metric]} is not the sum of the "
                           f"components, {summed}")
     return errors
+
+
+def _block_indices(data: Mapping[str, Any]) -> list[str]:
+    """Blocks are numbered 0 to n - 1, each once (in any order)."""
+    indices = [block["index"] for block in data["blocks"]]
+    twice = sorted({i for i in indices if indices.count(i) > 1})
+    if twice:
+        return [f"at blocks: block index {i} appears twice" for i in twice]
+    if sorted(indices) != list(range(len(indices))):
+        return [f"at blocks: block indices {_ranges(sorted(indices))} are not "
+                f"{_ranges(list(range(len(indices))))}"]
+    return []
+
+
+def _blocks_not_summed(data: Mapping[str, Any]) -> list[str]:
+    """Each component's counts are its blocks' plus what lies outside them (a component
+    absent from one of them is zeros there)."""
+    places = _component_counts(data)
+    errors = []
+    for name in dict.fromkeys(n for _, counts in places for n in counts):
+        total, *parts = (counts.get(name, {}) for _, counts in places)
+        for metric in METRICS:
+            summed = sum(part.get(metric, 0) for part in parts)
+            if summed != total.get(metric, 0):
+                errors.append(f"at components.{name}.{metric}: {total.get(metric, 0)} is not "
+                              f"the sum of the blocks and outside, {summed}")
+    return errors
+
+
+_INVARIANTS = (_unknown_components, _flops_not_twice_macs, _totals_not_summed, _block_indices,
+               _blocks_not_summed)
+
+
+def broken_invariant(data: Mapping[str, Any]) -> str | None:
+    """The first invariant a profile (valid against its schema) breaks, or None. In order:
+    every component is known; flops = 2 x macs everywhere; the components sum to the totals;
+    the blocks are numbered 0 to n - 1, each once; each component is its blocks plus outside.
+    """
+    return next((errors[0] for check in _INVARIANTS if (errors := check(data))), None)
 
 
 # ---------------------------------------------------------------------------- comparing

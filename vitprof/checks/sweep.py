@@ -36,11 +36,14 @@ from vitprof.models.zoo import build, infer_patch_size, published_sizes
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """One analyzed variant: the swept value and the counts per component."""
+    """One analyzed variant: the swept value, the counts per component and the input they
+    were counted on (its shape, batch first, and dtype)."""
 
     value: int
     patches: int | None  # patch tokens per image (image-size sweeps only)
     components: dict[Component, Counts]
+    input_shape: tuple[int, ...]
+    input_dtype: str
 
     @property
     def totals(self) -> Counts:
@@ -109,12 +112,15 @@ class Sweep:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON interface: the model, the axis, the units, the warnings, every point's
-        totals and components, and the crossover (null when the sweep does not bracket it)."""
+        input, totals and components, and the crossover (null when the sweep does not bracket
+        it)."""
         crossover = self.crossover()
         return {
             "model": self.model, "axis": self.axis, "units": dict(UNITS),
             "warnings": list(self.warnings),
-            "points": [{"value": p.value, "patches": p.patches, "totals": p.totals.as_dict(),
+            "points": [{"value": p.value, "patches": p.patches,
+                        "input_shape": list(p.input_shape), "input_dtype": p.input_dtype,
+                        "totals": p.totals.as_dict(),
                         "components": {str(c): v.as_dict() for c, v in p.components.items()}}
                        for p in self.points],
             "crossover": None if crossover is None else {
@@ -263,6 +269,7 @@ def sweep_from(
     warnings: dict[str, None] = {}
     for value, profile in profiles:
         patches = (value // patch_size) ** 2 if axis == "image_size" and patch_size else None
-        points.append(SweepPoint(value, patches, dict(profile.components)))
+        points.append(SweepPoint(value, patches, dict(profile.components), profile.input_shape,
+                                 profile.input_dtype))
         warnings.update(dict.fromkeys(profile.warnings))
     return Sweep(name, axis, patch_size, tuple(points), tuple(warnings), marks)

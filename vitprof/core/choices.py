@@ -9,6 +9,8 @@ import them from here; each list is written once.
 
 from __future__ import annotations
 
+import math
+
 PROFILE_DTYPES = ("float32", "bfloat16", "float16")  # torch dtype names `profile` measures in
 # how a breakdown is recognized: auto (a table if it detects the model and its breakdown is
 # clean, else the graph), graph (roles read from the data flow), tables (a table, else generic)
@@ -20,8 +22,24 @@ CROSSCHECK_PEERS = (
     "closed-form", "fvcore", "torchinfo", "flopcounter-meta", "flopcounter-cpu",
     "ptflops-pytorch", "ptflops-aten", "calflops", "deepspeed", "published", "timm-published",
 )
+# the peaks `profile --peak-tflops` takes, in TFLOP/s: from 1 GFLOP/s (less than one CPU core
+# does) to 100 PFLOP/s (ten times the densest single accelerator). The share of peak is the
+# measured FLOP/s over this number: a peak outside the range only makes that share absurd
+# (1e-300 gave a 300-digit percentage), so it is refused before anything runs
+PEAK_TFLOPS = (1e-3, 1e5)
 SWEEP_AXES: dict[str, str] = {  # the dimension `sweep` varies -> its label in tables and figures
     "image_size": "image size (px)",
     "depth": "depth (blocks)",
     "width": "width D",
 }
+
+
+def peak_tflops_error(value: float) -> str | None:
+    """Why ``value`` is no device peak in TFLOP/s (a finite number in :data:`PEAK_TFLOPS`), or
+    None when it is one."""
+    if not (math.isfinite(value) and value > 0):
+        return f"expected a finite positive number, got {value}"
+    low, high = PEAK_TFLOPS
+    if not low <= value <= high:
+        return f"expected a peak from {low:g} to {high:g} TFLOP/s, got {value:g}"
+    return None

@@ -1,5 +1,9 @@
 """The JSON outputs' schemas (JSON Schema 2020-12), shipped in ``vitprof/schemas/``.
 
+A schema refers to another by its file name (``profile.json#/$defs/counts``) and has no ``$id``:
+the files validate on their own, offline, wherever they are read from (a reference resolves
+against the file's own location).
+
 Every JSON output of vitprof (``analyze``, ``diff``, ``check``, ``crosscheck``, ``formula``,
 ``sweep``, ``profile`` as ``speed``) carries
 ``"schema_version": SCHEMA_VERSION``. The version changes when a field is removed or changes
@@ -33,15 +37,17 @@ def load_schema(name: str) -> dict[str, Any]:
 
 @cache
 def _registry() -> Registry:
-    """Every schema under its ``$id``, so that one can refer to another (``profile.json#...``).
+    """Every schema under its file name, where one schema's reference to another
+    (``profile.json#/$defs/counts``) resolves: the schemas have no ``$id``, so a reference is
+    relative to where its schema was read from (the package here, a folder or a file URI for
+    anyone validating with the files alone).
 
     jsonschema is imported here, on first validation, not by every command that writes JSON."""
     from referencing import Registry
     from referencing.jsonschema import DRAFT202012
 
-    resources_ = [(load_schema(n)["$id"], DRAFT202012.create_resource(load_schema(n)))
-                  for n in SCHEMAS]
-    return Registry().with_resources(resources_)
+    return Registry().with_resources(
+        (f"{n}.json", DRAFT202012.create_resource(load_schema(n))) for n in SCHEMAS)
 
 
 def schema_errors(data: Any, name: str) -> list[str]:

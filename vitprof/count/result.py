@@ -1,7 +1,8 @@
 """The result of an analysis: records plus the views every renderer and check reads.
 
 ``Profile.to_dict()`` is the JSON interface (documented in the README): totals, every component
-(zeros included), per-block components, unsupported ops and the fallback, with the units.
+(zeros included), what lies outside the blocks, per-block components, unsupported ops and the
+fallback, with the units.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ class Profile:
 
     @cached_property
     def blocks(self) -> list[BlockCounts]:
-        """Counts per block and component, in block order."""
+        """Counts per block and component, in block order: blocks 0 to the last one that
+        holds anything, a block that holds nothing as zeros (indices are contiguous)."""
         per_block: dict[int, dict[Component, Counts]] = {}
         for p in self.params:
             if p.block is not None:
@@ -100,7 +102,8 @@ class Profile:
                 per_block.setdefault(op.block, _zero_components())[op.component] += Counts(
                     macs=op.macs, vector_flops=op.vector_flops
                 )
-        return [BlockCounts(i, per_block[i]) for i in sorted(per_block)]
+        last = max(per_block, default=-1)
+        return [BlockCounts(i, per_block.get(i, _zero_components())) for i in range(last + 1)]
 
     @cached_property
     def outside(self) -> dict[Component, Counts]:
@@ -111,6 +114,12 @@ class Profile:
             for component, counts in block.components.items():
                 outside[component] = outside[component] - counts
         return outside
+
+    @property
+    def input_dtype(self) -> str:
+        """The dtype of the input tensor (the forward's first tensor of shape ``input_shape``,
+        ``float32``, ``bfloat16``, ...); "" when the forward's tensors were not recorded."""
+        return next((i.dtype for i in self.inputs if i.shape == self.input_shape), "")
 
     @property
     def attention(self) -> Counts:
@@ -240,6 +249,7 @@ class Profile:
             "totals": self.totals.as_dict(),
             "components": {str(c): v.as_dict() for c, v in self.components.items()},
             "attention": self.attention.as_dict(),
+            "outside": {str(c): v.as_dict() for c, v in self.outside.items()},
             "blocks": [
                 {"index": b.index, "components": {str(c): v.as_dict()
                                                   for c, v in b.components.items()}}

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.core.choices import RECOGNIZERS
+from vitprof.core.choices import RECOGNIZERS, peak_tflops_error
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord
@@ -266,7 +266,7 @@ def _workload(
 
 def _check_arguments(
     device: str, dtype: str, batch_size: object, image_size: object, num_classes: object,
-    warmup: int, iters: int, threads: int | None, recognizer: str,
+    warmup: int, iters: int, threads: int | None, recognizer: str, peak_tflops: float | None,
 ) -> None:
     if recognizer not in RECOGNIZERS:
         raise UserError(f"unknown recognizer '{recognizer}'; choose from {', '.join(RECOGNIZERS)}")
@@ -284,6 +284,8 @@ def _check_arguments(
         # far more threads than cores ends in libgomp aborting the process, not in an error
         raise UserError(f"threads must be at most {cores}, this machine's CPU count; "
                         f"got {threads}")
+    if peak_tflops is not None and (error := peak_tflops_error(peak_tflops)):
+        raise UserError(f"peak_tflops: {error}")
 
 
 def _timed(
@@ -336,7 +338,7 @@ def profile_model(
     ``"tables"``) picks the breakdown the times are attributed with, as in ``analyze``.
     """
     _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads,
-                     recognizer)
+                     recognizer, peak_tflops)
     torch_dtype = DTYPES[dtype]
     sizes = {"image_size": image_size, "frames": frames, "in_chans": in_chans,
              "input_shape": input_shape}
@@ -388,6 +390,6 @@ def profile_model(
         dtype=dtype, input_shape=shape, warmup=warmup, iters=iters,
         threads=used_threads, torch_version=torch.__version__, timings=timings,
         peak=peak, memory=memory, ops=tuple(records), unsupported_ops=unsupported, notes=notes,
-        warnings=floor_warnings(planned.run.floors) + planned.found.warnings
+        warnings=floor_warnings(planned.run.floors) + work.warnings + planned.found.warnings
         + unsupported_warning(unsupported),
     )

@@ -16,6 +16,9 @@ Only when none of them says is the size guessed, and then :attr:`DeclaredInput.g
 what was guessed: the size from the length of a position embedding (a square grid of patches,
 with up to five prefix tokens). Channels none of them declares stay None: they are traced from
 the forward (:mod:`vitprof.models.reached_channels`), never read from a registered convolution.
+:attr:`DeclaredInput.conv_rank` is the rank of the first convolution in module order (``Conv1d``,
+``Conv2d`` or ``Conv3d``): 3 says the input has frames (a video's or a volume's patch embedding),
+whose count a caller guesses when nothing declares it, since the traced forward needs the rank.
 A non-square size is kept as it is declared (height, width), never squared.
 """
 
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
+from torch.nn.modules.conv import _ConvNd
 
 _SIZE_ATTRIBUTES = ("img_size", "image_size")
 _CHANNEL_ATTRIBUTES = ("in_chans", "in_channels", "num_channels")
@@ -42,6 +46,7 @@ class DeclaredInput:
     guessed: tuple[str, ...] = ()  # what was guessed, and how
     frames: int | None = None  # a video model's frames (a config's num_frames)
     channel_axis: int = 1  # where a video input's channels go: 1 (B, C, T, H, W) or 2
+    conv_rank: int | None = None  # spatial sizes the first convolution takes (3: Conv3d)
 
     def describe(self) -> str:
         said = f"declared by {self.source}" if self.source else "nothing declared"
@@ -88,6 +93,11 @@ def _declarations(module: nn.Module) -> Iterator[tuple[str, int | None, tuple[in
         yield "timm pretrained_cfg['input_size']", _count(input_size[0]), _pair(input_size[1:])
 
 
+def _first_conv(module: nn.Module) -> _ConvNd | None:
+    """The first convolution of any rank (``Conv1d``, ``Conv2d``, ``Conv3d``) in module order."""
+    return next((m for m in module.modules() if isinstance(m, _ConvNd)), None)
+
+
 def _size_from_position_embedding(module: nn.Module) -> int | None:
     """Square side in pixels: tokens - prefix = a square grid, times the patchify conv's kernel."""
     patchify = next((m for m in module.modules()
@@ -130,10 +140,13 @@ def declared_input(module: nn.Module) -> DeclaredInput:
         if took:
             sources.append(source)
     guessed: list[str] = []
+    conv = _first_conv(module)
     if size is None and (side := _size_from_position_embedding(module)) is not None:
         size = (side, side)
         guessed.append(f"{side}x{side} from the position embedding's length")
     frames = _frames(module)
     # transformers' video models take pixel_values of (batch, frames, channels, height, width)
     axis = 2 if frames is not None else 1
-    return DeclaredInput(channels, size, " and ".join(sources), tuple(guessed), frames, axis)
+    rank = len(conv.kernel_size) if conv is not None else None
+    return DeclaredInput(channels, size, " and ".join(sources), tuple(guessed), frames, axis,
+                         rank)

@@ -52,8 +52,8 @@ from vitprof.models.family.base import (
 )
 
 __all__ = [
-    "DEFAULT_IMAGE_SIZE", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory", "Published",
-    "ZooEntry", "build", "check_zoo_size", "default_image_size", "infer_image_size",
+    "DEFAULT_FRAMES", "DEFAULT_IMAGE_SIZE", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory",
+    "Published", "ZooEntry", "build", "check_zoo_size", "default_image_size", "infer_image_size",
     "infer_patch_size", "lookup", "published_sizes", "validate_name",
 ]
 
@@ -70,6 +70,9 @@ class BuiltModel:
 
 
 DEFAULT_IMAGE_SIZE = 224  # the input size of a model that does not say its own
+# the frames of a model with a 3-D patch embedding that does not say its own: the clip length of
+# transformers' VideoMAEConfig
+DEFAULT_FRAMES = 16
 
 TORCHVISION_VITS = tuple(torchvision.VITS)
 
@@ -327,11 +330,15 @@ def _hf_auto_class(transformers: Any, config: Any) -> Any:
 
 def _hf_config_file(target: str) -> str | None:
     """The config file an ``hf:`` target names: a ``*.json`` path, or a directory's
-    ``config.json``; None for a built-in name."""
+    ``config.json`` (a directory without one is a UserError); None for a built-in name."""
     if target.endswith(".json"):
         return target
+    if not Path(target).is_dir():
+        return None
     in_directory = Path(target, "config.json")
-    return str(in_directory) if in_directory.is_file() else None
+    if not in_directory.is_file():
+        raise UserError(f"no config.json in {target}")
+    return str(in_directory)
 
 
 def _timm_model(name: str) -> tuple[Any, str]:

@@ -30,7 +30,7 @@ _AMOUNT = Column("amount", "", Kind.SIGNED)
 def _header(check: CrossCheck) -> list[str]:
     v = check.vitprof
     return [
-        f"model: {check.model}; input: {input_text(check.input_shape)}; "
+        f"model: {check.model}; input: {input_text(check.input_shape)}, {check.input_dtype}; "
         f"torch {check.torch_version}",
         f"vitprof ({check.device} device): {v.params:,} params, {v.macs:,} MACs; attention: "
         f"{check.attention_implementation}",

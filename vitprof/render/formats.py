@@ -6,7 +6,9 @@
 
 - ``table``: the lines as they are, tables aligned (text left, numbers right), a title as
   ``title:``; ``markdown``: lines as bullets, GitHub pipe tables, a title in bold; ``html``: the
-  lines in one list, then the tables (a notebook's display).
+  lines in one list, then the tables (a notebook's display). A line break in a table cell (a
+  module's name may hold one) is written ``\\n`` in table and markdown, and a ``|`` is ``\\|`` in
+  markdown, so that every row stays one row; HTML escapes cells, CSV quotes them.
 - ``json``: the document's data (with ``schema_version`` first when it names a schema).
 - ``csv``: the document's first table, one line per row (raw values: exact integers, no total
   row), through the csv module (a comma inside a cell is quoted, never lost), after its
@@ -29,8 +31,22 @@ from vitprof.core.schema import versioned
 from vitprof.render.document import Document, Lines, Table
 
 
+def _on_one_line(cell: str) -> str:
+    """A cell kept on its row: a line break in it (a module may be named ``"a\\nb"``) written
+    visibly, as ``\\n`` (``\\r`` as ``\\r``)."""
+    return cell.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _markdown_cell(cell: str) -> str:
+    """A cell of a pipe table: on one line, a ``|`` in it escaped as ``\\|``."""
+    return _on_one_line(cell).replace("|", "\\|")
+
+
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A plain aligned table: text left, numbers right. No rows: the header and the rule."""
+    """A plain aligned table: text left, numbers right, every cell on its row
+    (:func:`_on_one_line`). No rows: the header and the rule."""
+    headers = [_on_one_line(h) for h in headers]
+    rows = [[_on_one_line(c) for c in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     numeric = [all(_is_number(r[i]) for r in rows) for i in range(len(headers))]
 
@@ -44,7 +60,10 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub pipe table, numbers right-aligned."""
+    """A GitHub pipe table, numbers right-aligned, every cell on its row with its ``|``
+    escaped (:func:`_markdown_cell`)."""
+    headers = [_markdown_cell(h) for h in headers]
+    rows = [[_markdown_cell(c) for c in row] for row in rows]
     numeric = [all(_is_number(r[i]) for r in rows) for i in range(len(headers))]
     align = ["---:" if n else ":---" for n in numeric]
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]

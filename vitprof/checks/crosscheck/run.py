@@ -338,5 +338,6 @@ def _check(subject: Subject, chosen: tuple[Peer, ...]) -> CrossCheck:
     profile = subject.profile
     rows = [_row(peer, subject)
             for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
-    return CrossCheck(profile.model, profile.input_shape, profile.torch_version, profile.device,
+    return CrossCheck(profile.model, profile.input_shape, profile.input_dtype,
+                      profile.torch_version, profile.device,
                       profile.attention_implementation, profile.totals, rows, profile.warnings)

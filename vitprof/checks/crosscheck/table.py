@@ -64,6 +64,7 @@ class CrossCheck:
 
     model: str
     input_shape: tuple[int, ...]
+    input_dtype: str  # the input tensor's (Profile.input_dtype)
     torch_version: str
     device: str  # where vitprof counted: meta, or cpu after a fallback
     attention_implementation: str
@@ -76,6 +77,7 @@ class CrossCheck:
         return {
             "model": self.model,
             "input_shape": list(self.input_shape),
+            "input_dtype": self.input_dtype,
             "torch_version": self.torch_version,
             "device": self.device,
             "attention_implementation": self.attention_implementation,

@@ -8,6 +8,7 @@ import sys
 from vitprof.cli.commands.common import (
     DEPLOY_HELP,
     add_model_arguments,
+    output_path,
     shape_options,
     warn,
     write_output,
@@ -23,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_model_arguments(parser)
     parser.add_argument("--by", choices=VIEWS, default="component")
     parser.add_argument("--format", choices=choices("analyze"), default="table")
-    parser.add_argument("--output", metavar="FILE")
+    parser.add_argument("--output", type=output_path, metavar="FILE")
     parser.add_argument("--mode", choices=MODES, default="inference",
                         help="train: count forward + backward, with the ratio per component")
     parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)

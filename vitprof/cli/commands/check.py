@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from vitprof.cli.commands.common import (
     add_shape_options,
     given_shape_options,
+    output_path,
     shape_conflicts,
     shape_options,
     warn,
@@ -50,7 +51,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("budgets", metavar="BUDGETS.toml", help="budget file")
     parser.add_argument("--format", choices=choices("check"), default="table")
-    parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    parser.add_argument("--output", type=output_path, metavar="FILE",
+                        help="write the report to FILE")
     parser.add_argument("--entry", action="append", metavar="NAME",
                         help="check only this entry (repeatable)")
     parser.add_argument("--update-baselines", action="store_true",

@@ -21,6 +21,14 @@ DEPLOY_HELP = ("count the deploy form: timm's re-parameterisation applied and Ba
                "into the preceding conv/linear (a copy; the default counts the model as built)")
 
 
+def output_path(text: str) -> str:
+    """argparse type of an output option (``--output``, ``--out``, ``--figure``, ``--roofline``):
+    a path, not empty. An empty one names no file, and would be found out only after the work."""
+    if not text:
+        raise argparse.ArgumentTypeError(f"expected a path, got '{text}'")
+    return text
+
+
 def input_shape(text: str) -> tuple[int, ...]:
     """argparse type for ``--input-shape B,C,...``: 3 or more positive ints."""
     try:

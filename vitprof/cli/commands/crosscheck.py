@@ -14,6 +14,7 @@ from vitprof.cli.commands.common import (
     add_map_option,
     add_recognizer_option,
     add_shape_options,
+    output_path,
     positive_int,
     shape_options,
     warn,
@@ -45,7 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "takes its fused fast path)")
     add_map_option(parser)
     add_recognizer_option(parser)
-    parser.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    parser.add_argument("--output", type=output_path, metavar="FILE",
+                        help="write the report to FILE")
     parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
     parser.set_defaults(run=run)
 

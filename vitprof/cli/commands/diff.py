@@ -16,6 +16,7 @@ from vitprof.checks.diff import Snapshot, compare, parse_fail_above, read_profil
 from vitprof.cli.commands.common import (
     SHAPE_OPTIONS,
     add_input_options,
+    output_path,
     shape_options,
     warn,
     write_output,
@@ -44,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_input_options(parser)
     parser.add_argument("--mode", choices=MODES, default="inference")
     parser.add_argument("--format", choices=choices("diff"), default="table")
-    parser.add_argument("--output", metavar="FILE")
+    parser.add_argument("--output", type=output_path, metavar="FILE")
     parser.add_argument("--fail-above", type=_fail_above, action="append", default=[],
                         metavar="[METRIC=]PCT",
                         help="exit 1 when a total, component or block grows by more than PCT "

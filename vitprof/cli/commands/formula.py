@@ -10,7 +10,13 @@ import argparse
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from vitprof.cli.commands.common import image_size, non_negative_int, positive_int, write_output
+from vitprof.cli.commands.common import (
+    image_size,
+    non_negative_int,
+    output_path,
+    positive_int,
+    write_output,
+)
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.errors import UserError
 from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
@@ -70,7 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--by", choices=("component", "block"), default="component")
     parser.add_argument("--format", choices=choices("formula"), default="table")
-    parser.add_argument("--output", metavar="FILE")
+    parser.add_argument("--output", type=output_path, metavar="FILE")
     parser.set_defaults(run=run)
 
 

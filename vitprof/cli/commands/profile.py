@@ -3,31 +3,33 @@
 from __future__ import annotations
 
 import argparse
-import math
 
 from vitprof.cli.commands.common import (
     add_map_option,
     add_recognizer_option,
     add_shape_options,
     non_negative_int,
+    output_path,
     positive_int,
     shape_options,
     warn,
     write_output,
 )
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
+from vitprof.core.choices import peak_tflops_error
 from vitprof.core.records import REAL_DEVICES
 from vitprof.render.formats import choices, render
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (not inf, not nan)."""
+def peak_tflops(text: str) -> float:
+    """argparse type of ``--peak-tflops``: a number :func:`~vitprof.core.choices.
+    peak_tflops_error` accepts."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got '{text}'") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
+    if error := peak_tflops_error(value):
+        raise argparse.ArgumentTypeError(error)
     return value
 
 
@@ -46,13 +48,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="timed forwards, each with and without hooks (default 10)")
     parser.add_argument("--threads", type=positive_int,
                         help="CPU threads for the run, at most the CPU count (default: torch's)")
-    parser.add_argument("--peak-tflops", type=positive_float,
+    parser.add_argument("--peak-tflops", type=peak_tflops,
                         help="the device's peak in TFLOP/s instead of measuring a matmul")
     add_map_option(parser)
     add_recognizer_option(parser)
     parser.add_argument("--format", choices=choices("profile"), default="table")
-    parser.add_argument("--output", metavar="FILE")
-    parser.add_argument("--roofline", metavar="PNG", help="also write the roofline figure")
+    parser.add_argument("--output", type=output_path, metavar="FILE")
+    parser.add_argument("--roofline", type=output_path, metavar="PNG",
+                        help="also write the roofline figure")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar (it is shown only on a terminal anyway)")
     parser.set_defaults(run=run)

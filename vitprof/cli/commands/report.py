@@ -9,6 +9,7 @@ from vitprof.cli.commands.common import (
     add_recognizer_option,
     add_shape_options,
     given_shape_options,
+    output_path,
     shape_conflicts,
     shape_options,
     warn,
@@ -30,7 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--all", action="store_true", dest="everything",
                         help="every torchvision ViT, note002_dynamic_vit, zoo.md, corrections.md "
                         "and README.md")
-    parser.add_argument("--out", default="reports", metavar="DIR",
+    parser.add_argument("--out", type=output_path, default="reports", metavar="DIR",
                         help="folder to write (or check) the reports in (default: reports)")
     parser.add_argument("--check", action="store_true",
                         help="regenerate into a temporary folder and fail (exit 1) if DIR "

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vitprof.cli.commands.common import positive_int, warn, write_output
+from vitprof.cli.commands.common import output_path, positive_int, warn, write_output
 from vitprof.cli.commands.outputs import check_figure_path, check_folder
 from vitprof.core.choices import SWEEP_AXES as AXES
 from vitprof.core.errors import UserError
@@ -32,8 +32,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--format", choices=choices("sweep"), default="table")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--out", metavar="DIR", help="write the figure into DIR")
-    where.add_argument("--figure", metavar="FILE", help="write the figure to FILE (.png)")
+    where.add_argument("--out", type=output_path, metavar="DIR",
+                       help="write the figure into DIR")
+    where.add_argument("--figure", type=output_path, metavar="FILE",
+                       help="write the figure to FILE (.png)")
     parser.set_defaults(run=run)
 
 

@@ -72,7 +72,8 @@ def _value(claim: Claim) -> str:
 
 
 def _quote(claim: Claim) -> str:
-    return " … ".join(f"`{q.replace('|', chr(92) + '|')}`" for q in claim.quote)
+    """The claim's quotes as code spans (the table escapes a ``|`` in them)."""
+    return " … ".join(f"`{q}`" for q in claim.quote)
 
 
 def _preamble(found: Sequence[Correction]) -> list[str]:
