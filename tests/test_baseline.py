@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from vitprof.cli.main import main
+from vitprof.core.schema import SCHEMA_VERSION
 
 MODEL = "vit_b_32"
 COUNTS = ("params", "macs", "vector_flops")
@@ -72,7 +73,7 @@ def test_update_writes_a_profile_that_then_passes_at_zero_growth(
     assert code == 0 and data["passed"]
     # 3 metrics x (total, components, blocks) + the defaults max_unsupported_ops, max_self_checks
     assert len(data["budgets"][0]["checks"]) == 3 * 3 + 2
-    assert saved["model"] == MODEL and saved["schema_version"] == 1
+    assert saved["model"] == MODEL and saved["schema_version"] == SCHEMA_VERSION
 
 
 @pytest.mark.parametrize(
@@ -103,10 +104,10 @@ def test_growth_of_1_1_percent(
     [
         pytest.param(None, "no such profile file; write it with 'vitprof check "
                      "--update-baselines'", id="missing"),
-        pytest.param('{"schema_version": 1, "model": "vit', "not valid JSON (truncated?)",
+        pytest.param('{"schema_version": 2, "model": "vit', "not valid JSON (truncated?)",
                      id="truncated"),
         pytest.param("[]", "not a vitprof profile", id="not-a-profile"),
-        pytest.param({"schema_version": 2}, "profile of schema version 2", id="other-version"),
+        pytest.param({"schema_version": 1}, "profile of schema version 1", id="older-version"),
         pytest.param("other-input", "counted with input 1x3x384x384, the model now runs with "
                      "1x3x224x224", id="other-input"),
         pytest.param("other-units", "count in other units (macs differ)", id="other-units"),

@@ -12,6 +12,7 @@ import pytest
 from vitprof.checks.diff import Change, parse_fail_above
 from vitprof.cli.main import main
 from vitprof.core.records import Counts
+from vitprof.core.schema import SCHEMA_VERSION
 
 D, MLP, LAYERS = 768, 3072, 12  # ViT-B: width, MLP width, blocks
 T16, T32 = 197, 50  # tokens: 14^2 + 1 and 7^2 + 1
@@ -248,7 +249,7 @@ def test_bad_fail_above_is_a_usage_error(capsys) -> None:
     assert "unknown metric 'speed'" in capsys.readouterr().err
 
 
-VALID_START = '{"schema_version": 1, "model": "vit_b_16", "input_shape": [1, 3'
+VALID_START = '{"schema_version": 2, "model": "vit_b_16", "input_shape": [1, 3'
 
 
 @pytest.mark.parametrize(
@@ -260,8 +261,8 @@ VALID_START = '{"schema_version": 1, "model": "vit_b_16", "input_shape": [1, 3'
         pytest.param('{"model": "vit_b_16"}', "not a vitprof profile (no 'schema_version')",
                      id="no-version"),
         pytest.param('{"schema_version": 99}', "profile of schema version 99; this vitprof "
-                     "reads version 1", id="other-version"),
-        pytest.param('{"schema_version": 1, "model": "x"}', "not a vitprof profile: at the top: "
+                     f"reads version {SCHEMA_VERSION}", id="other-version"),
+        pytest.param('{"schema_version": 2, "model": "x"}', "not a vitprof profile: at the top: "
                      "'input_shape' is a required property", id="fields-missing"),
         pytest.param(None, "no such profile file", id="missing-file"),
     ],

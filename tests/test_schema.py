@@ -100,5 +100,5 @@ def test_an_output_outside_its_schema_is_caught() -> None:
     with pytest.raises(AssertionError, match="profile output outside its schema: at the top: "
                        "'model' is a required property"):
         versioned({"totals": {}}, "profile")
-    errors = schema_errors({"schema_version": 1, "passed": "yes"}, "check")
+    errors = schema_errors({"schema_version": 2, "passed": "yes"}, "check")
     assert "at passed: 'yes' is not of type 'boolean'" in errors

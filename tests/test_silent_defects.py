@@ -146,11 +146,12 @@ CASES = [
     pytest.param(["analyze", "{dir}/models.py:video"], 0, "out",
                  "input: batch 1, 3x16x224x224;", id="conv3d-video-input"),
     pytest.param(["analyze", "{dir}/models.py:video"], 0, "out",
-                 "guessed 3 channels from the first convolution; guessed 16 frames (the first "
-                 "convolution is 3-D and nothing declares the frames)", id="conv3d-input-line"),
+                 "guessed 16 frames (the first convolution is 3-D and nothing declares the "
+                 "frames); guessed 3 channels from the first convolution the image reaches",
+                 id="conv3d-input-line"),
     pytest.param(["analyze", "{dir}/models.py:video", "--frames", "4", "--image-size", "32"], 0,
                  "out", "input from: frames given; image size given; guessed 3 channels from the "
-                 "first convolution\n", id="conv3d-frames-given"),
+                 "first convolution the image reaches\n", id="conv3d-frames-given"),
 ]
 
 

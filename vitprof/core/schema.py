@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from referencing import Registry
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMAS = ("profile", "diff", "check", "crosscheck", "formula", "sweep", "speed")
 CHECK_OUTPUTS = False  # validate every output against its schema as it is made (tests set it)
 
