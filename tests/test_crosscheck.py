@@ -21,8 +21,10 @@ LayerNorms 2 * 16 = 32; in_proj 8 * 24 + 24 = 216; out_proj 64 + 8 = 72; MLP 8 *
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
+import weakref
 from functools import partial
 from importlib.util import find_spec
 from pathlib import Path
@@ -334,6 +336,53 @@ def test_rows_with_grad_say_what_the_fast_path_would_hide(tiny) -> None:
     assert "does not patch F.scaled_dot_product_attention" in calflops.causes[0].text
     # ptflops's MHA hook computes from shapes: the fast path hides nothing from it
     assert ptflops.note == "run in eval mode, grad enabled"
+
+
+@needs("calflops")
+def test_calflops_keeps_nothing_of_the_model(tiny_input) -> None:
+    """calflops keeps every function it patched in a module-level dict, for good, among them
+    the call log's wrappers of F.softmax and F.gelu: they must not lead back to the model."""
+    model = TinyViT()
+    alive = weakref.ref(model)
+    run_calflops(model, tiny_input)
+    del model
+    gc.collect()
+    assert alive() is None
+
+
+# A factory for a model built anew at each cross-check: conv 3 -> 8 on 4 x 4 patches of an
+# 8 x 8 image (2 x 2 = 4 patches), then a GELU and a linear head on the 8 * 4 = 32 features.
+FRESH_MODEL_PY = """
+from torch import nn
+
+
+def make():
+    return nn.Sequential(nn.Conv2d(3, 8, kernel_size=4, stride=4), nn.GELU(), nn.Flatten(),
+                         nn.Linear(32, 3))
+"""
+
+
+def _live(kind: type) -> int:
+    gc.collect()
+    return sum(issubclass(type(o), kind) for o in gc.get_objects())
+
+
+def test_repeated_crosschecks_keep_no_model(tmp_path: Path) -> None:
+    """Every peer runs on a CPU model built for the cross-check: none of them is kept after it
+    (calflops kept each one: +340 MB per call of vit_b_32). The first call imports the peers
+    and fills their caches; three more leave as many modules and tensors alive as it did."""
+    factory = tmp_path / "fresh.py"
+    factory.write_text(FRESH_MODEL_PY)
+
+    def check() -> None:
+        rows = run_crosscheck(f"{factory}:make", image_size=8).rows
+        assert [row.peer for row in rows] == list(PEERS)
+
+    check()
+    before = _live(nn.Module), _live(torch.Tensor)
+    for _ in range(3):
+        check()
+    assert (_live(nn.Module), _live(torch.Tensor)) == before
 
 
 @pytest.mark.parametrize(
