@@ -187,8 +187,10 @@ CASES = [
                  id="override-the-model-rejects"),
 ]
 # Through the console script, these run in every test run (exit codes 0 and 1 through the
-# shell); the rest are marked slow (each subprocess imports torch, about 2.5 s). Exit code 2
-# through the console script: tests/test_cli.py::test_console_script_and_module_entry_point.
+# shell); the rest are left to -m exhaustive (each subprocess imports torch: about 3 s of CPU,
+# 100 s for all), their twins being test_main's cases, the same argv, code and message in
+# process. Exit code 2 through the console script:
+# tests/test_cli.py::test_console_script_and_module_entry_point.
 SCRIPT_FAST = {"all-hold", "limit-exceeded"}
 
 
@@ -235,7 +237,8 @@ def test_main(budgets: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
 
 SCRIPT_CASES = [
     pytest.param(*case.values, id=case.id,
-                 marks=() if case.id in SCRIPT_FAST else (pytest.mark.slow,))
+                 marks=() if case.id in SCRIPT_FAST else (pytest.mark.slow,
+                                                          pytest.mark.exhaustive))
     for case in CASES
 ]
 

@@ -21,11 +21,14 @@ LayerNorms 2 * 16 = 32; in_proj 8 * 24 + 24 = 216; out_proj 64 + 8 = 72; MLP 8 *
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
+import weakref
 from functools import partial
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -60,6 +63,7 @@ from vitprof.models.closed_form import ViTSpec, closed_form
 from vitprof.models.zoo import Published
 from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.formats import render
+from vitprof.workload import make_workload
 
 BATCH = 2
 ATTENTION_MACS = 800  # 2 * 2 * 5 * 5 * 8
@@ -349,6 +353,73 @@ def test_fvcore_and_the_cpu_flop_counter_say_what_the_fast_path_would_hide(tiny)
 
 
 @pytest.mark.parametrize(
+    "runner",
+    [
+        pytest.param(run_fvcore, id="fvcore"),
+        pytest.param(run_torchinfo, id="torchinfo"),
+        pytest.param(run_flop_counter, id="flopcounter-cpu"),
+        pytest.param(partial(run_ptflops, backend="pytorch"), marks=needs("ptflops"),
+                     id="ptflops-pytorch"),
+        pytest.param(partial(run_ptflops, backend="aten"), marks=needs("ptflops"),
+                     id="ptflops-aten"),
+        pytest.param(run_calflops, marks=needs("calflops"), id="calflops"),
+        pytest.param(run_deepspeed, marks=needs("deepspeed"), id="deepspeed"),
+    ],
+)
+def test_a_peer_keeps_nothing_of_the_model(runner, tiny_input) -> None:
+    """After a peer's run nothing reachable refers to the model: calflops kept every model for
+    good (it keeps each function it patched, among them the call log's wrappers)."""
+    model = TinyViT()
+    alive = weakref.ref(model)
+    runner(model, tiny_input)
+    del model
+    gc.collect()
+    assert alive() is None
+
+
+# A factory for a model built anew at each cross-check: conv 3 -> 8 on 4 x 4 patches of an
+# 8 x 8 image (2 x 2 = 4 patches), then a GELU and a linear head on the 8 * 4 = 32 features.
+FRESH_MODEL_PY = """
+from torch import nn
+
+
+def make():
+    return nn.Sequential(nn.Conv2d(3, 8, kernel_size=4, stride=4), nn.GELU(), nn.Flatten(),
+                         nn.Linear(32, 3))
+"""
+
+
+def _live(kind: type) -> int:
+    """How many objects of ``kind`` the garbage collector tracks (alive or not yet collected)."""
+    return sum(issubclass(type(o), kind) for o in gc.get_objects())
+
+
+def test_repeated_crosschecks_keep_no_model(tmp_path: Path) -> None:
+    """Every peer runs on a CPU model built for the cross-check: none is left when it returns,
+    even with the automatic garbage collector off (calflops kept each one: +340 MB per call of
+    vit_b_32; ptflops's and torchinfo's reference cycles held it until the collector's next
+    full pass). The first call imports the peers and fills their caches; three more leave as
+    many modules and tensors as it did."""
+    factory = tmp_path / "fresh.py"
+    factory.write_text(FRESH_MODEL_PY)
+
+    def check() -> None:
+        rows = run_crosscheck(f"{factory}:make", image_size=8).rows
+        assert [row.peer for row in rows] == list(PEERS)
+
+    check()
+    gc.collect()
+    before = _live(nn.Module), _live(torch.Tensor)
+    gc.disable()
+    try:
+        for _ in range(3):
+            check()
+        assert (_live(nn.Module), _live(torch.Tensor)) == before
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize(
     ("peer", "module"),
     [
         pytest.param("ptflops-pytorch", "ptflops", id="ptflops-pytorch"),
@@ -435,9 +506,7 @@ def test_named_peers_run_once_each_in_table_order(tiny) -> None:
 # --------------------------------------------------------------------------- acceptance
 
 TORCHVISION = ["vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
-# Real CPU forwards of a ViT-B or larger take more than a few seconds each. timm's
-# deit_small_patch16_224 is slow too: the same timm VisionTransformer code as vit_tiny_patch16_224
-# (the same causes, with and without grad), at twice the width (384, 6 heads; 4x the MACs).
+# Real CPU forwards of a ViT-B or larger take more than a few seconds each.
 FAST = {"timm:vit_tiny_patch16_224", "timm:deit_tiny_distilled_patch16_224", "note002_cifar_vit",
         "note002_linear_attention", "note002_dynamic_vit", "note002_cifar_vit_tiny"}
 ACCEPTANCE = [
@@ -453,6 +522,34 @@ ACCEPTANCE = [
 ]
 ALWAYS_RUN = ("closed-form", "fvcore", "torchinfo", "flopcounter-meta", "flopcounter-cpu",
               *INSTALLED)
+# Larger builds of the class of another acceptance model, their twin: the same code at other
+# sizes (test_each_twin_builds_the_same_class), with the same causes. Their peers' CPU forwards
+# take minutes (vit_h_14: six forwards of 167 GMACs on 2.5 GB of weights, 4 GB of memory in
+# all), so every run checks their peers that run nothing on the CPU and their twin's CPU peers;
+# -m exhaustive checks every peer on them too.
+TWINS = {
+    "vit_l_16": "vit_b_16", "vit_l_32": "vit_b_32", "vit_h_14": "vit_b_16",
+    # the same timm VisionTransformer at twice the width (384, 6 heads; 4x the MACs)
+    "timm:deit_small_patch16_224": "timm:vit_tiny_patch16_224",
+    "note002_cifar_vit_small": "note002_cifar_vit_tiny",
+    "note002_cifar_vit_base": "note002_cifar_vit_tiny",
+    "note002_cifar_vit_large": "note002_cifar_vit_tiny",
+}
+# Under no_grad vit_b_16 runs the same torchvision code as vit_b_32 (the nn.MultiheadAttention
+# fast path, the same causes) at 4x the MACs.
+NO_GRAD_TWINS = {**TWINS, "vit_b_16": "vit_b_32"}
+META_PEERS = ("closed-form", "flopcounter-meta", "published")  # nothing run on the CPU
+
+
+def _acceptance(twins: dict[str, str]) -> list[Any]:
+    """ACCEPTANCE, the models with a twin in ``twins`` marked exhaustive, the others slow
+    unless FAST."""
+    def marks(name: str) -> tuple[pytest.MarkDecorator, ...]:
+        if name in twins:
+            return (pytest.mark.slow, pytest.mark.exhaustive)
+        return () if name in FAST else (pytest.mark.slow,)
+
+    return [pytest.param(name, marks=marks(name)) for name in ACCEPTANCE]
 
 
 def _explained(row) -> None:
@@ -461,16 +558,12 @@ def _explained(row) -> None:
     assert sum(c.macs for c in row.causes) == row.delta_macs
 
 
-@pytest.mark.parametrize(
-    "name",
-    [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in ACCEPTANCE],
-)
-def test_every_difference_is_explained(name: str, crosscheck_of) -> None:
-    check = crosscheck_of(name)
-    rows = {row.peer: row for row in check.rows}
-    assert list(rows) == list(PEERS)
+def _assert_explained(name: str, rows: dict[str, Any]) -> None:
+    """Each row of ``rows`` (peer -> row) that ALWAYS_RUN names explained to the last MAC, and
+    the published row: exact for a torchvision ViT, absent for the others."""
     for peer in ALWAYS_RUN:
-        _explained(rows[peer])
+        if peer in rows:
+            _explained(rows[peer])
     published = rows["published"]
     if name in TORCHVISION:
         assert (published.residual_macs, published.residual_params) == (0, 0)
@@ -478,21 +571,30 @@ def test_every_difference_is_explained(name: str, crosscheck_of) -> None:
         assert published.macs is None and "no published figure" in published.note
 
 
-# Under no_grad these run the same torchvision VisionTransformer code (the nn.MultiheadAttention
-# fast path, the same causes) as vit_b_16 and vit_b_32, only larger (vit_h_14: six CPU forwards
-# at 518 px): left to -m exhaustive.
-NO_GRAD_LARGER = {"vit_l_16", "vit_l_32", "vit_h_14"}
+@pytest.mark.parametrize("name", _acceptance(TWINS))
+def test_every_difference_is_explained(name: str, crosscheck_of) -> None:
+    rows = {row.peer: row for row in crosscheck_of(name).rows}
+    assert list(rows) == list(PEERS)
+    _assert_explained(name, rows)
 
 
-def _no_grad_marks(name: str) -> tuple[pytest.MarkDecorator, ...]:
-    if name in FAST:
-        return ()
-    return (pytest.mark.slow, pytest.mark.exhaustive) if name in NO_GRAD_LARGER else (
-        pytest.mark.slow,)
+@pytest.mark.parametrize("name", TWINS)
+def test_every_difference_of_the_meta_peers_is_explained(name: str) -> None:
+    """The twin of test_every_difference_is_explained for the models of TWINS, in every run:
+    the peers that run nothing on the CPU on the model itself (their twin runs the others)."""
+    rows = {row.peer: row for row in run_crosscheck(name, peers=META_PEERS).rows}
+    assert list(rows) == list(META_PEERS)
+    _assert_explained(name, rows)
+
+
+@pytest.mark.parametrize(("name", "twin"), NO_GRAD_TWINS.items())
+def test_each_twin_builds_the_same_class(name: str, twin: str) -> None:
+    assert type(make_workload(name, device="meta").module) is type(
+        make_workload(twin, device="meta").module)
 
 
 @pytest.mark.skipif(not INSTALLED, reason="no optional peer is installed")
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_no_grad_marks(n)) for n in ACCEPTANCE])
+@pytest.mark.parametrize("name", _acceptance(NO_GRAD_TWINS))
 def test_every_difference_is_explained_under_no_grad(name: str) -> None:
     for row in run_crosscheck(name, peers=[*INSTALLED, "fvcore", "flopcounter-cpu"],
                               grad=False).rows:

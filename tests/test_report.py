@@ -22,7 +22,15 @@ from vitprof.checks.sweep import parse_values, sweep
 from vitprof.checks.zoo_rows import matches
 from vitprof.cli.main import main
 from vitprof.cli.pages.check import compare, normalize
-from vitprof.cli.pages.generate import ALL_MODELS, MARKER, NAMED_PAGE_FILES, NOTE_MODELS, write
+from vitprof.cli.pages.generate import (
+    ALL_MODELS,
+    MARKER,
+    NAMED_PAGE_FILES,
+    NOTE_MODELS,
+    folder_pages,
+    pages,
+    write,
+)
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 from vitprof.models.closed_form import ViTSpec, closed_form
@@ -606,7 +614,24 @@ def test_check_fails_after_tampering(tmp_path: Path, odd_models: Path,
     assert f"{page.name} differs" in err and f"{figure.name} is missing" in err
 
 
+# The model pages whose cross-checks every run makes anyway (tests/test_crosscheck.py, shared
+# through pages_reuse_crosschecks). The other three cross-check vit_l_16, vit_l_32 and vit_h_14
+# (their peers' CPU forwards: minutes, and 4 GB of memory for vit_h_14's 2.5 GB of weights).
+SHARED_PAGES = ("vit_b_16", "vit_b_32", "note002_dynamic_vit")
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("pages_reuse_crosschecks")
+def test_committed_pages_are_up_to_date(tmp_path: Path) -> None:
+    """The twin of test_committed_reports_are_up_to_date in every run: the pages of
+    SHARED_PAGES, the zoo, corrections and index pages, regenerated and compared as
+    ``report --check`` compares them (CI runs ``vitprof report --check`` on all of them)."""
+    write([*pages(SHARED_PAGES), *folder_pages([*ALL_MODELS, *NOTE_MODELS])], tmp_path)
+    assert compare(tmp_path, REPORTS, stale=False) == []
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.usefixtures("pages_reuse_crosschecks")
 def test_committed_reports_are_up_to_date(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "--check", "--out", str(REPORTS)]) == 0, capsys.readouterr().err

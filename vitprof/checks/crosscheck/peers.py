@@ -247,7 +247,9 @@ class CallLog:
 
     It wraps them for the duration, as the peers themselves patch functions (a peer that patches
     one wraps the wrapper and restores it): a torch function mode would instead turn off
-    ``nn.MultiheadAttention``'s fast path.
+    ``nn.MultiheadAttention``'s fast path. A peer may keep a wrapper after its run (calflops
+    keeps every function it patched in a module-level dict, for good), so on exit each wrapper
+    forgets this log, and with it the model: what a peer keeps holds nothing of the model.
     """
 
     def __init__(self, model: nn.Module) -> None:
@@ -256,20 +258,23 @@ class CallLog:
         self.originals = {
             name: getattr(owner, attr) for name, (owner, attr) in LOGGED_CALLS.items()
         }
+        self.wrappers: list[_Logged] = []
 
     def __enter__(self) -> CallLog:
         self.modules.__enter__()
         for name, (owner, attr) in LOGGED_CALLS.items():
-            setattr(owner, attr, self._logged(name, self.originals[name]))
+            wrapper = _Logged(self.originals[name], partial(self._note, name))
+            self.wrappers.append(wrapper)
+            setattr(owner, attr, wrapper)
         return self
 
     def __exit__(self, *args: Any) -> None:
         for name, (owner, attr) in LOGGED_CALLS.items():
             setattr(owner, attr, self.originals[name])
+        for wrapper in self.wrappers:
+            wrapper.forget()
+        self.wrappers.clear()
         self.modules.__exit__(*args)
-
-    def _logged(self, name: str, original: Any) -> _Logged:
-        return _Logged(original, partial(self._note, name))
 
     def _note(self, name: str) -> None:
         self.calls[(name, self.modules.current)] += 1
@@ -288,6 +293,10 @@ class _Logged:
         self.note()
         return self.original(*args, **kwargs)
 
+    def forget(self) -> None:
+        """Notes nothing from now on, and drops the note (and what it refers to)."""
+        self.note = _note_nothing
+
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         return self if instance is None else partial(self, instance)
 
@@ -296,6 +305,10 @@ class _Logged:
 
     def __eq__(self, other: object) -> bool:
         return other is self or other is self.original or other == self.original
+
+
+def _note_nothing() -> None:
+    """The note of a wrapper whose log has ended."""
 
 
 def run_flop_counter(model: nn.Module, example: torch.Tensor, grad: bool = True) -> FlopCounterRun:

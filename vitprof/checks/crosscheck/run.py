@@ -10,6 +10,7 @@ so in their rows.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -111,6 +112,16 @@ class Subject:
         if self.no_cpu_model:
             return None
         return self.workload("cpu").module
+
+    def release(self) -> None:
+        """Frees the CPU model built for a named model now, weights and all (a later peer builds
+        another). The peers leave reference cycles through the model they ran (ptflops binds
+        its counting methods to it, torchinfo's tree of layers refers to each module), which
+        only the garbage collector frees: it is run here, rather than at its next full pass,
+        so that the weights of one cross-check (2.5 GB for vit_h_14) are not still held when
+        the next one builds its own model."""
+        if isinstance(self.source, str) and self.__dict__.pop("cpu_model", None) is not None:
+            gc.collect()
 
     def example(self, device: str) -> torch.Tensor:
         return self.inputs.tensor(device, random=True)
@@ -336,8 +347,11 @@ def check_subject(subject: Subject, peers: Sequence[str] | None = None) -> Cross
 def _check(subject: Subject, chosen: tuple[Peer, ...]) -> CrossCheck:
     """The rows of the ``chosen`` peers against ``subject``."""
     profile = subject.profile
-    rows = [_row(peer, subject)
-            for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
+    try:
+        rows = [_row(peer, subject)
+                for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
+    finally:
+        subject.release()
     return CrossCheck(profile.model, profile.input_shape, profile.input_dtype,
                       profile.torch_version, profile.device,
                       profile.attention_implementation, profile.totals, rows, profile.warnings)

@@ -121,9 +121,14 @@ def pages(
               else model_report(model_page_inputs(name, inputs, recognizer), about(name))
               for name in progress(names, desc="report", unit="model")]
     if everything:
-        result += [zoo_page(zoo_rows()), corrections_of_notes(),
-                   index_page(names)]
+        result += folder_pages(names)
     return result
+
+
+def folder_pages(models: Sequence[str]) -> list[Page]:
+    """The pages of ``--all`` beside the model pages: the zoo table, the corrections to the
+    source notes and the index of the pages of ``models``."""
+    return [zoo_page(zoo_rows()), corrections_of_notes(), index_page(models)]
 
 
 def write(found: Sequence[Page], out: str | Path) -> list[Path]:
