@@ -195,4 +195,4 @@ def test_crosscheck_names_a_token_input(tmp_path: Path, capsys) -> None:
     factory = tmp_path / "image_gpt.py"
     factory.write_text(IMAGE_GPT)
     assert main(["crosscheck", f"{factory}:build", "--peers", "flopcounter-meta"]) == 0
-    assert "input: batch 1, 64;" in capsys.readouterr().out
+    assert "input: batch 1, 64, int64;" in capsys.readouterr().out  # token ids, dtype stated
