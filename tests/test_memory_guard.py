@@ -182,36 +182,37 @@ def materialised(monkeypatch: pytest.MonkeyPatch) -> list[nn.Module]:
 
 # FirstOpReads at batch 512: inputs 512 * 12 * 4 = 24_576 bytes, 2 leaf modules (proj, head)
 FALLBACK_BOUND = 24_576 * (1 + 2)  # 73_728; the old guard counted the sum's 4 bytes
+NO_FULL_TRACE = "no full trace, the meta run stopped after 1 counted ops: inputs 24,576 x (1 + 2 "\
+    "leaf modules)"
+
+
+def needs(model: str, weights: int, activations: int, why: str, available: int) -> str:
+    """The guard's refusal: weights + activations against the memory available."""
+    return (f"FILE:{model} needs about {weights + activations:,} bytes (0.0 GiB) on cpu "
+            f"(weights {weights:,} + activations {activations:,}: {why}) but {available:,} "
+            "bytes (0.0 GiB) is available (VITPROF_MEMORY_LIMIT)")
+
+
 # Each row: argv (FILE is the models file), the memory limit, and what the line says after
-# "vitprof: error: "; every one is refused before any weight is allocated.
+# "vitprof: error: "; every one is refused before any weight is allocated. In train mode the
+# activations hold the gradients too (+ WEIGHTS).
+FIRST_OP = ["FILE:first_op_reads", "--image-size", "2", "--batch-size", "512"]
 REFUSED = [
-    pytest.param(["analyze", "FILE:first_op_reads", "--image-size", "2", "--batch-size", "512"],
-                 "50000", f"FILE:first_op_reads needs about {WEIGHTS + FALLBACK_BOUND:,} bytes "
-                 f"(0.0 GiB) on cpu (weights {WEIGHTS:,} + activations {FALLBACK_BOUND:,}: no "
-                 "full trace, the meta run stopped after 1 counted ops: inputs 24,576 x (1 + 2 "
-                 "leaf modules)) but 50,000 bytes (0.0 GiB) is available (VITPROF_MEMORY_LIMIT)",
+    pytest.param(["analyze", *FIRST_OP], "50000",
+                 needs("first_op_reads", WEIGHTS, FALLBACK_BOUND, NO_FULL_TRACE, 50_000),
                  id="fallback-first-op"),
-    pytest.param(["analyze", "FILE:first_op_reads", "--image-size", "2", "--batch-size", "512",
-                  "--mode", "train"],
-                 "50000", f"FILE:first_op_reads needs about {2 * WEIGHTS + FALLBACK_BOUND:,} bytes "
-                 f"(0.0 GiB) on cpu (weights {WEIGHTS:,} + activations "
-                 f"{WEIGHTS + FALLBACK_BOUND:,}: no full trace, the meta run stopped after 1 "
-                 f"counted ops: inputs 24,576 x (1 + 2 leaf modules), + gradients {WEIGHTS:,}) "
-                 "but 50,000 bytes (0.0 GiB) is available (VITPROF_MEMORY_LIMIT)",
+    pytest.param(["analyze", *FIRST_OP, "--mode", "train"], "50000",
+                 needs("first_op_reads", WEIGHTS, WEIGHTS + FALLBACK_BOUND,
+                       f"{NO_FULL_TRACE}, + gradients {WEIGHTS:,}", 50_000),
                  id="fallback-first-op-train"),
-    pytest.param(["profile", "FILE:first_op_reads", "--image-size", "2", "--batch-size", "512",
-                  "--iters", "1"],
-                 "50000", f"FILE:first_op_reads needs about {WEIGHTS + FALLBACK_BOUND:,} bytes "
-                 f"(0.0 GiB) on cpu (weights {WEIGHTS:,} + activations {FALLBACK_BOUND:,}: no "
-                 "full trace, the meta run stopped after 1 counted ops: inputs 24,576 x (1 + 2 "
-                 "leaf modules)) but 50,000 bytes (0.0 GiB) is available (VITPROF_MEMORY_LIMIT)",
+    pytest.param(["profile", *FIRST_OP, "--iters", "1"], "50000",
+                 needs("first_op_reads", WEIGHTS, FALLBACK_BOUND, NO_FULL_TRACE, 50_000),
                  id="profile-fallback-first-op"),
     pytest.param(["analyze", "FILE:two_layers", "--image-size", "2", "--batch-size", "16",
-                  "--device", "cpu"],
-                 "2000", f"FILE:two_layers needs about {WEIGHTS + FORWARD_PEAK:,} bytes (0.0 GiB) "
-                 f"on cpu (weights {WEIGHTS:,} + activations {FORWARD_PEAK:,}: the peak of "
-                 "tensors alive at once in the forward, grad enabled (autograd keeps what a "
-                 "backward needs)) but 2,000 bytes (0.0 GiB) is available (VITPROF_MEMORY_LIMIT)",
+                  "--device", "cpu"], "2000",
+                 needs("two_layers", WEIGHTS, FORWARD_PEAK, "the peak of tensors alive at once "
+                       "in the forward, grad enabled (autograd keeps what a backward needs)",
+                       2_000),
                  id="device-cpu-traced"),
     pytest.param(["analyze", "FILE:two_layers", "--image-size", "2", "--device", "cpu"],
                  "lots", "VITPROF_MEMORY_LIMIT must be a number of bytes, got 'lots'",
