@@ -130,7 +130,7 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str
     roles: list[C | None] = [step.fixed if fixed else None for step in flow.steps]
     by[:] = [R.PRICED_IN_PARTS.name if role else None for role in roles]
     for k, core in enumerate(cores):
-        head = R.POOLING_HEAD if k in blocks.loose else None
+        head = R.POOLING_HEAD if k in blocks.loose and R.POOLING_HEAD.on else None
         placing = ((core.steps, C.ATTN_CORE, R.RULES[core.found_by]),
                    (core.bias - core.passed, C.ATTN_CORE, R.SCORE_BIAS),
                    (core.passed, C.ATTN_CORE, R.PASSED),
@@ -611,7 +611,8 @@ def _fused_shares(flow: Flow, cores: list[Core], blocks: Blocks, fused: dict[int
     record reads itself: its weight and bias). Their q/k/v share is ``attn_qkv``, ``head`` for
     the core of an attention-pooling head (in no block), as a projection's
     (:func:`_attention_roles`)."""
-    by_step = {i: (fused[i], C.HEAD if k in blocks.loose else C.ATTN_QKV)
+    loose = blocks.loose if R.POOLING_HEAD.on else frozenset()
+    by_step = {i: (fused[i], C.HEAD if k in loose else C.ATTN_QKV)
                for k, core in enumerate(cores) for i in core.qkv if i in fused}
     by_param = {name: share for i, share in by_step.items() for name in flow.steps[i].params}
     return by_step, by_param
@@ -766,7 +767,7 @@ def graph_breakdown(
                   for name, p in model.named_parameters()}
         warnings = (NO_BLOCKS,)
     of_step = blocks.of_step
-    if overrides:
+    if overrides and R.OVERRIDE.on:
         roles, ruled = _override(model, flow, roles, params, shared, overrides, by)
         warnings += ruled
     ordered = tuple(record for name, _ in model.named_parameters()

@@ -113,7 +113,7 @@ PASSED = _rule(
     """The records without MACs passed on the way from the q/k/v projections to the core's
     products, or from them to the output projection (q scaling, rotary, head merging; norms
     aside), are the core's.""",
-    "the records walked through by qkv-feeds-core and proj-after-core", "scaled_block")
+    "the records walked through by qkv-feeds-core and proj-after-core", "plain_block")
 SCORE_BIAS = _rule(
     "score-bias", (C.ATTN_CORE,),
     """The records in the core's module that make what is added beside its operands (a bias or
@@ -161,7 +161,7 @@ PRODUCER = _rule(
     "producer", tuple(C),
     """A record without weights takes the component of the record producing its input,
     looking through norms (``x + attn(x)`` is ``attn_proj``).""",
-    "the sources of the record", "plain_block")
+    "the sources of the record", "parallel_block")
 NEIGHBOUR = _rule(
     "block-neighbour", tuple(C),
     """A record in a block whose producers have no component takes that of the record before
@@ -251,4 +251,4 @@ OVERRIDE = _rule(
     "override", tuple(C),
     """A ``--map`` rule (a regex and a component) wins over every rule above for the
     parameters and modules it names.""",
-    "the user's --map", "plain_block")
+    "the user's --map", "mapped_block")
