@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -31,6 +31,7 @@ from vitprof.count.families.generic import GENERIC
 from vitprof.count.flooring import floor_warnings
 from vitprof.count.formulas import Formula
 from vitprof.count.graph import graph_breakdown
+from vitprof.count.graph.rules import OVERRIDE
 from vitprof.count.result import Profile
 from vitprof.count.running import (
     CountFailed,
@@ -56,9 +57,24 @@ def _model_device(model: nn.Module) -> str:
 
 def _param_records(model: nn.Module, mapping: ComponentMap) -> tuple[ParamRecord, ...]:
     return tuple(
-        ParamRecord(name, p.numel(), mapping.params[name], mapping.block_of(name), tuple(p.shape))
+        ParamRecord(name, p.numel(), mapping.params[name], mapping.block_of(name), tuple(p.shape),
+                    _table_rule(mapping, name, name))
         for name, p in model.named_parameters()
     )
+
+
+def _table_rule(mapping: ComponentMap, name: str, path: str) -> str:
+    """What placed a record of module ``path`` or the parameter ``name`` in a table's
+    breakdown: ``override`` where a ``--map`` rule set it or a module holding it, else the
+    table (``generic``: the name-based recognizer)."""
+    holders = [path, *(path[:k] for k, c in enumerate(path) if c == ".")]
+    ruled = name in mapping.overridden or any(h in mapping.overridden for h in holders)
+    return OVERRIDE.name if ruled else mapping.family
+
+
+def _table_ops(ops: Sequence[OpRecord], mapping: ComponentMap) -> tuple[OpRecord, ...]:
+    """``ops`` as the counter placed them from a table, each saying so (:func:`_table_rule`)."""
+    return tuple(replace(op, placed_by=_table_rule(mapping, "", op.module)) for op in ops)
 
 
 def _check_arguments(
@@ -193,7 +209,8 @@ def breakdown(
     (:mod:`vitprof.count.graph`); ``auto``: the table's when a table detected the model and its
     breakdown passes the self-checks with nothing in ``other``, else the graph's. ``rules``
     (``--map``) win over either."""
-    tables = Found(mapping.family, run.ops, _param_records(module, mapping), mapping.warnings)
+    tables = Found(mapping.family, _table_ops(run.ops, mapping), _param_records(module, mapping),
+                   mapping.warnings)
     if recognizer == "tables" or (recognizer == "auto" and _clean_table(tables)):
         return tables
     if run.trace is None:

@@ -7,6 +7,7 @@ fallback, with the units.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -195,6 +196,47 @@ class Profile:
         return [{"op": name, "calls": calls[name], **counts.as_dict()}
                 for name, counts in sorted(grouped.items(), key=lambda kv: -kv[1].macs)]
 
+    def explain_rows(self) -> list[dict[str, Any]]:
+        """One row per (module, component, block, rule) in the model's tree order
+        (:meth:`module_rows`): what placed the module's parameters and ops there (``placed_by``,
+        a rule of :mod:`vitprof.count.graph.rules`, a table's name or ``override``), its block
+        (``outside`` for none) and, as ``evidence``, the warnings that name the module or one of
+        its parameters ("" when none does)."""
+        grouped: dict[str, dict[tuple[Component, int | None, str], Counts]] = {}
+        for op in self.ops:
+            cell = grouped.setdefault(op.module, {})
+            key = (op.component, op.block, op.placed_by)
+            cell[key] = cell.get(key, Counts()) + Counts(macs=op.macs,
+                                                         vector_flops=op.vector_flops)
+        for p in self.params:
+            cell = grouped.setdefault(p.name.rpartition(".")[0], {})
+            key = (p.component, p.block, p.placed_by)
+            cell[key] = cell.get(key, Counts()) + Counts(params=p.numel)
+        order = _tree_order(grouped)
+        return [{"module": m or "(root)", "component": str(c),
+                 "block": "outside" if block is None else block, "placed_by": rule,
+                 **v.as_dict(), "evidence": "; ".join(_naming(self.warnings, m))}
+                for m in sorted(grouped, key=order) for (c, block, rule), v in grouped[m].items()]
+
+    def op_rule_rows(self) -> list[dict[str, Any]]:
+        """:meth:`op_rows` split by the rule that placed the records (``placed_by``)."""
+        calls: Counter[tuple[str, str]] = Counter()
+        grouped: dict[tuple[str, str], Counts] = {}
+        for op in self.ops:
+            key = (op.op, op.placed_by)
+            calls[key] += 1
+            grouped[key] = grouped.get(key, Counts()) + Counts(
+                macs=op.macs, vector_flops=op.vector_flops
+            )
+        return [{"op": name, "placed_by": rule, "calls": calls[name, rule], **counts.as_dict()}
+                for (name, rule), counts in sorted(grouped.items(), key=lambda kv: -kv[1].macs)]
+
+    def explain(self) -> pd.DataFrame:
+        """:meth:`explain_rows` as a DataFrame: per module, its component, block and rule."""
+        return _data_frame(self.explain_rows(),
+                           columns=["module", "component", "block", "placed_by", *_COUNTS,
+                                    "evidence"])
+
     def by_component(self) -> pd.DataFrame:
         """``component_rows`` with each row's share of the total MACs and params."""
         rows = [{**row, "macs_share": self.share(counts),
@@ -264,6 +306,14 @@ class Profile:
                            for i in self.inputs]} if self.inputs else {}),
             **({"training": training_dict(self.ops)} if self.mode == "train" else {}),
         }
+
+
+def _naming(warnings: tuple[str, ...], module: str) -> list[str]:
+    """The ``warnings`` that name ``module`` (a dotted path, whole) or a parameter of it."""
+    if not module:
+        return []
+    pattern = re.compile(rf"(?<![\w.]){re.escape(module)}(\.\w+)?(?![\w.])")
+    return [w for w in warnings if pattern.search(w)]
 
 
 def _prefixes(module: str) -> list[str]:

@@ -69,6 +69,8 @@ class Col(StrEnum):
     COMPONENT = "component"
     BLOCK = "block"
     MODULE = "module"
+    PLACED_BY = "placed_by"  # the recognition rule that placed a row's records
+    EVIDENCE = "evidence"
     OP = "op"
     CALLS = "calls"
     PARAMS = "params"
@@ -125,6 +127,8 @@ COLUMNS: dict[Col, tuple[str, Kind]] = {
     Col.COMPONENT: ("component", Kind.TEXT),
     Col.BLOCK: ("block", Kind.TEXT),
     Col.MODULE: ("module", Kind.TEXT),
+    Col.PLACED_BY: ("rule", Kind.TEXT),
+    Col.EVIDENCE: ("evidence", Kind.TEXT),
     Col.OP: ("op", Kind.TEXT),
     Col.CALLS: ("calls", Kind.COUNT),
     Col.PARAMS: ("params", Kind.COUNT),

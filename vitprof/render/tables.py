@@ -47,14 +47,25 @@ _KEYS: dict[str, tuple[Col, ...]] = {
     "block": (Col.BLOCK, Col.COMPONENT),
     "module": (Col.MODULE, Col.COMPONENT),
     "op": (Col.OP, Col.CALLS),
+    # --explain: per module, or per op, the rule that placed the records (placed_by)
+    "explain": (Col.MODULE, Col.COMPONENT, Col.BLOCK, Col.PLACED_BY),
+    "op_rules": (Col.OP, Col.PLACED_BY, Col.CALLS),
 }
+_EXPLAINED = {"op": "op_rules"}  # the view `--explain` turns each into (else "explain")
 
 
 def view_columns(by: str) -> tuple[Column, ...]:
     """The columns of one view: its keys, then the counts and the MACs share."""
     if by not in _KEYS:
         raise ValueError(f"unknown view {by}")
-    return columns(*_KEYS[by], *COUNT_COLUMNS, Col.MACS_SHARE)
+    evidence = (Col.EVIDENCE,) if by == "explain" else ()
+    return columns(*_KEYS[by], *COUNT_COLUMNS, Col.MACS_SHARE, *evidence)
+
+
+def explained(by: str) -> str:
+    """The view ``analyze --by BY --explain`` shows: the op rows split by rule for ``op``,
+    else the modules with their component, block, rule and the warnings naming them."""
+    return _EXPLAINED.get(by, "explain")
 
 
 def view_rows(profile: Profile, by: str) -> list[dict[str, Any]]:
@@ -68,6 +79,9 @@ def view_rows(profile: Profile, by: str) -> list[dict[str, Any]]:
         "block": lambda: [*profile.block_rows(), *_outside_rows(profile)],
         "module": profile.module_rows,
         "op": lambda: [*profile.op_rows(), _param_row(profile.totals.params)],
+        "explain": profile.explain_rows,
+        "op_rules": lambda: [*profile.op_rule_rows(),
+                             {**_param_row(profile.totals.params), "placed_by": ""}],
     }[by]()
     macs = profile.totals.macs
     return [{**row, "macs_share": row["macs"] / macs if macs else 0.0} for row in rows]
@@ -123,14 +137,20 @@ def summary_line(profile: Profile) -> str:
             f"{t.flops:,} FLOPs, {t.vector_flops:,} vector FLOPs")
 
 
-def profile_document(profile: Profile, by: str = "component") -> Document:
+def profile_document(profile: Profile, by: str = "component", explain: bool = False
+                     ) -> Document:
     """The analysis in one view: header lines, the totals (in the text table), the view and the
-    JSON (``by_module`` / ``by_op`` rows for those views). A train-mode profile adds the split
+    JSON (``by_module`` / ``by_op`` rows for those views). ``explain`` shows the view
+    :func:`explained` instead, its rows with ``placed_by`` in the JSON (``by_op`` for ``op``,
+    else ``by_module``). A train-mode profile adds the split
     into forward and backward (:func:`training_blocks`); CSV is the view alone (one table per
     file), its counts forward + backward. A fallback is the CSV's first line, a comment."""
     data = profile.to_dict()
-    if by in ("module", "op"):
+    if by in ("module", "op") and not explain:
         data[f"by_{by}"] = view_rows(profile, by)
+    if explain:
+        data["by_op" if by == "op" else "by_module"] = view_rows(profile, explained(by))
+        by = explained(by)
     blocks: list[Lines | Table] = [lines(header_lines(profile)),
                                    lines([summary_line(profile)], only=("table", "html")),
                                    BLANK, view_table(profile, by)]

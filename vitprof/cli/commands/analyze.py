@@ -28,6 +28,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mode", choices=MODES, default="inference",
                         help="train: count forward + backward, with the ratio per component")
     parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
+    parser.add_argument("--explain", action="store_true",
+                        help="per module, its component, block and the rule that placed it "
+                             "(per op with --by op): docs/recognition.md lists the rules")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the breakdown fails a self-check (listed in the README)")
     parser.set_defaults(run=run)
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         warn(message)
     if profile.fallback:
         warn(profile.fallback)
-    write_output(render(profile_document(profile, args.by), args.format), args.output)
+    write_output(render(profile_document(profile, args.by, args.explain), args.format), args.output)
     if args.strict and profile.self_checks:
         print(f"vitprof: {len(profile.self_checks)} self-check(s) failed (--strict)",
               file=sys.stderr)

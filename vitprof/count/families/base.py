@@ -36,6 +36,7 @@ class ComponentMap:
     params: dict[str, Component]
     blocks: dict[str, int]  # block module path -> block index
     warnings: tuple[str, ...] = ()
+    overridden: frozenset[str] = frozenset()  # module paths and parameters a --map rule set
     _block_prefixes: tuple[tuple[str, int], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
@@ -134,8 +135,12 @@ def apply_overrides(
         path: component for path in paths if (component := first_match(rules, path)) is not None
     }
     params = {}
+    ruled = set(overridden)
     for name, component in mapping.params.items():
-        params[name] = first_match(rules, name) or _nearest_owner(overridden, name) or component
+        user = first_match(rules, name) or _nearest_owner(overridden, name)
+        params[name] = user or component
+        if user is not None:
+            ruled.add(name)
     names = [*paths, *mapping.params]
     unmatched = tuple(
         f"--map rule '{regex.pattern}={component}' matched no module or parameter"
@@ -143,7 +148,7 @@ def apply_overrides(
     )
     return ComponentMap(
         mapping.family, {**mapping.modules, **overridden}, params, mapping.blocks,
-        mapping.warnings + unmatched,
+        mapping.warnings + unmatched, frozenset(ruled),
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Set
 from dataclasses import dataclass
 
+from vitprof.count.graph import rules
 from vitprof.count.graph.flow import Flow, attention_module, is_gate
 
 DEPTH = 8  # records without MACs allowed between the two products of a core
@@ -35,6 +36,8 @@ class Core:
     # records of the core beside the products: those making a bias or mask of the scores, and
     # the element-wise ones between the projections and the products (scaling, rotary)
     bias: frozenset[int] = frozenset()
+    found_by: str = rules.CORE_PRODUCT.name  # the rule that found the core (its steps)
+    passed: frozenset[int] = frozenset()  # those of ``bias`` walked through to a projection
 
     @property
     def first(self) -> int:
@@ -76,22 +79,27 @@ def _between(flow: Flow, start: int, end: int, taken: Set[int]) -> list[int]:
     return sorted(reached)
 
 
-def _core_steps(flow: Flow) -> list[frozenset[int]]:
+def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
+    """The records of each core, with the rule that found it."""
     taken: set[int] = set()
     cores = []
     for i in range(len(flow.steps)):
         if i in taken:
             continue
-        if flow.fused_core(i):
+        if flow.fused_core(i) and rules.FUSED_CORE.on:
             found: list[int] | None = [i]
-        elif flow.free_product(i):
+            rule = rules.FUSED_CORE.name
+        elif flow.free_product(i) and rules.CORE_PRODUCT.on:
             found = _second_product(flow, i, taken)
+            rule = rules.CORE_PRODUCT.name
         else:
             continue
         if found:
             taken.update(found)
-            cores.append(frozenset(found))
-    return sorted([*cores, *_named_cores(flow, taken)], key=min)
+            cores.append((frozenset(found), rule))
+    named = _named_cores(flow, taken) if rules.NAMED_CORE.on else []
+    return sorted([*cores, *((core, rules.NAMED_CORE.name) for core in named)],
+                  key=lambda found: min(found[0]))
 
 
 def _named_cores(flow: Flow, taken: set[int]) -> list[frozenset[int]]:
@@ -199,9 +207,9 @@ def find_cores(flow: Flow) -> list[Core]:
     of the scores (Swin v2's position MLP, SAM's decomposed relative positions) in the core's
     module belong to the core."""
     cores = []
-    for steps in _core_steps(flow):
+    for steps, found_by in _core_steps(flow):
         if any(flow.steps[i].fixed is not None for i in steps):
-            cores.append(Core(steps, frozenset(), frozenset()))
+            cores.append(Core(steps, frozenset(), frozenset(), found_by=found_by))
             continue
         products = any(flow.steps[i].macs for i in steps)
         operands, beside = _inputs(flow, steps, products)
@@ -209,6 +217,9 @@ def find_cores(flow: Flow) -> list[Core]:
         qkv, before = _walk(flow, operands, steps, upstream=True)
         inner = set().union(*(flow.ancestors(i, min(qkv)) for i in operands)) if qkv else set()
         proj, after = _walk(flow, outputs, steps, upstream=False, inner=inner)
-        bias = _bias(flow, beside, steps | qkv, flow.steps[min(steps)].module)
-        cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | before | after))
+        bias = _bias(flow, beside, steps | qkv, flow.steps[min(steps)].module) if (
+            rules.SCORE_BIAS.on) else frozenset()
+        passed = frozenset(before | after) if rules.PASSED.on else frozenset()
+        cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | passed, found_by,
+                          passed - bias))
     return cores

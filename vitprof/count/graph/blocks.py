@@ -39,6 +39,7 @@ class Blocks:
     of_step: list[int | None]
     paths: dict[str, int]
     loose: frozenset[int]  # indices of the cores in no block (attention-pooling heads)
+    selected: frozenset[int] = frozenset()  # records a token selector put in a block
 
 
 def _chain(path: str) -> list[tuple[str, str]]:

@@ -53,7 +53,7 @@ a warning.
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from math import prod
 from typing import NamedTuple
@@ -62,7 +62,7 @@ from torch import nn
 
 from vitprof.core.records import Component as C
 from vitprof.core.records import OpRecord, ParamRecord
-from vitprof.count.counter import resolve_positions
+from vitprof.count.counter import resolve_positions_by
 from vitprof.count.families.base import (
     ComponentMap,
     Rule,
@@ -72,6 +72,7 @@ from vitprof.count.families.base import (
     unrecognized_warnings,
 )
 from vitprof.count.families.generic import is_norm
+from vitprof.count.graph import rules as R
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
 from vitprof.count.graph.flow import Flow, attention_module, named_mlp
@@ -79,6 +80,8 @@ from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
+# how resolve_positions_by placed a record the rules left unplaced -> the rule it applied
+_RESOLVED = {"producer": R.PRODUCER.name, "neighbour": R.NEIGHBOUR.name}
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
 _JOINING = ("aten.add", "aten.add_")  # a token-shaped parameter added to the sequence: tokens
 
@@ -91,6 +94,14 @@ class _Placed(NamedTuple):
 
 # a fused projection's share of a record or parameter: how it is split, the q/k/v share's component
 _Share = tuple[Fused, C]
+
+
+class _ParamRole(NamedTuple):
+    """A parameter's component and block, and the rule that placed it."""
+
+    component: C
+    block: int | None
+    placed_by: str
 
 
 class _Span(NamedTuple):
@@ -112,20 +123,28 @@ class Breakdown:
     origins: tuple[int, ...] = ()
 
 
-def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow) -> list[C | None]:
-    roles: list[C | None] = [flow.steps[i].fixed for i in range(len(flow.steps))]
+def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str | None]
+                     ) -> list[C | None]:
+    """The records the attention rules place, their rules written in ``by``."""
+    fixed = R.PRICED_IN_PARTS.on
+    roles: list[C | None] = [step.fixed if fixed else None for step in flow.steps]
+    by[:] = [R.PRICED_IN_PARTS.name if role else None for role in roles]
     for k, core in enumerate(cores):
-        loose = k in blocks.loose
-        for i in core.steps | core.bias:
-            roles[i] = roles[i] or C.ATTN_CORE
-        for steps, role in ((core.qkv, C.ATTN_QKV), (core.proj, C.ATTN_PROJ)):
+        head = R.POOLING_HEAD if k in blocks.loose and R.POOLING_HEAD.on else None
+        placing = ((core.steps, C.ATTN_CORE, R.RULES[core.found_by]),
+                   (core.bias - core.passed, C.ATTN_CORE, R.SCORE_BIAS),
+                   (core.passed, C.ATTN_CORE, R.PASSED),
+                   (core.qkv, C.HEAD if head else C.ATTN_QKV, head or R.QKV),
+                   (core.proj, C.HEAD if head else C.ATTN_PROJ, head or R.PROJ))
+        for steps, role, rule in placing:
             for i in steps:
-                roles[i] = roles[i] or (C.HEAD if loose else role)
+                if roles[i] is None and rule.on:
+                    roles[i], by[i] = role, rule.name
     return roles
 
 
 def _attention_modules(
-    flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None]
+    flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None], by: list[str | None]
 ) -> None:
     """Weighted records not yet placed that run inside a core's attention module (below its
     block, the outermost module on the core's path named like attention), but those of an MLP
@@ -135,6 +154,8 @@ def _attention_modules(
     data-flow walks stop short of: PVT's and Twins' spatial-reduction convolutions before the
     k/v linear, MViTv2's qkv linear before its pooling and its output projection after the
     residual-pooling add."""
+    if not R.ATTENTION_MODULE.on:
+        return
     block_paths = {index: path for path, index in blocks.paths.items()}
     in_block: dict[int, list[int]] = {}
     for i, index in enumerate(blocks.of_step):
@@ -157,6 +178,7 @@ def _attention_modules(
             if roles[i] is None and flow.weighted(i) and not named_mlp(module) and (
                     module == attention or module.startswith(f"{attention}.")):
                 roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ
+                by[i] = R.ATTENTION_MODULE.name
 
 
 def _token_mixers(
@@ -214,19 +236,23 @@ def _unit(module: str, prefix: str) -> str:
 
 
 def _convs_outside_blocks(model: nn.Module, flow: Flow, of_step: list[int | None], span: _Span,
-                          branches: set[int]) -> set[int]:
+                          branches: set[int]) -> dict[int, str]:
     """Records outside blocks and outside the patch embedding proper (:func:`_embedding`)
     that are convolutional work besides the residual ``branches``: those of the convolutional
     blocks run without their skip (:func:`_skipless_blocks`) and the convolutions on a map that
     are no downsampling (:func:`_map_convs`). Every record is read: such a block or convolution
-    before, between or after the blocks is ``conv``."""
+    before, between or after the blocks is ``conv``. By record, the rule that found it."""
     embedding = _embedding(flow, span)
     if embedding is None:
-        return set()
+        return {}
     outside = [i for i, block in enumerate(of_step) if block is None and flow.weighted(i)
                and not _within(flow.steps[i].module, embedding)]
-    return (_skipless_blocks(model, flow, of_step, outside)
-            | _map_convs(model, flow, outside, branches, span.last, embedding))
+    found = dict.fromkeys(_map_convs(model, flow, outside, branches, span.last, embedding)
+                          if R.MAP_CONV.on else (), R.MAP_CONV.name)
+    if R.SKIPLESS.on:
+        found.update(dict.fromkeys(_skipless_blocks(model, flow, of_step, outside),
+                                   R.SKIPLESS.name))
+    return found
 
 
 def _embedding(flow: Flow, span: _Span) -> str | None:
@@ -372,6 +398,16 @@ def _token_selectors(flow: Flow, of_step: list[int | None], last: int) -> list[i
     return placed
 
 
+def _selected(blocks: Blocks, of_step: list[int | None]) -> Blocks:
+    """``blocks`` with the token selectors placed in blocks (``of_step``, by
+    :func:`_token_selectors`; unchanged with its rule switched off), marked ``selected``."""
+    if not R.SELECTOR.on:
+        return blocks
+    moved = frozenset(i for i, (old, new) in enumerate(zip(blocks.of_step, of_step, strict=True))
+                      if old is None and new is not None)
+    return replace(blocks, of_step=of_step, selected=moved)
+
+
 def _connected(flow: Flow, members: set[int]) -> list[set[int]]:
     """The parts of ``members`` connected through the data flow among them."""
     left = set(members)
@@ -401,8 +437,8 @@ def _residual_branches(flow: Flow, of_step: list[int | None], last: int) -> set[
 
 
 def _step_roles(
-    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], convs: set[int], span: _Span,
-    fused: Set[int] = frozenset(),
+    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], convs: Mapping[int, str],
+    span: _Span, by: list[str | None], fused: Set[int] = frozenset(),
 ) -> list[C | None]:
     """Each record's component; None for a weightless record in a block (resolved later).
     ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
@@ -410,49 +446,67 @@ def _step_roles(
     outside blocks and the patch embedding proper (:func:`_residual_branches` and
     :func:`_convs_outside_blocks`); ``span``: from the first block's first record to the last
     block's last. A ``fused`` projection is
-    placed as the part of it that is no projection (:func:`_fused_shares`: its q/k/v share)."""
+    placed as the part of it that is no projection (:func:`_fused_shares`: its q/k/v share).
+    The rule placing each record is written in ``by`` (None: not placed yet)."""
     roles = [None if i in fused else role
-             for i, role in enumerate(_attention_roles(cores, blocks, flow))]
-    _attention_modules(flow, cores, blocks, roles)
+             for i, role in enumerate(_attention_roles(cores, blocks, flow, by))]
+    by[:] = [None if i in fused else rule for i, rule in enumerate(by)]
+    _attention_modules(flow, cores, blocks, roles, by)
     of_step = blocks.of_step
     last = span.last
-    mixers = _token_mixers(flow, cores, blocks, roles)
+    mixers = _token_mixers(flow, cores, blocks, roles) if R.TOKEN_MIXER.on else set()
     carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
     for i, step in enumerate(flow.steps):
         if roles[i] is None:
-            if flow.norm(i):
-                roles[i] = C.NORM
+            if flow.norm(i) and R.NORM.on:
+                roles[i], by[i] = C.NORM, R.NORM.name
             elif of_step[i] is not None:
-                roles[i] = C.CONV if i in mixers else C.MLP if flow.weighted(i) else None
+                if i in mixers:
+                    roles[i], by[i] = C.CONV, R.TOKEN_MIXER.name
+                elif flow.weighted(i) and R.IN_BLOCK.on:
+                    rule = R.SELECTOR if i in blocks.selected else R.IN_BLOCK
+                    roles[i], by[i] = C.MLP, rule.name
             elif i in convs:
-                roles[i] = C.CONV
-            elif i > last:
-                roles[i] = _after_blocks(flow, i, roles)
-            elif flow.weighted(i):
-                on_map = not cores and i > span.start and _pointwise_on_map(flow, i)
-                roles[i] = C.CONV if on_map else C.PATCH_EMBED
-            elif any(name in shaped for name in step.params):
-                roles[i] = C.TOKENS
+                roles[i], by[i] = C.CONV, convs[i]
+            elif i > last and (after := _after_blocks(flow, i, roles)) is not None:
+                roles[i], by[i] = after[0], after[1].name
+            elif flow.weighted(i) and (
+                    placed := _weighted_outside(flow, i, not cores and i > span.start)):
+                roles[i], by[i] = placed[0], placed[1].name
+            elif any(name in shaped for name in step.params) and R.TOKENS.on:
+                roles[i], by[i] = C.TOKENS, R.TOKENS.name
             else:
-                roles[i] = carried[step.sources[-1]] if step.sources else None
-                roles[i] = roles[i] or C.PATCH_EMBED
+                source = carried[step.sources[-1]] if step.sources and R.PRODUCER.on else None
+                default = C.PATCH_EMBED if R.STEM_DEFAULT.on else None
+                roles[i] = source or default
+                by[i] = R.PRODUCER.name if source else R.STEM_DEFAULT.name if default else None
         role = roles[i]
         passed = role if role is not None and role not in _KEEP_FLOW else None
         carried[i] = passed or (carried[step.sources[-1]] if step.sources else None)
     return roles
 
 
-def _after_blocks(flow: Flow, i: int, roles: list[C | None]) -> C:
+def _after_blocks(flow: Flow, i: int, roles: list[C | None]) -> tuple[C, R.Rule] | None:
     """A record after the last block outside any convolutional block: ``head``, but a
     weightless one (an activation) run in the module holding the convolution feeding it,
-    which goes with that convolution (MobileViT's last ``conv_fusion.bn.act``)."""
+    which goes with that convolution (MobileViT's last ``conv_fusion.bn.act``); with the
+    rule deciding (None when both are switched off)."""
     step = flow.steps[i]
-    if not flow.weighted(i) and step.sources:
+    if not flow.weighted(i) and step.sources and R.ACTIVATION_WITH_CONV.on:
         source = step.sources[-1]
         holder = flow.steps[source].module.rpartition(".")[0]
         if roles[source] is C.CONV and holder and _within(step.module, holder):
-            return C.CONV
-    return C.HEAD
+            return C.CONV, R.ACTIVATION_WITH_CONV
+    return (C.HEAD, R.AFTER_BLOCKS) if R.AFTER_BLOCKS.on else None
+
+
+def _weighted_outside(flow: Flow, i: int, conv_net: bool) -> tuple[C, R.Rule] | None:
+    """A weighted record before or between the blocks: in a convolutional network
+    (``conv_net``: no core, after the span's start) a convolution keeping its map's
+    resolution is ``conv``, else ``patch_embed``; with the rule deciding."""
+    if conv_net and R.POINTWISE.on and _pointwise_on_map(flow, i):
+        return C.CONV, R.POINTWISE
+    return (C.PATCH_EMBED, R.WEIGHTED_OUTSIDE) if R.WEIGHTED_OUTSIDE.on else None
 
 
 def _pointwise_on_map(flow: Flow, i: int) -> bool:
@@ -464,8 +518,14 @@ def _pointwise_on_map(flow: Flow, i: int) -> bool:
 
 
 def _param_roles(
-    model: nn.Module, flow: Flow, steps: list[C], blocks: Blocks, cores: list[Core], last: int
-) -> dict[str, tuple[C, int | None]]:
+    model: nn.Module, flow: Flow, steps: list[C], blocks: Blocks, cores: list[Core], last: int,
+    by: list[str],
+) -> dict[str, _ParamRole]:
+    """Each parameter read by a record: the component, and the rule, of the record that
+    reads it with the most MACs (of the record using the weight it computes: a standardised
+    conv weight), but a parameter joined to the sequence
+    (:data:`~vitprof.count.graph.rules.TOKENS`); its block is its owner module's, else its
+    reader's."""
     readers: dict[str, int] = {}
     carriers: dict[str, int] = {}
     for i, step in enumerate(flow.steps):
@@ -477,21 +537,22 @@ def _param_roles(
             carriers.setdefault(name, i)
     in_cores = {i for core in cores for i in core.steps | core.bias}
     owner_block = module_blocks(blocks.paths)
-    roles: dict[str, tuple[C, int | None]] = {}
+    roles: dict[str, _ParamRole] = {}
     for name, p in model.named_parameters():
         first = readers.get(name, carriers.get(name))
         if first is None:
             continue
         reader = _weight_user(flow, first)
-        role = steps[reader]
+        role, rule = steps[reader], by[reader]
         joined = name not in readers or (p.dim() >= 2 and any(
             flow.steps[i].op in _JOINING for i in (first, reader)))
-        if joined and reader not in in_cores and not flow.weighted(reader) and role is not C.CONV:
-            role = C.HEAD if reader > last else C.TOKENS  # a conv block's own: a bias, a scale
+        if joined and reader not in in_cores and not flow.weighted(reader) and role is not C.CONV \
+                and R.TOKENS.on:  # a conv block's own: a bias, a scale
+            role, rule = C.HEAD if reader > last else C.TOKENS, R.TOKENS.name
         block = owner_block(name.rpartition(".")[0])
         if block is None and role is not C.TOKENS:
             block = blocks.of_step[reader]
-        roles[name] = (role, block)
+        roles[name] = _ParamRole(role, block, rule)
     return roles
 
 
@@ -506,34 +567,38 @@ def _weight_user(flow: Flow, i: int) -> int:
     return i
 
 
-def _unread(model: nn.Module, roles: dict[str, tuple[C, int | None]]) -> list[ParamRecord]:
-    """Parameters no record read: the role of a parameter of the nearest module that has one."""
+def _unread(model: nn.Module, roles: dict[str, _ParamRole]) -> list[ParamRecord]:
+    """Parameters no record read: the role of a parameter of the nearest module that has one
+    (``other`` with the rule switched off)."""
     records = []
     for name, p in model.named_parameters():
         if name in roles:
             continue
         owner = name
         found = None
-        while owner and found is None:
+        while owner and found is None and R.UNREAD.on:
             owner = owner.rpartition(".")[0]
             prefix = f"{owner}." if owner else ""
             found = next((r for n, r in roles.items() if n.startswith(prefix)), None)
-        role, block = found or (C.OTHER, None)
-        records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape)))
+        role, block, _ = found or _ParamRole(C.OTHER, None, "")
+        records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape),
+                                   R.UNREAD.name if found else ""))
     return records
 
 
-def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], of_step: list[int | None],
-             shared: dict[int, _Share]) -> tuple[tuple[OpRecord, ...], tuple[int, ...]]:
-    """``ops`` with the graph's components and blocks; a backward record follows its forward
-    owner (one with no known owner keeps the counter's labels). A record of a fused projection
+def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], by: list[str],
+             of_step: list[int | None], shared: dict[int, _Share]
+             ) -> tuple[tuple[OpRecord, ...], tuple[int, ...]]:
+    """``ops`` with the graph's components, blocks and rules (``by``); a backward record follows
+    its forward owner (one with no known owner keeps the counter's labels). A record of a fused
+    projection
     (``shared``: by forward record), forward or backward, is one record per share; with the
     records, the index in ``ops`` of the one each comes from."""
     relabelled: list[OpRecord] = []
     origins: list[int] = []
     for index, (op, owner) in enumerate(zip(ops, trace.owners, strict=True)):
         placed = op if owner is None else replace(op, component=roles[owner],
-                                                  block=of_step[owner])
+                                                  block=of_step[owner], placed_by=by[owner])
         parts = _op_shares(placed, *shared[owner]) if owner in shared else (placed,)
         relabelled.extend(parts)
         origins.extend([index] * len(parts))
@@ -546,7 +611,8 @@ def _fused_shares(flow: Flow, cores: list[Core], blocks: Blocks, fused: dict[int
     record reads itself: its weight and bias). Their q/k/v share is ``attn_qkv``, ``head`` for
     the core of an attention-pooling head (in no block), as a projection's
     (:func:`_attention_roles`)."""
-    by_step = {i: (fused[i], C.HEAD if k in blocks.loose else C.ATTN_QKV)
+    loose = blocks.loose if R.POOLING_HEAD.on else frozenset()
+    by_step = {i: (fused[i], C.HEAD if k in loose else C.ATTN_QKV)
                for k, core in enumerate(cores) for i in core.qkv if i in fused}
     by_param = {name: share for i, share in by_step.items() for name in flow.steps[i].params}
     return by_step, by_param
@@ -560,7 +626,8 @@ def _op_shares(op: OpRecord, fused: Fused, component: C) -> tuple[OpRecord, ...]
     counts = (op.macs, op.vector_flops, op.bytes_read, op.bytes_written)
     qkv, rest = zip(*map(fused.shares, counts), strict=True)
     fields = ("macs", "vector_flops", "bytes_read", "bytes_written")
-    return (replace(op, component=component, **dict(zip(fields, qkv, strict=True))),
+    return (replace(op, component=component, placed_by=R.FUSED_SHARE.name,
+                    **dict(zip(fields, qkv, strict=True))),
             replace(op, **dict(zip(fields, rest, strict=True))))
 
 
@@ -573,18 +640,20 @@ def _param_shares(record: ParamRecord, share: _Share | None) -> tuple[ParamRecor
     fused, component = share
     axis = record.shape.index(fused.width)
     parts = []
-    for columns, placed in zip(fused.shares(fused.width), (component, record.component),
-                               strict=True):
+    for columns, placed, rule in zip(fused.shares(fused.width), (component, record.component),
+                                     (R.FUSED_SHARE.name, record.placed_by), strict=True):
         shape = (*record.shape[:axis], columns, *record.shape[axis + 1:])
-        parts.append(replace(record, numel=prod(shape), component=placed, shape=shape))
+        parts.append(replace(record, numel=prod(shape), component=placed, shape=shape,
+                             placed_by=rule))
     return tuple(parts)
 
 
 def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, ParamRecord],
-              shared: tuple[dict[int, _Share], dict[str, _Share]], overrides: Sequence[Rule]
-              ) -> tuple[list[C], tuple[str, ...]]:
+              shared: tuple[dict[int, _Share], dict[str, _Share]], overrides: Sequence[Rule],
+              by: list[str]) -> tuple[list[C], tuple[str, ...]]:
     """``--map`` rules win: parameters they name (or a module holding them), and the records
-    reading those parameters or running in modules they name (or under them). A fused
+    reading those parameters or running in modules they name (or under them), placed by
+    :data:`~vitprof.count.graph.rules.OVERRIDE` (written in ``by`` for the records). A fused
     projection or parameter a rule reaches is not shared out (dropped from ``shared``)."""
     graph = {name: record.component for name, record in params.items()}
     mapped = apply_overrides(ComponentMap("graph", {}, graph, {}), model, overrides)
@@ -597,7 +666,7 @@ def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, Pa
     for name, record in params.items():
         rule = ruled(name)
         if rule is not None:
-            params[name] = replace(record, component=rule)
+            params[name] = replace(record, component=rule, placed_by=R.OVERRIDE.name)
             by_param.pop(name, None)
     placed = []
     for i, (role, step) in enumerate(zip(roles, flow.steps, strict=True)):
@@ -605,6 +674,7 @@ def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, Pa
             mapped.modules, step.module)
         if rule is not None:
             by_step.pop(i, None)
+            by[i] = R.OVERRIDE.name
         placed.append(rule or role)
     return placed, mapped.warnings
 
@@ -642,22 +712,28 @@ def _residual_span(flow: Flow) -> _Span | None:
 def _roles(
     model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span,
     fused: Set[int] = frozenset(),
-) -> tuple[list[C], dict[str, ParamRecord]]:
-    """Components of the records and the parameters' records, given the blocks and their span
-    (with no block at all, a convolutional network's: :func:`_residual_span`); the ``fused``
-    projections as their part that is no projection."""
+) -> tuple[list[C], list[str], dict[str, ParamRecord]]:
+    """Components of the records, the rules that placed them and the parameters' records,
+    given the blocks and their span (with no block at all, a convolutional network's:
+    :func:`_residual_span`); the ``fused`` projections as their part that is no projection."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
-    branches = _residual_branches(flow, blocks.of_step, span.last)
-    convs = branches | _convs_outside_blocks(model, flow, blocks.of_step, span, branches)
-    partial = _step_roles(flow, cores, blocks, shaped, convs, span, fused)
+    branches = _residual_branches(flow, blocks.of_step, span.last) if (
+        R.RESIDUAL_BRANCH.on) else set()
+    convs = {**dict.fromkeys(branches, R.RESIDUAL_BRANCH.name),
+             **_convs_outside_blocks(model, flow, blocks.of_step, span, branches)}
+    by: list[str | None] = []
+    partial = _step_roles(flow, cores, blocks, shaped, convs, span, by, fused)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
-    roles = resolve_positions(placed, has_blocks=True)
-    param_roles = _param_roles(model, flow, roles, blocks, cores, span.last)
-    params = {name: ParamRecord(name, p.numel(), *param_roles[name], tuple(p.shape))
+    resolved = resolve_positions_by(placed, True, R.PRODUCER.on, R.NEIGHBOUR.on)
+    roles = [role for role, _ in resolved]
+    rules = [rule or _RESOLVED.get(how, "") for rule, (_, how) in zip(by, resolved, strict=True)]
+    param_roles = _param_roles(model, flow, roles, blocks, cores, span.last, rules)
+    params = {name: ParamRecord(name, p.numel(), *param_roles[name][:2], tuple(p.shape),
+                                param_roles[name].placed_by)
               for name, p in model.named_parameters() if name in param_roles}
     params.update({record.name: record for record in _unread(model, param_roles)})
-    return roles, params
+    return roles, rules, params
 
 
 def graph_breakdown(
@@ -672,26 +748,29 @@ def graph_breakdown(
     flow = Flow(trace, {path for path, module in model.named_modules() if is_norm(module)},
                 kernels)
     cores = find_cores(flow)
-    fused = fused_projections(flow, cores)
+    fused = fused_projections(flow, cores) if R.FUSED_SHARE.on else {}
     blocks = group_blocks(model, flow, cores) if cores else Blocks(
         [None] * len(flow.steps), {}, frozenset())
-    span = _block_span(blocks) if cores else _residual_span(flow)
+    span = _block_span(blocks) if cores else _residual_span(flow) if (
+        R.RESIDUAL_SPAN.on) else None
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
-        blocks = replace(blocks, of_step=_token_selectors(flow, blocks.of_step, span.last))
-        roles, params = _roles(model, flow, cores, blocks, span, fused.keys())
+        blocks = _selected(blocks, _token_selectors(flow, blocks.of_step, span.last))
+        roles, by, params = _roles(model, flow, cores, blocks, span, fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
         warnings = unrecognized_warnings(unknown)
     else:
         roles = [C.OTHER] * len(flow.steps)
-        params = {name: ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape))
+        by = [R.NO_BLOCKS.name] * len(flow.steps)
+        params = {name: ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape),
+                                    R.NO_BLOCKS.name)
                   for name, p in model.named_parameters()}
         warnings = (NO_BLOCKS,)
     of_step = blocks.of_step
-    if overrides:
-        roles, ruled = _override(model, flow, roles, params, shared, overrides)
+    if overrides and R.OVERRIDE.on:
+        roles, ruled = _override(model, flow, roles, params, shared, overrides, by)
         warnings += ruled
     ordered = tuple(record for name, _ in model.named_parameters()
                     for record in _param_shares(params[name], shared[1].get(name)))
-    records, origins = _relabel(ops, trace, roles, of_step, shared[0])
+    records, origins = _relabel(ops, trace, roles, by, of_step, shared[0])
     return Breakdown(records, ordered, warnings, origins)

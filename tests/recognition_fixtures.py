@@ -1,0 +1,499 @@
+"""One tiny model per recognition rule (docs/recognition.md), with neutral names.
+
+Geometry: a 1x3x8x8 image, patches of 4 -> N = 4 tokens on a 2x2 map, width D = 8, MLP hidden
+HID = 16, one head, L = 2 blocks in a ModuleList ``m``. The patch projection ``a`` is a 4x4
+stride-4 conv, 3 -> D: 3*16*D + D = 392 params, N*48*D = 1_536 MACs; the final LayerNorm ``n``
+2D params; the classifier ``b`` D -> 10: D*10 + 10 = 90 params, D*10 = 80 MACs.
+
+A standard block (:class:`Blk`): LayerNorm ``c``, q/k/v ``d`` (D -> 3D), core softmax(q k^T) v
+(2 N^2 D MACs), output ``e`` (D -> D), LayerNorm ``f``, MLP ``g`` (D -> HID) and ``h``
+(HID -> D). Each fixture's expected breakdown is written as arithmetic (params, MACs) per
+component in :data:`FIXTURES`; the module-level names say where each comes from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vitprof.core.records import Component as C
+
+D, HID, N, L = 8, 16, 4, 2
+IMAGE = 8
+
+Breakdown = dict[C, tuple[int, int]]  # component -> (params, MACs)
+
+
+def _sum(*parts: Breakdown) -> Breakdown:
+    total: Breakdown = {}
+    for part in parts:
+        for c, (params, macs) in part.items():
+            p0, m0 = total.get(c, (0, 0))
+            total[c] = (p0 + params, m0 + macs)
+    return {c: v for c, v in total.items() if v != (0, 0)}
+
+
+def _times(k: int, part: Breakdown) -> Breakdown:
+    return {c: (k * p, k * m) for c, (p, m) in part.items()}
+
+
+def block(n: int = N) -> Breakdown:
+    """One standard block on ``n`` tokens."""
+    return {
+        C.NORM: (2 * 2 * D, 0),  # two LayerNorms, weight and bias
+        C.ATTN_QKV: (3 * D * D + 3 * D, n * D * 3 * D),
+        C.ATTN_CORE: (0, 2 * n * n * D),  # q k^T and a v
+        C.ATTN_PROJ: (D * D + D, n * D * D),
+        C.MLP: (D * HID + HID + HID * D + D, 2 * n * D * HID),
+    }
+
+
+OUTSIDE: Breakdown = {
+    C.PATCH_EMBED: (3 * 16 * D + D, N * 48 * D),
+    C.NORM: (2 * D, 0),
+    C.HEAD: (D * 10 + 10, D * 10),
+}
+
+
+def net(*extra: Breakdown, n: int = N) -> Breakdown:
+    """The standard net: patch projection, L standard blocks, norm, head, and ``extra``."""
+    return _sum(OUTSIDE, _times(L, block(n)), *extra)
+
+
+def tokens(x: torch.Tensor) -> torch.Tensor:
+    return x.flatten(2).transpose(1, 2)
+
+
+def grid(x: torch.Tensor) -> torch.Tensor:
+    return x.transpose(1, 2).reshape(x.shape[0], D, 2, 2)
+
+
+class Blk(nn.Module):
+    """The standard block; subclasses change one part."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c, self.f = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.d, self.e = nn.Linear(D, 3 * D), nn.Linear(D, D)
+        self.g, self.h = nn.Linear(D, HID), nn.Linear(HID, D)
+
+    def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return (q * 0.5 @ k.transpose(-2, -1)).softmax(-1) @ v
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        return self.e(self.core(*self.d(x).chunk(3, -1)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attend(self.c(x))
+        return x + self.h(F.gelu(self.g(self.f(x))))
+
+
+class Net(nn.Module):
+    """Patch projection, hooks before and after the blocks, L blocks, norm, mean, head."""
+
+    def __init__(self, blk: Callable[[], nn.Module] = Blk) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, D, 4, 4)
+        self.m = nn.ModuleList([blk() for _ in range(L)])
+        self.n = nn.LayerNorm(D)
+        self.b = nn.Linear(D, 10)
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def after(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(1)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = self.before(tokens(self.a(image * 0.5)))
+        for k in self.m:
+            x = k(x)
+        return self.b(self.after(self.n(x)))
+
+
+class Plain(Net):
+    """The standard net with a position embedding ``p`` added to the tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.p = nn.Parameter(torch.zeros(1, N, D))
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.p
+
+
+class Sdpa(Blk):
+    def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+class Additive(nn.Module):
+    """Additive attention (no product of two activations) in a module named like attention:
+    q and k linears, a softmax over the tokens of q summed, a pooled q times k, output o."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.o = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k = self.q(x), self.k(x)
+        w = q.sum(-1, keepdim=True).softmax(1)
+        return self.o((w * q).sum(1, keepdim=True) * k)
+
+
+class AdditiveBlk(Blk):
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d, self.e
+        self.attn = Additive()
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x)
+
+
+ADDITIVE = {C.ATTN_QKV: (2 * (D * D + D), 2 * N * D * D), C.ATTN_CORE: (0, 0),
+            C.ATTN_PROJ: (D * D + D, N * D * D)}
+
+
+class PartsBlk(Blk):
+    """Attention as one fused op priced in parts (``_native_multi_head_attention``), its
+    weights raw parameters: in-projection w0, b0 (3D x D), out-projection w1, b1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d, self.e
+        self.w0, self.b0 = nn.Parameter(torch.zeros(3 * D, D)), nn.Parameter(torch.zeros(3 * D))
+        self.w1, self.b1 = nn.Parameter(torch.zeros(D, D)), nn.Parameter(torch.zeros(D))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        return torch._native_multi_head_attention(x, x, x, D, 1, self.w0, self.b0, self.w1,
+                                                  self.b1, need_weights=False)[0]
+
+
+# the one op reads all four parameters and its q/k/v part has the most MACs (3 N D^2 against
+# N D^2): the out-projection's w1, b1 are placed with it (as an nn.MultiheadAttention's
+# out_proj on its fast path), a known limit of placing a parameter by its heaviest reader
+PARTS_SHIFT = {C.ATTN_QKV: (D * D + D, 0), C.ATTN_PROJ: (-(D * D + D), 0)}
+
+
+class BiasBlk(Blk):
+    """A bias of the scores made by a linear ``u`` (2 -> 1) from a table ``r`` (N x N x 2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.r = nn.Parameter(torch.zeros(N, N, 2))
+        self.u = nn.Linear(2, 1)
+
+    def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        scores = q @ k.transpose(-2, -1) + self.u(self.r)[..., 0]
+        return scores.softmax(-1) @ v
+
+
+SCORE_BIAS = {C.ATTN_CORE: (N * N * 2 + 2 + 1, N * N * 2)}  # the table, u's weight and bias
+
+
+class Reduced(nn.Module):
+    """Spatial-reduction attention in a module named like attention: the keys and values come
+    from ``s`` (a 2x2 stride-2 conv: the 2x2 map to one token) then ``kv``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.o = nn.Linear(D, D), nn.Linear(D, D)
+        self.s = nn.Conv2d(D, D, 2, 2)
+        self.kv = nn.Linear(D, 2 * D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k, v = self.kv(tokens(self.s(grid(x)))).chunk(2, -1)
+        return self.o((self.q(x) @ k.transpose(-2, -1)).softmax(-1) @ v)
+
+
+class ReducedBlk(AdditiveBlk):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = Reduced()
+
+
+REDUCED = {
+    # q on N tokens; s: one output position, D*4 inputs each; kv on one token
+    C.ATTN_QKV: (D * D + D + D * D * 4 + D + 2 * D * D + 2 * D,
+                 N * D * D + D * D * 4 + D * 2 * D),
+    C.ATTN_CORE: (0, 2 * N * 1 * D),  # N queries, one key
+    C.ATTN_PROJ: (D * D + D, N * D * D),
+}
+
+
+class FusedBlk(Blk):
+    """A parallel block with one in-projection ``d`` (D -> 3D + HID): q, k, v and the MLP's
+    hidden layer, split by columns; out = e(core) + h(gelu(hidden))."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.f, self.g
+        self.d = nn.Linear(D, 3 * D + HID)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v, hidden = self.d(self.c(x)).split([D, D, D, HID], -1)
+        return x + self.e(self.core(q, k, v)) + self.h(F.gelu(hidden))
+
+
+def fused_block() -> Breakdown:
+    return {
+        C.NORM: (2 * D, 0),  # one LayerNorm
+        C.ATTN_QKV: (3 * D * D + 3 * D, N * D * 3 * D),  # d's 3D columns
+        C.ATTN_CORE: (0, 2 * N * N * D),
+        C.ATTN_PROJ: (D * D + D, N * D * D),
+        C.MLP: (HID * D + HID + HID * D + D, 2 * N * D * HID),  # d's HID columns, h
+    }
+
+
+class Pooled(Net):
+    """An attention-pooling head ``z`` after the blocks: a learned query ``t`` through ``zq``,
+    keys and values ``zkv`` of the N tokens, output ``zo``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = nn.Parameter(torch.zeros(1, 1, D))
+        self.zq, self.zo, self.zkv = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, 2 * D)
+
+    def after(self, x: torch.Tensor) -> torch.Tensor:
+        k, v = self.zkv(x).chunk(2, -1)
+        a = (self.zq(self.t) @ k.transpose(-2, -1)).softmax(-1) @ v
+        return self.zo(a)[:, 0]
+
+
+POOLED = {
+    C.HEAD: (D + D * D + D + D * D + D + 2 * D * D + 2 * D, D * D + D * D + N * D * 2 * D),
+    C.ATTN_CORE: (0, 2 * 1 * N * D),  # one query, N keys
+}
+
+
+class MixerBlk(Blk):
+    """A depthwise 3x3 conv ``a`` on the token map before the attention, residual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(D, D, 3, padding=1, groups=D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x + tokens(self.a(grid(x))))
+
+
+MIXER = {C.CONV: (D * 9 + D, N * D * 9)}  # per block: 9 taps per channel and position
+
+
+class ParallelBlk(Blk):
+    """x + attention(x) + MLP(x), the MLP computed before the first add."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.attend(self.c(x))
+        m = self.h(F.gelu(self.g(self.f(x))))
+        return x + a + m
+
+
+class BufferBlk(Blk):
+    """A buffer ``g0`` scaled inside the block: a record with no producer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("g0", torch.ones(N, D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + self.g0 * 2.0
+
+
+class Selected(Net):
+    """A scorer ``s`` (D -> 1) whose top-2 indices gather the tokens the blocks read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = nn.Linear(D, 1)
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        index = self.s(x)[..., 0].topk(2, -1).indices
+        return x.gather(1, index[..., None].expand(-1, -1, D))
+
+
+SELECTED = {C.MLP: (D + 1, N * D)}
+
+
+class Embed(nn.Module):
+    """The patch projection ``p`` and a residual depthwise 3x3 conv ``r`` after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.p = nn.Conv2d(3, D, 4, 4)
+        self.r = nn.Conv2d(D, D, 3, padding=1, groups=D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.p(x)
+        return y + self.r(y)
+
+
+class EmbedNet(Net):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = Embed()
+
+
+DEPTHWISE = {C.CONV: (D * 9 + D, N * D * 9)}
+
+
+class Unit(nn.Module):
+    """A pointwise conv ``c`` on the map, with or without a residual add."""
+
+    def __init__(self, skip: bool) -> None:
+        super().__init__()
+        self.skip = skip
+        self.c = nn.Conv2d(D, D, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.c(x) if self.skip else self.c(x)
+
+
+POINTWISE = {C.CONV: (D * D + D, N * D * D)}
+
+
+class Units(Net):
+    """Two units before the blocks: ``r0`` with its skip, ``r1`` of its class without."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.r0, self.r1 = Unit(True), Unit(False)
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        return tokens(self.r1(self.r0(grid(x))))
+
+
+class MapNet(Net):
+    """A 3x3 conv ``k`` on the map between the patch projection and the blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.k = nn.Conv2d(D, D, 3, padding=1)
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        return tokens(self.k(grid(x)))
+
+
+MAP_CONV = {C.CONV: (D * D * 9 + D, N * D * D * 9)}
+
+
+class Res(nn.Module):
+    """x + a 3x3 conv ``c`` of x (depthwise when ``groups`` is D)."""
+
+    def __init__(self, groups: int = 1) -> None:
+        super().__init__()
+        self.c = nn.Conv2d(D, D, 3, padding=1, groups=groups)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.c(x)
+
+
+class Final(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = Res()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.u(x))
+
+
+class FinalNet(Net):
+    """After the blocks, a residual 3x3 conv ``z.u`` on the map, its ReLU run in ``z``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.z = Final()
+
+    def after(self, x: torch.Tensor) -> torch.Tensor:
+        return self.z(grid(x)).mean((2, 3))
+
+
+class ConvNet(nn.Module):
+    """No attention: patch conv ``a``, residual depthwise ``r0``, pointwise ``w``, residual
+    depthwise ``r1``, mean, classifier ``b``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, D, 4, 4)
+        self.r0, self.r1 = Res(D), Res(D)
+        self.w = nn.Conv2d(D, D, 1)
+        self.b = nn.Linear(D, 10)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return self.b(self.r1(self.w(self.r0(self.a(image)))).mean((2, 3)))
+
+
+CONV_NET = {
+    C.PATCH_EMBED: (3 * 16 * D + D, N * 48 * D),
+    C.CONV: (2 * (D * 9 + D) + D * D + D, 2 * N * D * 9 + N * D * D),
+    C.HEAD: (D * 10 + 10, D * 10),
+}
+
+
+class Chain(nn.Module):
+    """No attention, no residual: patch conv ``a``, a linear ``l`` on the tokens, ``b``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, D, 4, 4)
+        self.l = nn.Linear(D, D)
+        self.b = nn.Linear(D, 10)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return self.b(self.l(tokens(self.a(image))).mean(1))
+
+
+CHAIN = {C.OTHER: (3 * 16 * D + D + D * D + D + D * 10 + 10, N * 48 * D + N * D * D + D * 10)}
+
+
+class UnreadBlk(Blk):
+    """A linear ``q0`` that never runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q0 = nn.Linear(D, D)
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """A model, its expected breakdown, and how it is analysed."""
+
+    build: Callable[[], nn.Module]
+    expected: Breakdown
+    overrides: tuple[tuple[str, str], ...] = ()
+    no_grad: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+
+PLAIN = net({C.TOKENS: (N * D, 0)})  # the position embedding, N x D
+FIXTURES: dict[str, Fixture] = {
+    "plain_block": Fixture(Plain, PLAIN),
+    "mapped_block": Fixture(Plain, {**{c: v for c, v in PLAIN.items() if c is not C.HEAD},
+                                    C.OTHER: PLAIN[C.HEAD]}, overrides=(("^b$", "other"),)),
+    "sdpa_block": Fixture(lambda: Net(Sdpa), net()),
+    "additive_block": Fixture(
+        lambda: Net(AdditiveBlk),
+        _sum(OUTSIDE, _times(L, {**block(), **ADDITIVE}))),
+    "mha_block": Fixture(lambda: Net(PartsBlk), net(_times(L, PARTS_SHIFT)), no_grad=True),
+    "bias_block": Fixture(lambda: Net(BiasBlk), net(_times(L, SCORE_BIAS))),
+    "reduced_kv_block": Fixture(lambda: Net(ReducedBlk),
+                                _sum(OUTSIDE, _times(L, {**block(), **REDUCED}))),
+    "fused_block": Fixture(lambda: Net(FusedBlk), _sum(OUTSIDE, _times(L, fused_block()))),
+    "pooling_head": Fixture(Pooled, net(POOLED)),
+    "mixer_block": Fixture(lambda: Net(MixerBlk), net(_times(L, MIXER))),
+    "parallel_block": Fixture(lambda: Net(ParallelBlk), net()),
+    "neighbour_block": Fixture(lambda: Net(BufferBlk), net()),
+    "selector_block": Fixture(Selected, net(SELECTED, n=2)),
+    "conv_stem_block": Fixture(EmbedNet, net(DEPTHWISE)),
+    "skipless_block": Fixture(Units, net(_times(2, POINTWISE))),
+    "map_conv_block": Fixture(MapNet, net(MAP_CONV)),
+    "final_conv_block": Fixture(FinalNet, net(MAP_CONV)),
+    "resnet_like": Fixture(ConvNet, CONV_NET),
+    "mixer_only": Fixture(Chain, CHAIN),
+    "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
+}

@@ -1,0 +1,82 @@
+"""Every recognition rule (docs/recognition.md) on its fixture (tests/recognition_fixtures.py):
+the fixture's breakdown is its closed form and names the rule in ``placed_by``; with the rule
+switched off (:func:`vitprof.count.graph.rules.disabled`) the breakdown differs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+import torch
+from recognition_fixtures import FIXTURES, IMAGE, Breakdown, Fixture
+
+from vitprof import analyze
+from vitprof.count.graph.rules import RULES, disabled
+from vitprof.count.graph.rules_page import recognition_page
+from vitprof.count.result import Profile
+
+DOCS = Path(__file__).parents[1] / "docs" / "recognition.md"
+# rules whose removal leaves their fixture's breakdown as it is, and why
+UNREMOVABLE = {
+    "no-blocks": "the last resort: with it off nothing else places a model without blocks",
+}
+# rules that decide what the placing rules read, and place nothing themselves
+STRUCTURAL = {
+    "residual-span": "the span of a convolutional network, read by pointwise-on-map and "
+                     "after-last-block-head",
+}
+
+
+def _profile(fixture: Fixture) -> Profile:
+    with torch.no_grad() if fixture.no_grad else contextlib.nullcontext():
+        return analyze(fixture.build(), image_size=IMAGE, recognizer="graph",
+                       overrides=list(fixture.overrides))
+
+
+def _breakdown(profile: Profile) -> Breakdown:
+    return {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)}
+
+
+def _whole(profile: Profile) -> dict:
+    """Every component's params, MACs and vector FLOPs, and every record's place."""
+    return {"components": profile.components,
+            "ops": [(op.module, op.component, op.block) for op in profile.ops],
+            "params": [(p.name, p.component, p.block) for p in profile.params]}
+
+
+@pytest.mark.parametrize("name", list(RULES))
+def test_the_fixture_of_each_rule_is_its_closed_form_and_names_it(name: str) -> None:
+    fixture = FIXTURES[RULES[name].fixture]
+    profile = _profile(fixture)
+    assert _breakdown(profile) == fixture.expected
+    placed = {r.placed_by for r in (*profile.ops, *profile.params)}
+    assert name in placed or name in STRUCTURAL
+    assert placed <= set(RULES)
+
+
+@pytest.mark.parametrize("name", [n for n in RULES if n not in UNREMOVABLE])
+def test_removing_a_rule_changes_its_fixture(name: str) -> None:
+    fixture = FIXTURES[RULES[name].fixture]
+    kept = _whole(_profile(fixture))
+    with disabled(name):
+        removed = _whole(_profile(fixture))
+    assert removed != kept
+    assert _whole(_profile(fixture)) == kept  # switched back on after the with
+
+
+def test_disabled_refuses_an_unknown_rule() -> None:
+    with pytest.raises(KeyError, match="no recognition rule"), disabled("no-such-rule"):
+        pass
+
+
+def test_every_fixture_serves_a_rule() -> None:
+    assert {rule.fixture for rule in RULES.values()} == set(FIXTURES)
+
+
+def test_docs_recognition_is_the_generated_page() -> None:
+    assert DOCS.read_text() == recognition_page(), (
+        "docs/recognition.md is stale: python -m vitprof.count.graph.rules_page "
+        "docs/recognition.md")

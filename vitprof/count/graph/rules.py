@@ -1,0 +1,254 @@
+"""The recognition rules: every decision that places a record or a parameter, by name.
+
+Each :class:`Rule` has a short stable name (kebab-case), the components it can place, what it
+reads in the data flow, and the fixture of ``tests/recognition_fixtures.py`` that shows it: a
+tiny model with neutral names whose breakdown changes when the rule is switched off. The code of
+each decision stays where it runs (:mod:`.attention`, :mod:`.blocks`, :mod:`.roles`,
+:mod:`.fused`, :func:`vitprof.count.counter.resolve_positions`); it asks its rule
+:attr:`Rule.on` before it decides and writes the rule's name into the ``placed_by`` of what it
+placed. :data:`RULES` lists them in the order they decide; ``docs/recognition.md`` is generated
+from it (:func:`recognition_page`). :func:`disabled` switches rules off, for tests only: a
+switched-off rule decides nothing and later rules place what it would have.
+
+Records a library table placed say the table's name (``timm_vit``, ...; ``generic`` for the
+name-based recognizer), and those a ``--map`` rule placed say :data:`OVERRIDE`. A parameter
+read by a record says the rule of the record reading it with the most MACs, the component it
+takes; one joined to the sequence says :data:`TOKENS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from vitprof.core.records import Component as C
+
+_OFF: set[str] = set()  # names of the rules switched off by :func:`disabled`
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One recognition decision: ``name`` (what ``placed_by`` says), the ``components`` it can
+    place, the rule in terms of the data flow (``doc``), what it reads (``reads``) and the
+    ``fixture`` showing it."""
+
+    name: str
+    components: tuple[C, ...]
+    doc: str
+    reads: str
+    fixture: str
+
+    @property
+    def on(self) -> bool:
+        """The rule decides (it is not switched off by :func:`disabled`)."""
+        return self.name not in _OFF
+
+
+RULES: dict[str, Rule] = {}
+
+
+def _rule(name: str, components: tuple[C, ...], doc: str, reads: str, fixture: str) -> Rule:
+    if name in RULES:
+        raise ValueError(f"recognition rule {name} defined twice")
+    RULES[name] = Rule(name, components, " ".join(doc.split()), reads, fixture)
+    return RULES[name]
+
+
+@contextmanager
+def disabled(*names: str) -> Iterator[None]:
+    """Switch the rules ``names`` off inside the ``with`` (tests only: removing a rule must
+    change its fixture's breakdown)."""
+    unknown = [name for name in names if name not in RULES]
+    if unknown:
+        raise KeyError(f"no recognition rule {', '.join(unknown)}")
+    before = set(_OFF)
+    _OFF.update(names)
+    try:
+        yield
+    finally:
+        _OFF.clear()
+        _OFF.update(before)
+
+
+# ----------------------------------------------------------------------------- attention cores
+
+FUSED_CORE = _rule(
+    "fused-attention-op", (C.ATTN_CORE,),
+    """A fused attention op (scaled-dot-product or flex attention) is an attention core on its
+    own.""",
+    "the op of a record", "sdpa_block")
+CORE_PRODUCT = _rule(
+    "core-product", (C.ATTN_CORE,),
+    """A product of two activations (no parameter read) that feeds, through records mapping
+    its scores (scaling, mask, softmax, talking-heads), a second product of two activations is
+    an attention core: every record on that path is ``attn_core`` (softmax(QK^T)V and
+    Q(K^TV) alike).""",
+    "MACs without a parameter read, the consumers between two such products", "plain_block")
+NAMED_CORE = _rule(
+    "named-core", (C.ATTN_CORE,),
+    """Attention no product shows (additive attention): a module whose path is named like
+    attention, where no core ran but weighted records did; its own records without
+    parameters are its core. A name hint, not data flow.""",
+    "module paths named like attention, records without parameters in them", "additive_block")
+PRICED_IN_PARTS = _rule(
+    "priced-in-parts", (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ),
+    """A fused op priced in parts (``_native_multi_head_attention``) names each part's
+    component itself: its in-projection ``attn_qkv``, its products ``attn_core``, its
+    out-projection ``attn_proj``.""",
+    "the op's own formula", "mha_block")
+QKV = _rule(
+    "qkv-feeds-core", (C.ATTN_QKV,),
+    """The first weighted records upstream of a core's operands, walking through records
+    without MACs that read no parameter but a norm's or a linear's own bias, never through a
+    join, are its q/k/v projections.""",
+    "the sources of the core's products, back to the first weighted records", "plain_block")
+PROJ = _rule(
+    "proj-after-core", (C.ATTN_PROJ,),
+    """The first weighted records downstream of a core's output, before a residual join, are
+    its output projections.""",
+    "the consumers of the core's output, up to the first weighted records", "plain_block")
+PASSED = _rule(
+    "between-projection-and-core", (C.ATTN_CORE,),
+    """The records without MACs passed on the way from the q/k/v projections to the core's
+    products, or from them to the output projection (q scaling, rotary, head merging; norms
+    aside), are the core's.""",
+    "the records walked through by qkv-feeds-core and proj-after-core", "plain_block")
+SCORE_BIAS = _rule(
+    "score-bias", (C.ATTN_CORE,),
+    """The records in the core's module that make what is added beside its operands (a bias or
+    a mask of the scores), weighted or not, are the core's.""",
+    "the records upstream of a core's non-operand inputs, inside its module", "bias_block")
+ATTENTION_MODULE = _rule(
+    "inside-attention-module", (C.ATTN_QKV, C.ATTN_PROJ),
+    """Weighted records left unplaced that run inside a core's attention module (the
+    outermost module on the core's path named like attention) are its projections:
+    ``attn_qkv`` when the core depends on them, else ``attn_proj``. A name hint, not data
+    flow.""",
+    "module paths named like attention, whether the core depends on the record",
+    "reduced_kv_block")
+FUSED_SHARE = _rule(
+    "fused-projection-share", (C.ATTN_QKV,),
+    """A q/k/v projection whose output is split into parts some of which never reach the core
+    (ViT-22B's fused in_proj) is shared out by output columns: the columns reaching the core
+    are ``attn_qkv``, the rest is placed as a record that is no projection.""",
+    "the column slices of the projection's output and which of them reach the core",
+    "fused_block")
+POOLING_HEAD = _rule(
+    "pooling-head-attention", (C.HEAD,),
+    """A core outside the list of blocks, after the last of them (an attention-pooling head),
+    is in no block: its projections are ``head``.""",
+    "the module tree: the core's module is in no list of blocks, and runs after them",
+    "pooling_head")
+
+# ----------------------------------------------------------------------------- inside blocks
+
+NORM = _rule(
+    "norm-op", (C.NORM,),
+    """A normalisation op (layer, batch, group, instance or RMS norm) or a record run by a
+    normalisation module is ``norm``.""",
+    "the op of a record, the class of the module running it", "plain_block")
+TOKEN_MIXER = _rule(
+    "token-mixer-conv", (C.CONV,),
+    """In a block, a child unit feeding the block's first core with a spatial convolution, or
+    one after it made of spatial convolutions alone, mixes tokens: ``conv``.""",
+    "convolution weights with more than one tap, the block's child modules", "mixer_block")
+IN_BLOCK = _rule(
+    "weighted-in-block", (C.MLP,),
+    """A weighted record in a block that no attention rule placed is ``mlp``.""",
+    "MACs reading a parameter, the block of the record", "plain_block")
+PRODUCER = _rule(
+    "producer", tuple(C),
+    """A record without weights takes the component of the record producing its input,
+    looking through norms (``x + attn(x)`` is ``attn_proj``).""",
+    "the sources of the record", "parallel_block")
+NEIGHBOUR = _rule(
+    "block-neighbour", tuple(C),
+    """A record in a block whose producers have no component takes that of the record before
+    it in the block, else of the one after it.""",
+    "the order of the block's records", "neighbour_block")
+SELECTOR = _rule(
+    "token-selector", (C.MLP,),
+    """Records outside blocks whose results reach a block only as indices (a topk's indices
+    gathering the tokens), a weighted one among them, are in that block: its weighted records
+    ``mlp``.""",
+    "which inputs of a block's records are indices", "selector_block")
+
+# ----------------------------------------------------------------------------- outside blocks
+
+RESIDUAL_BRANCH = _rule(
+    "residual-branch-conv", (C.CONV,),
+    """The records of a residual join's branch outside blocks (before the last block, or
+    after it when the branch convolves with a spatial kernel) are ``conv``.""",
+    "residual joins outside blocks and their branches", "conv_stem_block")
+SKIPLESS = _rule(
+    "skipless-conv-block", (C.CONV,),
+    """Records outside blocks in a module of the class of a convolutional block whose forward
+    runs a residual add, run without its skip, are ``conv``.""",
+    "the module tree: modules of a class that elsewhere runs a residual join",
+    "skipless_block")
+MAP_CONV = _rule(
+    "map-conv", (C.CONV,),
+    """Outside blocks and the patch embedding proper, a spatial convolution that keeps its
+    map's resolution, and the pointwise convolutions at that resolution in one unit with it,
+    are ``conv``.""",
+    "convolution kernels, input and output map sizes, the unit holding the records",
+    "map_conv_block")
+AFTER_BLOCKS = _rule(
+    "after-last-block-head", (C.HEAD,),
+    """A record after the last block's last record, in no convolutional block, is ``head``.""",
+    "the position of the record after the blocks", "plain_block")
+ACTIVATION_WITH_CONV = _rule(
+    "activation-with-conv", (C.CONV,),
+    """After the blocks, a weightless record run in the module holding the ``conv`` record
+    feeding it (its activation) is ``conv``.""",
+    "the record's producer and the module holding it", "final_conv_block")
+WEIGHTED_OUTSIDE = _rule(
+    "weighted-before-blocks", (C.PATCH_EMBED,),
+    """A weighted record before or between the blocks, no convolution on a map, is
+    ``patch_embed`` (a stem, a patch merging).""",
+    "MACs reading a parameter before the last block", "plain_block")
+POINTWISE = _rule(
+    "pointwise-on-map", (C.CONV,),
+    """In a convolutional network without attention, a convolution within the residual span
+    that keeps its map's resolution is ``conv``.""",
+    "the span of residual joins, the input and output map sizes", "resnet_like")
+STEM_DEFAULT = _rule(
+    "before-any-component", (C.PATCH_EMBED,),
+    """A weightless record outside blocks with no placed producer (the input's reshaping
+    into patches) is ``patch_embed``.""",
+    "the record's producers", "plain_block")
+RESIDUAL_SPAN = _rule(
+    "residual-span", (C.PATCH_EMBED, C.CONV, C.HEAD),
+    """A model without an attention core whose joins' branches convolve with a spatial kernel
+    is a convolutional network: its span runs from the first such branch to the last join;
+    before it is patch embedding, after it head.""",
+    "residual joins and whether their branches convolve", "resnet_like")
+NO_BLOCKS = _rule(
+    "no-blocks", (C.OTHER,),
+    """A model with neither an attention core nor a convolutional residual span is no ViT:
+    everything is ``other``, with a warning.""",
+    "nothing found by the rules above", "mixer_only")
+
+# ----------------------------------------------------------------------------- parameters
+
+TOKENS = _rule(
+    "token-parameter", (C.TOKENS, C.HEAD),
+    """A parameter joined to the sequence is ``tokens`` (``head`` after the blocks): outside
+    blocks, a record without MACs reading a parameter of two or more dimensions (a class
+    token concatenated, a position embedding added) is ``tokens``, and so is a parameter read
+    only through free ops, or joined whole (added or concatenated, two or more dimensions),
+    unless the record consuming it is in a core, weighted or ``conv``.""",
+    "records without MACs reading a parameter, the parameter's rank, how it reaches its first "
+    "reader (add, cat, expand)", "plain_block")
+UNREAD = _rule(
+    "unread-parameter", tuple(C),
+    """A parameter no record reads takes the component of a parameter of the nearest module
+    holding one that was read.""",
+    "the module tree", "unread_param")
+
+OVERRIDE = _rule(
+    "override", tuple(C),
+    """A ``--map`` rule (a regex and a component) wins over every rule above for the
+    parameters and modules it names.""",
+    "the user's --map", "mapped_block")
