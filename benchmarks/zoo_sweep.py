@@ -5,6 +5,7 @@ Usage::
 
     python benchmarks/zoo_sweep.py [--out reports] [--jobs 2] [--limit-s 300]
                                    [--source timm|hf] [--per-module N] [--models A,B] [--redo]
+                                   [--neutral-names]
     python benchmarks/zoo_sweep.py --summary [--out reports]   # zoo_sweep.md from the CSV
 
 The breakdown sweep of issue 11 is ``--source timm --per-module 3``: the first three models of
@@ -24,6 +25,14 @@ attention). It also records the params and MACs vitprof left in ``other``, the o
 without a formula, the failed self-checks and every warning of the breakdown.
 ``<out>/zoo_sweep.md`` summarises the CSV per model module (the share of params and of MACs
 outside ``other``, the models with unsupported ops) and is printed on stdout.
+
+``--neutral-names`` (issue 24) analyses each model a second time, a fresh build renamed by
+:func:`vitprof.testing.neutral_names` (every module path segment, parameter, buffer and class),
+and compares the per-component params and MACs: ``identical``, ``warned`` (they differ, and a
+warning of the renamed run says "placed without data-flow evidence"), ``CHANGED`` (they differ
+silently) or ``failed`` (the renamed model could not be analysed). The page then gains a column
+of these per model module and a section listing every row that is not identical; without the
+flag (and without such rows in the CSV) the page is what it was.
 
 Conventions: MACs are multiply-accumulates; FLOPs = 2 x MACs. A model whose optional package is
 missing is ``skipped``, one vitprof declines by design (a vision-language model) ``refused``, not
@@ -59,8 +68,10 @@ TIMM_MODULES = (
 FIELDS = (
     "source", "module", "model", "status", "seconds", "input", "declared_input", "params",
     "oracle_params", "macs", "oracle_macs", "other_macs", "warnings", "error", "other_params",
-    "unsupported", "self_checks", "attention", "device",
-)  # the last five came later: a CSV written before them reads them as empty
+    "unsupported", "self_checks", "attention", "device", "neutral", "neutral_changes",
+)  # the last seven came later: a CSV written before them reads them as empty
+NO_EVIDENCE = "placed without data-flow evidence"  # the warning that excuses a neutral change
+NEUTRAL = ("identical", "warned", "CHANGED", "failed")  # the values of the neutral column
 
 
 def timm_models(per_module: int | None) -> Iterator[tuple[str, str, str]]:
@@ -143,10 +154,11 @@ def oracle_macs(model: Any, shape: tuple[int, ...], call: Any = None) -> int:
     return counter.get_total_flops() // 2  # FLOPs = 2 x MACs
 
 
-def child(source: str, name: str) -> dict[str, Any]:
+def child(source: str, name: str, neutral: bool = False) -> dict[str, Any]:
     """One model's row: vitprof's figures and the oracles'. The MAC oracle runs a fresh build on
     the very arguments vitprof fed (its workload's, made again on meta), so a model fed more than
-    an image (a mask, a size table) is held to the same forward."""
+    an image (a mask, a size table) is held to the same forward. ``neutral``: the breakdown of a
+    fresh build renamed by ``neutral_names`` compared too (:func:`neutral_fields`)."""
     import vitprof
     from vitprof.core.records import op_calls
     from vitprof.workload import make_workload
@@ -166,7 +178,8 @@ def child(source: str, name: str) -> dict[str, Any]:
     shape = tuple(profile.input_shape)
     fresh, _ = _build(source, name, device)
     call = make_workload(fresh).inputs.example(device)
-    return {
+    compared = neutral_fields(source, name, device, profile) if neutral else {}
+    return compared | {
         "input": "x".join(map(str, shape)),
         "declared_input": "x".join(map(str, declared)) if declared else "",
         "params": profile.totals.params,
@@ -183,10 +196,54 @@ def child(source: str, name: str) -> dict[str, Any]:
     }
 
 
-def _child_into(connection: Any, source: str, name: str) -> None:
+def _breakdown(profile: Any) -> dict[str, tuple[int, int]]:
+    """``{component: (params, MACs)}`` of a Profile, zeros left out."""
+    return {str(c): (n.params, n.macs) for c, n in profile.components.items()
+            if n.params or n.macs}
+
+
+def neutral_changes(real: Any, renamed: Any) -> str:
+    """What moved between two Profiles of one model: each component whose params or MACs
+    differ, with the signed difference, and the share of the MACs that moved (the sum of the
+    increases over the total MACs), e.g. ``mlp +4,096 params +65,536 MACs; attn_qkv -4,096
+    params -65,536 MACs; 20.5% of MACs moved``; "" when nothing did. A different input shape is
+    named first."""
+    before, after = _breakdown(real), _breakdown(renamed)
+    parts = [] if real.input_shape == renamed.input_shape else [
+        "input " + "x".join(map(str, renamed.input_shape))]
+    moved = 0
+    for component in dict.fromkeys([*before, *after]):
+        params, macs = (after.get(component, (0, 0))[i] - before.get(component, (0, 0))[i]
+                        for i in (0, 1))
+        if params or macs:
+            parts.append(f"{component} {params:+,} params {macs:+,} MACs")
+            moved += max(macs, 0)
+    if moved and real.totals.macs:
+        parts.append(f"{100 * moved / real.totals.macs:.1f}% of MACs moved")
+    return "; ".join(parts)
+
+
+def neutral_fields(source: str, name: str, device: str, real: Any) -> dict[str, str]:
+    """The ``neutral`` and ``neutral_changes`` fields: a fresh build on ``device``, renamed by
+    ``neutral_names``, analysed as ``real`` was and compared with it (``NEUTRAL``'s values)."""
+    import vitprof
+    from vitprof.testing import neutral_names
+
+    model, _ = _build(source, name, device)
+    try:
+        renamed = vitprof.analyze(neutral_names(model), name=f"{source}:{name}")
+    except Exception as error:  # the renamed model's failure is this column's, not the row's
+        return {"neutral": "failed", "neutral_changes": f"{type(error).__name__}: {error}"}
+    changes = neutral_changes(real, renamed)
+    warned = any(NO_EVIDENCE in warning for warning in renamed.warnings)
+    verdict = "identical" if not changes else "warned" if warned else "CHANGED"
+    return {"neutral": verdict, "neutral_changes": changes}
+
+
+def _child_into(connection: Any, source: str, name: str, neutral: bool) -> None:
     """The forked child: sends ``("row", fields)`` or ``("error", the error's whole text)``."""
     try:
-        message = ("row", child(source, name))
+        message = ("row", child(source, name, neutral))
     except BaseException as error:  # any failure is this model's row
         message = ("error", f"{type(error).__name__}: {error}")
     connection.send(message)
@@ -221,14 +278,15 @@ def _failure(text: str) -> str:
     return "failed"
 
 
-def run_one(source: str, module: str, name: str, limit_s: int) -> dict[str, Any]:
+def run_one(source: str, module: str, name: str, limit_s: int,
+            neutral: bool = False) -> dict[str, Any]:
     """One model in a forked child of its own, killed after ``limit_s`` seconds; an error's
-    status is :func:`_failure`'s."""
+    status is :func:`_failure`'s; ``neutral`` as :func:`child`'s."""
     row: dict[str, Any] = dict.fromkeys(FIELDS, "")
     row.update(source=source, module=module, model=name)
     start = time.monotonic()
     receiver, sender = _forks().Pipe(duplex=False)
-    process = _forks().Process(target=_child_into, args=(sender, source, name))
+    process = _forks().Process(target=_child_into, args=(sender, source, name, neutral))
     process.start()
     sender.close()
     try:
@@ -258,13 +316,14 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         return [{field: row.get(field) or "" for field in FIELDS} for row in csv.DictReader(handle)]
 
 
-def sweep(todo: list[tuple[str, str, str]], csv_path: Path, jobs: int, limit_s: int) -> None:
+def sweep(todo: list[tuple[str, str, str]], csv_path: Path, jobs: int, limit_s: int,
+          neutral: bool = False) -> None:
     new_file = not csv_path.exists()
     with csv_path.open("a", newline="") as handle, ThreadPoolExecutor(jobs) as pool:
         writer = csv.DictWriter(handle, FIELDS)
         if new_file:
             writer.writeheader()
-        futures = [pool.submit(run_one, *item, limit_s) for item in todo]
+        futures = [pool.submit(run_one, *item, limit_s, neutral=neutral) for item in todo]
         start = time.monotonic()
         for index, future in enumerate(futures, 1):
             row = future.result()
@@ -302,6 +361,7 @@ def summary(rows: list[dict[str, str]]) -> str:
     by_module: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
     for row in rows:
         by_module[row["source"], row["module"]].append(row)
+    compared = any(row["neutral"] for row in rows)  # a sweep run with --neutral-names
     lines = [
         "# Zoo sweep",
         "",
@@ -312,8 +372,8 @@ def summary(rows: list[dict[str, str]]) -> str:
         "",
         "| source | module | models | ok | failed | exact totals | params outside `other` "
         "| MACs outside `other` | with unsupported ops | with failed self-checks "
-        "| with warnings | input not the declared one |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| with warnings | input not the declared one |" + NEUTRAL_HEADER * compared,
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + "--:|" * compared,
     ]
     for (source, module), group in sorted(by_module.items()):
         ok = [r for r in group if r["status"] == "ok"]
@@ -326,6 +386,7 @@ def summary(rows: list[dict[str, str]]) -> str:
             f"| {sum(bool(r['unsupported']) for r in ok)} "
             f"| {sum(int(r['self_checks'] or 0) > 0 for r in ok)} "
             f"| {sum(bool(r['warnings']) for r in ok)} | {sum(_wrong_input(r) for r in ok)} |"
+            + (f" {_neutral_cell(ok)} |" if compared else "")
         )
     unsupported = [r for r in rows if r["status"] == "ok" and r["unsupported"]]
     lines += ["", "## Models with unsupported ops", ""]
@@ -345,7 +406,41 @@ def summary(rows: list[dict[str, str]]) -> str:
     short = [r for r in rows if _why(r)]
     lines += ["", "## Rows that fall short", ""]
     lines += [f"- {r['source']}:{r['model']}: {_why(r)}" for r in short] or ["None."]
+    if compared:
+        lines += _neutral_section([r for r in rows if r["status"] == "ok"])
     return "\n".join(lines) + "\n"
+
+
+NEUTRAL_HEADER = " neutral names: identical / warned / CHANGED |"
+
+
+def _neutral_cell(ok: list[dict[str, str]]) -> str:
+    """``identical / warned / CHANGED`` counts of a module's rows (a failed renamed run counts
+    as CHANGED: its breakdown is not the same); ``-`` when none was compared."""
+    verdicts = [r["neutral"] for r in ok if r["neutral"]]
+    if not verdicts:
+        return "-"
+    changed = verdicts.count("CHANGED") + verdicts.count("failed")
+    return f"{verdicts.count('identical')} / {verdicts.count('warned')} / {changed}"
+
+
+def _neutral_section(ok: list[dict[str, str]]) -> list[str]:
+    """The lines of the neutral-names section: the counts over every compared row, then each
+    row whose breakdown moved, with what moved."""
+    compared = [r for r in ok if r["neutral"]]
+    counts = {verdict: sum(r["neutral"] == verdict for r in compared) for verdict in NEUTRAL}
+    lines = ["", "## Neutral names", "",
+             "Each model analysed again after `vitprof.testing.neutral_names` renamed every module "
+             "path segment, parameter, buffer and class (`--neutral-names`). identical: the same "
+             "params and MACs in every component; warned: not the same, and the renamed run "
+             f'warns "{NO_EVIDENCE}"; CHANGED: not the same, silently; failed: the renamed model '
+             "could not be analysed.", "",
+             f"{len(compared)} models compared: " + ", ".join(
+                 f"{count} {verdict}" for verdict, count in counts.items()) + ".", ""]
+    moved = [r for r in compared if r["neutral"] != "identical"]
+    lines += [f"- {r['source']}:{r['model']}: {r['neutral']}: {r['neutral_changes']}"
+              for r in moved] or ["None moved."]
+    return lines
 
 
 def _wrong_input(row: dict[str, str]) -> bool:
@@ -387,12 +482,15 @@ def main() -> None:
     parser.add_argument("--per-module", type=int, help="the first N models of each module only")
     parser.add_argument("--models", help="comma-separated model names (of the sources chosen)")
     parser.add_argument("--redo", action="store_true", help="run models already in the CSV again")
+    parser.add_argument("--neutral-names", action="store_true",
+                        help="also analyse each model renamed by vitprof.testing.neutral_names "
+                             "and compare the breakdowns (issue 24)")
     parser.add_argument("--summary", action="store_true",
                         help="run nothing: write zoo_sweep.md again from the rows in the CSV")
     parser.add_argument("--child", nargs=2, metavar=("SOURCE", "NAME"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:  # one model in this process, its traceback shown: for reproducing a row
-        print(json.dumps(child(*args.child)))
+        print(json.dumps(child(*args.child, neutral=args.neutral_names)))
         return
     if args.summary:
         write_summary(args.out)
@@ -405,11 +503,13 @@ def main() -> None:
         todo = [item for item in todo if item[2] in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / "zoo_sweep.csv"
-    done = {(r["source"], r["model"]) for r in read_rows(csv_path)}
+    # a row without the neutral comparison is not done for a sweep that wants one
+    done = {(r["source"], r["model"]) for r in read_rows(csv_path)
+            if r["neutral"] or not args.neutral_names}
     if not args.redo:
         todo = [item for item in todo if (item[0], item[2]) not in done]
     print(f"{len(todo)} models to run, {len(done)} already in {csv_path}", file=sys.stderr)
-    sweep(todo, csv_path, args.jobs, args.limit_s)
+    sweep(todo, csv_path, args.jobs, args.limit_s, args.neutral_names)
     write_summary(args.out)
 
 

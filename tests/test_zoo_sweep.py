@@ -9,6 +9,9 @@ import importlib.util
 from pathlib import Path
 
 import torch
+from strangers.parallel import Net as Tiny
+
+from vitprof import analyze
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo_sweep.py"
 _spec = importlib.util.spec_from_file_location("zoo_sweep", SCRIPT)
@@ -72,7 +75,7 @@ def test_the_committed_summary_is_the_csv_rendered_again() -> None:
 def test_a_rerun_skips_the_rows_already_written(tmp_path: Path, monkeypatch) -> None:
     ran: list[str] = []
     monkeypatch.setattr(zoo_sweep, "run_one",
-                        lambda source, module, name, limit_s: ran.append(name) or row(name))
+                        lambda source, module, name, limit_s, **_: ran.append(name) or row(name))
     out = tmp_path / "zoo_sweep.csv"
     zoo_sweep.sweep([("timm", "m", "a")], out, jobs=1, limit_s=1)
     assert [r["model"] for r in zoo_sweep.read_rows(out)] == ["a"]
@@ -83,7 +86,7 @@ def test_a_rerun_skips_the_rows_already_written(tmp_path: Path, monkeypatch) -> 
 def test_a_redone_row_replaces_the_old_one_in_the_csv(tmp_path: Path, monkeypatch) -> None:
     macs = iter(["100", "90"])
     monkeypatch.setattr(zoo_sweep, "run_one",
-                        lambda source, module, name, limit_s: row(name, macs=next(macs)))
+                        lambda source, module, name, limit_s, **_: row(name, macs=next(macs)))
     out = tmp_path / "zoo_sweep.csv"
     zoo_sweep.sweep([("timm", "m", "a")], out, jobs=1, limit_s=1)
     zoo_sweep.sweep([("timm", "m", "a")], out, jobs=1, limit_s=1)  # --redo runs it again
@@ -135,3 +138,67 @@ def test_a_child_error_is_skipped_refused_or_failed_by_its_text() -> None:
                               "a prompt") == "refused"
     assert zoo_sweep._failure("RuntimeError: is a vision-language model") == "failed"
     assert zoo_sweep._failure("RuntimeError: shapes differ") == "failed"
+
+
+# ---- --neutral-names: the breakdown of a renamed build against the real one (issue 24) --------
+
+# block 0's feed-forward (u.0.f, renamed m1.0.m2), moved as a misplacement would move it
+MOVED = [("^(u|m1)\\.0\\.(f|m2)\\.", "attn_proj")]
+
+
+def _analyze_at_16(*moves: tuple[str, str], warn: str = "") -> object:
+    """vitprof.analyze at 16 px (the strangers' size), ``moves`` as --map rules, ``warn`` added
+    to the warnings: how a renamed run that moved something looks (the real analyze, read
+    at import, before any test replaces vitprof.analyze)."""
+    import dataclasses
+
+    def analyzed(model: torch.nn.Module, **_: object) -> object:
+        profile = analyze(model, image_size=16, overrides=moves)
+        return dataclasses.replace(profile, warnings=(*profile.warnings, warn)) if warn else profile
+    return analyzed
+
+
+def test_neutral_changes_names_what_moved_and_its_share() -> None:
+    real, moved = _analyze_at_16()(Tiny()), _analyze_at_16(*MOVED)(Tiny())
+    assert zoo_sweep.neutral_changes(real, real) == ""
+    # block 0's feed-forward: 2*32*64 + 64 + 32 = 4_192 params, 2*16*32*64 = 65_536 MACs, of
+    # 24_576 + 2*(3*16*32*32 + 2*16*16*32 + 16*32*32 + 2*16*32*64) + 320 = 319_808: 20.49%
+    assert zoo_sweep.neutral_changes(real, moved) == (
+        "attn_proj +4,192 params +65,536 MACs; mlp -4,192 params -65,536 MACs; "
+        "20.5% of MACs moved")
+
+
+def test_a_renamed_build_is_identical_warned_changed_or_failed(monkeypatch) -> None:
+    import vitprof
+
+    monkeypatch.setattr(zoo_sweep, "_build", lambda source, name, device="meta": (Tiny(), None))
+    real = _analyze_at_16()(Tiny())
+
+    def verdict(analyzed: object) -> dict[str, str]:
+        monkeypatch.setattr(vitprof, "analyze", analyzed)
+        return zoo_sweep.neutral_fields("timm", "x", "meta", real)
+
+    assert verdict(_analyze_at_16()) == {"neutral": "identical", "neutral_changes": ""}
+    assert verdict(_analyze_at_16(*MOVED))["neutral"] == "CHANGED"
+    assert verdict(_analyze_at_16(*MOVED, warn=f"m1.0.m3: {zoo_sweep.NO_EVIDENCE}"))[
+        "neutral"] == "warned"
+
+    def fails(model: torch.nn.Module, **_: object) -> None:
+        raise ValueError("no such attribute")
+    assert verdict(fails) == {"neutral": "failed",
+                              "neutral_changes": "ValueError: no such attribute"}
+
+
+def test_the_page_counts_the_neutral_verdicts_only_after_a_neutral_sweep() -> None:
+    rows = [row("same", neutral="identical"), row("same2", neutral="identical"),
+            row("excused", neutral="warned", neutral_changes="mlp +1 params +0 MACs"),
+            row("silent", neutral="CHANGED", neutral_changes="mlp +0 params +5 MACs; 5.0% of "
+                                                             "MACs moved")]
+    page = zoo_sweep.summary(rows)
+    # 2 identical, 1 warned, 1 changed, after the 12 columns of the plain page
+    assert "| timm | m | 4 | 4 | 0 | 4 | 100% | 100% | 0 | 0 | 0 | 0 | 2 / 1 / 1 |" in page
+    assert "4 models compared: 2 identical, 1 warned, 1 CHANGED, 0 failed." in page
+    assert "- timm:silent: CHANGED: mlp +0 params +5 MACs; 5.0% of MACs moved" in page
+    assert "- timm:excused: warned: mlp +1 params +0 MACs" in page and "timm:same:" not in page
+    plain = zoo_sweep.summary([row("same")])
+    assert "neutral" not in plain.lower()

@@ -68,6 +68,9 @@ OTHER_PAGES: dict[str, str] = {
     "`zoo_sweep.csv`)",
     "benchmark.md": "speed and memory against the peers, and start-up time "
     "(`python benchmarks/peers_speed.py`, `python benchmarks/startup.py`)",
+    "third_party.md": "third-party ViTs (vit-pytorch, x-transformers, open_clip) built small, "
+    "held against two oracles and against their own breakdown under neutral names "
+    "(`python benchmarks/third_party.py`)",
 }
 
 
