@@ -742,3 +742,79 @@ def test_each_peer_extra_installs_its_package() -> None:
                    if any(re.split("[<>=!~ ]", p)[0] == package for p in packages)}
         assert listing == wanted, package
     assert {re.split("[<>=!~ ]", p)[0] for p in extras["peers"]} == set(optional)
+
+
+# ------------------------------------------------------------------------- the whole example
+
+RUN_PEERS = ("fvcore", "torchinfo", "flopcounter-cpu", "ptflops-pytorch", "ptflops-aten",
+             "calflops")  # the installed peers that run the model on the CPU
+
+
+class KeywordViT(nn.Module):
+    """The tiny ViT called as ``model(pixel_values=x)``: its forward takes the image by keyword
+    only (a Hugging Face model's call), so a peer handed one positional tensor fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.vit = TinyViT()
+
+    def forward(self, *, pixel_values: torch.Tensor) -> torch.Tensor:
+        return self.vit(pixel_values)
+
+
+class TwoImageViT(KeywordViT):
+    """``model(x, *more)``: the tiny ViT on the sum of its positional images."""
+
+    def forward(self, x: torch.Tensor, *more: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return self.vit(x + sum(more))
+
+
+class ScaledViT(KeywordViT):
+    """``model(pixel_values, scale=2.0)``: a keyword that is no tensor."""
+
+    def forward(self, pixel_values: torch.Tensor, scale: float = 1.0) -> torch.Tensor:  # type: ignore[override]
+        return self.vit(pixel_values * scale)
+
+
+@needs("calflops")
+@needs("ptflops")
+def test_every_peer_runs_a_keyword_input(tiny) -> None:
+    """Each peer that runs the model is given the whole example, the keyword pixel_values
+    included, and counts what it counts on the positional tiny ViT, every difference explained
+    (before, each one got the tensor positionally and could not run)."""
+    image = torch.zeros(BATCH, 3, 8, 8)
+    keyword = run_crosscheck(KeywordViT(), inputs={"pixel_values": image}, peers=RUN_PEERS)
+    positional = run_crosscheck(tiny, image_size=8, batch_size=BATCH, peers=RUN_PEERS)
+    assert keyword.vitprof.macs == positional.vitprof.macs == TOTAL_MACS
+    for row, twin in zip(keyword.rows, positional.rows, strict=True):
+        assert row.macs is not None and twin.macs is not None, row.note
+        assert (row.peer, row.residual_macs) == (twin.peer, 0)
+        # ptflops's batch counter reads the first positional input: with keywords only it
+        # divides its hook counts by 1, not by BATCH, so its twin's division cause is gone
+        divided = [c.macs for c in twin.causes if c.text.startswith("divides module-hook")]
+        assert row.macs == twin.macs - sum(divided)
+        assert bool(divided) == (row.peer == "ptflops-pytorch")
+
+
+@needs("calflops")
+@needs("ptflops")
+def test_a_peer_that_cannot_take_the_inputs_says_so_in_its_row() -> None:
+    """ptflops calls model(x) or model(**inputs): two positional images through ``*more``
+    cannot be named; calflops moves every input with .to(device): a float cannot be moved.
+    The other peers run both."""
+    image = torch.zeros(BATCH, 3, 8, 8)
+    two = {row.peer: row for row in run_crosscheck(TwoImageViT(), inputs=(image, image),
+                                                   peers=RUN_PEERS).rows}
+    for name in ("ptflops-pytorch", "ptflops-aten"):
+        assert two[name].macs is None
+        assert two[name].note == ("ptflops calls model(x) or model(**inputs), and this forward "
+                                  "takes more positionally only")
+    scaled = {row.peer: row for row in run_crosscheck(
+        ScaledViT(), inputs=((image,), {"scale": 2.0}), peers=RUN_PEERS).rows}
+    assert scaled["calflops"].macs is None
+    assert scaled["calflops"].note == ("calflops moves every input with .to(device), and this "
+                                       "forward takes a float")
+    ran = [*(two[p] for p in RUN_PEERS if not p.startswith("ptflops")),
+           *(scaled[p] for p in RUN_PEERS if p != "calflops")]
+    assert all(row.macs is not None and row.residual_macs == 0 for row in ran)

@@ -194,7 +194,8 @@ class PatchRun:
 
     ``kernels``: every kernel that ran, or for ptflops's ``aten`` backend every kernel it has no
     formula for; ``calls``: the :data:`LOGGED_CALLS` made; ``hooked``: the modules ptflops's
-    ``pytorch`` backend hooks, with the input shapes each call of them saw.
+    ``pytorch`` backend hooks, with the input shapes each call of them saw, and ``batch`` what
+    it divides their counts by.
     """
 
     macs: int
@@ -202,6 +203,7 @@ class PatchRun:
     kernels: Uncounted
     calls: Uncounted
     hooked: Hooked
+    batch: int = 1  # what ptflops's pytorch backend divides its hook counts by
 
 
 @contextlib.contextmanager

@@ -67,6 +67,7 @@ def run_crosscheck(
     dtype: torch.dtype | str | None = None,
     input_shape: Sequence[int] | None = None,
     recognizer: str = "auto",
+    inputs: Any = None,
 ) -> CrossCheck:
     """vitprof's count of ``model`` next to each peer's, every difference decomposed.
 
@@ -75,12 +76,13 @@ def run_crosscheck(
     ``grad=False`` runs the peers that run a forward under ``torch.no_grad()``, where
     ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way). With
     ``deploy``, vitprof and every peer count the deploy form (:mod:`vitprof.models.deploy`).
-    ``frames``, ``in_chans``, ``dtype`` and ``input_shape`` are the input's, as in
-    :func:`vitprof.analysis.analyze`.
+    ``frames``, ``in_chans``, ``dtype``, ``input_shape`` and ``inputs`` are the input's, as in
+    :func:`vitprof.analysis.analyze`: every peer that runs the model gets the whole forward,
+    keyword inputs included, or says in its row that it cannot take it.
     """
     chosen = check_peers(peers)
     sizes: dict[str, Any] = {"frames": frames, "in_chans": in_chans, "dtype": dtype,
-                             "input_shape": input_shape}
+                             "input_shape": input_shape, "inputs": inputs}
     profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
                       deploy=deploy, recognizer=recognizer, **sizes)
     subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy,

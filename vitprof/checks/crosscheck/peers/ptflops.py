@@ -19,8 +19,9 @@ Rules, ptflops 0.7.5:
   attribute, which LayerNorm lacks); GELU: output elements; ``nn.MultiheadAttention``: products
   plus query scaling, in-projection bias, softmax (L x S per head) and out-projection bias;
   timm's ``Attention``: QK^T, AV, query scaling and softmax. Hook counts are divided by the
-  batch size; the patched functions (``F.gelu``, ``F.softmax``, ``torch.bmm``, ...) add their
-  counts undivided, and ``nn.GELU`` calls the patched ``F.gelu``.
+  batch size its batch counter reads (the length of the first positional input, 1 when the
+  model is called with keywords only); the patched functions (``F.gelu``, ``F.softmax``,
+  ``torch.bmm``, ...) add their counts undivided, and ``nn.GELU`` calls the patched ``F.gelu``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import inspect
 import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -104,7 +106,9 @@ def run_ptflops(
         )
 
     registry = ATEN_OPS_MAPPING if backend == "aten" else frozenset()
-    return patch_run(model, grad, count, registry, hooked)
+    run = patch_run(model, grad, count, registry, hooked)
+    # its batch counter reads the first positional input; called with keywords only, it has 1
+    return replace(run, batch=len(batch) if isinstance(batch, torch.Tensor) else 1)
 
 
 SOFTMAX_OPS = frozenset({"aten._softmax", "aten._safe_softmax"})
@@ -208,7 +212,7 @@ def ptflops_pytorch_causes(profile: Profile, model: nn.Module, run: PatchRun) ->
         kind, amount = _hook_extra(profile, model.get_submodule(path), path, run.hooked[path])
         extras[kind] += amount
     counted = sum(r.macs for p in roots for r in _own(profile, p)) + sum(extras.values())
-    batch = profile.input_shape[0]
+    batch = run.batch
     causes = [Cause(f"counts {kind} as MACs (module hook)", amount)
               for kind, amount in sorted(extras.items())]
     causes += [
