@@ -818,3 +818,40 @@ def test_a_peer_that_cannot_take_the_inputs_says_so_in_its_row() -> None:
     ran = [*(two[p] for p in RUN_PEERS if not p.startswith("ptflops")),
            *(scaled[p] for p in RUN_PEERS if p != "calflops")]
     assert all(row.macs is not None and row.residual_macs == 0 for row in ran)
+
+
+# ------------------------------------------------------------------------------ torchscan
+
+
+@needs("torchscan")
+def test_torchscan_has_no_rule_for_multihead_attention(tiny) -> None:
+    """nn.MultiheadAttention is a metric leaf to torchscan with no MAC rule: in_proj 1_920 +
+    attention 800 + out_proj 640 = 3_360 lost; the conv and linears are its products."""
+    (row,) = run_crosscheck(tiny, image_size=8, batch_size=BATCH, peers=["torchscan"]).rows
+    assert row.macs == TOTAL_MACS - MHA_MACS == 5_680  # 9_040 - 3_360
+    assert [c.macs for c in row.causes] == [-MHA_MACS]
+    assert "inside MultiheadAttention" in row.causes[0].text
+    assert (row.residual_macs, row.params) == (0, TOTAL_PARAMS)
+    assert row.note.endswith("for GELU, LayerNorm, MultiheadAttention")  # its leaves
+    image = torch.zeros(BATCH, 3, 8, 8)  # the keyword call gives it the same
+    (keyword,) = run_crosscheck(KeywordViT(), inputs={"pixel_values": image},
+                                peers=["torchscan"]).rows
+    assert (keyword.macs, keyword.residual_macs) == (row.macs, 0)
+
+
+@needs("torchscan")
+def test_torchscan_counts_batch_norm_and_pooling_as_macs() -> None:
+    """Batch 2, image 8: conv 3 -> 8, kernel 4, stride 4: out (2, 8, 2, 2), 64 outputs x 48 =
+    3_072 MACs; eval BatchNorm2d with affine: 64 elements x 2 = 128; adaptive average pool to 1:
+    16 outputs x (4 - 1 + 2) = 80; linear 2 x 8 x 3 = 48. vitprof: 3_072 + 48 = 3_120 MACs;
+    torchscan 3_120 + 128 + 80 = 3_328."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 4, stride=4), nn.BatchNorm2d(8),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3))
+    check = run_crosscheck(model, image_size=8, batch_size=BATCH, peers=["torchscan"])
+    (row,) = check.rows
+    assert (check.vitprof.macs, row.macs) == (3_120, 3_328)
+    assert {c.text: c.macs for c in row.causes} == {
+        "counts AdaptiveAvgPool2d as MACs (its AdaptiveAvgPool2d rule)": 80,
+        "counts BatchNorm2d as MACs (its BatchNorm2d rule)": 128}
+    assert row.residual_macs == 0
