@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import sys
+import tomllib
 import weakref
 from functools import partial
 from importlib.util import find_spec
@@ -36,35 +38,31 @@ from torch import nn
 
 from vitprof import UserError, analyze
 from vitprof.checks.crosscheck import PEERS, run_crosscheck
-from vitprof.checks.crosscheck.causes import (
-    Cause,
-    fvcore_norm_causes,
-    patch_causes,
+from vitprof.checks.crosscheck.causes import Cause, patch_causes, uncounted_causes
+from vitprof.checks.crosscheck.peers import declared, names
+from vitprof.checks.crosscheck.peers.calflops import run_calflops
+from vitprof.checks.crosscheck.peers.deepspeed import run_deepspeed
+from vitprof.checks.crosscheck.peers.flopcounter import run_flop_counter
+from vitprof.checks.crosscheck.peers.fvcore import fvcore_norm_causes, run_fvcore
+from vitprof.checks.crosscheck.peers.ptflops import (
     ptflops_aten_causes,
     ptflops_pytorch_causes,
-    published_causes,
-    torchinfo_causes,
-    uncounted_causes,
-)
-from vitprof.checks.crosscheck.peers import (
-    run_calflops,
-    run_deepspeed,
-    run_flop_counter,
-    run_fvcore,
     run_ptflops,
-    run_torchinfo,
 )
+from vitprof.checks.crosscheck.peers.published import published_causes
+from vitprof.checks.crosscheck.peers.torchinfo import run_torchinfo, torchinfo_causes
 from vitprof.checks.crosscheck.run import TABLE
 from vitprof.checks.crosscheck.table import peer_row
 from vitprof.cli.main import main
-from vitprof.core.choices import CROSSCHECK_PEERS
 from vitprof.core.records import Counts
+from vitprof.count.session import Inputs, image_inputs
 from vitprof.models.closed_form import ViTSpec, closed_form
 from vitprof.models.zoo import Published
 from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.formats import render
 from vitprof.workload import make_workload
 
+ROOT = Path(__file__).resolve().parents[1]
 BATCH = 2
 ATTENTION_MACS = 800  # 2 * 2 * 5 * 5 * 8
 MHA_MACS = 1_920 + 800 + 640  # in_proj + attention + out_proj = 3_360
@@ -148,8 +146,8 @@ def tiny_profile(tiny: TinyViT):
 
 
 @pytest.fixture
-def tiny_input() -> torch.Tensor:
-    return torch.randn(BATCH, 3, 8, 8)
+def tiny_inputs() -> Inputs:
+    return image_inputs(torch.randn(BATCH, 3, 8, 8))
 
 
 def test_tiny_counts_match_the_arithmetic(tiny_profile) -> None:
@@ -159,24 +157,24 @@ def test_tiny_counts_match_the_arithmetic(tiny_profile) -> None:
 # --------------------------------------------------------------------------- cause functions
 
 
-def test_fvcore_does_not_count_sdpa(tiny, tiny_profile, tiny_input) -> None:
-    run = run_fvcore(tiny, tiny_input)
+def test_fvcore_does_not_count_sdpa(tiny, tiny_profile, tiny_inputs) -> None:
+    run = run_fvcore(tiny, tiny_inputs)
     causes = uncounted_causes(tiny_profile, run.unsupported, "does not count", "::")
     assert [c.macs for c in causes] == [-ATTENTION_MACS]
     assert "aten::scaled_dot_product_attention" in causes[0].text
 
 
 def test_fvcore_under_no_grad_misses_the_whole_mha_fast_path(
-    tiny, tiny_profile, tiny_input
+    tiny, tiny_profile, tiny_inputs
 ) -> None:
-    run = run_fvcore(tiny, tiny_input, grad=False)
+    run = run_fvcore(tiny, tiny_inputs, grad=False)
     causes = uncounted_causes(tiny_profile, run.unsupported, "does not count", "::")
     assert [c.macs for c in causes] == [-MHA_MACS]
     assert "_native_multi_head_attention" in causes[0].text
 
 
-def test_fvcore_counts_layer_norm_at_5_or_4_per_element(tiny, tiny_profile, tiny_input) -> None:
-    run = run_fvcore(tiny, tiny_input)
+def test_fvcore_counts_layer_norm_at_5_or_4_per_element(tiny, tiny_profile, tiny_inputs) -> None:
+    run = run_fvcore(tiny, tiny_inputs)
     # ln_1 and ln_2 have weights: 2 * (B * N * D = 80 elements) * 5 = 800;
     # the final norm has none: 80 * 4 = 320
     assert [c.macs for c in fvcore_norm_causes(tiny_profile, tiny, run.unsupported)] == [1_120]
@@ -184,8 +182,8 @@ def test_fvcore_counts_layer_norm_at_5_or_4_per_element(tiny, tiny_profile, tiny
     assert run.total == TOTAL_MACS - ATTENTION_MACS + 1_120
 
 
-def test_torchinfo_rules_cause_by_cause(tiny, tiny_profile, tiny_input) -> None:
-    run = run_torchinfo(tiny, tiny_input)
+def test_torchinfo_rules_cause_by_cause(tiny, tiny_profile, tiny_inputs) -> None:
+    run = run_torchinfo(tiny, tiny_inputs)
     amounts = {c.text.split(":")[0]: c.macs for c in torchinfo_causes(tiny_profile, run.layers,
                                                                        tiny)}
     assert list(amounts.values()) == [
@@ -208,9 +206,9 @@ def test_torchinfo_rules_cause_by_cause(tiny, tiny_profile, tiny_input) -> None:
 
 
 def test_flop_counter_on_cpu_has_no_formula_for_the_cpu_attention_kernel(
-    tiny, tiny_profile, tiny_input
+    tiny, tiny_profile, tiny_inputs
 ) -> None:
-    run = run_flop_counter(tiny, tiny_input)
+    run = run_flop_counter(tiny, tiny_inputs)
     causes = uncounted_causes(tiny_profile, run.uncounted, "has no formula for")
     assert [c.macs for c in causes] == [-ATTENTION_MACS]
     assert "_scaled_dot_product_flash_attention_for_cpu" in causes[0].text
@@ -218,24 +216,24 @@ def test_flop_counter_on_cpu_has_no_formula_for_the_cpu_attention_kernel(
 
 
 def test_flop_counter_under_no_grad_misses_the_mha_fast_path(
-    tiny, tiny_profile, tiny_input
+    tiny, tiny_profile, tiny_inputs
 ) -> None:
-    run = run_flop_counter(tiny, tiny_input, grad=False)
+    run = run_flop_counter(tiny, tiny_inputs, grad=False)
     causes = uncounted_causes(tiny_profile, run.uncounted, "has no formula for")
     assert [c.macs for c in causes] == [-MHA_MACS]
     assert run.total_flops == 2 * (TOTAL_MACS - MHA_MACS)
 
 
 def test_flop_counter_on_meta_counts_every_product(tiny, tiny_profile) -> None:
-    run = run_flop_counter(tiny, torch.empty(BATCH, 3, 8, 8, device="meta"))
+    run = run_flop_counter(tiny, image_inputs(torch.empty(BATCH, 3, 8, 8, device="meta")))
     assert uncounted_causes(tiny_profile, run.uncounted, "has no formula for") == []
     assert run.total_flops == 2 * TOTAL_MACS
 
 
 @needs("ptflops")
 @pytest.mark.parametrize("grad", [True, False], ids=["grad", "no-grad"])
-def test_ptflops_pytorch_rules_cause_by_cause(tiny, tiny_profile, tiny_input, grad: bool) -> None:
-    run = run_ptflops(tiny, tiny_input, "pytorch", grad)
+def test_ptflops_pytorch_rules_cause_by_cause(tiny, tiny_profile, tiny_inputs, grad: bool) -> None:
+    run = run_ptflops(tiny, tiny_inputs, "pytorch", grad)
     causes = ptflops_pytorch_causes(tiny_profile, tiny, run)
     assert [c.macs for c in causes] == [
         # ln_1, ln_2 and norm: 3 * (B * N * D = 80) input elements, x1 (LayerNorm has no
@@ -286,9 +284,9 @@ def test_ptflops_pytorch_rules_cause_by_cause(tiny, tiny_profile, tiny_input, gr
     ],
 )
 def test_patch_peers_miss_attention_and_the_fast_path(
-    tiny, tiny_profile, tiny_input, runner, explain, grad: bool, expected: list[int]
+    tiny, tiny_profile, tiny_inputs, runner, explain, grad: bool, expected: list[int]
 ) -> None:
-    run = runner(tiny, tiny_input, grad)
+    run = runner(tiny, tiny_inputs, grad)
     causes = explain(tiny_profile, tiny, run)
     assert [c.macs for c in causes] == expected
     assert run.macs == TOTAL_MACS + sum(expected)
@@ -299,12 +297,12 @@ def test_patch_peers_miss_attention_and_the_fast_path(
 
 @needs("calflops")
 @needs("ptflops")
-def test_attention_weights_path_and_a_stored_gelu(tiny_input) -> None:
+def test_attention_weights_path_and_a_stored_gelu(tiny_inputs) -> None:
     torch.manual_seed(0)
     model = TinyViT()
     model.blocks[0] = WeightsBlock()
     profile = analyze(model, image_size=8, batch_size=BATCH)
-    causes = ptflops_pytorch_causes(profile, model, run_ptflops(model, tiny_input, "pytorch"))
+    causes = ptflops_pytorch_causes(profile, model, run_ptflops(model, tiny_inputs, "pytorch"))
     assert [c.macs for c in causes] == [
         240, 246, 64, 500,  # LayerNorm, Linear bias, conv bias, MHA hook, as on the tiny ViT
         # the patched torch.bmm inside the hooked MHA counts QK^T and AV again: 800
@@ -315,7 +313,7 @@ def test_attention_weights_path_and_a_stored_gelu(tiny_input) -> None:
         -5_045,
         # no F.gelu cause: the stored reference bypasses ptflops's patched F.gelu
     ]
-    calflops = run_calflops(model, tiny_input)
+    calflops = run_calflops(model, tiny_inputs)
     (cause,) = patch_causes(profile, model, calflops, peer="calflops", patches_attention=False)
     assert cause.macs == -ATTENTION_MACS and "torch.bmm, 2 calls" in cause.text
 
@@ -366,12 +364,12 @@ def test_fvcore_and_the_cpu_flop_counter_say_what_the_fast_path_would_hide(tiny)
         pytest.param(run_deepspeed, marks=needs("deepspeed"), id="deepspeed"),
     ],
 )
-def test_a_peer_keeps_nothing_of_the_model(runner, tiny_input) -> None:
+def test_a_peer_keeps_nothing_of_the_model(runner, tiny_inputs) -> None:
     """After a peer's run nothing reachable refers to the model: calflops kept every model for
     good (it keeps each function it patched, among them the call log's wrappers)."""
     model = TinyViT()
     alive = weakref.ref(model)
-    runner(model, tiny_input)
+    runner(model, tiny_inputs)
     del model
     gc.collect()
     assert alive() is None
@@ -705,6 +703,155 @@ def test_render_rejects_unknown_format() -> None:
 
 
 def test_peer_choices_name_every_row_of_the_peer_table() -> None:
-    """The peers `vitprof crosscheck --help` lists without importing torch are the rows of the
-    peer table, in its order: a peer added to one and not the other fails here."""
-    assert tuple(peer.name for peer in TABLE) == CROSSCHECK_PEERS == PEERS
+    """The peers `vitprof crosscheck --help` lists without importing torch, read from the peer
+    modules' sources, are the rows of the peer table, in its order: a module whose PEERS a
+    reader of its source would miss fails here."""
+    assert tuple(peer.name for peer in TABLE) == names() == PEERS
+    assert len(set(names())) == len(names())
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param("PEERS = (Peer('a', 'MACs', f),)\n", id="no-rank"),
+        pytest.param("RANK = 5\nPEERS = [Peer('a', 'MACs', f)]\n", id="a-list"),
+        pytest.param("RANK = 5\nPEERS = (Peer(NAME, 'MACs', f),)\n", id="a-name-not-literal"),
+        pytest.param("RANK = 5\nPEERS = (Peer(name='a', unit='MACs', build=f),)\n",
+                     id="a-keyword-name"),
+    ],
+)
+def test_a_peer_module_that_hides_its_names_is_refused(source: str) -> None:
+    with pytest.raises(ValueError, match=r"RANK|string literal"):
+        declared(source)
+
+
+def test_a_peer_module_declares_its_rank_and_names() -> None:
+    source = "RANK = 45\nPEERS = (Peer('a', 'MACs', f), Peer('b', UNIT, partial(g, x=1)))\n"
+    assert declared(source) == (45, ("a", "b"))
+
+
+def test_each_peer_extra_installs_its_package() -> None:
+    """An optional peer's extras are those of pyproject.toml that list its package (named as
+    the peer, up to a backend), and the ``peers`` extra lists the optional peers' packages only:
+    that extra is the one registry line a new optional peer adds."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    optional = {peer.name.partition("-")[0]: set(peer.extras) for peer in TABLE if peer.extras}
+    for package, wanted in optional.items():
+        listing = {name for name, packages in extras.items()
+                   if any(re.split("[<>=!~ ]", p)[0] == package for p in packages)}
+        assert listing == wanted, package
+    assert {re.split("[<>=!~ ]", p)[0] for p in extras["peers"]} == set(optional)
+
+
+# ------------------------------------------------------------------------- the whole example
+
+RUN_PEERS = ("fvcore", "torchinfo", "flopcounter-cpu", "ptflops-pytorch", "ptflops-aten",
+             "calflops")  # the installed peers that run the model on the CPU
+
+
+class KeywordViT(nn.Module):
+    """The tiny ViT called as ``model(pixel_values=x)``: its forward takes the image by keyword
+    only (a Hugging Face model's call), so a peer handed one positional tensor fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.vit = TinyViT()
+
+    def forward(self, *, pixel_values: torch.Tensor) -> torch.Tensor:
+        return self.vit(pixel_values)
+
+
+class TwoImageViT(KeywordViT):
+    """``model(x, *more)``: the tiny ViT on the sum of its positional images."""
+
+    def forward(self, x: torch.Tensor, *more: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return self.vit(x + sum(more))
+
+
+class ScaledViT(KeywordViT):
+    """``model(pixel_values, scale=2.0)``: a keyword that is no tensor."""
+
+    def forward(self, pixel_values: torch.Tensor, scale: float = 1.0) -> torch.Tensor:  # type: ignore[override]
+        return self.vit(pixel_values * scale)
+
+
+@needs("calflops")
+@needs("ptflops")
+def test_every_peer_runs_a_keyword_input(tiny) -> None:
+    """Each peer that runs the model is given the whole example, the keyword pixel_values
+    included, and counts what it counts on the positional tiny ViT, every difference explained
+    (before, each one got the tensor positionally and could not run)."""
+    image = torch.zeros(BATCH, 3, 8, 8)
+    keyword = run_crosscheck(KeywordViT(), inputs={"pixel_values": image}, peers=RUN_PEERS)
+    positional = run_crosscheck(tiny, image_size=8, batch_size=BATCH, peers=RUN_PEERS)
+    assert keyword.vitprof.macs == positional.vitprof.macs == TOTAL_MACS
+    for row, twin in zip(keyword.rows, positional.rows, strict=True):
+        assert row.macs is not None and twin.macs is not None, row.note
+        assert (row.peer, row.residual_macs) == (twin.peer, 0)
+        # ptflops's batch counter reads the first positional input: with keywords only it
+        # divides its hook counts by 1, not by BATCH, so its twin's division cause is gone
+        divided = [c.macs for c in twin.causes if c.text.startswith("divides module-hook")]
+        assert row.macs == twin.macs - sum(divided)
+        assert bool(divided) == (row.peer == "ptflops-pytorch")
+
+
+@needs("calflops")
+@needs("ptflops")
+def test_a_peer_that_cannot_take_the_inputs_says_so_in_its_row() -> None:
+    """ptflops calls model(x) or model(**inputs): two positional images through ``*more``
+    cannot be named; calflops moves every input with .to(device): a float cannot be moved.
+    The other peers run both."""
+    image = torch.zeros(BATCH, 3, 8, 8)
+    two = {row.peer: row for row in run_crosscheck(TwoImageViT(), inputs=(image, image),
+                                                   peers=RUN_PEERS).rows}
+    for name in ("ptflops-pytorch", "ptflops-aten"):
+        assert two[name].macs is None
+        assert two[name].note == ("ptflops calls model(x) or model(**inputs), and this forward "
+                                  "takes more positionally only")
+    scaled = {row.peer: row for row in run_crosscheck(
+        ScaledViT(), inputs=((image,), {"scale": 2.0}), peers=RUN_PEERS).rows}
+    assert scaled["calflops"].macs is None
+    assert scaled["calflops"].note == ("calflops moves every input with .to(device), and this "
+                                       "forward takes a float")
+    ran = [*(two[p] for p in RUN_PEERS if not p.startswith("ptflops")),
+           *(scaled[p] for p in RUN_PEERS if p != "calflops")]
+    assert all(row.macs is not None and row.residual_macs == 0 for row in ran)
+
+
+# ------------------------------------------------------------------------------ torchscan
+
+
+@needs("torchscan")
+def test_torchscan_has_no_rule_for_multihead_attention(tiny) -> None:
+    """nn.MultiheadAttention is a metric leaf to torchscan with no MAC rule: in_proj 1_920 +
+    attention 800 + out_proj 640 = 3_360 lost; the conv and linears are its products."""
+    (row,) = run_crosscheck(tiny, image_size=8, batch_size=BATCH, peers=["torchscan"]).rows
+    assert row.macs == TOTAL_MACS - MHA_MACS == 5_680  # 9_040 - 3_360
+    assert [c.macs for c in row.causes] == [-MHA_MACS]
+    assert "inside MultiheadAttention" in row.causes[0].text
+    assert (row.residual_macs, row.params) == (0, TOTAL_PARAMS)
+    assert row.note.endswith("for GELU, LayerNorm, MultiheadAttention")  # its leaves
+    image = torch.zeros(BATCH, 3, 8, 8)  # the keyword call gives it the same
+    (keyword,) = run_crosscheck(KeywordViT(), inputs={"pixel_values": image},
+                                peers=["torchscan"]).rows
+    assert (keyword.macs, keyword.residual_macs) == (row.macs, 0)
+
+
+@needs("torchscan")
+def test_torchscan_counts_batch_norm_and_pooling_as_macs() -> None:
+    """Batch 2, image 8: conv 3 -> 8, kernel 4, stride 4: out (2, 8, 2, 2), 64 outputs x 48 =
+    3_072 MACs; eval BatchNorm2d with affine: 64 elements x 2 = 128; adaptive average pool to 1:
+    16 outputs x (4 - 1 + 2) = 80; linear 2 x 8 x 3 = 48. vitprof: 3_072 + 48 = 3_120 MACs;
+    torchscan 3_120 + 128 + 80 = 3_328."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 4, stride=4), nn.BatchNorm2d(8),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3))
+    check = run_crosscheck(model, image_size=8, batch_size=BATCH, peers=["torchscan"])
+    (row,) = check.rows
+    assert (check.vitprof.macs, row.macs) == (3_120, 3_328)
+    assert {c.text: c.macs for c in row.causes} == {
+        "counts AdaptiveAvgPool2d as MACs (its AdaptiveAvgPool2d rule)": 80,
+        "counts BatchNorm2d as MACs (its BatchNorm2d rule)": 128}
+    assert row.residual_macs == 0

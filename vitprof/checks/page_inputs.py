@@ -4,7 +4,7 @@ image-size sweep and the closed form's crossover.
 :func:`model_page_inputs` builds and analyses the model here, and only here;
 :func:`vitprof.render.pages.markdown.model_report` turns the result into markdown and figures
 without counting anything. The Profile at the model's own size is reused by the cross-check
-(its peers run on the meta and CPU builds of :class:`~vitprof.checks.crosscheck.run.Subject`,
+(its peers run on the meta and CPU builds of :class:`~vitprof.checks.crosscheck.subject.Subject`,
 the meta build also gives the patch size and the spec) and by the sweep's first point.
 """
 
@@ -19,8 +19,9 @@ from typing import Any
 from torch import nn
 
 from vitprof.analysis import analyze
-from vitprof.checks.crosscheck import PEERS, CrossCheck
-from vitprof.checks.crosscheck.run import Subject, check_subject
+from vitprof.checks.crosscheck import CrossCheck
+from vitprof.checks.crosscheck.run import TABLE, check_subject
+from vitprof.checks.crosscheck.subject import Subject
 from vitprof.checks.sweep import Sweep, size_marks, sweep_from
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
@@ -32,10 +33,10 @@ from vitprof.models.zoo import infer_patch_size
 SWEEP_POINTS = 8
 SWEEP_REACH = 1.5  # image-size sweeps run to this multiple of the estimated crossover size
 
-# The peers a model page shows: those the ``test`` extra installs, so that ``report --check``
-# regenerates the same page wherever the suite runs. DeepSpeed, installed only by the ``peers``
-# extra (it builds from source), is left to ``vitprof crosscheck``.
-PAGE_PEERS = tuple(peer for peer in PEERS if peer != "deepspeed")
+# The peers a model page shows: those vitprof depends on and those the ``test`` extra installs,
+# so that ``report --check`` regenerates the same page wherever the suite runs. The others
+# (DeepSpeed builds from source) are left to ``vitprof crosscheck``.
+PAGE_PEERS = tuple(peer.name for peer in TABLE if not peer.extras or "test" in peer.extras)
 
 
 @dataclass(frozen=True)

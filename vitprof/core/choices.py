@@ -16,12 +16,6 @@ PROFILE_DTYPES = ("float32", "bfloat16", "float16")  # torch dtype names `profil
 # clean, else the graph), graph (roles read from the data flow), tables (a table, else generic)
 RECOGNIZERS = ("auto", "graph", "tables")
 VIEWS = ("component", "block", "module", "op")  # the breakdowns `analyze --by` offers
-# the peers of `vitprof crosscheck`, in the order of their rows; each name is a row of
-# vitprof.checks.crosscheck.run.TABLE, which holds its unit and adapter (a test checks they agree)
-CROSSCHECK_PEERS = (
-    "closed-form", "fvcore", "torchinfo", "flopcounter-meta", "flopcounter-cpu",
-    "ptflops-pytorch", "ptflops-aten", "calflops", "deepspeed", "published", "timm-published",
-)
 # the peaks `profile --peak-tflops` takes, in TFLOP/s: from 1 GFLOP/s (less than one CPU core
 # does) to 100 PFLOP/s (ten times the densest single accelerator). The share of peak is the
 # measured FLOP/s over this number: a peak outside the range only makes that share absurd

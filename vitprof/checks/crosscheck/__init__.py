@@ -1,14 +1,30 @@
 """``vitprof crosscheck``: every peer's count of a model next to vitprof's, differences explained.
 
-Peers: the closed form, fvcore ``FlopCountAnalysis``, torchinfo ``summary``, torch's
-``FlopCounterMode`` (on meta and on a real CPU run), ptflops (``pytorch`` and ``aten`` backends),
-calflops and DeepSpeed's flops profiler (the optional extra ``peers``) and torchvision's
-published figures; :mod:`vitprof.render.crosscheck` writes the result. See
-``docs/crosscheck.md`` for each peer's rule and the causes.
+The peers (counters such as fvcore, torchinfo, FlopCounterMode, and published figures) are one
+module each in :mod:`vitprof.checks.crosscheck.peers`; :mod:`vitprof.render.crosscheck` writes
+the result. See ``docs/crosscheck.md`` for each peer's rule and the causes.
+
+This package imports its members when first asked for them, so that the command line reads the
+peers' names (:func:`vitprof.checks.crosscheck.peers.names`) without importing torch.
 """
 
-from vitprof.checks.crosscheck.causes import Cause
-from vitprof.checks.crosscheck.run import PEERS, run_crosscheck
-from vitprof.checks.crosscheck.table import CrossCheck, PeerRow
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vitprof.checks.crosscheck.causes import Cause
+    from vitprof.checks.crosscheck.run import PEERS, run_crosscheck
+    from vitprof.checks.crosscheck.table import CrossCheck, PeerRow
 
 __all__ = ["PEERS", "Cause", "CrossCheck", "PeerRow", "run_crosscheck"]
+_HOMES = {"PEERS": "run", "Cause": "causes", "CrossCheck": "table", "PeerRow": "table",
+          "run_crosscheck": "run"}
+
+
+def __getattr__(name: str) -> Any:
+    """``PEERS``, ``Cause``, ``CrossCheck``, ``PeerRow``, ``run_crosscheck``, imported now."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

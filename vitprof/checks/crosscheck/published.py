@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING
 from torch import nn
 
 from vitprof.analysis import analyze
-from vitprof.checks.crosscheck.causes import Cause, fvcore_norm_causes
+from vitprof.checks.crosscheck.causes import Cause
+from vitprof.checks.crosscheck.peers.fvcore import fvcore_norm_causes
 from vitprof.checks.crosscheck.table import PeerRow, missing_row, peer_row
 from vitprof.core.errors import UserError
 from vitprof.core.records import OpRecord
@@ -53,7 +54,7 @@ from vitprof.models.deploy import reparameterized
 from vitprof.models.zoo import build
 
 if TYPE_CHECKING:
-    from vitprof.checks.crosscheck.run import Subject
+    from vitprof.checks.crosscheck.subject import Subject
 
 PEER = "timm-published"
 UNIT = "GMACs (timm results table, rounded to 0.01)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from vitprof.checks.crosscheck.peers import names as peer_names
 from vitprof.cli.commands.common import (
     DEPLOY_HELP,
     add_map_option,
@@ -21,7 +22,6 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.core.choices import CROSSCHECK_PEERS
 from vitprof.render.formats import choices, render
 
 
@@ -40,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--format", choices=choices("crosscheck"), default="table")
     parser.add_argument("--peers", type=peer_list, metavar="PEER,...",
-                        help=f"peers to run (default all): {', '.join(CROSSCHECK_PEERS)}")
+                        help=f"peers to run (default all): {', '.join(peer_names())}")
     parser.add_argument("--no-grad", action="store_true",
                         help="run the peers under torch.no_grad() (nn.MultiheadAttention then "
                              "takes its fused fast path)")
