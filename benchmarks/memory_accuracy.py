@@ -364,7 +364,7 @@ def flags(args: argparse.Namespace) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from vitprof.render import figures
-    from vitprof.render.memory import memory_section, timeline_figure
+    from vitprof.render.memory_report import memory_section, timeline_figure
 
     rows = [r for r in (quick_rows() if args.quick else cpu_rows())
             if args.rows is None or args.rows in r.key]

@@ -1,4 +1,4 @@
-"""The training-memory figure and markdown section (vitprof/render/memory.py), on a small
+"""The training-memory figure and markdown section (vitprof/render/memory_report.py), on a small
 hand-built estimate whose numbers are written beside it.
 
 The estimate is built from stand-ins holding the fields of ``vitprof.MemoryEstimate``,
@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from vitprof.render import figures
-from vitprof.render import memory as render
+from vitprof.render import memory_report as render
 
 MIB = 2**20
 
