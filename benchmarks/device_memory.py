@@ -11,7 +11,8 @@ scaler), ``optimizer.step()``. The first step makes the optimizer state (and cuB
 workspace); the peak is that of the second, so it holds the parameters, the optimizer state, the
 input, the gradients and the activations. The attention path is chosen with
 ``torch.nn.attention.sdpa_kernel`` (math, flash or memory-efficient); block checkpointing is
-timm's ``set_grad_checkpointing`` (every block under non-reentrant ``torch.utils.checkpoint``).
+timm's ``set_grad_checkpointing`` (every block under non-reentrant ``torch.utils.checkpoint``);
+the ``explicit`` path turns timm's ``fused_attn`` off.
 
 This script uses torch, timm and torchvision only: it shares no code with vitprof's predictor.
 
@@ -36,7 +37,9 @@ from memory_rows import VIT_B_16, Row, cuda_rows
 
 OUTPUT = "memory_cuda.json"
 SCHEMA = "vitprof.memory_cuda/1"  # the JSON's own tag (a benchmark file, not a command's output)
-BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION"}
+# the SDPA kernel of each attention path (explicit attention calls no SDPA: any will do)
+BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+            "explicit": "MATH"}
 
 
 class NoDevice(RuntimeError):
@@ -48,15 +51,21 @@ def plan(rows: Sequence[Row], only: str | None) -> list[Row]:
     return [r for r in rows if only is None or only in r.key]
 
 
-def build(name: str) -> Any:
-    """The model of a row with random weights: torchvision's ``vit_b_16``, else timm's."""
-    if name == VIT_B_16:
+def build(row: Row) -> Any:
+    """The model of ``row`` with random weights: torchvision's ``vit_b_16``, else timm's; with
+    timm's ``fused_attn`` off everywhere for the ``explicit`` attention path."""
+    if row.model == VIT_B_16:
         import torchvision
 
         return torchvision.models.vit_b_16(weights=None)
     import timm
 
-    return timm.create_model(name, pretrained=False)
+    model = timm.create_model(row.model, pretrained=False)
+    if row.attention == "explicit":
+        for module in model.modules():
+            if hasattr(module, "fused_attn"):
+                module.fused_attn = False
+    return model
 
 
 def _step(model: Any, x: Any, opt: Any, amp: str | None) -> None:
@@ -77,7 +86,7 @@ def measure(row: Row) -> dict[str, Any]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     torch.manual_seed(0)
-    model = build(row.model).cuda().train()
+    model = build(row).cuda().train()
     if row.checkpoint == "blocks":
         model.set_grad_checkpointing(True)
     opt = torch.optim.AdamW(model.parameters())

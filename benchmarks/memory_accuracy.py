@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from device_memory import BACKENDS, build
 from device_memory import OUTPUT as CUDA_FILE
-from device_memory import build
 from machine import cpu_name
 from memory_baselines import (
     accelerate_bytes,
@@ -97,7 +97,7 @@ def example(row: Row) -> torch.Tensor:
 
 def baselines(row: Row) -> Baselines:
     """The estimators on ``row``'s model (built anew: the formula's shapes are read on meta)."""
-    model = build(row.model)
+    model = build(row)
     params, largest = model_params(model)
     state = accelerate_bytes(model, row.precision)
     formula = korthikanti_bytes(attention_shapes(model, example(row)))
@@ -108,9 +108,9 @@ def predict(row: Row, target: str) -> Any:
     """``vitprof.memory`` of ``row`` for ``target`` (a ``vitprof.MemoryEstimate``)."""
     import vitprof
 
-    return vitprof.memory(build(row.model), batch_size=row.batch, optimizer="adamw",
-                          amp=row.amp, checkpoint=row.checkpoint, target=target,
-                          attention=row.attention)
+    attention = "math" if row.attention == "explicit" else row.attention  # no SDPA to pick
+    return vitprof.memory(build(row), batch_size=row.batch, optimizer="adamw", amp=row.amp,
+                          checkpoint=row.checkpoint, target=target, attention=attention)
 
 
 def measure(row: Row) -> tuple[Any, float]:
@@ -118,9 +118,9 @@ def measure(row: Row) -> tuple[Any, float]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from vitprof.measure.measured_memory import measure_training_memory
 
-    backend = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION}[row.attention]
+    backend = getattr(SDPBackend, BACKENDS[row.attention])
     torch.manual_seed(0)
-    model = build(row.model)
+    model = build(row)
     start = time.perf_counter()
     with sdpa_kernel(backend):
         measured = measure_training_memory(model, example(row), optimizer="adamw", amp=row.amp,
@@ -271,7 +271,7 @@ class MesaRow:
 def mesa_row(row: Row) -> MesaRow:
     estimate = predict(row, "cuda")
     states = sum(c.params + c.grads + c.optimizer_state for c in estimate.by_component.values())
-    formula = korthikanti_bytes(attention_shapes(build(row.model), example(row)))
+    formula = korthikanti_bytes(attention_shapes(build(row), example(row)))
     return MesaRow(row, MESA_MB[row.model], estimate.peak_bytes, states,
                    estimate.saved_bytes, formula)
 
@@ -299,15 +299,15 @@ MESA_NOTES = (
     "was read; DeiT's training script, which the demo is built on, logs "
     "`torch.cuda.max_memory_allocated() / 2**20` as \"max mem\", so MB is taken as MiB of "
     "allocated bytes (the CUDA context and the allocator's cache are not in it). vitprof "
-    "predicts that setting with `target=\"cuda\"`, `amp=\"float16\"`, `attention=\"math\"` "
-    "(timm 0.3.2 computes `q @ k.transpose(-2, -1)`, softmax and `attn @ v` itself, so the "
-    "scores are kept); its step differs from theirs by the loss (a ones gradient on the "
-    "logits), the gradient scaler and the drop-path masks (one scalar per sample and block). "
-    "Under autocast the matmuls' outputs are float16 but the softmax and the LayerNorms run "
-    "in float32, so the scores are kept twice (the float32 softmax output for its backward, "
-    "its float16 copy for `attn @ v`): this, and the float32 master weights with AdamW's two "
-    "moments (16 bytes a parameter before any activation), is what the 16-bit formula leaves "
-    "out."
+    "predicts that setting with `target=\"cuda\"`, `amp=\"float16\"` on the model with "
+    "timm's `fused_attn` off (timm 0.3.2 computes `q @ k.transpose(-2, -1)`, softmax and "
+    "`attn @ v` itself, so the scores are kept); its step differs from theirs by the loss "
+    "(a ones gradient on the logits), the gradient scaler and the drop-path masks (one "
+    "scalar per sample and block). Under CUDA's autocast the matmuls' outputs are float16 "
+    "but the softmax and the LayerNorms run in float32, so the scores are kept twice (the "
+    "float32 softmax output for its backward, its float16 copy for `attn @ v`): this, and "
+    "the float32 master weights with AdamW's two moments (16 bytes a parameter before any "
+    "activation), is what the 16-bit formula leaves out."
 )
 
 

@@ -111,7 +111,7 @@ def test_cuda_rows_hold_the_grid_vit_b_16_at_64_fused_and_mesa() -> None:
     assert f"{rows.DEIT_TI}/b8/bfloat16/blocks/flash" in keys
     assert {r.key for r in map(rows.cuda_attention, rows.acceptance_grid())} <= set(keys)
     assert {"vit_b_16/b64/float32/none/efficient", "vit_b_16/b64/bfloat16/none/flash"} <= set(keys)
-    assert f"{rows.DEIT_B}/b128/float16/none/math" in keys
+    assert f"{rows.DEIT_B}/b128/float16/none/explicit" in keys
     # every CPU row is measured on CUDA too
     assert {r.key for r in map(rows.cuda_attention, rows.cpu_rows())} <= set(keys)
 
@@ -211,7 +211,7 @@ def test_a_cuda_file_is_read_back_into_its_rows(tmp_path: Path) -> None:
 
 
 def test_the_mesa_table_compares_with_the_published_mib() -> None:
-    mesa = accuracy.MesaRow(rows.Row(rows.DEIT_TI, 128, "float16", "none", "math"),
+    mesa = accuracy.MesaRow(rows.Row(rows.DEIT_TI, 128, "float16", "none", "explicit"),
                             published_mib=4171, predicted=4000 * MIB, states=87 * MIB,
                             saved=3000 * MIB, formula=12 * 239_123_328)
     table = accuracy.mesa_table([mesa])
@@ -219,3 +219,12 @@ def test_the_mesa_table_compares_with_the_published_mib() -> None:
     # = 2,736.5 MiB, 2,736.5 / 4,171 - 1 = -34.4%
     assert (f"| {rows.DEIT_TI} | 4,171 | 4,000 | -4.1% | 87 | 3,000 | 2,737 | -34.4% |"
             in table)
+
+
+def test_the_explicit_path_turns_timms_fused_attention_off() -> None:
+    pytest.importorskip("timm")
+    fused = device.build(rows.Row(rows.DEIT_TI, 1))
+    explicit = device.build(rows.Row(rows.DEIT_TI, 1, attention="explicit"))
+    # DeiT-Ti: 12 blocks, one attention module each
+    assert [m.fused_attn for m in explicit.modules() if hasattr(m, "fused_attn")] == [False] * 12
+    assert all(m.fused_attn for m in fused.modules() if hasattr(m, "fused_attn"))
