@@ -228,3 +228,18 @@ def test_the_explicit_path_turns_timms_fused_attention_off() -> None:
     # DeiT-Ti: 12 blocks, one attention module each
     assert [m.fused_attn for m in explicit.modules() if hasattr(m, "fused_attn")] == [False] * 12
     assert all(m.fused_attn for m in fused.modules() if hasattr(m, "fused_attn"))
+
+
+def test_the_mesa_verdict_follows_the_numbers() -> None:
+    def mesa(predicted_mib: int) -> object:
+        return accuracy.MesaRow(rows.Row(rows.DEIT_TI, 128, "float16", "none", "explicit"),
+                                published_mib=1000, predicted=predicted_mib * MIB, states=0,
+                                saved=0, formula=600 * MIB)
+
+    # 1,040 / 1,000 - 1 = +4.0% and 970 / 1,000 - 1 = -3.0%: within 5%
+    assert accuracy.mesa_verdict([mesa(1040), mesa(970)]).startswith(
+        "Reproduced: vitprof's predictions are within 4.0% of Mesa's figures.")
+    # 620 / 1,000 - 1 = -38.0%; the formula: 600 / 1,000 - 1 = -40.0%
+    verdict = accuracy.mesa_verdict([mesa(620), mesa(1000)])
+    assert verdict.startswith("Not reproduced: vitprof's predictions are -38.0% to +0.0% off")
+    assert verdict.endswith("The 34sbh + 5as²b formula alone is -40.0% to -40.0% off them.")

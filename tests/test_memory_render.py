@@ -84,10 +84,11 @@ ESTIMATE = Estimate(
 )
 
 
-def test_keys_stack_state_first_then_components_in_their_order_then_the_rest() -> None:
-    keys = ["mlp", "gradients", "zeta", "parameters", "attn_qkv", "optimizer_state"]
+def test_keys_stack_state_first_then_the_rest_then_components_in_their_order() -> None:
+    keys = ["mlp", "gradients", "workspace", "parameters", "attn_qkv", "inputs",
+            "optimizer_state"]
     assert render.stack_order(keys) == [
-        "parameters", "optimizer_state", "gradients", "attn_qkv", "mlp", "zeta"]
+        "parameters", "optimizer_state", "gradients", "inputs", "workspace", "attn_qkv", "mlp"]
 
 
 def test_phase_spans_are_the_runs_of_one_phase() -> None:
@@ -99,7 +100,9 @@ def test_phase_spans_are_the_runs_of_one_phase() -> None:
 
 
 def test_the_figure_stacks_every_key_with_zero_where_an_event_lacks_it() -> None:
-    data = render.timeline_figure(ESTIMATE).data
+    # a key that never holds a byte (conv here) is left out
+    zero_conv = [dataclasses.replace(e, live={**e.live, "conv": 0}) for e in TIMELINE]
+    data = render.timeline_figure(dataclasses.replace(ESTIMATE, timeline=zero_conv)).data
     assert list(data["series"]) == [
         "parameters", "optimizer_state", "gradients", "attn_qkv", "mlp"]
     assert data["series"]["mlp"] == [300 * MIB, 500 * MIB, 200 * MIB, 0, 0]

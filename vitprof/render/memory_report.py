@@ -14,9 +14,10 @@ those fields renders.
 
 The timeline figure (kind ``memory_timeline``, drawn by :func:`vitprof.render.figures.save`):
 the bytes alive after each operation against the operation's index, stacked by the keys of
-``MemoryEvent.live`` (parameters, optimizer state, gradients, then the components in
-:data:`~vitprof.core.records.COMPONENTS` order, then any other key alphabetically), each phase's
-run of operations shaded, the estimate's peak marked.
+``MemoryEvent.live`` that hold bytes at some operation (parameters, optimizer state, gradients,
+any other key that is not a component alphabetically, such as the inputs or a workspace, then
+the components in :data:`~vitprof.core.records.COMPONENTS` order), each phase's run of
+operations shaded, the estimate's peak marked.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ CONVENTION = (
 )
 STATE_KEYS = ("parameters", "optimizer_state", "gradients")  # stacked first, in this order
 STATE_COLORS = {"parameters": "#4d4d4d", "optimizer_state": "#a6a6a6", "gradients": "#d9d9d9"}
+EXTRA_COLORS = ("#c5b0d5", "#f7b6d2", "#dbdb8d", "#9edae5", "#c49c94")  # other keys, in turn
 PHASE_COLORS = {"forward": "#dbe9f6", "backward": "#fbe3d6", "optimizer": "#e2f0d9"}
 KIND = "memory_timeline"
 
@@ -106,11 +108,13 @@ class MemoryEstimateLike(Protocol):
 
 
 def stack_order(keys: Iterable[str]) -> list[str]:
-    """The keys of ``live`` in stacking order: parameters, optimizer state, gradients, the
-    components in :data:`COMPONENTS` order, then any other key alphabetically."""
+    """The keys of ``live`` in stacking order: parameters, optimizer state, gradients, any
+    other key that is not a component alphabetically, then the components in
+    :data:`COMPONENTS` order."""
     present = set(keys)
-    known = [k for k in (*STATE_KEYS, *COMPONENTS) if k in present]
-    return known + sorted(present - set(known))
+    state = [k for k in STATE_KEYS if k in present]
+    components = [k for k in COMPONENTS if k in present]
+    return state + sorted(present - {*state, *components}) + components
 
 
 def phase_spans(timeline: Sequence[MemoryEventLike]) -> list[tuple[str, int, int]]:
@@ -125,9 +129,10 @@ def phase_spans(timeline: Sequence[MemoryEventLike]) -> list[tuple[str, int, int
 
 
 def timeline_figure(estimate: MemoryEstimateLike) -> FigureData:
-    """The timeline of ``estimate`` as figure data: per key of ``live`` its bytes after every
-    event (0 where an event's ``live`` lacks the key), the phases' spans and the peak."""
-    keys = stack_order(k for event in estimate.timeline for k in event.live)
+    """The timeline of ``estimate`` as figure data: per key of ``live`` holding bytes at some
+    event, its bytes after every event (0 where an event's ``live`` lacks the key), the phases'
+    spans and the peak."""
+    keys = stack_order(k for event in estimate.timeline for k, v in event.live.items() if v)
     return FigureData(KIND, f"{estimate.model}: memory over one training step", {
         "index": [event.index for event in estimate.timeline],
         "series": {k: [event.live.get(k, 0) for event in estimate.timeline] for k in keys},
@@ -154,11 +159,12 @@ def _draw_timeline(fig: Figure, data: dict[str, Any]) -> None:
                     xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
                     fontsize="x-small", color="#555555")
     names = list(data["series"])
+    extra = iter(EXTRA_COLORS * len(names))
     # each event holds its bytes over [index - 0.5, index + 0.5], as the phases' shading does
     xs = [x for i in data["index"] for x in (i - 0.5, i + 0.5)]
     ax.stackplot(xs, *([b / scale for b in data["series"][k] for _ in (0, 1)] for k in names),
                  labels=[k.replace("_", " ") for k in names],
-                 colors=[STATE_COLORS.get(k) or COLORS.get(k, COLORS["other"]) for k in names])
+                 colors=[STATE_COLORS.get(k) or COLORS.get(k) or next(extra) for k in names])
     peak = data["peak"]
     ax.plot(peak["index"], peak["bytes"] / scale, marker="v", color="black", zorder=3)
     ax.annotate(f"peak {peak['bytes'] / scale:,.2f} {unit}\n{peak['phase']}, {peak['component']}",
