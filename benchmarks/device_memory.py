@@ -36,7 +36,11 @@ from typing import Any
 from memory_rows import VIT_B_16, Row, cuda_rows
 
 OUTPUT = "memory_cuda.json"
-SCHEMA = "vitprof.memory_cuda/1"  # the JSON's own tag (a benchmark file, not a command's output)
+SCHEMA_FILE = Path(__file__).with_name("memory_cuda.schema.json")  # the JSON's schema
+SCHEMA_VERSION = 2
+CONVENTION = ("bytes; peak_bytes = torch.cuda.max_memory_allocated over the second AdamW step "
+              "after torch.cuda.reset_peak_memory_stats; allocated_before = "
+              "torch.cuda.memory_allocated when that step began")
 # the SDPA kernel of each attention path (explicit attention calls no SDPA: any will do)
 BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
             "explicit": "MATH"}
@@ -125,11 +129,16 @@ def run(out_dir: Path, only: str | None = None) -> None:
             results.append({"row": row.key, "error": str(error).splitlines()[0]})
         print(f"{row.key}: {results[-1].get('peak_bytes', results[-1].get('error'))}",
               flush=True)
-    data = {"schema": SCHEMA, "device": torch.cuda.get_device_name(),
-            "torch": torch.__version__, "rows": results}
+    data = document(results, torch.cuda.get_device_name(), torch.__version__)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / OUTPUT).write_text(json.dumps(data, indent=1) + "\n")
     (out_dir / "memory_cuda.md").write_text(markdown(data))
+
+
+def document(results: list[dict[str, Any]], device: str, torch_version: str) -> dict[str, Any]:
+    """The JSON written (its schema: ``memory_cuda.schema.json`` beside this script)."""
+    return {"schema_version": SCHEMA_VERSION, "convention": CONVENTION, "device": device,
+            "torch": torch_version, "rows": results}
 
 
 def markdown(data: dict[str, Any]) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from device_memory import BACKENDS, build
 from device_memory import OUTPUT as CUDA_FILE
+from device_memory import SCHEMA_FILE as CUDA_SCHEMA
 from machine import cpu_name
 from memory_baselines import (
     accelerate_bytes,
@@ -228,8 +229,19 @@ def baselines_findings(results: Sequence[Result]) -> list[str]:
 
 
 def load_cuda(path: Path) -> dict[str, Any] | None:
-    """The measurements of benchmarks/device_memory.py, or None when there are none."""
-    return json.loads(path.read_text()) if path.exists() else None
+    """The measurements of benchmarks/device_memory.py, or None when there are none; a file
+    that its schema refuses ends the run in one line."""
+    import jsonschema
+
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    try:
+        jsonschema.validate(data, json.loads(CUDA_SCHEMA.read_text()))
+    except jsonschema.ValidationError as refused:
+        raise SystemExit(f"{path}: not a device_memory.py measurement: {refused.message}"
+                         ) from None
+    return data
 
 
 def cuda_section(cuda: dict[str, Any] | None, predicted: dict[str, int]) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -143,6 +144,18 @@ def test_the_device_script_refuses_in_one_line_without_cuda(
         device.run(tmp_path)
 
 
+def test_the_device_json_has_a_version_a_convention_and_a_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(device.SCHEMA_FILE.read_text())
+    data = device.document([{"row": "a", "peak_bytes": 3, "allocated_before": 1, "seconds": 0.5},
+                            {"row": "b", "error": "CUDA out of memory."}], "GPU", "2.14")
+    jsonschema.validate(data, schema)
+    assert data["schema_version"] == 2 and "max_memory_allocated" in data["convention"]
+    with pytest.raises(jsonschema.ValidationError):  # a peak must be an integer
+        jsonschema.validate({**data, "rows": [{"row": "a", "peak_bytes": 1.5,
+                                               "allocated_before": 1, "seconds": 0}]}, schema)
+
+
 def test_the_device_markdown_lists_each_row() -> None:
     data = {"device": "GPU", "torch": "2", "rows": [
         {"row": "a", "peak_bytes": 3 * MIB, "allocated_before": MIB},
@@ -203,11 +216,16 @@ def test_cuda_rows_say_not_measured_without_a_measurement_file() -> None:
 
 def test_a_cuda_file_is_read_back_into_its_rows(tmp_path: Path) -> None:
     key = rows.cuda_rows()[0].key
-    (tmp_path / device.OUTPUT).write_text(json.dumps(
-        {"device": "GPU", "torch": "2", "rows": [{"row": key, "peak_bytes": 1}]}))
+    data = device.document([{"row": key, "peak_bytes": 1, "allocated_before": 0, "seconds": 0}],
+                           "GPU", "2")
+    (tmp_path / device.OUTPUT).write_text(json.dumps(data))
     cuda = accuracy.load_cuda(tmp_path / device.OUTPUT)
     assert cuda is not None and [r.key for r in accuracy.cuda_rows_of(cuda)] == [key]
     assert accuracy.load_cuda(tmp_path / "absent.json") is None
+    (tmp_path / "old.json").write_text(json.dumps({**data, "schema_version": 1}))
+    refusal = re.escape("old.json: not a device_memory.py measurement: 2 was expected")
+    with pytest.raises(SystemExit, match=refusal):
+        accuracy.load_cuda(tmp_path / "old.json")
 
 
 def test_the_mesa_table_compares_with_the_published_mib() -> None:

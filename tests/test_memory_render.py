@@ -172,3 +172,14 @@ def test_the_section_states_the_peak_settings_input_and_convention() -> None:
 def test_a_peak_index_outside_the_timeline_names_no_operation() -> None:
     line = render.peak_line(dataclasses.replace(ESTIMATE, peak_index=9))
     assert "at operation 9, component attn_qkv" in line and "(aten" not in line
+
+
+def test_a_key_that_is_no_component_gets_a_colour_of_its_own() -> None:
+    with_inputs = [dataclasses.replace(e, live={**e.live, "inputs": 10 * MIB}) for e in TIMELINE]
+    fig = Figure(figsize=figures.SIZE_IN, dpi=figures.DPI)
+    FigureCanvasAgg(fig)
+    estimate = dataclasses.replace(ESTIMATE, timeline=with_inputs)
+    render._draw_timeline(fig, render.timeline_figure(estimate).data)
+    # parameters, optimizer state, gradients, inputs, attn_qkv, mlp: six fills, six colours
+    colours = {tuple(c.get_facecolor()[0]) for c in fig.axes[0].collections}
+    assert len(colours) == 6
