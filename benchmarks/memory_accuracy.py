@@ -14,8 +14,9 @@ explains Mesa's published DeiT figures with ``vitprof.memory(target="cuda", amp=
 
     python benchmarks/memory_accuracy.py [--out reports] [--quick] [--rows deit_tiny]
 
-About ten minutes on two cores (``--quick``: DeiT-Ti at batch 8 only, seconds; the page then says
-so). Needs timm, torchvision and accelerate.
+About ten minutes on two idle cores (``--quick``: DeiT-Ti at batch 8 in float32 only, a few
+minutes; the page names the flags it was made with). Needs timm, torchvision, accelerate and
+jsonschema.
 """
 
 from __future__ import annotations
@@ -382,7 +383,7 @@ def page(results: Sequence[Result], mesa: Sequence[MesaRow], cuda: list[str],
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path("reports"), help="folder written")
-    p.add_argument("--quick", action="store_true", help="DeiT-Ti at batch 8 only")
+    p.add_argument("--quick", action="store_true", help="DeiT-Ti at batch 8 in float32 only")
     p.add_argument("--rows", help="run only the rows whose key contains this")
     return p
 
