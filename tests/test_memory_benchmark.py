@@ -263,3 +263,36 @@ def test_the_mesa_verdict_follows_the_numbers() -> None:
     verdict = accuracy.mesa_verdict([mesa(620), mesa(1000)])
     assert verdict.startswith("Not reproduced: vitprof's predictions are -38.0% to +0.0% off")
     assert verdict.endswith("The 34sbh + 5as²b formula alone is -40.0% to -40.0% off them.")
+
+
+def test_main_writes_the_page_and_its_figure(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    from test_memory_render import ESTIMATE  # a hand-built estimate stands in for vitprof's
+
+    from vitprof.render import figures
+
+    monkeypatch.setattr(accuracy, "run_row", lambda row: result(1000 * MIB, 1010 * MIB))
+    monkeypatch.setattr(accuracy, "predict", lambda row, target: ESTIMATE)
+    monkeypatch.setattr(accuracy, "mesa_row", lambda row: accuracy.MesaRow(
+        row, 1000, 1000 * MIB, 0, 0, 600 * MIB))
+    assert accuracy.main(["--out", str(tmp_path), "--quick"]) == 0
+    page = (tmp_path / "memory.md").read_text()
+    headings = [line for line in page.splitlines() if line.startswith("#")]
+    assert headings == [
+        "# Training memory: predicted against measured",
+        "## CPU: vitprof against the measured peak", "## CUDA",
+        "## The other estimates on the same rows", "## Mesa's DeiT figures",
+        f"## Training memory: {rows.DEIT_S}"]  # the shown row's model, not the estimate's
+    assert "`python benchmarks/memory_accuracy.py --quick`" in page
+    # 3 quick rows, each 1,010 / 1,000 - 1 = +1.0%
+    assert "3 of 3 rows within 3% of the measured peak (largest error 1.00%)" in page
+    assert "Not measured: no GPU was lent" in page
+    assert f"![memory over one training step of {rows.DEIT_S}](memory_timeline.png)" in page
+    assert figures.read_digest(tmp_path / "memory_timeline.png") is not None
+
+
+def test_main_refuses_a_filter_no_row_matches(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        accuracy.main(["--rows", "no_such_model"])
+    assert exit_.value.code == 2
+    assert "no row's key contains no_such_model" in capsys.readouterr().err
