@@ -1,0 +1,178 @@
+"""Measure the peak memory of real training steps on a CUDA GPU, for reports/memory.md's CUDA
+column: ``torch.cuda.max_memory_allocated`` over the second training step, after
+``torch.cuda.reset_peak_memory_stats``.
+
+For every row of :func:`memory_rows.cuda_rows` (the acceptance grid, the CPU benchmark's other
+rows, ViT-B/16 at batch 64 with the fused attention, Mesa's DeiT rows at batch 128): the model
+(timm's, torchvision's ``vit_b_16``; random weights) and AdamW on the GPU, then two steps of
+``zero_grad(set_to_none=True)``, forward (under ``torch.autocast("cuda", dtype)`` for a 16-bit
+row), ``out.backward(ones)`` (a ones gradient on the logits: no loss function, no gradient
+scaler), ``optimizer.step()``. The first step makes the optimizer state (and cuBLAS's
+workspace); the peak is that of the second, so it holds the parameters, the optimizer state, the
+input, the gradients and the activations. The attention path is chosen with
+``torch.nn.attention.sdpa_kernel`` (math, flash or memory-efficient); block checkpointing is
+timm's ``set_grad_checkpointing`` (every block under non-reentrant ``torch.utils.checkpoint``);
+the ``explicit`` path turns timm's ``fused_attn`` off.
+
+This script uses torch, timm and torchvision only: it shares no code with vitprof's predictor.
+
+    python benchmarks/device_memory.py [--out reports] [--rows deit_tiny] [--list]
+
+writes ``OUT/memory_cuda.json`` (read by memory_accuracy.py) and ``OUT/memory_cuda.md``. Without
+a CUDA device it says so in one line and exits 2. ``run(out_dir)`` does the same from Python
+(benchmarks/device_checks.py calls it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from memory_rows import VIT_B_16, Row, cuda_rows
+
+OUTPUT = "memory_cuda.json"
+SCHEMA_FILE = Path(__file__).with_name("memory_cuda.schema.json")  # the JSON's schema
+SCHEMA_VERSION = 2
+CONVENTION = ("bytes; peak_bytes = torch.cuda.max_memory_allocated over the second AdamW step "
+              "after torch.cuda.reset_peak_memory_stats; allocated_before = "
+              "torch.cuda.memory_allocated when that step began")
+# the SDPA kernel of each attention path (explicit attention calls no SDPA: any will do)
+BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+            "explicit": "MATH"}
+
+
+class NoDevice(RuntimeError):
+    """There is no CUDA device to measure on."""
+
+
+def plan(rows: Sequence[Row], only: str | None) -> list[Row]:
+    """The rows to measure: those whose key contains ``only`` (every row when None)."""
+    return [r for r in rows if only is None or only in r.key]
+
+
+def build(row: Row) -> Any:
+    """The model of ``row`` with random weights: torchvision's ``vit_b_16``, else timm's; with
+    timm's ``fused_attn`` off everywhere for the ``explicit`` attention path."""
+    if row.model == VIT_B_16:
+        import torchvision
+
+        return torchvision.models.vit_b_16(weights=None)
+    import timm
+
+    model = timm.create_model(row.model, pretrained=False)
+    if row.attention == "explicit":
+        for module in model.modules():
+            if hasattr(module, "fused_attn"):
+                module.fused_attn = False
+    return model
+
+
+def _step(model: Any, x: Any, opt: Any, amp: str | None) -> None:
+    import torch
+
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=getattr(torch, amp or "float32"), enabled=amp is not None):
+        out = model(x)
+    out.backward(torch.ones_like(out))
+    del out
+    opt.step()
+
+
+def measure(row: Row) -> dict[str, Any]:
+    """One row's measurement: the peak bytes allocated during the second step and what was
+    allocated when it began (parameters, optimizer state, input, workspaces)."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(0)
+    model = build(row).cuda().train()
+    if row.checkpoint == "blocks":
+        model.set_grad_checkpointing(True)
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(row.batch, 3, 224, 224, device="cuda")
+    start = time.perf_counter()
+    try:
+        with sdpa_kernel(getattr(SDPBackend, BACKENDS[row.attention])):
+            _step(model, x, opt, row.amp)
+            opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+            _step(model, x, opt, row.amp)
+            torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+        return {"row": row.key, "peak_bytes": peak, "allocated_before": before,
+                "seconds": round(time.perf_counter() - start, 3)}
+    finally:
+        del model, opt, x
+        torch.cuda.empty_cache()
+
+
+def run(out_dir: Path, only: str | None = None) -> None:
+    """Measure the rows (those whose key contains ``only``) and write ``memory_cuda.json`` and
+    ``memory_cuda.md`` into ``out_dir``; raise :class:`NoDevice` without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NoDevice("device_memory: no CUDA device (torch.cuda.is_available() is False); "
+                       "run it on a machine with a GPU")
+    results = []
+    for row in plan(cuda_rows(), only):
+        try:
+            results.append(measure(row))
+        except torch.cuda.OutOfMemoryError as error:  # one row too large leaves the others
+            results.append({"row": row.key, "error": str(error).splitlines()[0]})
+        print(f"{row.key}: {results[-1].get('peak_bytes', results[-1].get('error'))}",
+              flush=True)
+    data = document(results, torch.cuda.get_device_name(), torch.__version__)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / OUTPUT).write_text(json.dumps(data, indent=1) + "\n")
+    (out_dir / "memory_cuda.md").write_text(markdown(data))
+
+
+def document(results: list[dict[str, Any]], device: str, torch_version: str) -> dict[str, Any]:
+    """The JSON written (its schema: ``memory_cuda.schema.json`` beside this script)."""
+    return {"schema_version": SCHEMA_VERSION, "convention": CONVENTION, "device": device,
+            "torch": torch_version, "rows": results}
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """The measurements as a markdown table (bytes, and MiB = 2**20 bytes)."""
+    lines = [f"# Training-step peaks on {data['device']} (torch {data['torch']})", "",
+             "max_memory_allocated over the second step, after reset_peak_memory_stats.", "",
+             "| row | peak (bytes) | peak (MiB) | allocated before (bytes) |",
+             "| :--- | ---: | ---: | ---: |"]
+    lines += [f"| {r['row']} | {r['peak_bytes']:,} | {r['peak_bytes'] / 2**20:,.1f} | "
+              f"{r['allocated_before']:,} |" if "peak_bytes" in r
+              else f"| {r['row']} | failed: {r['error']} | | |" for r in data["rows"]]
+    return "\n".join(lines) + "\n"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=Path("reports"), help="folder written")
+    p.add_argument("--rows", help="measure only the rows whose key contains this")
+    p.add_argument("--list", action="store_true", help="print the planned rows and stop")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.list:
+        print("\n".join(r.key for r in plan(cuda_rows(), args.rows)))
+        return 0
+    try:
+        run(args.out, args.rows)
+    except NoDevice as error:
+        print(error, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

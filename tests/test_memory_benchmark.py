@@ -1,0 +1,298 @@
+"""The training-memory benchmark's parts that run without vitprof's predictor: the published
+estimators (benchmarks/memory_baselines.py), the rows (memory_rows.py), the CUDA script's plan
+and its refusal without CUDA (device_memory.py), and the page's tables from hand-made results
+(memory_accuracy.py). Expected numbers are derived by the arithmetic beside them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from torch import nn
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name: str) -> ModuleType:
+    """A benchmark script as a module (its siblings importable while it loads)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+baselines = load("memory_baselines")
+rows = load("memory_rows")
+device = load("device_memory")
+accuracy = load("memory_accuracy")
+MIB = 2**20
+
+
+# ------------------------------------------------------------------------------- baselines
+
+
+def test_the_formula_is_34sbh_plus_5as2b() -> None:
+    # DeiT-Ti at batch 128: s = 196 + 1 = 197, h = 192, a = 3
+    # 34 * 197 * 128 * 192 = 164,610,048; 5 * 3 * 197**2 * 128 = 74,513,280
+    shape = baselines.LayerShape(s=197, b=128, h=192, a=3)
+    assert baselines.layer_activation_bytes(shape) == 164_610_048 + 74_513_280
+    assert baselines.korthikanti_bytes([shape] * 12) == 12 * 239_123_328
+
+
+class Block(nn.Module):
+    """torchvision's layout: a block with ``num_heads`` around an nn.MultiheadAttention."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.num_heads = 2
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.attn(x, x, x, need_weights=False)[0]
+
+
+def test_attention_layers_are_the_innermost_modules_with_heads() -> None:
+    model = nn.Sequential(nn.Linear(4, 8), Block(), Block())
+    shapes = baselines.attention_shapes(model, torch.randn(3, 5, 4))
+    # two blocks, each read once at its attention's input: batch 3, 5 tokens, width 8, 2 heads
+    assert shapes == [baselines.LayerShape(s=5, b=3, h=8, a=2)] * 2
+
+
+def test_a_swin_window_is_one_sequence() -> None:
+    timm = pytest.importorskip("timm")
+    with torch.device("meta"):
+        model = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False)
+    shapes = baselines.attention_shapes(model, torch.randn(2, 3, 224, 224))
+    # 2 + 2 + 6 + 2 = 12 blocks; stage 1: 56 x 56 tokens in 7 x 7 windows: 64 windows of 49
+    # per image, 2 x 64 = 128 sequences, width 96, 3 heads; stage 4: one 7 x 7 window of 768
+    assert len(shapes) == 12
+    assert shapes[0] == baselines.LayerShape(s=49, b=128, h=96, a=3)
+    assert shapes[-1] == baselines.LayerShape(s=49, b=2, h=768, a=24)
+
+
+def test_accelerate_is_its_own_functions_result() -> None:
+    pytest.importorskip("accelerate")
+    model = nn.Linear(10, 10)  # 100 + 10 = 110 float32 parameters: T = 440 bytes
+    assert baselines.accelerate_bytes(model, "float32") == 4 * 440  # the step: 4T
+    assert baselines.accelerate_bytes(model, "bfloat16") == 2 * 440  # Adam's state: 2T
+
+
+def test_deepspeed_counts_a_shared_parameter_once() -> None:
+    shared = nn.Linear(4, 4)  # 16 + 4 = 20
+    model = nn.Sequential(shared, nn.ReLU(), shared, nn.Linear(4, 2))  # + 8 + 2 = 10
+    assert baselines.model_params(model) == (30, 20)
+    assert baselines.zero2_bytes(30) == 4 * 30 + 16 * 30  # 600
+    assert baselines.zero3_bytes(30, 20) == 4 * 20 + 18 * 30  # 620
+
+
+# ------------------------------------------------------------------------------- rows
+
+
+def test_the_acceptance_grid_is_two_models_two_batches_two_precisions_two_checkpoints() -> None:
+    grid = rows.acceptance_grid()
+    assert len({r.key for r in grid}) == 2 * 2 * 2 * 2
+    assert {r.model for r in grid} == {rows.DEIT_TI, rows.DEIT_S}
+    assert {(r.batch, r.precision, r.checkpoint) for r in grid} == {
+        (b, p, c) for b in (8, 32) for p in ("float32", "bfloat16") for c in ("none", "blocks")}
+
+
+def test_cuda_rows_hold_the_grid_vit_b_16_at_64_fused_and_mesa() -> None:
+    keys = [r.key for r in rows.cuda_rows()]
+    assert len(keys) == len(set(keys))
+    # float32 has no flash kernel on CUDA: the fused path is the memory-efficient one
+    assert f"{rows.DEIT_TI}/b8/float32/none/efficient" in keys
+    assert f"{rows.DEIT_TI}/b8/bfloat16/blocks/flash" in keys
+    assert {r.key for r in map(rows.cuda_attention, rows.acceptance_grid())} <= set(keys)
+    assert {"vit_b_16/b64/float32/none/efficient", "vit_b_16/b64/bfloat16/none/flash"} <= set(keys)
+    assert f"{rows.DEIT_B}/b128/float16/none/explicit" in keys
+    # every CPU row is measured on CUDA too
+    assert {r.key for r in map(rows.cuda_attention, rows.cpu_rows())} <= set(keys)
+
+
+def test_quick_rows_are_deit_tiny_at_batch_8_in_float32() -> None:
+    quick = rows.quick_rows()
+    # flash and math without checkpointing, flash with it
+    assert len(quick) == 3 and all(
+        r.model == rows.DEIT_TI and r.batch == 8 and r.amp is None for r in quick)
+
+
+# ------------------------------------------------------------------------------- device script
+
+
+def test_the_device_script_lists_its_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    assert device.main(["--list", "--rows", "vit_b_16"]) == 0
+    # vit_b_16 at batch 64, float32 (efficient) and bfloat16 (flash)
+    assert capsys.readouterr().out.split() == [
+        "vit_b_16/b64/float32/none/efficient", "vit_b_16/b64/bfloat16/none/flash"]
+
+
+def test_the_device_script_refuses_in_one_line_without_cuda(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert device.main(["--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no CUDA device" in err
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(device.NoDevice):
+        device.run(tmp_path)
+
+
+def test_the_device_json_has_a_version_a_convention_and_a_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(device.SCHEMA_FILE.read_text())
+    data = device.document([{"row": "a", "peak_bytes": 3, "allocated_before": 1, "seconds": 0.5},
+                            {"row": "b", "error": "CUDA out of memory."}], "GPU", "2.14")
+    jsonschema.validate(data, schema)
+    assert data["schema_version"] == 2 and "max_memory_allocated" in data["convention"]
+    with pytest.raises(jsonschema.ValidationError):  # a peak must be an integer
+        jsonschema.validate({**data, "rows": [{"row": "a", "peak_bytes": 1.5,
+                                               "allocated_before": 1, "seconds": 0}]}, schema)
+
+
+def test_the_device_markdown_lists_each_row() -> None:
+    data = {"device": "GPU", "torch": "2", "rows": [
+        {"row": "a", "peak_bytes": 3 * MIB, "allocated_before": MIB},
+        {"row": "b", "error": "CUDA out of memory."}]}
+    text = device.markdown(data)
+    assert f"| a | {3 * MIB:,} | 3.0 | {MIB:,} |" in text
+    assert "| b | failed: CUDA out of memory. | | |" in text
+
+
+# ------------------------------------------------------------------------------- the page
+
+
+def result(measured: int, predicted: int, **baseline: int) -> object:
+    fields = {"params": 10 * MIB, "formula": 100 * MIB, "accelerate": 40 * MIB,
+              "zero2": 200 * MIB, "zero3": 190 * MIB, **baseline}
+    return accuracy.Result(rows.Row(rows.DEIT_TI, 8), predicted, measured, 50 * MIB, 50 * MIB,
+                           1.5, accuracy.Baselines(**fields))
+
+
+def test_the_error_is_in_percent_of_the_measurement() -> None:
+    assert accuracy.error(102, 100) == 2.0
+    assert accuracy.error(97, 100) == -3.0
+
+
+def test_the_accuracy_table_and_summary() -> None:
+    # 1,000 MiB measured: predicted 1,020 (+2.0%) and 950 (-5.0%)
+    results = [result(1000 * MIB, 1020 * MIB), result(1000 * MIB, 950 * MIB)]
+    table = accuracy.accuracy_table(results)
+    assert (f"| {rows.DEIT_TI} | 8 | float32 | none | flash | {1000 * MIB:,} | {1020 * MIB:,} "
+            f"| +2.0% | {50 * MIB:,} | +0 | 1.5 |") in table
+    assert accuracy.accuracy_summary(results) == (
+        "1 of 2 rows within 3% of the measured peak (largest error 5.00%); "
+        "saved-for-backward bytes equal to the byte on 2 of 2.")
+
+
+def test_the_baselines_table_puts_each_estimate_against_the_measurement() -> None:
+    table = accuracy.baselines_table([result(1000 * MIB, 1020 * MIB)])
+    # formula 100 MiB: -90.0%; + 16 B x 10 Mi params = 100 + 160 = 260 MiB: -74.0%;
+    # accelerate 40 MiB: -96.0%; ZeRO-2 200 MiB: -80.0%; ZeRO-3 190 MiB: -81.0%
+    assert ("| 1,020 MiB (+2.0%) | 100 MiB (-90.0%) | 260 MiB (-74.0%) | 40 MiB (-96.0%) | "
+            "200 MiB (-80.0%) | 190 MiB (-81.0%) |") in table
+    findings = "\n".join(accuracy.baselines_findings(
+        [result(1000 * MIB, 1020 * MIB), result(500 * MIB, 500 * MIB)]))
+    # the formula: 100 / 1,000 -> -90.0%, 100 / 500 -> -80.0%
+    assert "**34sbh + 5as²b** (-90.0% to -80.0%)" in findings
+
+
+def test_cuda_rows_say_not_measured_without_a_measurement_file() -> None:
+    lines = accuracy.cuda_section(None, {})
+    assert lines[0].startswith("Not measured: no GPU was lent")
+    data = {"device": "H100", "torch": "2", "rows": [
+        {"row": "r", "peak_bytes": 100 * MIB, "allocated_before": 0},
+        {"row": "s", "error": "CUDA out of memory."}]}
+    table = "\n".join(accuracy.cuda_section(data, {"r": 104 * MIB}))
+    assert f"| r | {100 * MIB:,} | {104 * MIB:,} | +4.0% |" in table  # 104 / 100 - 1
+    assert "| s | failed: CUDA out of memory. | | |" in table
+
+
+def test_a_cuda_file_is_read_back_into_its_rows(tmp_path: Path) -> None:
+    key = rows.cuda_rows()[0].key
+    data = device.document([{"row": key, "peak_bytes": 1, "allocated_before": 0, "seconds": 0}],
+                           "GPU", "2")
+    (tmp_path / device.OUTPUT).write_text(json.dumps(data))
+    cuda = accuracy.load_cuda(tmp_path / device.OUTPUT)
+    assert cuda is not None and [r.key for r in accuracy.cuda_rows_of(cuda)] == [key]
+    assert accuracy.load_cuda(tmp_path / "absent.json") is None
+    (tmp_path / "old.json").write_text(json.dumps({**data, "schema_version": 1}))
+    refusal = re.escape("old.json: not a device_memory.py measurement: 2 was expected")
+    with pytest.raises(SystemExit, match=refusal):
+        accuracy.load_cuda(tmp_path / "old.json")
+
+
+def test_the_mesa_table_compares_with_the_published_mib() -> None:
+    mesa = accuracy.MesaRow(rows.Row(rows.DEIT_TI, 128, "float16", "none", "explicit"),
+                            published_mib=4171, predicted=4000 * MIB, states=87 * MIB,
+                            saved=3000 * MIB, formula=12 * 239_123_328)
+    table = accuracy.mesa_table([mesa])
+    # 4,000 / 4,171 - 1 = -4.1%; the formula: 12 x 239,123,328 = 2,869,479,936 bytes
+    # = 2,736.5 MiB, 2,736.5 / 4,171 - 1 = -34.4%
+    assert (f"| {rows.DEIT_TI} | 4,171 | 4,000 | -4.1% | 87 | 3,000 | 2,737 | -34.4% |"
+            in table)
+
+
+def test_the_explicit_path_turns_timms_fused_attention_off() -> None:
+    pytest.importorskip("timm")
+    fused = device.build(rows.Row(rows.DEIT_TI, 1))
+    explicit = device.build(rows.Row(rows.DEIT_TI, 1, attention="explicit"))
+    # DeiT-Ti: 12 blocks, one attention module each
+    assert [m.fused_attn for m in explicit.modules() if hasattr(m, "fused_attn")] == [False] * 12
+    assert all(m.fused_attn for m in fused.modules() if hasattr(m, "fused_attn"))
+
+
+def test_the_mesa_verdict_follows_the_numbers() -> None:
+    def mesa(predicted_mib: int) -> object:
+        return accuracy.MesaRow(rows.Row(rows.DEIT_TI, 128, "float16", "none", "explicit"),
+                                published_mib=1000, predicted=predicted_mib * MIB, states=0,
+                                saved=0, formula=600 * MIB)
+
+    # 1,040 / 1,000 - 1 = +4.0% and 970 / 1,000 - 1 = -3.0%: within 5%
+    assert accuracy.mesa_verdict([mesa(1040), mesa(970)]).startswith(
+        "Reproduced: vitprof's predictions are within 4.0% of Mesa's figures.")
+    # 620 / 1,000 - 1 = -38.0%; the formula: 600 / 1,000 - 1 = -40.0%
+    verdict = accuracy.mesa_verdict([mesa(620), mesa(1000)])
+    assert verdict.startswith("Not reproduced: vitprof's predictions are -38.0% to +0.0% off")
+    assert verdict.endswith("The 34sbh + 5as²b formula alone is -40.0% to -40.0% off them.")
+
+
+def test_main_writes_the_page_and_its_figure(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    from test_memory_render import ESTIMATE  # a hand-built estimate stands in for vitprof's
+
+    from vitprof.render import figures
+
+    monkeypatch.setattr(accuracy, "run_row", lambda row: result(1000 * MIB, 1010 * MIB))
+    monkeypatch.setattr(accuracy, "predict", lambda row, target: ESTIMATE)
+    monkeypatch.setattr(accuracy, "mesa_row", lambda row: accuracy.MesaRow(
+        row, 1000, 1000 * MIB, 0, 0, 600 * MIB))
+    assert accuracy.main(["--out", str(tmp_path), "--quick"]) == 0
+    page = (tmp_path / "memory.md").read_text()
+    headings = [line for line in page.splitlines() if line.startswith("#")]
+    assert headings == [
+        "# Training memory: predicted against measured",
+        "## CPU: vitprof against the measured peak", "## CUDA",
+        "## The other estimates on the same rows", "## Mesa's DeiT figures",
+        f"## Training memory: {rows.DEIT_S}"]  # the shown row's model, not the estimate's
+    assert "`python benchmarks/memory_accuracy.py --quick`" in page
+    # 3 quick rows, each 1,010 / 1,000 - 1 = +1.0%
+    assert "3 of 3 rows within 3% of the measured peak (largest error 1.00%)" in page
+    assert "Not measured: no GPU was lent" in page
+    assert f"![memory over one training step of {rows.DEIT_S}](memory_timeline.png)" in page
+    assert figures.read_digest(tmp_path / "memory_timeline.png") is not None
+
+
+def test_main_refuses_a_filter_no_row_matches(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        accuracy.main(["--rows", "no_such_model"])
+    assert exit_.value.code == 2
+    assert "no row's key contains no_such_model" in capsys.readouterr().err

@@ -1,0 +1,242 @@
+"""A training-memory estimate as a figure (its timeline) and as a markdown section. Renders;
+never predicts.
+
+Convention (stated in every section): sizes are bytes (exact integers; MiB = 2**20 bytes). A
+component's row is its parameters, their gradients, the optimizer's state for them and the
+activations autograd saves for the backward; the **peak** is the most bytes alive at once
+during one training step (forward, backward, optimizer step), parameters, gradients, optimizer
+state and every activation and temporary held at that moment included, as the estimate's
+target allocator holds them.
+
+The renderer reads an estimate through the protocols below (the fields of
+``vitprof.MemoryEstimate``, ``MemoryEvent`` and ``ComponentMemory`` it uses), so any object with
+those fields renders.
+
+The timeline figure (kind ``memory_timeline``, drawn by :func:`vitprof.render.figures.save`):
+the bytes alive after each operation against the operation's index, stacked by the keys of
+``MemoryEvent.live`` that hold bytes at some operation (parameters, optimizer state, gradients,
+any other key that is not a component alphabetically, such as the inputs or a workspace, then
+the components in :data:`~vitprof.core.records.COMPONENTS` order), each phase's run of
+operations shaded, the estimate's peak marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from matplotlib.figure import Figure
+
+from vitprof.core.records import COMPONENTS
+from vitprof.render import figures
+from vitprof.render.figures import COLORS, FigureData
+from vitprof.render.formats import markdown_table
+
+CONVENTION = (
+    "bytes (MiB = 2**20 bytes); per component: parameters, their gradients, the optimizer's "
+    "state and the activations saved for the backward; peak = the most bytes alive at once "
+    "in one training step (forward, backward, optimizer step), everything held then included, "
+    "as the target's allocator holds it"
+)
+STATE_KEYS = ("parameters", "optimizer_state", "gradients")  # stacked first, in this order
+STATE_COLORS = {"parameters": "#4d4d4d", "optimizer_state": "#a6a6a6", "gradients": "#d9d9d9"}
+EXTRA_COLORS = ("#c5b0d5", "#f7b6d2", "#dbdb8d", "#9edae5", "#c49c94")  # other keys, in turn
+PHASE_COLORS = {"forward": "#dbe9f6", "backward": "#fbe3d6", "optimizer": "#e2f0d9"}
+KIND = "memory_timeline"
+
+
+class ComponentMemoryLike(Protocol):
+    """Bytes of one component (or block), as ``vitprof.ComponentMemory`` holds them."""
+
+    @property
+    def params(self) -> int: ...
+    @property
+    def grads(self) -> int: ...
+    @property
+    def optimizer_state(self) -> int: ...
+    @property
+    def activations(self) -> int: ...
+
+
+class MemoryEventLike(Protocol):
+    """One operation of the step, as ``vitprof.MemoryEvent`` holds it."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def component(self) -> str: ...
+    @property
+    def live(self) -> Mapping[str, int]: ...
+
+
+class MemoryEstimateLike(Protocol):
+    """The fields of ``vitprof.MemoryEstimate`` this module renders."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def input(self) -> str: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def settings(self) -> Mapping[str, str]: ...
+    @property
+    def peak_bytes(self) -> int: ...
+    @property
+    def peak_phase(self) -> str: ...
+    @property
+    def peak_index(self) -> int: ...
+    @property
+    def peak_component(self) -> str: ...
+    @property
+    def saved_bytes(self) -> int: ...
+    @property
+    def by_component(self) -> Mapping[str, ComponentMemoryLike]: ...
+    @property
+    def by_block(self) -> Mapping[int, ComponentMemoryLike]: ...
+    @property
+    def timeline(self) -> Sequence[MemoryEventLike]: ...
+    @property
+    def largest_batch(self) -> int | None: ...
+
+
+# ------------------------------------------------------------------------------- figure
+
+
+def stack_order(keys: Iterable[str]) -> list[str]:
+    """The keys of ``live`` in stacking order: parameters, optimizer state, gradients, any
+    other key that is not a component alphabetically, then the components in
+    :data:`COMPONENTS` order."""
+    present = set(keys)
+    state = [k for k in STATE_KEYS if k in present]
+    components = [k for k in COMPONENTS if k in present]
+    return state + sorted(present - {*state, *components}) + components
+
+
+def phase_spans(timeline: Sequence[MemoryEventLike]) -> list[tuple[str, int, int]]:
+    """Each run of consecutive events of one phase: (phase, first index, last index)."""
+    spans: list[tuple[str, int, int]] = []
+    for event in timeline:
+        if spans and spans[-1][0] == event.phase:
+            spans[-1] = (event.phase, spans[-1][1], event.index)
+        else:
+            spans.append((event.phase, event.index, event.index))
+    return spans
+
+
+def timeline_figure(estimate: MemoryEstimateLike) -> FigureData:
+    """The timeline of ``estimate`` as figure data: per key of ``live`` holding bytes at some
+    event, its bytes after every event (0 where an event's ``live`` lacks the key), the phases'
+    spans and the peak."""
+    keys = stack_order(k for event in estimate.timeline for k, v in event.live.items() if v)
+    return FigureData(KIND, f"{estimate.model}: memory over one training step", {
+        "index": [event.index for event in estimate.timeline],
+        "series": {k: [event.live.get(k, 0) for event in estimate.timeline] for k in keys},
+        "phases": [list(span) for span in phase_spans(estimate.timeline)],
+        "peak": {"index": estimate.peak_index, "bytes": estimate.peak_bytes,
+                 "phase": estimate.peak_phase, "component": estimate.peak_component},
+        "settings": dict(estimate.settings),
+        "batch_size": estimate.batch_size,
+    })
+
+
+def unit_for(peak_bytes: int) -> tuple[str, int]:
+    """The unit the figure draws in: GiB from 2 GiB up, MiB below."""
+    return ("GiB", 2**30) if peak_bytes >= 2 * 2**30 else ("MiB", 2**20)
+
+
+def _draw_timeline(fig: Figure, data: dict[str, Any]) -> None:
+    fig.set_size_inches(9.0, 4.5)  # room for the legend beside the axes
+    ax = fig.add_subplot()
+    unit, scale = unit_for(data["peak"]["bytes"])
+    for phase, first, last in data["phases"]:
+        ax.axvspan(first - 0.5, last + 0.5, color=PHASE_COLORS.get(phase, "#eeeeee"), lw=0)
+        ax.annotate(phase, xy=((first + last) / 2, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                    fontsize="x-small", color="#555555")
+    names = list(data["series"])
+    extra = iter(EXTRA_COLORS * len(names))
+    # each event holds its bytes over [index - 0.5, index + 0.5], as the phases' shading does
+    xs = [x for i in data["index"] for x in (i - 0.5, i + 0.5)]
+    ax.stackplot(xs, *([b / scale for b in data["series"][k] for _ in (0, 1)] for k in names),
+                 labels=[k.replace("_", " ") for k in names],
+                 colors=[STATE_COLORS.get(k) or COLORS.get(k) or next(extra) for k in names])
+    peak = data["peak"]
+    ax.plot(peak["index"], peak["bytes"] / scale, marker="v", color="black", zorder=3)
+    ax.annotate(f"peak {peak['bytes'] / scale:,.2f} {unit}\n{peak['phase']}, {peak['component']}",
+                xy=(peak["index"], peak["bytes"] / scale), xytext=(0, 6),
+                textcoords="offset points", ha="center", va="bottom", fontsize="x-small")
+    ax.set_ylim(0, 1.2 * peak["bytes"] / scale or 1.0)
+    if xs:
+        ax.set_xlim(xs[0], xs[-1])
+    ax.set_xlabel("operation index")
+    ax.set_ylabel(f"alive ({unit})")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="x-small")
+
+
+figures.register(KIND, _draw_timeline)
+
+
+# ------------------------------------------------------------------------------- markdown
+
+HEADERS = ("params", "grads", "optimizer state", "activations (saved)", "total")
+
+
+def mib(value: int) -> str:
+    """Bytes in MiB, two decimals."""
+    return f"{value / 2**20:,.2f} MiB"
+
+
+def memory_row(label: str, memory: ComponentMemoryLike) -> list[str]:
+    """One table row: the label, the four kinds of bytes and their sum."""
+    values = (memory.params, memory.grads, memory.optimizer_state, memory.activations)
+    return [label, *(f"{v:,}" for v in values), f"{sum(values):,}"]
+
+
+def memory_table(first: str, rows: Mapping[Any, ComponentMemoryLike], total: str = "total"
+                 ) -> str:
+    """A pipe table of ``rows`` (label -> bytes) and their sum, labelled ``total``."""
+    totals = [sum(getattr(m, f) for m in rows.values())
+              for f in ("params", "grads", "optimizer_state", "activations")]
+    body = [memory_row(str(label), m) for label, m in rows.items()]
+    body.append([total, *(f"{v:,}" for v in totals), f"{sum(totals):,}"])
+    return markdown_table((first, *HEADERS), body)
+
+
+def peak_line(estimate: MemoryEstimateLike) -> str:
+    """Where the peak is: bytes, phase, operation index (and its op when the timeline has it)
+    and component."""
+    ops = {event.index: event.op for event in estimate.timeline}
+    op = f" ({ops[estimate.peak_index]})" if estimate.peak_index in ops else ""
+    return (f"peak: {estimate.peak_bytes:,} bytes ({mib(estimate.peak_bytes)}) in the "
+            f"{estimate.peak_phase}, at operation {estimate.peak_index}{op}, "
+            f"component {estimate.peak_component}")
+
+
+def memory_section(estimate: MemoryEstimateLike, figure: str | None = None,
+                   level: int = 2) -> str:
+    """The estimate as a markdown section: its input and settings, the peak, the bytes saved
+    for the backward, the largest batch that fits (when asked for), the convention, the table
+    per component and per block and, when ``figure`` names one, the timeline figure."""
+    settings = ", ".join(f"{k} {v}" for k, v in estimate.settings.items())
+    lines = [
+        f"{'#' * level} Training memory: {estimate.model}", "",
+        f"- input: {estimate.input}; batch size {estimate.batch_size}",
+        f"- settings: {settings}",
+        f"- {peak_line(estimate)}",
+        f"- saved for the backward: {estimate.saved_bytes:,} bytes "
+        f"({mib(estimate.saved_bytes)})",
+    ]
+    if estimate.largest_batch is not None:
+        lines.append(f"- largest batch that fits: {estimate.largest_batch}")
+    lines += [f"- convention: {CONVENTION}", "",
+              memory_table("component", estimate.by_component), ""]
+    if estimate.by_block:
+        lines += [memory_table("block", estimate.by_block, "all blocks"), ""]
+    if figure:
+        lines += [f"![memory over one training step of {estimate.model}]({figure})", ""]
+    return "\n".join(lines)
