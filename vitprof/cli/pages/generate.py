@@ -3,7 +3,7 @@ zoo table, the corrections to the source notes and an index (``README.md``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from vitprof.render.pages.note_models import dynamic_vit_about
 from vitprof.render.pages.timm_published import FILES as TIMM_FILES
 from vitprof.render.pages.timm_published import PAGE, timm_published_page
 from vitprof.render.pages.zoo_table import zoo_page
+from vitprof.workload import InputRequest
 
 ALL_MODELS: tuple[str, ...] = TORCHVISION_VITS
 # Model pages of --all beyond the torchvision ViTs: the one model whose blocks differ (its
@@ -100,20 +101,19 @@ def corrections_of_notes() -> Page:
 
 
 def pages(
-    models: Sequence[str], everything: bool = False, inputs: Mapping[str, Any] | None = None,
+    models: Sequence[str], everything: bool = False, request: InputRequest | None = None,
     recognizer: str = "auto",
 ) -> list[Page]:
     """The pages of ``models`` (any names :func:`vitprof.analyze` accepts), plus the zoo,
     corrections and index pages when ``everything`` (``--all``: the torchvision ViTs and
-    :data:`NOTE_MODELS`). ``inputs`` (the input keywords of ``analyze``) set the input of the
-    model pages and ``recognizer`` who names their components
+    :data:`NOTE_MODELS`). ``request`` (:class:`vitprof.workload.InputRequest`) sets the input
+    of the model pages and ``recognizer`` who names their components
     (:func:`~vitprof.checks.page_inputs.model_page_inputs`); the pages of :data:`NAMED_PAGES`
     are counted at their own sizes by the auto recognizer and refuse them."""
     names = [*ALL_MODELS, *NOTE_MODELS] if everything else list(models)
     if not names:
         raise UserError("name at least one model, or use --all")
-    given = [f"--{key.replace('_', '-')}" for key, value in (inputs or {}).items()
-             if value is not None]
+    given = [f"--{key.replace('_', '-')}" for key in (request.given() if request else [])]
     given += ["--recognizer"] if recognizer != "auto" else []
     named = [name for name in names if name in NAMED_PAGES]
     if given and named:
@@ -121,7 +121,7 @@ def pages(
                         f"options ({', '.join(given)}) apply to model pages only (see "
                         "'vitprof report --help')")
     result = [NAMED_PAGES[name]() if name in NAMED_PAGES
-              else model_report(model_page_inputs(name, inputs, recognizer), about(name))
+              else model_report(model_page_inputs(name, request, recognizer), about(name))
               for name in progress(names, desc="report", unit="model")]
     if everything:
         result += folder_pages(names)
