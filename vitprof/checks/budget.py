@@ -383,7 +383,7 @@ def _parse_entry(
         name=name,
         model=model if model is not None else _model(name, settings, where),
         checks=tuple(checks),
-        request=_request(settings, name, where),
+        request=_request(settings),
         overrides=settings.get("map", ()),
         recognizer=settings.get("recognizer", "auto"),
         origin=where.place((name, "model") if "model" in table else (name,)),
@@ -391,14 +391,14 @@ def _parse_entry(
     )
 
 
-def _request(settings: dict[str, Any], name: str, where: _Source) -> InputRequest:
-    """The :class:`vitprof.workload.InputRequest` of an entry's input keys (each already
-    checked against its kind); one the request refuses names the entry."""
-    keys = ("image_size", "frames", "in_chans", "dtype", "batch_size", "num_classes")
-    try:
-        return InputRequest(**{key: settings[key] for key in keys if key in settings})
-    except UserError as error:
-        raise where.error((name,), str(error)) from None
+REQUEST_KEYS = ("image_size", "frames", "in_chans", "dtype", "batch_size", "num_classes")
+"""The keys of an entry that make its :class:`vitprof.workload.InputRequest`."""
+
+
+def _request(settings: dict[str, Any]) -> InputRequest:
+    """The request of an entry's input keys, each checked against its kind already (placed on
+    its line), none of which excludes another."""
+    return InputRequest(**{key: settings[key] for key in REQUEST_KEYS if key in settings})
 
 
 def _baseline(settings: dict[str, Any], name: str, where: _Source) -> Baseline | None:
