@@ -619,18 +619,14 @@ def _resolve(model: str, where: _Source) -> str:
 # ---------------------------------------------------------------------------- input override
 
 
-INPUT_KEYS = ("image_size", "frames", "in_chans", "dtype", "input_shape")
-"""The keywords of ``analyze()`` that :func:`at_input` puts in place of an entry's own."""
-
-
 def at_input(budget: Budget, inputs: InputRequest) -> Budget:
-    """``budget`` checked at another input: each of :data:`INPUT_KEYS` given in ``inputs``
-    (None: not given) replaces the entry's own, the others stay the entry's;
-    ``input_shape``, the whole tensor, also replaces its image size, frames, channels and batch
-    size. ``input_override`` says what was replaced (``"image_size 224x320"``); ``budget``
-    itself when nothing is given. A zoo model's image size is checked here, before any model
-    runs, as the file's own is when it is read."""
-    given = {key: getattr(inputs, key) for key in INPUT_KEYS if getattr(inputs, key) is not None}
+    """``budget`` checked at another input: each field ``inputs`` gives
+    (:meth:`~vitprof.workload.InputRequest.given`) replaces the entry's own, the others stay
+    the entry's; ``input_shape``, the whole tensor, also replaces its image size, frames,
+    channels and batch size. ``input_override`` says what was replaced (``"image_size
+    224x320"``); ``budget`` itself when nothing is given. A zoo model's image size is checked
+    here, before any model runs, as the file's own is when it is read."""
+    given = {key: getattr(inputs, key) for key in inputs.given()}
     if not given:
         return budget
     if "image_size" in given:
