@@ -639,10 +639,12 @@ def at_input(budget: Budget, inputs: InputRequest) -> Budget:
 
 
 def _input_text(value: Any) -> str:
-    """An input keyword's value as the command line writes it: sizes joined by ``x``, a dtype
-    by its name."""
+    """An input keyword's value as the command line writes it: sizes joined by ``x``, several
+    shapes by spaces, a dtype by its name."""
     if isinstance(value, torch.dtype):
         return dtype_name(value)
+    if isinstance(value, tuple | list) and value and isinstance(value[0], tuple | list):
+        return " ".join(map(_input_text, value))
     return "x".join(map(str, value)) if isinstance(value, tuple | list) else str(value)
 
 
