@@ -169,8 +169,10 @@ class InputRequest:
     model named is built for it where it can be: :func:`_built_for_shape`); ``inputs`` the
     arguments themselves: a tensor, a tuple of them, a dict of keyword arguments, or a callable
     ``(device, dtype) -> args | (args, kwargs)``; ``batch_size`` the batch; ``num_classes`` the
-    classes of a model built by name (0: no head). ``input_shape`` excludes the first three and
-    a batch size, ``inputs`` every size.
+    classes of a model built by name (0: no head); ``extra_shapes`` the shapes of further
+    positional tensors fed after the input, in its dtype (timm's ``attn_mask``, ``B, 1, N, N``;
+    Hugging Face's ``bool_masked_pos``, ``B, Np``). ``input_shape`` excludes the first three
+    and a batch size, ``inputs`` every size and extra shape.
 
     Checked once, here: every consumer (``analyze``, ``profile_model``, ``run_crosscheck``, the
     budgets, the sweep, the pages) takes the request as it is. The command line
@@ -186,6 +188,7 @@ class InputRequest:
     inputs: Any = None
     batch_size: int = 1
     num_classes: int | None = None
+    extra_shapes: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         set_ = partial(object.__setattr__, self)
@@ -200,6 +203,7 @@ class InputRequest:
             check_int("number of classes", self.num_classes, 0)
         if self.input_shape is not None:
             set_("input_shape", check_shape(self.input_shape))
+        set_("extra_shapes", tuple(_extra_shape(shape) for shape in self.extra_shapes))
         self._check_exclusions()
 
     def _check_exclusions(self) -> None:
@@ -211,6 +215,8 @@ class InputRequest:
                             "it excludes batch_size")
         if self.input_shape is not None:
             given.append("input_shape")
+        if self.extra_shapes:
+            given.append("extra_shapes")
         if self.inputs is not None and given:
             raise UserError(f"inputs are given: they exclude {', '.join(given)}")
 
@@ -239,6 +245,13 @@ class InputRequest:
         defaults = {f.name: f.default for f in fields(cls)}
         return [key for key, value in keywords.items()
                 if value is not None and not _same(value, defaults[key])]
+
+
+def _extra_shape(shape: object) -> tuple[int, ...]:
+    """The shape of an extra tensor: 1 or more positive ints, the batch first."""
+    if not isinstance(shape, tuple | list) or not shape:
+        raise UserError(f"an extra input shape needs at least the batch, got {shape!r}")
+    return tuple(check_int("extra input shape size", size, 1) for size in shape)
 
 
 def _same(value: Any, default: Any) -> bool:
@@ -363,6 +376,20 @@ def _input(
     module: nn.Module, request: InputRequest, entry: ZooEntry | None,
     built_size: ImageSize | None,
 ) -> tuple[InputSpec, str]:
+    """The input ``module`` is fed (:func:`_main_input`), followed by a tensor of each of the
+    request's ``extra_shapes`` in the input's dtype, and where it came from."""
+    spec, source = _main_input(module, request, entry, built_size)
+    if not request.extra_shapes:
+        return spec, source
+    extra = tuple(TensorSpec(shape, spec.dtype) for shape in request.extra_shapes)
+    shown = ", ".join("x".join(map(str, shape)) for shape in request.extra_shapes)
+    return replace(spec, args=(*spec.args, *extra)), f"{source}; extra tensors {shown} given"
+
+
+def _main_input(
+    module: nn.Module, request: InputRequest, entry: ZooEntry | None,
+    built_size: ImageSize | None,
+) -> tuple[InputSpec, str]:
     """The input ``module`` is fed, and where it came from: the given inputs, else, for a
     forward that takes no image tensor, its own arguments (:func:`vitprof.models.
     forward_inputs.own_forward_input`), else the given shape, else the model's own input at the
@@ -392,7 +419,9 @@ def _forward_input(own: OwnInput, request: InputRequest, dtype: torch.dtype) -> 
     it is a floating one; a size asked for is refused, not ignored."""
     asked = [what for what, value in (("image_size", request.image_size),
                                       ("frames", request.frames), ("in_chans", request.in_chans),
-                                      ("input_shape", request.input_shape)) if value is not None]
+                                      ("input_shape", request.input_shape),
+                                      ("extra_shapes", request.extra_shapes or None))
+             if value is not None]
     if asked:
         raise UserError(f"this model's forward takes {own.name} of {own.source}, not an image: "
                         f"{', '.join(asked)} cannot set it; give inputs=... instead")

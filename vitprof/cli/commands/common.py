@@ -101,10 +101,11 @@ def add_shape_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=PROFILE_DTYPES,
                         help="model and input dtype (default: the model's own; MACs do not "
                              "change, bytes do)")
-    parser.add_argument("--input-shape", type=input_shape, metavar="B,C,...",
+    parser.add_argument("--input-shape", type=input_shape, metavar="B,C,...", action="append",
                         help="the whole input tensor; a model named is built for it where its "
                              "builder takes the sizes, else at its own size (excludes "
-                             "--image-size, --frames, --in-chans, --batch-size)")
+                             "--image-size, --frames, --in-chans, --batch-size); again: a "
+                             "further positional tensor, such as a mask (B,1,N,N)")
     parser.set_defaults(validate=shape_conflicts)
 
 
@@ -136,7 +137,10 @@ def input_request(args: argparse.Namespace) -> InputRequest:
     ``--batch-size`` and ``--num-classes``, those the command has."""
     from vitprof.workload import InputRequest  # torch: imported when a command runs
 
-    return InputRequest(**shape_options(args), batch_size=getattr(args, "batch_size", 1),
+    shapes = getattr(args, "input_shape", None) or [None]
+    return InputRequest(**{**shape_options(args), "input_shape": shapes[0]},
+                        extra_shapes=tuple(shapes[1:]),
+                        batch_size=getattr(args, "batch_size", 1),
                         num_classes=getattr(args, "num_classes", None))
 
 
