@@ -141,7 +141,7 @@ def test_the_command_line_builds_one_request() -> None:
                                                dtype=torch.float16, batch_size=4, num_classes=0)
     # a command without --batch-size nor --num-classes (check, report) gets the defaults
     shape_only = argparse.Namespace(image_size=None, frames=None, in_chans=None, dtype=None,
-                                    input_shape=(1, 3, 16, 16))
+                                    input_shape=[(1, 3, 16, 16)])
     assert input_request(shape_only) == InputRequest(input_shape=(1, 3, 16, 16))
 
 
