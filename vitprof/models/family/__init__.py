@@ -26,6 +26,7 @@ FILES = (  # the registry: one line per library file, each declaring a LIBRARY
     "notes",
     "timm",
     "hugging_face",
+    "open_clip",
     "factory",
 )
 LIBRARIES: tuple[ModelLibrary, ...] = tuple(
