@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 
+from vitprof.core.records import Recognizer
+
 PROFILE_DTYPES = ("float32", "bfloat16", "float16")  # torch dtype names `profile` measures in
-# how a breakdown is recognized: auto (a table if it detects the model and its breakdown is
-# clean, else the graph), graph (roles read from the data flow), tables (a table, else generic)
-RECOGNIZERS = ("auto", "graph", "tables")
+# how a breakdown is recognized (:class:`vitprof.core.records.Recognizer`), as plain strings:
+# argparse shows repr()
+RECOGNIZERS: tuple[str, ...] = tuple(r.value for r in Recognizer)
 VIEWS = ("component", "block", "module", "op")  # the breakdowns `analyze --by` offers
 # the peers of `vitprof crosscheck`, in the order of their rows; each name is a row of
 # vitprof.checks.crosscheck.run.TABLE, which holds its unit and adapter (a test checks they agree)

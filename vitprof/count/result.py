@@ -8,6 +8,7 @@ fallback, with the units.
 from __future__ import annotations
 
 import re
+import warnings as _warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from vitprof.core.records import (
     Component,
     Counts,
     InputRecord,
+    Mode,
     OpRecord,
     ParamRecord,
 )
@@ -63,16 +65,24 @@ class Profile:
     input_shape: tuple[int, ...]  # (batch, channels, *spatial): the input tensor's shape
     device: str
     torch_version: str
-    family: str
+    recognizer: str  # who made the breakdown: a table's name, ``generic`` or ``graph``
     params: tuple[ParamRecord, ...]
     ops: tuple[OpRecord, ...]
     unsupported_ops: dict[str, int] = field(default_factory=dict)
     fallback: str | None = None
     warnings: tuple[str, ...] = ()  # every warning, the failed self-checks included
-    mode: str = "inference"
+    mode: Mode = Mode.INFERENCE
     input_source: str = ""  # where the input's size and channels came from (Workload)
     self_checks: tuple[str, ...] = ()  # the breakdown's failed self-checks (count.self_checks)
     inputs: tuple[InputRecord, ...] = ()  # every tensor of the forward (input_shape's among them)
+
+    @property
+    def family(self) -> str:
+        """Deprecated: :attr:`recognizer` (a model library is a family; this names who made
+        the breakdown)."""
+        _warnings.warn("Profile.family is deprecated; use Profile.recognizer",
+                       DeprecationWarning, stacklevel=2)
+        return self.recognizer
 
     @cached_property
     def totals(self) -> Counts:
@@ -284,7 +294,7 @@ class Profile:
             "input_shape": list(self.input_shape),
             "device": self.device,
             "torch_version": self.torch_version,
-            "family": self.family,
+            "family": self.recognizer,
             "mode": self.mode,
             "attention_implementation": self.attention_implementation,
             "units": dict(UNITS),
@@ -304,7 +314,7 @@ class Profile:
             "self_checks": list(self.self_checks),
             **({"inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype}
                            for i in self.inputs]} if self.inputs else {}),
-            **({"training": training_dict(self.ops)} if self.mode == "train" else {}),
+            **({"training": training_dict(self.ops)} if self.mode == Mode.TRAIN else {}),
         }
 
 

@@ -23,7 +23,7 @@ from torch import nn
 from vitprof.core.choices import RECOGNIZERS, peak_tflops_error
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
-from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord
+from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord, Recognizer
 from vitprof.count.families import Rule, recognize
 from vitprof.count.flooring import floor_warnings
 from vitprof.count.running import (
@@ -320,7 +320,7 @@ def profile_model(
     frames: int | None = None,
     in_chans: int | None = None,
     input_shape: Sequence[int] | None = None,
-    recognizer: str = "auto",
+    recognizer: str = Recognizer.AUTO,
 ) -> SpeedProfile:
     """Measure ``model`` (a name or an ``nn.Module`` already on ``device`` in ``dtype``).
 

@@ -1,0 +1,89 @@
+"""Results as plain data: closed vocabularies as str enums, displays registered by the renderer,
+module totals and the folded module table, on tiny models counted on meta."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from vitprof import analyze
+from vitprof.core.records import EventKind, Mode, Recognizer
+from vitprof.count.families import recognize
+from vitprof.count.session import Event, count, image_inputs
+
+
+class Inner(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 8)
+        self.act = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.fc(x))
+
+
+class Wrapper(nn.Module):
+    """A single-child chain: ``wrap`` holds ``inner`` alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Inner()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+class Outer(nn.Module):
+    """``head(wrap.inner(x))``: ``wrap`` and ``wrap.inner`` fold into one row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wrap = Wrapper()
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.wrap(x))
+
+
+SHAPE = (1, 3, 4)  # batch 1 of 3 tokens of 4 features
+
+
+# ------------------------------------------------------------------ vocabularies
+
+
+def test_mode_is_an_enum_that_reads_as_its_string() -> None:
+    profile = analyze(Outer(), input_shape=SHAPE, mode="train")
+    assert profile.mode is Mode.TRAIN and profile.mode == "train"
+    data = profile.to_dict()
+    assert json.loads(json.dumps(data))["mode"] == "train" and "training" in data
+    assert analyze(Outer(), input_shape=SHAPE).mode is Mode.INFERENCE
+
+
+def test_recognizer_names_are_an_enum_the_api_takes_as_strings() -> None:
+    assert [str(r) for r in Recognizer] == ["auto", "graph", "tables"]
+    by_string = analyze(Outer(), input_shape=SHAPE, recognizer="graph")
+    by_member = analyze(Outer(), input_shape=SHAPE, recognizer=Recognizer.GRAPH)
+    assert by_string.recognizer == by_member.recognizer == "graph"
+
+
+def test_module_events_say_their_kind_as_an_enum() -> None:
+    model = Outer()
+    events: list[Event] = []
+    count(model, image_inputs(torch.zeros(3, 4, device="meta")), recognize(model),
+          on_event=events.append)
+    assert {type(e.kind) for e in events} == {EventKind}
+    # each of the 6 modules (root, wrap, wrap.inner, wrap.inner.fc, wrap.inner.act, head)
+    # is entered once and left once
+    assert [e.kind for e in events].count(EventKind.ENTER) == 6
+    assert [e.kind for e in events].count("leave") == 6
+
+
+def test_family_is_a_deprecated_alias_of_recognizer() -> None:
+    profile = analyze(Outer(), input_shape=SHAPE, recognizer="tables")
+    assert profile.recognizer == "generic"  # no table detects Outer: the generic recognizer
+    with pytest.warns(DeprecationWarning, match="Profile.recognizer"):
+        assert profile.family == profile.recognizer
+    assert profile.to_dict()["family"] == "generic"  # the JSON key stays (schema_version 2)
