@@ -10,9 +10,19 @@ import torch
 from torch import nn
 
 from vitprof import analyze
+from vitprof.checks.crosscheck.table import CrossCheck
+from vitprof.checks.diff import Snapshot, compare
+from vitprof.checks.sweep import sweep_from
+from vitprof.core.display import Shown, show
 from vitprof.core.records import EventKind, Mode, Recognizer
 from vitprof.count.families import recognize
 from vitprof.count.session import Event, count, image_inputs
+from vitprof.render.crosscheck import crosscheck_document
+from vitprof.render.diff import diff_document
+from vitprof.render.document import Document
+from vitprof.render.formats import render
+from vitprof.render.sweep import sweep_document
+from vitprof.render.tables import profile_document, profile_repr
 
 
 class Inner(nn.Module):
@@ -87,3 +97,39 @@ def test_family_is_a_deprecated_alias_of_recognizer() -> None:
     with pytest.warns(DeprecationWarning, match="Profile.recognizer"):
         assert profile.family == profile.recognizer
     assert profile.to_dict()["family"] == "generic"  # the JSON key stays (schema_version 2)
+
+
+# ------------------------------------------------------------------ displays
+
+
+def _renders(result: object, document: Document, short: str) -> None:
+    """``result`` shows ``short`` as its repr and ``document`` as a notebook's markdown and
+    HTML: what the result's own methods returned before the renderer registered them."""
+    assert repr(result) == short
+    assert result._repr_markdown_() == render(document, "markdown")  # type: ignore[attr-defined]
+    assert result._repr_html_() == render(document, "html")  # type: ignore[attr-defined]
+
+
+def test_a_profile_shows_what_the_renderer_makes_of_it() -> None:
+    profile = analyze(Outer(), input_shape=SHAPE)
+    _renders(profile, profile_document(profile), profile_repr(profile))
+    assert repr(profile).startswith("Profile(Outer, ")
+
+
+def test_checks_results_show_their_tables() -> None:
+    small, large = analyze(Outer(), input_shape=SHAPE), analyze(Outer(), input_shape=(2, 3, 4))
+    diff = compare(Snapshot.from_profile(small), Snapshot.from_profile(large))
+    _renders(diff, diff_document(diff), render(diff_document(diff), "table"))
+    swept = sweep_from("Outer", "depth", None, [(1, small)])
+    _renders(swept, sweep_document(swept), render(sweep_document(swept), "table"))
+    check = CrossCheck("Outer", SHAPE, "float32", torch.__version__, "meta", "none seen",
+                       small.totals, [])
+    _renders(check, crosscheck_document(check), render(crosscheck_document(check), "table"))
+
+
+def test_an_unregistered_result_says_so() -> None:
+    class Unknown(Shown):
+        pass
+
+    with pytest.raises(LookupError, match="no display registered for Unknown"):
+        show(Unknown(), "html")

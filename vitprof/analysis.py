@@ -170,23 +170,33 @@ def analyze(
         except CountFailed as failed:
             raise run_failed(built.name, shape, run_device, failed.error) from None
     found = breakdown(built.module, mapping, run, built.rules, recognizer)
+    return profile_of(built, run, found, run_device, mode=Mode(mode), fallback=fallback)
+
+
+def profile_of(
+    work: Workload, run: Run, found: Found, device: str, *, mode: Mode = Mode.INFERENCE,
+    fallback: str | None = None,
+) -> Profile:
+    """The :class:`Profile` of ``found``, a breakdown of ``run`` (a count of ``work`` on
+    ``device``). Its warnings: the workload's, the convolutions' unread input (floors), the
+    breakdown's, the ops without a formula and the failed self-checks, in that order."""
     checks = tuple(self_checks(found.ops))
     return Profile(
-        model=built.name,
-        input_shape=shape,
-        device=run_device,
+        model=work.name,
+        input_shape=work.inputs.shape,
+        device=device,
         torch_version=torch.__version__,
         recognizer=found.family,
         params=found.params,
         ops=found.ops,
         unsupported_ops=run.unsupported,
         fallback=fallback,
-        warnings=built.warnings + floor_warnings(run.floors) + found.warnings
+        warnings=work.warnings + floor_warnings(run.floors) + found.warnings
         + unsupported_warning(run.unsupported) + checks,
-        mode=Mode(mode),
-        input_source=built.input_source,
+        mode=mode,
+        input_source=work.input_source,
         self_checks=checks,
-        inputs=built.inputs.records(),
+        inputs=work.inputs.records(),
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from vitprof.core.display import Shown
 from vitprof.core.records import (
     COMPONENTS,
     UNITS,
@@ -57,9 +58,11 @@ def _zero_components() -> dict[Component, Counts]:
     return {component: Counts() for component in COMPONENTS}
 
 
-@dataclass(frozen=True)
-class Profile:
-    """Everything one analysis found. Immutable; views are computed once, on first use."""
+@dataclass(frozen=True, repr=False)
+class Profile(Shown):
+    """Everything one analysis found. Immutable; views are computed once, on first use. Shown
+    (``repr()``, a notebook's markdown and HTML) as the renderer registered
+    (:mod:`vitprof.core.display`)."""
 
     model: str
     input_shape: tuple[int, ...]  # (batch, channels, *spatial): the input tensor's shape
@@ -263,28 +266,6 @@ class Profile:
 
     def by_op(self) -> pd.DataFrame:
         return _data_frame(self.op_rows(), columns=["op", "calls", *_COUNTS])
-
-    # ------------------------------------------------------------------ displays
-
-    def __repr__(self) -> str:
-        """Model, input, totals and the component table (not the records)."""
-        from vitprof.render.tables import profile_repr
-
-        return profile_repr(self)
-
-    def _repr_markdown_(self) -> str:
-        """A notebook's display: the component view in markdown."""
-        return self._rendered("markdown")
-
-    def _repr_html_(self) -> str:
-        """A notebook's display: header lines, totals and the component table."""
-        return self._rendered("html")
-
-    def _rendered(self, fmt: str) -> str:
-        from vitprof.render.formats import render
-        from vitprof.render.tables import profile_document
-
-        return render(profile_document(self), fmt)
 
     # ------------------------------------------------------------------ JSON
 

@@ -12,6 +12,7 @@ families accept disjoint sets of models, so it decides nothing else.
 
 from __future__ import annotations
 
+from vitprof.count.families import register_tables
 from vitprof.count.families.base import ComponentTable
 from vitprof.models.family import hugging_face, notes, timm, torchvision
 from vitprof.models.family.base import Inferrer, ModelFamily, ZooEntry
@@ -23,3 +24,5 @@ TABLES: tuple[ComponentTable, ...] = tuple(t for f in FAMILIES for t in f.tables
 INFERRERS: tuple[Inferrer, ...] = tuple(i for f in FAMILIES for i in f.inferrers)
 ENTRIES: tuple[ZooEntry, ...] = tuple(e for f in FAMILIES for e in f.entries)
 KNOWN = "; ".join(f.known for f in FAMILIES)
+
+register_tables(TABLES)
