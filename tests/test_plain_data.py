@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from vitprof import analyze
+from vitprof import UserError, analyze
 from vitprof.checks.crosscheck.table import CrossCheck
 from vitprof.checks.diff import Snapshot, compare
 from vitprof.checks.sweep import sweep_from
@@ -133,3 +133,46 @@ def test_an_unregistered_result_says_so() -> None:
 
     with pytest.raises(LookupError, match="no display registered for Unknown"):
         show(Unknown(), "html")
+
+
+# ------------------------------------------------------------------ module totals and table
+# Outer on 3 tokens of 4 features: wrap.inner.fc = Linear(4, 8), 4 * 8 + 8 = 40 params,
+# 3 * 4 * 8 = 96 MACs; head = Linear(8, 2), 8 * 2 + 2 = 18 params, 3 * 8 * 2 = 48 MACs;
+# wrap.inner.act (ReLU) holds no parameter and no MAC
+
+
+def test_total_of_a_module_holds_everything_under_it() -> None:
+    profile = analyze(Outer(), input_shape=SHAPE)
+    inner = profile.total("wrap.inner")
+    assert (inner.params, inner.macs) == (40, 96)
+    assert profile.total("wrap") == inner  # wrap runs inner alone
+    assert (profile.total("head").params, profile.total("head").macs) == (18, 48)
+    assert profile.total("wrap.inner.act").macs == 0
+    assert inner.vector_flops == (profile.total("wrap.inner.fc").vector_flops
+                                  + profile.total("wrap.inner.act").vector_flops)
+    assert profile.total() == profile.totals == inner + profile.total("head")  # 58 params
+    with pytest.raises(UserError, match=r"under the module 'wrap\.inne'"):
+        profile.total("wrap.inne")  # a prefix of a path is no module
+
+
+def test_by_module_depth_folds_single_child_chains() -> None:
+    profile = analyze(Outer(), input_shape=SHAPE)
+    top = profile.by_module(depth=1)
+    # wrap's one child, inner, has wrap's counts: one row, under inner's path
+    assert list(top["module"]) == ["(root)", "wrap.inner", "head"]
+    assert list(top["depth"]) == [0, 1, 1]
+    assert list(top["params"]) == [40 + 18, 40, 18] and list(top["macs"]) == [96 + 48, 96, 48]
+    rows = profile.module_tree_rows(2)
+    assert [(r["module"], r["depth"], r["macs"]) for r in rows] == [
+        ("(root)", 0, 144), ("wrap.inner", 1, 96), ("wrap.inner.fc", 2, 96),
+        ("wrap.inner.act", 2, 0), ("head", 1, 48)]
+    assert [r["module"] for r in profile.module_tree_rows(0)] == ["(root)"]
+    assert list(profile.by_module().columns[:2]) == ["module", "component"]  # as before
+
+
+def test_a_model_that_is_one_chain_folds_into_one_row() -> None:
+    profile = analyze(Wrapper(), input_shape=SHAPE)
+    # root -> inner has two children (fc, act): the root folds into inner, one level
+    assert [r["module"] for r in profile.module_tree_rows(0)] == ["inner"]
+    with pytest.raises(UserError, match="at least 0"):
+        profile.module_tree_rows(-1)
