@@ -27,6 +27,7 @@ from torch import nn
 
 from vitprof.analysis import analyze
 from vitprof.core.choices import SWEEP_AXES as AXES
+from vitprof.core.display import Shown
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import UNITS, Component, Counts
@@ -81,8 +82,8 @@ class Crossover:
     first_swept: int
 
 
-@dataclass(frozen=True)
-class Sweep:
+@dataclass(frozen=True, repr=False)
+class Sweep(Shown):
     """A model's counts along one axis, in the order the values were given, and the warnings of
     its analyses (each once, in the order first met)."""
 

@@ -27,7 +27,7 @@ from torch.func import functional_call
 from torch.utils._pytree import tree_leaves, tree_map
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import OpRecord, Phase
+from vitprof.core.records import EventKind, OpRecord, Phase
 from vitprof.count.counter import OpCounter
 from vitprof.count.families import ComponentMap
 from vitprof.count.flooring import Floor
@@ -93,12 +93,12 @@ def call(model: nn.Module, inputs: Inputs) -> Any:
 class Event:
     """A module entered or left during a counted run.
 
-    ``kind`` is ``"enter"`` or ``"leave"``; ``path`` the module's path (``""`` the root);
+    ``kind``: entered or left; ``path`` the module's path (``""`` the root);
     ``phase`` ``"forward"`` or ``"backward"``; ``ops`` the number of op records counted before
     it, so the records between two events are ``run.ops[a.ops:b.ops]``.
     """
 
-    kind: str
+    kind: EventKind
     path: str
     phase: Phase
     ops: int
@@ -149,14 +149,15 @@ def count(
     counter: OpCounter
     modules: ModuleStack
 
-    def notify(kind: str) -> Callable[[str, nn.Module], None] | None:
+    def notify(kind: EventKind) -> Callable[[str, nn.Module], None] | None:
         if on_event is None:
             return None
         return lambda path, _module: on_event(Event(
             kind, path, Phase.BACKWARD if modules.in_backward else Phase.FORWARD, counter.recorded
         ))
 
-    modules = ModuleStack(model, on_enter=notify("enter"), on_leave=notify("leave"),
+    modules = ModuleStack(model, on_enter=notify(EventKind.ENTER),
+                          on_leave=notify(EventKind.LEAVE),
                           backward=train and backward and on_event is not None)
     counter = OpCounter(model, mapping, params, formulas=formulas, modules=modules)
     forward = partial(_forward, model, inputs, substitutes)

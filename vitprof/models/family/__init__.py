@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 
+from vitprof.count.families import register_tables
 from vitprof.count.families.base import ComponentTable
 from vitprof.models.family.base import Inferrer, ModelLibrary, ZooEntry
 
@@ -36,3 +37,5 @@ TABLES: tuple[ComponentTable, ...] = tuple(t for f in LIBRARIES for t in f.table
 INFERRERS: tuple[Inferrer, ...] = tuple(i for f in LIBRARIES for i in f.inferrers)
 ENTRIES: tuple[ZooEntry, ...] = tuple(e for f in LIBRARIES for e in f.entries)
 KNOWN = "; ".join(f.known for f in LIBRARIES if f.known)
+
+register_tables(TABLES)
