@@ -14,9 +14,10 @@ and the last step is the one reported (from the second step on, the optimizer st
   total of the bytes allocated since profiling began (``total_allocated``). The CPU allocator
   keeps no cache (a free returns the block at once) and reports the size each tensor asked for,
   so that total is exactly the bytes the run holds at each moment, kernels' own scratch buffers
-  included. Only the last step is profiled, so the total counts what that step allocates; its
-  peak is the largest total, plus what was alive when it began (the parameters and buffers,
-  the optimizer state and the inputs, each storage once).
+  included. Only the last step is profiled, and the total before its first event is taken
+  off (the allocator's total runs on across profiles), so the total counts what that step
+  allocates; its peak is the largest total, plus what was alive when it began (the parameters
+  and buffers, the optimizer state and the inputs, each storage once).
 * **Saved for backward**: ``torch.autograd.graph.saved_tensors_hooks`` around the forward of the
   last step: each storage autograd packs for the backward counts once, whole (``nbytes`` of
   its storage: a view keeps its base alive); parameters are not counted (they exist anyway).
@@ -140,16 +141,24 @@ class _SavedBytes:
 
 
 def _allocation_totals(prof: profile) -> list[int]:
-    """The running total of allocated CPU bytes after each allocator event, in order."""
-    totals: list[tuple[int, int]] = []
+    """The bytes allocated during the profile after each allocator event, in order.
+
+    The allocator's ``total_allocated`` runs on across profiles (what one profile allocated and
+    the program freed after it never leaves it), so the total before the first event is
+    subtracted."""
+    events: list[tuple[int, int, int]] = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())  # type: ignore[union-attr]
     while stack:
         event = stack.pop()
         stack.extend(event.children)
         fields = event.extra_fields
         if type(fields).__name__ == "_ExtraFields_Allocation" and fields.device.type == "cpu":
-            totals.append((event.start_time_ns, fields.total_allocated))
-    return [total for _, total in sorted(totals)]
+            events.append((event.start_time_ns, fields.total_allocated, fields.alloc_size))
+    events.sort()
+    if not events:
+        return []
+    before = events[0][1] - events[0][2]
+    return [total - before for _, total, _ in events]
 
 
 def measure_training_memory(

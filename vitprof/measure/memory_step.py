@@ -250,7 +250,10 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
     timeline.hold(inputs)
     held = {timeline.allocation_of(t) for t in _tensors(inputs)} - {None}
     with _reparametrize_module(work.module, stand), ExitStack() as stack:
-        params = [t for name, t in work.module.named_parameters() if t.requires_grad]
+        params = [t for t in work.module.parameters() if t.requires_grad]
+        if settings.train and not params:
+            raise UserError(f"{work.name}: no parameter requires a gradient: there is no "
+                            f"training step to predict (try --mode inference)")
         opt = make_optimizer(settings.optimizer, params, settings.target) if settings.train \
             else None
         if opt is not None:
