@@ -88,7 +88,7 @@ def _checkpointing(model: nn.Module, every: int | None) -> Iterator[None]:
         def wrapped(*args: Any, _forward: Callable[..., Any] = forward, **kwargs: Any) -> Any:
             return checkpointed(_forward, *args, use_reentrant=False, **kwargs)
 
-        block.forward = wrapped  # type: ignore[method-assign]
+        block.forward = wrapped
     try:
         yield
     finally:

@@ -21,7 +21,7 @@ itself is run as it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -138,7 +138,7 @@ class _Logged(TorchDispatchMode):
         return out
 
 
-def make_optimizer(name: str, params: list[torch.Tensor], target: str) -> torch.optim.Optimizer:
+def make_optimizer(name: str, params: Sequence[torch.Tensor], target: str) -> torch.optim.Optimizer:
     """torch's optimizer ``name`` with its defaults (momentum 0.9 for sgd-momentum); on cuda
     the multi-tensor (foreach) implementation torch picks there by default, on the CPU the
     single-tensor one it picks there."""
@@ -161,7 +161,7 @@ def _stand_ins(module: nn.Module, fake: FakeTensorMode) -> dict[str, torch.Tenso
                 for name, t in [*module.named_parameters(), *module.named_buffers()]}
 
 
-def _initial_state(opt: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
+def _initial_state(opt: torch.optim.Optimizer, params: Sequence[torch.Tensor]) -> None:
     """Make the optimizer's state as a first step does (gradients set, a step, set to None)."""
     for p in params:
         p.grad = torch.empty_like(p)
@@ -196,10 +196,12 @@ def _autocast_forward(module: nn.Module, amp: torch.dtype | None) -> Iterator[No
 
 
 @contextmanager
-def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | None
-                         ) -> Iterator[None]:
+def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | None,
+                         kernel: Callable[..., Any]) -> Iterator[None]:
     """The blocks the breakdown found (``mapping.blocks``), one in ``every`` (blocks 0,
-    ``every``, ...), run under ``torch.utils.checkpoint`` (non-reentrant); restored on exit."""
+    ``every``, ...), run under ``torch.utils.checkpoint`` (non-reentrant); restored on exit.
+    The attention ``kernel`` is entered inside the checkpoint too: its recomputation in the
+    backward runs without the forward's torch-function modes."""
     chosen = [path for path, index in mapping.blocks.items()
               if every is not None and index % every == 0]
     if every is not None and not chosen:
@@ -210,14 +212,21 @@ def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | 
         forward = block.forward
 
         def run(*args: Any, _forward: Callable[..., Any] = forward, **kwargs: Any) -> Any:
-            return checkpointed(_forward, *args, use_reentrant=False, **kwargs)
+            return checkpointed(_with_kernel, kernel, _forward, *args, use_reentrant=False,
+                                **kwargs)
 
-        block.forward = run  # type: ignore[method-assign]
+        block.forward = run
     try:
         yield
     finally:
         for block in blocks:
             del block.forward
+
+
+def _with_kernel(kernel: Callable[..., Any], forward: Callable[..., Any], *args: Any,
+                 **kwargs: Any) -> Any:
+    with _AttentionKernel(kernel):
+        return forward(*args, **kwargs)
 
 
 class _Saved:
@@ -259,9 +268,10 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         if opt is not None:
             _initial_state(opt, params)
         saved = _Saved(timeline)
-        stack.enter_context(_checkpointed_blocks(work.module, mapping, settings.every))
+        kernel = KERNELS[settings.target, settings.attention]
+        stack.enter_context(_checkpointed_blocks(work.module, mapping, settings.every, kernel))
         stack.enter_context(_autocast_forward(work.module, settings.amp))
-        stack.enter_context(_AttentionKernel(KERNELS[settings.target, settings.attention]))
+        stack.enter_context(_AttentionKernel(kernel))
         stack.enter_context(fake)
         if not settings.train:
             stack.enter_context(torch.no_grad())

@@ -27,7 +27,7 @@ Conventions (bytes throughout):
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -49,6 +49,7 @@ from vitprof.count.timeline import Allocation, Moment
 from vitprof.measure.memory_step import Step, StepSettings, run_step
 from vitprof.workload import ImageSize, Workload, dtype_name, dtype_named, make_workload
 
+Rounding = Callable[[int], int]  # bytes as an allocator counts a request of n
 CUDA_BLOCK = 512  # the CUDA caching allocator rounds every block up to a multiple of this
 # cuBLAS's workspace on Hopper (CUBLAS_WORKSPACE_CONFIG's default there, :4096:8 = 8 x 4 MiB),
 # allocated through the caching allocator at the first matmul and kept
@@ -219,7 +220,7 @@ def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch
     kinds = _kinds(step, found)
     events, peak = _events(step, found, kinds, rounded, _fixed(work.module, step, rounded,
                                                                settings))
-    components, blocks = _tables(work.module, step, found, rounded)
+    components, blocks = _tables(work.module, step, found, rounded, settings)
     at = events[peak]
     return MemoryEstimate(
         model=work.name, input=work.inputs.describe().replace(
@@ -231,7 +232,7 @@ def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch
     )
 
 
-def _rounding(target: str):  # type: ignore[no-untyped-def]
+def _rounding(target: str) -> Rounding:
     """Bytes as the target's allocator counts a request of ``n``."""
     if target == "cuda":
         return lambda n: -(-n // CUDA_BLOCK) * CUDA_BLOCK
@@ -260,7 +261,7 @@ def _kinds(step: Step, found: Found) -> list[str]:
     return [kind(i, a) for i, a in enumerate(step.timeline.allocations)]
 
 
-def _fixed(module: nn.Module, step: Step, rounded, settings: StepSettings  # type: ignore[no-untyped-def]
+def _fixed(module: nn.Module, step: Step, rounded: Rounding, settings: StepSettings
            ) -> dict[str, int]:
     """What is alive before the step's first op: parameters and buffers, optimizer state,
     workspace (cuda); inputs and gradients start at 0 (they are logged)."""
@@ -285,13 +286,13 @@ def _nbytes(tensor: torch.Tensor) -> int:
     return tensor.untyped_storage().nbytes()
 
 
-def _events(step: Step, found: Found, kinds: list[str], rounded, fixed: dict[str, int]  # type: ignore[no-untyped-def]
-            ) -> tuple[list[MemoryEvent], int]:
+def _events(step: Step, found: Found, kinds: list[str], rounded: Rounding,
+            fixed: dict[str, int]) -> tuple[list[MemoryEvent], int]:
     """The timeline's events (one per op) and the index of the one at the peak: the op
     after whose allocations the total alive was largest."""
     live: dict[str, int] = defaultdict(int, fixed)
-    for component in COMPONENTS:
-        live[str(component)] += 0
+    for name in COMPONENTS:
+        live[str(name)] += 0
     events: list[MemoryEvent] = []
     best, peak = -1, 0
     pending_peak = False
@@ -312,26 +313,28 @@ def _events(step: Step, found: Found, kinds: list[str], rounded, fixed: dict[str
     return events, peak
 
 
-def _tables(module: nn.Module, step: Step, found: Found, rounded  # type: ignore[no-untyped-def]
+def _tables(module: nn.Module, step: Step, found: Found, rounded: Rounding,
+            settings: StepSettings
             ) -> tuple[dict[str, ComponentMemory], dict[int, ComponentMemory]]:
     """Per component and per block: parameters, gradients, optimizer state (by the
     parameter records of the breakdown, a fused projection's share by its elements), and the
     saved activations (by the op record that made them)."""
     sizes = {name: (p.numel(), _nbytes(p), p.requires_grad) for name, p in
              module.named_parameters()}
-    state = {name: sum(_nbytes(t) for t in ts) for name, ts in step.state.items()}
+    state = {name: sum(rounded(_nbytes(t)) for t in ts if _on_target(t, settings.target))
+             for name, ts in step.state.items()}
     by_component = {str(c): ComponentMemory() for c in COMPONENTS}
     by_block: dict[int, ComponentMemory] = {}
     for record in found.params:
         numel, nbytes, trainable = sizes[record.name]
+        nbytes, trainable = rounded(nbytes), trainable and settings.train
         share = ComponentMemory(
             nbytes * record.numel // numel, nbytes * record.numel // numel if trainable else 0,
             state.get(record.name, 0) * record.numel // numel, 0)
         _add(by_component, by_block, str(record.component), record.block, share)
     for i, nbytes in step.saved.items():
-        allocation = step.timeline.allocations[i]
-        record = found.ops[_record_index(found, allocation.position)]
-        _add(by_component, by_block, str(record.component), record.block,
+        op = found.ops[_record_index(found, step.timeline.allocations[i].position)]
+        _add(by_component, by_block, str(op.component), op.block,
              ComponentMemory(activations=rounded(nbytes)))
     return by_component, dict(sorted(by_block.items()))
 
