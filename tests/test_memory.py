@@ -280,3 +280,36 @@ def test_a_model_that_cannot_run_on_fake_tensors_says_what_it_tried() -> None:
     with pytest.raises(UserError, match=r"a training step \(forward in train mode, then "
                                         r"backward\) could not run on fake CPU tensors"):
         memory(DataDependent(), image_size=8)
+
+
+def _budget(tiny_file: str, limit: int, memory_table: str) -> list[object]:
+    import tomllib
+
+    from vitprof.checks.budget import parse_budgets
+
+    text = f'''
+[tiny]
+model = "{tiny_file}"
+batch_size = 2
+max_peak_bytes = {limit}
+memory = {memory_table}
+'''
+    return parse_budgets(tomllib.loads(text), text=text)  # type: ignore[return-value]
+
+
+def test_a_budget_bounds_the_peak(tiny_file: str) -> None:
+    from vitprof.checks.budget import evaluate
+
+    peak = memory(tiny(), batch_size=2, target="cpu", optimizer="sgd").peak_bytes
+    settings = '{ target = "cpu", optimizer = "sgd" }'
+    at, below = (evaluate(b) for b in  # type: ignore[arg-type]
+                 (*_budget(tiny_file, peak, settings), *_budget(tiny_file, peak - 1, settings)))
+    assert at.passed and not below.passed
+    assert [r.actual for r in below.failures] == [peak]
+
+
+def test_a_budget_refuses_unknown_memory_settings(tiny_file: str) -> None:
+    with pytest.raises(UserError, match="expected one of sgd, sgd-momentum, adam, adamw"):
+        _budget(tiny_file, 1, '{ optimizer = "lion" }')
+    with pytest.raises(UserError, match="unknown memory setting 'batch'"):
+        _budget(tiny_file, 1, '{ batch = "2" }')

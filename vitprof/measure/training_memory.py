@@ -165,6 +165,7 @@ def memory(
     amp: str | None = None, checkpoint: str | int = "none", target: str = "cuda",
     attention: str = "math", mode: str = "train", fit: int | None = None,
     frames: int | None = None, input_shape: Sequence[int] | None = None,
+    num_classes: int | None = None,
 ) -> MemoryEstimate:
     """The predicted memory of one step of ``model`` (an ``nn.Module`` or a name
     :func:`vitprof.analyze` accepts) at ``batch_size``; see the module for the conventions.
@@ -175,15 +176,16 @@ def memory(
     under activation checkpointing); ``target``: cuda or cpu (whose allocator and kernels);
     ``attention``: math, efficient or flash (the kernel ``scaled_dot_product_attention`` runs);
     ``mode``: train or inference. ``fit`` (bytes): also find the largest batch whose peak is at
-    most ``fit`` (:func:`vitprof.measure.memory_fit.largest_batch`). ``frames`` and
-    ``input_shape`` are :func:`vitprof.analyze`'s (the batch is then the shape's first size).
+    most ``fit`` (:func:`vitprof.measure.memory_fit.largest_batch`). ``frames``,
+    ``input_shape`` and ``num_classes`` are :func:`vitprof.analyze`'s (the batch is then the shape's first size).
     """
     check_int("batch size", batch_size, 1)
     settings = step_settings(optimizer, dtype, amp, checkpoint, target, attention, mode)
     if fit is not None:
         check_int("memory size", fit, 1)
     work = make_workload(model, image_size=image_size, batch_size=batch_size,
-                         in_chans=in_chans, dtype=dtype, frames=frames, input_shape=input_shape)
+                         in_chans=in_chans, dtype=dtype, frames=frames, input_shape=input_shape,
+                         num_classes=num_classes)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
     names = {"optimizer": optimizer, "dtype": dtype_name(dtype_named(dtype) or torch.float32),
