@@ -722,11 +722,11 @@ def _peak_bytes(budget: Budget) -> int | None:
     from vitprof.measure.training_memory import memory
 
     try:
+        settings: dict[str, Any] = dict(budget.memory)
         return memory(budget.model, image_size=budget.image_size, batch_size=budget.batch_size,
                       in_chans=budget.in_chans, frames=budget.frames,
                       input_shape=budget.input_shape, num_classes=budget.num_classes,
-                      dtype=budget.dtype or "float32",
-                      **dict(budget.memory)).peak_bytes
+                      dtype=budget.dtype or "float32", **settings).peak_bytes
     except UserError as error:
         raise UserError(f"{budget.where}: {error}") from None
 

@@ -177,7 +177,8 @@ def memory(
     ``attention``: math, efficient or flash (the kernel ``scaled_dot_product_attention`` runs);
     ``mode``: train or inference. ``fit`` (bytes): also find the largest batch whose peak is at
     most ``fit`` (:func:`vitprof.measure.memory_fit.largest_batch`). ``frames``,
-    ``input_shape`` and ``num_classes`` are :func:`vitprof.analyze`'s (the batch is then the shape's first size).
+    ``input_shape`` and ``num_classes`` are :func:`vitprof.analyze`'s (with ``input_shape``
+    the batch is the shape's first size).
     """
     check_int("batch size", batch_size, 1)
     settings = step_settings(optimizer, dtype, amp, checkpoint, target, attention, mode)
