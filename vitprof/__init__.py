@@ -16,10 +16,12 @@ from vitprof.core.display import on_first_display
 _EXPORTS = {
     "Component": "vitprof.core.records", "Counts": "vitprof.core.records",
     "Profile": "vitprof.count.result",
+    "memory": "vitprof.measure.training_memory",
+    "MemoryEstimate": "vitprof.measure.training_memory",
     "UserError": "vitprof.core.errors", "analyze": "vitprof.analysis",
 }
 
-__all__ = ["Component", "Counts", "Profile", "UserError", "analyze"]
+__all__ = ["Component", "Counts", "MemoryEstimate", "Profile", "UserError", "analyze", "memory"]
 __version__ = "0.1.0"
 
 

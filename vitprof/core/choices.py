@@ -39,3 +39,10 @@ def peak_tflops_error(value: float) -> str | None:
     if not low <= value <= high:
         return f"expected a peak from {low:g} to {high:g} TFLOP/s, got {value:g}"
     return None
+# `vitprof memory`: the optimizers whose state it models, the autocast dtypes, whose kernels and
+# allocator it models (target), the attention kernels and what a step is (mode)
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+AMP_DTYPES = ("bfloat16", "float16")
+MEMORY_TARGETS = ("cuda", "cpu")
+ATTENTION_PATHS = ("math", "efficient", "flash")
+MEMORY_MODES = ("train", "inference")
