@@ -15,7 +15,7 @@ from vitprof.checks.budget import at_input, evaluate, parse_budget
 from vitprof.checks.crosscheck import run_crosscheck
 from vitprof.cli.commands.common import input_request
 from vitprof.core.errors import UserError
-from vitprof.measure.measure import profile_model
+from vitprof.measure.profile import profile_model
 from vitprof.models.closed_form import closed_form
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.workload import InputRequest, make_workload

@@ -4,8 +4,8 @@ imports itself back through others (no import cycle).
 Layers, lowest first: ``core`` (vocabulary, errors, JSON schemas) < ``count`` and ``models``
 (counting and the models it counts) < ``workload`` and ``analysis`` (a model and its input, then
 one analysis of it) < ``measure`` < ``checks`` < ``render`` < ``cli``. A module may import from
-its own layer and those below it. Only module-level imports are read (an import inside a function is
-a lazy one, for start-up time), ``if TYPE_CHECKING:`` blocks excluded.
+its own layer and those below it. Every import is read, lazy ones (inside a function, for
+start-up time) included; only ``if TYPE_CHECKING:`` blocks are left out, as they never run.
 """
 
 from __future__ import annotations
@@ -35,17 +35,22 @@ def _is_type_checking(node: ast.If) -> bool:
     return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
 
 
-def module_level_imports(path: Path) -> set[str]:
-    """The vitprof modules ``path`` imports when it is imported."""
+def _type_checking_nodes(tree: ast.Module) -> set[int]:
+    """The ids of every node under an ``if TYPE_CHECKING:`` (its ``else`` runs)."""
+    return {id(inner) for node in ast.walk(tree)
+            if isinstance(node, ast.If) and _is_type_checking(node)
+            for statement in node.body for inner in ast.walk(statement)}
+
+
+def imports(path: Path) -> set[str]:
+    """The vitprof modules ``path`` imports, at import time or later, inside a function."""
+    tree = ast.parse(path.read_text())
+    skipped = _type_checking_nodes(tree)
     found: set[str] = set()
-    body = list(ast.parse(path.read_text()).body)
-    while body:
-        node = body.pop(0)
-        if isinstance(node, ast.If) and not _is_type_checking(node):
-            body.extend(node.body + node.orelse)
-        elif isinstance(node, ast.Try):
-            body.extend(node.body)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module.startswith("vitprof"):
                 found.add(node.module)
         elif isinstance(node, ast.Import):
@@ -53,13 +58,24 @@ def module_level_imports(path: Path) -> set[str]:
     return found
 
 
-GRAPH = {module_name(p): module_level_imports(p) for p in PACKAGE.rglob("*.py")}
+GRAPH = {module_name(p): imports(p) for p in PACKAGE.rglob("*.py")}
 
 
 def test_the_graph_is_read() -> None:
     # a broken reader would pass every check below on an empty graph
     assert "vitprof.count.records" not in GRAPH and "vitprof.core.records" in GRAPH
     assert "vitprof.core.errors" in GRAPH["vitprof.analysis"]
+
+
+def test_lazy_imports_are_read(tmp_path: Path) -> None:
+    # an import inside a function runs when it is called: it is read; one that never runs
+    # (under ``if TYPE_CHECKING:``) is not
+    source = tmp_path / "lazy.py"
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n    from vitprof.render import tables\n"
+                      "def show():\n    from vitprof.render.formats import render\n"
+                      "    import vitprof.cli.main\n")
+    assert imports(source) == {"vitprof.render.formats", "vitprof.cli.main"}
 
 
 @pytest.mark.parametrize("module", sorted(GRAPH))
@@ -71,7 +87,7 @@ def test_imports_run_down_the_layers(module: str) -> None:
 # The modules that build, analyse, count or measure: a renderer takes their finished results and
 # never calls them (it may name their types under ``if TYPE_CHECKING:``).
 COUNTING = ("vitprof.analysis", "vitprof.workload", "vitprof.count.session",
-            "vitprof.measure.measure", "vitprof.checks.page_inputs")
+            "vitprof.measure.profile", "vitprof.checks.page_inputs")
 RENDERERS = sorted(m for m in GRAPH if m == "vitprof.render" or m.startswith("vitprof.render."))
 
 

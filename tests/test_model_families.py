@@ -1,5 +1,5 @@
-"""A model family is one file of vitprof/models/family: its component table, its spec inferrers
-and its zoo entries, listed once in the registry."""
+"""A model library is one file of vitprof/models/family: its component table, its spec inferrers,
+its zoo entries and the names it builds, listed once in the registry."""
 
 from __future__ import annotations
 
@@ -12,43 +12,45 @@ import vitprof.models.family as registry
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 from vitprof.count.families import recognize
-from vitprof.models.family.base import ModelFamily
+from vitprof.models.family.base import ModelLibrary
 from vitprof.models.family.hugging_face import HF_CONFIGS
 from vitprof.models.family.torchvision import HIERARCHICAL
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import ZOO, build
 
-BY_NAME = {family.name: family for family in registry.FAMILIES}
+BY_NAME = {family.name: family for family in registry.LIBRARIES}
 
 
-def _family_files() -> dict[str, ModelFamily]:
-    """Every module of the package that declares a ``FAMILY``, by module name."""
+def _family_files() -> dict[str, ModelLibrary]:
+    """Every module of the package that declares a ``LIBRARY``, by module name."""
     found = {}
     for info in pkgutil.iter_modules(registry.__path__):
         module = importlib.import_module(f"{registry.__name__}.{info.name}")
-        if isinstance(getattr(module, "FAMILY", None), ModelFamily):
-            found[info.name] = module.FAMILY
+        if isinstance(getattr(module, "LIBRARY", None), ModelLibrary):
+            found[info.name] = module.LIBRARY
     return found
 
 
 def test_the_registry_lists_each_family_file_once() -> None:
     files = _family_files()
-    assert sorted(files) == ["hugging_face", "notes", "timm", "torchvision"]
-    listed = [family.name for family in registry.FAMILIES]
-    assert len(listed) == len(set(listed))  # a family name names one family
+    # a library file without its registry line, or a line without its file, fails here
+    assert sorted(files) == sorted(registry.FILES)
+    assert {"factory", "hugging_face", "notes", "timm", "torchvision"} <= set(files)
+    listed = [family.name for family in registry.LIBRARIES]
+    assert len(listed) == len(set(listed))  # a library name names one library
     assert sorted(listed) == sorted(family.name for family in files.values())
-    assert all(family in registry.FAMILIES for family in files.values())
+    assert all(family in registry.LIBRARIES for family in files.values())
 
 
 def test_the_zoo_is_the_families_entries_in_registry_order() -> None:
-    expected = [entry.name for family in registry.FAMILIES for entry in family.entries]
+    expected = [entry.name for family in registry.LIBRARIES for entry in family.entries]
     assert list(ZOO) == expected
     # 5 torchvision ViTs + 3 Swin + 3 Swin V2 + MaxViT + vit_22b, 5 note models + 4 scaling
     # sizes + vit_22b_parallel, 4 Hugging Face configs
     assert len(ZOO) == 13 + 10 + 4 == 27
 
 
-def _family_of_module(family: ModelFamily) -> str:
+def _family_of_module(family: ModelLibrary) -> str:
     """The recognizer name a model of ``family`` gets: its tables', else the generic one."""
     return family.tables[0].name if family.tables else "generic"
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from vitprof import analyze
 from vitprof.checks.crosscheck import run_crosscheck
-from vitprof.measure.measure import profile_model
+from vitprof.measure.profile import profile_model
 
 
 def _state(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -25,7 +25,6 @@ from vitprof.core.records import COMPONENTS, Component, Counts
 from vitprof.count.families import recognize
 from vitprof.count.session import image_inputs
 from vitprof.count.training import phase_components, phase_totals
-from vitprof.measure.measure import Row, SpeedProfile, profile_model
 from vitprof.measure.memory import (
     activation_bytes,
     param_bytes_by_component,
@@ -33,6 +32,8 @@ from vitprof.measure.memory import (
     saved_for_backward,
 )
 from vitprof.measure.peak import Peak, best_seconds, matmul_flops, measure_peak
+from vitprof.measure.profile import profile_model
+from vitprof.measure.result import Row, SpeedProfile
 from vitprof.measure.timing import (
     CudaClock,
     Timings,
@@ -487,7 +488,7 @@ def test_profile_attributes_with_the_breakdown_analyze_gives(recognizer: str, ca
     from models_styles import ParallelViT
 
     counted = analyze(ParallelViT(), image_size=16, batch_size=2, recognizer=recognizer)
-    assert data["family"] == counted.family
+    assert data["family"] == counted.recognizer
     assert {c: data["components"][c.value]["macs"] for c in COMPONENTS} == {
         c: counted.components[c].macs for c in COMPONENTS}
     # float32: 4 bytes per parameter, in the component the breakdown gives it

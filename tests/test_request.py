@@ -23,8 +23,8 @@ from vitprof.cli.commands.common import input_request
 from vitprof.core.errors import UserError
 from vitprof.count import running
 from vitprof.count.families import recognize
-from vitprof.measure.measure import profile_model
 from vitprof.measure.memory import saved_for_backward
+from vitprof.measure.profile import profile_model
 from vitprof.workload import InputRequest, make_workload
 
 NAME = "note002_cifar_vit"  # a zoo ViT of 32 px images

@@ -15,7 +15,7 @@ from torch import nn
 from vitprof import Component, analyze
 from vitprof.core.errors import UserError
 from vitprof.count.running import meta_caused
-from vitprof.measure.measure import profile_model
+from vitprof.measure.profile import profile_model
 
 META = torch.zeros(4, 4, device="meta")
 

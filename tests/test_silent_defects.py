@@ -24,7 +24,7 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import Component, Counts, OpRecord
 from vitprof.core.schema import versioned
 from vitprof.count.result import Profile
-from vitprof.measure.measure import profile_model
+from vitprof.measure.profile import profile_model
 
 MODELS_PY = '''
 import torch

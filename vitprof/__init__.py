@@ -9,16 +9,33 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from vitprof.core.display import on_first_display
+
 # public name -> the module defining it, imported on first use: ``vitprof.cli.main`` then starts
 # without torch, so that an interrupt during the long imports ends in main's one line
 _EXPORTS = {
     "Component": "vitprof.core.records", "Counts": "vitprof.core.records",
     "Profile": "vitprof.count.result",
+    "memory": "vitprof.measure.training_memory",
+    "MemoryEstimate": "vitprof.measure.training_memory",
     "UserError": "vitprof.core.errors", "analyze": "vitprof.analysis",
 }
 
-__all__ = ["Component", "Counts", "Profile", "UserError", "analyze"]
+__all__ = ["Component", "Counts", "MemoryEstimate", "Profile", "UserError", "analyze", "memory"]
 __version__ = "0.1.0"
+
+
+def _register_displays() -> None:
+    """The renderer's displays of the results (:mod:`vitprof.core.display`), registered when
+    the first result is shown: the renderer imports torch."""
+    from vitprof.render.display import register_displays
+
+    register_displays()
+
+
+on_first_display(_register_displays)
+# the families register their component tables with vitprof.count.families (read without torch)
+importlib.import_module("vitprof.models.family")
 
 
 def __getattr__(name: str) -> Any:

@@ -25,7 +25,15 @@ from torch import nn
 
 from vitprof.core.choices import RECOGNIZERS
 from vitprof.core.errors import UserError
-from vitprof.core.records import DEVICES, MODES, Component, OpRecord, ParamRecord
+from vitprof.core.records import (
+    DEVICES,
+    MODES,
+    Component,
+    Mode,
+    OpRecord,
+    ParamRecord,
+    Recognizer,
+)
 from vitprof.count.families import ComponentMap, Rule, recognize
 from vitprof.count.families.generic import GENERIC
 from vitprof.count.flooring import floor_warnings
@@ -76,7 +84,7 @@ def _table_ops(ops: Sequence[OpRecord], mapping: ComponentMap) -> tuple[OpRecord
     return tuple(replace(op, placed_by=_table_rule(mapping, "", op.module)) for op in ops)
 
 
-def _check_arguments(device: str, mode: str, recognizer: str = "auto") -> None:
+def _check_arguments(device: str, mode: str, recognizer: str = Recognizer.AUTO) -> None:
     if recognizer not in RECOGNIZERS:
         raise UserError(f"unknown recognizer '{recognizer}'; choose from {', '.join(RECOGNIZERS)}")
     if mode not in MODES:
@@ -112,7 +120,7 @@ def analyze(
     device: str = "meta",
     overrides: Sequence[Rule] = (),
     name: str | None = None,
-    mode: str = "inference",
+    mode: str = Mode.INFERENCE,
     deploy: bool = False,
     formulas: Mapping[Any, Formula] | None = None,
     frames: int | None = None,
@@ -120,7 +128,7 @@ def analyze(
     dtype: torch.dtype | str | None = None,
     input_shape: Sequence[int] | None = None,
     inputs: Any = None,
-    recognizer: str = "auto",
+    recognizer: str = Recognizer.AUTO,
     request: InputRequest | None = None,
 ) -> Profile:
     """Count params, MACs and vector FLOPs of ``model`` per component and per block.
@@ -165,7 +173,7 @@ def _analyze(
     built = deployed(_on_its_device(work, device), deploy)
     mapping = recognize(built.module, built.rules)
     shape = built.inputs.shape
-    train = mode == "train"
+    train = mode == Mode.TRAIN
     run: Run | MetaFailure = first_on_meta(built.name, shape, lambda: count(
         built.module, built.inputs.example("meta"), mapping, train=train, formulas=formulas
     ))
@@ -182,23 +190,33 @@ def _analyze(
         except CountFailed as failed:
             raise run_failed(built.name, shape, run_device, failed.error) from None
     found = breakdown(built.module, mapping, run, built.rules, recognizer)
+    return profile_of(built, run, found, run_device, mode=Mode(mode), fallback=fallback)
+
+
+def profile_of(
+    work: Workload, run: Run, found: Found, device: str, *, mode: Mode = Mode.INFERENCE,
+    fallback: str | None = None,
+) -> Profile:
+    """The :class:`Profile` of ``found``, a breakdown of ``run`` (a count of ``work`` on
+    ``device``). Its warnings: the workload's, the convolutions' unread input (floors), the
+    breakdown's, the ops without a formula and the failed self-checks, in that order."""
     checks = tuple(self_checks(found.ops))
     return Profile(
-        model=built.name,
-        input_shape=shape,
-        device=run_device,
+        model=work.name,
+        input_shape=work.inputs.shape,
+        device=device,
         torch_version=torch.__version__,
-        family=found.family,
+        recognizer=found.family,
         params=found.params,
         ops=found.ops,
         unsupported_ops=run.unsupported,
         fallback=fallback,
-        warnings=built.warnings + floor_warnings(run.floors) + found.warnings
+        warnings=work.warnings + floor_warnings(run.floors) + found.warnings
         + unsupported_warning(run.unsupported) + checks,
         mode=mode,
-        input_source=built.input_source,
+        input_source=work.input_source,
         self_checks=checks,
-        inputs=built.inputs.records(),
+        inputs=work.inputs.records(),
     )
 
 
@@ -231,7 +249,8 @@ def breakdown(
     (``--map``) win over either."""
     tables = Found(mapping.family, _table_ops(run.ops, mapping), _param_records(module, mapping),
                    mapping.warnings)
-    if recognizer == "tables" or (recognizer == "auto" and _clean_table(tables)):
+    if recognizer == Recognizer.TABLES or (recognizer == Recognizer.AUTO
+                                           and _clean_table(tables)):
         return tables
     if run.trace is None:
         raise UserError("the graph recognizer needs the trace of a forward; this run has none")

@@ -235,6 +235,10 @@ class InputRequest:
             raise UserError(f"the input is given as a request: it excludes {', '.join(twice)}")
         return request
 
+    def or_dtype(self, dtype: torch.dtype | str) -> InputRequest:
+        """This request, in ``dtype`` where it names none (a measurement runs in one)."""
+        return self if self.dtype is not None else replace(self, dtype=dtype_named(dtype))
+
     def given(self) -> list[str]:
         """The fields given a value other than their default, in field order."""
         return self.asked(**{f.name: getattr(self, f.name) for f in fields(self)})

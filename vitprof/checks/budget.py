@@ -61,7 +61,15 @@ from vitprof.analysis import analyze
 from vitprof.checks.baseline import Baseline, Limit, baseline_limits, load, model_file
 from vitprof.checks.diff import Snapshot, parse_percent
 from vitprof.checks.toml_lines import key_line, table_at
-from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
+from vitprof.core.choices import (
+    AMP_DTYPES,
+    ATTENTION_PATHS,
+    MEMORY_MODES,
+    MEMORY_TARGETS,
+    OPTIMIZERS,
+    PROFILE_DTYPES,
+    RECOGNIZERS,
+)
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.parse import image_size
 from vitprof.core.records import Component, Counts
@@ -94,6 +102,7 @@ class Metric(StrEnum):
     COUNT = "count"  # number of blocks
     UNSUPPORTED_OPS = "unsupported_ops"  # op calls without a formula
     SELF_CHECKS = "self_checks"  # failed self-checks of the breakdown
+    PEAK_BYTES = "peak_bytes"  # a training step's predicted peak (vitprof.memory), bytes
 
 
 class Verdict(StrEnum):
@@ -114,6 +123,7 @@ class Kind(StrEnum):
     TABLE = "table"
     PERCENT = "percentage such as \"1%\""
     RECOGNIZER = "recognizer"  # one of vitprof.core.choices.RECOGNIZERS
+    MEMORY = "table of memory settings (optimizer, amp, checkpoint, target, attention, mode)"
 
 
 SHARES = frozenset({Metric.SHARE, Metric.PARAMS_SHARE})
@@ -143,12 +153,20 @@ SETTINGS: dict[str, Kind] = {
     "blocks": Kind.TABLE,
     "baseline": Kind.TEXT,  # a saved profile (vitprof.checks.baseline), with max_increase
     "max_increase": Kind.PERCENT,
+    "memory": Kind.MEMORY,  # the settings of vitprof.memory, for max_peak_bytes
+}
+# the settings a budget's memory table may hold, and the values each takes (None: any string,
+# checked by vitprof.memory itself)
+MEMORY_SETTINGS: dict[str, tuple[str, ...] | None] = {
+    "optimizer": OPTIMIZERS, "amp": AMP_DTYPES, "checkpoint": None, "target": MEMORY_TARGETS,
+    "attention": ATTENTION_PATHS, "mode": MEMORY_MODES,
 }
 LIMITS: dict[Scope, dict[str, tuple[Bound, Metric]]] = {
     Scope.MODEL: {
         **_limit_keys(*_COUNTS),
         "max_unsupported_ops": (Bound.MAX, Metric.UNSUPPORTED_OPS),
         "max_self_checks": (Bound.MAX, Metric.SELF_CHECKS),
+        **_limit_keys(Metric.PEAK_BYTES),
     },
     Scope.COMPONENT: _limit_keys(*_COUNTS, Metric.SHARE, Metric.PARAMS_SHARE),
     Scope.BLOCKS: _limit_keys(*_COUNTS, Metric.COUNT),
@@ -181,6 +199,7 @@ class Budget:
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
     baseline: Baseline | None = None
     input_override: str = ""  # what at_input put in place of the entry's input, "" if nothing
+    memory: tuple[tuple[str, str], ...] = ()  # the settings of vitprof.memory (peak_bytes)
 
     @property
     def where(self) -> str:
@@ -388,6 +407,7 @@ def _parse_entry(
         recognizer=settings.get("recognizer", "auto"),
         origin=where.place((name, "model") if "model" in table else (name,)),
         baseline=baseline,
+        memory=settings.get("memory", ()),
     )
 
 
@@ -487,11 +507,26 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
         return value
     if kind is Kind.PERCENT:
         return _percent(value, path, where)
+    if kind is Kind.MEMORY:
+        return _memory_settings(_table(value, path, where), path, where)
     if kind is Kind.RECOGNIZER:
         if value not in RECOGNIZERS:
             raise where.error(path, _unknown("recognizer", str(value), list(RECOGNIZERS)))
         return value
     return _rules(_table(value, path, where), path, where)
+
+
+def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Source
+                     ) -> tuple[tuple[str, str], ...]:
+    """The ``memory`` table: keys of :data:`MEMORY_SETTINGS`, string values among theirs."""
+    for key, value in table.items():
+        if key not in MEMORY_SETTINGS:
+            raise where.error((*path, key), _unknown("memory setting", key, MEMORY_SETTINGS))
+        allowed = MEMORY_SETTINGS[key]
+        if not isinstance(value, str) or (allowed is not None and value not in allowed):
+            expected = f"one of {', '.join(allowed)}" if allowed else "a string"
+            raise where.error((*path, key), f"expected {expected}, got {_describe(value)}")
+    return tuple(table.items())
 
 
 def _positive(value: Any, path: tuple[str, ...], where: _Source,
@@ -677,14 +712,31 @@ def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
         first = (str(error).strip().splitlines() or [""])[0]
         raise UserError(
             f"{budget.where}: analysis failed: {type(error).__name__}: {first}") from None
-    return check_profile(budget, profile, update_baseline)
+    return check_profile(budget, profile, update_baseline, _peak_bytes(budget))
 
 
-def check_profile(budget: Budget, profile: Profile, update_baseline: bool = False) -> BudgetResult:
+def _peak_bytes(budget: Budget) -> int | None:
+    """The predicted peak of a training step (:func:`vitprof.memory` with the entry's input and
+    ``memory`` settings), when a check bounds it; else None."""
+    if not any(check.metric is Metric.PEAK_BYTES for check in budget.checks):
+        return None
+    from vitprof.measure.training_memory import memory
+
+    try:
+        settings: dict[str, Any] = dict(budget.memory)
+        return memory(budget.model, request=budget.request, **settings).peak_bytes
+    except UserError as error:
+        raise UserError(f"{budget.where}: {error}") from None
+
+
+def check_profile(budget: Budget, profile: Profile, update_baseline: bool = False,
+                  peak_bytes: int | None = None) -> BudgetResult:
     """Every check of ``budget`` against an existing analysis, its baseline's included.
     ``update_baseline``: the baseline is ``profile`` itself, as it is once the caller has
-    written it (:func:`vitprof.checks.baseline.write_baselines`), not the file."""
-    results = tuple(_run(check, profile) for check in budget.checks)
+    written it (:func:`vitprof.checks.baseline.write_baselines`), not the file. ``peak_bytes``:
+    the predicted peak a ``max_peak_bytes`` check bounds (without it, such a check fails)."""
+    results = tuple(_peak_check(check, peak_bytes) if check.metric is Metric.PEAK_BYTES
+                    else _run(check, profile) for check in budget.checks)
     return BudgetResult(budget, profile,
                         results + _baseline_results(budget, profile, update_baseline))
 
@@ -723,6 +775,12 @@ def _baseline_check(limit: Limit) -> Check:
                      Metric(limit.metric), limit.limit)
     return Check(f"max_increase.components.{limit.name}.{limit.metric}", Scope.COMPONENT,
                  Bound.MAX, Metric(limit.metric), limit.limit, _COMPONENTS.get(limit.name))
+
+
+def _peak_check(check: Check, peak_bytes: int | None) -> CheckResult:
+    if peak_bytes is None:
+        return CheckResult(check, None, Verdict.FAIL, note="no memory prediction was made")
+    return _judge(check, peak_bytes)
 
 
 def _run(check: Check, profile: Profile) -> CheckResult:

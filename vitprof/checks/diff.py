@@ -25,6 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vitprof.core.display import Shown
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import COMPONENTS, Counts, op_calls
 from vitprof.core.schema import SCHEMA_VERSION, schema_errors
@@ -221,8 +222,8 @@ class Exceeded:
     percent: Fraction
 
 
-@dataclass(frozen=True)
-class Diff:
+@dataclass(frozen=True, repr=False)
+class Diff(Shown):
     """Every row, A against B, with what else differs between the two sides."""
 
     a: Snapshot

@@ -8,10 +8,10 @@ other component grows linearly with N, so the ratio attention-core MACs / MLP MA
 model follows that law (for a plain ViT, core = 2 N^2 D and MLP = 2 N D M per block, so the
 crossover is at N = M tokens).
 
-Depth and width sweeps rebuild the model with one dimension changed; they support the
-torchvision ``VisionTransformer`` (all ``vit_*`` names) and timm ViTs. A width sweep keeps the
-head width d and the MLP ratio M / D of the original model. The rebuilders take ``module: Any``:
-they read attributes torch types as ``Tensor | Module``.
+Depth and width sweeps rebuild the model with one dimension changed, by the model library that
+has a variant for it (:attr:`vitprof.models.family.base.ModelLibrary.variant`): the torchvision
+``VisionTransformer`` (all ``vit_*`` names) and timm ViTs. A width sweep keeps the head width d
+(and torchvision's the MLP ratio M / D) of the original model.
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ from torch import nn
 
 from vitprof.analysis import analyze
 from vitprof.core.choices import SWEEP_AXES as AXES
+from vitprof.core.display import Shown
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import UNITS, Component, Counts
 from vitprof.count.result import Profile
+from vitprof.models.family import LIBRARIES
 from vitprof.models.zoo import build, infer_patch_size, published_sizes
 from vitprof.workload import InputRequest
 
@@ -81,8 +83,8 @@ class Crossover:
     first_swept: int
 
 
-@dataclass(frozen=True)
-class Sweep:
+@dataclass(frozen=True, repr=False)
+class Sweep(Shown):
     """A model's counts along one axis, in the order the values were given, and the warnings of
     its analyses (each once, in the order first met)."""
 
@@ -138,63 +140,17 @@ def _core_ratio(point: SweepPoint) -> Fraction | None:
 # ------------------------------------------------------------------------------- variants
 
 
-def _torchvision_variant(module: Any, axis: str) -> Callable[[int], nn.Module]:
-    from torchvision.models.vision_transformer import VisionTransformer
-
-    first = module.encoder.layers[0].self_attention
-    config = {
-        "image_size": module.image_size, "patch_size": module.patch_size,
-        "num_layers": len(module.encoder.layers), "num_heads": first.num_heads,
-        "hidden_dim": module.hidden_dim, "mlp_dim": module.mlp_dim,
-        "num_classes": module.num_classes,
-    }
-    head_dim = module.hidden_dim // first.num_heads
-
-    def make(value: int) -> nn.Module:
-        changed = dict(config)
-        if axis == "depth":
-            changed["num_layers"] = value
-        else:
-            changed.update(hidden_dim=value, num_heads=_heads(value, head_dim),
-                           mlp_dim=value * module.mlp_dim // module.hidden_dim)
-        return VisionTransformer(**changed)
-
-    return make
-
-
-def _timm_variant(name: str, module: Any, axis: str) -> Callable[[int], nn.Module]:
-    import timm
-
-    head_dim = module.embed_dim // module.blocks[0].attn.num_heads
-
-    def make(value: int) -> nn.Module:
-        kwargs: dict[str, Any]
-        if axis == "depth":
-            kwargs = {"depth": value}
-        else:
-            kwargs = {"embed_dim": value, "num_heads": _heads(value, head_dim)}
-        return timm.create_model(name.removeprefix("timm:"), pretrained=False, **kwargs)
-
-    return make
-
-
-def _heads(width: int, head_dim: int) -> int:
-    if width % head_dim:
-        raise UserError(f"width {width} is not a multiple of the head width {head_dim}")
-    return width // head_dim
-
-
 def variant_factory(name: str, axis: str) -> Callable[[int], nn.Module]:
     """A function value -> the model ``name`` with its depth or width set to value, on meta."""
     base = build(name, device="meta").module
-    if type(base).__module__.startswith("torchvision.models.vision_transformer"):
-        make = _torchvision_variant(base, axis)
-    elif name.startswith("timm:") and hasattr(base, "blocks") and hasattr(base, "embed_dim"):
-        make = _timm_variant(name, base, axis)
-    else:
+    rebuilders = [library for library in LIBRARIES if library.variant is not None]
+    made = (library.variant(name, base, axis) for library in LIBRARIES
+            if library.variant is not None)
+    make = next((variant for variant in made if variant is not None), None)
+    if make is None:
         raise UserError(
-            f"--{axis} sweeps rebuild torchvision and timm ViTs; {name} is neither "
-            "(use --image-size, or a torchvision/timm model)"
+            f"--{axis} sweeps rebuild {' and '.join(r.name for r in rebuilders)} ViTs; {name} "
+            f"is neither (use --image-size, or a {'/'.join(r.name for r in rebuilders)} model)"
         )
 
     def on_meta(value: int) -> nn.Module:

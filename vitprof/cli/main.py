@@ -24,7 +24,7 @@ from vitprof.cli.commands.common import results_only_on_stdout
 from vitprof.core.errors import UserError
 
 COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report", "sweep",
-            "diff")
+            "diff", "memory")
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 
+from vitprof.core.records import Recognizer
+
 PROFILE_DTYPES = ("float32", "bfloat16", "float16")  # torch dtype names `profile` measures in
-# how a breakdown is recognized: auto (a table if it detects the model and its breakdown is
-# clean, else the graph), graph (roles read from the data flow), tables (a table, else generic)
-RECOGNIZERS = ("auto", "graph", "tables")
+# how a breakdown is recognized (:class:`vitprof.core.records.Recognizer`), as plain strings:
+# argparse shows repr()
+RECOGNIZERS: tuple[str, ...] = tuple(r.value for r in Recognizer)
 VIEWS = ("component", "block", "module", "op")  # the breakdowns `analyze --by` offers
 # the peaks `profile --peak-tflops` takes, in TFLOP/s: from 1 GFLOP/s (less than one CPU core
 # does) to 100 PFLOP/s (ten times the densest single accelerator). The share of peak is the
@@ -37,3 +39,10 @@ def peak_tflops_error(value: float) -> str | None:
     if not low <= value <= high:
         return f"expected a peak from {low:g} to {high:g} TFLOP/s, got {value:g}"
     return None
+# `vitprof memory`: the optimizers whose state it models, the autocast dtypes, whose kernels and
+# allocator it models (target), the attention kernels and what a step is (mode)
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+AMP_DTYPES = ("bfloat16", "float16")
+MEMORY_TARGETS = ("cuda", "cpu")
+ATTENTION_PATHS = ("math", "efficient", "flash")
+MEMORY_MODES = ("train", "inference")

@@ -10,6 +10,12 @@ class UserError(Exception):
     """A bad model name, size, file or option: reported as one line and exit code 2."""
 
 
+def one_line(error: BaseException) -> str:
+    """``Type: first line of the message``: an error raised by others, told in a UserError."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
 def read_user_file(path: str | Path, kind: str) -> str:
     """The UTF-8 text of the user's ``kind`` file (``"budget"``, ``"profile"``): a missing or
     unreadable file is one :class:`UserError` naming it."""

@@ -38,3 +38,27 @@ def image_size(text: str) -> int | tuple[int, int]:
         raise argparse.ArgumentTypeError(
             f"expected N or HxW of positive integers, got '{text}'") from None
     return values[0] if len(values) == 1 else (values[0], values[1])
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def memory_size(text: str) -> int:
+    """argparse type for a memory size: a positive number of bytes, with an optional unit
+    (``80GiB``, ``24GB``, ``512MiB``, ``1000000``; KB/MB/GB/TB are powers of 1000, KiB/MiB/GiB/
+    TiB powers of 1024), floored to whole bytes."""
+    stripped = text.strip()
+    number = stripped.rstrip("KMGTBikmgtb ")
+    unit = stripped[len(number):].strip().lower()
+    expected = f"expected a positive memory size such as 24GiB or 80GB, got '{text}'"
+    if unit not in _UNITS:
+        raise argparse.ArgumentTypeError(expected)
+    try:
+        value = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(expected) from None
+    size = int(value * _UNITS[unit]) if value == value and value != float("inf") else 0
+    if size < 1:
+        raise argparse.ArgumentTypeError(expected)
+    return size

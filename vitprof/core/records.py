@@ -52,6 +52,23 @@ class Mode(StrEnum):
 MODES: tuple[str, ...] = tuple(m.value for m in Mode)  # plain strings: argparse shows repr()
 
 
+class Recognizer(StrEnum):
+    """Who names the components: ``auto`` (a table if it detects the model and its breakdown is
+    clean, else the graph), ``graph`` (roles read from the data flow), ``tables`` (a table, else
+    the generic recognizer)."""
+
+    AUTO = "auto"
+    GRAPH = "graph"
+    TABLES = "tables"
+
+
+class EventKind(StrEnum):
+    """A module event of a counted run: the module is entered, or left."""
+
+    ENTER = "enter"
+    LEAVE = "leave"
+
+
 class Device(StrEnum):
     """Where a model runs: ``meta`` counts without allocating weights; the others are real."""
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from referencing import Registry
 
 SCHEMA_VERSION = 2
-SCHEMAS = ("profile", "diff", "check", "crosscheck", "formula", "sweep", "speed")
+SCHEMAS = ("profile", "diff", "check", "crosscheck", "formula", "sweep", "speed", "memory")
 CHECK_OUTPUTS = False  # validate every output against its schema as it is made (tests set it)
 
 

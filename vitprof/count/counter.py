@@ -187,14 +187,16 @@ class OpCounter:
 
     ``formulas`` (``{op: formula}``) win over the registered formulas for this counter only.
     ``modules`` is the module stack to read (one is made for ``model`` if not given); it is
-    entered by :meth:`running`. A training step is counted by calling :meth:`track_autograd`
-    before the forward and :meth:`begin_backward` between the forward and the backward.
+    entered by :meth:`running`. ``live`` tracks the tensors the run holds (a
+    :class:`~vitprof.count.liveness.Liveness` is made if not given). A training step is
+    counted by calling :meth:`track_autograd` before the forward and :meth:`begin_backward`
+    between the forward and the backward.
     """
 
     def __init__(
         self, model: nn.Module, mapping: ComponentMap, params: Mapping[str, torch.Tensor],
         formulas: Mapping[Any, Formula] | None = None,
-        modules: ModuleStack | None = None,
+        modules: ModuleStack | None = None, live: Liveness | None = None,
     ) -> None:
         self.model = model
         self.formulas = overriding(formulas)
@@ -220,7 +222,9 @@ class OpCounter:
         # storage -> a weak reference to it: when the storage is freed, what was known of it goes
         self._watched: dict[int | None, weakref.ref[Any]] = {}
         self.floors: dict[Floor, None] = {}  # the forward's convolutions that floor (in order)
-        self.live = Liveness()  # the bytes of the tensors the run holds, and their peak
+        # the bytes of the tensors the run holds, and their peak (``live``: a caller's own)
+        self.live = live if live is not None else Liveness()
+        self.live.position = lambda: len(self.pending)
 
     @property
     def stack(self) -> list[str]:

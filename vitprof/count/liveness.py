@@ -20,7 +20,7 @@ is higher than a real run's.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache, partial
 from typing import Any
 
@@ -58,6 +58,9 @@ class Liveness:
         self.live = 0
         self.peak = 0
         self.inputs = 0
+        # where the run is: the index of the next op record (set by the counter that runs it),
+        # for subclasses that place what they see (:class:`vitprof.count.timeline.Timeline`)
+        self.position: Callable[[], int] = lambda: 0
         self._alive: dict[int, weakref.ref[torch.UntypedStorage]] = {}
 
     def hold(self, inputs: Any) -> None:

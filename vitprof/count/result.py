@@ -8,18 +8,22 @@ fallback, with the units.
 from __future__ import annotations
 
 import re
+import warnings as _warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from vitprof.core.display import Shown
+from vitprof.core.errors import UserError
 from vitprof.core.records import (
     COMPONENTS,
     UNITS,
     Component,
     Counts,
     InputRecord,
+    Mode,
     OpRecord,
     ParamRecord,
 )
@@ -55,24 +59,34 @@ def _zero_components() -> dict[Component, Counts]:
     return {component: Counts() for component in COMPONENTS}
 
 
-@dataclass(frozen=True)
-class Profile:
-    """Everything one analysis found. Immutable; views are computed once, on first use."""
+@dataclass(frozen=True, repr=False)
+class Profile(Shown):
+    """Everything one analysis found. Immutable; views are computed once, on first use. Shown
+    (``repr()``, a notebook's markdown and HTML) as the renderer registered
+    (:mod:`vitprof.core.display`)."""
 
     model: str
     input_shape: tuple[int, ...]  # (batch, channels, *spatial): the input tensor's shape
     device: str
     torch_version: str
-    family: str
+    recognizer: str  # who made the breakdown: a table's name, ``generic`` or ``graph``
     params: tuple[ParamRecord, ...]
     ops: tuple[OpRecord, ...]
     unsupported_ops: dict[str, int] = field(default_factory=dict)
     fallback: str | None = None
     warnings: tuple[str, ...] = ()  # every warning, the failed self-checks included
-    mode: str = "inference"
+    mode: Mode = Mode.INFERENCE
     input_source: str = ""  # where the input's size and channels came from (Workload)
     self_checks: tuple[str, ...] = ()  # the breakdown's failed self-checks (count.self_checks)
     inputs: tuple[InputRecord, ...] = ()  # every tensor of the forward (input_shape's among them)
+
+    @property
+    def family(self) -> str:
+        """Deprecated: :attr:`recognizer` (a model library is a family; this names who made
+        the breakdown)."""
+        _warnings.warn("Profile.family is deprecated; use Profile.recognizer",
+                       DeprecationWarning, stacklevel=2)
+        return self.recognizer
 
     @cached_property
     def totals(self) -> Counts:
@@ -163,14 +177,11 @@ class Profile:
                 for block in self.blocks for component, counts in block.components.items()
                 if counts != Counts()]
 
-    def module_rows(self) -> list[dict[str, Any]]:
-        """One row per (module, component), grouped by module in the model's tree order.
-
-        A module comes right after its parent, siblings in the order they first appear (first
-        op run, then first parameter for modules that never run); a module's components in the
-        order they first appear in it. Parameters belong to the module that owns them, ops to
-        the innermost module running.
-        """
+    @cached_property
+    def _module_cells(self) -> dict[str, dict[Component, Counts]]:
+        """Counts per module and component, the module's own records only: the parameters it
+        owns, the ops run while it was the innermost module; modules in the order first
+        reached (first op run, then first parameter for modules that never run)."""
         grouped: dict[str, dict[Component, Counts]] = {}
         for op in self.ops:
             cell = grouped.setdefault(op.module, {})
@@ -180,6 +191,62 @@ class Profile:
         for p in self.params:
             cell = grouped.setdefault(p.name.rpartition(".")[0], {})
             cell[p.component] = cell.get(p.component, Counts()) + Counts(params=p.numel)
+        return grouped
+
+    @cached_property
+    def _subtrees(self) -> dict[str, Counts]:
+        """Counts of every module path a record reaches (``""`` the model), each with
+        everything under it."""
+        totals: dict[str, Counts] = {}
+        for module, cell in self._module_cells.items():
+            own = sum(cell.values(), Counts())
+            for path in ["", *_prefixes(module)]:
+                totals[path] = totals.get(path, Counts()) + own
+        return totals
+
+    def total(self, module: str = "") -> Counts:
+        """Params, MACs and vector FLOPs of ``module`` (a dotted path, ``""`` the whole model)
+        and everything under it, as fvcore's ``FlopCountAnalysis.total(module)``: the
+        parameters it and its submodules own, the ops run in it or in them. A path no record
+        reaches is a UserError, never a zero (a misspelt path would read as one)."""
+        if module not in self._subtrees:
+            raise UserError(f"no parameter or op of {self.model} lies under the module "
+                            f"'{module}'")
+        return self._subtrees[module]
+
+    def module_tree_rows(self, depth: int) -> list[dict[str, Any]]:
+        """One row per module down to ``depth`` levels under the model (the model, ``(root)``,
+        is level 0), with everything under it (:meth:`total`), in the model's tree order, as
+        fvcore's ``flop_count_table(max_depth=depth)``: a module whose only child has the same
+        counts is folded into that child, one row under the child's path, one level."""
+        if depth < 0:
+            raise UserError(f"depth must be at least 0, got {depth}")
+        totals = self._subtrees
+        children: dict[str, list[str]] = {}
+        for path in sorted(totals, key=_tree_order(totals)):
+            if path:
+                children.setdefault(path.rpartition(".")[0], []).append(path)
+        rows: list[dict[str, Any]] = []
+
+        def visit(path: str, level: int) -> None:
+            while len(only := children.get(path, [])) == 1 and totals[only[0]] == totals[path]:
+                path = only[0]
+            rows.append({"module": path or "(root)", "depth": level, **totals[path].as_dict()})
+            for child in children.get(path, []) if level < depth else []:
+                visit(child, level + 1)
+
+        visit("", 0)
+        return rows
+
+    def module_rows(self) -> list[dict[str, Any]]:
+        """One row per (module, component), grouped by module in the model's tree order.
+
+        A module comes right after its parent, siblings in the order they first appear (first
+        op run, then first parameter for modules that never run); a module's components in the
+        order they first appear in it. Parameters belong to the module that owns them, ops to
+        the innermost module running.
+        """
+        grouped = self._module_cells
         order = _tree_order(grouped)
         return [{"module": m or "(root)", "component": str(c), **v.as_dict()}
                 for m in sorted(grouped, key=order) for c, v in grouped[m].items()]
@@ -248,33 +315,16 @@ class Profile:
     def by_block(self) -> pd.DataFrame:
         return _data_frame(self.block_rows(), columns=["block", "component", *_COUNTS])
 
-    def by_module(self) -> pd.DataFrame:
-        return _data_frame(self.module_rows(), columns=["module", "component", *_COUNTS])
+    def by_module(self, depth: int | None = None) -> pd.DataFrame:
+        """:meth:`module_rows` (per module and component); with ``depth``,
+        :meth:`module_tree_rows` (per module, everything under it, single-child chains
+        folded, as fvcore's table)."""
+        if depth is None:
+            return _data_frame(self.module_rows(), columns=["module", "component", *_COUNTS])
+        return _data_frame(self.module_tree_rows(depth), columns=["module", "depth", *_COUNTS])
 
     def by_op(self) -> pd.DataFrame:
         return _data_frame(self.op_rows(), columns=["op", "calls", *_COUNTS])
-
-    # ------------------------------------------------------------------ displays
-
-    def __repr__(self) -> str:
-        """Model, input, totals and the component table (not the records)."""
-        from vitprof.render.tables import profile_repr
-
-        return profile_repr(self)
-
-    def _repr_markdown_(self) -> str:
-        """A notebook's display: the component view in markdown."""
-        return self._rendered("markdown")
-
-    def _repr_html_(self) -> str:
-        """A notebook's display: header lines, totals and the component table."""
-        return self._rendered("html")
-
-    def _rendered(self, fmt: str) -> str:
-        from vitprof.render.formats import render
-        from vitprof.render.tables import profile_document
-
-        return render(profile_document(self), fmt)
 
     # ------------------------------------------------------------------ JSON
 
@@ -284,7 +334,7 @@ class Profile:
             "input_shape": list(self.input_shape),
             "device": self.device,
             "torch_version": self.torch_version,
-            "family": self.family,
+            "family": self.recognizer,
             "mode": self.mode,
             "attention_implementation": self.attention_implementation,
             "units": dict(UNITS),
@@ -304,7 +354,7 @@ class Profile:
             "self_checks": list(self.self_checks),
             **({"inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype}
                            for i in self.inputs]} if self.inputs else {}),
-            **({"training": training_dict(self.ops)} if self.mode == "train" else {}),
+            **({"training": training_dict(self.ops)} if self.mode == Mode.TRAIN else {}),
         }
 
 

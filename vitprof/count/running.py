@@ -32,7 +32,7 @@ from typing import TypeVar
 import torch
 from torch import nn
 
-from vitprof.core.errors import UserError
+from vitprof.core.errors import UserError, one_line
 from vitprof.core.records import op_calls
 from vitprof.core.validate import check_int
 from vitprof.count.liveness import Liveness
@@ -71,12 +71,6 @@ def meta_caused(error: BaseException) -> bool:
             return True
         seen = seen.__cause__
     return False
-
-
-def one_line(error: BaseException) -> str:
-    """``Type: first line of the message``."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def unsupported_warning(unsupported: dict[str, int]) -> tuple[str, ...]:

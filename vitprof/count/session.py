@@ -17,7 +17,7 @@ it was, each module's mode, attributes and buffers, and so are the random number
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -27,11 +27,12 @@ from torch.func import functional_call
 from torch.utils._pytree import tree_leaves, tree_map
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import OpRecord, Phase
+from vitprof.core.records import EventKind, OpRecord, Phase
 from vitprof.count.counter import OpCounter
 from vitprof.count.families import ComponentMap
 from vitprof.count.flooring import Floor
 from vitprof.count.formulas import Formula
+from vitprof.count.liveness import Liveness
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import CountFailed, Footprint, on_meta, traced, untraced
 from vitprof.count.state import untouched
@@ -99,12 +100,12 @@ def call(model: nn.Module, inputs: Inputs) -> Any:
 class Event:
     """A module entered or left during a counted run.
 
-    ``kind`` is ``"enter"`` or ``"leave"``; ``path`` the module's path (``""`` the root);
+    ``kind``: entered or left; ``path`` the module's path (``""`` the root);
     ``phase`` ``"forward"`` or ``"backward"``; ``ops`` the number of op records counted before
     it, so the records between two events are ``run.ops[a.ops:b.ops]``.
     """
 
-    kind: str
+    kind: EventKind
     path: str
     phase: Phase
     ops: int
@@ -121,7 +122,9 @@ class Run:
     (the meta stand-ins, or the model's own), by name; ``trace``: the data flow of the forward
     records, for the graph recognizer; ``footprint``: the peak of the tensors it held at once,
     for the memory guard (:func:`vitprof.count.running.traced`); ``floors``: the forward's
-    convolutions that left input positions unread (:mod:`vitprof.count.flooring`).
+    convolutions that left input positions unread (:mod:`vitprof.count.flooring`);
+    ``gradients``: the gradient of each trainable parameter, by name, when the count was asked
+    to keep them (``keep_gradients``).
     """
 
     ops: tuple[OpRecord, ...]
@@ -131,12 +134,14 @@ class Run:
     footprint: Footprint
     trace: Trace | None = None
     floors: tuple[Floor, ...] = ()
+    gradients: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def count(
     model: nn.Module, inputs: Inputs, mapping: ComponentMap, *, train: bool = False,
     backward: bool = True, on_event: Callable[[Event], None] | None = None,
-    formulas: Mapping[Any, Formula] | None = None,
+    formulas: Mapping[Any, Formula] | None = None, live: Liveness | None = None,
+    substitutes: dict[str, torch.Tensor] | None = None, keep_gradients: bool = False,
 ) -> Run:
     """Run ``model`` on ``inputs`` once under the counter and return the :class:`Run`.
 
@@ -144,35 +149,44 @@ def count(
     stops after the train-mode forward, with the autograd graph kept in ``Run.nodes``.
     ``on_event`` is called at each module :class:`Event` (backward ones too in a training step).
     ``formulas`` (``{op: formula}``) win over the registered formulas for this run only.
+    ``live`` tracks the tensors the run holds (:class:`~vitprof.count.liveness.Liveness`, made
+    if not given). ``substitutes`` (every parameter and buffer by name) stand in for the
+    model's own tensors, instead of meta stand-ins (fake tensors, for autocast); with
+    ``keep_gradients`` the backward's gradients stay alive in ``Run.gradients``.
     A failing model raises :class:`~vitprof.count.running.CountFailed` with its error and the
     footprint the memory guard can know of it (:func:`vitprof.count.running.untraced`); a
     :class:`UserError` passes as it is.
     """
     params: dict[str, torch.Tensor] = dict(model.named_parameters())
-    substitutes = _substitutes(model, inputs)
+    if substitutes is None:
+        substitutes = _substitutes(model, inputs)
     if substitutes is not None:
         params = {name: substitutes[name] for name in params}
     counter: OpCounter
     modules: ModuleStack
 
-    def notify(kind: str) -> Callable[[str, nn.Module], None] | None:
+    def notify(kind: EventKind) -> Callable[[str, nn.Module], None] | None:
         if on_event is None:
             return None
         return lambda path, _module: on_event(Event(
             kind, path, Phase.BACKWARD if modules.in_backward else Phase.FORWARD, counter.recorded
         ))
 
-    modules = ModuleStack(model, on_enter=notify("enter"), on_leave=notify("leave"),
+    modules = ModuleStack(model, on_enter=notify(EventKind.ENTER),
+                          on_leave=notify(EventKind.LEAVE),
                           backward=train and backward and on_event is not None)
-    counter = OpCounter(model, mapping, params, formulas=formulas, modules=modules)
+    counter = OpCounter(model, mapping, params, formulas=formulas, modules=modules, live=live)
     forward = partial(_forward, model, inputs, substitutes)
     counter.live.hold(inputs)
+    gradients: dict[str, torch.Tensor] = {}
     with untouched(model):
         model.train(train)
         try:
             with counter.running():
                 if train:
-                    training_step(counter, forward, params.values(), backward=backward)
+                    found = training_step(counter, forward, params.values(), backward=backward)
+                    if keep_gradients:
+                        gradients = _named(params, found)
                 else:
                     forward()
         except UserError:
@@ -181,14 +195,22 @@ def count(
             footprint = untraced(model, counter.live, counter.recorded, train)
             raise CountFailed(error, footprint) from error
     return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params,
-               traced(counter.live, train), counter.trace(), tuple(counter.floors))
+               traced(counter.live, train), counter.trace(), tuple(counter.floors), gradients)
+
+
+def _named(params: dict[str, torch.Tensor], gradients: dict[int, torch.Tensor]
+           ) -> dict[str, torch.Tensor]:
+    """``gradients`` (by ``id`` of the leaf) by the name of the parameter."""
+    return {name: gradients[id(t)] for name, t in params.items() if id(t) in gradients}
 
 
 def training_step(
     counter: OpCounter, forward: Callable[[], Any], leaves: Iterable[torch.Tensor],
     *, backward: bool = True,
-) -> None:
-    """Run ``forward()`` and the backward to ``leaves`` under ``counter`` (already running).
+) -> dict[int, torch.Tensor]:
+    """Run ``forward()`` and the backward to ``leaves`` under ``counter`` (already running);
+    return the gradients (by ``id`` of the leaf; none without the backward, or for a leaf the
+    output does not depend on).
 
     The forward runs with gradients enabled; the backward is the gradient of a ones gradient
     on the output (no loss function is charged) to every leaf that requires one, by
@@ -204,6 +226,8 @@ def training_step(
         counter.settle()
         if out.grad_fn is None:
             raise UserError("the model's output does not depend on any trainable parameter")
-        if backward:
-            counter.begin_backward()
-            torch.autograd.grad(out, leaves, torch.ones_like(out), allow_unused=True)
+        if not backward:
+            return {}
+        counter.begin_backward()
+        found = torch.autograd.grad(out, leaves, torch.ones_like(out), allow_unused=True)
+    return {id(leaf): g for leaf, g in zip(leaves, found, strict=True) if g is not None}

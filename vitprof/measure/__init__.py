@@ -4,8 +4,9 @@ One job per module: :mod:`~vitprof.measure.timing` (per-module timeline with the
 synchronization), :mod:`~vitprof.measure.peak` (the device's matmul peak and copy bandwidth),
 :mod:`~vitprof.measure.roofline` (arithmetic intensity, the roofline figure),
 :mod:`~vitprof.measure.memory` (parameter, activation and saved-for-backward memory),
-:mod:`~vitprof.count.training` (forward + backward counting), :mod:`~vitprof.measure.measure`
-(one profiling run, end to end) and :mod:`~vitprof.render.speed` (tables and JSON).
+:mod:`~vitprof.count.training` (forward + backward counting), :mod:`~vitprof.measure.profile`
+(one profiling run, end to end), :mod:`~vitprof.measure.result` (what it measured, as plain data)
+and :mod:`~vitprof.render.speed` (tables and JSON).
 
 Nothing is imported here, so that :mod:`vitprof.analysis` can use the training module without
 importing the rest.

@@ -52,7 +52,7 @@ from torch.utils._pytree import tree_leaves
 
 from vitprof.analysis import Found, breakdown
 from vitprof.core.errors import UserError
-from vitprof.core.records import Component, OpRecord
+from vitprof.core.records import Component, EventKind, OpRecord, Recognizer
 from vitprof.count.families import ComponentMap, Rule
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import Footprint
@@ -60,15 +60,16 @@ from vitprof.count.session import Event as SessionEvent
 from vitprof.count.session import Inputs, Run, as_inputs, count
 
 Key = tuple[Component, int | None]  # (component, block)
-Event = tuple[str, str]  # ("enter" | "leave", module path)
+Event = tuple[EventKind, str]  # (entered or left, module path)
 
 
-def marking(model: nn.Module, on_event: Callable[[str, str], None]) -> ModuleStack:
+def marking(model: nn.Module, on_event: Callable[[EventKind, str], None]) -> ModuleStack:
     """The module stack of ``model``, calling ``on_event(kind, path)`` when each module is
-    entered (``"enter"``) and left (``"leave"``); a context manager, always unhooked."""
+    entered (``EventKind.ENTER``) and left (``EventKind.LEAVE``); a context manager, always
+    unhooked."""
     return ModuleStack(
-        model, on_enter=lambda path, _m: on_event("enter", path),
-        on_leave=lambda path, _m: on_event("leave", path),
+        model, on_enter=lambda path, _m: on_event(EventKind.ENTER, path),
+        on_leave=lambda path, _m: on_event(EventKind.LEAVE, path),
     )
 
 
@@ -96,7 +97,7 @@ class Planned:
 
 
 def plan_intervals(
-    model: nn.Module, inputs: Inputs, mapping: ComponentMap, recognizer: str = "auto",
+    model: nn.Module, inputs: Inputs, mapping: ComponentMap, recognizer: str = Recognizer.AUTO,
     rules: Sequence[Rule] = (),
 ) -> Planned:
     """Count ``model`` on ``inputs`` (:func:`vitprof.count.session.count`, in eval mode, without
@@ -142,7 +143,7 @@ def _plan(
     stack: list[str] = []
     offsets = [mark.ops for mark in marks]
     for i, mark in enumerate(marks[:-1]):
-        if mark.kind == "enter":
+        if mark.kind is EventKind.ENTER:
             stack.append(mark.path)
         elif stack and stack[-1] == mark.path:
             stack.pop()

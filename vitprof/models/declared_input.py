@@ -4,13 +4,11 @@ Sources, first found wins, each named in :attr:`DeclaredInput.source`:
 
 1. attributes of the model, then of its ``patch_embed``: ``img_size`` / ``image_size`` (an int
    or a pair) and ``in_chans`` / ``in_channels`` / ``num_channels``: what it was built for;
-2. a Hugging Face ``config``: ``image_size`` (an int or a pair), ``num_channels`` and, for a
-   video model, ``num_frames`` (its input is then ``B, T, C, H, W``, channels at axis 2: the
-   layout of transformers' video models). A transformers model is a video model when
-   transformers maps its type to a video classifier (VideoMAE, ViViT, TimeSformer, ...):
-   Perceiver's config has ``num_frames`` for its multimodal autoencoder, yet its image
-   classifiers take images;
-3. timm's ``pretrained_cfg["input_size"]``: ``(channels, height, width)``.
+2. what each model library reads (:attr:`vitprof.models.family.base.ModelLibrary.declares`),
+   in the registry's order: timm's ``pretrained_cfg["input_size"]`` (``(channels, height,
+   width)``); a Hugging Face ``config``: ``image_size`` (an int or a pair), ``num_channels``
+   and, for a video model, ``num_frames`` (its input is then ``B, T, C, H, W``, channels at axis
+   2: the layout of transformers' video models).
 
 Only when none of them says is the size guessed, and then :attr:`DeclaredInput.guessed` names
 what was guessed: the size from the length of a position embedding (a square grid of patches,
@@ -27,10 +25,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from torch import nn
 from torch.nn.modules.conv import _ConvNd
+
+from vitprof.models.family import LIBRARIES
+from vitprof.models.family.base import Declaration, declared_count, declared_pair
 
 _SIZE_ATTRIBUTES = ("img_size", "image_size")
 _CHANNEL_ATTRIBUTES = ("in_chans", "in_channels", "num_channels")
@@ -53,44 +53,24 @@ class DeclaredInput:
         return "; ".join([said, *(f"guessed {g}" for g in self.guessed)])
 
 
-def _pair(value: Any) -> tuple[int, ...] | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and value > 0:
-        return (value, value)
-    if isinstance(value, tuple | list) and len(value) == 2 and all(
-        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
-    ):
-        return (int(value[0]), int(value[1]))
-    return None
-
-
 def square_or_pair(size: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
     """An image size as (height, width): an int is a square."""
     return (size, size) if isinstance(size, int) else tuple(size)
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _declarations(module: nn.Module) -> Iterator[tuple[str, int | None, tuple[int, ...] | None]]:
-    """(source, channels, size) for each place a model may declare its input, in order."""
+def _declarations(module: nn.Module) -> Iterator[Declaration]:
+    """Each place a model may declare its input, in order (see the module docstring)."""
     for owner, where in ((module, "model"), (getattr(module, "patch_embed", None), "patch_embed")):
         if isinstance(owner, nn.Module):
-            size = next((s for a in _SIZE_ATTRIBUTES if (s := _pair(getattr(owner, a, None)))),
-                        None)
+            size = next((s for a in _SIZE_ATTRIBUTES
+                         if (s := declared_pair(getattr(owner, a, None)))), None)
             chans = next((c for a in _CHANNEL_ATTRIBUTES
-                          if (c := _count(getattr(owner, a, None)))), None)
-            yield f"{where} attributes", chans, size
-    config = getattr(module, "config", None)
-    if config is not None:
-        yield ("config", _count(getattr(config, "num_channels", None)),
-               _pair(getattr(config, "image_size", None)))
-    cfg = getattr(module, "pretrained_cfg", None)
-    input_size = cfg.get("input_size") if isinstance(cfg, dict) else None
-    if isinstance(input_size, tuple | list) and len(input_size) == 3:
-        yield "timm pretrained_cfg['input_size']", _count(input_size[0]), _pair(input_size[1:])
+                          if (c := declared_count(getattr(owner, a, None)))), None)
+            yield Declaration(f"{where} attributes", chans, size)
+    for library in LIBRARIES:
+        declared = library.declares(module) if library.declares is not None else None
+        if declared is not None:
+            yield declared
 
 
 def _first_conv(module: nn.Module) -> _ConvNd | None:
@@ -114,37 +94,26 @@ def _size_from_position_embedding(module: nn.Module) -> int | None:
     return None
 
 
-def _frames(module: nn.Module) -> int | None:
-    """A config's ``num_frames``, for a video model only (see the module docstring)."""
-    config = getattr(module, "config", None)
-    frames = _count(getattr(config, "num_frames", None))
-    if frames is None or not type(module).__module__.startswith("transformers."):
-        return frames
-    from transformers.models.auto.modeling_auto import MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES
-
-    return frames if getattr(config, "model_type", None) in \
-        MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES else None
-
-
 def declared_input(module: nn.Module) -> DeclaredInput:
     """What ``module`` declares of its input (see the module docstring), guesses named."""
     channels: int | None = None
     size: tuple[int, ...] | None = None
+    frames: int | None = None
     sources: list[str] = []
-    for source, chans, declared_size in _declarations(module):
+    for declared in _declarations(module):
         took = False
-        if channels is None and chans is not None:
-            channels, took = chans, True
-        if size is None and declared_size is not None:
-            size, took = declared_size, True
+        if channels is None and declared.channels is not None:
+            channels, took = declared.channels, True
+        if size is None and declared.size is not None:
+            size, took = declared.size, True
         if took:
-            sources.append(source)
+            sources.append(declared.source)
+        frames = frames or declared.frames
     guessed: list[str] = []
     conv = _first_conv(module)
     if size is None and (side := _size_from_position_embedding(module)) is not None:
         size = (side, side)
         guessed.append(f"{side}x{side} from the position embedding's length")
-    frames = _frames(module)
     # transformers' video models take pixel_values of (batch, frames, channels, height, width)
     axis = 2 if frames is not None else 1
     rank = len(conv.kernel_size) if conv is not None else None

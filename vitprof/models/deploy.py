@@ -2,10 +2,12 @@
 
 ``deploy_form(model)`` returns a *copy* (the caller's model is never touched) in which
 
-1. timm's re-parameterisation is applied where a module has it
-   (:func:`timm.utils.reparameterize_model`: ``fuse()``, ``reparameterize()`` or
-   ``switch_to_deploy()`` on every child that defines one, e.g. LeViT's ``ConvNorm`` /
-   ``LinearNorm``, FastViT's MobileOne branches); this step needs timm and is skipped without it;
+1. each model library's deploy step runs
+   (:attr:`vitprof.models.family.base.ModelLibrary.deploy`, in the registry's order): timm's
+   re-parameterisation where a module has it (:func:`timm.utils.reparameterize_model`:
+   ``fuse()``, ``reparameterize()`` or ``switch_to_deploy()`` on every child that defines one,
+   e.g. LeViT's ``ConvNorm`` / ``LinearNorm``, FastViT's MobileOne branches), skipped without
+   timm;
 2. every BatchNorm that immediately follows a convolution or a linear layer in the same
    ``nn.Sequential`` (and normalises that layer's output channels) is folded into it: the layer
    gains a bias, the BatchNorm becomes ``nn.Identity``.
@@ -26,6 +28,8 @@ from itertools import pairwise
 import torch
 from torch import nn
 
+from vitprof.models.family import LIBRARIES
+
 FOLDABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 
@@ -38,24 +42,21 @@ def deploy_form(model: nn.Module) -> nn.Module:
 
 
 def reparameterized(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` after timm's ``reparameterize_model`` only (a plain copy without
-    timm): what timm itself deploys, and what its results tables count."""
+    """A copy of ``model`` after the libraries' deploy steps only (timm's
+    ``reparameterize_model``; a plain copy without timm): what timm itself deploys, and what
+    its results tables count."""
+    copied = copy.deepcopy(model)
     with torch.device(_device(model)):  # timm's fuse() builds its new layers on this device
-        return _reparameterize(model)
+        for library in LIBRARIES:
+            if library.deploy is not None:
+                library.deploy(copied)
+    return copied
 
 
 def _device(model: nn.Module) -> torch.device:
     for tensor in [*model.parameters(), *model.buffers()]:
         return tensor.device
     return torch.device("cpu")
-
-
-def _reparameterize(model: nn.Module) -> nn.Module:
-    try:
-        from timm.utils import reparameterize_model
-    except ImportError:
-        return copy.deepcopy(model)
-    return reparameterize_model(model)  # deep-copies first
 
 
 def fold_batch_norms(model: nn.Module) -> int:

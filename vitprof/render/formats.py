@@ -176,8 +176,9 @@ class Format:
     commands: tuple[str, ...]
 
 
-_EVERY = ("analyze", "check", "crosscheck", "diff", "formula", "models", "profile", "sweep")
-_PROSE = ("analyze", "crosscheck", "diff", "formula", "profile", "sweep")
+_EVERY = ("analyze", "check", "crosscheck", "diff", "formula", "models", "profile", "sweep",
+          "memory")
+_PROSE = ("analyze", "crosscheck", "diff", "formula", "profile", "sweep", "memory")
 FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("table", write_table, _EVERY),
     Format("markdown", write_markdown, _PROSE),

@@ -14,7 +14,7 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 
 if TYPE_CHECKING:
-    from vitprof.measure.measure import SpeedProfile
+    from vitprof.measure.result import SpeedProfile
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from vitprof.render.document import BLANK, Block, Col, Document, Table, columns,
 from vitprof.render.tables import CONVENTION, input_text, text_table
 
 if TYPE_CHECKING:
-    from vitprof.measure.measure import SpeedProfile
+    from vitprof.measure.result import SpeedProfile
 
 TIMING_CONVENTION = (
     "times are interquartile means of the timed iterations (exclusive module times cut at module "
@@ -43,7 +43,7 @@ def profile_header(result: SpeedProfile) -> list[str]:
     params = ", ".join(f"{_mib(b)} MiB {d}" for d, b in sorted(mem.params_by_dtype.items()))
     bandwidth = f", copy bandwidth {peak.bytes_per_s / 1e9:.1f} GB/s" if peak.bytes_per_s else ""
     lines = [
-        f"model: {result.model} (recognized as {result.family})",
+        f"model: {result.model} (recognized as {result.recognizer})",
         f"input: {input_text(result.input_shape)}, {result.dtype}; device "
         f"{result.device} ({result.device_name}), {_plural(result.threads, 'thread')}; "
         f"torch {result.torch_version}",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from vitprof.core.records import COMPONENTS, Counts, InputRecord
+from vitprof.core.records import COMPONENTS, Counts, InputRecord, Mode
 from vitprof.count.result import Profile
 from vitprof.count.training import PhaseCounts, phase_components, phase_totals
 from vitprof.render.document import (
@@ -118,7 +118,7 @@ def inputs_text(inputs: Sequence[InputRecord]) -> str:
 def header_lines(profile: Profile) -> list[str]:
     """What was counted, on what, under which convention."""
     lines = [
-        f"model: {profile.model} (recognized as {profile.family})",
+        f"model: {profile.model} (recognized as {profile.recognizer})",
         f"input: {input_text(profile.input_shape)}{inputs_text(profile.inputs)}; "
         f"device {profile.device}; torch {profile.torch_version}",
         *([f"input from: {profile.input_source}"] if profile.input_source else []),
@@ -154,7 +154,7 @@ def profile_document(profile: Profile, by: str = "component", explain: bool = Fa
     blocks: list[Lines | Table] = [lines(header_lines(profile)),
                                    lines([summary_line(profile)], only=("table", "html")),
                                    BLANK, view_table(profile, by)]
-    if profile.mode == "train":
+    if profile.mode == Mode.TRAIN:
         blocks += training_blocks(profile)
     comments = (f"fallback: {profile.fallback}",) if profile.fallback else ()
     return Document(tuple(blocks), data, "profile", comments)
@@ -163,7 +163,7 @@ def profile_document(profile: Profile, by: str = "component", explain: bool = Fa
 def profile_repr(profile: Profile) -> str:
     """A short text: model, input, totals and the component table (``repr(profile)``)."""
     shape = "x".join(str(n) for n in profile.input_shape)
-    head = (f"Profile({profile.model}, {profile.family}, input {shape} on {profile.device}, "
+    head = (f"Profile({profile.model}, {profile.recognizer}, input {shape} on {profile.device}, "
             f"{profile.mode})")
     extra = [f"fallback: {profile.fallback}"] if profile.fallback else []
     extra += [f"warning: {w}" for w in profile.warnings]

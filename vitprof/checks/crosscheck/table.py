@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vitprof.checks.crosscheck.causes import Cause
+from vitprof.core.display import Shown
 from vitprof.core.records import Counts
 
 CONVENTION = (
@@ -58,8 +59,8 @@ def missing_row(peer: str, unit: str, note: str) -> PeerRow:
     return PeerRow(peer, None, unit, None, None, None, None, [], None, None, note)
 
 
-@dataclass(frozen=True)
-class CrossCheck:
+@dataclass(frozen=True, repr=False)
+class CrossCheck(Shown):
     """vitprof's count of one model and input, and every peer's row against it."""
 
     model: str

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from vitprof.cli.commands.common import write_output
-from vitprof.models.family import ENTRIES
+from vitprof.models.family import ENTRIES, LIBRARIES
 from vitprof.render.document import Col, Document, Table, columns, lines
 from vitprof.render.formats import choices, render
 
 _COLUMNS = columns(Col.NAME, Col.FAMILY, Col.SIZE, Col.DESCRIPTION)
-_ALSO = "also: timm:NAME, hf:path/to/config.json, path/to/file.py:factory, package.module:factory"
+# the names each library builds outside the zoo's table
+_ALSO = "also: " + ", ".join(name for library in LIBRARIES for name in library.names)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -62,7 +62,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vitprof.measure.measure import profile_model
+    from vitprof.measure.profile import profile_model
     from vitprof.render.roofline import write_roofline
     from vitprof.render.speed import speed_document
 

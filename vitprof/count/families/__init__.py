@@ -3,7 +3,9 @@
 The machinery lives here (:mod:`.base`: tables as :class:`ComponentTable`, :mod:`.generic`: the
 recognizer for ViTs nobody wrote a table for); the tables themselves belong to the model
 families of :mod:`vitprof.models.family`, each beside that implementation's spec inferrer and
-zoo entries.
+zoo entries, which registers them here (:func:`register_tables`) when it is imported: the
+package's ``__init__`` imports it, so that every table is known before the first
+:func:`recognize`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from vitprof.count.families.base import ComponentMap, ComponentTable, Rule, appl
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["ComponentMap", "ComponentTable", "Rule", "recognize"]
+__all__ = ["ComponentMap", "ComponentTable", "Rule", "recognize", "register_tables"]
+
+_TABLES: list[ComponentTable] = []  # in the order registered: the first that detects wins
+
+
+def register_tables(tables: Sequence[ComponentTable]) -> None:
+    """Add ``tables`` to those :func:`recognize` tries, after the ones registered before."""
+    _TABLES.extend(t for t in tables if t not in _TABLES)
 
 
 def recognize(model: nn.Module, overrides: Sequence[Rule] = ()) -> ComponentMap:
@@ -24,13 +33,12 @@ def recognize(model: nn.Module, overrides: Sequence[Rule] = ()) -> ComponentMap:
 
     ``overrides`` are ``(regex, component)`` pairs that win over any recognizer.
     """
-    # read at call time: the family files build their tables from .base, which imports this
-    # package first, so importing the registry here at import time would be a cycle
-    # generic is read here too: its isinstance tables import torch, which the zoo's entries and
-    # `vitprof models` (importing .base through this package) do without
+    # generic is read at call time: its isinstance tables import torch, which the zoo's entries
+    # and `vitprof models` (importing .base through this package) do without
     from vitprof.count.families.generic import resolve_generic
-    from vitprof.models.family import TABLES
 
-    family = next((f for f in TABLES if f.detect(model)), None)
+    if not _TABLES:
+        raise RuntimeError("no component table registered: import vitprof.models.family first")
+    family = next((f for f in _TABLES if f.detect(model)), None)
     mapping = family.resolve(model) if family else resolve_generic(model)
     return apply_overrides(mapping, model, overrides)

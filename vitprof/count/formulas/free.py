@@ -35,4 +35,4 @@ FREE_OP_NAMES: tuple[str, ...] = (
 
 FREE_OPS: frozenset[Any] = frozenset(
     getattr(torch.ops.aten, name) for name in FREE_OP_NAMES if hasattr(torch.ops.aten, name)
-)
+) | {torch.ops.prim.device}  # a tensor's device, asked below a dispatch mode (fake tensors)

@@ -1,25 +1,41 @@
-"""The model families vitprof knows by name, each one file, listed once in :data:`FAMILIES`.
+"""The model libraries vitprof knows, each one file, listed once in :data:`LIBRARIES`.
 
-A family file (:mod:`.torchvision`, :mod:`.timm`, :mod:`.hugging_face`, :mod:`.notes`) declares
-a :class:`~vitprof.models.family.base.ModelFamily`: its component table (read by
-:func:`vitprof.count.families.recognize`), its spec inferrers (read by
-:func:`vitprof.models.spec_inference.spec_from_model`) and its zoo entries (read by
-:mod:`vitprof.models.zoo`). Adding a family is a new file here and one line below.
+A library file (:mod:`.torchvision`, :mod:`.timm`, :mod:`.hugging_face`, :mod:`.notes`,
+:mod:`.factory`) declares a :class:`~vitprof.models.family.base.ModelLibrary`: its component
+tables (read by :func:`vitprof.count.families.recognize`), its spec inferrers (read by
+:func:`vitprof.models.spec_inference.spec_from_model`), its zoo entries and the names it builds
+(read by :mod:`vitprof.models.zoo`, the dispatcher), the input its models declare
+(:mod:`vitprof.models.declared_input`), its sweep variants and its deploy step. Adding a library
+is a new file here and one line below.
 
-The order of :data:`FAMILIES` is the order of ``vitprof models``; the detectors of different
-families accept disjoint sets of models, so it decides nothing else.
+The order of :data:`LIBRARIES` is the order of ``vitprof models``; a name goes to the first
+library that claims it, so :mod:`.factory`, which claims any name with a ``:``, comes last. The
+detectors of different libraries accept disjoint sets of models, so the order decides nothing
+else.
 """
 
 from __future__ import annotations
 
-from vitprof.count.families.base import ComponentTable
-from vitprof.models.family import hugging_face, notes, timm, torchvision
-from vitprof.models.family.base import Inferrer, ModelFamily, ZooEntry
+import importlib
 
-FAMILIES: tuple[ModelFamily, ...] = (
-    torchvision.FAMILY, notes.FAMILY, timm.FAMILY, hugging_face.FAMILY,
+from vitprof.count.families import register_tables
+from vitprof.count.families.base import ComponentTable
+from vitprof.models.family.base import Inferrer, ModelLibrary, ZooEntry
+
+FILES = (  # the registry: one line per library file, each declaring a LIBRARY
+    "torchvision",
+    "notes",
+    "timm",
+    "hugging_face",
+    "open_clip",
+    "factory",
 )
-TABLES: tuple[ComponentTable, ...] = tuple(t for f in FAMILIES for t in f.tables)
-INFERRERS: tuple[Inferrer, ...] = tuple(i for f in FAMILIES for i in f.inferrers)
-ENTRIES: tuple[ZooEntry, ...] = tuple(e for f in FAMILIES for e in f.entries)
-KNOWN = "; ".join(f.known for f in FAMILIES)
+LIBRARIES: tuple[ModelLibrary, ...] = tuple(
+    importlib.import_module(f"{__name__}.{file}").LIBRARY for file in FILES
+)
+TABLES: tuple[ComponentTable, ...] = tuple(t for f in LIBRARIES for t in f.tables)
+INFERRERS: tuple[Inferrer, ...] = tuple(i for f in LIBRARIES for i in f.inferrers)
+ENTRIES: tuple[ZooEntry, ...] = tuple(e for f in LIBRARIES for e in f.entries)
+KNOWN = "; ".join(f.known for f in LIBRARIES if f.known)
+
+register_tables(TABLES)

@@ -1,10 +1,12 @@
-"""What one model family declares, and the helpers its declaration is written with.
+"""What one model library declares, and the helpers its declaration is written with.
 
-A family is the knowledge vitprof has of one implementation of Vision Transformers (torchvision,
-timm, Hugging Face, the source notes): how to name the component of each of its modules (a
-component table), how to read its :class:`~vitprof.models.closed_form.ViTSpec` (spec
-inferrers), and which of its models the zoo builds by name (zoo entries). Each lives in one file
-of :mod:`vitprof.models.family`, listed once in its registry.
+A library is the knowledge vitprof has of one implementation of Vision Transformers (torchvision,
+timm, Hugging Face, the source notes, a user's factory): how to name the component of each of its
+modules (a component table), how to read its :class:`~vitprof.models.closed_form.ViTSpec` (spec
+inferrers), which of its models the zoo builds by name (zoo entries), how it names the rest
+(``timm:NAME``), checks and builds them, what its models declare of their input, how a sweep
+rebuilds one at another depth or width, and its deploy step. Each lives in one file of
+:mod:`vitprof.models.family`, listed once in its registry.
 """
 
 from __future__ import annotations
@@ -58,16 +60,84 @@ class ZooEntry:
     non_square: bool = False  # build takes (height, width) too
 
 
+ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)
+
+
+def size_text(image_size: ImageSize) -> str:
+    """``224`` or ``224x320``."""
+    return str(image_size) if isinstance(image_size, int) else "x".join(map(str, image_size))
+
+
+def square_side(image_size: ImageSize) -> ImageSize:
+    """A square pair as its side (what a builder taking one int understands)."""
+    return image_size if isinstance(image_size, int) or image_size[0] != image_size[1] \
+        else image_size[0]
+
+
 @dataclass(frozen=True)
-class ModelFamily:
-    """One implementation's component tables, spec inferrers and zoo entries.
+class BuildSizes:
+    """The input sizes a model is built for; None: its own."""
+
+    image_size: ImageSize | None = None
+    frames: int | None = None
+    in_chans: int | None = None
+
+    def keywords(self) -> dict[str, tuple[tuple[str, ...], Any]]:
+        """Each size asked for, with the keywords a factory may take it as."""
+        sizes = {
+            "image size": (("image_size", "img_size"), self.image_size),
+            "frames": (("num_frames", "frames"), self.frames),
+            "channels": (("in_chans", "in_channels", "num_channels"), self.in_chans),
+        }
+        return {what: given for what, given in sizes.items() if given[1] is not None}
+
+    def naming(self, name: str) -> str:
+        """``name`` with the sizes asked for, as a failed build names it: ``vit_b_16 at image
+        size 225``."""
+        asked = [f"{what} {size_text(value) if what == 'image size' else value}"
+                 for what, (_, value) in self.keywords().items()]
+        return f"{name} at {', '.join(asked)}" if asked else name
+
+
+Builder = Callable[[str, BuildSizes, "int | None"], "Callable[[], nn.Module] | None"]
+"""A library's build of a name it claims, with the sizes and classes asked for: a factory of no
+arguments (the zoo calls it on the device asked for), or None where the name is one of the zoo's
+entries."""
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """What a model says of its input in one place (``source``): its channels, its size
+    (height, width) and, for a video model, its frames; None where it says nothing."""
+
+    source: str
+    channels: int | None
+    size: tuple[int, ...] | None
+    frames: int | None = None
+
+
+Variant = Callable[[int], "nn.Module"]
+"""A depth or width of a sweep -> the model rebuilt with it."""
+
+
+@dataclass(frozen=True)
+class ModelLibrary:
+    """One implementation's component tables, spec inferrers, zoo entries and names.
 
     ``tables`` holds one table per module layout (torchvision's ViT, Swin and MaxViT each have
     their own); the first whose detector accepts a model places it. ``tables`` is empty for a
-    family whose models the graph recognizer (:mod:`vitprof.count.graph`;
+    library whose models the graph recognizer (:mod:`vitprof.count.graph`;
     the generic one, :mod:`vitprof.count.families.generic`, under ``recognizer="tables"``)
     places, component by component, with nothing left in ``other``. ``known`` names what the
     inferrers read, for the error that lists them. Every zoo entry's ``family`` is ``name``.
+
+    The names it builds outside the zoo's table are those ``claims`` accepts (by default, those
+    that start with ``prefix``); ``names`` shows them in ``vitprof models``. ``check`` refuses a
+    claimed name it cannot build, without building anything, and returns False for one of the
+    zoo's entries; ``build`` builds the others (:class:`Builder`). ``declares`` reads what a
+    model says of its input (:mod:`vitprof.models.declared_input`), ``variant`` rebuilds a model
+    at another depth or width (``axis``) for a sweep, or says None for a model not its own, and
+    ``deploy`` re-parameterises a model in place for inference (:mod:`vitprof.models.deploy`).
     """
 
     name: str
@@ -75,6 +145,20 @@ class ModelFamily:
     inferrers: tuple[Inferrer, ...]
     known: str
     entries: tuple[ZooEntry, ...] = ()
+    prefix: str = ""
+    names: tuple[str, ...] = ()
+    check: Callable[[str], bool] = field(default=lambda name: False)
+    build: Builder | None = None
+    declares: Callable[[nn.Module], Declaration | None] | None = None
+    variant: Callable[[str, nn.Module, str], Variant | None] | None = None
+    deploy: Callable[[nn.Module], None] | None = None
+    claims_name: Callable[[str], bool] | None = None
+
+    def claims(self, name: str) -> bool:
+        """Whether ``name`` is this library's to check and build."""
+        if self.claims_name is not None:
+            return self.claims_name(name)
+        return bool(self.prefix) and name.startswith(self.prefix)
 
 
 def from_package(prefix: str) -> Detect:
@@ -108,3 +192,29 @@ def require_package(package: str, extra: str) -> Any:
 
 def missing_package(package: str, extra: str) -> UserError:
     return UserError(f"this model needs {package}: pip install 'vitprof[{extra}]'")
+
+
+def heads(width: int, head_dim: int) -> int:
+    """The heads of a width rebuilt with heads of ``head_dim``; a UserError if none fits."""
+    if width % head_dim:
+        raise UserError(f"width {width} is not a multiple of the head width {head_dim}")
+    return width // head_dim
+
+
+def declared_pair(value: Any) -> tuple[int, ...] | None:
+    """A declared image size as (height, width): a positive int (a square) or a pair of them;
+    None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value > 0:
+        return (value, value)
+    if isinstance(value, tuple | list) and len(value) == 2 and all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
+    ):
+        return (int(value[0]), int(value[1]))
+    return None
+
+
+def declared_count(value: Any) -> int | None:
+    """A declared count (channels, frames): a positive int; None for anything else."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

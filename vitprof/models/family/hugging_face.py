@@ -1,19 +1,31 @@
-"""Hugging Face ``transformers`` ViT and DeiT: component table, spec inferrer and the zoo's
-built-in ``hf:`` configs (``hf:path/to/config.json`` is read by :mod:`vitprof.models.zoo`).
+"""Hugging Face ``transformers``: ViT's and DeiT's component table and spec inferrer, the zoo's
+built-in ``hf:`` configs, the ``hf:path/to/config.json`` and ``hf:path/to/dir`` names (a
+directory holding a ``config.json``), and the input a model's ``config`` declares.
 The spec inferrer takes ``model: Any``: it reads a config torch types as ``Tensor | Module``."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from vitprof.core.errors import UserError, one_line
 from vitprof.core.records import Component as C
 from vitprof.count.families.base import ComponentTable
 from vitprof.models.family.base import (
+    BuildSizes,
+    Declaration,
     Factory,
-    ModelFamily,
+    ModelLibrary,
     ZooEntry,
+    declared_count,
+    declared_pair,
     from_package,
+    missing_package,
     require_package,
+    square_side,
 )
 from vitprof.models.family.describe import image_size, require, square
 from vitprof.models.spec_kinds import AttentionImpl, HeadKind
@@ -24,6 +36,7 @@ if TYPE_CHECKING:
     from vitprof.models.closed_form import ViTSpec
 
 NAME = "huggingface"
+PREFIX = "hf:"
 
 
 def _hugging_face_vit(model: nn.Module) -> bool:
@@ -151,10 +164,111 @@ ENTRIES = tuple(
     for name, c in HF_CONFIGS.items()
 )
 
-FAMILY = ModelFamily(
+def _config_file(name: str) -> str | None:
+    """The config file an ``hf:`` name names: a ``*.json`` path, or a directory's
+    ``config.json`` (a directory without one is a UserError); None for a built-in name."""
+    target = name.removeprefix(PREFIX)
+    if target.endswith(".json"):
+        return target
+    if not Path(target).is_dir():
+        return None
+    in_directory = Path(target, "config.json")
+    if not in_directory.is_file():
+        raise UserError(f"no config.json in {target}")
+    return str(in_directory)
+
+
+def _check(name: str) -> bool:
+    """transformers installed (found, not imported: a slow import); a config file that exists,
+    or False for a built-in name (a zoo entry)."""
+    if importlib.util.find_spec("transformers") is None:
+        raise missing_package("transformers", "transformers")
+    config_file = _config_file(name)
+    if config_file is None:
+        return False
+    if not Path(config_file).is_file():
+        raise UserError(f"no such file: {config_file}")
+    return True
+
+
+def _build(name: str, sizes: BuildSizes, num_classes: int | None) -> Callable[[], nn.Module] | None:
+    config_file = _config_file(name)
+    return None if config_file is None else _from_config(config_file, num_classes, sizes)
+
+
+def _from_config(path: str, num_classes: int | None, sizes: BuildSizes) -> Callable[[], nn.Module]:
+    transformers = require_package("transformers", "transformers")
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"no such file: {path}") from None
+    except (OSError, json.JSONDecodeError) as error:
+        raise UserError(f"malformed Hugging Face config {path}: {one_line(error)}") from None
+    if not isinstance(data, dict) or "model_type" not in data:
+        raise UserError(f"malformed Hugging Face config {path}: no 'model_type' key")
+    try:
+        config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    except Exception as error:  # transformers validates fields with its own error classes
+        raise UserError(f"malformed Hugging Face config {path}: {one_line(error)}") from None
+    if num_classes is not None:
+        config.num_labels = num_classes
+    if sizes.image_size is not None:
+        config.image_size = square_side(sizes.image_size)
+    if sizes.frames is not None:
+        config.num_frames = sizes.frames
+    if sizes.in_chans is not None:
+        config.num_channels = sizes.in_chans
+    auto = _auto_class(transformers, config)
+    return lambda: auto.from_config(config)
+
+
+_AUTO_CLASSES = ("AutoModelForImageClassification", "AutoModelForVideoClassification",
+                 "AutoModel")
+
+
+def _auto_class(transformers: Any, config: Any) -> Any:
+    """The first auto class that maps ``config`` to a model: an image classifier, else a video
+    classifier (VideoMAE, ViViT, TimeSformer), else the bare model."""
+    for name in _AUTO_CLASSES:
+        auto = getattr(transformers, name)
+        if type(config) in auto._model_mapping:
+            return auto
+    raise UserError(f"transformers has no model for a {config.model_type} config")
+
+
+def _declares(module: nn.Module) -> Declaration | None:
+    """A model's ``config``: ``image_size`` (an int or a pair), ``num_channels`` and, for a
+    video model, ``num_frames`` (:func:`_frames`)."""
+    config = getattr(module, "config", None)
+    if config is None:
+        return None
+    return Declaration("config", declared_count(getattr(config, "num_channels", None)),
+                       declared_pair(getattr(config, "image_size", None)), _frames(module))
+
+
+def _frames(module: nn.Module) -> int | None:
+    """A config's ``num_frames``, for a transformers model only where transformers maps its
+    type to a video classifier (VideoMAE, ViViT, TimeSformer, ...): Perceiver's config has
+    ``num_frames`` for its multimodal autoencoder, yet its image classifiers take images."""
+    config = getattr(module, "config", None)
+    frames = declared_count(getattr(config, "num_frames", None))
+    if frames is None or not type(module).__module__.startswith("transformers."):
+        return frames
+    from transformers.models.auto.modeling_auto import MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES
+
+    return frames if getattr(config, "model_type", None) in \
+        MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES else None
+
+
+LIBRARY = ModelLibrary(
     name=NAME,
     tables=(TABLE,),
     inferrers=((from_package("transformers."), infer_spec),),
     known="Hugging Face ViT/DeiT",
     entries=ENTRIES,
+    prefix=PREFIX,
+    names=("hf:path/to/config.json",),
+    check=_check,
+    build=_build,
+    declares=_declares,
 )

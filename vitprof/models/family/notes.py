@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from vitprof.models.family.base import Factory, ModelFamily, ZooEntry, is_class
+from vitprof.models.family.base import Factory, ModelLibrary, ZooEntry, is_class
 from vitprof.models.family.describe import grid_image_size, require
 from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
 
@@ -147,7 +147,7 @@ ENTRIES = (
              _lazy("vitprof.models.vit22b", "build_vit_22b_parallel"), 224, 1000, 14),
 )
 
-FAMILY = ModelFamily(
+LIBRARY = ModelLibrary(
     name=NAME,
     tables=(),
     inferrers=(

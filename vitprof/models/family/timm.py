@@ -1,15 +1,30 @@
-"""timm's ``VisionTransformer`` (and ``VisionTransformerDistilled``): component table and spec
-inferrer. timm models are built by name (``timm:NAME``, :mod:`vitprof.models.zoo`), so the
-zoo lists none. The spec inferrer takes ``model: Any``: it reads attributes torch types as
+"""timm: ``VisionTransformer``'s (and ``VisionTransformerDistilled``'s) component table and spec
+inferrer, the ``timm:NAME`` names (any model of ``timm.list_models()``, a pretrained tag
+allowed; the zoo lists none), the input a timm model declares (its ``pretrained_cfg``), its ViTs
+rebuilt at another depth or width, and timm's re-parameterisation as the deploy step. The spec
+inferrer and the rebuilder take ``model: Any``: they read attributes torch types as
 ``Tensor | Module``."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from vitprof.core.errors import UserError
 from vitprof.core.records import Component as C
 from vitprof.count.families.base import ComponentTable
-from vitprof.models.family.base import ModelFamily, is_class
+from vitprof.models.family.base import (
+    BuildSizes,
+    Declaration,
+    ModelLibrary,
+    Variant,
+    declared_count,
+    declared_pair,
+    heads,
+    is_class,
+    require_package,
+)
 from vitprof.models.family.describe import gelu, identity, image_size, require, square
 from vitprof.models.spec_kinds import AttentionImpl, FinalNorm, HeadKind
 
@@ -19,6 +34,7 @@ if TYPE_CHECKING:
     from vitprof.models.closed_form import ViTSpec
 
 NAME = "timm"
+PREFIX = "timm:"
 
 
 def _timm_vit(model: nn.Module) -> bool:
@@ -124,9 +140,90 @@ def infer_spec(model: Any) -> ViTSpec:
     )
 
 
-FAMILY = ModelFamily(
+def _model(name: str) -> tuple[Any, str]:
+    """timm and the model name of ``timm:NAME``, or a UserError for an unknown architecture."""
+    timm = require_package("timm", "timm")
+    model_name = name.removeprefix(PREFIX)
+    # a pretrained tag (``vit_base_patch16_224.augreg_in21k``) selects that checkpoint's
+    # architecture settings (its class count, say); no weights are loaded either way
+    architecture = model_name.partition(".")[0]
+    if architecture not in timm.list_models():
+        close = difflib.get_close_matches(architecture, timm.list_models(), n=3)
+        hint = f"; did you mean {', '.join(PREFIX + c for c in close)}?" if close else ""
+        raise UserError(f"unknown timm model '{model_name}'{hint}")
+    return timm, model_name
+
+
+def _check(name: str) -> bool:
+    _model(name)
+    return True
+
+
+def _build(name: str, sizes: BuildSizes, num_classes: int | None) -> Callable[[], nn.Module]:
+    """``timm.create_model`` without weights, with the image size, channels and classes asked
+    for (timm's ``img_size``, ``in_chans``, ``num_classes``)."""
+    timm, model_name = _model(name)
+    kwargs: dict[str, Any] = {}
+    if sizes.image_size is not None:
+        kwargs["img_size"] = sizes.image_size
+    if sizes.in_chans is not None:
+        kwargs["in_chans"] = sizes.in_chans
+    if num_classes is not None:
+        kwargs["num_classes"] = num_classes
+    return lambda: timm.create_model(model_name, pretrained=False, **kwargs)
+
+
+def _declares(module: nn.Module) -> Declaration | None:
+    """timm's ``pretrained_cfg["input_size"]``: ``(channels, height, width)``."""
+    cfg = getattr(module, "pretrained_cfg", None)
+    input_size = cfg.get("input_size") if isinstance(cfg, dict) else None
+    if not isinstance(input_size, tuple | list) or len(input_size) != 3:
+        return None
+    return Declaration("timm pretrained_cfg['input_size']", declared_count(input_size[0]),
+                       declared_pair(input_size[1:]))
+
+
+def _variant(name: str, module: Any, axis: str) -> Variant | None:
+    """A ``timm:`` ViT (``blocks`` and ``embed_dim``) rebuilt at another depth, or another
+    width with the same head width."""
+    if not name.startswith(PREFIX) or not hasattr(module, "blocks") \
+            or not hasattr(module, "embed_dim"):
+        return None
+    import timm
+
+    head_dim = module.embed_dim // module.blocks[0].attn.num_heads
+
+    def make(value: int) -> nn.Module:
+        kwargs: dict[str, Any]
+        if axis == "depth":
+            kwargs = {"depth": value}
+        else:
+            kwargs = {"embed_dim": value, "num_heads": heads(value, head_dim)}
+        return timm.create_model(name.removeprefix(PREFIX), pretrained=False, **kwargs)
+
+    return make
+
+
+def _deploy(model: nn.Module) -> None:
+    """timm's re-parameterisation, in place (``fuse()``, ``reparameterize()`` or
+    ``switch_to_deploy()`` on every child that defines one); nothing without timm."""
+    try:
+        from timm.utils import reparameterize_model
+    except ImportError:
+        return
+    reparameterize_model(model, inplace=True)
+
+
+LIBRARY = ModelLibrary(
     name=NAME,
     tables=(TABLE,),
     inferrers=((is_class("timm.models.vision_transformer", "VisionTransformer"), infer_spec),),
     known="timm VisionTransformer(Distilled)",
+    prefix=PREFIX,
+    names=("timm:NAME",),
+    check=_check,
+    build=_build,
+    declares=_declares,
+    variant=_variant,
+    deploy=_deploy,
 )

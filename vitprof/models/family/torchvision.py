@@ -1,8 +1,10 @@
 """torchvision's vision transformers: component tables (``VisionTransformer``, Swin and Swin V2,
-MaxViT), the ``VisionTransformer`` spec inferrer, the zoo's models and
+MaxViT), the ``VisionTransformer`` spec inferrer, the zoo's models (named with or without
+``torchvision:``), ``VisionTransformer`` rebuilt at another depth or width for a sweep, and
 ``vit_22b``: a torchvision ``VisionTransformer`` at ViT-22B's sizes, not ViT-22B's own blocks
 (:mod:`vitprof.models.vit22b` has those).
-The spec inferrer takes ``model: Any``: it reads attributes torch types as ``Tensor | Module``."""
+The spec inferrer and the rebuilder take ``model: Any``: they read attributes torch types as
+``Tensor | Module``."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from vitprof.core.records import Component as C
 from vitprof.count.families.base import ComponentTable
 from vitprof.models.family.base import (
     Factory,
-    ModelFamily,
+    ModelLibrary,
     Published,
+    Variant,
     ZooEntry,
     from_package,
+    heads,
     is_class,
 )
 from vitprof.models.family.describe import require
@@ -200,11 +204,41 @@ ENTRIES = (
              _vit_22b, 224, 1000, 14),
 )
 
-FAMILY = ModelFamily(
+def _variant(name: str, module: Any, axis: str) -> Variant | None:
+    """A ``VisionTransformer`` rebuilt at another depth, or another width with the same head
+    width and MLP ratio."""
+    if not type(module).__module__.startswith("torchvision.models.vision_transformer"):
+        return None
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    first = module.encoder.layers[0].self_attention
+    config = {
+        "image_size": module.image_size, "patch_size": module.patch_size,
+        "num_layers": len(module.encoder.layers), "num_heads": first.num_heads,
+        "hidden_dim": module.hidden_dim, "mlp_dim": module.mlp_dim,
+        "num_classes": module.num_classes,
+    }
+    head_dim = module.hidden_dim // first.num_heads
+
+    def make(value: int) -> nn.Module:
+        changed = dict(config)
+        if axis == "depth":
+            changed["num_layers"] = value
+        else:
+            changed.update(hidden_dim=value, num_heads=heads(value, head_dim),
+                           mlp_dim=value * module.mlp_dim // module.hidden_dim)
+        return VisionTransformer(**changed)
+
+    return make
+
+
+LIBRARY = ModelLibrary(
     name=NAME,
     tables=(TABLE, SWIN_TABLE, MAXVIT_TABLE),
     inferrers=((is_class("torchvision.models.vision_transformer", "VisionTransformer"),
                 infer_spec),),
     known="torchvision VisionTransformer",
     entries=ENTRIES,
+    prefix="torchvision:",
+    variant=_variant,
 )

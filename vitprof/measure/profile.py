@@ -14,26 +14,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from torch import nn
 
-from vitprof.analysis import workload_of
+from vitprof.analysis import profile_of, workload_of
 from vitprof.core.choices import RECOGNIZERS, peak_tflops_error
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
-from vitprof.core.records import COMPONENTS, REAL_DEVICES, Component, Counts, OpRecord
+from vitprof.core.records import REAL_DEVICES, Recognizer
 from vitprof.count.families import Rule, recognize
-from vitprof.count.flooring import floor_warnings
 from vitprof.count.running import (
     CountFailed,
     MetaFailure,
     first_on_meta,
     on_device,
     run_failed,
-    unsupported_warning,
 )
 from vitprof.count.session import Inputs
 from vitprof.count.state import untouched
@@ -43,8 +40,8 @@ from vitprof.measure.memory import (
     param_bytes_by_dtype,
     saved_for_backward,
 )
-from vitprof.measure.peak import Peak, measure_peak
-from vitprof.measure.roofline import bytes_moved, intensity
+from vitprof.measure.peak import measure_peak
+from vitprof.measure.result import Memory, SpeedProfile
 from vitprof.measure.timing import (
     IntervalPlan,
     Planned,
@@ -61,182 +58,6 @@ from vitprof.workload import (
     dtype_name,
     make_workload,
 )
-
-
-@dataclass(frozen=True)
-class Memory:
-    """Bytes, per dtype or per component; see :mod:`vitprof.measure.memory`."""
-
-    params_by_dtype: dict[str, int]
-    params: dict[Component, int]
-    activations: dict[Component, int]  # inference: bytes written by the forward's operations
-    saved: dict[Component, int] | None  # training: bytes kept for the backward (None: failed)
-    peak_device: int | None  # max_memory_allocated over the timed run; None on the CPU
-
-
-@dataclass(frozen=True)
-class Row:
-    """One component: counted work, measured time, memory."""
-
-    component: Component
-    seconds: float
-    counts: Counts
-    bytes_moved: int
-    param_bytes: int
-    activation_bytes: int
-    saved_bytes: int | None
-    estimated: bool
-    peak: Peak
-
-    @property
-    def flops(self) -> int:
-        return self.counts.flops
-
-    @property
-    def vector_flops(self) -> int:
-        return self.counts.vector_flops
-
-    @property
-    def achieved(self) -> float | None:
-        """Counted FLOPs / measured seconds."""
-        return self.flops / self.seconds if self.seconds > 0 else None
-
-    @property
-    def share_of_peak(self) -> float | None:
-        achieved = self.achieved
-        return achieved / self.peak.flops_per_s if achieved is not None else None
-
-    @property
-    def intensity(self) -> float | None:
-        return intensity(self.flops + self.vector_flops, self.bytes_moved)
-
-
-@dataclass(frozen=True)
-class SpeedProfile:
-    """Everything one ``vitprof profile`` run measured."""
-
-    model: str
-    family: str
-    device: str
-    device_name: str
-    dtype: str
-    input_shape: tuple[int, ...]
-    warmup: int
-    iters: int
-    threads: int
-    torch_version: str
-    timings: Timings
-    peak: Peak
-    memory: Memory
-    ops: tuple[OpRecord, ...] = field(repr=False)
-    unsupported_ops: dict[str, int] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def counts(self) -> dict[Component, Counts]:
-        totals = {c: Counts() for c in COMPONENTS}
-        for op in self.ops:
-            totals[op.component] += Counts(macs=op.macs, vector_flops=op.vector_flops)
-        return totals
-
-    @property
-    def throughput(self) -> float:
-        """Images per second, end to end without hooks."""
-        return self.input_shape[0] / self.timings.latency
-
-    def rows(self) -> list[Row]:
-        """One row per component, in the taxonomy's order."""
-        counts, moved = self.counts, bytes_moved(self.ops)
-        saved = self.memory.saved
-        return [
-            Row(c, self.timings.components.get(c, 0.0), counts[c], moved[c],
-                self.memory.params[c], self.memory.activations[c],
-                saved[c] if saved is not None else None, c in self.timings.estimated, self.peak)
-            for c in COMPONENTS
-        ]
-
-    def block_rows(self) -> list[tuple[int, float, Counts]]:
-        """(block, seconds, counts) for each transformer block."""
-        per_block: dict[int, Counts] = {}
-        for op in self.ops:
-            if op.block is not None:
-                per_block[op.block] = per_block.get(op.block, Counts()) + Counts(
-                    macs=op.macs, vector_flops=op.vector_flops
-                )
-        return [(b, t, per_block.get(b, Counts())) for b, t in self.timings.blocks.items()]
-
-    def __repr__(self) -> str:
-        """Model, input, latency and the component table (not the raw timings)."""
-        from vitprof.render.speed import speed_repr
-
-        return speed_repr(self)
-
-    def _repr_markdown_(self) -> str:
-        return self._rendered("markdown")
-
-    def _repr_html_(self) -> str:
-        return self._rendered("html")
-
-    def _rendered(self, fmt: str) -> str:
-        from vitprof.render.formats import render
-        from vitprof.render.speed import speed_document
-
-        return render(speed_document(self), fmt)
-
-    def to_dict(self) -> dict[str, Any]:
-        t = self.timings
-        return {
-            "model": self.model,
-            "family": self.family,
-            "device": self.device,
-            "device_name": self.device_name,
-            "dtype": self.dtype,
-            "input_shape": list(self.input_shape),
-            "warmup": self.warmup,
-            "iters": self.iters,
-            "threads": self.threads,
-            "torch_version": self.torch_version,
-            "units": {
-                "seconds": "interquartile mean over the timed iterations",
-                "flops": "2 x MACs counted on meta",
-                "achieved_flops_per_s": "flops / seconds",
-                "intensity": "(flops + vector_flops) / bytes_moved, bytes = inputs + outputs",
-                "bytes": "bytes",
-            },
-            "latency_s": t.latency,
-            "hooked_latency_s": t.hooked_latency,
-            "hook_overhead": t.overhead,
-            "attributed_s": t.attributed,
-            "throughput_images_per_s": self.throughput,
-            "latencies_s": list(t.latencies),
-            "hooked_latencies_s": list(t.hooked_latencies),
-            "peak": {"flops_per_s": self.peak.flops_per_s, "bytes_per_s": self.peak.bytes_per_s,
-                     "source": self.peak.source},
-            "memory": {
-                "params_by_dtype": self.memory.params_by_dtype,
-                "peak_device_bytes": self.memory.peak_device,
-            },
-            "components": {
-                str(r.component): {
-                    "seconds": r.seconds, **r.counts.as_dict(), "bytes_moved": r.bytes_moved,
-                    "achieved_flops_per_s": r.achieved, "share_of_peak": r.share_of_peak,
-                    "intensity": r.intensity, "param_bytes": r.param_bytes,
-                    "activation_bytes": r.activation_bytes, "saved_for_backward_bytes":
-                    r.saved_bytes, "time_estimated": r.estimated,
-                }
-                for r in self.rows()
-            },
-            "blocks": [
-                {"index": b, "seconds": s, **c.as_dict(),
-                 "components": {str(comp): secs for (comp, blk), secs in t.cells.items()
-                                if blk == b}}
-                for b, s, c in self.block_rows()
-            ],
-            "unsupported_ops": dict(self.unsupported_ops),
-            "notes": list(self.notes),
-            "warnings": list(self.warnings),
-        }
 
 
 def device_name(device: str) -> str:
@@ -266,9 +87,7 @@ def _workload(
         work = workload_of(model, request, overrides=overrides, **keywords)
         _check_placed(work.module, device, work.inputs.dtype)
         return work
-    request = InputRequest.of(request, **keywords)
-    if request.dtype is None:
-        request = replace(request, dtype=DTYPES[dtype])
+    request = InputRequest.of(request, **keywords).or_dtype(dtype)
     if isinstance(model, nn.Module):
         _check_placed(model, device, request.dtype)
     return make_workload(model, request, overrides=overrides)
@@ -339,7 +158,7 @@ def profile_model(
     frames: int | None = None,
     in_chans: int | None = None,
     input_shape: Sequence[int] | None = None,
-    recognizer: str = "auto",
+    recognizer: str = Recognizer.AUTO,
     request: InputRequest | None = None,
 ) -> SpeedProfile:
     """Measure ``model`` (a name, an ``nn.Module`` or a :class:`vitprof.workload.Workload`
@@ -372,6 +191,7 @@ def profile_model(
         module, work.inputs.example("meta"), mapping, recognizer, work.rules))
     module = on_device(name, module, device, planned.footprint)
     notes: tuple[str, ...] = ()
+    counted_on, fallback = "meta", None
     was_threads = torch.get_num_threads()
     torch.set_num_threads(threads or was_threads)
     bar = progress_bar(total=warmup + iters, desc=f"profiling {name}", unit="iter",
@@ -381,7 +201,8 @@ def profile_model(
             module.eval()
             example = work.inputs.example(device, random=True)
             if isinstance(planned, MetaFailure):
-                notes += (planned.note(device),)
+                counted_on, fallback = device, planned.note(device)
+                notes += (fallback,)
                 planned = plan_intervals(module, example, mapping, recognizer,
                                          work.rules)
             peak = measure_peak(device, measured, peak_tflops)
@@ -404,15 +225,12 @@ def profile_model(
     finally:
         bar.close()
         torch.set_num_threads(was_threads)
-    records, unsupported = list(planned.found.ops), planned.run.unsupported
     memory = Memory(param_bytes_by_dtype(module),
                     param_bytes_by_component(module, planned.found.params),
-                    activation_bytes(records), saved, peak_device)
+                    activation_bytes(list(planned.found.ops)), saved, peak_device)
     return SpeedProfile(
-        model=name, family=planned.found.family, device=device, device_name=device_name(device),
-        dtype=dtype_name(measured), input_shape=shape, warmup=warmup, iters=iters,
-        threads=used_threads, torch_version=torch.__version__, timings=timings,
-        peak=peak, memory=memory, ops=tuple(records), unsupported_ops=unsupported, notes=notes,
-        warnings=floor_warnings(planned.run.floors) + work.warnings + planned.found.warnings
-        + unsupported_warning(unsupported),
+        profile=profile_of(work, planned.run, planned.found, counted_on, fallback=fallback),
+        device=device, device_name=device_name(device), dtype=dtype_name(measured),
+        warmup=warmup, iters=iters, threads=used_threads, timings=timings, peak=peak,
+        memory=memory, notes=notes,
     )

@@ -1,0 +1,315 @@
+"""``vitprof memory`` / ``vitprof.memory``: a training step's memory predicted on fake tensors,
+held to a real CPU step measured by :mod:`vitprof.measure.measured_memory` (the profiler's
+allocator events, no code shared with the predictor), and its command line.
+
+The acceptance rows (DeiT-Ti and DeiT-S at 224, batch 8 and 32, float32 and bfloat16 autocast,
+with and without block checkpointing; AdamW, ``--target cpu``, the CPU's fused attention) are
+``slow`` (DeiT-Ti at batch 8) or ``exhaustive``; their twin, a 2-block ViT of width 64 on 32 x
+32 images, runs in every run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from timm.models.vision_transformer import VisionTransformer
+
+from vitprof import MemoryEstimate, memory
+from vitprof.cli.main import main
+from vitprof.core.errors import UserError
+from vitprof.measure.measured_memory import measure_training_memory
+from vitprof.measure.memory_fit import largest_batch
+
+TOLERANCE = 0.03  # the issue's: predicted peak within 3% of the measured one on the CPU
+
+# width 64, 2 blocks of 2 heads, 32 x 32 images in 8 x 8 patches: 16 patches + a class token
+TINY = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=2, num_classes=10)
+TINY_PY = '''
+from timm.models.vision_transformer import VisionTransformer
+
+
+def tiny():
+    return VisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=2,
+                             num_classes=10)
+'''
+# parameters of TINY: patch embedding 3*8*8*64 + 64; class token 64; positions 17*64;
+# per block: 2 norms 4*64, qkv 64*192 + 192, proj 64*64 + 64, fc1 64*256 + 256, fc2 256*64 + 64;
+# final norm 2*64; head 64*10 + 10
+TINY_BLOCK = 4 * 64 + 64 * 192 + 192 + 64 * 64 + 64 + 64 * 256 + 256 + 256 * 64 + 64
+TINY_PARAMS = (3 * 8 * 8 * 64 + 64) + 64 + 17 * 64 + 2 * TINY_BLOCK + 2 * 64 + 64 * 10 + 10
+TINY_TENSORS = 4 + 2 * 12 + 2 + 2  # patch w, b, cls, pos; 12 per block; norm w, b; head w, b
+
+
+def tiny() -> VisionTransformer:
+    torch.manual_seed(0)
+    return VisionTransformer(**TINY)  # type: ignore[arg-type]
+
+
+def _compare(model: torch.nn.Module, image: int, batch: int, amp: str | None,
+             checkpoint: str) -> None:
+    predicted = memory(model, batch_size=batch, image_size=image, target="cpu",
+                       attention="flash", amp=amp, checkpoint=checkpoint)
+    measured = measure_training_memory(model, torch.randn(batch, 3, image, image), amp=amp,
+                                       checkpoint=checkpoint)
+    assert predicted.saved_bytes == measured.saved_bytes
+    error = (predicted.peak_bytes - measured.peak_bytes) / measured.peak_bytes
+    assert abs(error) <= TOLERANCE, (predicted.peak_bytes, measured.peak_bytes, error)
+
+
+@pytest.mark.parametrize("checkpoint", ["none", "blocks"])
+@pytest.mark.parametrize("amp", [None, "bfloat16"])
+def test_twin_matches_a_real_cpu_step(amp: str | None, checkpoint: str) -> None:
+    _compare(tiny(), 32, 8, amp, checkpoint)
+
+
+def _deit(name: str) -> torch.nn.Module:
+    import timm
+
+    torch.manual_seed(0)
+    return timm.create_model(name, pretrained=False)
+
+
+ROWS = [
+    pytest.param(name, batch, amp, checkpoint, id=f"{name[:10]}-{batch}-{amp}-{checkpoint}",
+                 marks=pytest.mark.slow if (name, batch, amp, checkpoint) == (
+                     "deit_tiny_patch16_224", 8, None, "none") else pytest.mark.exhaustive)
+    for name in ("deit_tiny_patch16_224", "deit_small_patch16_224")
+    for batch in (8, 32) for amp in (None, "bfloat16") for checkpoint in ("none", "blocks")
+]
+
+
+@pytest.mark.parametrize(("name", "batch", "amp", "checkpoint"), ROWS)
+def test_deit_matches_a_real_cpu_step(name: str, batch: int, amp: str | None,
+                                      checkpoint: str) -> None:
+    _compare(_deit(name), 224, batch, amp, checkpoint)
+
+
+@pytest.fixture(scope="module")
+def tiny_estimate() -> MemoryEstimate:
+    return memory(tiny(), batch_size=2, target="cpu", attention="flash")
+
+
+def test_states_and_gradients_are_the_optimizers(tiny_estimate: MemoryEstimate) -> None:
+    total = tiny_estimate.total
+    assert total.params == TINY_PARAMS * 4  # float32
+    assert total.grads == TINY_PARAMS * 4
+    # adamw: exp_avg and exp_avg_sq per element, and one float32 step per tensor on the CPU
+    assert total.optimizer_state == 2 * TINY_PARAMS * 4 + 4 * TINY_TENSORS
+    assert tiny_estimate.peak_bytes >= 4 * TINY_PARAMS * 4
+
+
+@pytest.mark.parametrize(("optimizer", "per_element", "steps"),
+                         [("sgd", 0, 0), ("sgd-momentum", 1, 0), ("adam", 2, 1)])
+def test_optimizer_state_per_element(optimizer: str, per_element: int, steps: int) -> None:
+    found = memory(tiny(), batch_size=1, target="cpu", optimizer=optimizer)
+    # momentum: one buffer per element; adam: two moments per element and a float32 step per
+    # tensor (on the CPU: CUDA keeps the steps on the host)
+    assert found.total.optimizer_state == per_element * TINY_PARAMS * 4 + steps * 4 * TINY_TENSORS
+
+
+def test_timeline_adds_up(tiny_estimate: MemoryEstimate) -> None:
+    events = tiny_estimate.timeline
+    assert [e.index for e in events] == list(range(len(events)))
+    assert {e.phase for e in events} == {"forward", "backward", "optimizer"}
+    assert max(e.total for e in events) == tiny_estimate.peak_bytes
+    assert events[tiny_estimate.peak_index].total == tiny_estimate.peak_bytes
+    # parameters are alive throughout; gradients appear in the backward and stay
+    assert {e.live["parameters"] for e in events} == {TINY_PARAMS * 4}
+    assert events[0].live["gradients"] == 0
+    assert events[-1].live["gradients"] == TINY_PARAMS * 4
+    assert sum(v.activations for v in tiny_estimate.by_component.values()) \
+        == tiny_estimate.saved_bytes
+
+
+def test_math_attention_keeps_the_scores() -> None:
+    wide = VisionTransformer(**{**TINY, "img_size": 64})  # type: ignore[arg-type]
+    fused = memory(wide, batch_size=2, target="cpu", attention="flash")
+    scores = memory(wide, batch_size=2, target="cpu", attention="math")
+    # 64 / 8 = 8 x 8 patches + the class token: 65 tokens. Per block, the math path keeps the
+    # softmax (batch 2 x 2 heads x 65 x 65 x 4 bytes = 67,600) where the fused kernel keeps its
+    # output (2 x 2 x 65 x 32 x 4 = 33,280) and a log-sum-exp (2 x 2 x 65 x 4 = 1,040)
+    per_block = 2 * 2 * 65 * 65 * 4 - 2 * 2 * 65 * 32 * 4 - 2 * 2 * 65 * 4
+    assert scores.saved_bytes - fused.saved_bytes >= 2 * per_block
+
+
+def test_cuda_rounds_every_allocation() -> None:
+    cuda = memory(tiny(), batch_size=2, target="cuda", attention="efficient")
+    assert cuda.peak_bytes % 512 == 0
+    assert all(v % 512 == 0 for v in cuda.timeline[cuda.peak_index].live.values())
+
+
+def test_checkpointing_saves_less(tiny_estimate: MemoryEstimate) -> None:
+    blocks = memory(tiny(), batch_size=2, target="cpu", attention="flash", checkpoint="blocks")
+    assert blocks.saved_bytes < tiny_estimate.saved_bytes
+    every = memory(tiny(), batch_size=2, target="cpu", attention="flash", checkpoint="every 2")
+    assert blocks.saved_bytes < every.saved_bytes < tiny_estimate.saved_bytes
+
+
+def test_inference_holds_no_gradients() -> None:
+    found = memory(tiny(), batch_size=2, target="cpu", mode="inference")
+    assert found.saved_bytes == 0
+    assert found.total.grads == found.total.optimizer_state == 0
+    assert {e.phase for e in found.timeline} == {"forward"}
+
+
+def test_fit_is_the_largest_batch_that_fits() -> None:
+    start = memory(tiny(), batch_size=4, target="cpu", attention="flash")
+    budget = start.peak_bytes * 3
+
+    def peak(batch: int) -> int:
+        return memory(tiny(), batch_size=batch, target="cpu", attention="flash").peak_bytes
+
+    found = memory(tiny(), batch_size=4, target="cpu", attention="flash", fit=budget)
+    answer = found.largest_batch
+    assert answer is not None and answer > 4
+    assert peak(answer) <= budget < peak(answer + 1)
+
+
+def test_fit_solves_a_line_in_few_steps() -> None:
+    calls: list[int] = []
+
+    def peak(batch: int) -> int:  # 1,000 fixed + 300 per sample
+        calls.append(batch)
+        return 1_000 + 300 * batch
+
+    class Start:
+        batch_size, peak_bytes = 2, 1_600
+
+    # (10_000 - 1_000) / 300 = 30 exactly; 31 is 10_300
+    assert largest_batch(peak, 10_000, Start(), 1_000) == 30
+    assert len(calls) <= 3
+    with pytest.raises(UserError, match="smaller than the parameters"):
+        largest_batch(peak, 999, Start(), 1_000)
+
+
+@pytest.mark.slow
+def test_fit_of_vit_b_16_at_80gib() -> None:
+    budget = 80 * 2**30
+    found = memory("vit_b_16", batch_size=64, optimizer="adamw", fit=budget)
+    answer = found.largest_batch
+    assert answer is not None
+    assert memory("vit_b_16", batch_size=answer).peak_bytes <= budget
+    assert memory("vit_b_16", batch_size=answer + 1).peak_bytes > budget
+
+
+@pytest.fixture
+def tiny_file(tmp_path: Path) -> str:
+    (tmp_path / "tiny.py").write_text(TINY_PY)
+    return f"{tmp_path / 'tiny.py'}:tiny"
+
+
+def test_cli_json(tiny_file: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", tiny_file, "--batch-size", "2", "--target", "cpu", "--format",
+                 "json", "--fit", "1GiB"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema_version"] == 2
+    assert isinstance(data["peak_bytes"], int) and isinstance(data["largest_batch"], int)
+    assert data["fit_bytes"] == 2**30
+    assert data["total"]["params"] == TINY_PARAMS * 4
+
+
+def test_cli_table(tiny_file: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", tiny_file, "--checkpoint", "every 1"]) == 0
+    out = capsys.readouterr().out
+    assert "peak: " in out and "blocks:" in out and "optimizer B" in out
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["--batch-size", "0"], "expected a positive integer, got 0"),
+    (["--fit", "0GiB"], "expected a positive memory size"),
+    (["--fit=-3GB"], "expected a positive memory size"),
+    (["--fit", "1000"], "is smaller than the parameters, gradients and optimizer state alone"),
+    (["--optimizer", "lion"], "invalid choice: 'lion'"),
+    (["--dtype", "int8"], "invalid choice: 'int8'"),
+    (["--checkpoint", "every 0"], "expected a positive integer, got 0"),
+    (["--amp", "bfloat16", "--dtype", "float16"], "--amp keeps float32 master weights"),
+])
+def test_bad_input_is_one_line(tiny_file: str, argv: list[str], fragment: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        status = main(["memory", tiny_file, *argv])
+    except SystemExit as exit_:  # argparse's usage errors exit on their own
+        status = exit_.code
+    assert status == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"optimizer": "lion"}, "unknown optimizer 'lion'"),
+    ({"amp": "int8"}, "unknown amp dtype 'int8'"),
+    ({"batch_size": 0}, "batch size must be at least 1"),
+    ({"fit": 0}, "memory size must be at least 1"),
+    ({"checkpoint": "sometimes"}, "checkpoint must be none, blocks or 'every N'"),
+    ({"target": "tpu"}, "unknown target 'tpu'"),
+])
+def test_bad_api_arguments(kwargs: dict[str, object], fragment: str) -> None:
+    with pytest.raises(UserError, match=fragment):
+        memory(tiny(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_model_without_a_backward_says_what_it_tried() -> None:
+    class Frozen(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(3 * 8 * 8, 2)
+            self.linear.requires_grad_(False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x.flatten(1))
+
+    with pytest.raises(UserError, match="no parameter requires a gradient"):
+        memory(Frozen(), image_size=8)
+
+
+def test_a_model_that_cannot_run_on_fake_tensors_says_what_it_tried() -> None:
+    class DataDependent(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(3 * 8 * 8, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            keep = int(x.sum()) + 1  # reads a value: no fake tensor has one
+            return self.linear(x.flatten(1)[:, :keep])
+
+    with pytest.raises(UserError, match=r"a training step \(forward in train mode, then "
+                                        r"backward\) could not run on fake CPU tensors"):
+        memory(DataDependent(), image_size=8)
+
+
+def _budget(tiny_file: str, limit: int, memory_table: str) -> list[object]:
+    import tomllib
+
+    from vitprof.checks.budget import parse_budgets
+
+    text = f'''
+[tiny]
+model = "{tiny_file}"
+batch_size = 2
+max_peak_bytes = {limit}
+memory = {memory_table}
+'''
+    return parse_budgets(tomllib.loads(text), text=text)  # type: ignore[return-value]
+
+
+def test_a_budget_bounds_the_peak(tiny_file: str) -> None:
+    from vitprof.checks.budget import evaluate
+
+    peak = memory(tiny(), batch_size=2, target="cpu", optimizer="sgd").peak_bytes
+    settings = '{ target = "cpu", optimizer = "sgd" }'
+    at, below = (evaluate(b) for b in  # type: ignore[arg-type]
+                 (*_budget(tiny_file, peak, settings), *_budget(tiny_file, peak - 1, settings)))
+    assert at.passed and not below.passed
+    assert [r.actual for r in below.failures] == [peak]
+
+
+def test_a_budget_refuses_unknown_memory_settings(tiny_file: str) -> None:
+    with pytest.raises(UserError, match="expected one of sgd, sgd-momentum, adam, adamw"):
+        _budget(tiny_file, 1, '{ optimizer = "lion" }')
+    with pytest.raises(UserError, match="unknown memory setting 'batch'"):
+        _budget(tiny_file, 1, '{ batch = "2" }')

@@ -1,0 +1,77 @@
+"""``vitprof memory``: the predicted memory of a training step, its peak, and what batch fits."""
+
+from __future__ import annotations
+
+import argparse
+
+from vitprof.cli.commands.common import (
+    add_shape_options,
+    input_request,
+    output_path,
+    positive_int,
+    warn,
+    write_output,
+)
+from vitprof.cli.commands.outputs import check_writable
+from vitprof.core.choices import (
+    AMP_DTYPES,
+    ATTENTION_PATHS,
+    MEMORY_MODES,
+    MEMORY_TARGETS,
+    OPTIMIZERS,
+)
+from vitprof.core.parse import memory_size
+from vitprof.render.formats import choices, render
+
+
+def checkpoint(text: str) -> str:
+    """argparse type of ``--checkpoint``: none, blocks, or ``every N`` (also ``every=N``)."""
+    words = text.replace("=", " ").split()
+    if text in ("none", "blocks"):
+        return text
+    if len(words) == 2 and words[0] == "every":
+        return f"every {positive_int(words[1])}"
+    raise argparse.ArgumentTypeError(f"expected none, blocks or 'every N', got '{text}'")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "memory", help="predict a training step's memory per component, its peak, what fits")
+    parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
+    add_shape_options(parser)
+    parser.add_argument("--batch-size", type=positive_int, default=1)
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    parser.add_argument("--amp", choices=AMP_DTYPES,
+                        help="autocast the forward to this dtype (float32 master weights)")
+    parser.add_argument("--checkpoint", type=checkpoint, default="none", metavar="none|blocks|"
+                        "'every N'", help="activation checkpointing of the transformer blocks "
+                        "(every N: one block in N, from the first)")
+    parser.add_argument("--target", choices=MEMORY_TARGETS, default="cuda",
+                        help="whose kernels and allocator are modelled (the prediction runs on "
+                             "fake tensors either way)")
+    parser.add_argument("--attention", choices=ATTENTION_PATHS, default="math",
+                        help="the kernel scaled_dot_product_attention runs: math keeps the "
+                             "scores, the fused ones a log-sum-exp")
+    parser.add_argument("--mode", choices=MEMORY_MODES, default="train")
+    parser.add_argument("--fit", type=memory_size, metavar="SIZE",
+                        help="also find the largest batch whose peak fits SIZE (24GiB, 80GB)")
+    parser.add_argument("--format", choices=choices("memory"), default="table")
+    parser.add_argument("--output", type=output_path, metavar="FILE")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vitprof.measure.training_memory import memory
+    from vitprof.render.memory import memory_document
+
+    if args.output:
+        check_writable(args.output)
+    estimate = memory(
+        args.model, request=input_request(args), optimizer=args.optimizer, amp=args.amp,
+        checkpoint=args.checkpoint, target=args.target, attention=args.attention,
+        mode=args.mode, fit=args.fit,
+    )
+    for message in estimate.warnings:
+        warn(message)
+    write_output(render(memory_document(estimate), args.format), args.output)
+    return 0

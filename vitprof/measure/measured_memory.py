@@ -1,0 +1,209 @@
+"""The memory a real CPU training step holds, measured independently of vitprof's predictor.
+
+This module imports only torch and the standard library: it shares no code with
+:mod:`vitprof.measure.training_memory`, so that the tests and ``benchmarks/memory_accuracy.py``
+hold the prediction to something it did not compute.
+
+The step measured (the same loop the predictor models): ``optimizer.zero_grad(set_to_none=True)``,
+the forward (under ``torch.autocast("cpu", amp)`` when ``amp`` is given), ``out.backward(ones)``
+(a ones gradient on the first output: no loss function), ``optimizer.step()``; ``steps`` times,
+and the last step is the one reported (from the second step on, the optimizer state exists).
+
+* **Peak**: the CPU allocator's own events, ``torch.profiler.profile(profile_memory=True)``:
+  every allocation and free of the CPU allocator is reported with its size and the running
+  total of the bytes allocated since profiling began (``total_allocated``). The CPU allocator
+  keeps no cache (a free returns the block at once) and reports the size each tensor asked for,
+  so that total is exactly the bytes the run holds at each moment, kernels' own scratch buffers
+  included. Only the last step is profiled, and the total before its first event is taken
+  off (the allocator's total runs on across profiles), so the total counts what that step
+  allocates; its peak is the largest total, plus what was alive when it began (the parameters
+  and buffers, the optimizer state and the inputs, each storage once).
+* **Saved for backward**: ``torch.autograd.graph.saved_tensors_hooks`` around the forward of the
+  last step: each storage autograd packs for the backward counts once, whole (``nbytes`` of
+  its storage: a view keeps its base alive); parameters are not counted (they exist anyway).
+  Inside a checkpointed block autograd packs nothing (the checkpoint keeps the block's inputs
+  itself: they are in the peak, not here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.checkpoint import checkpoint as checkpointed
+
+AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class MeasuredMemory:
+    """Bytes measured on the last step: ``peak_bytes`` (the most alive at once, parameters,
+    buffers and inputs included) and ``saved_bytes`` (saved for the backward)."""
+
+    peak_bytes: int
+    saved_bytes: int
+
+
+def _optimizer(name: str, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    """torch's optimizer of ``name`` with its default settings (momentum 0.9 for
+    sgd-momentum)."""
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    if name == "adam":
+        return torch.optim.Adam(params)
+    if name == "adamw":
+        return torch.optim.AdamW(params)
+    raise ValueError(f"unknown optimizer {name!r}")
+
+
+def repeated_blocks(model: nn.Module) -> list[nn.Module]:
+    """The transformer blocks as a module tree shows them: the children of the largest
+    ``nn.Sequential`` or ``nn.ModuleList`` whose children (2 or more) are all of one class."""
+    best: list[nn.Module] = []
+    for module in model.modules():
+        if isinstance(module, nn.Sequential | nn.ModuleList):
+            children = list(module.children())
+            if len(children) > max(1, len(best)) and len({type(c) for c in children}) == 1:
+                best = children
+    return best
+
+
+@contextmanager
+def _checkpointing(model: nn.Module, every: int | None) -> Iterator[None]:
+    """Run one block in ``every`` (blocks 0, every, 2 x every, ...) under
+    ``torch.utils.checkpoint`` (non-reentrant); nothing when ``every`` is None."""
+    blocks = repeated_blocks(model)[::every] if every else []
+    if every and not blocks:
+        raise ValueError("no repeated blocks to checkpoint")
+    for block in blocks:
+        forward = block.forward
+
+        def wrapped(*args: Any, _forward: Callable[..., Any] = forward, **kwargs: Any) -> Any:
+            return checkpointed(_forward, *args, use_reentrant=False, **kwargs)
+
+        block.forward = wrapped
+    try:
+        yield
+    finally:
+        for block in blocks:
+            del block.forward
+
+
+def _every(checkpoint: str | int) -> int | None:
+    """``"none"`` -> None, ``"blocks"`` -> 1, an int N or ``"every N"`` -> N."""
+    if checkpoint == "none":
+        return None
+    if checkpoint == "blocks":
+        return 1
+    if isinstance(checkpoint, int):
+        return checkpoint
+    return int(str(checkpoint).split()[-1])
+
+
+def _first_tensor(out: Any) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "logits"):
+        return out.logits
+    return next(v for v in (out.values() if isinstance(out, dict) else out)
+                if isinstance(v, torch.Tensor))
+
+
+def _storages(tensors: Sequence[torch.Tensor]) -> int:
+    """Bytes of the distinct storages of ``tensors``."""
+    seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    return sum(seen.values())
+
+
+class _SavedBytes:
+    """The storages packed for the backward, each once, parameters excluded."""
+
+    def __init__(self, params: set[int]) -> None:
+        self.params = params
+        self.seen: dict[int, int] = {}
+
+    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in self.params:
+            self.seen.setdefault(storage.data_ptr(), storage.nbytes())
+        return tensor
+
+    @property
+    def total(self) -> int:
+        return sum(self.seen.values())
+
+
+def _allocation_totals(prof: profile) -> list[int]:
+    """The bytes allocated during the profile after each allocator event, in order.
+
+    The allocator's ``total_allocated`` runs on across profiles (what one profile allocated and
+    the program freed after it never leaves it), so the total before the first event is
+    subtracted."""
+    events: list[tuple[int, int, int]] = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())  # type: ignore[union-attr]
+    while stack:
+        event = stack.pop()
+        stack.extend(event.children)
+        fields = event.extra_fields
+        if type(fields).__name__ == "_ExtraFields_Allocation" and fields.device.type == "cpu":
+            events.append((event.start_time_ns, fields.total_allocated, fields.alloc_size))
+    events.sort()
+    if not events:
+        return []
+    before = events[0][1] - events[0][2]
+    return [total - before for _, total, _ in events]
+
+
+def measure_training_memory(
+    model: nn.Module, example: torch.Tensor | tuple[Any, ...], *, optimizer: str = "adamw",
+    amp: str | None = None, checkpoint: str | int = "none", steps: int = 2,
+) -> MeasuredMemory:
+    """Run ``steps`` real training steps of ``model`` (on the CPU, with weights) on ``example``
+    (a tensor, or a tuple of positional arguments) and measure the last one (see the module's
+    docstring). The model is left in train mode, without ``.grad``."""
+    args = example if isinstance(example, tuple) else (example,)
+    opt = _optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+    model.train()
+    saved = _SavedBytes({p.untyped_storage().data_ptr() for p in model.parameters()})
+    with _checkpointing(model, _every(checkpoint)):
+        for _ in range(steps - 1):
+            _step(model, args, opt, amp, None)
+        opt.zero_grad(set_to_none=True)
+        held = _storages([*model.parameters(), *model.buffers(), *_state(opt),
+                          *(a for a in args if isinstance(a, torch.Tensor))])
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            _step(model, args, opt, amp, saved)
+    opt.zero_grad(set_to_none=True)
+    return MeasuredMemory(held + max(_allocation_totals(prof), default=0), saved.total)
+
+
+def _step(model: nn.Module, args: tuple[Any, ...], opt: torch.optim.Optimizer,
+          amp: str | None, saved: _SavedBytes | None) -> None:
+    """One training step: zero_grad (to None), forward, ones-gradient backward, step."""
+    opt.zero_grad(set_to_none=True)
+    with ExitStack() as stack:
+        if amp is not None:
+            stack.enter_context(torch.autocast("cpu", dtype=AMP_DTYPES[amp]))
+        if saved is not None:
+            stack.enter_context(torch.autograd.graph.saved_tensors_hooks(saved.pack, _same))
+        out = _first_tensor(model(*args))
+    out.backward(torch.ones_like(out))
+    del out
+    opt.step()
+
+
+def _same(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
+
+
+def _state(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The tensors of the optimizer's state (moments, momentum buffers, step counts)."""
+    return [v for state in opt.state.values() for v in state.values()
+            if isinstance(v, torch.Tensor)]

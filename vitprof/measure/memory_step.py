@@ -1,0 +1,333 @@
+"""One training step (or one forward) run on fake tensors, every allocation and free logged.
+
+The step is the loop people write: gradients set to None, the forward (under
+``torch.autocast`` when ``amp`` is given, the forward only, as in real code), the backward of a
+ones gradient on the output (no loss), the optimizer's step. It runs under the counter
+(:func:`vitprof.count.session.count`) with a :class:`~vitprof.count.timeline.Timeline` as its
+liveness, then the optimizer's step under a dispatch mode that logs into the same timeline.
+
+Why fake tensors: a ``FakeTensor`` holds no memory, like a meta tensor, but it says it lives on
+the CPU, so ``torch.autocast("cpu")`` casts it as it casts a real one (autocast ignores meta
+tensors) and the dtypes of every activation are real. Storages are freed when their last
+tensor goes, as on any device, so the timeline is the run's. The parameters, buffers and
+optimizer state are fake stand-ins made before the step; the optimizer state is made by one
+step run beforehand, so the step logged is the second one (the state exists).
+
+Attention: ``F.scaled_dot_product_attention`` runs the kernel ``attention`` names for the
+``target`` (:data:`KERNELS`): the math path keeps the softmax scores for the backward, the fused
+kernels keep the output and a log-sum-exp (O(L) per head). A model that computes its attention
+itself is run as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.autograd.graph import saved_tensors_hooks
+from torch.nn.utils.stateless import _reparametrize_module
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import checkpoint as checkpointed
+
+from vitprof.core.errors import UserError
+from vitprof.count.families import ComponentMap
+from vitprof.count.running import CountFailed, one_line
+from vitprof.count.session import Run, count
+from vitprof.count.timeline import Timeline
+from vitprof.workload import Workload
+
+_SDPA = torch.nn.functional.scaled_dot_product_attention
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """What is run: ``optimizer`` (sgd, sgd-momentum, adam, adamw), ``amp`` (an autocast dtype
+    or None), ``every`` (checkpoint one block in ``every``; None: none), ``target`` (cpu,
+    cuda), ``attention`` (math, efficient, flash), ``train`` (a training step, else a forward
+    without gradients)."""
+
+    optimizer: str
+    amp: torch.dtype | None
+    every: int | None
+    target: str
+    attention: str
+    train: bool
+
+
+@dataclass
+class Step:
+    """What one step did: the ``timeline``, the counted ``run``, and the ids of the
+    allocations that were ``inputs``, ``gradients`` and ``saved`` for the backward (id ->
+    bytes), and the optimizer's ``state`` (parameter name -> its state tensors)."""
+
+    timeline: Timeline
+    run: Run
+    inputs: set[int]
+    gradients: set[int]
+    saved: dict[int, int]
+    state: dict[str, list[torch.Tensor]]
+
+
+def _math(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+          is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
+    return torch.ops.aten._scaled_dot_product_attention_math(
+        q, k, v, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa)[0]
+
+
+def _cpu_fused(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+               is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
+
+
+def _cuda_efficient(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+                    is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
+    keep = q.requires_grad or k.requires_grad or v.requires_grad
+    return torch.ops.aten._scaled_dot_product_efficient_attention(
+        q, k, v, attn_mask, keep, dropout_p, is_causal, scale=scale)[0]
+
+
+def _cuda_flash(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+                is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
+    if attn_mask is not None:
+        raise UserError("the flash attention kernel takes no attention mask: this model needs "
+                        "--attention efficient or math")
+    return torch.ops.aten._scaled_dot_product_flash_attention(
+        q, k, v, dropout_p, is_causal, scale=scale)[0]
+
+
+# (target, attention) -> the kernel F.scaled_dot_product_attention runs: the CPU has one fused
+# kernel (a flash attention) for both fused paths
+KERNELS: dict[tuple[str, str], Callable[..., Any]] = {
+    ("cpu", "math"): _math, ("cpu", "efficient"): _cpu_fused, ("cpu", "flash"): _cpu_fused,
+    ("cuda", "math"): _math, ("cuda", "efficient"): _cuda_efficient,
+    ("cuda", "flash"): _cuda_flash,
+}
+
+
+class _AttentionKernel(TorchFunctionMode):
+    """``F.scaled_dot_product_attention`` runs ``kernel`` instead of torch's choice."""
+
+    def __init__(self, kernel: Callable[..., Any]) -> None:
+        super().__init__()
+        self.kernel = kernel
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is _SDPA:
+            return self.kernel(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+class _Logged(TorchDispatchMode):
+    """Every aten op run under it is logged in ``timeline`` (the optimizer's step)."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        super().__init__()
+        self.timeline = timeline
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.timeline.created(func, out)
+        return out
+
+
+def make_optimizer(name: str, params: Sequence[torch.Tensor], target: str) -> torch.optim.Optimizer:
+    """torch's optimizer ``name`` with its defaults (momentum 0.9 for sgd-momentum); on cuda
+    the multi-tensor (foreach) implementation torch picks there by default, on the CPU the
+    single-tensor one it picks there."""
+    foreach = target == "cuda"
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
+    if name == "adam":
+        return torch.optim.Adam(params, foreach=foreach)
+    return torch.optim.AdamW(params, foreach=foreach)
+
+
+def _stand_ins(module: nn.Module, fake: FakeTensorMode) -> dict[str, torch.Tensor]:
+    """Fake CPU tensors for every parameter and buffer (shape, strides, dtype,
+    ``requires_grad``)."""
+    with fake:
+        return {name: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu")
+                .requires_grad_(t.requires_grad)
+                for name, t in [*module.named_parameters(), *module.named_buffers()]}
+
+
+def _initial_state(opt: torch.optim.Optimizer, params: Sequence[torch.Tensor]) -> None:
+    """Make the optimizer's state as a first step does (gradients set, a step, set to None)."""
+    for p in params:
+        p.grad = torch.empty_like(p)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+@contextmanager
+def _autocast_forward(module: nn.Module, amp: torch.dtype | None) -> Iterator[None]:
+    """``module``'s forward (the root's, not the backward) under ``torch.autocast("cpu",
+    amp)``; nothing when ``amp`` is None."""
+    if amp is None:
+        yield
+        return
+    contexts: list[torch.autocast] = []
+
+    def enter(*_: Any) -> None:
+        contexts.append(torch.autocast("cpu", dtype=amp))
+        contexts[-1].__enter__()
+
+    def leave(*_: Any) -> None:
+        contexts.pop().__exit__(None, None, None)
+
+    hooks = (module.register_forward_pre_hook(enter), module.register_forward_hook(leave))
+    try:
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
+        while contexts:  # a forward that failed left its autocast
+            contexts.pop().__exit__(None, None, None)
+
+
+@contextmanager
+def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | None,
+                         kernel: Callable[..., Any]) -> Iterator[None]:
+    """The blocks the breakdown found (``mapping.blocks``), one in ``every`` (blocks 0,
+    ``every``, ...), run under ``torch.utils.checkpoint`` (non-reentrant); restored on exit.
+    The attention ``kernel`` is entered inside the checkpoint too: its recomputation in the
+    backward runs without the forward's torch-function modes."""
+    chosen = [path for path, index in mapping.blocks.items()
+              if every is not None and index % every == 0]
+    if every is not None and not chosen:
+        raise UserError("--checkpoint needs transformer blocks, and the breakdown found none "
+                        "in this model")
+    blocks = [module.get_submodule(path) for path in chosen]
+    for block in blocks:
+        forward = block.forward
+
+        def run(*args: Any, _forward: Callable[..., Any] = forward, **kwargs: Any) -> Any:
+            return checkpointed(_with_kernel, kernel, _forward, *args, use_reentrant=False,
+                                **kwargs)
+
+        block.forward = run
+    try:
+        yield
+    finally:
+        for block in blocks:
+            del block.forward
+
+
+def _with_kernel(kernel: Callable[..., Any], forward: Callable[..., Any], *args: Any,
+                 **kwargs: Any) -> Any:
+    with _AttentionKernel(kernel):
+        return forward(*args, **kwargs)
+
+
+class _Saved:
+    """The allocations autograd packs for the backward (id -> bytes), parameters aside (they
+    were not allocated in the step: no id)."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.found: dict[int, int] = {}
+
+    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        found = self.timeline.allocation_of(tensor)
+        if found is not None:
+            self.found.setdefault(found, self.timeline.allocations[found].size)
+        return tensor
+
+
+def _unpack(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
+
+
+def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batch: int
+             ) -> Step:
+    """Run one step of ``work``'s model at ``batch`` on fake tensors (see the module)."""
+    fake = FakeTensorMode()
+    stand = _stand_ins(work.module, fake)
+    timeline = Timeline()
+    with fake:
+        inputs = replace(work.inputs, batch=batch).example("cpu")
+    timeline.hold(inputs)
+    held = {timeline.allocation_of(t) for t in _tensors(inputs)} - {None}
+    with _reparametrize_module(work.module, stand), ExitStack() as stack:
+        params = [t for t in work.module.parameters() if t.requires_grad]
+        if settings.train and not params:
+            raise UserError(f"{work.name}: no parameter requires a gradient: there is no "
+                            f"training step to predict (try --mode inference)")
+        opt = make_optimizer(settings.optimizer, params, settings.target) if settings.train \
+            else None
+        if opt is not None:
+            _initial_state(opt, params)
+        saved = _Saved(timeline)
+        kernel = KERNELS[settings.target, settings.attention]
+        stack.enter_context(_checkpointed_blocks(work.module, mapping, settings.every, kernel))
+        stack.enter_context(_autocast_forward(work.module, settings.amp))
+        stack.enter_context(_AttentionKernel(kernel))
+        stack.enter_context(fake)
+        if not settings.train:
+            stack.enter_context(torch.no_grad())
+        with saved_tensors_hooks(saved.pack, _unpack):
+            run = _counted(work, mapping, inputs, timeline, settings)
+        stack.close()
+        gradients = _optimizer_step(timeline, run, opt, work.module)
+        state = _state_by_name(opt, work.module)
+    return Step(timeline, run, {i for i in held if i is not None}, gradients, saved.found,
+                state)
+
+
+def _counted(work: Workload, mapping: ComponentMap, inputs: Any, timeline: Timeline,
+             settings: StepSettings) -> Run:
+    """The counted forward (and backward) on fake tensors; a failure says what was tried."""
+    try:
+        return count(work.module, inputs, mapping, train=settings.train, live=timeline,
+                     keep_gradients=True)
+    except CountFailed as failed:
+        tried = "a training step (forward in train mode, then backward)" if settings.train \
+            else "a forward"
+        raise UserError(f"{work.name}: {tried} could not run on fake CPU tensors (meta "
+                        f"storage): {one_line(failed.error)}") from None
+
+
+def _optimizer_step(timeline: Timeline, run: Run, opt: torch.optim.Optimizer | None,
+                    module: nn.Module) -> set[int]:
+    """The optimizer's step on the gradients of ``run``, logged; the ids of the gradients."""
+    if opt is None:
+        return set()
+    ids = {timeline.allocation_of(g) for g in run.gradients.values()}
+    named = dict(module.named_parameters())
+    for name, gradient in run.gradients.items():
+        named[name].grad = gradient
+    run.gradients.clear()
+    timeline.stage = "optimizer"
+    with _Logged(timeline):
+        opt.step()
+    return {i for i in ids if i is not None}
+
+
+def _state_by_name(opt: torch.optim.Optimizer | None, module: nn.Module
+                   ) -> dict[str, list[torch.Tensor]]:
+    """The optimizer's state tensors of each parameter, by the parameter's name."""
+    if opt is None:
+        return {}
+    return {name: [v for v in opt.state[p].values() if isinstance(v, torch.Tensor)]
+            for name, p in module.named_parameters() if p in opt.state}
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _tensors(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _tensors(item)

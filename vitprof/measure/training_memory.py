@@ -1,0 +1,358 @@
+"""``memory()``: the memory of a training step, per component and per block, and its peak.
+
+Conventions (bytes throughout):
+
+* The step is :mod:`vitprof.measure.memory_step`'s: gradients set to None, the forward
+  (autocast when ``amp``), a ones gradient on the output backward (no loss), the optimizer's
+  step; the second step, so the optimizer state exists from the start.
+* **Alive at a moment**: the parameters and buffers, the optimizer state, the inputs, and every
+  tensor an op has allocated and not yet freed (its last tensor or view gone and autograd no
+  longer holding it): activations and temporaries, under the component of the op record they
+  belong to (:mod:`vitprof.count.timeline`), the gradients, and the optimizer step's
+  temporaries (under ``optimizer_state``). The **peak** is the largest total alive at any
+  moment of the step; its op, phase and component are those of the op that allocated then.
+* **Per component** (and per block): ``params`` and ``grads`` (trainable parameters, at their
+  dtype), ``optimizer_state`` (the moments and momentum buffers as torch's optimizer keeps them,
+  at the parameter's dtype: sgd none, sgd-momentum 1x, adam and adamw 2x; and, on the CPU, the
+  4-byte ``step`` tensor of each parameter, which CUDA keeps on the host), ``activations``:
+  saved for the backward, each storage once, whole, under the component of the op that made it
+  (the inputs under the first op's).
+* ``target="cuda"``: each allocation is rounded up to a multiple of 512 bytes, as the CUDA
+  caching allocator's ``max_memory_allocated`` counts it, and :data:`CUDA_WORKSPACE` bytes of
+  cuBLAS workspace are alive throughout; the optimizers run their multi-tensor (foreach) form.
+  ``target="cpu"``: sizes as asked, no workspace, single-tensor optimizers.
+* ``mode="inference"``: one forward without gradients; parameters, inputs and activations only.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from vitprof.analysis import Found, breakdown
+from vitprof.core.choices import (
+    AMP_DTYPES,
+    ATTENTION_PATHS,
+    MEMORY_MODES,
+    MEMORY_TARGETS,
+    OPTIMIZERS,
+)
+from vitprof.core.errors import UserError
+from vitprof.core.records import COMPONENTS
+from vitprof.core.validate import check_int
+from vitprof.count.families import ComponentMap, recognize
+from vitprof.count.timeline import Allocation, Moment
+from vitprof.measure.memory_step import Step, StepSettings, run_step
+from vitprof.workload import (
+    ImageSize,
+    InputRequest,
+    Workload,
+    dtype_name,
+    dtype_named,
+    make_workload,
+)
+
+Rounding = Callable[[int], int]  # bytes as an allocator counts a request of n
+CUDA_BLOCK = 512  # the CUDA caching allocator rounds every block up to a multiple of this
+# cuBLAS's workspace on Hopper (CUBLAS_WORKSPACE_CONFIG's default there, :4096:8 = 8 x 4 MiB),
+# allocated through the caching allocator at the first matmul and kept
+CUDA_WORKSPACE = 32 * 2**20
+FIXED = ("parameters", "optimizer_state", "inputs", "workspace", "gradients")
+MEMORY_CONVENTION = (
+    "bytes alive during the second training step (gradients set to None, forward, ones-gradient "
+    "backward, optimizer step): parameters and buffers, optimizer state, inputs, gradients, and "
+    "each tensor from the op that allocates it until its last reference and autograd release it; "
+    "activations = saved for the backward, each storage once, by the component of the op that "
+    "made it"
+)
+
+
+@dataclass(frozen=True)
+class ComponentMemory:
+    """Bytes of one component or block: parameters, gradients, optimizer state, and
+    activations saved for the backward."""
+
+    params: int = 0
+    grads: int = 0
+    optimizer_state: int = 0
+    activations: int = 0
+
+    def __add__(self, other: ComponentMemory) -> ComponentMemory:
+        return ComponentMemory(self.params + other.params, self.grads + other.grads,
+                               self.optimizer_state + other.optimizer_state,
+                               self.activations + other.activations)
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    """One op of the step, in run order: its ``phase`` (forward, backward, optimizer), its
+    ``component``, and the bytes ``live`` after it: ``parameters``, ``gradients``,
+    ``optimizer_state``, ``inputs``, ``workspace`` and one entry per component (its
+    activations and temporaries)."""
+
+    index: int
+    op: str
+    phase: str
+    component: str
+    live: Mapping[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.live.values())
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The predicted memory of one step (see the module for the conventions)."""
+
+    model: str
+    input: str
+    batch_size: int
+    settings: Mapping[str, str]
+    peak_bytes: int
+    peak_phase: str
+    peak_index: int
+    peak_component: str
+    saved_bytes: int
+    by_component: Mapping[str, ComponentMemory]
+    by_block: Mapping[int, ComponentMemory]
+    timeline: Sequence[MemoryEvent]
+    largest_batch: int | None = None
+    fit_bytes: int | None = None
+    convention: str = MEMORY_CONVENTION
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def total(self) -> ComponentMemory:
+        """The sum over components."""
+        return sum(self.by_component.values(), ComponentMemory())
+
+
+def _every(checkpoint: str | int) -> int | None:
+    """``"none"`` -> None, ``"blocks"`` -> 1, ``N`` or ``"every N"`` -> N (positive)."""
+    if checkpoint == "none":
+        return None
+    if checkpoint == "blocks":
+        return 1
+    text = str(checkpoint).removeprefix("every").strip()
+    if not text.isdigit() or int(text) < 1:
+        raise UserError(f"checkpoint must be none, blocks or 'every N' with N a positive int, "
+                        f"got {checkpoint!r}")
+    return int(text)
+
+
+def _choice(what: str, value: object, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise UserError(f"unknown {what} {value!r}; choose from {', '.join(choices)}")
+    return str(value)
+
+
+def step_settings(optimizer: str, dtype: str, amp: str | None, checkpoint: str | int,
+                  target: str, attention: str, mode: str) -> StepSettings:
+    """The settings checked: one UserError for the first bad one."""
+    _choice("optimizer", optimizer, OPTIMIZERS)
+    if amp is not None:
+        _choice("amp dtype", amp, AMP_DTYPES)
+        if dtype_named(dtype) != torch.float32:
+            raise UserError(f"--amp keeps float32 master weights: it needs dtype float32, got "
+                            f"{dtype}")
+    return StepSettings(optimizer, dtype_named(amp), _every(checkpoint),
+                        _choice("target", target, MEMORY_TARGETS),
+                        _choice("attention", attention, ATTENTION_PATHS),
+                        _choice("mode", mode, MEMORY_MODES) == "train")
+
+
+def memory(
+    model: nn.Module | str, *, batch_size: int = 1, image_size: ImageSize | None = None,
+    in_chans: int | None = None, optimizer: str = "adamw", dtype: str = "float32",
+    amp: str | None = None, checkpoint: str | int = "none", target: str = "cuda",
+    attention: str = "math", mode: str = "train", fit: int | None = None,
+    frames: int | None = None, input_shape: Sequence[int] | None = None,
+    num_classes: int | None = None, request: InputRequest | None = None,
+) -> MemoryEstimate:
+    """The predicted memory of one step of ``model`` (an ``nn.Module`` or a name
+    :func:`vitprof.analyze` accepts) at ``batch_size``; see the module for the conventions.
+
+    ``optimizer``: sgd, sgd-momentum, adam, adamw; ``dtype``: the parameters' (float32,
+    bfloat16, float16); ``amp``: bfloat16 or float16 autocast of the forward (float32 master
+    weights); ``checkpoint``: none, blocks, or ``"every N"`` (one block in N, from the first,
+    under activation checkpointing); ``target``: cuda or cpu (whose allocator and kernels);
+    ``attention``: math, efficient or flash (the kernel ``scaled_dot_product_attention`` runs);
+    ``mode``: train or inference. ``fit`` (bytes): also find the largest batch whose peak is at
+    most ``fit`` (:func:`vitprof.measure.memory_fit.largest_batch`). ``frames``,
+    ``input_shape`` and ``num_classes`` are :func:`vitprof.analyze`'s (with ``input_shape``
+    the batch is the shape's first size); ``request`` (:class:`vitprof.workload.InputRequest`)
+    stands for them, ``dtype`` then the one a request that names none is in.
+    """
+    asked = InputRequest.of(request, image_size=image_size, batch_size=batch_size,
+                            in_chans=in_chans, frames=frames, input_shape=input_shape,
+                            num_classes=num_classes).or_dtype(dtype)
+    dtype = dtype_name(asked.dtype or torch.float32)
+    settings = step_settings(optimizer, dtype, amp, checkpoint, target, attention, mode)
+    if fit is not None:
+        check_int("memory size", fit, 1)
+    work = make_workload(model, asked)
+    batch_size = work.inputs.batch
+    mapping = recognize(work.module, work.rules)
+    names = {"optimizer": optimizer, "dtype": dtype,
+             "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
+             "attention": attention, "mode": mode}
+    estimate = predict(work, mapping, settings, batch_size, names)
+    if fit is None:
+        return estimate
+    from vitprof.measure.memory_fit import largest_batch
+
+    found = largest_batch(lambda b: predict(work, mapping, settings, b, names).peak_bytes,
+                          fit, estimate, fixed_bytes(estimate))
+    return _with_fit(estimate, found, fit)
+
+
+def _with_fit(estimate: MemoryEstimate, largest: int, fit: int) -> MemoryEstimate:
+    from dataclasses import replace
+
+    return replace(estimate, largest_batch=largest, fit_bytes=fit)
+
+
+def fixed_bytes(estimate: MemoryEstimate) -> int:
+    """What a step holds whatever its batch: parameters, gradients and optimizer state."""
+    total = estimate.total
+    return total.params + total.grads + total.optimizer_state
+
+
+def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch: int,
+            names: Mapping[str, str]) -> MemoryEstimate:
+    """The estimate of one step of ``work`` at ``batch``."""
+    step = run_step(work, mapping, settings, batch)
+    found = breakdown(work.module, mapping, step.run, work.rules, "auto")
+    rounded = _rounding(settings.target)
+    kinds = _kinds(step, found)
+    events, peak = _events(step, found, kinds, rounded, _fixed(work.module, step, rounded,
+                                                               settings))
+    components, blocks = _tables(work.module, step, found, rounded, settings)
+    at = events[peak]
+    return MemoryEstimate(
+        model=work.name, input=work.inputs.describe().replace(
+            f"{work.inputs.batch}x", f"{batch}x", 1), batch_size=batch, settings=dict(names),
+        peak_bytes=at.total, peak_phase=at.phase, peak_index=at.index,
+        peak_component=at.component, saved_bytes=sum(rounded(n) for n in step.saved.values()),
+        by_component=components, by_block=blocks, timeline=events,
+        warnings=tuple(found.warnings),
+    )
+
+
+def _rounding(target: str) -> Rounding:
+    """Bytes as the target's allocator counts a request of ``n``."""
+    if target == "cuda":
+        return lambda n: -(-n // CUDA_BLOCK) * CUDA_BLOCK
+    return lambda n: n
+
+
+def _record_index(found: Found, position: int) -> int:
+    """The index in ``found.ops`` of the op record at ``position`` of the run (the last one
+    past the end)."""
+    last = len(found.ops) - 1
+    return min(found.offset(position), last) if last >= 0 else 0
+
+
+def _kinds(step: Step, found: Found) -> list[str]:
+    """The kind of each allocation: gradients, optimizer_state (the optimizer step's
+    temporaries), inputs, or the component of its op record."""
+    def kind(i: int, allocation: Allocation) -> str:
+        if i in step.gradients:
+            return "gradients"
+        if allocation.stage == "optimizer":
+            return "optimizer_state"
+        if i in step.inputs:
+            return "inputs"
+        return str(found.ops[_record_index(found, allocation.position)].component)
+
+    return [kind(i, a) for i, a in enumerate(step.timeline.allocations)]
+
+
+def _fixed(module: nn.Module, step: Step, rounded: Rounding, settings: StepSettings
+           ) -> dict[str, int]:
+    """What is alive before the step's first op: parameters and buffers, optimizer state,
+    workspace (cuda); inputs and gradients start at 0 (they are logged)."""
+    tensors = [*module.parameters(), *module.buffers()]
+    state = [t for ts in step.state.values() for t in ts if _on_target(t, settings.target)]
+    live = dict.fromkeys(FIXED, 0)
+    live["parameters"] = sum(rounded(_nbytes(t)) for t in tensors)
+    live["optimizer_state"] = sum(rounded(_nbytes(t)) for t in state)
+    live["workspace"] = CUDA_WORKSPACE if settings.target == "cuda" and settings.train else 0
+    return live
+
+
+def _on_target(tensor: torch.Tensor, target: str) -> bool:
+    """Whether ``tensor`` is in the target's memory: a fake one is; a real CPU one (the
+    optimizer's ``step`` counts) is on the CPU target only (CUDA keeps them on the host)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(tensor, FakeTensor) or target == "cpu"
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().nbytes()
+
+
+def _events(step: Step, found: Found, kinds: list[str], rounded: Rounding,
+            fixed: dict[str, int]) -> tuple[list[MemoryEvent], int]:
+    """The timeline's events (one per op) and the index of the one at the peak: the op
+    after whose allocations the total alive was largest."""
+    live: dict[str, int] = defaultdict(int, fixed)
+    for name in COMPONENTS:
+        live[str(name)] += 0
+    events: list[MemoryEvent] = []
+    best, peak = -1, 0
+    pending_peak = False
+    for entry, kind, change in step.timeline.replay(lambda i, a: kinds[i], rounded):
+        if not isinstance(entry, Moment):
+            live[kind] += change
+            if change > 0 and sum(live.values()) > best:
+                best, pending_peak = sum(live.values()), True
+            continue
+        record = found.ops[_record_index(found, entry.position)] if found.ops else None
+        phase = entry.stage if entry.stage == "optimizer" or record is None \
+            else str(record.phase)
+        component = "optimizer_state" if entry.stage == "optimizer" or record is None \
+            else str(record.component)
+        events.append(MemoryEvent(len(events), entry.op, phase, component, dict(live)))
+        if pending_peak:
+            peak, pending_peak = len(events) - 1, False
+    return events, peak
+
+
+def _tables(module: nn.Module, step: Step, found: Found, rounded: Rounding,
+            settings: StepSettings
+            ) -> tuple[dict[str, ComponentMemory], dict[int, ComponentMemory]]:
+    """Per component and per block: parameters, gradients, optimizer state (by the
+    parameter records of the breakdown, a fused projection's share by its elements), and the
+    saved activations (by the op record that made them)."""
+    sizes = {name: (p.numel(), _nbytes(p), p.requires_grad) for name, p in
+             module.named_parameters()}
+    state = {name: sum(rounded(_nbytes(t)) for t in ts if _on_target(t, settings.target))
+             for name, ts in step.state.items()}
+    by_component = {str(c): ComponentMemory() for c in COMPONENTS}
+    by_block: dict[int, ComponentMemory] = {}
+    for record in found.params:
+        numel, nbytes, trainable = sizes[record.name]
+        nbytes, trainable = rounded(nbytes), trainable and settings.train
+        share = ComponentMemory(
+            nbytes * record.numel // numel, nbytes * record.numel // numel if trainable else 0,
+            state.get(record.name, 0) * record.numel // numel, 0)
+        _add(by_component, by_block, str(record.component), record.block, share)
+    for i, nbytes in step.saved.items():
+        op = found.ops[_record_index(found, step.timeline.allocations[i].position)]
+        _add(by_component, by_block, str(op.component), op.block,
+             ComponentMemory(activations=rounded(nbytes)))
+    return by_component, dict(sorted(by_block.items()))
+
+
+def _add(by_component: dict[str, ComponentMemory], by_block: dict[int, ComponentMemory],
+         component: str, block: int | None, share: ComponentMemory) -> None:
+    by_component[component] = by_component[component] + share
+    if block is not None:
+        by_block[block] = by_block.get(block, ComponentMemory()) + share

@@ -1,0 +1,80 @@
+"""Tables and JSON of a training step's predicted memory (``vitprof memory``). Renders; never
+predicts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from vitprof.measure.training_memory import ComponentMemory, MemoryEstimate
+from vitprof.render.document import BLANK, Col, Column, Document, Kind, Table, columns, lines
+
+MEMORY_COLUMNS = (Column("params", "params B", Kind.COUNT), Column("grads", "grads B", Kind.COUNT),
+                  Column("optimizer_state", "optimizer B", Kind.COUNT),
+                  Column("activations", "saved B", Kind.COUNT))
+
+
+def _size(n: int) -> str:
+    return f"{n:,} bytes ({n / 2**30:,.3f} GiB)"
+
+
+def memory_header(estimate: MemoryEstimate) -> list[str]:
+    """The model, input, settings, peak (its moment and component), and the fit."""
+    settings = ", ".join(f"{k} {v}" for k, v in estimate.settings.items())
+    peak = estimate.timeline[estimate.peak_index]
+    out = [
+        f"model: {estimate.model}",
+        f"input: {estimate.input} (batch {estimate.batch_size})",
+        f"settings: {settings}",
+        f"convention: {estimate.convention}",
+        f"peak: {_size(estimate.peak_bytes)} at op {estimate.peak_index} ({peak.op}, "
+        f"{estimate.peak_phase}, {estimate.peak_component})",
+        f"saved for backward: {_size(estimate.saved_bytes)}",
+    ]
+    if estimate.largest_batch is not None and estimate.fit_bytes is not None:
+        out.append(f"fit: the largest batch whose peak is at most {_size(estimate.fit_bytes)} is "
+                   f"{estimate.largest_batch}")
+    return out
+
+
+def _rows(key: str, table: dict[Any, ComponentMemory]) -> tuple[dict[str, Any], ...]:
+    return tuple({key: str(name), **asdict(values)} for name, values in table.items())
+
+
+def memory_tables(estimate: MemoryEstimate) -> list[Table]:
+    """Per component, then per block (when the model has blocks)."""
+    cols = (*columns(Col.COMPONENT), *MEMORY_COLUMNS)
+    rows = _rows("component", dict(estimate.by_component))
+    found = [Table(cols, rows, {"component": "total", **asdict(estimate.total)})]
+    if estimate.by_block:
+        block_cols = (*columns(Col.BLOCK), *MEMORY_COLUMNS)
+        found.append(Table(block_cols, _rows("block", dict(estimate.by_block)), title="blocks"))
+    return found
+
+
+def memory_dict(estimate: MemoryEstimate) -> dict[str, Any]:
+    """The JSON form (``vitprof/schemas/memory.json``): the timeline is left out (thousands
+    of ops); the peak's moment stays."""
+    data: dict[str, Any] = {
+        "model": estimate.model, "input": estimate.input, "batch_size": estimate.batch_size,
+        "settings": dict(estimate.settings), "convention": estimate.convention,
+        "peak_bytes": estimate.peak_bytes, "peak_phase": estimate.peak_phase,
+        "peak_index": estimate.peak_index, "peak_component": estimate.peak_component,
+        "peak_live": dict(estimate.timeline[estimate.peak_index].live),
+        "saved_bytes": estimate.saved_bytes,
+        "components": {k: asdict(v) for k, v in estimate.by_component.items()},
+        "blocks": {str(k): asdict(v) for k, v in estimate.by_block.items()},
+        "total": asdict(estimate.total), "ops": len(estimate.timeline),
+        "warnings": list(estimate.warnings),
+    }
+    if estimate.largest_batch is not None:
+        data["largest_batch"] = estimate.largest_batch
+        data["fit_bytes"] = estimate.fit_bytes
+    return data
+
+
+def memory_document(estimate: MemoryEstimate) -> Document:
+    tables: list[Table | Any] = []
+    for table in memory_tables(estimate):
+        tables += [BLANK, table]
+    return Document((lines(memory_header(estimate)), *tables), memory_dict(estimate), "memory")
