@@ -24,11 +24,11 @@ from vitprof.checks.crosscheck.published import (
     rounding_causes,
     table_form_causes,
 )
-from vitprof.checks.crosscheck.published_rows import check_row, published_rows
 from vitprof.cli.main import main
-from vitprof.cli.pages.check import compare
-from vitprof.cli.pages.generate import MARKER
-from vitprof.render.pages.timm_published import _why_not, timm_published_page
+from vitprof.study.generate import MARKER
+from vitprof.study.page_check import compare
+from vitprof.study.pages.timm_published import _why_not, timm_published_page
+from vitprof.study.published_rows import check_row, published_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMM_COMMIT = "90cae8c5ab83d2d7e23b1fb2bab1559bfdcbc7e9"

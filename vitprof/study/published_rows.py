@@ -4,7 +4,7 @@ The rows are those of the shipped table (:mod:`vitprof.checks.crosscheck.publish
 defined in one of :data:`TRANSFORMER_MODULES` of the installed timm, each counted by vitprof as
 built, at the row's ``infer_img_size``, batch 1, on the meta device, and explained by
 :func:`~vitprof.checks.crosscheck.published.explain`.
-:func:`vitprof.render.pages.timm_published.timm_published_page` renders the results.
+:func:`vitprof.study.pages.timm_published.timm_published_page` renders the results.
 """
 
 from __future__ import annotations

@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from vitprof.checks.corrections.claims import Claim, Rule
-from vitprof.checks.corrections.measure import Figures, Lab, Number, reason
+from vitprof.study.corrections.claims import Claim, Rule
+from vitprof.study.corrections.measure import Figures, Lab, Number, reason
 
 
 class Verdict(StrEnum):
