@@ -1,4 +1,5 @@
-"""The report figures, drawn with matplotlib's Agg canvas (no display, no pyplot state).
+"""The figures of the pages and of ``vitprof sweep``, drawn with matplotlib's Agg canvas (no
+display, no pyplot state).
 
 Each figure is built in two steps: a :class:`FigureData` (the numbers plotted, JSON-ready) and
 :func:`save`, which draws it. Drawing is deterministic: fixed size (7 x 4 in, or the size a

@@ -1,5 +1,6 @@
-"""Write reports: one markdown file per model with its figures beside it, and for ``--all`` the
-zoo table, the corrections to the source notes and an index (``README.md``)."""
+"""The pages of ``vitprof report``, written: one markdown file per model with its figures beside
+it, and for ``--all`` the zoo table, the corrections to the source notes and an index
+(``README.md``)."""
 
 from __future__ import annotations
 

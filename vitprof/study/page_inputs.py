@@ -1,4 +1,4 @@
-"""What one model's report page shows, computed once: its Profile, its cross-check, its
+"""What one model's page shows, computed once: its Profile, its cross-check, its
 image-size sweep and the closed form's crossover.
 
 :func:`model_page_inputs` builds and analyses the model here, and only here;

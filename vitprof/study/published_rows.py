@@ -65,7 +65,7 @@ def count_row(row: TimmRow, deploy: bool = False) -> Profile:
                    deploy=deploy)
 
 
-def check_row(row: TimmRow, module: str, table: TimmTable, deploy: bool = False) -> RowResult:
+def explain_row(row: TimmRow, module: str, table: TimmTable, deploy: bool = False) -> RowResult:
     """Count and explain one row; a model that cannot be built or run is a result with its
     error (one line), not an exception."""
     name = f"timm:{row.model}"
@@ -86,4 +86,4 @@ def published_rows(models: Sequence[str] | None = None) -> tuple[TimmTable, list
     selected = [(row, module) for row, module in transformer_rows(table)
                 if models is None or row.model in models]
     rows = tqdm(selected, desc="timm rows", unit="row", disable=None, file=sys.stderr)
-    return table, [check_row(row, module, table) for row, module in rows]
+    return table, [explain_row(row, module, table) for row, module in rows]
