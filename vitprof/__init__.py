@@ -15,9 +15,10 @@ _EXPORTS = {
     "Component": "vitprof.core.records", "Counts": "vitprof.core.records",
     "Profile": "vitprof.count.result",
     "UserError": "vitprof.core.errors", "analyze": "vitprof.analysis",
+    "track": "vitprof.measure.mfu.tracker",
 }
 
-__all__ = ["Component", "Counts", "Profile", "UserError", "analyze"]
+__all__ = ["Component", "Counts", "Profile", "UserError", "analyze", "track"]
 __version__ = "0.1.0"
 
 

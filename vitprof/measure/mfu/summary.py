@@ -1,0 +1,47 @@
+"""The markdown summary of a tracked run: the peak and where it comes from, the median
+TFLOP/s and MFU, and each component's share of the step's FLOPs."""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vitprof.measure.mfu.peaks import ChosenPeak
+
+CONVENTION = ("FLOPs = 2 x MACs of the training step (forward + backward, the backward to the "
+              "parameters that require a gradient), counted on meta once per input shape; "
+              "element-wise work apart as vector FLOPs; MFU = FLOPs / seconds / dense peak")
+
+
+def median_of(history: list[dict[str, Any]], key: str) -> float | None:
+    """The median of ``key`` over the entries that have one (None where none has)."""
+    values = [e[key] for e in history if e[key] is not None]
+    return statistics.median(values) if values else None
+
+
+def _shares(history: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    """Each component's share of all the FLOPs counted over the run, largest first."""
+    flops: dict[str, float] = {}
+    for entry in history:
+        for component, share in entry["components"].items():
+            flops[component] = flops.get(component, 0.0) + share * entry["flops"]
+    total = sum(flops.values())
+    return sorted(((c, v / total) for c, v in flops.items()), key=lambda kv: -kv[1])
+
+
+def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int) -> str:
+    """Markdown for ``history`` (the tracker's entries), ``peak`` (None: no MFU) and the
+    number of meta counts the run needed."""
+    tflops, mfu = median_of(history, "tflops"), median_of(history, "mfu")
+    lines = [
+        "## vitprof training MFU", "",
+        f"- steps: {len(history)}; input shapes counted: {counts}",
+        f"- peak: {peak.source if peak else 'none (no MFU): pass peak_tflops='}",
+        f"- median TFLOP/s: {'n/a' if tflops is None else f'{tflops:.4g}'}",
+        f"- median MFU: {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}",
+        f"- convention: {CONVENTION}", "",
+        "| component | share of FLOPs |", "|---|---:|",
+    ]
+    lines += [f"| {c} | {100 * share:.2f}% |" for c, share in _shares(history)]
+    return "\n".join(lines) + "\n"
