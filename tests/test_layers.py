@@ -3,7 +3,8 @@ imports itself back through others (no import cycle).
 
 Layers, lowest first: ``core`` (vocabulary, errors, JSON schemas) < ``count`` and ``models``
 (counting and the models it counts) < ``workload`` and ``analysis`` (a model and its input, then
-one analysis of it) < ``measure`` < ``checks`` < ``render`` < ``cli``. A module may import from
+one analysis of it) < ``measure`` < ``checks`` and ``integrations`` (the training frameworks'
+callbacks) < ``render`` < ``cli``. A module may import from
 its own layer and those below it. Only module-level imports are read (an import inside a function is
 a lazy one, for start-up time), ``if TYPE_CHECKING:`` blocks excluded.
 """
@@ -17,7 +18,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vitprof"
 LAYERS = {"core": 0, "count": 1, "models": 1, "workload": 2, "analysis": 2, "measure": 3,
-          "checks": 4, "render": 5, "cli": 6}
+          "checks": 4, "integrations": 4, "render": 5, "cli": 6}
 TOP = 7  # the package's own __init__ and its public entry points (testing, pytest_plugin)
 
 
