@@ -5,7 +5,7 @@ A ``TrainerCallback`` never sees the batch: the inputs of each training forward 
 the model's forward (:class:`vitprof.integrations.feeding.ForwardInputs`), one per micro-batch,
 and a step (``on_step_begin`` to ``on_step_end``, one optimizer step) is counted as all of them,
 by the engine of :func:`vitprof.track`. The matmul dtype follows ``args.bf16`` / ``args.fp16``.
-The values logged are those of the last step read (on CUDA, about one step late); every step is
+The values logged are those of the last step read, once (on CUDA, about one step late); every step is
 in ``callback.tracker.history`` and ``callback.tracker.summary()``.
 """
 
@@ -27,6 +27,7 @@ class MFUCallback(hf.TrainerCallback):  # type: ignore[name-defined]
         self.tracker: Tracker | None = None
         self.forwards: ForwardInputs | None = None
         self.last: StepEntry | None = None
+        self.logged = 0  # the step whose values were logged last
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        **kwargs: Any) -> None:
@@ -46,8 +47,9 @@ class MFUCallback(hf.TrainerCallback):  # type: ignore[name-defined]
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
-        if self.last is None or logs is None:
-            return
+        if self.last is None or logs is None or self.last["step"] == self.logged:
+            return  # each step's values once (not again in the end-of-training summary)
+        self.logged = self.last["step"]
         values = {key: self.last[name] for name, key in KEYS.items()
                   if self.last[name] is not None}
         logs.update(values)
