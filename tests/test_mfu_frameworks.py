@@ -100,8 +100,8 @@ def test_lightning(tmp_path: Path) -> None:
     trainer.fit(module, DataLoader(TensorDataset(x, y), batch_size=BATCH))
     history = callback_history(callback)
     assert [e["flops"] for e in history] == [expected] * 3
-    logged = [row for row in csv.DictReader(open(Path(trainer.logger.log_dir) / "metrics.csv"))
-              if row.get("vitprof/mfu")]
+    metrics = (Path(trainer.logger.log_dir) / "metrics.csv").read_text().splitlines()
+    logged = [row for row in csv.DictReader(metrics) if row.get("vitprof/mfu")]
     assert len(logged) == 3
     for row, entry in zip(logged, history, strict=True):
         assert_mfu_is_arithmetic(entry)

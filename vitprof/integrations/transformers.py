@@ -5,8 +5,8 @@ A ``TrainerCallback`` never sees the batch: the inputs of each training forward 
 the model's forward (:class:`vitprof.integrations.feeding.ForwardInputs`), one per micro-batch,
 and a step (``on_step_begin`` to ``on_step_end``, one optimizer step) is counted as all of them,
 by the engine of :func:`vitprof.track`. The matmul dtype follows ``args.bf16`` / ``args.fp16``.
-The values logged are those of the last step read, once (on CUDA, about one step late); every step is
-in ``callback.tracker.history`` and ``callback.tracker.summary()``.
+The values logged are those of the last step read, once (on CUDA, about one step late); every
+step is in ``callback.tracker.history`` and ``callback.tracker.summary()``.
 """
 
 from __future__ import annotations
