@@ -21,7 +21,7 @@ from vitprof.measure.mfu.peaks import (
     peak_table,
     table_peak,
 )
-from vitprof.measure.mfu.tracker import Tracker, track
+from vitprof.measure.mfu.tracker import RunningMedian, Tracker, track
 
 B, N, D, L, R = 2, 3, 8, 3, 2  # batch, tokens, width, layers, adapter rank
 BND = B * N * D
@@ -333,3 +333,11 @@ def test_inputs_are_read_from_a_batch() -> None:
         model_inputs(3)
     assert (precision_dtype("bf16-mixed"), precision_dtype("16-mixed"),
             precision_dtype("32-true")) == ("bf16", "fp16", None)
+
+
+def test_the_running_median_is_the_median_of_all_values() -> None:
+    median = RunningMedian()
+    values = [5.0, 1.0, 4.0, 2.0, 3.0, 9.0]
+    got = [median.add(v) for v in values]
+    # sorted prefixes: [5] 5; [1,5] 3; [1,4,5] 4; [1,2,4,5] 3; [1..5] 3; [1,2,3,4,5,9] 3.5
+    assert got == [5.0, 3.0, 4.0, 3.0, 3.0, 3.5]

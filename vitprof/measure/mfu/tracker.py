@@ -22,6 +22,7 @@ and the tracker goes on (without FLOPs or MFU where it has none).
 
 from __future__ import annotations
 
+import heapq
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,9 +36,27 @@ from vitprof.core.errors import UserError
 from vitprof.measure.mfu.clocks import Clock, CudaClock, WallClock
 from vitprof.measure.mfu.flops import StepCounts, StepFlops
 from vitprof.measure.mfu.peaks import ChosenPeak, choose_peak, given_peak
-from vitprof.measure.mfu.summary import median_of, summary
+from vitprof.measure.mfu.summary import summary
 
 StepEntry = dict[str, Any]
+
+
+class RunningMedian:
+    """The median of the values added so far, in O(log n) per value (two heaps: the lower half
+    as a max-heap of negated values, the upper half as a min-heap)."""
+
+    def __init__(self) -> None:
+        self.low: list[float] = []
+        self.high: list[float] = []
+
+    def add(self, value: float) -> float:
+        """Add ``value``; return the median of all the values added."""
+        heapq.heappush(self.low, -heapq.heappushpop(self.high, value))
+        if len(self.low) > len(self.high):
+            heapq.heappush(self.high, -heapq.heappop(self.low))
+        if len(self.high) > len(self.low):
+            return self.high[0]
+        return (self.high[0] - self.low[0]) / 2
 
 
 @dataclass
@@ -80,6 +99,7 @@ class Tracker:
         self._start: Any = None
         self._pending: list[_Pending] = []
         self._steps = 0
+        self._medians = {"tflops": RunningMedian(), "mfu": RunningMedian()}
 
     def __enter__(self) -> Tracker:
         self.active = True
@@ -145,8 +165,9 @@ class Tracker:
                 mfu = flops / seconds / (self.peak.tflops * 1e12)
                 check_mfu(mfu, flops, seconds, self.peak)
                 entry["mfu"] = mfu
-        entry["median_tflops"] = median_of([*self.history, entry], "tflops")
-        entry["median_mfu"] = median_of([*self.history, entry], "mfu")
+        for key, median in self._medians.items():
+            last = self.history[-1][f"median_{key}"] if self.history else None
+            entry[f"median_{key}"] = last if entry[key] is None else median.add(entry[key])
         return entry
 
     def summary(self) -> str:
