@@ -9,11 +9,15 @@
 
 Each is run for the whole model trained and for a linear probe (only the head trains). The
 peaks: Lightning's table (``get_available_flops``' ``_CUDA_FLOPS``) beside vitprof's dense
-figures, for the GPUs both have. Prints markdown; ``python benchmarks/mfu_anchors.py``.
+figures, for the GPUs both have; the Trainer's ``floating_point_ops``. Prints markdown, or with
+``--write docs/mfu.md`` replaces the page's generated section:
+``python benchmarks/mfu_anchors.py [--write docs/mfu.md]``.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -43,14 +47,30 @@ def probe(model: nn.Module) -> nn.Module:
     return model
 
 
-def lightning_flops(model: nn.Module) -> int | None:
-    """``measure_flops`` with a sum loss, as Lightning's docs show it; None without Lightning."""
+def lightning_flops(model: nn.Module, device: str = "meta") -> int | None:
+    """``measure_flops`` with a sum loss, as Lightning's docs show it, on a model living on
+    ``device``; None without Lightning."""
     try:
         from lightning.fabric.utilities.throughput import measure_flops
     except ImportError:
         return None
-    x = torch.randn(BATCH, 3, 224, 224, device="meta")
-    return int(measure_flops(model, lambda: model(x), lambda y: y.sum()))
+    x = torch.randn(BATCH, 3, 224, 224, device=device)
+    flops = int(measure_flops(model, lambda: model(x), lambda y: y.sum()))
+    model.zero_grad(set_to_none=True)
+    return flops
+
+
+def hugging_face_flops() -> tuple[int, int] | None:
+    """``floating_point_ops`` of the Trainer (6 x params x "tokens", the tokens being the
+    elements of ``pixel_values``) and vitprof's count, for HF's ViT-B/16; None without it."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    with torch.device("meta"):
+        model = transformers.ViTForImageClassification(transformers.ViTConfig(num_labels=1000))
+    x = torch.randn(BATCH, 3, 224, 224)
+    return int(model.floating_point_ops({"pixel_values": x})), count_step(model, x).flops
 
 
 def rows(model: nn.Module) -> list[tuple[str, int, int, int]]:
@@ -59,7 +79,7 @@ def rows(model: nn.Module) -> list[tuple[str, int, int, int]]:
     profile = analyze(model, mode="train", inputs=x)
     params: dict[str, int] = {}
     for record in profile.params:
-        params[str(record.component)] = params.get(str(record.component), 0) + record.count
+        params[str(record.component)] = params.get(str(record.component), 0) + record.numel
     counted = {str(c): 2 * v.total.macs for c, v in phase_components(profile.ops).items()}
     return [(c, params.get(c, 0), 6 * params.get(c, 0) * TOKENS * BATCH, counted[c])
             for c in counted if params.get(c, 0) or counted[c]]
@@ -71,16 +91,18 @@ def table(title: str, model: nn.Module, meta: nn.Module) -> list[str]:
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     six_n = 6 * total * TOKENS * BATCH
-    lines = [f"### {title}", "",
+    lines = [f"#### {title}", "",
              f"- vitprof: {step.flops:,} FLOPs (forward {2 * step.forward_macs:,}, backward "
              f"{2 * step.backward_macs:,})",
              f"- 6N rule: 6 x {total:,} params x {TOKENS} tokens = {six_n:,} FLOPs "
              f"({six_n / step.flops:.4f} x vitprof); with the {trainable:,} trainable params "
              f"only: {6 * trainable * TOKENS * BATCH:,}"]
-    measured = lightning_flops(meta)
-    if measured is not None:
-        lines.append(f"- Lightning measure_flops (FlopCounterMode, meta): {measured:,} FLOPs "
-                     f"({measured / step.flops:.4f} x vitprof; missing {step.flops - measured:,})")
+    for device, where in (("meta", meta), ("cpu", model)):
+        measured = lightning_flops(where, device)
+        if measured is not None:
+            lines.append(f"- Lightning measure_flops (FlopCounterMode) on {device}: "
+                         f"{measured:,} FLOPs ({measured / step.flops:.4f} x vitprof; missing "
+                         f"{step.flops - measured:,})")
     lines += ["", "| component | params | 6N FLOPs | vitprof FLOPs | 6N - vitprof |",
               "|---|---:|---:|---:|---:|"]
     lines += [f"| {c} | {p:,} | {n:,} | {v:,} | {n - v:+,} |" for c, p, n, v in found]
@@ -124,12 +146,37 @@ def peaks() -> list[str]:
     return lines
 
 
-def main() -> None:
-    lines = [f"## ViT-B/16 (timm vit_base_patch16_224), batch {BATCH}, 224 x 224", ""]
+def hugging_face_line() -> list[str]:
+    found = hugging_face_flops()
+    if found is None:
+        return ["(transformers is not installed: no floating_point_ops)"]
+    theirs, ours = found
+    return [f"- HF ViTForImageClassification (ViT-B/16): Trainer's floating_point_ops "
+            f"{theirs:,}, vitprof {ours:,}: {theirs / ours:,.1f} x", ""]
+
+
+BEGIN, END = "<!-- mfu_anchors: begin -->", "<!-- mfu_anchors: end -->"
+
+
+def generated() -> str:
+    lines = [f"### ViT-B/16 (timm vit_base_patch16_224), batch {BATCH}, 224 x 224", ""]
     lines += table("Whole model trained", build(False), build(True))
     lines += table("Linear probe (only the head trains)", probe(build(False)), probe(build(True)))
-    lines += [attention_line(build(True)), "", "## Peaks", "", *peaks()]
-    print("\n".join(lines))
+    lines += [attention_line(build(True)), "", "#### Hugging Face", "", *hugging_face_line()]
+    lines += ["#### Peaks", "", *peaks()]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Print the figures; ``--write PAGE`` puts them between the page's markers instead."""
+    text = generated()
+    if len(sys.argv) == 3 and sys.argv[1] == "--write":
+        page = Path(sys.argv[2])
+        before, rest = page.read_text().split(BEGIN)
+        after = rest.split(END)[1]
+        page.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")
+    else:
+        print(text)
 
 
 if __name__ == "__main__":

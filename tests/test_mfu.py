@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from vitprof.core.errors import UserError
+from vitprof.count.formulas.forward import ADDCMUL_COST
 from vitprof.integrations.feeding import model_inputs, precision_dtype, require
 from vitprof.measure.mfu import flops as flops_module
 from vitprof.measure.mfu.clocks import CudaClock, WallClock
@@ -341,3 +342,64 @@ def test_the_running_median_is_the_median_of_all_values() -> None:
     got = [median.add(v) for v in values]
     # sorted prefixes: [5] 5; [1,5] 3; [1,4,5] 4; [1,2,4,5] 3; [1..5] 3; [1,2,3,4,5,9] 3.5
     assert got == [5.0, 3.0, 4.0, 3.0, 3.0, 3.5]
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_the_optimizer_step_is_counted_apart_on_its_second_step(foreach: bool) -> None:
+    model = stack()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=foreach)
+    x = torch.randn(B, N, D)
+    with track(model, 1.0, clock=clock(*range(7)), optimizer=optimizer) as tracker:
+        for _ in range(3):
+            model(x).sum().backward()
+            optimizer.step()
+            tracker.step(x)
+    trainable = L * (D * D + 2 * D * R)  # 3 * (64 + 32) = 288 elements
+    # from the second step on, per element: momentum buf * 0.9 (1), + grad (1), param += (1)
+    assert [e["optimizer_vector_flops"] for e in tracker.history] == [None, 3 * trainable,
+                                                                      3 * trainable]
+    assert tracker.history[1]["flops"] == tracker.history[0]["flops"]  # apart, not added
+    assert "864 vector FLOPs a step" in tracker.summary()  # 3 * 288
+    assert not optimizer._optimizer_step_pre_hooks  # the hooks are gone after the count
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_adamw_step_per_element_closed_form(foreach: bool) -> None:
+    model = stack()
+    optimizer = torch.optim.AdamW(model.parameters(), foreach=foreach)
+    x = torch.randn(B, N, D)
+    with track(model, 1.0, clock=clock(*range(5)), optimizer=optimizer) as tracker:
+        for _ in range(2):
+            model(x).sum().backward()
+            optimizer.step()
+            tracker.step(x)
+    addc = ADDCMUL_COST + 1  # addcmul_ / addcdiv_ with a value != 1
+    # weight decay mul 1, exp_avg lerp 3, exp_avg_sq mul 1 + addcmul, sqrt 1, divide by the
+    # bias correction 1, add eps 1, param addcdiv: 1 + 3 + 1 + 3 + 1 + 1 + 1 + 3 = 14
+    per_element = 1 + 3 + 1 + addc + 1 + 1 + 1 + addc
+    trainable = L * (D * D + 2 * D * R)  # 288 elements in 3 * 3 = 9 tensors
+    # + one add per tensor for its step counter
+    assert tracker.history[1]["optimizer_vector_flops"] == per_element * trainable + 3 * L
+
+
+@pytest.mark.parametrize("positional", [True, False])
+def test_a_closure_run_inside_the_step_is_not_priced(positional: bool) -> None:
+    model = stack()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(B, N, D)
+
+    def closure() -> torch.Tensor:  # the forward and backward, as Lightning runs them
+        optimizer.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        return loss
+
+    with track(model, 1.0, clock=clock(*range(5)), optimizer=optimizer) as tracker:
+        for _ in range(2):
+            if positional:
+                optimizer.step(closure)
+            else:
+                optimizer.step(closure=closure)
+            tracker.step(x)
+    trainable = L * (D * D + 2 * D * R)  # 288: one add a trainable element (param -= lr * grad)
+    assert tracker.history[1]["optimizer_vector_flops"] == trainable

@@ -59,7 +59,7 @@ def test_plain_loop() -> None:
     x, y = data(3)
     expected = reference_flops(model, lambda m: cross_entropy(m(x[:BATCH]), y[:BATCH]))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    with track(model, peak_tflops=PEAK) as tracker:
+    with track(model, peak_tflops=PEAK, optimizer=optimizer) as tracker:
         for xb, yb in zip(x.split(BATCH), y.split(BATCH), strict=True):
             cross_entropy(model(xb), yb).backward()
             optimizer.step()
@@ -68,6 +68,13 @@ def test_plain_loop() -> None:
     assert [e["flops"] for e in tracker.history] == [expected] * 3
     for entry in tracker.history:
         assert_mfu_is_arithmetic(entry)
+    assert_sgd_counted(model, tracker.history)
+
+
+def assert_sgd_counted(model: nn.Module, history: list[dict[str, Any]]) -> None:
+    """Plain SGD: one add per trainable element (param -= lr * grad), from the second step."""
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert [e["optimizer_vector_flops"] for e in history] == [None, trainable, trainable]
 
 
 @pytest.mark.slow  # importing Lightning and starting its Trainer take seconds
@@ -100,6 +107,7 @@ def test_lightning(tmp_path: Path) -> None:
     trainer.fit(module, DataLoader(TensorDataset(x, y), batch_size=BATCH))
     history = callback_history(callback)
     assert [e["flops"] for e in history] == [expected] * 3
+    assert_sgd_counted(module, history)
     metrics = (Path(trainer.logger.log_dir) / "metrics.csv").read_text().splitlines()
     logged = [row for row in csv.DictReader(metrics) if row.get("vitprof/mfu")]
     assert len(logged) == 3
@@ -139,13 +147,14 @@ def test_hugging_face_trainer(tmp_path: Path) -> None:
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=BATCH,
         logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
-        dataloader_num_workers=0, disable_tqdm=True,
+        dataloader_num_workers=0, disable_tqdm=True, optim="sgd",
     )
     trainer = transformers.Trainer(model=model, args=args, train_dataset=Images(),
                                    callbacks=[callback])
     trainer.train()
     history = callback_history(callback)
     assert [e["flops"] for e in history] == [expected] * 3
+    assert_sgd_counted(model, history)
     logged = [row for row in trainer.state.log_history if "vitprof/mfu" in row]
     assert [row["step"] for row in logged] == [1, 2, 3]
     for row, entry in zip(logged, history, strict=True):

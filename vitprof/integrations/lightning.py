@@ -32,8 +32,10 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._module = pl_module
+        optimizers = trainer.optimizers
         self.tracker = track(pl_module, self.peak_tflops,
-                             dtype=precision_dtype(trainer.precision), on_step=self._log)
+                             dtype=precision_dtype(trainer.precision), on_step=self._log,
+                             optimizer=optimizers[0] if len(optimizers) == 1 else None)
         self.tracker.__enter__()
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,

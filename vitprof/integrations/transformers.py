@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from vitprof.integrations.feeding import KEYS, ForwardInputs, require
 from vitprof.measure.mfu.tracker import StepEntry, Tracker, track
 
@@ -30,9 +32,12 @@ class MFUCallback(hf.TrainerCallback):  # type: ignore[name-defined]
         self.logged = 0  # the step whose values were logged last
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
-                       **kwargs: Any) -> None:
+                       optimizer: Any = None, **kwargs: Any) -> None:
         dtype = "bf16" if args.bf16 else "fp16" if args.fp16 else None
-        self.tracker = track(model, self.peak_tflops, dtype=dtype, on_step=self._keep)
+        inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer
+        self.tracker = track(model, self.peak_tflops, dtype=dtype, on_step=self._keep,
+                             optimizer=inner if isinstance(inner, torch.optim.Optimizer)
+                             else None)
         self.tracker.__enter__()
         self.forwards = ForwardInputs(model)
 

@@ -30,6 +30,14 @@ def _shares(history: list[dict[str, Any]]) -> list[tuple[str, float]]:
     return sorted(((c, v / total) for c, v in flops.items()), key=lambda kv: -kv[1])
 
 
+def _optimizer(history: list[dict[str, Any]]) -> str:
+    counted = [e["optimizer_vector_flops"] for e in history
+               if e.get("optimizer_vector_flops") is not None]
+    if not counted:
+        return "not counted (pass optimizer=; it is counted on its second step)"
+    return f"{counted[-1]:,} vector FLOPs a step, apart from the FLOPs above"
+
+
 def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int) -> str:
     """Markdown for ``history`` (the tracker's entries), ``peak`` (None: no MFU) and the
     number of meta counts the run needed."""
@@ -40,6 +48,7 @@ def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int)
         f"- peak: {peak.source if peak else 'none (no MFU): pass peak_tflops='}",
         f"- median TFLOP/s: {'n/a' if tflops is None else f'{tflops:.4g}'}",
         f"- median MFU: {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}",
+        f"- optimizer step: {_optimizer(history)}",
         f"- convention: {CONVENTION}", "",
         "| component | share of FLOPs |", "|---|---:|",
     ]

@@ -11,7 +11,10 @@ with the batch the model was fed. Each step's entry in ``tracker.history``:
   ``begin`` marks the start after it, and the tracker's own work (a count) is in no step;
 * ``tflops = flops / seconds / 1e12`` and ``mfu = flops / seconds / (peak_tflops x 1e12)``,
   with running medians; an MFU above 1 is an error naming the peak and the FLOPs, never a value;
-* ``components``: each component's share of the step's FLOPs.
+* ``components``: each component's share of the step's FLOPs;
+* ``optimizer_vector_flops``: the element-wise work of the optimizer's step, apart (None until
+  it is counted, on the optimizer's second step, and without ``optimizer=``;
+  :mod:`vitprof.measure.mfu.optimizer`).
 
 On CUDA the times come from events and are read when ready (:mod:`vitprof.measure.mfu.clocks`),
 so an entry appears about one step late and ``on_step`` is called then; leaving the ``with``
@@ -35,6 +38,7 @@ from torch import nn
 from vitprof.core.errors import UserError
 from vitprof.measure.mfu.clocks import Clock, CudaClock, WallClock
 from vitprof.measure.mfu.flops import StepCounts, StepFlops
+from vitprof.measure.mfu.optimizer import OptimizerCount
 from vitprof.measure.mfu.peaks import ChosenPeak, choose_peak, given_peak
 from vitprof.measure.mfu.summary import summary
 
@@ -88,8 +92,10 @@ class Tracker:
     """Counts and times each training step of ``model``; see the module docstring."""
 
     def __init__(self, model: nn.Module, peak: ChosenPeak | None, clock: Clock, *,
-                 on_step: Callable[[StepEntry], None] | None = None) -> None:
+                 on_step: Callable[[StepEntry], None] | None = None,
+                 optimizer: torch.optim.Optimizer | None = None) -> None:
         self.model = model
+        self.optimizer = None if optimizer is None else OptimizerCount(optimizer)
         self.peak = peak
         self.clock = clock
         self.on_step = on_step
@@ -115,6 +121,8 @@ class Tracker:
         if self._pending:
             self.clock.wait(self._pending[-1].end)
         self._read()
+        if self.optimizer is not None:
+            self.optimizer.remove()
         self.active = False
 
     def begin(self) -> None:
@@ -154,8 +162,10 @@ class Tracker:
 
     def _entry(self, pending: _Pending, seconds: float) -> StepEntry:
         counted = pending.counted
+        optimizer = None if self.optimizer is None else self.optimizer.vector_flops
         entry: StepEntry = {"step": pending.step, "seconds": seconds, "flops": None,
-                            "vector_flops": None, "tflops": None, "mfu": None, "components": {}}
+                            "vector_flops": None, "tflops": None, "mfu": None, "components": {},
+                            "optimizer_vector_flops": optimizer}
         if counted is not None and seconds > 0:
             flops = counted.flops
             entry.update(flops=flops, vector_flops=counted.vector_flops,
@@ -185,13 +195,15 @@ def _sum(counted: list[StepFlops | None]) -> StepFlops:
 
 def track(model: nn.Module, peak_tflops: float | None = None, *,
           dtype: torch.dtype | str | None = None, clock: Clock | None = None,
-          on_step: Callable[[StepEntry], None] | None = None) -> Tracker:
+          on_step: Callable[[StepEntry], None] | None = None,
+          optimizer: torch.optim.Optimizer | None = None) -> Tracker:
     """A :class:`Tracker` for ``model``, used as ``with track(model) as tracker:``.
 
     ``peak_tflops``: the dense peak to divide by; None takes the GPU's from vitprof's table
     (:mod:`vitprof.measure.mfu.peaks`), or measures the CPU's now. ``dtype`` is what the matmuls
     run in (``"bf16"`` or ``torch.bfloat16`` under autocast; default: the model's parameters').
-    ``clock`` replaces the device's clock; ``on_step(entry)`` is called with each entry.
+    ``clock`` replaces the device's clock; ``on_step(entry)`` is called with each entry;
+    ``optimizer``: its step's element-wise work is counted too, and reported apart.
     A peak that is not positive is a UserError; a GPU the table does not know is one warning,
     and the steps then have TFLOP/s but no MFU.
     """
@@ -202,7 +214,7 @@ def track(model: nn.Module, peak_tflops: float | None = None, *,
     device = model_device(model)
     if clock is None:
         clock = CudaClock() if device.type == "cuda" else WallClock()
-    return Tracker(model, peak, clock, on_step=on_step)
+    return Tracker(model, peak, clock, on_step=on_step, optimizer=optimizer)
 
 
 def _default_peak(model: nn.Module, dtype: torch.dtype | str | None) -> ChosenPeak | None:
