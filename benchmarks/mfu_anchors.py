@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -70,7 +71,10 @@ def hugging_face_flops() -> tuple[int, int] | None:
     with torch.device("meta"):
         model = transformers.ViTForImageClassification(transformers.ViTConfig(num_labels=1000))
     x = torch.randn(BATCH, 3, 224, 224)
-    return int(model.floating_point_ops({"pixel_values": x})), count_step(model, x).flops
+    # the Trainer's own method (it reads only self.model): what it adds to its total_flos
+    theirs = transformers.Trainer.floating_point_ops(SimpleNamespace(model=model),
+                                                      {"pixel_values": x})
+    return int(theirs), count_step(model, x).flops
 
 
 def rows(model: nn.Module) -> list[tuple[str, int, int, int]]:
@@ -126,8 +130,9 @@ def peaks() -> list[str]:
         from lightning.fabric.utilities.throughput import _CUDA_FLOPS
     except ImportError:
         return ["(Lightning is not installed: no comparison of peaks)"]
+    # Lightning's keys for the same GPUs (it has no A10, only the A10G, a different part)
     keys = {"H100 SXM": "h100 sxm", "H100 PCIe": "h100 pcie", "H200": "h200 sxm1",
-            "L4": "l4", "A10": "a10g", "A100 SXM": "a100", "V100 SXM2": "v100 sxm",
+            "L4": "l4", "A100 SXM": "a100", "A100 PCIe": "a100", "V100 SXM2": "v100 sxm",
             "V100 PCIe": "v100 pcie", "RTX 4090": "rtx 4090"}
     dtypes: dict[str, Any] = {"fp32": torch.float32, "tf32": "tfloat32",
                               "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -151,7 +156,7 @@ def hugging_face_line() -> list[str]:
     if found is None:
         return ["(transformers is not installed: no floating_point_ops)"]
     theirs, ours = found
-    return [f"- HF ViTForImageClassification (ViT-B/16): Trainer's floating_point_ops "
+    return [f"- HF ViTForImageClassification (ViT-B/16): Trainer.floating_point_ops "
             f"{theirs:,}, vitprof {ours:,}: {theirs / ours:,.1f} x", ""]
 
 
