@@ -54,6 +54,7 @@ def assert_mfu_is_arithmetic(entry: dict[str, Any]) -> None:
     assert entry["mfu"] == entry["flops"] / entry["seconds"] / (PEAK * 1e12)
 
 
+@pytest.mark.slow  # building timm's model and a real CPU step under FlopCounterMode: seconds
 def test_plain_loop() -> None:
     model = timm_vit()
     x, y = data(3)
@@ -161,3 +162,15 @@ def test_hugging_face_trainer(tmp_path: Path) -> None:
         assert_mfu_is_arithmetic(entry)
         assert row["vitprof/tflops"] == entry["tflops"]
         assert row["vitprof/mfu"] == row["vitprof/tflops"] / PEAK
+
+
+@pytest.mark.slow  # a child interpreter importing torch
+def test_import_vitprof_imports_no_framework() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, vitprof; vitprof.track; "
+            "print(sorted(m for m in ('lightning', 'pytorch_lightning', 'transformers') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
