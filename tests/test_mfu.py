@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -403,3 +404,34 @@ def test_a_closure_run_inside_the_step_is_not_priced(positional: bool) -> None:
             tracker.step(x)
     trainable = L * (D * D + 2 * D * R)  # 288: one add a trainable element (param -= lr * grad)
     assert tracker.history[1]["optimizer_vector_flops"] == trainable
+
+
+def test_time_per_component_attributes_the_forward(tiny_vit: nn.Module,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks = iter(range(100_000))  # every mark of the hooks one second after the one before
+    monkeypatch.setattr("vitprof.measure.timing.time",
+                        SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    x = torch.randn(2, 3, 32, 32)
+    tracker = track(tiny_vit, 1.0, clock=clock(*range(9)), timing=True)
+    assert tracker.timer is not None
+    with tracker:
+        for _ in range(2):
+            tiny_vit(x).sum().backward()
+            tracker.step(x)
+    plan = tracker.timer.plans[flops_module.signature(x)]
+    assert plan is not None
+    # one second per interval between module events: each component's share is the sum of
+    # its fractions over the plan's intervals, over their number
+    expected: dict[str, float] = {}
+    for parts in plan.shares:
+        for (component, _block), fraction in parts:
+            expected[str(component)] = expected.get(str(component), 0.0) + fraction
+    intervals = len(plan.events) - 1
+    assert {"patch_embed", "attn_qkv", "mlp", "head"} <= expected.keys()
+    for entry in tracker.history:
+        shares = entry["time_components"]
+        assert shares.keys() == expected.keys()
+        for component, share in shares.items():
+            assert share == pytest.approx(expected[component] / intervals)
+    assert not any(m._forward_pre_hooks for m in tiny_vit.modules())  # the hooks are gone
+    assert "share of forward time" in tracker.summary()

@@ -21,12 +21,14 @@ pl = require("lightning.pytorch", "lightning")
 
 
 class MFUCallback(pl.Callback):  # type: ignore[name-defined]
-    """Tracks every training step; ``peak_tflops`` as in :func:`vitprof.track`."""
+    """Tracks every training step; ``peak_tflops`` and ``timing`` as in :func:`vitprof.track`;
+    ``inputs(batch)``: the model's inputs in a batch."""
 
     def __init__(self, peak_tflops: float | None = None, *,
-                 inputs: Callable[[Any], Any] = model_inputs) -> None:
+                 inputs: Callable[[Any], Any] = model_inputs, timing: bool = False) -> None:
         self.peak_tflops = peak_tflops
         self.inputs = inputs
+        self.timing = timing
         self.tracker: Tracker | None = None
         self._module: Any = None
 
@@ -35,7 +37,8 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
         optimizers = trainer.optimizers
         self.tracker = track(pl_module, self.peak_tflops,
                              dtype=precision_dtype(trainer.precision), on_step=self._log,
-                             optimizer=optimizers[0] if len(optimizers) == 1 else None)
+                             optimizer=optimizers[0] if len(optimizers) == 1 else None,
+                             timing=self.timing)
         self.tracker.__enter__()
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,

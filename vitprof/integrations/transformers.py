@@ -22,10 +22,12 @@ hf = require("transformers", "transformers")
 
 
 class MFUCallback(hf.TrainerCallback):  # type: ignore[name-defined]
-    """Tracks every optimizer step; ``peak_tflops`` as in :func:`vitprof.track`."""
+    """Tracks every optimizer step; ``peak_tflops`` and ``timing`` as in
+    :func:`vitprof.track`."""
 
-    def __init__(self, peak_tflops: float | None = None) -> None:
+    def __init__(self, peak_tflops: float | None = None, *, timing: bool = False) -> None:
         self.peak_tflops = peak_tflops
+        self.timing = timing
         self.tracker: Tracker | None = None
         self.forwards: ForwardInputs | None = None
         self.last: StepEntry | None = None
@@ -37,7 +39,7 @@ class MFUCallback(hf.TrainerCallback):  # type: ignore[name-defined]
         inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer
         self.tracker = track(model, self.peak_tflops, dtype=dtype, on_step=self._keep,
                              optimizer=inner if isinstance(inner, torch.optim.Optimizer)
-                             else None)
+                             else None, timing=self.timing)
         self.tracker.__enter__()
         self.forwards = ForwardInputs(model)
 

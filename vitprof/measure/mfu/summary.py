@@ -20,14 +20,15 @@ def median_of(history: list[dict[str, Any]], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _shares(history: list[dict[str, Any]]) -> list[tuple[str, float]]:
-    """Each component's share of all the FLOPs counted over the run, largest first."""
-    flops: dict[str, float] = {}
+def _shares(history: list[dict[str, Any]], key: str, weight: str) -> dict[str, float]:
+    """Each component's share of ``key`` (``components``: FLOPs; ``time_components``: the
+    forward's time) over the run, each step's shares weighted by its ``weight``."""
+    amounts: dict[str, float] = {}
     for entry in history:
-        for component, share in entry["components"].items():
-            flops[component] = flops.get(component, 0.0) + share * entry["flops"]
-    total = sum(flops.values())
-    return sorted(((c, v / total) for c, v in flops.items()), key=lambda kv: -kv[1])
+        for component, share in (entry.get(key) or {}).items():
+            amounts[component] = amounts.get(component, 0.0) + share * (entry[weight] or 0)
+    total = sum(amounts.values())
+    return {c: v / total for c, v in amounts.items()} if total else {}
 
 
 def _optimizer(history: list[dict[str, Any]]) -> str:
@@ -50,7 +51,14 @@ def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int)
         f"- median MFU: {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}",
         f"- optimizer step: {_optimizer(history)}",
         f"- convention: {CONVENTION}", "",
-        "| component | share of FLOPs |", "|---|---:|",
     ]
-    lines += [f"| {c} | {100 * share:.2f}% |" for c, share in _shares(history)]
+    flops = _shares(history, "components", "flops")
+    times = _shares(history, "time_components", "seconds")
+    if times:
+        lines += ["| component | share of FLOPs | share of forward time |", "|---|---:|---:|"]
+    else:
+        lines += ["| component | share of FLOPs |", "|---|---:|"]
+    for component in sorted(flops.keys() | times.keys(), key=lambda c: -flops.get(c, 0.0)):
+        row = f"| {component} | {100 * flops.get(component, 0.0):.2f}% |"
+        lines.append(row + (f" {100 * times.get(component, 0.0):.2f}% |" if times else ""))
     return "\n".join(lines) + "\n"

@@ -12,6 +12,8 @@ with the batch the model was fed. Each step's entry in ``tracker.history``:
 * ``tflops = flops / seconds / 1e12`` and ``mfu = flops / seconds / (peak_tflops x 1e12)``,
   with running medians; an MFU above 1 is an error naming the peak and the FLOPs, never a value;
 * ``components``: each component's share of the step's FLOPs;
+* ``time_components``: with ``timing=True``, each component's share of the forward's time
+  (None without it);
 * ``optimizer_vector_flops``: the element-wise work of the optimizer's step, apart (None until
   it is counted, on the optimizer's second step, and without ``optimizer=``;
   :mod:`vitprof.measure.mfu.optimizer`).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import heapq
 import warnings
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -37,6 +40,7 @@ from torch import nn
 
 from vitprof.core.errors import UserError
 from vitprof.measure.mfu.clocks import Clock, CudaClock, WallClock
+from vitprof.measure.mfu.component_time import ComponentTimer
 from vitprof.measure.mfu.flops import StepCounts, StepFlops
 from vitprof.measure.mfu.optimizer import OptimizerCount
 from vitprof.measure.mfu.peaks import ChosenPeak, choose_peak, given_peak
@@ -69,6 +73,7 @@ class _Pending:
     start: Any
     end: Any
     counted: StepFlops | None
+    times: dict[str, float] | None = None
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -93,8 +98,10 @@ class Tracker:
 
     def __init__(self, model: nn.Module, peak: ChosenPeak | None, clock: Clock, *,
                  on_step: Callable[[StepEntry], None] | None = None,
-                 optimizer: torch.optim.Optimizer | None = None) -> None:
+                 optimizer: torch.optim.Optimizer | None = None,
+                 timer: ComponentTimer | None = None) -> None:
         self.model = model
+        self.timer = timer
         self.optimizer = None if optimizer is None else OptimizerCount(optimizer)
         self.peak = peak
         self.clock = clock
@@ -108,6 +115,8 @@ class Tracker:
         self._medians = {"tflops": RunningMedian(), "mfu": RunningMedian()}
 
     def __enter__(self) -> Tracker:
+        if self.timer is not None:
+            self.timer.start()
         self.active = True
         self._start = self.clock.mark()
         return self
@@ -123,6 +132,8 @@ class Tracker:
         self._read()
         if self.optimizer is not None:
             self.optimizer.remove()
+        if self.timer is not None:
+            self.timer.stop()
         self.active = False
 
     def begin(self) -> None:
@@ -139,9 +150,11 @@ class Tracker:
         if self._outside("step"):
             return
         self._steps += 1
-        counted = [self.counts.of(batch) for batch in batches]
+        times = None if self.timer is None else self.timer.shares(batches)
+        with nullcontext() if self.timer is None else self.timer.quiet():
+            counted = [self.counts.of(batch) for batch in batches]
         total = None if not counted or None in counted else _sum(counted)
-        self._pending.append(_Pending(self._steps, self._start, end, total))
+        self._pending.append(_Pending(self._steps, self._start, end, total, times))
         self._read()
         self._start = self.clock.mark()
 
@@ -165,7 +178,7 @@ class Tracker:
         optimizer = None if self.optimizer is None else self.optimizer.vector_flops
         entry: StepEntry = {"step": pending.step, "seconds": seconds, "flops": None,
                             "vector_flops": None, "tflops": None, "mfu": None, "components": {},
-                            "optimizer_vector_flops": optimizer}
+                            "optimizer_vector_flops": optimizer, "time_components": pending.times}
         if counted is not None and seconds > 0:
             flops = counted.flops
             entry.update(flops=flops, vector_flops=counted.vector_flops,
@@ -196,14 +209,16 @@ def _sum(counted: list[StepFlops | None]) -> StepFlops:
 def track(model: nn.Module, peak_tflops: float | None = None, *,
           dtype: torch.dtype | str | None = None, clock: Clock | None = None,
           on_step: Callable[[StepEntry], None] | None = None,
-          optimizer: torch.optim.Optimizer | None = None) -> Tracker:
+          optimizer: torch.optim.Optimizer | None = None, timing: bool = False) -> Tracker:
     """A :class:`Tracker` for ``model``, used as ``with track(model) as tracker:``.
 
     ``peak_tflops``: the dense peak to divide by; None takes the GPU's from vitprof's table
     (:mod:`vitprof.measure.mfu.peaks`), or measures the CPU's now. ``dtype`` is what the matmuls
     run in (``"bf16"`` or ``torch.bfloat16`` under autocast; default: the model's parameters').
     ``clock`` replaces the device's clock; ``on_step(entry)`` is called with each entry;
-    ``optimizer``: its step's element-wise work is counted too, and reported apart.
+    ``optimizer``: its step's element-wise work is counted too, and reported apart;
+    ``timing=True``: each component's share of the forward's time too, with ``profile``'s hooks
+    (:mod:`vitprof.measure.mfu.component_time`; they cost time).
     A peak that is not positive is a UserError; a GPU the table does not know is one warning,
     and the steps then have TFLOP/s but no MFU.
     """
@@ -214,7 +229,8 @@ def track(model: nn.Module, peak_tflops: float | None = None, *,
     device = model_device(model)
     if clock is None:
         clock = CudaClock() if device.type == "cuda" else WallClock()
-    return Tracker(model, peak, clock, on_step=on_step, optimizer=optimizer)
+    timer = ComponentTimer(model, device.type) if timing else None
+    return Tracker(model, peak, clock, on_step=on_step, optimizer=optimizer, timer=timer)
 
 
 def _default_peak(model: nn.Module, dtype: torch.dtype | str | None) -> ChosenPeak | None:
