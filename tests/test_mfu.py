@@ -435,3 +435,15 @@ def test_time_per_component_attributes_the_forward(tiny_vit: nn.Module,
             assert share == pytest.approx(expected[component] / intervals)
     assert not any(m._forward_pre_hooks for m in tiny_vit.modules())  # the hooks are gone
     assert "share of forward time" in tracker.summary()
+
+
+def test_an_internal_failure_of_the_count_warns_and_training_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(model: nn.Module, inputs: Any) -> flops_module.StepFlops:
+        raise RuntimeError("something vitprof did not foresee")
+
+    monkeypatch.setattr(flops_module, "count_step", broken)
+    with (track(stack(), 1.0, clock=clock(0.0, 1.0, 1.0)) as tracker,
+          pytest.warns(UserWarning, match="RuntimeError: something vitprof did not")):
+        tracker.step(torch.randn(B, N, D))
+    assert tracker.history[0]["flops"] is None and tracker.history[0]["seconds"] == 1.0

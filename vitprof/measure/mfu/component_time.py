@@ -21,9 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.core.errors import UserError
 from vitprof.count.families import recognize
-from vitprof.count.running import CountFailed
+from vitprof.count.running import one_line
 from vitprof.measure.mfu.flops import signature
 from vitprof.measure.timing import IntervalPlan, clock_for, marking, plan_intervals
 from vitprof.workload import given_inputs
@@ -95,8 +94,8 @@ class ComponentTimer:
                     inputs = given_inputs(batch, None).example("meta")
                     self.plans[key] = plan_intervals(self.model, inputs,
                                                      recognize(self.model)).plan
-            except (UserError, CountFailed) as error:
-                warnings.warn(f"vitprof: no time per component: {error}", stacklevel=4)
+            except Exception as error:  # UserError, CountFailed or vitprof's own: training goes on
+                warnings.warn(f"vitprof: no time per component: {one_line(error)}", stacklevel=4)
                 self.plans[key] = None
         return self.plans[key]
 

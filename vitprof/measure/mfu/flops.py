@@ -27,6 +27,7 @@ from torch.utils._pytree import tree_flatten
 
 from vitprof.analysis import analyze
 from vitprof.core.errors import UserError
+from vitprof.count.running import one_line
 from vitprof.count.training import phase_components, phase_totals
 
 
@@ -99,8 +100,9 @@ class StepCounts:
     def _count(self, inputs: Any) -> StepFlops | None:
         try:
             counted = count_step(self.model, inputs)
-        except UserError as error:
-            warnings.warn(f"vitprof: this step cannot be counted, no MFU for it: {error}",
+        except Exception as error:  # a UserError, or vitprof's own failure: training goes on
+            reason = str(error) if isinstance(error, UserError) else one_line(error)
+            warnings.warn(f"vitprof: this step cannot be counted, no MFU for it: {reason}",
                           stacklevel=3)
             return None
         if counted.note is not None:

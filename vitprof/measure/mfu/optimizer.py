@@ -95,7 +95,10 @@ class _Pricing(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if not self.paused:
-            self.vector_flops += self._price(func, args, kwargs, out)
+            try:
+                self.vector_flops += self._price(func, args, kwargs, out)
+            except Exception:  # pricing never breaks the user's step: the op counts as unpriced
+                self.unpriced[f"aten.{func.overloadpacket.__name__}"] += 1
         return out
 
     def unpriced_closure(self, closure: Callable[[], Any]) -> Callable[[], Any]:

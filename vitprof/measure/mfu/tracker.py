@@ -28,10 +28,12 @@ and the tracker goes on (without FLOPs or MFU where it has none).
 from __future__ import annotations
 
 import heapq
+import operator
 import warnings
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import reduce
 from types import TracebackType
 from typing import Any
 
@@ -153,7 +155,8 @@ class Tracker:
         times = None if self.timer is None else self.timer.shares(batches)
         with nullcontext() if self.timer is None else self.timer.quiet():
             counted = [self.counts.of(batch) for batch in batches]
-        total = None if not counted or None in counted else _sum(counted)
+        steps = [c for c in counted if c is not None]
+        total = reduce(operator.add, steps) if steps and len(steps) == len(counted) else None
         self._pending.append(_Pending(self._steps, self._start, end, total, times))
         self._read()
         self._start = self.clock.mark()
@@ -183,7 +186,8 @@ class Tracker:
             flops = counted.flops
             entry.update(flops=flops, vector_flops=counted.vector_flops,
                          tflops=flops / seconds / 1e12,
-                         components={k: v / flops for k, v in counted.components.items() if v})
+                         components={k: v / flops for k, v in counted.components.items()
+                                     if v and flops})
             if self.peak is not None:
                 mfu = flops / seconds / (self.peak.tflops * 1e12)
                 check_mfu(mfu, flops, seconds, self.peak)
@@ -196,14 +200,6 @@ class Tracker:
     def summary(self) -> str:
         """The run so far as markdown: the peak, the medians, the FLOPs per component."""
         return summary(self.history, self.peak, self.counts.counts)
-
-
-def _sum(counted: list[StepFlops | None]) -> StepFlops:
-    steps = [c for c in counted if c is not None]
-    total = steps[0]
-    for more in steps[1:]:
-        total = total + more
-    return total
 
 
 def track(model: nn.Module, peak_tflops: float | None = None, *,
