@@ -131,7 +131,7 @@ def peaks() -> list[str]:
     except ImportError:
         return ["(Lightning is not installed: no comparison of peaks)"]
     # Lightning's keys for the same GPUs (it has no A10, only the A10G, a different part)
-    keys = {"H100 SXM": "h100 sxm", "H100 PCIe": "h100 pcie", "H200": "h200 sxm1",
+    keys = {"H100 SXM": "h100 sxm", "H100 PCIe": "h100 pcie", "H200 SXM": "h200 sxm1",
             "L4": "l4", "A100 SXM": "a100", "A100 PCIe": "a100", "V100 SXM2": "v100 sxm",
             "V100 PCIe": "v100 pcie", "RTX 4090": "rtx 4090"}
     dtypes: dict[str, Any] = {"fp32": torch.float32, "tf32": "tfloat32",

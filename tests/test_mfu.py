@@ -239,7 +239,7 @@ def test_cuda_steps_are_read_when_their_events_complete_never_waited_for() -> No
 
 DEVICE_NAMES = {  # each row's GPU as torch.cuda.get_device_name() calls it
     "A100 SXM": "NVIDIA A100-SXM4-80GB", "A100 PCIe": "NVIDIA A100 80GB PCIe",
-    "H100 SXM": "NVIDIA H100 80GB HBM3", "H100 PCIe": "NVIDIA H100 PCIe", "H200": "NVIDIA H200",
+    "H100 SXM": "NVIDIA H100 80GB HBM3", "H100 PCIe": "NVIDIA H100 PCIe", "H200 SXM": "NVIDIA H200",
     "L4": "NVIDIA L4", "A10": "NVIDIA A10", "V100 SXM2": "Tesla V100-SXM2-16GB",
     "V100 PCIe": "Tesla V100-PCIE-32GB", "RTX 4090": "NVIDIA GeForce RTX 4090",
 }
@@ -285,10 +285,14 @@ def test_the_gpu_is_found_by_its_name(name: str, dtype: str, tflops: float) -> N
     assert peak.tflops == tflops and "dense" in peak.source
 
 
-def test_an_unknown_gpu_asks_for_the_peak_in_one_line() -> None:
-    with pytest.raises(UserError, match=r"no peak in vitprof's table for GPU 'NVIDIA B200'; "
+@pytest.mark.parametrize("name", [
+    "NVIDIA B200", "NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA H100 NVL", "NVIDIA A10G",
+    "NVIDIA GeForce RTX 4090 D", "NVIDIA L40S", "Tesla V100S-PCIE-32GB",
+])  # other parts than the rows' (other clocks, other figures), whatever their names share
+def test_an_unknown_gpu_asks_for_the_peak_in_one_line(name: str) -> None:
+    with pytest.raises(UserError, match=rf"no peak in vitprof's table for GPU '{name}'; "
                                         r"pass peak_tflops="):
-        choose_peak(None, torch.device("cuda"), "bf16", device_name="NVIDIA B200")
+        choose_peak(None, torch.device("cuda"), "fp32", device_name=name)
 
 
 def test_an_unknown_gpu_in_track_warns_and_logs_no_mfu(monkeypatch: pytest.MonkeyPatch) -> None:
