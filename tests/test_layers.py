@@ -3,10 +3,11 @@ imports itself back through others (no import cycle).
 
 Layers, lowest first: ``core`` (vocabulary, errors, JSON schemas) < ``count`` and ``models``
 (counting and the models it counts) < ``workload`` and ``analysis`` (a model and its input, then
-one analysis of it) < ``measure`` < ``checks`` < ``render`` < ``study`` (the notes' corrections,
-the model pages: a user of the public API) < ``cli``. A module may import from
-its own layer and those below it. Every import is read, lazy ones (inside a function, for
-start-up time) included; only ``if TYPE_CHECKING:`` blocks are left out, as they never run.
+one analysis of it) < ``measure`` < ``checks`` and ``integrations`` (the training frameworks'
+callbacks) < ``render`` < ``study`` (the notes' corrections, the model pages: a user of the public
+API) < ``cli``. A module may import from its own layer and those below it. Every import is read,
+lazy ones (inside a function, for start-up time) included; only ``if TYPE_CHECKING:`` blocks are
+left out, as they never run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vitprof"
 LAYERS = {"core": 0, "count": 1, "models": 1, "workload": 2, "analysis": 2, "measure": 3,
-          "checks": 4, "render": 5, "study": 6, "cli": 7}
+          "checks": 4, "integrations": 4, "render": 5, "study": 6, "cli": 7}
 TOP = 8  # the package's own __init__ and its public entry points (testing, pytest_plugin)
 
 
