@@ -20,7 +20,7 @@ import importlib
 
 from vitprof.count.families import register_tables
 from vitprof.count.families.base import ComponentTable
-from vitprof.models.family.base import Inferrer, ModelLibrary, ZooEntry
+from vitprof.models.family.base import Inferrer, ModelFile, ModelLibrary, ZooEntry
 
 FILES = (  # the registry: one line per library file, each declaring a LIBRARY
     "torchvision",
@@ -39,3 +39,15 @@ ENTRIES: tuple[ZooEntry, ...] = tuple(e for f in LIBRARIES for e in f.entries)
 KNOWN = "; ".join(f.known for f in LIBRARIES if f.known)
 
 register_tables(TABLES)
+
+
+def library_of(name: str) -> ModelLibrary | None:
+    """The first registered library that claims ``name``; None for a plain zoo name."""
+    return next((library for library in LIBRARIES if library.claims(name)), None)
+
+
+def model_file(name: str) -> ModelFile | None:
+    """The file a model name holds, as its library splits it (:data:`ModelFile`): ``hf:`` and
+    ``FILE.py:factory`` names; None for any other name."""
+    library = library_of(name)
+    return library.model_file(name) if library is not None else None

@@ -119,6 +119,10 @@ class Declaration:
 Variant = Callable[[int], "nn.Module"]
 """A depth or width of a sweep -> the model rebuilt with it."""
 
+ModelFile = tuple[str, str, str]
+"""A model name that holds a file's path, as ``(prefix, path, suffix)``: ``hf:cfg/config.json``
+is ``("hf:", "cfg/config.json", "")``, ``models.py:build`` is ``("", "models.py", ":build")``."""
+
 
 @dataclass(frozen=True)
 class ModelLibrary:
@@ -138,6 +142,9 @@ class ModelLibrary:
     model says of its input (:mod:`vitprof.models.declared_input`), ``variant`` rebuilds a model
     at another depth or width (``axis``) for a sweep, or says None for a model not its own, and
     ``deploy`` re-parameterises a model in place for inference (:mod:`vitprof.models.deploy`).
+    ``model_file`` splits a claimed name that holds a file's path (:data:`ModelFile`), None for
+    one that does not. Where ``prefixes_entries``, ``prefix`` + a zoo entry's name names that
+    entry too (``torchvision:vit_b_16``: :meth:`entry_name`).
     """
 
     name: str
@@ -153,12 +160,19 @@ class ModelLibrary:
     variant: Callable[[str, nn.Module, str], Variant | None] | None = None
     deploy: Callable[[nn.Module], None] | None = None
     claims_name: Callable[[str], bool] | None = None
+    model_file: Callable[[str], ModelFile | None] = field(default=lambda name: None)
+    prefixes_entries: bool = False
 
     def claims(self, name: str) -> bool:
         """Whether ``name`` is this library's to check and build."""
         if self.claims_name is not None:
             return self.claims_name(name)
         return bool(self.prefix) and name.startswith(self.prefix)
+
+    def entry_name(self, name: str) -> str:
+        """The zoo entry's name a claimed ``name`` stands for: without the prefix where
+        ``prefixes_entries``, else ``name`` itself."""
+        return name.removeprefix(self.prefix) if self.prefixes_entries else name
 
 
 def from_package(prefix: str) -> Detect:

@@ -18,6 +18,7 @@ from vitprof.models.family.base import (
     BuildSizes,
     Declaration,
     Factory,
+    ModelFile,
     ModelLibrary,
     ZooEntry,
     declared_count,
@@ -178,6 +179,13 @@ def _config_file(name: str) -> str | None:
     return str(in_directory)
 
 
+def _model_file(name: str) -> ModelFile | None:
+    """``hf:cfg/config.json`` as ``("hf:", "cfg/config.json", "")``; None for a built-in name
+    or a directory."""
+    target = name.removeprefix(PREFIX)
+    return (PREFIX, target, "") if target.endswith(".json") else None
+
+
 def _check(name: str) -> bool:
     """transformers installed (found, not imported: a slow import); a config file that exists,
     or False for a built-in name (a zoo entry)."""
@@ -271,4 +279,5 @@ LIBRARY = ModelLibrary(
     check=_check,
     build=_build,
     declares=_declares,
+    model_file=_model_file,
 )
