@@ -5,8 +5,9 @@ A library file (:mod:`.torchvision`, :mod:`.timm`, :mod:`.hugging_face`, :mod:`.
 tables (read by :func:`vitprof.count.families.recognize`), its spec inferrers (read by
 :func:`vitprof.models.spec_inference.spec_from_model`), its zoo entries and the names it builds
 (read by :mod:`vitprof.models.zoo`, the dispatcher), the input its models declare
-(:mod:`vitprof.models.declared_input`), its sweep variants and its deploy step. Adding a library
-is a new file here and one line below.
+(:mod:`vitprof.models.declared_input`), its sweep variants, its deploy step, the names that
+hold a file (:func:`model_file`) and its part of the zoo sweep (``benchmarks/zoo_sweep.py``).
+Adding a library is a new file here and one line below.
 
 The order of :data:`LIBRARIES` is the order of ``vitprof models``; a name goes to the first
 library that claims it, so :mod:`.factory`, which claims any name with a ``:``, comes last. The
