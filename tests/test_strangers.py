@@ -203,8 +203,6 @@ DEFECTS = {
                              "too",
     "memory-kv": "memory key/values concatenated to k/v are counted in attn_core",
     "norm-never-runs": "no warning names the LayerNorm that never runs",
-    "rotary-autocast-off": "autocast('meta') raises 'unsupported scalarType', not taken as "
-                           "meta-caused: no CPU fallback",
 }
 XFAIL = {(style, naming): reason for style, reason in DEFECTS.items()
          for naming in ("as-written", "neutral")}
