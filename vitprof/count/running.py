@@ -93,7 +93,7 @@ def raised_for_meta(error: BaseException) -> bool:
 
 def _names_meta(device: object) -> bool:
     """``device`` is the meta device, as a string or a ``torch.device``."""
-    return device == "meta" or isinstance(device, torch.device) and device.type == "meta"
+    return device == "meta" or (isinstance(device, torch.device) and device.type == "meta")
 
 
 def one_line(error: BaseException) -> str:
