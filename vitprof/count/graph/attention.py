@@ -100,6 +100,16 @@ def _pooling(flow: Flow, product: int, taken: set[int]) -> list[int] | None:
     return None
 
 
+def _no_pooling_heads(
+    cores: list[tuple[frozenset[int], str]]
+) -> list[tuple[frozenset[int], str]]:
+    """``cores`` without the softmax-pooling products run after every core of another kind: a
+    head pooling the tokens by learned scores, no attention."""
+    others = [max(steps) for steps, rule in cores if rule != rules.POOLED_CORE.name]
+    return [(steps, rule) for steps, rule in cores
+            if rule != rules.POOLED_CORE.name or not others or min(steps) < max(others)]
+
+
 def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
     """The records of each core, with the rule that found it."""
     taken: set[int] = set()
@@ -120,6 +130,7 @@ def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
         if found:
             taken.update(found)
             cores.append((frozenset(found), rule))
+    cores = _no_pooling_heads(cores)
     named = _named_cores(flow, taken) if rules.NAMED_CORE.on else []
     return sorted([*cores, *((core, rules.NAMED_CORE.name) for core in named)],
                   key=lambda found: min(found[0]))

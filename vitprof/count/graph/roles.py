@@ -594,15 +594,17 @@ def _weight_user(flow: Flow, i: int) -> int:
     return i
 
 
-def _by_class(model: nn.Module, roles: dict[str, _ParamRole]) -> dict[type, C | None]:
-    """Per class of module, the one component of the parameters its modules hold that were
-    read, None where they have several."""
-    seen: dict[type, set[C]] = {}
+def _by_class(model: nn.Module, roles: dict[str, _ParamRole]) -> dict[object, C | None]:
+    """Per kind of module (the forward its class runs: a subclass that only renames, as
+    :func:`vitprof.testing.neutral_names` makes one per module, is its base's kind), the one
+    component of the parameters its modules hold that were read, None where they have
+    several."""
+    seen: dict[object, set[C]] = {}
     for path, module in model.named_modules():
         placed = {roles[f"{path}.{n}" if path else n].component
                   for n, _ in module.named_parameters(recurse=False)
                   if (f"{path}.{n}" if path else n) in roles}
-        seen.setdefault(type(module), set()).update(placed)
+        seen.setdefault(type(module).forward, set()).update(placed)
     return {kind: next(iter(found)) if len(found) == 1 else None for kind, found in seen.items()}
 
 
@@ -623,7 +625,7 @@ def _unread(model: nn.Module, roles: dict[str, _ParamRole]) -> list[ParamRecord]
             found = next((r for n, r in roles.items() if n.startswith(prefix)), None)
         role, block, _ = found or _ParamRole(C.OTHER, None, "")
         rule = R.UNREAD.name if found else ""
-        kind = classes.get(type(model.get_submodule(name.rpartition(".")[0])))
+        kind = classes.get(type(model.get_submodule(name.rpartition(".")[0])).forward)
         if kind is not None:
             role, rule = kind, R.UNRUN_CLASS.name
         records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape), rule))

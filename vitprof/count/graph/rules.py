@@ -90,7 +90,8 @@ POOLED_CORE = _rule(
     """A product of two activations that feeds no second one, one of whose operands is a
     softmax (through at most a few records without MACs): attention weights pooling the other
     operand (additive attention's ``softmax(w q)^T q``) is an attention core, the records from
-    the softmax to the product included.""",
+    the softmax to the product included; but one after every core of another kind (a head
+    pooling the tokens by learned scores) is none.""",
     "MACs without a parameter read, the softmax upstream of one operand", "pooled_block")
 NAMED_CORE = _rule(
     "named-core", (C.ATTN_CORE,),
