@@ -198,7 +198,9 @@ SCORE_BIAS = {C.ATTN_CORE: (N * N * 2 + 2 + 1, N * N * 2)}  # the table, u's wei
 
 class Reduced(nn.Module):
     """Spatial-reduction attention in a module named like attention: the keys and values come
-    from ``s`` (a 2x2 stride-2 conv: the 2x2 map to one token) then ``kv``."""
+    from ``s`` (a 2x2 stride-2 conv: the 2x2 map to one token) then ``kv``; the reduced token is
+    also added to the attention's output, so ``s`` feeds more than k and v (feeds-only-qkv
+    does not place it)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -207,8 +209,9 @@ class Reduced(nn.Module):
         self.kv = nn.Linear(D, 2 * D)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        k, v = self.kv(tokens(self.s(grid(x)))).chunk(2, -1)
-        return self.o((self.q(x) @ k.transpose(-2, -1)).softmax(-1) @ v)
+        r = tokens(self.s(grid(x)))
+        k, v = self.kv(r).chunk(2, -1)
+        return self.o((self.q(x) @ k.transpose(-2, -1)).softmax(-1) @ v + r)
 
 
 class ReducedBlk(AdditiveBlk):

@@ -632,15 +632,19 @@ def _unread(model: nn.Module, roles: dict[str, _ParamRole]) -> list[ParamRecord]
     return records
 
 
-def _unrun_warning(model: nn.Module, records: Sequence[ParamRecord]) -> tuple[str, ...]:
-    """The warning naming the modules whose parameters no record read (they never ran), with
-    where their parameters were placed."""
+def _unrun_warning(flow: Flow, records: Sequence[ParamRecord]) -> tuple[str, ...]:
+    """The warning naming the modules holding parameters no record read (``records``) that
+    never ran (no record runs in them or under them: not a mask token left unused by a module
+    that ran), with where their parameters were placed."""
+    ran = {module for step in flow.steps for module in ("", *_holders(step.module))}
     unrun: dict[str, list[ParamRecord]] = {}
     for record in records:
-        unrun.setdefault(record.name.rpartition(".")[0], []).append(record)
+        owner = record.name.rpartition(".")[0]
+        if owner not in ran:
+            unrun.setdefault(owner, []).append(record)
     if not unrun:
         return ()
-    shown = ", ".join(f"{module or type(model).__name__} ({sum(r.numel for r in found):,} params "
+    shown = ", ".join(f"{module} ({sum(r.numel for r in found):,} params "
                       f"in {'/'.join(sorted({r.component.value for r in found}))})"
                       for module, found in unrun.items())
     return (f"parameters of modules that never ran, counted in no op: {shown}",)
@@ -795,7 +799,7 @@ def _roles(
               for name, p in model.named_parameters() if name in param_roles}
     unread = _unread(model, param_roles)
     params.update({record.name: record for record in unread})
-    return roles, rules, params, _unrun_warning(model, unread)
+    return roles, rules, params, _unrun_warning(flow, unread)
 
 
 def graph_breakdown(
