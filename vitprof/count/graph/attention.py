@@ -9,9 +9,11 @@ path. **attn_qkv** are the first weighted records upstream of the core's inputs,
 records without MACs that read no parameter but a norm's (views are not records; QK-norm,
 rotary, scaling are), never through a join; **attn_proj** the first weighted records downstream
 of the core's output, before a join. The records passed on the way (not norms: QK-norm stays
-``norm``) belong to the core, as do those making a bias or mask of the scores. Attention whose
-weights come from no product of two activations (additive attention) is found by a name hint
-instead: see :func:`_named_cores`.
+``norm``) belong to the core, as do those making a bias or mask of the scores. Attention with one
+product or none is found by what it multiplies: a product whose operand a softmax normalised
+(:func:`_weighted_by_softmax`: outlook attention), or an element-wise product with normalised
+weights reduced over the tokens and multiplied back (:func:`_aggregation`: additive and
+separable attention).
 A fused op priced in parts names its projections itself: no walk.
 """
 
@@ -19,8 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Set
 from dataclasses import dataclass
+from math import prod
 
-from vitprof.count.graph.flow import Flow, attention_module, is_gate
+from vitprof.count.graph.flow import SOFTMAX, Flow
 
 DEPTH = 8  # records without MACs allowed between the two products of a core
 
@@ -85,40 +88,60 @@ def _core_steps(flow: Flow) -> list[frozenset[int]]:
         if flow.fused_core(i):
             found: list[int] | None = [i]
         elif flow.free_product(i):
-            found = _second_product(flow, i, taken)
+            found = _second_product(flow, i, taken) or _weighted_by_softmax(flow, i)
         else:
-            continue
+            found = _aggregation(flow, i, taken)
         if found:
             taken.update(found)
             cores.append(frozenset(found))
-    return sorted([*cores, *_named_cores(flow, taken)], key=min)
+    return sorted(cores, key=min)
 
 
-def _named_cores(flow: Flow, taken: set[int]) -> list[frozenset[int]]:
-    """Attention the products do not show, found by a name hint: an attention module (the
-    outermost module on a path named like attention) under which no core ran but weighted
-    records did. Its core is the records without parameters that the module runs itself (not its
-    children), joins aside: SwiftFormer's additive attention (q w_g normalised over the tokens,
-    a sum of q weighted by it, an element-wise product with k) and VOLO's outlook attention
-    (a softmax of weights made by a linear, one product with the unfolded values). A gate is
-    none (:func:`~vitprof.count.graph.flow.is_gate`: a squeeze-excitation named ``attn``, as
-    in VoVNet's eSE)."""
-    groups: dict[str, list[int]] = {}
-    for i, step in enumerate(flow.steps):
-        module = attention_module(step.module)
-        if module is not None:
-            groups.setdefault(module, []).append(i)
-    cored = {attention_module(flow.steps[i].module) for i in taken}
-    cores = []
-    for module, steps in groups.items():
-        if module in cored or not any(flow.weighted(i) for i in steps):
+def _weighted_by_softmax(flow: Flow, i: int) -> list[int] | None:
+    """The free product ``i`` alone when it multiplies weights normalised by a softmax: one of
+    its operands is a softmax reached through at most :data:`DEPTH` records without MACs nor
+    parameters (VOLO's outlook attention: a linear makes the weights, a softmax normalises
+    them, one product with the unfolded values). A product of two projections (the first
+    product of a dot-product attention) reaches none."""
+    stack, seen = [(j, 0) for j in flow.steps[i].sources], set()
+    while stack:
+        j, depth = stack.pop()
+        step = flow.steps[j]
+        if j in seen or depth > DEPTH or step.macs or step.params:
             continue
-        own = frozenset(i for i in steps if flow.steps[i].module == module
-                        and not flow.steps[i].params and i not in flow.joins)
-        if own and not is_gate(flow.steps[i].op for i in steps):
-            taken.update(own)
-            cores.append(own)
-    return cores
+        seen.add(j)
+        if step.op in SOFTMAX:
+            return [i]
+        stack.extend((k, depth + 1) for k in step.sources)
+    return None
+
+
+def _aggregation(flow: Flow, i: int, taken: Set[int]) -> list[int] | None:
+    """An attention without products: record ``i`` multiplies, element-wise, two different
+    activations, one of them normalised (a softmax or a division) weights; a sum reduces the
+    product (over the tokens), and the reduced context multiplies a third activation,
+    broadcast back over what was reduced. The records from ``i`` to that last multiply, or
+    None. SwiftFormer's additive attention (``q w_g`` normalised over the tokens, a sum of q
+    weighted by it, a product with k) and MobileViTv2's separable self-attention (a softmax of
+    a one-channel query over the patches, a sum of k weighted by it, a product with relu(v)).
+    A variance (``d * d``) multiplies one activation by itself; a squeeze-excitation reduces
+    before it multiplies."""
+    step = flow.steps[i]
+    sources = set(step.sources)
+    if (step.op != "aten.mul" or step.macs or step.params or step.carried or len(sources) != 2
+            or any(flow.weights[j] for j in sources)
+            or not any(flow.steps[j].op in (*SOFTMAX, "aten.div") for j in sources)):
+        return None
+    for s in flow.consumers[i]:
+        reduced = flow.steps[s]
+        if s in taken or reduced.op != "aten.sum" or prod(reduced.shape) >= prod(step.shape):
+            continue
+        for m in flow.descendants(s, min(s + DEPTH, len(flow.steps) - 1)):
+            back = flow.steps[m]
+            if back.op == "aten.mul" and not back.params and prod(back.shape) > prod(
+                    reduced.shape) and m not in taken:
+                return sorted(flow.ancestors(m, i) & flow.descendants(i, m))
+    return None
 
 
 def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
@@ -167,7 +190,7 @@ def _inputs(
 ) -> tuple[list[int], list[int]]:
     """Producers of the core's operands (q, k, v: what the products and a fused op multiply)
     and of what it reads beside them (a mask or a position bias added to the scores). A core
-    without ``products`` (an element-wise one, found by its name) has operands only."""
+    without ``products`` (an element-wise one: :func:`_aggregation`) has operands only."""
     operands: list[int] = []
     beside: list[int] = []
     for i in steps:

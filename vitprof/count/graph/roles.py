@@ -74,7 +74,7 @@ from vitprof.count.families.base import (
 from vitprof.count.families.generic import is_norm
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
-from vitprof.count.graph.flow import Flow, attention_module, named_mlp
+from vitprof.count.graph.flow import Flow
 from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
@@ -127,14 +127,14 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow) -> list[C | 
 def _attention_modules(
     flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None]
 ) -> None:
-    """Weighted records not yet placed that run inside a core's attention module (below its
-    block, the outermost module on the core's path named like attention), but those of an MLP
-    in it (timm MaxViT's ``attn_block.mlp``: :func:`~vitprof.count.graph.flow.named_mlp`), are
-    its projections:
-    ``attn_qkv`` where the core depends on them, else ``attn_proj``. They are those the
-    data-flow walks stop short of: PVT's and Twins' spatial-reduction convolutions before the
-    k/v linear, MViTv2's qkv linear before its pooling and its output projection after the
-    residual-pooling add."""
+    """Weighted records not yet placed that run inside a core's attention module, the innermost
+    module holding the core and its projections (:func:`_attention_module`), when it lies below
+    the core's block, are its projections too: ``attn_qkv`` where the core depends on them,
+    ``attn_proj`` where they depend on it. They are those the data-flow walks stop short of:
+    PVT's and Twins' spatial-reduction convolutions before the k/v linear, MViTv2's qkv linear
+    before its pooling and its output projection after the residual-pooling add, SwiftFormer's
+    last linear after its residual add. An MLP beside the attention (timm MaxViT's
+    ``attn_block.mlp``) lies outside that module."""
     block_paths = {index: path for path, index in blocks.paths.items()}
     in_block: dict[int, list[int]] = {}
     for i, index in enumerate(blocks.of_step):
@@ -142,21 +142,22 @@ def _attention_modules(
             in_block.setdefault(index, []).append(i)
     for core in cores:
         index = blocks.of_step[core.first]
-        if index is None:
+        block = block_paths.get(index) if index is not None else None
+        attention = _attention_module(flow, core)
+        if index is None or block is None or not attention.startswith(f"{block}."):
             continue
-        block = block_paths.get(index)
-        if block is None:
-            continue
-        named = attention_module(flow.steps[core.first].module.removeprefix(f"{block}."))
-        if named is None:
-            continue
-        attention = f"{block}.{named}"
         feeding = flow.ancestors(max(core.steps), in_block[index][0])
+        fed = flow.descendants(core.first, in_block[index][-1])
         for i in in_block[index]:
-            module = flow.steps[i].module
-            if roles[i] is None and flow.weighted(i) and not named_mlp(module) and (
-                    module == attention or module.startswith(f"{attention}.")):
-                roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ
+            if roles[i] is None and flow.weighted(i) and _within(flow.steps[i].module, attention):
+                roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ if i in fed else None
+
+
+def _attention_module(flow: Flow, core: Core) -> str:
+    """The innermost module holding the records of ``core`` and its projections."""
+    paths = [_parts(flow.steps[i].module) for i in core.steps | core.qkv | core.proj]
+    shared = min(_shared(paths[0], path) for path in paths)
+    return ".".join(paths[0][:shared])
 
 
 def _token_mixers(
