@@ -26,8 +26,7 @@ from torch import nn
 from vitprof.core.choices import RECOGNIZERS
 from vitprof.core.errors import UserError
 from vitprof.core.records import DEVICES, MODES, Component, OpRecord, ParamRecord
-from vitprof.count.families import ComponentMap, Rule, recognize
-from vitprof.count.families.generic import GENERIC
+from vitprof.count.families import NO_TABLE, ComponentMap, Rule, recognize
 from vitprof.count.flooring import floor_warnings
 from vitprof.count.formulas import Formula
 from vitprof.count.graph import graph_breakdown
@@ -146,7 +145,7 @@ def analyze(
         except CountFailed as failed:
             raise run_failed(built.name, shape, run_device, failed.error) from None
     found = breakdown(built.module, mapping, run, built.rules, recognizer)
-    checks = tuple(self_checks(found.ops))
+    checks = tuple(self_checks(found.ops, found.params))
     return Profile(
         model=built.name,
         input_shape=shape,
@@ -168,7 +167,7 @@ def analyze(
 
 @dataclass(frozen=True)
 class Found:
-    """A breakdown: who made it (``family``: a table's name, ``generic`` or ``graph``), the
+    """A breakdown: who made it (``family``: a table's name or ``graph``), the
     records and parameters with their components and blocks, and its warnings. ``origins``:
     per record of ``ops``, the index in ``Run.ops`` of the counted record it is or is a share
     of (a fused projection's); None when ``ops`` are the run's one for one."""
@@ -188,13 +187,14 @@ class Found:
 def breakdown(
     module: nn.Module, mapping: ComponentMap, run: Run, rules: Sequence[Rule], recognizer: str
 ) -> Found:
-    """The breakdown ``recognizer`` asks for. ``tables``: ``mapping`` (a table, else the generic
-    recognizer) as the counter applied it; ``graph``: roles read from the data flow
+    """The breakdown ``recognizer`` asks for. ``tables``: ``mapping`` as the counter applied it
+    when a table detected the model, else the graph's; ``graph``: roles read from the data flow
     (:mod:`vitprof.count.graph`); ``auto``: the table's when a table detected the model and its
     breakdown passes the self-checks with nothing in ``other``, else the graph's. ``rules``
     (``--map``) win over either."""
     tables = Found(mapping.family, run.ops, _param_records(module, mapping), mapping.warnings)
-    if recognizer == "tables" or (recognizer == "auto" and _clean_table(tables)):
+    detected = mapping.family != NO_TABLE
+    if detected and (recognizer == "tables" or (recognizer == "auto" and _clean_table(tables))):
         return tables
     if run.trace is None:
         raise UserError("the graph recognizer needs the trace of a forward; this run has none")
@@ -203,8 +203,8 @@ def breakdown(
 
 
 def _clean_table(found: Found) -> bool:
-    """A table (not the generic recognizer) placed everything and passes the self-checks."""
-    return (found.family != GENERIC and not self_checks(found.ops)
+    """The table placed everything and passes the self-checks."""
+    return (not self_checks(found.ops, found.params)
             and all(p.component is not Component.OTHER for p in found.params)
             and all(op.component is not Component.OTHER or not op.macs for op in found.ops))
 

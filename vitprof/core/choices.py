@@ -13,7 +13,7 @@ import math
 
 PROFILE_DTYPES = ("float32", "bfloat16", "float16")  # torch dtype names `profile` measures in
 # how a breakdown is recognized: auto (a table if it detects the model and its breakdown is
-# clean, else the graph), graph (roles read from the data flow), tables (a table, else generic)
+# clean, else the graph), graph (roles read from the data flow), tables (a table, else the graph)
 RECOGNIZERS = ("auto", "graph", "tables")
 VIEWS = ("component", "block", "module", "op")  # the breakdowns `analyze --by` offers
 # the peers of `vitprof crosscheck`, in the order of their rows; each name is a row of

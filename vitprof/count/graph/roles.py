@@ -71,10 +71,9 @@ from vitprof.count.families.base import (
     first_match,
     unrecognized_warnings,
 )
-from vitprof.count.families.generic import is_norm
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
-from vitprof.count.graph.flow import Flow
+from vitprof.count.graph.flow import Flow, norm_modules
 from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
@@ -670,8 +669,8 @@ def graph_breakdown(
     other model's are ``other`` (not a ViT) but what the rules name."""
     kernels = {name for name, p in model.named_parameters()
                if p.dim() >= 3 and prod(p.shape[2:]) > 1}
-    flow = Flow(trace, {path for path, module in model.named_modules() if is_norm(module)},
-                kernels)
+    flow = Flow(trace, norm_modules(trace), kernels,
+                {name: p.numel() for name, p in model.named_parameters()})
     cores = find_cores(flow)
     fused = fused_projections(flow, cores)
     blocks = group_blocks(model, flow, cores) if cores else Blocks(

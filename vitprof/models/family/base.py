@@ -64,8 +64,7 @@ class ModelFamily:
 
     ``tables`` holds one table per module layout (torchvision's ViT, Swin and MaxViT each have
     their own); the first whose detector accepts a model places it. ``tables`` is empty for a
-    family whose models the graph recognizer (:mod:`vitprof.count.graph`;
-    the generic one, :mod:`vitprof.count.families.generic`, under ``recognizer="tables"``)
+    family whose models the graph recognizer (:mod:`vitprof.count.graph`)
     places, component by component, with nothing left in ``other``. ``known`` names what the
     inferrers read, for the error that lists them. Every zoo entry's ``family`` is ``name``.
     """
