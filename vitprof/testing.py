@@ -36,6 +36,7 @@ from vitprof.analysis import analyze
 from vitprof.checks.budget import BudgetResult, check_profile, evaluate, load_budgets, parse_budget
 from vitprof.core.errors import UserError
 from vitprof.count.families import Rule
+from vitprof.count.graph.roles import NO_EVIDENCE
 from vitprof.count.result import Profile
 from vitprof.render.budget import budget_document
 from vitprof.render.formats import render
@@ -170,10 +171,6 @@ def _aliasing_class(original: type[nn.Module], name: str) -> type[nn.Module]:
         "__getattr__": __getattr__, "__setattr__": __setattr__, "__delattr__": __delattr__,
         "__qualname__": name, "__module__": original.__module__,
     })
-
-
-NO_EVIDENCE = "placed without data-flow evidence"
-"""The first words of the warning of a placement the data flow alone could not decide."""
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def _core_steps(flow: Flow) -> list[frozenset[int]]:
         if flow.fused_core(i):
             found: list[int] | None = [i]
         elif flow.free_product(i):
-            found = _second_product(flow, i, taken) or _weighted_by_softmax(flow, i)
+            found = _weighted_by_softmax(flow, i) or _second_product(flow, i, taken)
         else:
             found = _aggregation(flow, i, taken)
         if found:
@@ -102,7 +102,9 @@ def _weighted_by_softmax(flow: Flow, i: int) -> list[int] | None:
     its operands is a softmax reached through at most :data:`DEPTH` records without MACs nor
     parameters (VOLO's outlook attention: a linear makes the weights, a softmax normalises
     them, one product with the unfolded values). A product of two projections (the first
-    product of a dot-product attention) reaches none."""
+    product of a dot-product attention) reaches none; a product that does is a core's last, so
+    it is tried before a second product is searched from it (which could run on through
+    weighted maps keeping its size into the next block's product)."""
     stack, seen = [(j, 0) for j in flow.steps[i].sources], set()
     while stack:
         j, depth = stack.pop()

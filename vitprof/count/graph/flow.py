@@ -4,10 +4,11 @@ Conventions: a step is *weighted* when it has MACs and reads a parameter (direct
 free ops): a linear, a convolution, an einsum with a weight. A *free product* has MACs and reads
 no parameter: a product of two activations. A *join* is a parameter-free ``add`` of two
 activations that fork from one record, with MACs on every arm between the fork and the join
-but the skip (the fork itself, or the fork scaled by a parameter): a residual add ``x + f(x)``
-or ``res_scale(x) + f(x)``, a downsampling shortcut ``conv(x) + f(x)``, the sum of the branches
-of a parallel block; not an attention mask built from the input beside the scores. The searches
-are bounded (:data:`WINDOW` records back), so the cost stays linear in the number of records.
+but the skip (the fork itself, or the fork scaled by a parameter or pooled): a residual add
+``x + f(x)``, ``res_scale(x) + f(x)`` or ``pool(x) + f(x)``, a downsampling shortcut
+``conv(x) + f(x)``, the sum of the branches of a parallel block; not an attention mask built
+from the input beside the scores. The searches are bounded (:data:`WINDOW` records back), so
+the cost stays linear in the number of records.
 """
 
 from __future__ import annotations
@@ -179,12 +180,14 @@ class Flow:
         return fork, arms
 
     def _scaled_skip(self, arm: set[int], fork: int) -> bool:
-        """The arm is the fork scaled by a parameter, one record without MACs (MetaFormer's
-        ``res_scale``: ``res_scale(x) + f(x)``)."""
+        """The arm is the fork scaled by a parameter or pooled, one record without MACs
+        (MetaFormer's ``res_scale``: ``res_scale(x) + f(x)``; a downsampling block's pooled
+        shortcut, ``pool(x) + f(x)``: ViTamin's first MBConv of a stage)."""
         if len(arm) != 1:
             return False
         step = self.steps[next(iter(arm))]
-        return not step.macs and bool(step.params) and step.sources == (fork,)
+        return not step.macs and step.sources == (fork,) and (
+            bool(step.params) or "pool" in step.op)
 
     @cached_property
     def forks(self) -> dict[int, tuple[int, list[set[int]]]]:

@@ -78,6 +78,8 @@ from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
+# the first words of the warning of a placement the data flow alone could not decide
+NO_EVIDENCE = "placed without data-flow evidence"
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
 _JOINING = ("aten.add", "aten.add_")  # a token-shaped parameter added to the sequence: tokens
 
@@ -507,7 +509,8 @@ def _weight_user(flow: Flow, i: int) -> int:
 
 
 def _unread(model: nn.Module, roles: dict[str, tuple[C, int | None]]) -> list[ParamRecord]:
-    """Parameters no record read: the role of a parameter of the nearest module that has one."""
+    """Parameters no record read: the role of a parameter of the nearest module that has one
+    (no data flow says more: :func:`unread_warnings`)."""
     records = []
     for name, p in model.named_parameters():
         if name in roles:
@@ -521,6 +524,18 @@ def _unread(model: nn.Module, roles: dict[str, tuple[C, int | None]]) -> list[Pa
         role, block = found or (C.OTHER, None)
         records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape)))
     return records
+
+
+def unread_warnings(records: Sequence[ParamRecord]) -> tuple[str, ...]:
+    """The warning for parameters no record read (modules that never ran), placed by their
+    neighbours: ``NO_EVIDENCE: <modules>, 0 MACs, <evidence>``."""
+    if not records:
+        return ()
+    owners = list(dict.fromkeys(record.name.rpartition(".")[0] or "(root)" for record in records))
+    shown = ", ".join(owners[:3]) + (f" and {len(owners) - 3} more" if len(owners) > 3 else "")
+    params = sum(record.numel for record in records)
+    return (f"{NO_EVIDENCE}: {shown}, 0 MACs, {params:,} params no operation read (never "
+            f"ran), placed as their nearest module's",)
 
 
 def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], of_step: list[int | None],
@@ -642,10 +657,11 @@ def _residual_span(flow: Flow) -> _Span | None:
 def _roles(
     model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span,
     fused: Set[int] = frozenset(),
-) -> tuple[list[C], dict[str, ParamRecord]]:
+) -> tuple[list[C], dict[str, ParamRecord], tuple[str, ...]]:
     """Components of the records and the parameters' records, given the blocks and their span
     (with no block at all, a convolutional network's: :func:`_residual_span`); the ``fused``
-    projections as their part that is no projection."""
+    projections as their part that is no projection; the warning for parameters never read
+    (:func:`unread_warnings`)."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
     branches = _residual_branches(flow, blocks.of_step, span.last)
     convs = branches | _convs_outside_blocks(model, flow, blocks.of_step, span, branches)
@@ -656,8 +672,9 @@ def _roles(
     param_roles = _param_roles(model, flow, roles, blocks, cores, span.last)
     params = {name: ParamRecord(name, p.numel(), *param_roles[name], tuple(p.shape))
               for name, p in model.named_parameters() if name in param_roles}
-    params.update({record.name: record for record in _unread(model, param_roles)})
-    return roles, params
+    unread = _unread(model, param_roles)
+    params.update({record.name: record for record in unread})
+    return roles, params, unread_warnings(unread)
 
 
 def graph_breakdown(
@@ -679,9 +696,9 @@ def graph_breakdown(
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
         blocks = replace(blocks, of_step=_token_selectors(flow, blocks.of_step, span.last))
-        roles, params = _roles(model, flow, cores, blocks, span, fused.keys())
+        roles, params, unread = _roles(model, flow, cores, blocks, span, fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
-        warnings = unrecognized_warnings(unknown)
+        warnings = unrecognized_warnings(unknown) + unread
     else:
         roles = [C.OTHER] * len(flow.steps)
         params = {name: ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape))
