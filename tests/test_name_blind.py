@@ -20,9 +20,8 @@ from vitprof.count.graph.roles import NO_EVIDENCE
 from vitprof.testing import name_blindness, neutral_names
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
-from name_blind import NAME_BLIND_MODELS, builder  # noqa: E402
-
-from models_styles import patches  # noqa: E402
+from models_styles import patches
+from name_blind import NAME_BLIND_MODELS, builder
 
 D, N, HIDDEN = 8, 16, 16  # width, tokens (16 patches of 4x4 of a 16x16 image), MLP hidden
 # around every mixer: a patch embedding Linear(48, D), two blocks (norm, mixer, norm, MLP
