@@ -395,8 +395,7 @@ TABLE_MODELS = {
         # summed into one residual add: one block (not two), its MLPs mlp
         "vit_small_patch16_18x2_224",
     )},
-    "note001": lambda: "note001_vit_b16", "note002-linear": lambda: "note002_linear_attention",
-}
+}  # the notes have no table (the generic recognizer, their "tables", is retired)
 
 
 def _cells(profile) -> dict:

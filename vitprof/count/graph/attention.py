@@ -44,10 +44,12 @@ class Core:
         return min(self.steps)
 
 
-def _second_product(flow: Flow, start: int, taken: set[int]) -> list[int] | None:
+def _second_product(
+    flow: Flow, start: int, taken: set[int], weighted: bool = True
+) -> list[int] | None:
     """The records from the free product ``start`` to a second free product it feeds, through
-    at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`); None if none. A
-    fused attention op is a core of its own, never the second product of another: gemma4_vit's
+    at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`; without MACs
+    unless ``weighted``); None if none. A fused attention op is a core of its own, never the second product of another: gemma4_vit's
     rotary frequencies (a product of the positions and the inverse frequencies) reach its SDPA
     through cos and the rotation of q, and would make its q projection a bias of that core."""
     seen: set[int] = set()
@@ -61,7 +63,7 @@ def _second_product(flow: Flow, start: int, taken: set[int]) -> list[int] | None
                 seen.add(j)
                 if flow.free_product(j):
                     return _between(flow, start, j, taken)
-                if flow.on_map(j, start):
+                if flow.on_map(j, start) and (weighted or not flow.steps[j].macs):
                     following.append(j)
         frontier = following
     return None
@@ -88,7 +90,8 @@ def _core_steps(flow: Flow) -> list[frozenset[int]]:
         if flow.fused_core(i):
             found: list[int] | None = [i]
         elif flow.free_product(i):
-            found = _weighted_by_softmax(flow, i) or _second_product(flow, i, taken)
+            alone = _weighted_by_softmax(flow, i)
+            found = _second_product(flow, i, taken, weighted=not alone) or alone
         else:
             found = _aggregation(flow, i, taken)
         if found:
@@ -102,9 +105,10 @@ def _weighted_by_softmax(flow: Flow, i: int) -> list[int] | None:
     its operands is a softmax reached through at most :data:`DEPTH` records without MACs nor
     parameters (VOLO's outlook attention: a linear makes the weights, a softmax normalises
     them, one product with the unfolded values). A product of two projections (the first
-    product of a dot-product attention) reaches none; a product that does is a core's last, so
-    it is tried before a second product is searched from it (which could run on through
-    weighted maps keeping its size into the next block's product)."""
+    product of a dot-product attention) reaches none. A second product is still searched from
+    one that does (CoaT's factorized attention: ``q (softmax(k)^T v)``), but through records
+    without MACs only: a weighted map keeping its size (talking heads' between the scores and
+    the values) could run on into the next block's product."""
     stack, seen = [(j, 0) for j in flow.steps[i].sources], set()
     while stack:
         j, depth = stack.pop()
