@@ -49,9 +49,10 @@ def _second_product(
 ) -> list[int] | None:
     """The records from the free product ``start`` to a second free product it feeds, through
     at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`; without MACs
-    unless ``weighted``); None if none. A fused attention op is a core of its own, never the second product of another: gemma4_vit's
-    rotary frequencies (a product of the positions and the inverse frequencies) reach its SDPA
-    through cos and the rotation of q, and would make its q projection a bias of that core."""
+    unless ``weighted``); None if none. A fused attention op is a core of its own, never the
+    second product of another: gemma4_vit's rotary frequencies (a product of the positions and
+    the inverse frequencies) reach its SDPA through cos and the rotation of q, and would make
+    its q projection a bias of that core."""
     seen: set[int] = set()
     frontier = [start]
     for _ in range(DEPTH + 1):
