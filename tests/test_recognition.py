@@ -26,6 +26,9 @@ UNREMOVABLE = {
 STRUCTURAL = {
     "residual-span": "the span of a convolutional network, read by pointwise-on-map and "
                      "after-last-block-head",
+    "pooled-skip-join": "which adds are residual joins, read by residual-branch-conv",
+    "norm-on-raw-input": "which records compute a weight, read by the rules placing the "
+                         "parameters",
 }
 
 
