@@ -108,8 +108,11 @@ class Net(nn.Module):
     def after(self, x: torch.Tensor) -> torch.Tensor:
         return x.mean(1)
 
+    def prepare(self, image: torch.Tensor) -> torch.Tensor:
+        return image * 0.5
+
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        x = self.before(tokens(self.a(image * 0.5)))
+        x = self.before(tokens(self.a(self.prepare(image))))
         for k in self.m:
             x = k(x)
         return self.b(self.after(self.n(x)))
@@ -131,9 +134,26 @@ class Sdpa(Blk):
         return F.scaled_dot_product_attention(q, k, v)
 
 
+class SoftmaxMixBlk(Blk):
+    """One product: weights over the tokens made by a linear ``w`` (D -> N), a softmax, their
+    product with the values ``v`` (D -> D), output ``e``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d
+        self.w, self.v = nn.Linear(D, N), nn.Linear(D, D)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        return self.e(self.w(x).softmax(-1) @ self.v(x))
+
+
+SOFTMAX_MIX = {C.ATTN_QKV: (D * N + N + D * D + D, N * D * N + N * D * D),
+               C.ATTN_CORE: (0, N * N * D)}  # one product: N x N weights times N x D values
+
+
 class Additive(nn.Module):
-    """Additive attention (no product of two activations) in a module named like attention:
-    q and k linears, a softmax over the tokens of q summed, a pooled q times k, output o."""
+    """Additive attention (no product of two activations): q and k linears, a softmax over the
+    tokens of q summed, a pooled q times k, output o."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -149,10 +169,10 @@ class AdditiveBlk(Blk):
     def __init__(self) -> None:
         super().__init__()
         del self.d, self.e
-        self.attn = Additive()
+        self.t = Additive()
 
     def attend(self, x: torch.Tensor) -> torch.Tensor:
-        return self.attn(x)
+        return self.t(x)
 
 
 ADDITIVE = {C.ATTN_QKV: (2 * (D * D + D), 2 * N * D * D), C.ATTN_CORE: (0, 0),
@@ -180,6 +200,26 @@ class PartsBlk(Blk):
 PARTS_SHIFT = {C.ATTN_QKV: (D * D + D, 0), C.ATTN_PROJ: (-(D * D + D), 0)}
 
 
+class Rms(nn.Module):
+    """An RMS norm written out: pow, mean, rsqrt, a multiply by its own weight ``w``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+
+
+class RmsBlk(Blk):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c, self.f = Rms(), Rms()
+
+
+RMS = {C.NORM: (2 * D, 0)}  # two written-out norms, a weight of D each
+
+
 class BiasBlk(Blk):
     """A bias of the scores made by a linear ``u`` (2 -> 1) from a table ``r`` (N x N x 2)."""
 
@@ -197,7 +237,7 @@ SCORE_BIAS = {C.ATTN_CORE: (N * N * 2 + 2 + 1, N * N * 2)}  # the table, u's wei
 
 
 class Reduced(nn.Module):
-    """Spatial-reduction attention in a module named like attention: the keys and values come
+    """Spatial-reduction attention: the keys and values come
     from ``s`` (a 2x2 stride-2 conv: the 2x2 map to one token) then ``kv``; the reduced token is
     also added to the attention's output, so ``s`` feeds more than k and v (feeds-only-qkv
     does not place it)."""
@@ -217,7 +257,7 @@ class Reduced(nn.Module):
 class ReducedBlk(AdditiveBlk):
     def __init__(self) -> None:
         super().__init__()
-        self.attn = Reduced()
+        self.t = Reduced()
 
 
 REDUCED = {
@@ -337,9 +377,18 @@ class Embed(nn.Module):
 
 
 class EmbedNet(Net):
-    def __init__(self) -> None:
+    def __init__(self, embed: Callable[[], nn.Module] = Embed) -> None:
         super().__init__()
-        self.a = Embed()
+        self.a = embed()
+
+
+class PooledEmbed(Embed):
+    """The patch projection ``p`` and a depthwise 3x3 conv ``r`` beside a 3x3 average pool of
+    its input (a pooled shortcut: ``pool(y) + r(y)``)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.p(x)
+        return F.avg_pool2d(y, 3, 1, 1) + self.r(y)
 
 
 DEPTHWISE = {C.CONV: (D * 9 + D, N * D * 9)}
@@ -561,25 +610,6 @@ class ConvQkvBlk(Blk):
 CONV_QKV = {C.ATTN_QKV: (D * 9 + D, N * D * 9)}  # per block: 9 taps per channel and position
 
 
-class PooledBlk(Blk):
-    """Additive attention whose pooling is a product: a score linear ``u`` (D -> 1, no bias)
-    on q, softmax over the tokens, the (1 x N) weights times q (N x D), times k, output."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        del self.d
-        self.q, self.k, self.u = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, 1, bias=False)
-
-    def attend(self, x: torch.Tensor) -> torch.Tensor:
-        q = self.q(x)
-        pooled = self.u(q).softmax(1).transpose(-2, -1) @ q
-        return self.e(pooled * self.k(x))
-
-
-POOLED_ATTENTION = {  # per block: q, k and the score linear (D, N*D MACs); the pooling
-    C.ATTN_QKV: (2 * LIN + D, 2 * N * D * D + N * D), C.ATTN_CORE: (0, N * D)}
-
-
 class UnrunBlk(Blk):
     """A LayerNorm ``z`` registered under the MLP's second linear ``h`` that never runs: 2D
     params, norm like the LayerNorms that run, not mlp like its nearest module's."""
@@ -606,6 +636,10 @@ FIXTURES: dict[str, Fixture] = {
     "mapped_block": Fixture(Plain, {**{c: v for c, v in PLAIN.items() if c is not C.HEAD},
                                     C.OTHER: PLAIN[C.HEAD]}, overrides=(("^b$", "other"),)),
     "sdpa_block": Fixture(lambda: Net(Sdpa), net()),
+    "softmax_mix_block": Fixture(lambda: Net(SoftmaxMixBlk),
+                                 _sum(OUTSIDE, _times(L, {**block(), **SOFTMAX_MIX}))),
+    "rms_block": Fixture(lambda: Net(RmsBlk), _sum(OUTSIDE, _times(L, {**block(), **RMS}))),
+    "pooled_skip_block": Fixture(lambda: EmbedNet(PooledEmbed), net(DEPTHWISE)),
     "additive_block": Fixture(
         lambda: Net(AdditiveBlk),
         _sum(OUTSIDE, _times(L, {**block(), **ADDITIVE}))),
@@ -630,8 +664,6 @@ FIXTURES: dict[str, Fixture] = {
     "class_attention": Fixture(ClassNet, net(CLASS_ATTENTION)),
     "gated_block": Fixture(lambda: Net(GatedBlk), net(_times(L, GATED))),
     "conv_qkv_block": Fixture(lambda: Net(ConvQkvBlk), net(_times(L, CONV_QKV))),
-    "pooled_block": Fixture(lambda: Net(PooledBlk),
-                            _sum(OUTSIDE, _times(L, {**block(), **POOLED_ATTENTION}))),
     "unrun_norm": Fixture(lambda: Net(UnrunBlk), net(_times(L, {C.NORM: (2 * D, 0)}))),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
 }

@@ -28,6 +28,7 @@ STRUCTURAL = {
                      "after-last-block-head",
     "residual-attention-block": "which cores after the lists of blocks are blocks, read by the "
                                 "attention and in-block rules",
+    "pooled-skip-join": "which adds are residual joins, read by residual-branch-conv",
 }
 
 

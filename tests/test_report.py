@@ -553,9 +553,10 @@ def test_report_breaks_a_model_page_down_with_the_recognizer_given(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # the header names who made the breakdown, as analyze's does: "graph" for the graph
-    # recognizer, else a family table or "generic"; the totals do not depend on it
+    # recognizer, else a family table (none detects this one: the graph); the totals do not
+    # depend on it
     form = closed_form(ViTSpec(16, 4, 16, 1, 2, 32, num_classes=3))  # 4 x 4 patches
-    for recognizer, family in (("graph", "graph"), ("tables", "generic")):
+    for recognizer, family in (("graph", "graph"), ("tables", "graph")):
         (tmp_path / recognizer).mkdir()
         text = _tiny_page(tmp_path / recognizer, ["--recognizer", recognizer])
         header = next(line for line in text.splitlines() if line.startswith("- model: "))

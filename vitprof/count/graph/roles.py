@@ -71,17 +71,18 @@ from vitprof.count.families.base import (
     first_match,
     unrecognized_warnings,
 )
-from vitprof.count.families.generic import is_norm
 from vitprof.count.graph import rules as R
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
-from vitprof.count.graph.flow import Flow, attention_module, named_mlp
+from vitprof.count.graph.flow import Flow, norm_modules
 from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
 # how resolve_positions_by placed a record the rules left unplaced -> the rule it applied
 _RESOLVED = {"producer": R.PRODUCER.name, "neighbour": R.NEIGHBOUR.name}
+# the first words of the warning of a placement the data flow alone could not decide
+NO_EVIDENCE = "placed without data-flow evidence"
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
 _JOINING = ("aten.add", "aten.add_")  # a token-shaped parameter added to the sequence: tokens
 
@@ -148,14 +149,14 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str
 def _attention_modules(
     flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None], by: list[str | None]
 ) -> None:
-    """Weighted records not yet placed that run inside a core's attention module (below its
-    block, the outermost module on the core's path named like attention), but those of an MLP
-    in it (timm MaxViT's ``attn_block.mlp``: :func:`~vitprof.count.graph.flow.named_mlp`), are
-    its projections:
-    ``attn_qkv`` where the core depends on them, else ``attn_proj``. They are those the
-    data-flow walks stop short of: PVT's and Twins' spatial-reduction convolutions before the
-    k/v linear, MViTv2's qkv linear before its pooling and its output projection after the
-    residual-pooling add."""
+    """Weighted records not yet placed that run inside a core's attention module, the innermost
+    module holding the core and its projections (:func:`_attention_module`), when it lies below
+    the core's block, are its projections too: ``attn_qkv`` where the core depends on them,
+    ``attn_proj`` where they depend on it. They are those the data-flow walks stop short of:
+    PVT's and Twins' spatial-reduction convolutions before the k/v linear, MViTv2's qkv linear
+    before its pooling and its output projection after the residual-pooling add, SwiftFormer's
+    last linear after its residual add. An MLP beside the attention (timm MaxViT's
+    ``attn_block.mlp``) lies outside that module."""
     if not R.ATTENTION_MODULE.on:
         return
     block_paths = {index: path for path, index in blocks.paths.items()}
@@ -165,22 +166,23 @@ def _attention_modules(
             in_block.setdefault(index, []).append(i)
     for core in cores:
         index = blocks.of_step[core.first]
-        if index is None:
+        block = block_paths.get(index) if index is not None else None
+        attention = _attention_module(flow, core)
+        if index is None or block is None or not attention.startswith(f"{block}."):
             continue
-        block = block_paths.get(index)
-        if block is None:
-            continue
-        named = attention_module(flow.steps[core.first].module.removeprefix(f"{block}."))
-        if named is None:
-            continue
-        attention = f"{block}.{named}"
         feeding = flow.ancestors(max(core.steps), in_block[index][0])
+        fed = flow.descendants(core.first, in_block[index][-1])
         for i in in_block[index]:
-            module = flow.steps[i].module
-            if roles[i] is None and flow.weighted(i) and not named_mlp(module) and (
-                    module == attention or module.startswith(f"{attention}.")):
-                roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ
-                by[i] = R.ATTENTION_MODULE.name
+            if roles[i] is None and flow.weighted(i) and _within(flow.steps[i].module, attention):
+                roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ if i in fed else None
+                by[i] = R.ATTENTION_MODULE.name if roles[i] else None
+
+
+def _attention_module(flow: Flow, core: Core) -> str:
+    """The innermost module holding the records of ``core`` and its projections."""
+    paths = [_parts(flow.steps[i].module) for i in core.steps | core.qkv | core.proj]
+    shared = min(_shared(paths[0], path) for path in paths)
+    return ".".join(paths[0][:shared])
 
 
 def _token_mixers(
@@ -460,8 +462,8 @@ def _step_roles(
     carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
     for i, step in enumerate(flow.steps):
         if roles[i] is None:
-            if flow.norm(i) and R.NORM.on:
-                roles[i], by[i] = C.NORM, R.NORM.name
+            if (norm := flow.norm_rule(i)) is not None:
+                roles[i], by[i] = C.NORM, norm
             elif of_step[i] is not None:
                 if i in mixers:
                     roles[i], by[i] = C.CONV, R.TOKEN_MIXER.name
@@ -611,7 +613,8 @@ def _by_class(model: nn.Module, roles: dict[str, _ParamRole]) -> dict[object, C 
 def _unread(model: nn.Module, roles: dict[str, _ParamRole]) -> list[ParamRecord]:
     """Parameters no record read: the component of the modules of their module's class that
     ran (:data:`~vitprof.count.graph.rules.UNRUN_CLASS`), else the role of a parameter of the
-    nearest module that has one (``other`` with the rules switched off)."""
+    nearest module that has one (``other`` with the rules switched off); no data flow says
+    more: :func:`unread_warnings`."""
     records = []
     classes = _by_class(model, roles) if R.UNRUN_CLASS.on else {}
     for name, p in model.named_parameters():
@@ -632,22 +635,29 @@ def _unread(model: nn.Module, roles: dict[str, _ParamRole]) -> list[ParamRecord]
     return records
 
 
-def _unrun_warning(flow: Flow, records: Sequence[ParamRecord]) -> tuple[str, ...]:
-    """The warning naming the modules holding parameters no record read (``records``) that
-    never ran (no record runs in them or under them: not a mask token left unused by a module
-    that ran), with where their parameters were placed."""
-    ran = {module for step in flow.steps for module in ("", *_holders(step.module))}
-    unrun: dict[str, list[ParamRecord]] = {}
+# the evidence each rule placing parameters no record read used
+_EVIDENCE = {R.UNRUN_CLASS.name: "placed like the modules of their class that ran",
+             R.UNREAD.name: "placed as their nearest module's"}
+
+
+def unread_warnings(records: Sequence[ParamRecord]) -> tuple[str, ...]:
+    """The warnings for parameters no record read (a module that never ran, a mask token its
+    module ran without), one per rule that placed them: ``NO_EVIDENCE: <modules>, 0 MACs,
+    <params>, <the evidence used> (<components>)``."""
+    placed: dict[str, list[ParamRecord]] = {}
     for record in records:
-        owner = record.name.rpartition(".")[0]
-        if owner not in ran:
-            unrun.setdefault(owner, []).append(record)
-    if not unrun:
-        return ()
-    shown = ", ".join(f"{module} ({sum(r.numel for r in found):,} params "
-                      f"in {'/'.join(sorted({r.component.value for r in found}))})"
-                      for module, found in unrun.items())
-    return (f"parameters of modules that never ran, counted in no op: {shown}",)
+        placed.setdefault(record.placed_by, []).append(record)
+    return tuple(_unread_warning(found, _EVIDENCE.get(rule, "left unplaced"))
+                 for rule, found in placed.items())
+
+
+def _unread_warning(records: Sequence[ParamRecord], evidence: str) -> str:
+    owners = list(dict.fromkeys(record.name.rpartition(".")[0] or "(root)" for record in records))
+    shown = ", ".join(owners[:3]) + (f" and {len(owners) - 3} more" if len(owners) > 3 else "")
+    params = sum(record.numel for record in records)
+    components = "/".join(sorted({record.component.value for record in records}))
+    return (f"{NO_EVIDENCE}: {shown}, 0 MACs, {params:,} params no operation read, "
+            f"{evidence} ({components})")
 
 
 def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], by: list[str],
@@ -777,10 +787,10 @@ def _roles(
     model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span,
     fused: Set[int] = frozenset(),
 ) -> tuple[list[C], list[str], dict[str, ParamRecord], tuple[str, ...]]:
-    """Components of the records, the rules that placed them, the parameters' records and the
-    warning naming the modules that never ran,
+    """Components of the records, the rules that placed them and the parameters' records,
     given the blocks and their span (with no block at all, a convolutional network's:
-    :func:`_residual_span`); the ``fused`` projections as their part that is no projection."""
+    :func:`_residual_span`); the ``fused`` projections as their part that is no projection;
+    the warning for parameters never read (:func:`unread_warnings`)."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
     branches = _residual_branches(flow, blocks.of_step, span.last) if (
         R.RESIDUAL_BRANCH.on) else set()
@@ -799,7 +809,7 @@ def _roles(
               for name, p in model.named_parameters() if name in param_roles}
     unread = _unread(model, param_roles)
     params.update({record.name: record for record in unread})
-    return roles, rules, params, _unrun_warning(flow, unread)
+    return roles, rules, params, unread_warnings(unread)
 
 
 def graph_breakdown(
@@ -811,8 +821,7 @@ def graph_breakdown(
     other model's are ``other`` (not a ViT) but what the rules name."""
     kernels = {name for name, p in model.named_parameters()
                if p.dim() >= 3 and prod(p.shape[2:]) > 1}
-    flow = Flow(trace, {path for path, module in model.named_modules() if is_norm(module)},
-                kernels)
+    flow = Flow(trace, norm_modules(trace) if R.NORM_COMPUTED.on else frozenset(), kernels)
     cores = find_cores(flow)
     fused = fused_projections(flow, cores) if R.FUSED_SHARE.on else {}
     blocks = group_blocks(model, flow, cores) if cores else Blocks(
@@ -822,9 +831,9 @@ def graph_breakdown(
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
         blocks = _selected(blocks, _token_selectors(flow, blocks.of_step, span.last))
-        roles, by, params, unrun = _roles(model, flow, cores, blocks, span, fused.keys())
+        roles, by, params, unread = _roles(model, flow, cores, blocks, span, fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
-        warnings = unrecognized_warnings(unknown) + unrun
+        warnings = unrecognized_warnings(unknown) + unread
     else:
         roles = [C.OTHER] * len(flow.steps)
         by = [R.NO_BLOCKS.name] * len(flow.steps)

@@ -10,8 +10,10 @@ placed. :data:`RULES` lists them in the order they decide; ``docs/recognition.md
 from it (:func:`recognition_page`). :func:`disabled` switches rules off, for tests only: a
 switched-off rule decides nothing and later rules place what it would have.
 
-Records a library table placed say the table's name (``timm_vit``, ...; ``generic`` for the
-name-based recognizer), and those a ``--map`` rule placed say :data:`OVERRIDE`. A parameter
+No rule reads a name: structure comes from the computation and the module tree (which module
+holds which), never from what a module, parameter or class is called. Records a library table
+placed (a fact about classes it detects by type) say the table's name (``timm_vit``, ...), and
+those a ``--map`` rule placed say :data:`OVERRIDE`. A parameter
 read by a record says the rule of the record reading it with the most MACs, the component it
 takes; one joined to the sequence says :data:`TOKENS`.
 """
@@ -85,20 +87,23 @@ CORE_PRODUCT = _rule(
     an attention core: every record on that path is ``attn_core`` (softmax(QK^T)V and
     Q(K^TV) alike).""",
     "MACs without a parameter read, the consumers between two such products", "plain_block")
-POOLED_CORE = _rule(
-    "softmax-pooling-product", (C.ATTN_CORE,),
-    """A product of two activations that feeds no second one, one of whose operands is a
-    softmax (through at most a few records without MACs): attention weights pooling the other
-    operand (additive attention's ``softmax(w q)^T q``) is an attention core, the records from
-    the softmax to the product included; but one after every core of another kind (a head
-    pooling the tokens by learned scores) is none.""",
-    "MACs without a parameter read, the softmax upstream of one operand", "pooled_block")
-NAMED_CORE = _rule(
-    "named-core", (C.ATTN_CORE,),
-    """Attention no product shows (additive attention): a module whose path is named like
-    attention, where no core ran but weighted records did; its own records without
-    parameters are its core. A name hint, not data flow.""",
-    "module paths named like attention, records without parameters in them", "additive_block")
+SOFTMAX_WEIGHTED = _rule(
+    "softmax-weighted-product", (C.ATTN_CORE,),
+    """A product of two activations that feeds no second product is an attention core on its
+    own when one of its operands is a softmax, reached through at most 8 records without MACs
+    nor parameters (outlook attention: weights made by a linear, normalised, one product with
+    the values). A product of two projections (q k^T) reaches no softmax.""",
+    "the sources of a free product back to a softmax, through records without MACs",
+    "softmax_mix_block")
+AGGREGATION = _rule(
+    "aggregation-core", (C.ATTN_CORE,),
+    """Attention without a product of two activations: an element-wise multiply of two
+    activations, one of them normalised weights (a softmax or a division), reduced by a sum
+    over the tokens, the reduced context multiplying a third activation broadcast back over
+    what was reduced (additive and separable attention). The records from the multiply to
+    that last multiply are the core.""",
+    "element-wise multiplies without parameters, a softmax or division among their sources, "
+    "a smaller sum consuming them, a larger multiply after it", "additive_block")
 PRICED_IN_PARTS = _rule(
     "priced-in-parts", (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ),
     """A fused op priced in parts (``_native_multi_head_attention``) names each part's
@@ -144,12 +149,13 @@ SCORE_BIAS = _rule(
     "the records upstream of a core's non-operand inputs, inside its module", "bias_block")
 ATTENTION_MODULE = _rule(
     "inside-attention-module", (C.ATTN_QKV, C.ATTN_PROJ),
-    """Weighted records left unplaced that run inside a core's attention module (the
-    outermost module on the core's path named like attention) are its projections:
-    ``attn_qkv`` when the core depends on them, else ``attn_proj``. A name hint, not data
-    flow.""",
-    "module paths named like attention, whether the core depends on the record",
-    "reduced_kv_block")
+    """The attention module is the innermost module holding a core's records and its q/k/v
+    and output projections. Weighted records left unplaced that run inside it, below the
+    core's block, are projections too: ``attn_qkv`` when the core depends on them,
+    ``attn_proj`` when they depend on the core (a spatial reduction before the k/v
+    projection).""",
+    "the module tree: the innermost module holding the core and its projections; whether "
+    "the core depends on the record", "reduced_kv_block")
 FUSED_SHARE = _rule(
     "fused-projection-share", (C.ATTN_QKV,),
     """A q/k/v projection whose output is split into parts some of which never reach the core
@@ -177,9 +183,14 @@ POOLING_HEAD = _rule(
 
 NORM = _rule(
     "norm-op", (C.NORM,),
-    """A normalisation op (layer, batch, group, instance or RMS norm) or a record run by a
-    normalisation module is ``norm``.""",
-    "the op of a record, the class of the module running it", "plain_block")
+    """A fused normalisation op (layer, batch, group, instance or RMS norm) is ``norm``.""",
+    "the op of a record", "plain_block")
+NORM_COMPUTED = _rule(
+    "norm-by-computation", (C.NORM,),
+    """The records of a module that normalises by what it computes are ``norm``: its own
+    records have no MACs and reduce a mean (or variance) of which they take a square root
+    (an RMSNorm written as pow, mean, rsqrt and a multiply by its own weight).""",
+    "the ops of the records a module runs itself, their MACs", "rms_block")
 TOKEN_MIXER = _rule(
     "token-mixer-conv", (C.CONV,),
     """In a block, a child unit feeding the block's first core with a spatial convolution, or
@@ -208,6 +219,12 @@ SELECTOR = _rule(
 
 # ----------------------------------------------------------------------------- outside blocks
 
+POOLED_SKIP = _rule(
+    "pooled-skip-join", (C.CONV,),
+    """An add whose skip arm is the fork pooled (one record without MACs reading only the
+    fork: ``pool(x) + f(x)``, a downsampling block's shortcut) is a residual join, as the
+    fork itself or the fork scaled by a parameter is.""",
+    "the arms of an add back to their fork, the op of a one-record arm", "pooled_skip_block")
 RESIDUAL_BRANCH = _rule(
     "residual-branch-conv", (C.CONV,),
     """The records of a residual join's branch outside blocks (before the last block, or
@@ -294,14 +311,18 @@ OWN_MODULE = _rule(
     "raw_norm_net")
 UNRUN_CLASS = _rule(
     "unread-like-its-class", tuple(C),
-    """A parameter no record reads, of a module that never ran, takes the component of the
-    parameters of the modules of its class that ran, when they all have one (a LayerNorm left
-    unused is ``norm``); the modules are named in a warning.""",
+    """A parameter no record reads (its module never ran, or ran without it) takes the
+    component of the parameters that were read of the modules of its class (the forward they
+    run), when they all have one (a LayerNorm left unused is ``norm``); no data flow says more,
+    so the breakdown warns "placed without data-flow evidence" with those modules, 0 MACs,
+    their parameters and the evidence used.""",
     "the module tree: the classes of the modules, the parameters read", "unrun_norm")
 UNREAD = _rule(
     "unread-parameter", tuple(C),
-    """A parameter no record reads takes the component of a parameter of the nearest module
-    holding one that was read.""",
+    """A parameter no record reads that ``unread-like-its-class`` does not place takes the
+    component of a parameter of the nearest module holding one that was read; no data flow
+    says more, so the breakdown warns "placed without data-flow evidence" with those modules,
+    0 MACs, their parameters and the evidence used.""",
     "the module tree", "unread_param")
 
 OVERRIDE = _rule(

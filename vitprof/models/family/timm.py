@@ -51,7 +51,8 @@ TABLE = ComponentTable(
     rules=(
         # a hybrid's CNN backbone (R26/R50, HybridEmbed): its stem conv embeds the image, its
         # stages are convolutional stages (conv), its GroupNorms are norms
-        (r"^patch_embed\.backbone\.(.*\.)?norm\d?(\.weight|\.bias)?$", C.NORM),
+        # (ViTamin's MBConv blocks' pre_norm too: a norm wherever it runs, as the graph says)
+        (r"^patch_embed\.backbone\.(.*\.)?(pre_)?norm\d?(\.weight|\.bias)?$", C.NORM),
         (r"^patch_embed\.backbone\.stages($|\.)", C.CONV),
         (r"^patch_embed", C.PATCH_EMBED),
         (r"^(cls_token|dist_token|reg_token|pos_embed)$", C.TOKENS),
