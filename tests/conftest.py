@@ -168,7 +168,7 @@ def pages_reuse_crosschecks(
     """Model pages take their cross-check from :func:`crosscheck_of` (its rows of the page's
     peers), not from a run of their own. Equivalent: ``run_crosscheck(name)`` is ``analyze(name)``
     and :func:`check_subject` on the same subject, and each peer's row is made on its own."""
-    from vitprof.checks import page_inputs
+    from vitprof.study import page_inputs
 
     def shared(subject: page_inputs.Subject, peers: Sequence[str] | None = None) -> CrossCheck:
         assert isinstance(subject.source, str) and (subject.grad, subject.deploy) == (True, False)

@@ -108,8 +108,11 @@ class Net(nn.Module):
     def after(self, x: torch.Tensor) -> torch.Tensor:
         return x.mean(1)
 
+    def prepare(self, image: torch.Tensor) -> torch.Tensor:
+        return image * 0.5
+
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        x = self.before(tokens(self.a(image * 0.5)))
+        x = self.before(tokens(self.a(self.prepare(image))))
         for k in self.m:
             x = k(x)
         return self.b(self.after(self.n(x)))
@@ -131,9 +134,26 @@ class Sdpa(Blk):
         return F.scaled_dot_product_attention(q, k, v)
 
 
+class SoftmaxMixBlk(Blk):
+    """One product: weights over the tokens made by a linear ``w`` (D -> N), a softmax, their
+    product with the values ``v`` (D -> D), output ``e``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d
+        self.w, self.v = nn.Linear(D, N), nn.Linear(D, D)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        return self.e(self.w(x).softmax(-1) @ self.v(x))
+
+
+SOFTMAX_MIX = {C.ATTN_QKV: (D * N + N + D * D + D, N * D * N + N * D * D),
+               C.ATTN_CORE: (0, N * N * D)}  # one product: N x N weights times N x D values
+
+
 class Additive(nn.Module):
-    """Additive attention (no product of two activations) in a module named like attention:
-    q and k linears, a softmax over the tokens of q summed, a pooled q times k, output o."""
+    """Additive attention (no product of two activations): q and k linears, a softmax over the
+    tokens of q summed, a pooled q times k, output o."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -149,10 +169,10 @@ class AdditiveBlk(Blk):
     def __init__(self) -> None:
         super().__init__()
         del self.d, self.e
-        self.attn = Additive()
+        self.t = Additive()
 
     def attend(self, x: torch.Tensor) -> torch.Tensor:
-        return self.attn(x)
+        return self.t(x)
 
 
 ADDITIVE = {C.ATTN_QKV: (2 * (D * D + D), 2 * N * D * D), C.ATTN_CORE: (0, 0),
@@ -180,6 +200,26 @@ class PartsBlk(Blk):
 PARTS_SHIFT = {C.ATTN_QKV: (D * D + D, 0), C.ATTN_PROJ: (-(D * D + D), 0)}
 
 
+class Rms(nn.Module):
+    """An RMS norm written out: pow, mean, rsqrt, a multiply by its own weight ``w``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+
+
+class RmsBlk(Blk):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c, self.f = Rms(), Rms()
+
+
+RMS = {C.NORM: (2 * D, 0)}  # two written-out norms, a weight of D each
+
+
 class BiasBlk(Blk):
     """A bias of the scores made by a linear ``u`` (2 -> 1) from a table ``r`` (N x N x 2)."""
 
@@ -197,8 +237,10 @@ SCORE_BIAS = {C.ATTN_CORE: (N * N * 2 + 2 + 1, N * N * 2)}  # the table, u's wei
 
 
 class Reduced(nn.Module):
-    """Spatial-reduction attention in a module named like attention: the keys and values come
-    from ``s`` (a 2x2 stride-2 conv: the 2x2 map to one token) then ``kv``."""
+    """Spatial-reduction attention: the keys and values come
+    from ``s`` (a 2x2 stride-2 conv: the 2x2 map to one token) then ``kv``; the reduced token is
+    also added to the attention's output, so ``s`` feeds more than k and v (feeds-only-qkv
+    does not place it)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -207,14 +249,15 @@ class Reduced(nn.Module):
         self.kv = nn.Linear(D, 2 * D)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        k, v = self.kv(tokens(self.s(grid(x)))).chunk(2, -1)
-        return self.o((self.q(x) @ k.transpose(-2, -1)).softmax(-1) @ v)
+        r = tokens(self.s(grid(x)))
+        k, v = self.kv(r).chunk(2, -1)
+        return self.o((self.q(x) @ k.transpose(-2, -1)).softmax(-1) @ v + r)
 
 
 class ReducedBlk(AdditiveBlk):
     def __init__(self) -> None:
         super().__init__()
-        self.attn = Reduced()
+        self.t = Reduced()
 
 
 REDUCED = {
@@ -334,9 +377,18 @@ class Embed(nn.Module):
 
 
 class EmbedNet(Net):
-    def __init__(self) -> None:
+    def __init__(self, embed: Callable[[], nn.Module] = Embed) -> None:
         super().__init__()
-        self.a = Embed()
+        self.a = embed()
+
+
+class PooledEmbed(Embed):
+    """The patch projection ``p`` and a depthwise 3x3 conv ``r`` beside a 3x3 average pool of
+    its input (a pooled shortcut: ``pool(y) + r(y)``)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.p(x)
+        return F.avg_pool2d(y, 3, 1, 1) + self.r(y)
 
 
 DEPTHWISE = {C.CONV: (D * 9 + D, N * D * 9)}
@@ -459,6 +511,114 @@ class UnreadBlk(Blk):
         self.q0 = nn.Linear(D, D)
 
 
+class MemBlk(Blk):
+    """Memory key/values: MEM learned vectors ``k0``, ``v0`` concatenated to the keys and to
+    the values of a fused attention, so each of the N queries meets N + MEM keys."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.k0, self.v0 = (nn.Parameter(torch.zeros(1, MEM, D)) for _ in range(2))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.d(x).chunk(3, -1)
+        k = torch.cat([self.k0.expand(x.shape[0], -1, -1), k], 1)
+        v = torch.cat([self.v0.expand(x.shape[0], -1, -1), v], 1)
+        return self.e(F.scaled_dot_product_attention(q, k, v))
+
+
+MEM = 2
+# per block: q k^T and a v on MEM more keys, 2 * N * MEM * D more MACs; the two memories tokens
+MEMORY = {C.ATTN_CORE: (0, 2 * N * MEM * D), C.TOKENS: (2 * MEM * D, 0)}
+
+
+class RawNormNet(Net):
+    """A LayerNorm ``r`` over the rows of the raw image (IMAGE values) before the patch
+    projection: 2 * IMAGE params, norm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.r = nn.LayerNorm(IMAGE)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return super().forward(self.r(image))
+
+
+class ClassAttn(nn.Module):
+    """A class token ``t`` concatenated to the tokens is the one query: LayerNorm ``c`` on the
+    N + 1 tokens, q ``q`` on the token alone, k ``k`` and v ``v`` on all, output ``o`` added
+    back to the token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.LayerNorm(D)
+        self.q, self.k, self.v, self.o = (nn.Linear(D, D) for _ in range(4))
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        y = self.c(torch.cat([t, x], 1))
+        a = (self.q(y[:, :1]) @ self.k(y).transpose(-2, -1)).softmax(-1) @ self.v(y)
+        return t + self.o(a)
+
+
+class ClassNet(Net):
+    """The standard net whose final norm's tokens go through :class:`ClassAttn` ``z``, the
+    class token ``t`` (D params) its query, before the head reads the token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = nn.Parameter(torch.zeros(1, 1, D))
+        self.z = ClassAttn()
+
+    def after(self, x: torch.Tensor) -> torch.Tensor:
+        return self.z(x, self.t.expand(x.shape[0], -1, -1))[:, 0]
+
+
+LIN = D * D + D  # a D -> D linear with bias
+CLASS_ATTENTION = {
+    C.NORM: (2 * D, 0), C.TOKENS: (D, 0),
+    C.ATTN_QKV: (3 * LIN, D * D + 2 * (N + 1) * D * D),  # q on 1 token, k and v on N + 1
+    C.ATTN_CORE: (0, 2 * (N + 1) * D),  # q k^T and a v, 1 query, N + 1 keys
+    C.ATTN_PROJ: (LIN, D * D),
+}
+
+
+class GatedBlk(Blk):
+    """A sigmoid gate, a linear ``u`` (D -> D) of the attention's input, times the core's
+    output before the output linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = nn.Linear(D, D)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        return self.e(self.core(*self.d(x).chunk(3, -1)) * torch.sigmoid(self.u(x)))
+
+
+GATED = {C.ATTN_QKV: (LIN, N * D * D)}  # per block: the gate, an input projection
+
+
+class ConvQkvBlk(Blk):
+    """A depthwise 3x3 conv ``u`` of the token map feeding only the q/k/v linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = nn.Conv2d(D, D, 3, padding=1, groups=D)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        return super().attend(tokens(self.u(grid(x))))
+
+
+CONV_QKV = {C.ATTN_QKV: (D * 9 + D, N * D * 9)}  # per block: 9 taps per channel and position
+
+
+class UnrunBlk(Blk):
+    """A LayerNorm ``z`` registered under the MLP's second linear ``h`` that never runs: 2D
+    params, norm like the LayerNorms that run, not mlp like its nearest module's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.h.z = nn.LayerNorm(D)
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -476,6 +636,10 @@ FIXTURES: dict[str, Fixture] = {
     "mapped_block": Fixture(Plain, {**{c: v for c, v in PLAIN.items() if c is not C.HEAD},
                                     C.OTHER: PLAIN[C.HEAD]}, overrides=(("^b$", "other"),)),
     "sdpa_block": Fixture(lambda: Net(Sdpa), net()),
+    "softmax_mix_block": Fixture(lambda: Net(SoftmaxMixBlk),
+                                 _sum(OUTSIDE, _times(L, {**block(), **SOFTMAX_MIX}))),
+    "rms_block": Fixture(lambda: Net(RmsBlk), _sum(OUTSIDE, _times(L, {**block(), **RMS}))),
+    "pooled_skip_block": Fixture(lambda: EmbedNet(PooledEmbed), net(DEPTHWISE)),
     "additive_block": Fixture(
         lambda: Net(AdditiveBlk),
         _sum(OUTSIDE, _times(L, {**block(), **ADDITIVE}))),
@@ -495,5 +659,11 @@ FIXTURES: dict[str, Fixture] = {
     "final_conv_block": Fixture(FinalNet, net(MAP_CONV)),
     "resnet_like": Fixture(ConvNet, CONV_NET),
     "mixer_only": Fixture(Chain, CHAIN),
+    "memory_block": Fixture(lambda: Net(MemBlk), net(_times(L, MEMORY))),
+    "raw_norm_net": Fixture(RawNormNet, net({C.NORM: (2 * IMAGE, 0)})),
+    "class_attention": Fixture(ClassNet, net(CLASS_ATTENTION)),
+    "gated_block": Fixture(lambda: Net(GatedBlk), net(_times(L, GATED))),
+    "conv_qkv_block": Fixture(lambda: Net(ConvQkvBlk), net(_times(L, CONV_QKV))),
+    "unrun_norm": Fixture(lambda: Net(UnrunBlk), net(_times(L, {C.NORM: (2 * D, 0)}))),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
 }

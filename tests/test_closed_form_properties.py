@@ -101,7 +101,7 @@ def _spec(**fields: object) -> ViTSpec:
 @example(spec=_spec(head="distilled", dist_token=True, reg_tokens=3, attention="linear",
                     tokens_per_block=(10, 4)), batch_size=2)
 @example(spec=_spec(image_size=(8, 20), head="gap", class_token=False), batch_size=1)
-@pytest.mark.parametrize(("recognizer", "family"), [("tables", "generic"), ("graph", "graph")])
+@pytest.mark.parametrize(("recognizer", "family"), [("tables", "graph"), ("graph", "graph")])
 def test_counter_equals_closed_form(
     recognizer: str, family: str, spec: ViTSpec, batch_size: int
 ) -> None:

@@ -18,13 +18,13 @@ from matplotlib.text import Text
 
 from vitprof import analyze
 from vitprof.checks.sweep import size_marks, sweep
-from vitprof.cli.pages.generate import NOTE_MODELS
 from vitprof.core.records import COMPONENTS
 from vitprof.models.closed_form import ViTSpec
 from vitprof.models.zoo import ZOO
-from vitprof.render import figures
-from vitprof.render.pages import correction_figures, timm_published, zoo_table
-from vitprof.render.pages.markdown import blocks_differ, same_blocks_text
+from vitprof.render import figures, memory_report
+from vitprof.study.generate import NOTE_MODELS
+from vitprof.study.pages import correction_figures, timm_published, zoo_table
+from vitprof.study.pages.markdown import blocks_differ, same_blocks_text
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 
@@ -266,6 +266,11 @@ EVERY_KIND = [
     pytest.param(figures.FigureData("timm_published", "t", {
         "models": ["a", "b"], "published": [0.04, 17.58], "vitprof": [0.041, 17.56],
         "reconciled": [True, False]}), id="timm_published"),
+    pytest.param(figures.FigureData(memory_report.KIND, "t", {
+        "index": [0, 1, 2], "series": {"parameters": [4, 4, 4], "mlp": [0, 6, 2]},
+        "phases": [["forward", 0, 1], ["backward", 2, 2]],
+        "peak": {"index": 1, "bytes": 10, "phase": "forward", "component": "mlp"},
+        "settings": {"optimizer": "adamw"}, "batch_size": 2}), id="memory_timeline"),
 ]
 
 

@@ -52,12 +52,14 @@ STYLES = {
     }),
     "pooling-head-raw-proj-patch-transformer-scale-mixer": (PoolingViT, {
         C.PATCH_EMBED: (48 * 32 + 32, PATCH), C.TOKENS: (16 * 32, 0),
-        C.ATTN_QKV: (2 * 3 * 32 * 32, 2 * QKV), C.ATTN_CORE: (0, 2 * CORE),
+        # the pooling product (softmax weights^T @ x: 16 x 32), a product of two
+        # activations, is an attention core, as timm's attention pooling's
+        C.ATTN_QKV: (2 * 3 * 32 * 32, 2 * QKV), C.ATTN_CORE: (0, 2 * CORE + 16 * 32),
         C.ATTN_PROJ: (2 * (32 * 32 + 32 + 32), 2 * PROJ),  # + the layer scale named `scale`
         C.MLP: (2 * (32 * 64 + 64 + 64 * 32 + 32 + 32), 2 * MLP),
         C.NORM: (2 * 2 * 2 * 32, 0),
-        # Linear(D, 1) over 16 tokens, the pooling product 16 x 32, pooled @ proj 32 x 10
-        C.HEAD: (32 + 1 + 32 * 10, 16 * 32 + 16 * 32 + 32 * 10),
+        # Linear(D, 1) over 16 tokens, pooled @ proj 32 x 10
+        C.HEAD: (32 + 1 + 32 * 10, 16 * 32 + 32 * 10),
     }),
     "flat-forward-raw-parameters": (FlatViT, {
         C.PATCH_EMBED: (48 * 32, PATCH), C.TOKENS: (32 + 17 * 32, 0),  # class token, 17 positions
@@ -393,8 +395,7 @@ TABLE_MODELS = {
         # summed into one residual add: one block (not two), its MLPs mlp
         "vit_small_patch16_18x2_224",
     )},
-    "note001": lambda: "note001_vit_b16", "note002-linear": lambda: "note002_linear_attention",
-}
+}  # the notes have no table (the generic recognizer, their "tables", is retired)
 
 
 def _cells(profile) -> dict:

@@ -11,7 +11,7 @@ import pytest
 import vitprof.models.family as registry
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
-from vitprof.count.families import recognize
+from vitprof.count.families import NO_TABLE, recognize
 from vitprof.models.family.base import ModelLibrary
 from vitprof.models.family.hugging_face import HF_CONFIGS
 from vitprof.models.family.torchvision import HIERARCHICAL
@@ -51,8 +51,8 @@ def test_the_zoo_is_the_families_entries_in_registry_order() -> None:
 
 
 def _family_of_module(family: ModelLibrary) -> str:
-    """The recognizer name a model of ``family`` gets: its tables', else the generic one."""
-    return family.tables[0].name if family.tables else "generic"
+    """The recognizer name a model of ``family`` gets: its tables', else no table's."""
+    return family.tables[0].name if family.tables else NO_TABLE
 
 
 # The entries a ViTSpec cannot describe, and what their inferrer says it lacks.

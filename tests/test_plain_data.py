@@ -93,10 +93,10 @@ def test_module_events_say_their_kind_as_an_enum() -> None:
 
 def test_family_is_a_deprecated_alias_of_recognizer() -> None:
     profile = analyze(Outer(), input_shape=SHAPE, recognizer="tables")
-    assert profile.recognizer == "generic"  # no table detects Outer: the generic recognizer
+    assert profile.recognizer == "graph"  # no table detects Outer: the graph places it
     with pytest.warns(DeprecationWarning, match="Profile.recognizer"):
         assert profile.family == profile.recognizer
-    assert profile.to_dict()["family"] == "generic"  # the JSON key stays (schema_version 2)
+    assert profile.to_dict()["family"] == "graph"  # the JSON key stays (schema_version 2)
 
 
 # ------------------------------------------------------------------ displays

@@ -26,6 +26,9 @@ UNREMOVABLE = {
 STRUCTURAL = {
     "residual-span": "the span of a convolutional network, read by pointwise-on-map and "
                      "after-last-block-head",
+    "residual-attention-block": "which cores after the lists of blocks are blocks, read by the "
+                                "attention and in-block rules",
+    "pooled-skip-join": "which adds are residual joins, read by residual-branch-conv",
 }
 
 

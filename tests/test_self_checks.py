@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from vitprof import analyze
-from vitprof.core.records import Component, OpRecord
+from vitprof.core.records import Component, OpRecord, ParamRecord
 from vitprof.count.self_checks import self_checks
 
 C = Component
@@ -99,8 +99,9 @@ class MixerNet(nn.Module):
 
 def test_a_breakdown_of_real_model_runs_the_checks() -> None:
     model = MixerNet()
-    # the tables' generic recognizer reads the Linear named mlp as mlp; the graph would not
-    found = self_checks(analyze(model, image_size=4, name="mixer", recognizer="tables").ops)
+    # a --map rule puts the module running the attention products in mlp; the graph would not
+    found = self_checks(analyze(model, image_size=4, name="mixer",
+                                overrides=[("mixer", C.MLP)]).ops)
     assert any("attention outside attn_core" in line for line in found)
     assert self_checks(analyze("vit_b_16").ops) == []
 
@@ -110,16 +111,21 @@ import torch
 from torch import nn
 
 
+class Mix(nn.Module):
+    def forward(self, q, k, v):
+        return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+
 class Mixer(nn.Module):
     def __init__(self, dim=8):
         super().__init__()
         self.stem = nn.Conv2d(3, dim, kernel_size=2, stride=2)
         self.mlp = nn.Linear(dim, 3 * dim)
+        self.mix = Mix()
 
     def forward(self, x):
         x = self.stem(x).flatten(2).transpose(1, 2)
-        q, k, v = self.mlp(x).chunk(3, dim=-1)
-        return x + torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+        return x + self.mix(*self.mlp(x).chunk(3, dim=-1))
 
 
 def build(image_size=8, num_classes=0):
@@ -133,7 +139,8 @@ def test_strict_analyze_exits_1_on_a_failed_self_check(tmp_path, capsys, strict,
 
     factory = tmp_path / "mixer.py"
     factory.write_text(MIXER_FILE)
-    argv = ["analyze", f"{factory}:build", "--format", "json", "--recognizer", "tables",
+    # --map puts the module running the attention products in mlp
+    argv = ["analyze", f"{factory}:build", "--format", "json", "--map", "mix=mlp",
             *(["--strict"] if strict else [])]
     assert main(argv) == code
     captured = capsys.readouterr()
@@ -156,14 +163,14 @@ def test_a_failed_self_check_fails_its_budget(tmp_path, capsys) -> None:
     factory.write_text(MIXER_FILE)
     budget = tmp_path / "budgets.toml"
     # a limit that holds; the implicit max_self_checks = 0 does not
-    budget.write_text(f'[mixer]\nmodel = "{factory}:build"\nrecognizer = "tables"\n'
+    budget.write_text(f'[mixer]\nmodel = "{factory}:build"\nmap = {{ mix = "mlp" }}\n'
                       'max_params = 1_000_000\n')
     assert main(["check", str(budget), "--format", "json"]) == 1
     checks = {c["key"]: c for c in json.loads(capsys.readouterr().out)["budgets"][0]["checks"]}
     assert (checks["max_params"]["verdict"], checks["max_self_checks"]["verdict"]) == ("pass",
                                                                                        "fail")
     assert checks["max_self_checks"]["actual"] == 1  # one rule failed: attention outside core
-    budget.write_text(f'[mixer]\nmodel = "{factory}:build"\nrecognizer = "tables"\n'
+    budget.write_text(f'[mixer]\nmodel = "{factory}:build"\nmap = {{ mix = "mlp" }}\n'
                       'max_self_checks = 1\n')
     assert main(["check", str(budget)]) == 0
 
@@ -179,11 +186,6 @@ NEW_RULE_CASES = [
         [op("addmm", C.ATTN_PROJ, 0), op("bmm", C.ATTN_CORE, 0)],
         [op("addmm", C.ATTN_QKV, 0), op("bmm", C.ATTN_CORE, 0)],
         "projections out of order", id="proj-before-core"),
-    pytest.param(  # the linears of a module named attn counted as mlp (swiftformer)
-        [op("addmm", C.MLP, 0, module="stages.0.attn.to_query")],
-        [op("addmm", C.MLP, 0, module="stages.0.attn_block.mlp.fc1"),  # innermost name: mlp
-         op("addmm", C.HEAD, None, module="head.attention.out_proj")],  # attention pooling
-        "attention module counted elsewhere", id="attention-named"),
     pytest.param(  # two units of one stage, three layers each, counted as patch embedding
         [op("convolution", C.PATCH_EMBED, module=f"stages.0.{unit}.{layer}")
          for unit in (0, 1) for layer in ("pw1", "dw", "pw2")]
@@ -205,7 +207,36 @@ def test_each_new_rule_fails_its_case_and_passes_the_twin(failing, passing, rule
     assert self_checks(passing) == []
 
 
-# ---- models built to trip each new rule under the tables' name/type recognizer ------------
+def param(name: str, component: Component, numel: int = 4) -> ParamRecord:
+    return ParamRecord(name, numel, component, None, (numel,))
+
+
+# a LayerNorm on the raw patches (module "embed.norm", ops in norm) whose parameters were counted
+# as patch_embed; the twin: its parameters in norm, a fused projection's weight shared out (two
+# records of one name, in two components) beside a linear whose ops are all mlp, and an
+# attention module whose own ops are in several components (not a leaf-like split)
+SPLIT_OPS = [OpRecord("aten.native_layer_norm", "embed.norm", C.NORM, None, 0, 80),
+             op("addmm", C.PATCH_EMBED, module="embed.proj"),
+             op("addmm", C.MLP, 0, module="blocks.0.in_proj")]
+SPLIT_PARAMS = [param("embed.norm.weight", C.PATCH_EMBED), param("embed.norm.bias", C.PATCH_EMBED),
+                param("embed.proj.weight", C.PATCH_EMBED)]
+JOINED_PARAMS = [param("embed.norm.weight", C.NORM), param("embed.norm.bias", C.NORM),
+                 param("embed.proj.weight", C.PATCH_EMBED),
+                 param("blocks.0.in_proj.weight", C.ATTN_QKV, 12),
+                 param("blocks.0.in_proj.weight", C.MLP, 4)]
+
+
+def test_one_module_in_two_components_fails_and_its_twin_passes() -> None:
+    found = self_checks(SPLIT_OPS, SPLIT_PARAMS)
+    # two LayerNorm parameters of 4 elements each: 8 params
+    assert found == ["self-check failed (one module in two components): 8 params in another "
+                     "component than their module's operations (patch_embed / norm), in "
+                     "embed.norm"]
+    assert self_checks(SPLIT_OPS, JOINED_PARAMS) == []
+    assert self_checks(SPLIT_OPS) == []  # without the parameters, the rule cannot read them
+
+
+# ---- models built to trip each new rule, by a --map rule that misplaces a part -------------
 
 class Attention(nn.Module):
     def __init__(self, dim: int) -> None:
@@ -245,40 +276,6 @@ class MaxBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.attn_block(x)
-
-
-class AdditiveAttention(nn.Module):
-    """swiftformer's attention: one score per token, no product of two activations."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.to_query, self.score = nn.Linear(dim, dim), nn.Linear(dim, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q = self.to_query(x)
-        weights = torch.softmax(self.score(q), dim=1)  # over the tokens
-        return x + (weights * q).sum(dim=1, keepdim=True)
-
-
-class SwiftBlock(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.attn = AdditiveAttention(dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.attn(x)
-
-
-class SwiftStage(nn.Module):
-    """swiftformer's layout: blocks of two classes in a stage, and the stages, all alike and
-    holding an ``attn``, taken for a stack of transformer blocks."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.blocks = nn.Sequential(Mlp(dim), SwiftBlock(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.blocks(x)
 
 
 class ConvUnit(nn.Module):
@@ -328,29 +325,34 @@ def conv_chain(dim: int = 8) -> nn.Module:
 
 MODELS_TRIPPING = [
     pytest.param(lambda: Tokens(nn.Identity(), nn.Sequential(MaxBlock(8), MaxBlock(8))),
-                 "projections out of order", id="mlp-inside-attn-block"),
-    pytest.param(lambda: Tokens(nn.Identity(), nn.Sequential(SwiftStage(8), SwiftStage(8))),
-                 "attention module counted elsewhere", id="attention-in-a-stage"),
+                 r"attn_block\.mlp", "projections out of order", id="mlp-inside-attn-block"),
+    pytest.param(lambda: Tokens(conv_chain(), nn.Sequential(TokenBlock(8), TokenBlock(8))),
+                 r"^units\.0\.1\.weight$", "one module in two components",  # a BatchNorm's
+                 id="weight-apart-from-its-bias"),  # weight (and its one op) apart from its bias
     pytest.param(lambda: Tokens(conv_stage(), nn.Sequential(TokenBlock(8), TokenBlock(8))),
-                 "patch embedding with repeated blocks", id="conv-stage-before-blocks"),
+                 r"^units", "patch embedding with repeated blocks", id="conv-stage-before-blocks"),
 ]
+# the component each rule's --map puts its part in
+MISPLACED = {"projections out of order": C.ATTN_QKV, "one module in two components": C.HEAD,
+             "patch embedding with repeated blocks": C.PATCH_EMBED}
 
 
-@pytest.mark.parametrize(("build", "rule"), MODELS_TRIPPING)
-def test_a_model_built_to_trip_a_new_rule_trips_it(build, rule) -> None:
-    profile = analyze(build(), image_size=8, name="built", recognizer="tables")
-    assert rules_failed(list(profile.ops)) == [rule]
+@pytest.mark.parametrize(("build", "regex", "rule"), MODELS_TRIPPING)
+def test_a_model_built_to_trip_a_new_rule_trips_it(build, regex, rule) -> None:
+    profile = analyze(build(), image_size=8, name="built", overrides=[(regex, MISPLACED[rule])])
+    assert [line.split("(")[1].split(")")[0] for line in profile.self_checks] == [rule]
+    assert analyze(build(), image_size=8, name="built").self_checks == ()  # the graph's passes
 
 
 def test_a_conv_chain_before_the_blocks_is_a_patch_embedding() -> None:
     model = Tokens(conv_chain(), nn.Sequential(TokenBlock(8), TokenBlock(8)))
-    profile = analyze(model, image_size=8, name="chain", recognizer="tables")
+    profile = analyze(model, image_size=8, name="chain")
     assert profile.components[C.PATCH_EMBED].macs > 0  # the chain is counted as patch_embed
     assert profile.self_checks == ()
 
 
-@pytest.mark.parametrize(("build", "rule"), MODELS_TRIPPING)
-def test_strict_analyze_exits_1_on_each_new_rule(build, rule, monkeypatch, capsys) -> None:
+@pytest.mark.parametrize(("build", "regex", "rule"), MODELS_TRIPPING)
+def test_strict_analyze_exits_1_on_each_new_rule(build, regex, rule, monkeypatch, capsys) -> None:
     from types import ModuleType
 
     from vitprof.cli.main import main
@@ -358,8 +360,8 @@ def test_strict_analyze_exits_1_on_each_new_rule(build, rule, monkeypatch, capsy
     factories = ModuleType("self_check_models")
     factories.build = build  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "self_check_models", factories)
-    argv = ["analyze", "self_check_models:build", "--image-size", "8", "--recognizer", "tables",
-            "--strict"]
+    argv = ["analyze", "self_check_models:build", "--image-size", "8", "--map",
+            f"{regex}={MISPLACED[rule]}", "--strict"]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert f"self-check failed ({rule})" in err and "1 self-check(s) failed (--strict)" in err
@@ -456,10 +458,12 @@ class SENet(nn.Module):
 MODELS_PASSING = [
     pytest.param(TwoBranches, "patch embedding with repeated blocks", id="crossvit-branch-stems"),
     pytest.param(lambda: Tokens(nn.Identity(), nn.Sequential(ShortcutBlock(8, 16))),
-                 "attention module counted elsewhere", id="mvitv2-shortcut-proj-attn"),
-    pytest.param(SENet, "attention module counted elsewhere", id="regnet-se-named-attention"),
+                 "attention module counted elsewhere (retired)", id="mvitv2-shortcut-proj-attn"),
+    pytest.param(SENet, "attention module counted elsewhere (retired)",
+                 id="regnet-se-named-attention"),
     pytest.param(lambda: Tokens(SqueezeExcite(8), nn.Sequential(TokenBlock(8), TokenBlock(8))),
-                 "attention module counted elsewhere", id="se-named-attention-before-blocks"),
+                 "attention module counted elsewhere (retired)",
+                 id="se-named-attention-before-blocks"),
 ]
 
 

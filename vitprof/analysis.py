@@ -34,8 +34,7 @@ from vitprof.core.records import (
     ParamRecord,
     Recognizer,
 )
-from vitprof.count.families import ComponentMap, Rule, recognize
-from vitprof.count.families.generic import GENERIC
+from vitprof.count.families import NO_TABLE, ComponentMap, Rule, recognize
 from vitprof.count.flooring import floor_warnings
 from vitprof.count.formulas import Formula
 from vitprof.count.graph import graph_breakdown
@@ -73,7 +72,7 @@ def _param_records(model: nn.Module, mapping: ComponentMap) -> tuple[ParamRecord
 def _table_rule(mapping: ComponentMap, name: str, path: str) -> str:
     """What placed a record of module ``path`` or the parameter ``name`` in a table's
     breakdown: ``override`` where a ``--map`` rule set it or a module holding it, else the
-    table (``generic``: the name-based recognizer)."""
+    table."""
     holders = [path, *(path[:k] for k, c in enumerate(path) if c == ".")]
     ruled = name in mapping.overridden or any(h in mapping.overridden for h in holders)
     return OVERRIDE.name if ruled else mapping.family
@@ -200,7 +199,7 @@ def profile_of(
     """The :class:`Profile` of ``found``, a breakdown of ``run`` (a count of ``work`` on
     ``device``). Its warnings: the workload's, the convolutions' unread input (floors), the
     breakdown's, the ops without a formula and the failed self-checks, in that order."""
-    checks = tuple(self_checks(found.ops))
+    checks = tuple(self_checks(found.ops, found.params))
     return Profile(
         model=work.name,
         input_shape=work.inputs.shape,
@@ -222,7 +221,7 @@ def profile_of(
 
 @dataclass(frozen=True)
 class Found:
-    """A breakdown: who made it (``family``: a table's name, ``generic`` or ``graph``), the
+    """A breakdown: who made it (``family``: a table's name or ``graph``), the
     records and parameters with their components and blocks, and its warnings. ``origins``:
     per record of ``ops``, the index in ``Run.ops`` of the counted record it is or is a share
     of (a fused projection's); None when ``ops`` are the run's one for one."""
@@ -242,15 +241,16 @@ class Found:
 def breakdown(
     module: nn.Module, mapping: ComponentMap, run: Run, rules: Sequence[Rule], recognizer: str
 ) -> Found:
-    """The breakdown ``recognizer`` asks for. ``tables``: ``mapping`` (a table, else the generic
-    recognizer) as the counter applied it; ``graph``: roles read from the data flow
+    """The breakdown ``recognizer`` asks for. ``tables``: ``mapping`` as the counter applied it
+    when a table detected the model, else the graph's; ``graph``: roles read from the data flow
     (:mod:`vitprof.count.graph`); ``auto``: the table's when a table detected the model and its
     breakdown passes the self-checks with nothing in ``other``, else the graph's. ``rules``
     (``--map``) win over either."""
     tables = Found(mapping.family, _table_ops(run.ops, mapping), _param_records(module, mapping),
                    mapping.warnings)
-    if recognizer == Recognizer.TABLES or (recognizer == Recognizer.AUTO
-                                           and _clean_table(tables)):
+    detected = mapping.family != NO_TABLE
+    if detected and (recognizer == Recognizer.TABLES or (recognizer == Recognizer.AUTO
+                                                         and _clean_table(tables))):
         return tables
     if run.trace is None:
         raise UserError("the graph recognizer needs the trace of a forward; this run has none")
@@ -259,8 +259,8 @@ def breakdown(
 
 
 def _clean_table(found: Found) -> bool:
-    """A table (not the generic recognizer) placed everything and passes the self-checks."""
-    return (found.family != GENERIC and not self_checks(found.ops)
+    """The table placed everything and passes the self-checks."""
+    return (not self_checks(found.ops, found.params)
             and all(p.component is not Component.OTHER for p in found.params)
             and all(op.component is not Component.OTHER or not op.macs for op in found.ops))
 

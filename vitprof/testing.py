@@ -24,16 +24,19 @@ called.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
+from vitprof.analysis import analyze
 from vitprof.checks.budget import BudgetResult, check_profile, evaluate, load_budgets, parse_budget
 from vitprof.core.errors import UserError
 from vitprof.count.families import Rule
+from vitprof.count.graph.roles import NO_EVIDENCE
 from vitprof.count.result import Profile
 from vitprof.render.budget import budget_document
 from vitprof.render.formats import render
@@ -98,6 +101,7 @@ def assert_budget_file(
 
 NEUTRAL_PREFIXES = {"_modules": "m", "_parameters": "p", "_buffers": "b"}
 """The prefix of the new names :func:`neutral_names` gives children, parameters and buffers."""
+_ALIASES = "_neutral_aliases"  # the attribute of a renamed module holding its old -> new names
 
 
 def neutral_names(model: nn.Module) -> nn.Module:
@@ -107,18 +111,21 @@ def neutral_names(model: nn.Module) -> nn.Module:
     In each module, children become ``m0``, ``m1``, ..., parameters ``p0``, ... and buffers
     ``b0``, ..., in registration order, except keys that code indexes: digits (``Sequential``,
     ``ModuleList``, ``ParameterList``) and the keys of a ``ModuleDict`` or ``ParameterDict``.
-    Each module becomes an instance of its own subclass of its class, named ``C0``, ``C1``, ...
-    (one number per original class; ``isinstance`` still holds), whose attribute access maps
-    the old names to the new ones, so ``self.attn``, ``self.weight`` and torch's own modules'
-    reads of ``self.weight`` still work.
+    Each module becomes an instance of a subclass of its class, named ``C0``, ``C1``, ...
+    (one class per original class, so modules of one class still share one; ``isinstance``
+    still holds), whose attribute access maps the old names to the new ones (kept per module,
+    in its attribute ``_neutral_aliases``), so ``self.attn``, ``self.weight`` and torch's own
+    modules' reads of ``self.weight`` still work.
     """
-    numbers: dict[type[nn.Module], int] = {}
+    classes: dict[type[nn.Module], type[nn.Module]] = {}
     for module in list(model.modules()):
         original = type(module)
-        number = numbers.setdefault(original, len(numbers))
+        if original not in classes:
+            classes[original] = _aliasing_class(original, f"C{len(classes)}")
         aliases = {old: new for kind in NEUTRAL_PREFIXES
                    for old, new in _renamed(module, kind)}
-        module.__class__ = _aliasing_class(original, f"C{number}", aliases)
+        object.__setattr__(module, _ALIASES, aliases)
+        module.__class__ = classes[original]
     return model
 
 
@@ -143,22 +150,57 @@ def _renamed(module: nn.Module, kind: str) -> Iterator[tuple[str, str]]:
     yield from ((old, new) for old, new in renamed.items() if old != new)
 
 
-def _aliasing_class(
-    original: type[nn.Module], name: str, aliases: dict[str, str]
-) -> type[nn.Module]:
+def _aliasing_class(original: type[nn.Module], name: str) -> type[nn.Module]:
     """A subclass of ``original`` named ``name`` that reads, writes and deletes the attribute
-    ``old`` of ``aliases`` as ``aliases[old]``."""
+    ``old`` of a module's aliases (:data:`_ALIASES`) as ``aliases[old]``."""
+
+    def _new(self: nn.Module, attribute: str) -> str:
+        aliases: dict[str, str] = self.__dict__.get(_ALIASES, {})
+        return aliases.get(attribute, attribute)
 
     def __getattr__(self: nn.Module, attribute: str) -> Any:
-        return original.__getattr__(self, aliases.get(attribute, attribute))
+        return original.__getattr__(self, _new(self, attribute))
 
     def __setattr__(self: nn.Module, attribute: str, value: Any) -> None:
-        original.__setattr__(self, aliases.get(attribute, attribute), value)
+        original.__setattr__(self, _new(self, attribute), value)
 
     def __delattr__(self: nn.Module, attribute: str) -> None:
-        original.__delattr__(self, aliases.get(attribute, attribute))
+        original.__delattr__(self, _new(self, attribute))
 
     return type(name, (original,), {
         "__getattr__": __getattr__, "__setattr__": __setattr__, "__delattr__": __delattr__,
         "__qualname__": name, "__module__": original.__module__,
     })
+
+
+@dataclass(frozen=True)
+class NameBlindness:
+    """A model analyzed under its own names and under :func:`neutral_names`: the components
+    whose params or MACs differ (``changes``: one line each, real -> neutral) and whether the
+    neutral run says it placed something without data-flow evidence (``warned``)."""
+
+    changes: tuple[str, ...]
+    warned: bool
+    macs: int  # the total MACs (equal both ways)
+    changed_macs: int  # the MACs that moved: half the sum of the per-component differences
+
+    @property
+    def holds(self) -> bool:
+        """The breakdown is the same under any names, or the neutral run says why not."""
+        return not self.changes or self.warned
+
+
+def name_blindness(build: Callable[[], nn.Module], **kwargs: Any) -> NameBlindness:
+    """Analyze the model ``build`` makes (call it twice: one model keeps its names, the other
+    gets :func:`neutral_names`) with ``kwargs`` (those of :func:`vitprof.analyze`; give the
+    input, since nothing can be read from neutral names) and compare the per-component params
+    and MACs."""
+    real = analyze(build(), **kwargs)
+    neutral = analyze(neutral_names(build()), **kwargs)
+    changes = tuple(
+        f"{component}: {a.params:,} params {a.macs:,} MACs -> {b.params:,} params {b.macs:,} MACs"
+        for component, a in real.components.items()
+        if (a.params, a.macs) != ((b := neutral.components[component]).params, b.macs))
+    moved = sum(abs(a.macs - neutral.components[c].macs) for c, a in real.components.items())
+    return NameBlindness(changes, any(w.startswith(NO_EVIDENCE) for w in neutral.warnings),
+                         real.totals.macs, moved // 2)

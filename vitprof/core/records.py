@@ -55,7 +55,7 @@ MODES: tuple[str, ...] = tuple(m.value for m in Mode)  # plain strings: argparse
 class Recognizer(StrEnum):
     """Who names the components: ``auto`` (a table if it detects the model and its breakdown is
     clean, else the graph), ``graph`` (roles read from the data flow), ``tables`` (a table, else
-    the generic recognizer)."""
+    the graph)."""
 
     AUTO = "auto"
     GRAPH = "graph"

@@ -69,7 +69,7 @@ class Profile(Shown):
     input_shape: tuple[int, ...]  # (batch, channels, *spatial): the input tensor's shape
     device: str
     torch_version: str
-    recognizer: str  # who made the breakdown: a table's name, ``generic`` or ``graph``
+    recognizer: str  # who made the breakdown: a table's name or ``graph``
     params: tuple[ParamRecord, ...]
     ops: tuple[OpRecord, ...]
     unsupported_ops: dict[str, int] = field(default_factory=dict)

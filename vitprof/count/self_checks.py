@@ -1,7 +1,8 @@
 """Self-checks on a breakdown: patterns that no correct ViT breakdown shows.
 
 Totals are exact whatever the recognizer decides; the split into components is not. These rules
-read only the op records and the component each got, so they hold for any model:
+read only the op and parameter records, the component each got and the module tree (which
+module holds which), never a module's, parameter's or class's name, so they hold for any model:
 
 * **attention outside attn_core**: an attention product ran but its MACs are counted elsewhere.
   Attention is a fused attention op (``scaled_dot_product_attention`` and its kernels,
@@ -11,17 +12,15 @@ read only the op records and the component each got, so they hold for any model:
 * **projections without a core**: a block with ``attn_qkv`` or ``attn_proj`` MACs and no
   ``attn_core`` work (MACs, or the vector FLOPs of an element-wise core: additive attention).
 * **projections out of order**: in a block, ``attn_qkv`` runs before an attention core (its
-  output feeds the core) and ``attn_proj`` after one; an ``attn_qkv`` op after the block's last
-  core, or an ``attn_proj`` op before its first, is something else (an MLP counted as attention).
-* **attention module counted elsewhere**: in a model with recognized blocks, MACs of a module
-  whose innermost attention-, MLP- or shortcut-like path segment names attention (``attn``,
-  ``attention``, ``mha``, ``msa``; ``mlp``, ``ffn``, ``feed_forward`` for an MLP; ``shortcut``,
-  ``skip``, ``residual`` for the residual path, mvitv2's ``shortcut_proj_attn``) counted outside
-  ``attn_qkv`` / ``attn_core`` / ``attn_proj`` and ``head`` (attention pooling): an attention
-  the recognizer missed. A gate is no attention core: a module so named whose ops hold a
-  sigmoid and no softmax nor attention product (a squeeze-excitation, transformers RegNet's
-  ``attention``, timm's ``attn`` of an SE block) passes. A model without blocks is left to
-  *no blocks, yet components*, which wants no attention or MLP there.
+  output feeds the core) or, beside it (a gate), before the output projection, and
+  ``attn_proj`` after one; an ``attn_qkv`` op after the block's last core and last
+  ``attn_proj`` op, or an ``attn_proj`` op before its first core, is something else (an MLP
+  counted as attention).
+* **one module in two components**: the parameters and the operations of one module land in one
+  component. A leaf module (no module below it ran, none holds a parameter) whose operations all
+  landed in one component has its parameters there too (a LayerNorm on the raw patches: its
+  weights counted as ``patch_embed``, its operations as ``norm``); a parameter shared out by
+  output columns (a fused projection's: two records of its name) is exempt, the record says so.
 * **patch embedding inside a block**: ``patch_embed`` MACs recorded in a block, or run between
   two ops of one block. Embedding between the stages of a hierarchical model runs between two
   different blocks and passes.
@@ -47,23 +46,17 @@ paths. An empty list means the breakdown passed every check.
 
 from __future__ import annotations
 
-import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from vitprof.core.records import Component, OpRecord, Phase
-from vitprof.count.families.base import ATTENTION_NAME
-from vitprof.count.graph.flow import SOFTMAX, is_gate
+from vitprof.core.records import Component, OpRecord, ParamRecord, Phase
+from vitprof.count.graph.flow import SOFTMAX
 
 _FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
 _PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
 _ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD, Component.PATCH_EMBED,
                           Component.CONV)
-# an innermost segment naming an MLP or the residual path is not attention, whatever else it says
-_NOT_ATTENTION_SEGMENT = re.compile(r"mlp|ffn|feed_?forward|shortcut|skip|residual",
-                                    re.IGNORECASE)
-_ATTENTION_PLACES = (Component.ATTN_QKV, Component.ATTN_CORE, Component.ATTN_PROJ,
-                     Component.NORM, Component.HEAD)
 _LAYERS_PER_BLOCK = 3  # the fewest weighted layers of a repeated unit that make it a block
 
 
@@ -135,8 +128,11 @@ def _out_of_order(block: Sequence[OpRecord]) -> list[OpRecord]:
     cores = [i for i, op in enumerate(block) if op.component is Component.ATTN_CORE and op.macs]
     if not cores:
         return []  # projections_without_core's case
+    # an input projection beside q/k/v (a gate) may run after the core, not after the output
+    end = max(i for i, op in enumerate(block) if i == cores[-1] or (
+        op.component is Component.ATTN_PROJ and op.macs))
     return [op for i, op in enumerate(block) if op.macs and (
-        (op.component is Component.ATTN_QKV and i > cores[-1])
+        (op.component is Component.ATTN_QKV and i > end)
         or (op.component is Component.ATTN_PROJ and i < cores[0]))]
 
 
@@ -150,39 +146,39 @@ def projections_out_of_order(ops: Sequence[OpRecord]) -> list[str]:
                      "before its first")]
 
 
-def _named_attention(module: str) -> str | None:
-    """The module path up to its innermost attention-, MLP- or shortcut-like segment when that
-    segment names attention, else None."""
-    segments = module.split(".")
-    for k in range(len(segments) - 1, -1, -1):
-        if _NOT_ATTENTION_SEGMENT.search(segments[k]):
-            return None
-        if ATTENTION_NAME.search(segments[k]):
-            return ".".join(segments[:k + 1])
-    return None
+def _owner(param: ParamRecord) -> str:
+    return param.name.rpartition(".")[0]
 
 
-def _a_gate(ops: Sequence[OpRecord]) -> bool:
-    """Whether a module's ops gate: a sigmoid, and no softmax nor attention product
-    (squeeze-excitation: pool, 1x1 conv, act, 1x1 conv, sigmoid, multiply)."""
-    return is_gate(op.op for op in ops) and not any(
-        op.op in _ACTIVATION_PRODUCTS or _is_fused_attention(op) for op in ops)
+def _leaves(ops: Sequence[OpRecord], params: Sequence[ParamRecord]) -> set[str]:
+    """The modules that ran operations with nothing below them: no other module ran, none
+    holds a parameter."""
+    paths = {op.module for op in ops} | {_owner(p) for p in params}
+    above = {".".join(parts[:k]) for parts in (path.split(".") for path in paths)
+             for k in range(len(parts))}
+    return {op.module for op in ops if op.module and op.module not in above}
 
 
-def attention_module_elsewhere(ops: Sequence[OpRecord]) -> list[str]:
-    if not any(op.block is not None for op in ops):
-        return []  # components_without_blocks' case: no attention component there at all
-    named: dict[str, list[OpRecord]] = {}
-    for op in ops:
-        if (module := _named_attention(op.module)) is not None:
-            named.setdefault(module, []).append(op)
-    astray = [op for group in named.values() if not _a_gate(group)
-              for op in group if op.macs and op.component not in _ATTENTION_PLACES]
+def module_in_two_components(
+    ops: Sequence[OpRecord], params: Sequence[ParamRecord] = ()
+) -> list[str]:
+    forward = [op for op in ops if op.phase is Phase.FORWARD and (op.macs or op.vector_flops)]
+    leaves = _leaves(forward, params)
+    placed: dict[str, set[Component]] = {}
+    for op in forward:
+        if op.module in leaves:
+            placed.setdefault(op.module, set()).add(op.component)
+    shared = {name for name, n in Counter(p.name for p in params).items() if n > 1}
+    astray = [p for p in params if p.name not in shared and len(placed.get(_owner(p), ())) == 1
+              and p.component not in placed[_owner(p)]]
     if not astray:
         return []
-    where = sorted({str(op.component) for op in astray})
-    return [_warning("attention module counted elsewhere", astray,
-                     f"of modules named like attention counted as {', '.join(where)}")]
+    modules = list(dict.fromkeys(_owner(p) for p in astray))
+    shown = ", ".join(modules[:3]) + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
+    where = sorted({f"{p.component} / {next(iter(placed[_owner(p)]))}" for p in astray})
+    return [f"self-check failed (one module in two components): "
+            f"{sum(p.numel for p in astray):,} params in another component than their module's "
+            f"operations ({', '.join(where)}), in {shown}"]
 
 
 def _block_around(ops: Sequence[OpRecord]) -> list[int | None]:
@@ -274,10 +270,11 @@ def components_without_blocks(ops: Sequence[OpRecord]) -> list[str]:
 
 
 RULES = (attention_outside_core, projections_without_core, projections_out_of_order,
-         attention_module_elsewhere, patch_embed_inside_blocks, patch_embed_with_blocks,
-         macs_in_tokens, components_without_blocks)
+         patch_embed_inside_blocks, patch_embed_with_blocks, macs_in_tokens,
+         components_without_blocks)
 
 
-def self_checks(ops: Sequence[OpRecord]) -> list[str]:
-    """One warning per failed rule (see the module docstring); empty when all pass."""
-    return [line for rule in RULES for line in rule(ops)]
+def self_checks(ops: Sequence[OpRecord], params: Sequence[ParamRecord] = ()) -> list[str]:
+    """One warning per failed rule (see the module docstring); empty when all pass. The rules
+    on ``params`` (:func:`module_in_two_components`) need them."""
+    return [line for rule in RULES for line in rule(ops)] + module_in_two_components(ops, params)

@@ -4,8 +4,8 @@ field.
 The model the closed form describes, written out: a strided-conv patch embedding, prefix tokens
 (class, distillation, registers) and a position embedding, pre-norm blocks (``norm1``, ``attn``
 with one ``qkv`` Linear and a ``proj`` Linear, ``norm2``, ``mlp`` with ``fc1``, GELU, ``fc2``),
-a final norm, pooling and a head. Names follow timm, so :mod:`vitprof.count.families.generic`
-recognizes every module; a note 002 token predictor runs in the block whose input it prunes
+a final norm, pooling and a head. Names follow timm (the graph recognizer reads none of
+them); a note 002 token predictor runs in the block whose input it prunes
 (``blocks[i].predictor``), where the closed form counts it (its LayerNorm ``norm``, the rest
 ``mlp``) and where the graph recognizer places one run before the block. It builds and runs on
 the meta device.

@@ -22,16 +22,23 @@ from __future__ import annotations
 from torch import nn
 
 from vitprof.core.errors import UserError
-from vitprof.count.families.generic import is_norm
 from vitprof.models.closed_form import ViTSpec, closed_form
 from vitprof.models.declared_input import square_or_pair
 from vitprof.models.family import INFERRERS, KNOWN
 from vitprof.models.family.describe import require
 
 
+def _is_norm(module: nn.Module) -> bool:
+    """A normalisation layer of torch, or a leaf whose class says it is one: the closed form
+    holds for affine LayerNorms only, so any other norm declines it (no breakdown reads this)."""
+    return isinstance(module, nn.LayerNorm | nn.GroupNorm | nn.modules.batchnorm._BatchNorm) or (
+        "Norm" in type(module).__name__ and not list(module.children())
+    )
+
+
 def _check_norms(model: nn.Module) -> None:
     for name, module in model.named_modules():
-        if is_norm(module):
+        if _is_norm(module):
             affine = isinstance(module, nn.LayerNorm) and module.weight is not None
             require(affine and module.bias is not None, model,
                     f"{name} is a {type(module).__name__}, not an affine LayerNorm")

@@ -9,9 +9,11 @@ path. **attn_qkv** are the first weighted records upstream of the core's inputs,
 records without MACs that read no parameter but a norm's (views are not records; QK-norm,
 rotary, scaling are), never through a join; **attn_proj** the first weighted records downstream
 of the core's output, before a join. The records passed on the way (not norms: QK-norm stays
-``norm``) belong to the core, as do those making a bias or mask of the scores. Attention whose
-weights come from no product of two activations (additive attention) is found by a name hint
-instead: see :func:`_named_cores`.
+``norm``) belong to the core, as do those making a bias or mask of the scores. Attention with one
+product or none is found by what it multiplies: a product whose operand a softmax normalised
+(:func:`_weighted_by_softmax`: outlook attention), or an element-wise product with normalised
+weights reduced over the tokens and multiplied back (:func:`_aggregation`: additive and
+separable attention).
 A fused op priced in parts names its projections itself: no walk.
 """
 
@@ -19,9 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Set
 from dataclasses import dataclass
+from math import prod
 
 from vitprof.count.graph import rules
-from vitprof.count.graph.flow import Flow, attention_module, is_gate
+from vitprof.count.graph.flow import SOFTMAX, WINDOW, Flow
 
 DEPTH = 8  # records without MACs allowed between the two products of a core
 
@@ -38,18 +41,23 @@ class Core:
     bias: frozenset[int] = frozenset()
     found_by: str = rules.CORE_PRODUCT.name  # the rule that found the core (its steps)
     passed: frozenset[int] = frozenset()  # those of ``bias`` walked through to a projection
+    feeding: frozenset[int] = frozenset()  # records feeding only the q/k/v projections
+    gates: frozenset[int] = frozenset()  # input projections beside q/k/v, meeting the output
 
     @property
     def first(self) -> int:
         return min(self.steps)
 
 
-def _second_product(flow: Flow, start: int, taken: set[int]) -> list[int] | None:
+def _second_product(
+    flow: Flow, start: int, taken: set[int], weighted: bool = True
+) -> list[int] | None:
     """The records from the free product ``start`` to a second free product it feeds, through
-    at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`); None if none. A
-    fused attention op is a core of its own, never the second product of another: gemma4_vit's
-    rotary frequencies (a product of the positions and the inverse frequencies) reach its SDPA
-    through cos and the rotation of q, and would make its q projection a bias of that core."""
+    at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`; without MACs
+    unless ``weighted``); None if none. A fused attention op is a core of its own, never the
+    second product of another: gemma4_vit's rotary frequencies (a product of the positions and
+    the inverse frequencies) reach its SDPA through cos and the rotation of q, and would make
+    its q projection a bias of that core."""
     seen: set[int] = set()
     frontier = [start]
     for _ in range(DEPTH + 1):
@@ -61,7 +69,7 @@ def _second_product(flow: Flow, start: int, taken: set[int]) -> list[int] | None
                 seen.add(j)
                 if flow.free_product(j):
                     return _between(flow, start, j, taken)
-                if flow.on_map(j, start):
+                if flow.on_map(j, start) and (weighted or not flow.steps[j].macs):
                     following.append(j)
         frontier = following
     return None
@@ -89,44 +97,79 @@ def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
         if flow.fused_core(i) and rules.FUSED_CORE.on:
             found: list[int] | None = [i]
             rule = rules.FUSED_CORE.name
-        elif flow.free_product(i) and rules.CORE_PRODUCT.on:
-            found = _second_product(flow, i, taken)
-            rule = rules.CORE_PRODUCT.name
+        elif flow.free_product(i):
+            found, rule = _product_core(flow, i, taken)
+        elif rules.AGGREGATION.on:
+            found, rule = _aggregation(flow, i, taken), rules.AGGREGATION.name
         else:
             continue
         if found:
             taken.update(found)
             cores.append((frozenset(found), rule))
-    named = _named_cores(flow, taken) if rules.NAMED_CORE.on else []
-    return sorted([*cores, *((core, rules.NAMED_CORE.name) for core in named)],
-                  key=lambda found: min(found[0]))
+    return sorted(cores, key=lambda found: min(found[0]))
 
 
-def _named_cores(flow: Flow, taken: set[int]) -> list[frozenset[int]]:
-    """Attention the products do not show, found by a name hint: an attention module (the
-    outermost module on a path named like attention) under which no core ran but weighted
-    records did. Its core is the records without parameters that the module runs itself (not its
-    children), joins aside: SwiftFormer's additive attention (q w_g normalised over the tokens,
-    a sum of q weighted by it, an element-wise product with k) and VOLO's outlook attention
-    (a softmax of weights made by a linear, one product with the unfolded values). A gate is
-    none (:func:`~vitprof.count.graph.flow.is_gate`: a squeeze-excitation named ``attn``, as
-    in VoVNet's eSE)."""
-    groups: dict[str, list[int]] = {}
-    for i, step in enumerate(flow.steps):
-        module = attention_module(step.module)
-        if module is not None:
-            groups.setdefault(module, []).append(i)
-    cored = {attention_module(flow.steps[i].module) for i in taken}
-    cores = []
-    for module, steps in groups.items():
-        if module in cored or not any(flow.weighted(i) for i in steps):
+def _product_core(flow: Flow, i: int, taken: set[int]) -> tuple[list[int] | None, str]:
+    """The core a free product ``i`` starts and the rule that found it: the records to a second
+    product (:data:`~vitprof.count.graph.rules.CORE_PRODUCT`), else the product alone when a
+    softmax normalised one of its operands
+    (:data:`~vitprof.count.graph.rules.SOFTMAX_WEIGHTED`)."""
+    alone = _weighted_by_softmax(flow, i) if rules.SOFTMAX_WEIGHTED.on else None
+    second = _second_product(flow, i, taken, weighted=not alone) if (
+        rules.CORE_PRODUCT.on) else None
+    if second:
+        return second, rules.CORE_PRODUCT.name
+    return alone, rules.SOFTMAX_WEIGHTED.name
+
+
+def _weighted_by_softmax(flow: Flow, i: int) -> list[int] | None:
+    """The free product ``i`` alone when it multiplies weights normalised by a softmax: one of
+    its operands is a softmax reached through at most :data:`DEPTH` records without MACs nor
+    parameters (VOLO's outlook attention: a linear makes the weights, a softmax normalises
+    them, one product with the unfolded values). A product of two projections (the first
+    product of a dot-product attention) reaches none. A second product is still searched from
+    one that does (CoaT's factorized attention: ``q (softmax(k)^T v)``), but through records
+    without MACs only: a weighted map keeping its size (talking heads' between the scores and
+    the values) could run on into the next block's product."""
+    stack, seen = [(j, 0) for j in flow.steps[i].sources], set()
+    while stack:
+        j, depth = stack.pop()
+        step = flow.steps[j]
+        if j in seen or depth > DEPTH or step.macs or step.params:
             continue
-        own = frozenset(i for i in steps if flow.steps[i].module == module
-                        and not flow.steps[i].params and i not in flow.joins)
-        if own and not is_gate(flow.steps[i].op for i in steps):
-            taken.update(own)
-            cores.append(own)
-    return cores
+        seen.add(j)
+        if step.op in SOFTMAX:
+            return [i]
+        stack.extend((k, depth + 1) for k in step.sources)
+    return None
+
+
+def _aggregation(flow: Flow, i: int, taken: Set[int]) -> list[int] | None:
+    """An attention without products: record ``i`` multiplies, element-wise, two different
+    activations, one of them normalised (a softmax or a division) weights; a sum reduces the
+    product (over the tokens), and the reduced context multiplies a third activation,
+    broadcast back over what was reduced. The records from ``i`` to that last multiply, or
+    None. SwiftFormer's additive attention (``q w_g`` normalised over the tokens, a sum of q
+    weighted by it, a product with k) and MobileViTv2's separable self-attention (a softmax of
+    a one-channel query over the patches, a sum of k weighted by it, a product with relu(v)).
+    A variance (``d * d``) multiplies one activation by itself; a squeeze-excitation reduces
+    before it multiplies."""
+    step = flow.steps[i]
+    sources = set(step.sources)
+    if (step.op != "aten.mul" or step.macs or step.params or step.carried or len(sources) != 2
+            or any(flow.weights[j] for j in sources)
+            or not any(flow.steps[j].op in (*SOFTMAX, "aten.div") for j in sources)):
+        return None
+    for s in flow.consumers[i]:
+        reduced = flow.steps[s]
+        if s in taken or reduced.op != "aten.sum" or prod(reduced.shape) >= prod(step.shape):
+            continue
+        for m in flow.descendants(s, min(s + DEPTH, len(flow.steps) - 1)):
+            back = flow.steps[m]
+            if back.op == "aten.mul" and not back.params and prod(back.shape) > prod(
+                    reduced.shape) and m not in taken:
+                return sorted(flow.ancestors(m, i) & flow.descendants(i, m))
+    return None
 
 
 def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
@@ -175,7 +218,7 @@ def _inputs(
 ) -> tuple[list[int], list[int]]:
     """Producers of the core's operands (q, k, v: what the products and a fused op multiply)
     and of what it reads beside them (a mask or a position bias added to the scores). A core
-    without ``products`` (an element-wise one, found by its name) has operands only."""
+    without ``products`` (an element-wise one: :func:`_aggregation`) has operands only."""
     operands: list[int] = []
     beside: list[int] = []
     for i in steps:
@@ -202,6 +245,49 @@ def _bias(flow: Flow, starts: list[int], known: frozenset[int], module: str) -> 
     return frozenset(found)
 
 
+def _feeding_only(flow: Flow, qkv: set[int]) -> set[int]:
+    """Weighted records upstream of the projections ``qkv`` whose output reaches nothing else
+    (:data:`~vitprof.count.graph.rules.FEEDS_QKV`), chains of them included."""
+    found: set[int] = set()
+    frontier = set(qkv)
+    while frontier:
+        candidates, _ = _walk(flow, [j for i in frontier for j in flow.steps[i].sources], set(),
+                              upstream=True)
+        frontier = {i for i in candidates - found - qkv if _only_into(flow, i, qkv | found)}
+        found |= frontier
+    return found
+
+
+def _only_into(flow: Flow, i: int, ends: Set[int]) -> bool:
+    """Every path from record ``i``, through records without weights that are no join, ends
+    in ``ends``."""
+    stack, seen = list(flow.consumers[i]), set()
+    if not stack:
+        return False
+    while stack:
+        j = stack.pop()
+        if j in seen or j in ends:
+            continue
+        seen.add(j)
+        if flow.weighted(j) or j in flow.joins or not flow.consumers[j]:
+            return False
+        stack.extend(flow.consumers[j])
+    return True
+
+
+def _gates(flow: Flow, passed: set[int], core: frozenset[int]) -> set[int]:
+    """The weighted records, feeding no record of ``core``, upstream of the other inputs of
+    the records ``passed`` from the core to its output projections
+    (:data:`~vitprof.count.graph.rules.GATE`)."""
+    last = max(core)
+    feeding = flow.ancestors(last, max(0, min(core) - WINDOW))
+    others = [j for i in passed for j in flow.steps[i].sources
+              if j not in passed and j not in core and j not in feeding
+              and last not in flow.ancestors(j, last)]
+    found, _ = _walk(flow, others, set(), upstream=True)
+    return found - feeding
+
+
 def find_cores(flow: Flow) -> list[Core]:
     """Every attention core of the trace, in execution order. Weighted records that make a bias
     of the scores (Swin v2's position MLP, SAM's decomposed relative positions) in the core's
@@ -220,6 +306,8 @@ def find_cores(flow: Flow) -> list[Core]:
         bias = _bias(flow, beside, steps | qkv, flow.steps[min(steps)].module) if (
             rules.SCORE_BIAS.on) else frozenset()
         passed = frozenset(before | after) if rules.PASSED.on else frozenset()
+        feeding = _feeding_only(flow, qkv) if rules.FEEDS_QKV.on and qkv else set()
+        gates = _gates(flow, after, steps) if rules.GATE.on else set()
         cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | passed, found_by,
-                          passed - bias))
+                          passed - bias, frozenset(feeding), frozenset(gates)))
     return cores

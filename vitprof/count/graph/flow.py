@@ -4,64 +4,54 @@ Conventions: a step is *weighted* when it has MACs and reads a parameter (direct
 free ops): a linear, a convolution, an einsum with a weight. A *free product* has MACs and reads
 no parameter: a product of two activations. A *join* is a parameter-free ``add`` of two
 activations that fork from one record, with MACs on every arm between the fork and the join
-but the skip (the fork itself, or the fork scaled by a parameter): a residual add ``x + f(x)``
-or ``res_scale(x) + f(x)``, a downsampling shortcut ``conv(x) + f(x)``, the sum of the branches
-of a parallel block; not an attention mask built from the input beside the scores. The searches
-are bounded (:data:`WINDOW` records back), so the cost stays linear in the number of records.
+but the skip (the fork itself, or the fork scaled by a parameter or pooled): a residual add
+``x + f(x)``, ``res_scale(x) + f(x)`` or ``pool(x) + f(x)``, a downsampling shortcut
+``conv(x) + f(x)``, the sum of the branches of a parallel block; not an attention mask built
+from the input beside the scores. The searches are bounded (:data:`WINDOW` records back), so
+the cost stays linear in the number of records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Sequence, Set
 from functools import cached_property
 from math import prod
 
 from vitprof.core.records import Component
-from vitprof.count.families.base import ATTENTION_NAME, MLP_NAME
+from vitprof.count.graph import rules
 from vitprof.count.trace import Trace
 
 WINDOW = 256  # how many records back a fork is searched for
 _NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")
+_MOMENTS = ("aten.mean", "aten.var", "aten.var_mean", "aten.std", "aten.std_mean")
+_ROOTS = ("aten.rsqrt", "aten.sqrt")
 _ADDS = ("aten.add", "aten.add_")
+ADDS = _ADDS  # the ops of a residual add
 SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
-GATES = ("aten.sigmoid", "aten.hardsigmoid")  # a squeeze-excitation's gate, in place or not
 
 
-def is_gate(ops: Iterable[str]) -> bool:
-    """Ops (names) that gate with a sigmoid and normalise with no softmax: a squeeze-excitation
-    (pool, 1x1 conv, act, 1x1 conv, sigmoid, multiply), whatever its module is named."""
-    names = list(ops)
-    return any(op.removesuffix("_") in GATES for op in names) and not any(
-        op in SOFTMAX for op in names)
-
-
-def attention_module(module: str) -> str | None:
-    """The attention module a module path lies in: the path up to its first part named like
-    attention (a name taken as a hint where the data flow alone is silent); None if no part is."""
-    parts = module.split(".")
-    for k, part in enumerate(parts):
-        if ATTENTION_NAME.search(part):
-            return ".".join(parts[: k + 1])
-    return None
-
-
-def named_mlp(module: str) -> bool:
-    """Whether the innermost part of a module path named like attention or like an MLP is an
-    MLP's (timm MaxViT's ``attn_block.mlp``: the MLP beside an attention, in a module named
-    like attention)."""
-    for part in reversed(module.split(".")):
-        if MLP_NAME.search(part):
-            return True
-        if ATTENTION_NAME.search(part):
-            return False
-    return False
+def norm_modules(trace: Trace) -> frozenset[str]:
+    """The modules that normalise by what their own records compute: no MACs, a mean (or
+    variance) reduction and a square root of it (a LayerNorm or RMSNorm written as ``pow``,
+    ``mean``, ``rsqrt`` and ``mul``: transformers' ``*RMSNorm``), whatever they are called.
+    A fused normalisation op (``native_layer_norm``, ``rms_norm``...) is a norm record wherever
+    it runs (:meth:`Flow.norm`)."""
+    ops: dict[str, set[str]] = {}
+    macs: set[str] = set()
+    for step in trace.steps:
+        ops.setdefault(step.module, set()).add(step.op)
+        if step.macs:
+            macs.add(step.module)
+    return frozenset(module for module, names in ops.items() if module and module not in macs
+                     and names & set(_MOMENTS) and names & set(_ROOTS))
 
 
 class Flow:
     """The steps of a trace with their consumers, and predicates on them. ``norm_modules``:
-    the paths of the model's normalisation modules, whose records are norms whatever their ops
-    (an ``nn.RMSNorm`` runs as pow, mean, rsqrt and muls). ``kernels``: the parameters that are
-    convolution weights with a spatial kernel of more than one tap (a 3x3, not a 1x1)."""
+    the paths of the modules that normalise (:func:`norm_modules`), whose records are norms
+    whatever their ops (an ``nn.RMSNorm`` runs as pow, mean, rsqrt and muls). ``kernels``: the
+    parameters that are convolution weights with a spatial kernel of more than one tap (a 3x3,
+    not a 1x1)."""
 
     def __init__(self, trace: Trace, norm_modules: Set[str] = frozenset(),
                  kernels: Set[str] = frozenset()) -> None:
@@ -116,6 +106,14 @@ class Flow:
     def norm(self, i: int) -> bool:
         step = self.steps[i]
         return step.module in self.norm_modules or any(name in step.op for name in _NORMS)
+
+    def norm_rule(self, i: int) -> str | None:
+        """The rule that makes step ``i`` a ``norm`` record, or None: its module normalises
+        (:data:`~vitprof.count.graph.rules.NORM_COMPUTED`) or its op is a fused normalisation
+        (:data:`~vitprof.count.graph.rules.NORM`)."""
+        if self.steps[i].module in self.norm_modules:
+            return rules.NORM_COMPUTED.name
+        return rules.NORM.name if self.norm(i) and rules.NORM.on else None
 
     def fused_core(self, i: int) -> bool:
         """A fused attention op, or the attn_core part of one priced in parts."""
@@ -181,12 +179,14 @@ class Flow:
         return fork, arms
 
     def _scaled_skip(self, arm: set[int], fork: int) -> bool:
-        """The arm is the fork scaled by a parameter, one record without MACs (MetaFormer's
-        ``res_scale``: ``res_scale(x) + f(x)``)."""
+        """The arm is the fork scaled by a parameter or pooled, one record without MACs
+        (MetaFormer's ``res_scale``: ``res_scale(x) + f(x)``; a downsampling block's pooled
+        shortcut, ``pool(x) + f(x)``: ViTamin's first MBConv of a stage)."""
         if len(arm) != 1:
             return False
         step = self.steps[next(iter(arm))]
-        return not step.macs and bool(step.params) and step.sources == (fork,)
+        return not step.macs and step.sources == (fork,) and (
+            bool(step.params) or ("pool" in step.op and rules.POOLED_SKIP.on))
 
     @cached_property
     def forks(self) -> dict[int, tuple[int, list[set[int]]]]:

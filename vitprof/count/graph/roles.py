@@ -71,17 +71,18 @@ from vitprof.count.families.base import (
     first_match,
     unrecognized_warnings,
 )
-from vitprof.count.families.generic import is_norm
 from vitprof.count.graph import rules as R
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
-from vitprof.count.graph.flow import Flow, attention_module, named_mlp
+from vitprof.count.graph.flow import Flow, norm_modules
 from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
 # how resolve_positions_by placed a record the rules left unplaced -> the rule it applied
 _RESOLVED = {"producer": R.PRODUCER.name, "neighbour": R.NEIGHBOUR.name}
+# the first words of the warning of a placement the data flow alone could not decide
+NO_EVIDENCE = "placed without data-flow evidence"
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
 _JOINING = ("aten.add", "aten.add_")  # a token-shaped parameter added to the sequence: tokens
 
@@ -135,6 +136,8 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str
                    (core.bias - core.passed, C.ATTN_CORE, R.SCORE_BIAS),
                    (core.passed, C.ATTN_CORE, R.PASSED),
                    (core.qkv, C.HEAD if head else C.ATTN_QKV, head or R.QKV),
+                   (core.feeding, C.HEAD if head else C.ATTN_QKV, head or R.FEEDS_QKV),
+                   (core.gates, C.HEAD if head else C.ATTN_QKV, head or R.GATE),
                    (core.proj, C.HEAD if head else C.ATTN_PROJ, head or R.PROJ))
         for steps, role, rule in placing:
             for i in steps:
@@ -146,14 +149,14 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str
 def _attention_modules(
     flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None], by: list[str | None]
 ) -> None:
-    """Weighted records not yet placed that run inside a core's attention module (below its
-    block, the outermost module on the core's path named like attention), but those of an MLP
-    in it (timm MaxViT's ``attn_block.mlp``: :func:`~vitprof.count.graph.flow.named_mlp`), are
-    its projections:
-    ``attn_qkv`` where the core depends on them, else ``attn_proj``. They are those the
-    data-flow walks stop short of: PVT's and Twins' spatial-reduction convolutions before the
-    k/v linear, MViTv2's qkv linear before its pooling and its output projection after the
-    residual-pooling add."""
+    """Weighted records not yet placed that run inside a core's attention module, the innermost
+    module holding the core and its projections (:func:`_attention_module`), when it lies below
+    the core's block, are its projections too: ``attn_qkv`` where the core depends on them,
+    ``attn_proj`` where they depend on it. They are those the data-flow walks stop short of:
+    PVT's and Twins' spatial-reduction convolutions before the k/v linear, MViTv2's qkv linear
+    before its pooling and its output projection after the residual-pooling add, SwiftFormer's
+    last linear after its residual add. An MLP beside the attention (timm MaxViT's
+    ``attn_block.mlp``) lies outside that module."""
     if not R.ATTENTION_MODULE.on:
         return
     block_paths = {index: path for path, index in blocks.paths.items()}
@@ -163,22 +166,23 @@ def _attention_modules(
             in_block.setdefault(index, []).append(i)
     for core in cores:
         index = blocks.of_step[core.first]
-        if index is None:
+        block = block_paths.get(index) if index is not None else None
+        attention = _attention_module(flow, core)
+        if index is None or block is None or not attention.startswith(f"{block}."):
             continue
-        block = block_paths.get(index)
-        if block is None:
-            continue
-        named = attention_module(flow.steps[core.first].module.removeprefix(f"{block}."))
-        if named is None:
-            continue
-        attention = f"{block}.{named}"
         feeding = flow.ancestors(max(core.steps), in_block[index][0])
+        fed = flow.descendants(core.first, in_block[index][-1])
         for i in in_block[index]:
-            module = flow.steps[i].module
-            if roles[i] is None and flow.weighted(i) and not named_mlp(module) and (
-                    module == attention or module.startswith(f"{attention}.")):
-                roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ
-                by[i] = R.ATTENTION_MODULE.name
+            if roles[i] is None and flow.weighted(i) and _within(flow.steps[i].module, attention):
+                roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ if i in fed else None
+                by[i] = R.ATTENTION_MODULE.name if roles[i] else None
+
+
+def _attention_module(flow: Flow, core: Core) -> str:
+    """The innermost module holding the records of ``core`` and its projections."""
+    paths = [_parts(flow.steps[i].module) for i in core.steps | core.qkv | core.proj]
+    shared = min(_shared(paths[0], path) for path in paths)
+    return ".".join(paths[0][:shared])
 
 
 def _token_mixers(
@@ -458,8 +462,8 @@ def _step_roles(
     carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
     for i, step in enumerate(flow.steps):
         if roles[i] is None:
-            if flow.norm(i) and R.NORM.on:
-                roles[i], by[i] = C.NORM, R.NORM.name
+            if (norm := flow.norm_rule(i)) is not None:
+                roles[i], by[i] = C.NORM, norm
             elif of_step[i] is not None:
                 if i in mixers:
                     roles[i], by[i] = C.CONV, R.TOKEN_MIXER.name
@@ -536,24 +540,49 @@ def _param_roles(
         for name in step.carried:
             carriers.setdefault(name, i)
     in_cores = {i for core in cores for i in core.steps | core.bias}
+    products = {i for core in cores for i in core.steps if flow.steps[i].macs}
     owner_block = module_blocks(blocks.paths)
     roles: dict[str, _ParamRole] = {}
     for name, p in model.named_parameters():
         first = readers.get(name, carriers.get(name))
         if first is None:
             continue
-        reader = _weight_user(flow, first)
-        role, rule = steps[reader], by[reader]
+        owner, user = name.rpartition(".")[0], _weight_user(flow, first)
+        own = user != first and _affine(flow, first, owner, p.numel()) and R.OWN_MODULE.on
+        reader = first if own else user
+        role, rule = steps[reader], R.OWN_MODULE.name if own else by[reader]
         joined = name not in readers or (p.dim() >= 2 and any(
             flow.steps[i].op in _JOINING for i in (first, reader)))
-        if joined and reader not in in_cores and not flow.weighted(reader) and role is not C.CONV \
-                and R.TOKENS.on:  # a conv block's own: a bias, a scale
+        if p.dim() >= 2 and R.SEQUENCE_PARAMETER.on and _enters_sequence(
+                flow, first, name, owner, products):
+            role, rule = C.TOKENS, R.SEQUENCE_PARAMETER.name
+        elif joined and reader not in in_cores and not flow.weighted(reader) \
+                and role is not C.CONV and R.TOKENS.on:  # a conv block's own: a bias, a scale
             role, rule = C.HEAD if reader > last else C.TOKENS, R.TOKENS.name
         block = owner_block(name.rpartition(".")[0])
         if block is None and role is not C.TOKENS:
             block = blocks.of_step[reader]
         roles[name] = _ParamRole(role, block, rule)
     return roles
+
+
+def _affine(flow: Flow, i: int, owner: str, numel: int) -> bool:
+    """Record ``i`` is a norm run by module ``owner`` and a parameter of ``numel`` elements it
+    reads is its affine, smaller than the input it normalises, not that input (a weight
+    standardisation normalises the conv weight itself: BiT's StdConv)."""
+    step = flow.steps[i]
+    return flow.norm(i) and step.module == owner and numel < prod(step.operand)
+
+
+def _enters_sequence(flow: Flow, first: int, name: str, owner: str, products: Set[int]) -> bool:
+    """The parameter ``name`` (held by module ``owner``), first read by record ``first``, is a
+    tensor of the sequence (:data:`~vitprof.count.graph.rules.SEQUENCE_PARAMETER`): carried
+    into one of the cores' ``products`` as an operand, or the input of a record without MACs
+    run by another module than its owner."""
+    step = flow.steps[first]
+    if first in products:
+        return name in step.carried and name not in step.carried_beside
+    return not step.macs and step.module != owner and name in step.params
 
 
 def _weight_user(flow: Flow, i: int) -> int:
@@ -567,10 +596,27 @@ def _weight_user(flow: Flow, i: int) -> int:
     return i
 
 
+def _by_class(model: nn.Module, roles: dict[str, _ParamRole]) -> dict[object, C | None]:
+    """Per kind of module (the forward its class runs: a subclass that only renames, as
+    :func:`vitprof.testing.neutral_names` makes one per module, is its base's kind), the one
+    component of the parameters its modules hold that were read, None where they have
+    several."""
+    seen: dict[object, set[C]] = {}
+    for path, module in model.named_modules():
+        placed = {roles[f"{path}.{n}" if path else n].component
+                  for n, _ in module.named_parameters(recurse=False)
+                  if (f"{path}.{n}" if path else n) in roles}
+        seen.setdefault(type(module).forward, set()).update(placed)
+    return {kind: next(iter(found)) if len(found) == 1 else None for kind, found in seen.items()}
+
+
 def _unread(model: nn.Module, roles: dict[str, _ParamRole]) -> list[ParamRecord]:
-    """Parameters no record read: the role of a parameter of the nearest module that has one
-    (``other`` with the rule switched off)."""
+    """Parameters no record read: the component of the modules of their module's class that
+    ran (:data:`~vitprof.count.graph.rules.UNRUN_CLASS`), else the role of a parameter of the
+    nearest module that has one (``other`` with the rules switched off); no data flow says
+    more: :func:`unread_warnings`."""
     records = []
+    classes = _by_class(model, roles) if R.UNRUN_CLASS.on else {}
     for name, p in model.named_parameters():
         if name in roles:
             continue
@@ -581,9 +627,37 @@ def _unread(model: nn.Module, roles: dict[str, _ParamRole]) -> list[ParamRecord]
             prefix = f"{owner}." if owner else ""
             found = next((r for n, r in roles.items() if n.startswith(prefix)), None)
         role, block, _ = found or _ParamRole(C.OTHER, None, "")
-        records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape),
-                                   R.UNREAD.name if found else ""))
+        rule = R.UNREAD.name if found else ""
+        kind = classes.get(type(model.get_submodule(name.rpartition(".")[0])).forward)
+        if kind is not None:
+            role, rule = kind, R.UNRUN_CLASS.name
+        records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape), rule))
     return records
+
+
+# the evidence each rule placing parameters no record read used
+_EVIDENCE = {R.UNRUN_CLASS.name: "placed like the modules of their class that ran",
+             R.UNREAD.name: "placed as their nearest module's"}
+
+
+def unread_warnings(records: Sequence[ParamRecord]) -> tuple[str, ...]:
+    """The warnings for parameters no record read (a module that never ran, a mask token its
+    module ran without), one per rule that placed them: ``NO_EVIDENCE: <modules>, 0 MACs,
+    <params>, <the evidence used> (<components>)``."""
+    placed: dict[str, list[ParamRecord]] = {}
+    for record in records:
+        placed.setdefault(record.placed_by, []).append(record)
+    return tuple(_unread_warning(found, _EVIDENCE.get(rule, "left unplaced"))
+                 for rule, found in placed.items())
+
+
+def _unread_warning(records: Sequence[ParamRecord], evidence: str) -> str:
+    owners = list(dict.fromkeys(record.name.rpartition(".")[0] or "(root)" for record in records))
+    shown = ", ".join(owners[:3]) + (f" and {len(owners) - 3} more" if len(owners) > 3 else "")
+    params = sum(record.numel for record in records)
+    components = "/".join(sorted({record.component.value for record in records}))
+    return (f"{NO_EVIDENCE}: {shown}, 0 MACs, {params:,} params no operation read, "
+            f"{evidence} ({components})")
 
 
 def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], by: list[str],
@@ -712,10 +786,11 @@ def _residual_span(flow: Flow) -> _Span | None:
 def _roles(
     model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span,
     fused: Set[int] = frozenset(),
-) -> tuple[list[C], list[str], dict[str, ParamRecord]]:
+) -> tuple[list[C], list[str], dict[str, ParamRecord], tuple[str, ...]]:
     """Components of the records, the rules that placed them and the parameters' records,
     given the blocks and their span (with no block at all, a convolutional network's:
-    :func:`_residual_span`); the ``fused`` projections as their part that is no projection."""
+    :func:`_residual_span`); the ``fused`` projections as their part that is no projection;
+    the warning for parameters never read (:func:`unread_warnings`)."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
     branches = _residual_branches(flow, blocks.of_step, span.last) if (
         R.RESIDUAL_BRANCH.on) else set()
@@ -732,8 +807,9 @@ def _roles(
     params = {name: ParamRecord(name, p.numel(), *param_roles[name][:2], tuple(p.shape),
                                 param_roles[name].placed_by)
               for name, p in model.named_parameters() if name in param_roles}
-    params.update({record.name: record for record in _unread(model, param_roles)})
-    return roles, rules, params
+    unread = _unread(model, param_roles)
+    params.update({record.name: record for record in unread})
+    return roles, rules, params, unread_warnings(unread)
 
 
 def graph_breakdown(
@@ -745,8 +821,7 @@ def graph_breakdown(
     other model's are ``other`` (not a ViT) but what the rules name."""
     kernels = {name for name, p in model.named_parameters()
                if p.dim() >= 3 and prod(p.shape[2:]) > 1}
-    flow = Flow(trace, {path for path, module in model.named_modules() if is_norm(module)},
-                kernels)
+    flow = Flow(trace, norm_modules(trace) if R.NORM_COMPUTED.on else frozenset(), kernels)
     cores = find_cores(flow)
     fused = fused_projections(flow, cores) if R.FUSED_SHARE.on else {}
     blocks = group_blocks(model, flow, cores) if cores else Blocks(
@@ -756,9 +831,9 @@ def graph_breakdown(
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
         blocks = _selected(blocks, _token_selectors(flow, blocks.of_step, span.last))
-        roles, by, params = _roles(model, flow, cores, blocks, span, fused.keys())
+        roles, by, params, unread = _roles(model, flow, cores, blocks, span, fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
-        warnings = unrecognized_warnings(unknown)
+        warnings = unrecognized_warnings(unknown) + unread
     else:
         roles = [C.OTHER] * len(flow.steps)
         by = [R.NO_BLOCKS.name] * len(flow.steps)

@@ -10,8 +10,10 @@ placed. :data:`RULES` lists them in the order they decide; ``docs/recognition.md
 from it (:func:`recognition_page`). :func:`disabled` switches rules off, for tests only: a
 switched-off rule decides nothing and later rules place what it would have.
 
-Records a library table placed say the table's name (``timm_vit``, ...; ``generic`` for the
-name-based recognizer), and those a ``--map`` rule placed say :data:`OVERRIDE`. A parameter
+No rule reads a name: structure comes from the computation and the module tree (which module
+holds which), never from what a module, parameter or class is called. Records a library table
+placed (a fact about classes it detects by type) say the table's name (``timm_vit``, ...), and
+those a ``--map`` rule placed say :data:`OVERRIDE`. A parameter
 read by a record says the rule of the record reading it with the most MACs, the component it
 takes; one joined to the sequence says :data:`TOKENS`.
 """
@@ -85,12 +87,23 @@ CORE_PRODUCT = _rule(
     an attention core: every record on that path is ``attn_core`` (softmax(QK^T)V and
     Q(K^TV) alike).""",
     "MACs without a parameter read, the consumers between two such products", "plain_block")
-NAMED_CORE = _rule(
-    "named-core", (C.ATTN_CORE,),
-    """Attention no product shows (additive attention): a module whose path is named like
-    attention, where no core ran but weighted records did; its own records without
-    parameters are its core. A name hint, not data flow.""",
-    "module paths named like attention, records without parameters in them", "additive_block")
+SOFTMAX_WEIGHTED = _rule(
+    "softmax-weighted-product", (C.ATTN_CORE,),
+    """A product of two activations that feeds no second product is an attention core on its
+    own when one of its operands is a softmax, reached through at most 8 records without MACs
+    nor parameters (outlook attention: weights made by a linear, normalised, one product with
+    the values). A product of two projections (q k^T) reaches no softmax.""",
+    "the sources of a free product back to a softmax, through records without MACs",
+    "softmax_mix_block")
+AGGREGATION = _rule(
+    "aggregation-core", (C.ATTN_CORE,),
+    """Attention without a product of two activations: an element-wise multiply of two
+    activations, one of them normalised weights (a softmax or a division), reduced by a sum
+    over the tokens, the reduced context multiplying a third activation broadcast back over
+    what was reduced (additive and separable attention). The records from the multiply to
+    that last multiply are the core.""",
+    "element-wise multiplies without parameters, a softmax or division among their sources, "
+    "a smaller sum consuming them, a larger multiply after it", "additive_block")
 PRICED_IN_PARTS = _rule(
     "priced-in-parts", (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ),
     """A fused op priced in parts (``_native_multi_head_attention``) names each part's
@@ -103,6 +116,21 @@ QKV = _rule(
     without MACs that read no parameter but a norm's or a linear's own bias, never through a
     join, are its q/k/v projections.""",
     "the sources of the core's products, back to the first weighted records", "plain_block")
+FEEDS_QKV = _rule(
+    "feeds-only-qkv", (C.ATTN_QKV,),
+    """A weighted record whose output reaches nothing but a core's q/k/v projections (through
+    records without MACs, no join: a convolution of the token map before the q, k and v
+    linears, a spatial reduction before k and v) is one of those projections' input, a
+    q/k/v projection too.""",
+    "the consumers of the records upstream of the q/k/v projections", "conv_qkv_block")
+GATE = _rule(
+    "gate-beside-core", (C.ATTN_QKV,),
+    """A weighted record that does not feed the core but whose output meets the core's on
+    the way to its output projection (through records without MACs: a sigmoid gate times the
+    attention's output, additive attention's keys times the pooled query) is an input
+    projection of the attention beside q/k/v.""",
+    "the other sources of the records passed by proj-after-core, back to weighted records",
+    "gated_block")
 PROJ = _rule(
     "proj-after-core", (C.ATTN_PROJ,),
     """The first weighted records downstream of a core's output, before a residual join, are
@@ -121,12 +149,13 @@ SCORE_BIAS = _rule(
     "the records upstream of a core's non-operand inputs, inside its module", "bias_block")
 ATTENTION_MODULE = _rule(
     "inside-attention-module", (C.ATTN_QKV, C.ATTN_PROJ),
-    """Weighted records left unplaced that run inside a core's attention module (the
-    outermost module on the core's path named like attention) are its projections:
-    ``attn_qkv`` when the core depends on them, else ``attn_proj``. A name hint, not data
-    flow.""",
-    "module paths named like attention, whether the core depends on the record",
-    "reduced_kv_block")
+    """The attention module is the innermost module holding a core's records and its q/k/v
+    and output projections. Weighted records left unplaced that run inside it, below the
+    core's block, are projections too: ``attn_qkv`` when the core depends on them,
+    ``attn_proj`` when they depend on the core (a spatial reduction before the k/v
+    projection).""",
+    "the module tree: the innermost module holding the core and its projections; whether "
+    "the core depends on the record", "reduced_kv_block")
 FUSED_SHARE = _rule(
     "fused-projection-share", (C.ATTN_QKV,),
     """A q/k/v projection whose output is split into parts some of which never reach the core
@@ -134,6 +163,15 @@ FUSED_SHARE = _rule(
     are ``attn_qkv``, the rest is placed as a record that is no projection.""",
     "the column slices of the projection's output and which of them reach the core",
     "fused_block")
+RESIDUAL_STACK = _rule(
+    "residual-attention-block", (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ, C.MLP),
+    """A core outside the lists of blocks, after them, whose output is added back to what it
+    attends over (an add after the core reads a record, or a parameter, that the core's
+    operands come from: a class token's residual stream) is a block of a later stack (a
+    class-attention stage); only one whose output is not added back (an attention-pooling
+    head) is left to ``pooling-head-attention``.""",
+    "adds after the core, their sources and parameters, the records and parameters before it",
+    "class_attention")
 POOLING_HEAD = _rule(
     "pooling-head-attention", (C.HEAD,),
     """A core outside the list of blocks, after the last of them (an attention-pooling head),
@@ -145,9 +183,14 @@ POOLING_HEAD = _rule(
 
 NORM = _rule(
     "norm-op", (C.NORM,),
-    """A normalisation op (layer, batch, group, instance or RMS norm) or a record run by a
-    normalisation module is ``norm``.""",
-    "the op of a record, the class of the module running it", "plain_block")
+    """A fused normalisation op (layer, batch, group, instance or RMS norm) is ``norm``.""",
+    "the op of a record", "plain_block")
+NORM_COMPUTED = _rule(
+    "norm-by-computation", (C.NORM,),
+    """The records of a module that normalises by what it computes are ``norm``: its own
+    records have no MACs and reduce a mean (or variance) of which they take a square root
+    (an RMSNorm written as pow, mean, rsqrt and a multiply by its own weight).""",
+    "the ops of the records a module runs itself, their MACs", "rms_block")
 TOKEN_MIXER = _rule(
     "token-mixer-conv", (C.CONV,),
     """In a block, a child unit feeding the block's first core with a spatial convolution, or
@@ -176,6 +219,12 @@ SELECTOR = _rule(
 
 # ----------------------------------------------------------------------------- outside blocks
 
+POOLED_SKIP = _rule(
+    "pooled-skip-join", (C.CONV,),
+    """An add whose skip arm is the fork pooled (one record without MACs reading only the
+    fork: ``pool(x) + f(x)``, a downsampling block's shortcut) is a residual join, as the
+    fork itself or the fork scaled by a parameter is.""",
+    "the arms of an add back to their fork, the op of a one-record arm", "pooled_skip_block")
 RESIDUAL_BRANCH = _rule(
     "residual-branch-conv", (C.CONV,),
     """The records of a residual join's branch outside blocks (before the last block, or
@@ -241,10 +290,39 @@ TOKENS = _rule(
     unless the record consuming it is in a core, weighted or ``conv``.""",
     "records without MACs reading a parameter, the parameter's rank, how it reaches its first "
     "reader (add, cat, expand)", "plain_block")
+SEQUENCE_PARAMETER = _rule(
+    "sequence-parameter", (C.TOKENS,),
+    """A parameter of two or more dimensions that enters the sequence as a tensor of it is
+    ``tokens`` wherever the sequence goes next, in a block or in a core: one carried (through
+    free ops: expand, cat) into a product of a core as an operand, not beside it as a bias of
+    the scores (memory key/values concatenated to k and v); one a record without MACs of another
+    module than the parameter's takes as its input (Perceiver latents normed before their
+    cross-attention).""",
+    "the parameters a record reads or carries as operands, its MACs, the parameter's owner "
+    "module and rank", "memory_block")
+OWN_MODULE = _rule(
+    "own-module-record", tuple(C),
+    """The affine of a norm run by the parameter's own module (a parameter smaller than the
+    input normalised) takes the norm's component, never that of the record using what the
+    norm computes when it reads no record: a LayerNorm on the raw tiles (the model's input,
+    made by no record) before the patch projection, or on learned latents, is ``norm``,
+    parameters and op alike.""",
+    "the module running the reader, the parameter's owner module, its size and the input's",
+    "raw_norm_net")
+UNRUN_CLASS = _rule(
+    "unread-like-its-class", tuple(C),
+    """A parameter no record reads (its module never ran, or ran without it) takes the
+    component of the parameters that were read of the modules of its class (the forward they
+    run), when they all have one (a LayerNorm left unused is ``norm``); no data flow says more,
+    so the breakdown warns "placed without data-flow evidence" with those modules, 0 MACs,
+    their parameters and the evidence used.""",
+    "the module tree: the classes of the modules, the parameters read", "unrun_norm")
 UNREAD = _rule(
     "unread-parameter", tuple(C),
-    """A parameter no record reads takes the component of a parameter of the nearest module
-    holding one that was read.""",
+    """A parameter no record reads that ``unread-like-its-class`` does not place takes the
+    component of a parameter of the nearest module holding one that was read; no data flow
+    says more, so the breakdown warns "placed without data-flow evidence" with those modules,
+    0 MACs, their parameters and the evidence used.""",
     "the module tree", "unread_param")
 
 OVERRIDE = _rule(

@@ -1,8 +1,7 @@
 """vitprof's hand-written models: the source notes' (:mod:`vitprof.models.notes`), the
 ViT-22B-style model (:mod:`vitprof.models.vit22b`) and the reference ViT
 (:mod:`vitprof.models.reference`): spec inferrers and the zoo's entries. Their module names
-follow timm's, and the graph recognizer (the generic one under ``--recognizer tables``) places
-every one of them: no component table.
+follow timm's, and the graph recognizer places every one of them: no component table.
 The spec inferrers take ``model: Any``: they read attributes torch types as ``Tensor | Module``."""
 
 from __future__ import annotations
