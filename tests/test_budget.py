@@ -637,9 +637,9 @@ def test_schema_fields_and_implicit_unsupported_limit(tmp_path: Path) -> None:
         [small.blocks]
         min_count = 12
         """))
-    assert (budget.name, budget.model, budget.image_size, budget.batch_size) == (
+    assert (budget.name, budget.model, budget.request.image_size, budget.request.batch_size) == (
         "small", "vit_b_16", 64, 2)
-    assert budget.num_classes == 10
+    assert budget.request.num_classes == 10
     assert budget.overrides == (("^heads", Component.OTHER),)
     described = [(c.key, c.scope, c.bound, c.metric, c.limit, c.component, c.implicit)
                  for c in budget.checks]
@@ -665,7 +665,8 @@ def test_a_budget_takes_a_non_square_size_frames_and_a_dtype(tmp_path: Path) -> 
         dtype = "bfloat16"
         max_macs = 1_000_000
         """))
-    assert (budget.image_size, budget.frames, budget.dtype) == ((8, 12), 4, "bfloat16")
+    assert (budget.request.image_size, budget.request.frames, budget.request.dtype) == (
+        (8, 12), 4, torch.bfloat16)
     outcome = evaluate(budget)
     assert outcome.passed
     assert outcome.profile.input_shape == (1, 3, 4, 8, 12)

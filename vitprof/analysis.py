@@ -44,7 +44,6 @@ from vitprof.count.running import (
     CountFailed,
     Footprint,
     MetaFailure,
-    check_input,
     first_on_meta,
     on_device,
     on_meta,
@@ -53,7 +52,7 @@ from vitprof.count.running import (
 )
 from vitprof.count.self_checks import self_checks
 from vitprof.count.session import Run, count
-from vitprof.workload import ImageSize, Workload, deployed, make_workload
+from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_workload
 
 
 def _model_device(model: nn.Module) -> str:
@@ -84,23 +83,35 @@ def _table_ops(ops: Sequence[OpRecord], mapping: ComponentMap) -> tuple[OpRecord
     return tuple(replace(op, placed_by=_table_rule(mapping, "", op.module)) for op in ops)
 
 
-def _check_arguments(
-    image_size: object, batch_size: object, num_classes: object, device: str, mode: str,
-    recognizer: str = Recognizer.AUTO,
-) -> None:
+def _check_arguments(device: str, mode: str, recognizer: str = Recognizer.AUTO) -> None:
     if recognizer not in RECOGNIZERS:
         raise UserError(f"unknown recognizer '{recognizer}'; choose from {', '.join(RECOGNIZERS)}")
     if mode not in MODES:
         raise UserError(f"unknown mode '{mode}'; choose from {', '.join(MODES)}")
     if device not in DEVICES:
         raise UserError(f"unknown device '{device}'; choose from {', '.join(DEVICES)}")
-    check_input(image_size, batch_size, num_classes)
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("device cuda requested but no CUDA device is available")
 
 
+def workload_of(
+    model: nn.Module | str | Workload, request: InputRequest | None, *,
+    name: str | None = None, overrides: Sequence[Rule] = (), **keywords: Any,
+) -> Workload:
+    """``model`` if it is a :class:`~vitprof.workload.Workload` already (which carries its input,
+    name and rules: none may be given beside it), else its workload at ``request`` or at the
+    request ``keywords`` make (:meth:`vitprof.workload.InputRequest.of`)."""
+    if not isinstance(model, Workload):
+        return make_workload(model, InputRequest.of(request, **keywords), name=name,
+                             overrides=overrides)
+    if request is not None or name is not None or overrides or InputRequest.asked(**keywords):
+        raise UserError("a Workload carries its input, name and rules: give none of them "
+                        "beside it")
+    return model
+
+
 def analyze(
-    model: nn.Module | str,
+    model: nn.Module | str | Workload,
     *,
     image_size: ImageSize | None = None,
     batch_size: int = 1,
@@ -117,26 +128,28 @@ def analyze(
     input_shape: Sequence[int] | None = None,
     inputs: Any = None,
     recognizer: str = Recognizer.AUTO,
+    request: InputRequest | None = None,
 ) -> Profile:
     """Count params, MACs and vector FLOPs of ``model`` per component and per block.
 
-    ``model`` is an ``nn.Module`` (a ``torch.compile``'d one is unwrapped, with a warning) or
-    any name :func:`vitprof.models.zoo.build` accepts. ``image_size`` is a positive int (a
-    square) or ``(H, W)``; ``frames`` makes a video input; ``in_chans`` sets the channels; a
-    model built by name is built at these sizes. ``dtype`` (``torch.bfloat16`` or
+    ``model`` is an ``nn.Module`` (a ``torch.compile``'d one is unwrapped, with a warning), any
+    name :func:`vitprof.models.zoo.build` accepts, or a :class:`vitprof.workload.Workload`.
+    The input is ``request`` (:class:`vitprof.workload.InputRequest`), else the one its fields
+    given here as keywords make (this signature is a wrapper kept for them): ``image_size`` is a
+    positive int (a square) or ``(H, W)``; ``frames`` makes a video input; ``in_chans`` sets the
+    channels; a model built by name is built at these sizes. ``dtype`` (``torch.bfloat16`` or
     ``"bfloat16"``, float16, float32) is the model's and the input's: MACs do not change,
     bytes do. ``input_shape`` is the whole input tensor, ``inputs`` the arguments themselves
     (a tensor, a tuple of them, a dict of keyword arguments, or a callable ``(device, dtype) ->
-    args | (args, kwargs)``; tensors on any device are re-made on meta): see
-    :class:`vitprof.workload.InputRequest`. ``batch_size`` is a positive int; ``num_classes=0``
-    builds the model without a classification head (timm's convention). ``overrides`` are ``(regex,
-    component)`` pairs that win over the recognizer. ``mode="train"`` counts a training step,
-    forward and backward; each op record says its ``phase``. ``deploy=True`` counts the deploy
-    form (:func:`vitprof.models.deploy.deploy_form`), a copy: re-parameterised, BatchNorm folded.
-    ``formulas`` (``{torch.ops.aten.OP: formula}``) price those ops for this call only, over the
-    registered formulas (signature and conventions in :mod:`vitprof.count.formulas`).
-    ``recognizer`` picks who names the components (:func:`breakdown`): ``"auto"``, ``"graph"``
-    or ``"tables"``; ``overrides`` win over either.
+    args | (args, kwargs)``; tensors on any device are re-made on meta). ``batch_size`` is a
+    positive int; ``num_classes=0`` builds the model without a classification head (timm's
+    convention). ``overrides`` are ``(regex, component)`` pairs that win over the recognizer.
+    ``mode="train"`` counts a training step, forward and backward; each op record says its
+    ``phase``. ``deploy=True`` counts the deploy form (:func:`vitprof.models.deploy.deploy_form`),
+    a copy: re-parameterised, BatchNorm folded. ``formulas`` (``{torch.ops.aten.OP: formula}``)
+    price those ops for this call only, over the registered formulas (signature and conventions
+    in :mod:`vitprof.count.formulas`). ``recognizer`` picks who names the components
+    (:func:`breakdown`): ``"auto"``, ``"graph"`` or ``"tables"``; ``overrides`` win over either.
 
     Every model is counted on meta first. It is then run with real tensors when ``device`` is
     cpu or cuda, or when the meta run failed for a reason of the meta
@@ -144,12 +157,19 @@ def analyze(
     here is then materialised from its meta build (its factory runs once), after the memory guard
     (:func:`vitprof.count.running.ensure_fits`). Any other failure is a UserError naming the input.
     """
-    _check_arguments(image_size, batch_size, num_classes, device, mode, recognizer)
-    work = make_workload(model, image_size=image_size, batch_size=batch_size,
-                         num_classes=num_classes, name=name, overrides=overrides, dtype=dtype,
-                         frames=frames, in_chans=in_chans, input_shape=input_shape,
-                         inputs=inputs)
-    built = deployed(_on_its_device(model, work, device), deploy)
+    _check_arguments(device, mode, recognizer)
+    work = workload_of(model, request, name=name, overrides=overrides, image_size=image_size,
+                       batch_size=batch_size, num_classes=num_classes, frames=frames,
+                       in_chans=in_chans, dtype=dtype, input_shape=input_shape, inputs=inputs)
+    return _analyze(work, device, mode, deploy, formulas, recognizer)
+
+
+def _analyze(
+    work: Workload, device: str, mode: str, deploy: bool,
+    formulas: Mapping[Any, Formula] | None, recognizer: str,
+) -> Profile:
+    """One analysis of ``work`` (see :func:`analyze`)."""
+    built = deployed(_on_its_device(work, device), deploy)
     mapping = recognize(built.module, built.rules)
     shape = built.inputs.shape
     train = mode == Mode.TRAIN
@@ -162,7 +182,7 @@ def analyze(
         failure = run if isinstance(run, MetaFailure) else None
         if failure is not None:
             fallback = failure.note(run_device)
-        module = _real_module(built, isinstance(model, str), run_device, run.footprint, failure)
+        module = _real_module(built, run_device, run.footprint, failure)
         try:
             run = count(module, built.inputs.example(run_device), mapping, train=train,
                         formulas=formulas)
@@ -251,21 +271,21 @@ def _fallback_device(module: nn.Module) -> str:
 
 
 def _real_module(
-    built: Workload, owned: bool, device: str, footprint: Footprint, failure: MetaFailure | None
+    built: Workload, device: str, footprint: Footprint, failure: MetaFailure | None
 ) -> nn.Module:
     """``built.module`` with real tensors on ``device`` (:func:`vitprof.count.running.on_device`); a
     caller's module without weights cannot run."""
-    if on_meta(built.module) and not owned:
+    if on_meta(built.module) and not built.owned:
         reason = failure.reason if failure is not None else None
         raise UserError(f"{built.name} failed on meta ({reason}) and has no weights to run on "
                         f"{device}")
     return on_device(built.name, built.module, device, footprint)
 
 
-def _on_its_device(model: nn.Module | str, work: Workload, device: str) -> Workload:
+def _on_its_device(work: Workload, device: str) -> Workload:
     """``work`` (:func:`vitprof.workload.make_workload`, built on meta); a caller's module must
     live on ``device`` unless that is meta."""
-    if isinstance(model, nn.Module) and device != "meta" and _model_device(work.module) != device:
+    if not work.owned and device != "meta" and _model_device(work.module) != device:
         raise UserError(f"the model lives on {_model_device(work.module)}; move it to {device} "
                         f"or use device meta")
     return work

@@ -26,7 +26,8 @@ says which, and names every guess.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -36,8 +37,9 @@ from torch.utils._pytree import tree_map
 from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
 from vitprof.core.records import InputRecord
+from vitprof.core.validate import check_image_size, check_int, check_shape
 from vitprof.count.families import Rule
-from vitprof.count.running import check_image_size, check_input, check_int, one_line
+from vitprof.count.running import one_line
 from vitprof.count.session import call
 from vitprof.models.declared_input import DeclaredInput, declared_input, square_or_pair
 from vitprof.models.deploy import deploy_form
@@ -159,55 +161,112 @@ class InputSpec:
 
 @dataclass(frozen=True)
 class InputRequest:
-    """What a caller asks of the input; a field left None is the model's own.
+    """What a caller asks of the input, as one value; a field left None is the model's own.
 
     ``image_size`` is an int (a square) or ``(H, W)``; ``frames`` makes a video input;
-    ``in_chans`` the channels; ``dtype`` the model's and the input's dtype; ``shape`` the whole
-    input tensor ``(batch, ...)``, fed as it is (a model named is built for it where it can be:
-    :func:`_built_for_shape`); ``inputs`` the
+    ``in_chans`` the channels; ``dtype`` (a ``torch.dtype`` or its name) the model's and the
+    input's dtype; ``input_shape`` the whole input tensor ``(batch, ...)``, fed as it is (a
+    model named is built for it where it can be: :func:`_built_for_shape`); ``inputs`` the
     arguments themselves: a tensor, a tuple of them, a dict of keyword arguments, or a callable
-    ``(device, dtype) -> args | (args, kwargs)``. ``shape`` excludes the first three, ``inputs``
-    every other field.
+    ``(device, dtype) -> args | (args, kwargs)``; ``batch_size`` the batch; ``num_classes`` the
+    classes of a model built by name (0: no head); ``extra_shapes`` the shapes of further
+    positional tensors fed after the input, in its dtype (timm's ``attn_mask``, ``B, 1, N, N``;
+    Hugging Face's ``bool_masked_pos``, ``B, Np``). ``input_shape`` excludes the first three
+    and a batch size, ``inputs`` every size and extra shape.
+
+    Checked once, here: every consumer (``analyze``, ``profile_model``, ``run_crosscheck``, the
+    budgets, the sweep, the pages) takes the request as it is. The command line
+    (:func:`vitprof.cli.commands.common.input_request`), the budget parser and the Python API's
+    keywords (:meth:`of`) each build one.
     """
 
     image_size: ImageSize | None = None
     frames: int | None = None
     in_chans: int | None = None
     dtype: torch.dtype | None = None
-    shape: tuple[int, ...] | None = None
+    input_shape: tuple[int, ...] | None = None
     inputs: Any = None
+    batch_size: int = 1
+    num_classes: int | None = None
+    extra_shapes: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        check_image_size(self.image_size)
+        set_ = partial(object.__setattr__, self)
+        set_("image_size", check_image_size(self.image_size))
+        set_("dtype", dtype_named(self.dtype))
         for what, value in (("number of frames", self.frames),
                             ("number of input channels", self.in_chans)):
             if value is not None:
                 check_int(what, value, 1)
-        if self.shape is not None:
-            check_shape(self.shape)
-        sizes = {"image_size": self.image_size, "frames": self.frames, "in_chans": self.in_chans}
-        given = [name for name, value in sizes.items() if value is not None]
-        if self.shape is not None and given:
+        check_int("batch size", self.batch_size, 1)
+        if self.num_classes is not None:
+            check_int("number of classes", self.num_classes, 0)
+        if self.input_shape is not None:
+            set_("input_shape", check_shape(self.input_shape))
+        set_("extra_shapes", tuple(_extra_shape(shape) for shape in self.extra_shapes))
+        self._check_exclusions()
+
+    def _check_exclusions(self) -> None:
+        given = self.sizes_given()
+        if self.input_shape is not None and given:
             raise UserError(f"input_shape is the whole input: it excludes {', '.join(given)}")
-        if self.shape is not None:
+        if self.input_shape is not None and self.batch_size != 1:
+            raise UserError("input_shape is the whole input: its first size is the batch, so "
+                            "it excludes batch_size")
+        if self.input_shape is not None:
             given.append("input_shape")
+        if self.extra_shapes:
+            given.append("extra_shapes")
         if self.inputs is not None and given:
             raise UserError(f"inputs are given: they exclude {', '.join(given)}")
 
+    def sizes_given(self) -> list[str]:
+        """The sizes asked for: ``image_size``, ``frames``, ``in_chans``, in that order."""
+        return [name for name in ("image_size", "frames", "in_chans")
+                if getattr(self, name) is not None]
 
-def check_shape(shape: object) -> tuple[int, ...]:
-    """An input shape ``(batch, channels, *spatial)``: 3 or more positive ints."""
-    if not isinstance(shape, tuple | list) or len(shape) < 3:
-        raise UserError(f"an input shape needs batch, channels and at least one size, got "
-                        f"{shape!r}")
-    for size in shape:
-        check_int("input shape size", size, 1)
-    return tuple(shape)
+    @classmethod
+    def of(cls, request: InputRequest | None = None, **keywords: Any) -> InputRequest:
+        """``request``, else the request the keywords of ``analyze()`` make; a keyword given
+        beside a request is a UserError (the input would be asked for twice)."""
+        if request is None:
+            return cls(**keywords)
+        if twice := cls.asked(**keywords):
+            raise UserError(f"the input is given as a request: it excludes {', '.join(twice)}")
+        return request
+
+    def or_dtype(self, dtype: torch.dtype | str) -> InputRequest:
+        """This request, in ``dtype`` where it names none (a measurement runs in one)."""
+        return self if self.dtype is not None else replace(self, dtype=dtype_named(dtype))
+
+    def given(self) -> list[str]:
+        """The fields given a value other than their default, in field order."""
+        return self.asked(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def asked(cls, **keywords: Any) -> list[str]:
+        """The ``keywords`` (fields of a request) given a value other than their default."""
+        defaults = {f.name: f.default for f in fields(cls)}
+        return [key for key, value in keywords.items()
+                if value is not None and not _same(value, defaults[key])]
+
+
+def _extra_shape(shape: object) -> tuple[int, ...]:
+    """The shape of an extra tensor: 1 or more positive ints, the batch first."""
+    if not isinstance(shape, tuple | list) or not shape:
+        raise UserError(f"an extra input shape needs at least the batch, got {shape!r}")
+    return tuple(check_int("extra input shape size", size, 1) for size in shape)
+
+
+def _same(value: Any, default: Any) -> bool:
+    """``value`` is ``default`` (a tensor given as inputs is never a default)."""
+    return type(value) is type(default) and bool(value == default)
 
 
 @dataclass(frozen=True)
 class Workload:
-    """A model ready to count: ``model(*inputs.example())`` is one forward."""
+    """A model ready to count: ``model(*inputs.example())`` is one forward. ``owned``: vitprof
+    built it by name, so it may give it real storage (a caller's module is left as it is)."""
 
     name: str
     module: nn.Module
@@ -216,57 +275,52 @@ class Workload:
     entry: ZooEntry | None = None
     warnings: tuple[str, ...] = ()  # what the build noticed and the analysis should say
     input_source: str = "given"  # where the input's size and channels came from
+    owned: bool = False
 
 
 def make_workload(
     model: nn.Module | str,
+    request: InputRequest | None = None,
     *,
-    image_size: ImageSize | None = None,
-    batch_size: int = 1,
-    num_classes: int | None = None,
     name: str | None = None,
     overrides: Sequence[Rule] = (),
     device: str = "meta",
-    dtype: torch.dtype | str | None = None,
-    frames: int | None = None,
-    in_chans: int | None = None,
-    input_shape: Sequence[int] | None = None,
-    inputs: Any = None,
+    **keywords: Any,
 ) -> Workload:
-    """The workload of ``model``: a name is built on ``device`` without weights
-    (:func:`vitprof.models.zoo.build`) at the image size, frames and channels asked for; a
-    module is taken as it is (``name`` names it, else its class). The input options are those
-    of :class:`InputRequest` (None: the model's own); ``num_classes`` applies to a name only
-    (0: no head). ``dtype`` converts a model built by name and sets the input's dtype (None:
-    the model as built, the input in the dtype of its parameters); a module in another dtype
-    is refused, not converted (it is the caller's)."""
-    check_input(image_size, batch_size, num_classes)
-    request = InputRequest(image_size, frames, in_chans, dtype_named(dtype),
-                           None if input_shape is None else tuple(input_shape), inputs)
-    if request.shape is not None and batch_size != 1:
-        raise UserError("input_shape is the whole input: its first size is the batch, so it "
-                        "excludes batch_size")
+    """The workload of ``model`` at ``request`` (:class:`InputRequest`; else the request its
+    fields given as ``keywords`` make, :meth:`InputRequest.of`): a name is built on ``device``
+    without weights (:func:`vitprof.models.zoo.build`) at the image size, frames and channels
+    asked for; a module is taken as it is (``name`` names it, else its class).
+    ``num_classes`` applies to a name only. ``dtype`` converts a model built by name and sets
+    the input's dtype (None: the model as built, the input in the dtype of its parameters); a
+    module in another dtype is refused, not converted (it is the caller's)."""
+    request = InputRequest.of(request, **keywords)
     if isinstance(model, str):
-        built = (build(model, image_size=request.image_size, num_classes=num_classes,
-                       device=device, frames=request.frames, in_chans=request.in_chans)
-                 if request.shape is None else _built_for_shape(model, request.shape,
-                                                                num_classes, device))
+        built = _built(model, request, device)
         module, notes = _uncompiled(built.module)
         module = module.to(request.dtype) if request.dtype is not None else module
-        inputs_, source = _input(module, request, batch_size, built.entry, built.image_size)
+        inputs_, source = _input(module, request, built.entry, built.image_size)
         rules = (*(built.entry.overrides if built.entry else ()), *overrides)
         return Workload(built.name, module, inputs_, rules, built.entry,
-                        (*notes, *built.warnings), source)
+                        (*notes, *built.warnings), source, owned=True)
     if not isinstance(model, nn.Module):
         raise UserError(f"expected an nn.Module or a model name, got {type(model).__name__}")
-    if num_classes is not None:
+    if request.num_classes is not None:
         raise UserError("num_classes applies to a model built by name; this nn.Module is "
                         "already built")
     module, notes = _uncompiled(model)
     _check_module_dtype(module, request.dtype)
-    inputs_, source = _input(module, request, batch_size, None, request.image_size)
+    inputs_, source = _input(module, request, None, request.image_size)
     return Workload(name or type(module).__name__, module, inputs_, tuple(overrides),
                     warnings=notes, input_source=source)
+
+
+def _built(name: str, request: InputRequest, device: str) -> BuiltModel:
+    """The model ``name`` built on ``device`` at the sizes ``request`` asks for."""
+    if request.input_shape is not None:
+        return _built_for_shape(name, request.input_shape, request.num_classes, device)
+    return build(name, image_size=request.image_size, num_classes=request.num_classes,
+                 device=device, frames=request.frames, in_chans=request.in_chans)
 
 
 def _built_for_shape(
@@ -323,7 +377,21 @@ def _check_module_dtype(module: nn.Module, dtype: torch.dtype | None) -> None:
 
 
 def _input(
-    module: nn.Module, request: InputRequest, batch: int, entry: ZooEntry | None,
+    module: nn.Module, request: InputRequest, entry: ZooEntry | None,
+    built_size: ImageSize | None,
+) -> tuple[InputSpec, str]:
+    """The input ``module`` is fed (:func:`_main_input`), followed by a tensor of each of the
+    request's ``extra_shapes`` in the input's dtype, and where it came from."""
+    spec, source = _main_input(module, request, entry, built_size)
+    if not request.extra_shapes:
+        return spec, source
+    extra = tuple(TensorSpec(shape, spec.dtype) for shape in request.extra_shapes)
+    shown = ", ".join("x".join(map(str, shape)) for shape in request.extra_shapes)
+    return replace(spec, args=(*spec.args, *extra)), f"{source}; extra tensors {shown} given"
+
+
+def _main_input(
+    module: nn.Module, request: InputRequest, entry: ZooEntry | None,
     built_size: ImageSize | None,
 ) -> tuple[InputSpec, str]:
     """The input ``module`` is fed, and where it came from: the given inputs, else, for a
@@ -334,19 +402,19 @@ def _input(
     dtype = request.dtype or _floating_dtype(module) or torch.float32
     if request.inputs is not None:
         return given_inputs(request.inputs, request.dtype), "inputs given"
-    own = own_forward_input(module, batch)
+    own = own_forward_input(module, request.batch_size)
     if own is not None:
         return _forward_input(own, request, dtype), own.source
     declared = declared_input(module)
-    if request.shape is not None:
-        axis = declared.channel_axis if len(request.shape) > 4 else 1
-        shape = request.shape
+    if request.input_shape is not None:
+        axis = declared.channel_axis if len(request.input_shape) > 4 else 1
+        shape = request.input_shape
         spatial = shape[1:axis] + shape[axis + 1:]
         return InputSpec(shape[0], shape[axis], spatial, dtype, channel_axis=axis), \
             "input shape given"
     spatial, channels, source = _own_input(module, request, entry, built_size, dtype)
     axis = declared.channel_axis if len(spatial) == 3 else 1
-    return InputSpec(batch, channels, spatial, dtype, channel_axis=axis), source
+    return InputSpec(request.batch_size, channels, spatial, dtype, channel_axis=axis), source
 
 
 def _forward_input(own: OwnInput, request: InputRequest, dtype: torch.dtype) -> InputSpec:
@@ -355,7 +423,9 @@ def _forward_input(own: OwnInput, request: InputRequest, dtype: torch.dtype) -> 
     it is a floating one; a size asked for is refused, not ignored."""
     asked = [what for what, value in (("image_size", request.image_size),
                                       ("frames", request.frames), ("in_chans", request.in_chans),
-                                      ("input_shape", request.shape)) if value is not None]
+                                      ("input_shape", request.input_shape),
+                                      ("extra_shapes", request.extra_shapes or None))
+             if value is not None]
     if asked:
         raise UserError(f"this model's forward takes {own.name} of {own.source}, not an image: "
                         f"{', '.join(asked)} cannot set it; give inputs=... instead")

@@ -54,6 +54,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from vitprof.analysis import analyze
@@ -75,6 +76,7 @@ from vitprof.core.records import Component, Counts
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile
 from vitprof.models.zoo import check_zoo_size, validate_name
+from vitprof.workload import InputRequest, dtype_name
 
 
 class Scope(StrEnum):
@@ -191,17 +193,11 @@ class Budget:
     name: str
     model: str | nn.Module
     checks: tuple[Check, ...]
-    image_size: int | tuple[int, int] | None = None
-    batch_size: int = 1
-    num_classes: int | None = None
+    request: InputRequest = field(default_factory=InputRequest)  # the input it is checked at
     overrides: tuple[Rule, ...] = ()
-    frames: int | None = None
-    dtype: str | None = None  # a name of PROFILE_DTYPES; None: the model's own
     recognizer: str = "auto"
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
     baseline: Baseline | None = None
-    in_chans: int | None = None
-    input_shape: tuple[int, ...] | None = None  # the whole input tensor (B, C, *sizes): at_input
     input_override: str = ""  # what at_input put in place of the entry's input, "" if nothing
     memory: tuple[tuple[str, str], ...] = ()  # the settings of vitprof.memory (peak_bytes)
 
@@ -406,18 +402,23 @@ def _parse_entry(
         name=name,
         model=model if model is not None else _model(name, settings, where),
         checks=tuple(checks),
-        image_size=settings.get("image_size"),
-        frames=settings.get("frames"),
-        in_chans=settings.get("in_chans"),
-        dtype=settings.get("dtype"),
-        batch_size=settings.get("batch_size", 1),
-        num_classes=settings.get("num_classes"),
+        request=_request(settings),
         overrides=settings.get("map", ()),
         recognizer=settings.get("recognizer", "auto"),
         origin=where.place((name, "model") if "model" in table else (name,)),
         baseline=baseline,
         memory=settings.get("memory", ()),
     )
+
+
+REQUEST_KEYS = ("image_size", "frames", "in_chans", "dtype", "batch_size", "num_classes")
+"""The keys of an entry that make its :class:`vitprof.workload.InputRequest`."""
+
+
+def _request(settings: dict[str, Any]) -> InputRequest:
+    """The request of an entry's input keys, each checked against its kind already (placed on
+    its line), none of which excludes another."""
+    return InputRequest(**{key: settings[key] for key in REQUEST_KEYS if key in settings})
 
 
 def _baseline(settings: dict[str, Any], name: str, where: _Source) -> Baseline | None:
@@ -653,18 +654,14 @@ def _resolve(model: str, where: _Source) -> str:
 # ---------------------------------------------------------------------------- input override
 
 
-INPUT_KEYS = ("image_size", "frames", "in_chans", "dtype", "input_shape")
-"""The keywords of ``analyze()`` that :func:`at_input` puts in place of an entry's own."""
-
-
-def at_input(budget: Budget, inputs: Mapping[str, Any]) -> Budget:
-    """``budget`` checked at another input: each of :data:`INPUT_KEYS` given in ``inputs``
-    (None or absent: not given) replaces the entry's own, the others stay the entry's;
-    ``input_shape``, the whole tensor, also replaces its image size, frames, channels and batch
-    size. ``input_override`` says what was replaced (``"image_size 224x320"``); ``budget``
-    itself when nothing is given. A zoo model's image size is checked here, before any model
-    runs, as the file's own is when it is read."""
-    given = {key: inputs[key] for key in INPUT_KEYS if inputs.get(key) is not None}
+def at_input(budget: Budget, inputs: InputRequest) -> Budget:
+    """``budget`` checked at another input: each field ``inputs`` gives
+    (:meth:`~vitprof.workload.InputRequest.given`) replaces the entry's own, the others stay
+    the entry's; ``input_shape``, the whole tensor, also replaces its image size, frames,
+    channels and batch size. ``input_override`` says what was replaced (``"image_size
+    224x320"``); ``budget`` itself when nothing is given. A zoo model's image size is checked
+    here, before any model runs, as the file's own is when it is read."""
+    given = {key: getattr(inputs, key) for key in inputs.given()}
     if not given:
         return budget
     if "image_size" in given:
@@ -672,11 +669,17 @@ def at_input(budget: Budget, inputs: Mapping[str, Any]) -> Budget:
     whole: dict[str, Any] = ({"image_size": None, "frames": None, "in_chans": None,
                               "batch_size": 1} if "input_shape" in given else {})
     text = ", ".join(f"{key} {_input_text(value)}" for key, value in given.items())
-    return replace(budget, **whole, **given, input_override=text)
+    request = replace(budget.request, **whole, **given)
+    return replace(budget, request=request, input_override=text)
 
 
 def _input_text(value: Any) -> str:
-    """An input keyword's value as the command line writes it: sizes joined by ``x``."""
+    """An input keyword's value as the command line writes it: sizes joined by ``x``, several
+    shapes by spaces, a dtype by its name."""
+    if isinstance(value, torch.dtype):
+        return dtype_name(value)
+    if isinstance(value, tuple | list) and value and isinstance(value[0], tuple | list):
+        return " ".join(map(_input_text, value))
     return "x".join(map(str, value)) if isinstance(value, tuple | list) else str(value)
 
 
@@ -699,10 +702,8 @@ def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
     ``update_baseline``: this analysis is the entry's baseline (see :func:`check_profile`)."""
     try:
         profile = analyze(
-            budget.model, image_size=budget.image_size, batch_size=budget.batch_size,
-            num_classes=budget.num_classes, overrides=budget.overrides, frames=budget.frames,
-            dtype=budget.dtype, recognizer=budget.recognizer, in_chans=budget.in_chans,
-            input_shape=budget.input_shape,
+            budget.model, request=budget.request, overrides=budget.overrides,
+            recognizer=budget.recognizer,
             name=budget.name if isinstance(budget.model, nn.Module) else None,
         )
     except UserError as error:
@@ -723,10 +724,7 @@ def _peak_bytes(budget: Budget) -> int | None:
 
     try:
         settings: dict[str, Any] = dict(budget.memory)
-        return memory(budget.model, image_size=budget.image_size, batch_size=budget.batch_size,
-                      in_chans=budget.in_chans, frames=budget.frames,
-                      input_shape=budget.input_shape, num_classes=budget.num_classes,
-                      dtype=budget.dtype or "float32", **settings).peak_bytes
+        return memory(budget.model, request=budget.request, **settings).peak_bytes
     except UserError as error:
         raise UserError(f"{budget.where}: {error}") from None
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from itertools import pairwise
 from typing import Any
@@ -34,6 +34,7 @@ from vitprof.core.records import UNITS, Component, Counts
 from vitprof.count.result import Profile
 from vitprof.models.family import LIBRARIES
 from vitprof.models.zoo import build, infer_patch_size, published_sizes
+from vitprof.workload import InputRequest
 
 
 @dataclass(frozen=True)
@@ -182,9 +183,12 @@ def parse_values(text: str) -> list[int]:
 
 def sweep(
     name: str, axis: str, values: Sequence[int], *, batch_size: int = 1,
-    progress: bool = True,
+    progress: bool = True, request: InputRequest | None = None,
 ) -> Sweep:
-    """Analyze ``name`` at every value of ``axis`` (``image_size``, ``depth`` or ``width``)."""
+    """Analyze ``name`` at every value of ``axis`` (``image_size``, ``depth`` or ``width``),
+    the rest of the input held at ``request`` (:class:`vitprof.workload.InputRequest`; else
+    the one ``batch_size`` makes), its image size replaced on the ``image_size`` axis."""
+    request = InputRequest.of(request, batch_size=batch_size)
     if axis not in AXES:
         raise ValueError(f"unknown sweep axis {axis}")
     if not values:
@@ -195,9 +199,9 @@ def sweep(
     profiles = []
     for value in progress_bar(values, desc=f"{name} {axis}", unit="point", enabled=progress):
         if make is None:
-            profile = analyze(name, image_size=value, batch_size=batch_size)
+            profile = analyze(name, request=replace(request, image_size=value))
         else:
-            profile = analyze(make(value), batch_size=batch_size, name=name)
+            profile = analyze(make(value), request=request, name=name)
         profiles.append((value, profile))
     return sweep_from(name, axis, patch_size, profiles, size_marks(name, built.image_size))
 

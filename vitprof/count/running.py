@@ -1,4 +1,4 @@
-"""Running a model for real: inputs checked, meta failures told apart, memory guarded.
+"""Running a model for real: meta failures told apart, memory guarded.
 
 Counting runs on the meta device, where nothing is allocated. Three things decide whether and
 how a model is run with real tensors afterwards (``analyze``'s fallback, ``--device cpu``,
@@ -34,6 +34,7 @@ from torch import nn
 
 from vitprof.core.errors import UserError, one_line
 from vitprof.core.records import op_calls
+from vitprof.core.validate import check_int
 from vitprof.count.liveness import Liveness
 from vitprof.count.state import untouched
 
@@ -199,36 +200,6 @@ def first_on_meta(name: str, shape: tuple[int, ...], attempt: Callable[[], T]) -
         if not meta_caused(failed.error):
             raise run_failed(name, shape, "meta", failed.error) from None
         return MetaFailure(one_line(failed.error), failed.footprint)
-
-
-def check_int(what: str, value: object, minimum: int) -> int:
-    """``value`` if it is an int >= ``minimum`` (not a bool, not a float), else a UserError."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UserError(f"{what} must be an int, got {value!r}")
-    if value < minimum:
-        raise UserError(f"{what} must be at least {minimum}, got {value}")
-    return value
-
-
-def check_image_size(value: object) -> int | tuple[int, int] | None:
-    """None (the model's own size), a positive int (a square image) or a pair of positive ints
-    (height, width)."""
-    if value is None:
-        return None
-    if isinstance(value, tuple | list):
-        if len(value) != 2:
-            raise UserError(f"image size must be one int or (height, width), got {value!r}")
-        return (check_int("image height", value[0], 1), check_int("image width", value[1], 1))
-    return check_int("image size", value, 1)
-
-
-def check_input(image_size: object, batch_size: object, num_classes: object) -> None:
-    """The input a caller asks for: an image size (None: the model's own), a batch size, a
-    class count (None: the model's own; 0: no head)."""
-    check_image_size(image_size)
-    check_int("batch size", batch_size, 1)
-    if num_classes is not None:
-        check_int("number of classes", num_classes, 0)
 
 
 def weight_bytes(module: nn.Module) -> int:

@@ -47,6 +47,12 @@ def image_inputs(image: torch.Tensor) -> Inputs:
     return (image,), {}
 
 
+def as_inputs(example: torch.Tensor | Inputs) -> Inputs:
+    """``example`` as ``(args, kwargs)``: a tensor is the forward's one positional argument,
+    a pair ``(args, kwargs)`` (a workload's whole example) is taken as it is."""
+    return image_inputs(example) if isinstance(example, torch.Tensor) else example
+
+
 def meta_twins(inputs: Inputs) -> Inputs:
     """``inputs`` with every tensor replaced by an empty meta tensor of its shape and dtype."""
     return tree_map(

@@ -28,7 +28,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from vitprof.core.records import COMPONENTS, Component, OpRecord, ParamRecord, Phase
 from vitprof.count.counter import storage_key
 from vitprof.count.families import ComponentMap
-from vitprof.count.session import count, image_inputs, meta_twins
+from vitprof.count.session import Inputs, as_inputs, count, meta_twins
 from vitprof.workload import dtype_name
 
 
@@ -62,12 +62,13 @@ def activation_bytes(records: Iterable[OpRecord]) -> dict[Component, int]:
 
 
 def saved_for_backward(
-    model: nn.Module, example: torch.Tensor, mapping: ComponentMap
+    model: nn.Module, example: torch.Tensor | Inputs, mapping: ComponentMap
 ) -> dict[Component, int]:
     """Bytes autograd saves for the backward, per component, after one train-mode forward.
 
     Counts a training step without its backward (:func:`vitprof.count.session.count`) on meta
-    twins of ``example`` and meta stand-ins of the parameters (same dtypes, same
+    twins of ``example`` (the whole forward, ``(args, kwargs)``, or a tensor, its one positional
+    argument) and meta stand-ins of the parameters (same dtypes, same
     ``requires_grad``), so nothing is allocated; the model's mode is restored.
     """
     saved: list[torch.Tensor] = []
@@ -84,7 +85,7 @@ def saved_for_backward(
         return saved[token]
 
     with saved_tensors_hooks(pack, unpack):
-        run = count(model, meta_twins(image_inputs(example)), mapping, train=True,
+        run = count(model, meta_twins(as_inputs(example)), mapping, train=True,
                     backward=False)
     for node, index in sorted(run.nodes.items(), key=lambda item: item[1]):
         reader.append(index)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.analysis import profile_of
+from vitprof.analysis import profile_of, workload_of
 from vitprof.core.choices import RECOGNIZERS, peak_tflops_error
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
@@ -28,12 +28,11 @@ from vitprof.count.families import Rule, recognize
 from vitprof.count.running import (
     CountFailed,
     MetaFailure,
-    check_input,
     first_on_meta,
     on_device,
     run_failed,
 )
-from vitprof.count.session import image_inputs
+from vitprof.count.session import Inputs
 from vitprof.count.state import untouched
 from vitprof.measure.memory import (
     activation_bytes,
@@ -51,7 +50,14 @@ from vitprof.measure.timing import (
     plan_intervals,
     time_forward,
 )
-from vitprof.workload import DTYPES, ImageSize, Workload, dtype_name, make_workload
+from vitprof.workload import (
+    DTYPES,
+    ImageSize,
+    InputRequest,
+    Workload,
+    dtype_name,
+    make_workload,
+)
 
 
 def device_name(device: str) -> str:
@@ -69,26 +75,37 @@ def device_name(device: str) -> str:
 
 
 def _workload(
-    model: nn.Module | str, device: str, dtype: torch.dtype, batch_size: int,
-    num_classes: int | None, overrides: Sequence[Rule], sizes: dict[str, Any],
+    model: nn.Module | str | Workload, device: str, request: InputRequest | None,
+    dtype: str, keywords: dict[str, Any], overrides: Sequence[Rule],
 ) -> Workload:
-    """The workload to measure: a name is built on meta in ``dtype`` at ``sizes`` (the input
-    keywords of :func:`vitprof.workload.make_workload`; materialised later, after the memory
-    guard); a module must already be on ``device`` in ``dtype``."""
+    """The workload to measure: a workload as it is (nothing else may be given beside it); a
+    name built on meta at ``request``, else at the request ``keywords`` make
+    (:meth:`vitprof.workload.InputRequest.of`), in ``dtype`` where it names none (materialised
+    later, after the memory guard). A caller's module must already be on ``device`` in that
+    dtype."""
+    if isinstance(model, Workload):
+        work = workload_of(model, request, overrides=overrides, **keywords)
+        _check_placed(work.module, device, work.inputs.dtype)
+        return work
+    request = InputRequest.of(request, **keywords).or_dtype(dtype)
     if isinstance(model, nn.Module):
-        for p in model.parameters():
-            if p.device.type != device or p.dtype != dtype:
-                raise UserError(
-                    f"the model has {dtype_name(p.dtype)} parameters on {p.device.type}; "
-                    f"move it with .to('{device}', torch.{dtype_name(dtype)}) first"
-                )
-    return make_workload(model, batch_size=batch_size, num_classes=num_classes,
-                         overrides=overrides, dtype=dtype, **sizes)
+        _check_placed(model, device, request.dtype)
+    return make_workload(model, request, overrides=overrides)
+
+
+def _check_placed(module: nn.Module, device: str, dtype: torch.dtype | None) -> None:
+    """A caller's module must be on ``device`` in ``dtype`` already: it is not moved."""
+    for p in module.parameters():
+        if p.device.type != device or p.dtype != dtype:
+            raise UserError(
+                f"the model has {dtype_name(p.dtype)} parameters on {p.device.type}; "
+                f"move it with .to('{device}', {dtype}) first"
+            )
 
 
 def _check_arguments(
-    device: str, dtype: str, batch_size: object, image_size: object, num_classes: object,
-    warmup: int, iters: int, threads: int | None, recognizer: str, peak_tflops: float | None,
+    device: str, dtype: str, warmup: int, iters: int, threads: int | None, recognizer: str,
+    peak_tflops: float | None,
 ) -> None:
     if recognizer not in RECOGNIZERS:
         raise UserError(f"unknown recognizer '{recognizer}'; choose from {', '.join(RECOGNIZERS)}")
@@ -99,7 +116,6 @@ def _check_arguments(
         raise UserError("no CUDA device: torch.cuda.is_available() is False; use --device cpu")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype '{dtype}'; choose from {', '.join(DTYPES)}")
-    check_input(image_size, batch_size, num_classes)
     if iters < 1 or warmup < 0 or (threads is not None and threads < 1):
         raise UserError("iterations and threads must be at least 1, warmup at least 0")
     if threads is not None and threads > (cores := os.cpu_count() or 1):
@@ -111,22 +127,22 @@ def _check_arguments(
 
 
 def _timed(
-    name: str, shape: tuple[int, ...], module: nn.Module, example: torch.Tensor,
+    name: str, shape: tuple[int, ...], module: nn.Module, example: Inputs, device: str,
     plan: IntervalPlan, warmup: int, iters: int, step: Callable[[], object],
 ) -> Timings:
-    """:func:`~vitprof.measure.timing.time_forward`; a forward that fails on the device (it
-    ran on meta) is a UserError naming the input."""
+    """:func:`~vitprof.measure.timing.time_forward` of the whole ``example`` on ``device``; a
+    forward that fails there (it ran on meta) is a UserError naming the input."""
     try:
-        return time_forward(module, example, plan, clock_for(example.device.type),
-                            warmup=warmup, iters=iters, step=step)
+        return time_forward(module, example, plan, clock_for(device), warmup=warmup,
+                            iters=iters, step=step)
     except UserError:
         raise
     except Exception as error:
-        raise run_failed(name, shape, example.device.type, error) from None
+        raise run_failed(name, shape, device, error) from None
 
 
 def profile_model(
-    model: nn.Module | str,
+    model: nn.Module | str | Workload,
     *,
     device: str = "cpu",
     dtype: str = "float32",
@@ -143,29 +159,33 @@ def profile_model(
     in_chans: int | None = None,
     input_shape: Sequence[int] | None = None,
     recognizer: str = Recognizer.AUTO,
+    request: InputRequest | None = None,
 ) -> SpeedProfile:
-    """Measure ``model`` (a name or an ``nn.Module`` already on ``device`` in ``dtype``).
+    """Measure ``model`` (a name, an ``nn.Module`` or a :class:`vitprof.workload.Workload`
+    already on ``device`` in its dtype).
 
     Counts on meta, then times on ``device``; a module is left as it was, and so are the random
     number generators (:func:`vitprof.count.state.untouched`).
     ``threads`` (at most ``os.cpu_count()``) sets ``torch.set_num_threads`` for the run
-    (restored after). ``image_size`` (an int or ``(H, W)``), ``frames``, ``in_chans`` and
-    ``input_shape`` are the input's, as in :func:`vitprof.analysis.analyze`; the forward is fed
-    the input tensor alone. A model named is built once, on meta, and materialised on ``device``
-    after the memory guard (:func:`vitprof.count.running.ensure_fits`: weights + the peak of the
-    tensors the meta pass held at once).
+    (restored after). The input is ``request`` (:class:`vitprof.workload.InputRequest`), else
+    the one ``image_size`` (an int or ``(H, W)``), ``batch_size``, ``num_classes``, ``frames``,
+    ``in_chans`` and ``input_shape`` make, as in :func:`vitprof.analysis.analyze`; ``dtype`` is
+    the one a request that names none is measured in. Every forward is fed the workload's whole
+    example, ``model(*args, **kwargs)`` (keyword inputs included). A model named is built
+    once, on meta, and materialised on ``device`` after the memory guard
+    (:func:`vitprof.count.running.ensure_fits`: weights + the peak of the tensors the meta pass
+    held at once).
     A forward that fails is a UserError naming the input; one that fails on meta only for a
     reason of the meta device is counted on ``device`` instead, and a note says so
     (:func:`vitprof.count.running.first_on_meta`). ``recognizer`` (``"auto"``, ``"graph"``,
     ``"tables"``) picks the breakdown the times are attributed with, as in ``analyze``.
     """
-    _check_arguments(device, dtype, batch_size, image_size, num_classes, warmup, iters, threads,
-                     recognizer, peak_tflops)
-    torch_dtype = DTYPES[dtype]
-    sizes = {"image_size": image_size, "frames": frames, "in_chans": in_chans,
-             "input_shape": input_shape}
-    work = _workload(model, device, torch_dtype, batch_size, num_classes, overrides, sizes)
+    _check_arguments(device, dtype, warmup, iters, threads, recognizer, peak_tflops)
+    keywords = {"image_size": image_size, "batch_size": batch_size, "num_classes": num_classes,
+                "frames": frames, "in_chans": in_chans, "input_shape": input_shape}
+    work = _workload(model, device, request, dtype, keywords, overrides)
     name, module, shape = work.name, work.module, work.inputs.shape
+    measured = work.inputs.dtype if work.inputs.dtype.is_floating_point else DTYPES[dtype]
     mapping = recognize(module, work.rules)
     planned: Planned | MetaFailure = first_on_meta(name, shape, lambda: plan_intervals(
         module, work.inputs.example("meta"), mapping, recognizer, work.rules))
@@ -179,17 +199,17 @@ def profile_model(
     try:
         with untouched(module):
             module.eval()
-            example = work.inputs.tensor(device, random=True)
+            example = work.inputs.example(device, random=True)
             if isinstance(planned, MetaFailure):
                 counted_on, fallback = device, planned.note(device)
                 notes += (fallback,)
-                planned = plan_intervals(module, image_inputs(example), mapping, recognizer,
+                planned = plan_intervals(module, example, mapping, recognizer,
                                          work.rules)
-            peak = measure_peak(device, torch_dtype, peak_tflops)
+            peak = measure_peak(device, measured, peak_tflops)
             if device == "cuda":
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
-            timings = _timed(name, shape, module, example, planned.plan, warmup, iters,
+            timings = _timed(name, shape, module, example, device, planned.plan, warmup, iters,
                              bar.update)
             peak_device = torch.cuda.max_memory_allocated() if device == "cuda" else None
             try:
@@ -210,7 +230,7 @@ def profile_model(
                     activation_bytes(list(planned.found.ops)), saved, peak_device)
     return SpeedProfile(
         profile=profile_of(work, planned.run, planned.found, counted_on, fallback=fallback),
-        device=device, device_name=device_name(device), dtype=dtype, warmup=warmup,
-        iters=iters, threads=used_threads, timings=timings, peak=peak, memory=memory,
-        notes=notes,
+        device=device, device_name=device_name(device), dtype=dtype_name(measured),
+        warmup=warmup, iters=iters, threads=used_threads, timings=timings, peak=peak,
+        memory=memory, notes=notes,
     )

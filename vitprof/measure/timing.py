@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_leaves
 
 from vitprof.analysis import Found, breakdown
 from vitprof.core.errors import UserError
@@ -56,7 +57,7 @@ from vitprof.count.families import ComponentMap, Rule
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import Footprint
 from vitprof.count.session import Event as SessionEvent
-from vitprof.count.session import Inputs, Run, count
+from vitprof.count.session import Inputs, Run, as_inputs, count
 
 Key = tuple[Component, int | None]  # (component, block)
 Event = tuple[EventKind, str]  # (entered or left, module path)
@@ -254,7 +255,7 @@ class Timings:
 
 def time_forward(
     model: nn.Module,
-    example: torch.Tensor,
+    example: torch.Tensor | Inputs,
     plan: IntervalPlan,
     clock: Clock,
     *,
@@ -262,11 +263,14 @@ def time_forward(
     iters: int,
     step: Callable[[], object] = lambda: None,
 ) -> Timings:
-    """Time ``iters`` forwards with and without hooks after ``warmup`` (``step`` after each)."""
+    """Time ``iters`` forwards with and without hooks after ``warmup`` (``step`` after each).
+    ``example`` is the whole forward, ``(args, kwargs)`` (:meth:`vitprof.workload.InputSpec.
+    example`), or a tensor, the one positional argument."""
+    inputs = as_inputs(example)
     with torch.inference_mode():
-        _check_events(model, example, plan)
+        _check_events(model, inputs, plan)
         for _ in range(warmup):
-            _run(model, example, clock)
+            _run(model, inputs, clock)
             step()
         plain: list[float] = []
         hooked: list[float] = []
@@ -274,23 +278,24 @@ def time_forward(
         for i in range(iters):
             for with_hooks in (i % 2 == 1, i % 2 == 0):
                 if not with_hooks:
-                    plain.append(sum(_run(model, example, clock)))
+                    plain.append(sum(_run(model, inputs, clock)))
                     continue
                 with marking(model, lambda _kind, _path: clock.mark()):
-                    intervals = _run(model, example, clock)
+                    intervals = _run(model, inputs, clock)
                 hooked.append(sum(intervals))
                 per_iter.append(_attribute(intervals[1:-1], plan))
             step()
     return _summarize(plain, hooked, per_iter, plan.estimated)
 
 
-def _run(model: nn.Module, example: torch.Tensor, clock: Clock) -> list[float]:
+def _run(model: nn.Module, inputs: Inputs, clock: Clock) -> list[float]:
+    args, kwargs = inputs
     enabled = gc.isenabled()
     gc.disable()
     try:
         clock.reset()
         clock.mark()
-        model(example)
+        model(*args, **kwargs)
         clock.mark()
     finally:
         if enabled:
@@ -298,16 +303,23 @@ def _run(model: nn.Module, example: torch.Tensor, clock: Clock) -> list[float]:
     return clock.intervals()
 
 
-def _check_events(model: nn.Module, example: torch.Tensor, plan: IntervalPlan) -> None:
+def _check_events(model: nn.Module, inputs: Inputs, plan: IntervalPlan) -> None:
     events: list[Event] = []
+    args, kwargs = inputs
     with marking(model, lambda kind, path: events.append((kind, path))):
-        model(example)
+        model(*args, **kwargs)
     if tuple(events) != plan.events:
         raise UserError(
-            f"the model calls its modules differently on {example.device.type} than on meta "
+            f"the model calls its modules differently on {_device(inputs)} than on meta "
             f"({len(events)} module events against {len(plan.events)}): times cannot be "
             "attributed to components"
         )
+
+
+def _device(inputs: Inputs) -> str:
+    """The device of the first tensor among ``inputs``."""
+    tensors = [v for v in tree_leaves(inputs) if isinstance(v, torch.Tensor)]
+    return tensors[0].device.type if tensors else "cpu"
 
 
 def _attribute(intervals: Sequence[float], plan: IntervalPlan) -> dict[Key, float]:

@@ -43,11 +43,18 @@ from vitprof.core.choices import (
 )
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
+from vitprof.core.validate import check_int
 from vitprof.count.families import ComponentMap, recognize
-from vitprof.count.running import check_int
 from vitprof.count.timeline import Allocation, Moment
 from vitprof.measure.memory_step import Step, StepSettings, run_step
-from vitprof.workload import ImageSize, Workload, dtype_name, dtype_named, make_workload
+from vitprof.workload import (
+    ImageSize,
+    InputRequest,
+    Workload,
+    dtype_name,
+    dtype_named,
+    make_workload,
+)
 
 Rounding = Callable[[int], int]  # bytes as an allocator counts a request of n
 CUDA_BLOCK = 512  # the CUDA caching allocator rounds every block up to a multiple of this
@@ -165,7 +172,7 @@ def memory(
     amp: str | None = None, checkpoint: str | int = "none", target: str = "cuda",
     attention: str = "math", mode: str = "train", fit: int | None = None,
     frames: int | None = None, input_shape: Sequence[int] | None = None,
-    num_classes: int | None = None,
+    num_classes: int | None = None, request: InputRequest | None = None,
 ) -> MemoryEstimate:
     """The predicted memory of one step of ``model`` (an ``nn.Module`` or a name
     :func:`vitprof.analyze` accepts) at ``batch_size``; see the module for the conventions.
@@ -178,18 +185,20 @@ def memory(
     ``mode``: train or inference. ``fit`` (bytes): also find the largest batch whose peak is at
     most ``fit`` (:func:`vitprof.measure.memory_fit.largest_batch`). ``frames``,
     ``input_shape`` and ``num_classes`` are :func:`vitprof.analyze`'s (with ``input_shape``
-    the batch is the shape's first size).
+    the batch is the shape's first size); ``request`` (:class:`vitprof.workload.InputRequest`)
+    stands for them, ``dtype`` then the one a request that names none is in.
     """
-    check_int("batch size", batch_size, 1)
+    asked = InputRequest.of(request, image_size=image_size, batch_size=batch_size,
+                            in_chans=in_chans, frames=frames, input_shape=input_shape,
+                            num_classes=num_classes).or_dtype(dtype)
+    dtype = dtype_name(asked.dtype or torch.float32)
     settings = step_settings(optimizer, dtype, amp, checkpoint, target, attention, mode)
     if fit is not None:
         check_int("memory size", fit, 1)
-    work = make_workload(model, image_size=image_size, batch_size=batch_size,
-                         in_chans=in_chans, dtype=dtype, frames=frames, input_shape=input_shape,
-                         num_classes=num_classes)
+    work = make_workload(model, asked)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
-    names = {"optimizer": optimizer, "dtype": dtype_name(dtype_named(dtype) or torch.float32),
+    names = {"optimizer": optimizer, "dtype": dtype,
              "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
              "attention": attention, "mode": mode}
     estimate = predict(work, mapping, settings, batch_size, names)

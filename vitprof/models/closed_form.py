@@ -22,6 +22,7 @@ norm        2 x 2D             0               2 x 7ND (LayerNorm 5 + weight 1 +
 attn_qkv    3D^2 (+ 3D bias)   3ND^2           3ND if qkv bias
 attn_core   0                  2N^2 D          6S (sdpa, scaled_scores); ND + 5S (scaled_query);
                                                ND + 6S (mha_weights: q scale, softmax, head mean);
+                                               + S with an attention mask (its add per score);
                                                linear attention: MACs 2NDd, vector 2ND (ReLUs)
 attn_proj   D^2 + D            ND^2            ND bias + ND residual
 mlp         2DM + M + D        2NDM            NM bias + 5NM GELU + ND bias + ND residual
@@ -91,6 +92,7 @@ class ViTSpec:
     final_norm: FinalNorm = FinalNorm.TOKENS  # where the LayerNorm after the last block runs
     attention: AttentionKind = AttentionKind.SOFTMAX  # what the attention core computes
     attention_impl: AttentionImpl = AttentionImpl.SDPA  # how softmax attention is written
+    attention_mask: bool = False  # an additive mask over the scores is fed (timm's attn_mask)
     tokens_per_block: tuple[int, ...] | None = None  # patch tokens each block sees (prefix
     # tokens are never pruned); None = all Np in every block
     prune_at: tuple[int, ...] | None = None  # blocks preceded by a note 002 token predictor;
@@ -290,9 +292,10 @@ def attention_core_counts(spec: ViTSpec, n_tokens: int) -> Counts:
     scores = h * big_n * big_n
     macs = 2 * scores * spec.head_dim  # QK^T and AV: H x N x N x d each = N^2 D
     impl = spec.attention_impl
+    mask = scores * VECTOR_COSTS["add"] if spec.attention_mask else 0
     if impl in (AttentionImpl.SDPA, AttentionImpl.SCALED_SCORES):
-        return Counts(macs=macs, vector_flops=scores * (SDPA_SCALE_COST + SOFTMAX_COST))
-    scaled_query = big_n * d * VECTOR_COSTS["mul"] + scores * SOFTMAX_COST
+        return Counts(macs=macs, vector_flops=scores * (SDPA_SCALE_COST + SOFTMAX_COST) + mask)
+    scaled_query = big_n * d * VECTOR_COSTS["mul"] + scores * SOFTMAX_COST + mask
     if impl is AttentionImpl.SCALED_QUERY:
         return Counts(macs=macs, vector_flops=scaled_query)
     mean_over_heads = scores * REDUCTION_COSTS["mean"]

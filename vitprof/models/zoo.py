@@ -27,13 +27,8 @@ from torch import nn
 
 from vitprof.core.errors import UserError
 from vitprof.core.slow_notice import notice_if_slow
-from vitprof.count.running import (
-    ZERO_ELEMENT_WARNING,
-    check_image_size,
-    check_int,
-    meta_caused,
-    one_line,
-)
+from vitprof.core.validate import check_image_size, check_int
+from vitprof.count.running import ZERO_ELEMENT_WARNING, meta_caused, one_line
 from vitprof.models.declared_input import declared_input
 from vitprof.models.family import ENTRIES, library_of, model_file, torchvision
 from vitprof.models.family.base import (

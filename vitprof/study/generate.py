@@ -4,7 +4,7 @@ it, and for ``--all`` the zoo table, the corrections to the source notes and an 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from vitprof.study.pages.timm_published import PAGE, timm_published_page
 from vitprof.study.pages.zoo_table import zoo_page
 from vitprof.study.published_rows import published_rows
 from vitprof.study.zoo_rows import zoo_rows
+from vitprof.workload import InputRequest
 
 ALL_MODELS: tuple[str, ...] = TORCHVISION_VITS
 # Model pages of --all beyond the torchvision ViTs: the one model whose blocks differ (its
@@ -101,20 +102,19 @@ def corrections_of_notes() -> Page:
 
 
 def pages(
-    models: Sequence[str], everything: bool = False, inputs: Mapping[str, Any] | None = None,
+    models: Sequence[str], everything: bool = False, request: InputRequest | None = None,
     recognizer: str = "auto",
 ) -> list[Page]:
     """The pages of ``models`` (any names :func:`vitprof.analyze` accepts), plus the zoo,
     corrections and index pages when ``everything`` (``--all``: the torchvision ViTs and
-    :data:`NOTE_MODELS`). ``inputs`` (the input keywords of ``analyze``) set the input of the
-    model pages and ``recognizer`` who names their components
+    :data:`NOTE_MODELS`). ``request`` (:class:`vitprof.workload.InputRequest`) sets the input
+    of the model pages and ``recognizer`` who names their components
     (:func:`~vitprof.study.page_inputs.model_page_inputs`); the pages of :data:`NAMED_PAGES`
     are counted at their own sizes by the auto recognizer and refuse them."""
     names = [*ALL_MODELS, *NOTE_MODELS] if everything else list(models)
     if not names:
         raise UserError("name at least one model, or use --all")
-    given = [f"--{key.replace('_', '-')}" for key, value in (inputs or {}).items()
-             if value is not None]
+    given = [f"--{key.replace('_', '-')}" for key in (request.given() if request else [])]
     given += ["--recognizer"] if recognizer != "auto" else []
     named = [name for name in names if name in NAMED_PAGES]
     if given and named:
@@ -122,7 +122,7 @@ def pages(
                         f"options ({', '.join(given)}) apply to model pages only (see "
                         "'vitprof report --help')")
     result = [NAMED_PAGES[name]() if name in NAMED_PAGES
-              else model_page(model_page_inputs(name, inputs, recognizer), about(name))
+              else model_page(model_page_inputs(name, request, recognizer), about(name))
               for name in progress(names, desc="report", unit="model")]
     if everything:
         result += folder_pages(names)

@@ -11,10 +11,8 @@ the meta build also gives the patch size and the spec) and by the sweep's first 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any
 
 from torch import nn
 
@@ -27,6 +25,7 @@ from vitprof.count.result import Profile
 from vitprof.models.closed_form import AttentionKind, block_counts
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import infer_patch_size
+from vitprof.workload import InputRequest
 
 SWEEP_POINTS = 8
 SWEEP_REACH = 1.5  # image-size sweeps run to this multiple of the estimated crossover size
@@ -91,16 +90,19 @@ def closed_form_crossover(module: nn.Module) -> ClosedFormCrossover | None:
 
 
 def image_size_sweep(
-    profile: Profile, patch_size: int, held: Mapping[str, Any] | None = None
+    profile: Profile, patch_size: int, held: InputRequest | None = None,
+    recognizer: str = "auto",
 ) -> Sweep:
     """The model of ``profile`` analysed at :func:`scaling_sizes` (square images), ``profile``
-    itself at its own size where that is a square; ``held`` are the other keywords of
-    ``analyze`` (frames, channels, dtype, recognizer), the same at every size."""
+    itself at its own size where that is a square; the rest of the input (frames, channels,
+    dtype) is ``held``'s and the breakdown ``recognizer``'s, the same at every size."""
     height, width = profile.input_shape[-2:]
     own = width if height == width else None
     sizes = scaling_sizes(profile, patch_size)
     profiles = [(size, profile if size == own
-                 else analyze(profile.model, image_size=size, **(held or {})))
+                 else analyze(profile.model, request=replace(held or InputRequest(),
+                                                             image_size=size),
+                              recognizer=recognizer))
                 for size in sizes]
     return sweep_from(profile.model, "image_size", patch_size, profiles,
                       size_marks(profile.model, own))
@@ -110,25 +112,24 @@ NOT_SWEPT = "not swept: the whole input shape was given (--input-shape fixes eve
 
 
 def model_page_inputs(
-    name: str, inputs: Mapping[str, Any] | None = None, recognizer: str = "auto"
+    name: str, request: InputRequest | None = None, recognizer: str = "auto"
 ) -> ModelPageInputs:
     """What the page of the model ``name`` (any name :func:`vitprof.analyze` accepts) shows, at
-    the input ``inputs`` asks for (the keywords ``image_size``, ``frames``, ``in_chans``,
-    ``dtype``, ``input_shape`` of ``analyze``; None or absent: the model's own), broken down by
+    the input ``request`` asks for (:class:`vitprof.workload.InputRequest`; None: the model's
+    own), broken down by
     ``recognizer`` (``analyze``'s): one analysis there, one per other swept size, one meta and
     one CPU build for the peers. The sweep holds the frames, channels, dtype and recognizer and
     sweeps square image sizes from the width analysed; with ``input_shape`` there is none."""
-    given = {key: value for key, value in (inputs or {}).items() if value is not None}
-    profile = analyze(name, recognizer=recognizer, **given)
-    sizes = {key: value for key, value in given.items() if key != "image_size"}
-    subject = Subject(profile, profile.model, image_size=given.get("image_size"), sizes=sizes)
+    request = request or InputRequest()
+    profile = analyze(name, request=request, recognizer=recognizer)
+    subject = Subject(profile, profile.model, request)
     patch_size = infer_patch_size(subject.meta_model)
     closed_form = closed_form_crossover(subject.meta_model)  # before any peer runs on it
-    whole_shape = "input_shape" in given
+    whole_shape = request.input_shape is not None
     return ModelPageInputs(
         profile=profile,
         crosscheck=check_subject(subject, PAGE_PEERS),
-        scaling=image_size_sweep(profile, patch_size, {**sizes, "recognizer": recognizer})
+        scaling=image_size_sweep(profile, patch_size, request, recognizer)
         if patch_size and not whole_shape else None,
         closed_form=closed_form,
         not_swept=NOT_SWEPT if patch_size and whole_shape else "",

@@ -23,6 +23,7 @@ from vitprof.core.progress import progress
 from vitprof.count.families import Rule
 from vitprof.count.running import one_line
 from vitprof.count.state import untouched
+from vitprof.workload import ImageSize, InputRequest
 
 TABLE = load()
 PEERS = names()
@@ -56,7 +57,7 @@ def _row(peer: Peer, subject: Subject) -> PeerRow:
 
 def run_crosscheck(
     model: str | nn.Module,
-    image_size: int | None = None,
+    image_size: ImageSize | None = None,
     batch_size: int = 1,
     peers: Sequence[str] | None = None,
     grad: bool = True,
@@ -68,6 +69,7 @@ def run_crosscheck(
     input_shape: Sequence[int] | None = None,
     recognizer: str = "auto",
     inputs: Any = None,
+    request: InputRequest | None = None,
 ) -> CrossCheck:
     """vitprof's count of ``model`` next to each peer's, every difference decomposed.
 
@@ -76,18 +78,18 @@ def run_crosscheck(
     ``grad=False`` runs the peers that run a forward under ``torch.no_grad()``, where
     ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way). With
     ``deploy``, vitprof and every peer count the deploy form (:mod:`vitprof.models.deploy`).
-    ``frames``, ``in_chans``, ``dtype``, ``input_shape`` and ``inputs`` are the input's, as in
-    :func:`vitprof.analysis.analyze`: every peer that runs the model gets the whole forward,
-    keyword inputs included, or says in its row that it cannot take it.
+    The input is ``request`` (:class:`vitprof.workload.InputRequest`), else the one
+    ``image_size``, ``batch_size``, ``frames``, ``in_chans``, ``dtype``, ``input_shape`` and
+    ``inputs`` make, as in :func:`vitprof.analysis.analyze`: every peer that runs the model gets
+    the whole forward, keyword inputs included, or says in its row that it cannot take it.
     """
     chosen = check_peers(peers)
-    sizes: dict[str, Any] = {"frames": frames, "in_chans": in_chans, "dtype": dtype,
-                             "input_shape": input_shape, "inputs": inputs}
-    profile = analyze(model, image_size=image_size, batch_size=batch_size, overrides=overrides,
-                      deploy=deploy, recognizer=recognizer, **sizes)
-    subject = Subject(profile, model, image_size, batch_size, grad=grad, deploy=deploy,
-                      sizes=sizes)
-    return _check(subject, chosen)
+    asked = InputRequest.of(request, image_size=image_size, batch_size=batch_size,
+                            frames=frames, in_chans=in_chans, dtype=dtype,
+                            input_shape=input_shape, inputs=inputs)
+    profile = analyze(model, request=asked, overrides=overrides, deploy=deploy,
+                      recognizer=recognizer)
+    return _check(Subject(profile, model, asked, grad=grad, deploy=deploy), chosen)
 
 
 def check_subject(subject: Subject, peers: Sequence[str] | None = None) -> CrossCheck:

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from torch import nn
 
@@ -25,7 +25,7 @@ from vitprof.count.result import Profile
 from vitprof.count.running import one_line
 from vitprof.count.session import Inputs
 from vitprof.models.zoo import Published, zoo_entry
-from vitprof.workload import ImageSize, InputSpec, Workload, deployed, make_workload
+from vitprof.workload import InputRequest, InputSpec, Workload, deployed, make_workload
 
 R = TypeVar("R")
 
@@ -45,18 +45,13 @@ class Subject:
 
     profile: Profile
     source: str | nn.Module
-    image_size: ImageSize | None  # as the caller gave it (None: the model's own)
-    batch_size: int = 1
+    request: InputRequest = field(default_factory=InputRequest)  # the input asked for
     grad: bool = True  # the grad mode the peers that run a forward are called in
     deploy: bool = False  # the peers run on the deploy form too (vitprof.models.deploy)
-    # the other input keywords of make_workload the caller gave (frames, in_chans, dtype, ...)
-    sizes: dict[str, Any] = field(default_factory=dict)
 
     def workload(self, device: str) -> Workload:
         """The model under check built on ``device`` (a module: itself), deploy form if asked."""
-        work = make_workload(self.source, image_size=self.image_size,
-                             batch_size=self.batch_size, device=device, **self.sizes)
-        return deployed(work, self.deploy)
+        return deployed(make_workload(self.source, self.request, device=device), self.deploy)
 
     @cached_property
     def meta_workload(self) -> Workload:

@@ -8,8 +8,8 @@ import sys
 from vitprof.cli.commands.common import (
     DEPLOY_HELP,
     add_model_arguments,
+    input_request,
     output_path,
-    shape_options,
     warn,
     write_output,
 )
@@ -43,9 +43,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_writable(args.output)
     profile = analyze(
-        args.model, batch_size=args.batch_size, num_classes=args.num_classes,
-        device=args.device, overrides=args.map, mode=args.mode, deploy=args.deploy,
-        recognizer=args.recognizer, **shape_options(args),
+        args.model, request=input_request(args), device=args.device, overrides=args.map,
+        mode=args.mode, deploy=args.deploy, recognizer=args.recognizer,
     )
     for message in profile.warnings:
         warn(message)

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from vitprof.cli.commands.common import (
     add_shape_options,
     given_shape_options,
+    input_request,
     output_path,
     shape_conflicts,
-    shape_options,
     warn,
     write_output,
 )
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{args.budgets}: no entry named {', '.join(missing)}; "
                             f"entries: {', '.join(known)}")
         budgets = [b for b in budgets if b.name in args.entry]
-    budgets = [at_input(budget, shape_options(args)) for budget in budgets]
+    budgets = [at_input(budget, input_request(args)) for budget in budgets]
     if args.update_baselines and not any(b.baseline for b in budgets):
         warn("--update-baselines: no entry names a baseline; nothing to update")
     outcomes = [evaluate(budget, args.update_baselines)

@@ -10,12 +10,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
 from vitprof.core.errors import UserError
 from vitprof.core.parse import image_size, non_negative_int, positive_int
 from vitprof.core.records import Component
+
+if TYPE_CHECKING:
+    from vitprof.workload import InputRequest
 
 DEPLOY_HELP = ("count the deploy form: timm's re-parameterisation applied and BatchNorm folded "
                "into the preceding conv/linear (a copy; the default counts the model as built)")
@@ -98,10 +101,11 @@ def add_shape_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=PROFILE_DTYPES,
                         help="model and input dtype (default: the model's own; MACs do not "
                              "change, bytes do)")
-    parser.add_argument("--input-shape", type=input_shape, metavar="B,C,...",
+    parser.add_argument("--input-shape", type=input_shape, metavar="B,C,...", action="append",
                         help="the whole input tensor; a model named is built for it where its "
                              "builder takes the sizes, else at its own size (excludes "
-                             "--image-size, --frames, --in-chans, --batch-size)")
+                             "--image-size, --frames, --in-chans, --batch-size); again: a "
+                             "further positional tensor, such as a mask (B,1,N,N)")
     parser.set_defaults(validate=shape_conflicts)
 
 
@@ -123,8 +127,21 @@ def given_shape_options(args: argparse.Namespace) -> list[str]:
 
 
 def shape_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keywords of ``analyze()`` (and ``make_workload``) the shape options give."""
-    return {key: getattr(args, key) for key in SHAPE_OPTIONS}
+    """The keywords of ``analyze()`` (and ``make_workload``) the shape options give (None
+    where the command has not the option)."""
+    return {key: getattr(args, key, None) for key in SHAPE_OPTIONS}
+
+
+def input_request(args: argparse.Namespace) -> InputRequest:
+    """The :class:`vitprof.workload.InputRequest` the input options ask for: the shape options,
+    ``--batch-size`` and ``--num-classes``, those the command has."""
+    from vitprof.workload import InputRequest  # torch: imported when a command runs
+
+    shapes = getattr(args, "input_shape", None) or [None]
+    return InputRequest(**{**shape_options(args), "input_shape": shapes[0]},
+                        extra_shapes=tuple(shapes[1:]),
+                        batch_size=getattr(args, "batch_size", 1),
+                        num_classes=getattr(args, "num_classes", None))
 
 
 def add_map_option(parser: argparse.ArgumentParser) -> None:

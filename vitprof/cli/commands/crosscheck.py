@@ -15,9 +15,9 @@ from vitprof.cli.commands.common import (
     add_map_option,
     add_recognizer_option,
     add_shape_options,
+    input_request,
     output_path,
     positive_int,
-    shape_options,
     warn,
     write_output,
 )
@@ -59,9 +59,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_writable(args.output)
     check = run_crosscheck(
-        args.model, batch_size=args.batch_size, peers=args.peers, grad=not args.no_grad,
-        overrides=args.map, deploy=args.deploy, recognizer=args.recognizer,
-        **shape_options(args),
+        args.model, peers=args.peers, grad=not args.no_grad, overrides=args.map,
+        deploy=args.deploy, recognizer=args.recognizer, request=input_request(args),
     )
     for message in check.warnings:
         warn(message)

@@ -16,8 +16,8 @@ from vitprof.checks.diff import Snapshot, compare, parse_fail_above, read_profil
 from vitprof.cli.commands.common import (
     SHAPE_OPTIONS,
     add_input_options,
+    input_request,
     output_path,
-    shape_options,
     warn,
     write_output,
 )
@@ -66,8 +66,8 @@ def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
     if is_saved_profile(spec):
         return read_profile(Path(spec))
     profile = analyze(
-        spec, batch_size=args.batch_size, num_classes=args.num_classes, device=args.device,
-        overrides=args.map, mode=args.mode, recognizer=args.recognizer, **shape_options(args),
+        spec, request=input_request(args), device=args.device, overrides=args.map,
+        mode=args.mode, recognizer=args.recognizer,
     )
     for message in profile.warnings:
         warn(f"{spec}: {message}")

@@ -6,9 +6,9 @@ import argparse
 
 from vitprof.cli.commands.common import (
     add_shape_options,
+    input_request,
     output_path,
     positive_int,
-    shape_options,
     warn,
     write_output,
 )
@@ -66,11 +66,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.output:
         check_writable(args.output)
-    options = shape_options(args)
     estimate = memory(
-        args.model, batch_size=args.batch_size, optimizer=args.optimizer,
-        dtype=options.pop("dtype") or "float32", amp=args.amp, checkpoint=args.checkpoint,
-        target=args.target, attention=args.attention, mode=args.mode, fit=args.fit, **options,
+        args.model, request=input_request(args), optimizer=args.optimizer, amp=args.amp,
+        checkpoint=args.checkpoint, target=args.target, attention=args.attention,
+        mode=args.mode, fit=args.fit,
     )
     for message in estimate.warnings:
         warn(message)

@@ -8,10 +8,10 @@ from vitprof.cli.commands.common import (
     add_map_option,
     add_recognizer_option,
     add_shape_options,
+    input_request,
     non_negative_int,
     output_path,
     positive_int,
-    shape_options,
     warn,
     write_output,
 )
@@ -71,11 +71,9 @@ def run(args: argparse.Namespace) -> int:
     if args.roofline:
         check_figure_path(args.roofline)
     result = profile_model(
-        args.model, device=args.device, batch_size=args.batch_size,
-        num_classes=args.num_classes, warmup=args.warmup, iters=args.iters,
+        args.model, device=args.device, warmup=args.warmup, iters=args.iters,
         peak_tflops=args.peak_tflops, overrides=args.map, progress=not args.no_progress,
-        threads=args.threads, recognizer=args.recognizer,
-        **{**shape_options(args), "dtype": args.dtype or "float32"},
+        threads=args.threads, recognizer=args.recognizer, request=input_request(args),
     )
     for message in result.warnings:
         warn(message)

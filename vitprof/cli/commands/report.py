@@ -9,9 +9,9 @@ from vitprof.cli.commands.common import (
     add_recognizer_option,
     add_shape_options,
     given_shape_options,
+    input_request,
     output_path,
     shape_conflicts,
-    shape_options,
     warn,
     write_output,
 )
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         write_output(f"{args.out} is up to date", None)
         return 0
     check_folder(args.out)
-    found = pages(models, everything, shape_options(args), args.recognizer)
+    found = pages(models, everything, input_request(args), args.recognizer)
     for page in found:
         for message in page.warnings:
             warn(f"{page.name}: {message}")
