@@ -20,10 +20,11 @@ _EXPORTS = {
     "MemoryEstimate": "vitprof.measure.training_memory",
     "UserError": "vitprof.core.errors", "analyze": "vitprof.analysis",
     "track": "vitprof.measure.mfu.tracker",
+    "InputRequest": "vitprof.workload",
 }
 
-__all__ = ["Component", "Counts", "MemoryEstimate", "Profile", "UserError", "analyze", "memory",
-           "track"]
+__all__ = ["Component", "Counts", "InputRequest", "MemoryEstimate", "Profile", "UserError",
+           "analyze", "memory", "track"]
 __version__ = "0.1.0"
 
 
