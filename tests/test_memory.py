@@ -10,6 +10,7 @@ with and without block checkpointing; AdamW, ``--target cpu``, the CPU's fused a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -215,6 +216,28 @@ def test_cli_table(tiny_file: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["memory", tiny_file, "--checkpoint", "every 1"]) == 0
     out = capsys.readouterr().out
     assert "peak: " in out and "blocks:" in out and "optimizer B" in out
+
+
+def test_cli_markdown_is_the_report_section_with_its_figure(
+        tiny_file: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--format markdown writes the report's section (memory_report.memory_section), linking
+    the timeline figure --figure wrote, relative to the --output file's folder."""
+    from vitprof.render import figures
+    from vitprof.render.memory_report import memory_section, timeline_figure
+
+    (tmp_path / "out").mkdir()
+    argv = ["--batch-size", "2", "--target", "cpu", "--attention", "flash"]
+    assert main(["memory", tiny_file, *argv, "--format", "markdown", "--figure",
+                 str(tmp_path / "timeline.png"), "--output", str(tmp_path / "out/m.md")]) == 0
+    estimate = memory(tiny(), batch_size=2, target="cpu", attention="flash")
+    text = (tmp_path / "out/m.md").read_text()
+    section = memory_section(estimate, figure="../timeline.png")
+    # the model's name is the file's in the command, the class's in the API
+    assert text == section.replace("VisionTransformer", tiny_file).rstrip("\n") + "\n"
+    assert "](../timeline.png)" in text
+    drawn = timeline_figure(dataclasses.replace(estimate, model=tiny_file))
+    assert figures.read_digest(tmp_path / "timeline.png") == drawn.digest
+    assert capsys.readouterr().out == ""
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [

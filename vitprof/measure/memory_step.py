@@ -254,8 +254,9 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
     fake = FakeTensorMode()
     stand = _stand_ins(work.module, fake)
     timeline = Timeline()
+    spec = replace(work.inputs, batch=batch)
     with fake:
-        inputs = replace(work.inputs, batch=batch).example("cpu")
+        inputs = spec.example("cpu")
     timeline.hold(inputs)
     held = {timeline.allocation_of(t) for t in _tensors(inputs)} - {None}
     with _reparametrize_module(work.module, stand), ExitStack() as stack:
@@ -276,7 +277,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         if not settings.train:
             stack.enter_context(torch.no_grad())
         with saved_tensors_hooks(saved.pack, _unpack):
-            run = _counted(work, mapping, inputs, timeline, settings)
+            run = _counted(work, mapping, inputs, timeline, settings, spec.shape)
         stack.close()
         gradients = _optimizer_step(timeline, run, opt, work.module)
         state = _state_by_name(opt, work.module)
@@ -285,8 +286,9 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
 
 
 def _counted(work: Workload, mapping: ComponentMap, inputs: Any, timeline: Timeline,
-             settings: StepSettings) -> Run:
-    """The counted forward (and backward) on fake tensors; a failure says what was tried."""
+             settings: StepSettings, shape: tuple[int, ...]) -> Run:
+    """The counted forward (and backward) on fake tensors; a failure says what was tried, and
+    on which input ``shape``."""
     try:
         return count(work.module, inputs, mapping, train=settings.train, live=timeline,
                      keep_gradients=True)
@@ -294,7 +296,8 @@ def _counted(work: Workload, mapping: ComponentMap, inputs: Any, timeline: Timel
         tried = "a training step (forward in train mode, then backward)" if settings.train \
             else "a forward"
         raise UserError(f"{work.name}: {tried} could not run on fake CPU tensors (meta "
-                        f"storage): {one_line(failed.error)}") from None
+                        f"storage): {one_line(failed.error)} (input of shape "
+                        f"{'x'.join(map(str, shape))})") from None
 
 
 def _optimizer_step(timeline: Timeline, run: Run, opt: torch.optim.Optimizer | None,
