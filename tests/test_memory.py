@@ -125,6 +125,35 @@ def test_timeline_adds_up(tiny_estimate: MemoryEstimate) -> None:
         == tiny_estimate.saved_bytes
 
 
+def test_a_backward_op_belongs_to_the_forward_op_whose_node_runs_it(
+        tiny_estimate: MemoryEstimate) -> None:
+    """On fake tensors as on meta: per component and block, the backward's MACs of the step
+    equal those of ``analyze(mode="train")`` (on meta), and no backward op of the timeline
+    falls back to ``other`` (a fake tensor's ``prim.device``, asked by autograd before it set
+    the previous output's node, used to drop every forward node: the backward read ``other``)."""
+    from collections import Counter
+
+    from vitprof import analyze
+    from vitprof.count.families import recognize
+    from vitprof.measure.memory_step import run_step
+    from vitprof.measure.training_memory import step_settings
+    from vitprof.workload import make_workload
+
+    def backward(ops) -> Counter:
+        found: Counter = Counter()
+        for op in ops:
+            if op.phase == "backward":
+                found[str(op.component), op.block] += op.macs
+        return found
+
+    work = make_workload(tiny(), batch_size=2)
+    settings = step_settings("adamw", "float32", None, "none", "cpu", "flash", "train")
+    step = run_step(work, recognize(work.module, work.rules), settings, 2)
+    on_meta = backward(analyze(tiny(), mode="train", batch_size=2).ops)
+    assert backward(step.run.ops) == on_meta and on_meta[("attn_core", 1)] > 0
+    assert "other" not in {e.component for e in tiny_estimate.timeline if e.phase == "backward"}
+
+
 def test_math_attention_keeps_the_scores() -> None:
     wide = VisionTransformer(**{**TINY, "img_size": 64})  # type: ignore[arg-type]
     fused = memory(wide, batch_size=2, target="cpu", attention="flash")
