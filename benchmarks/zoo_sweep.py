@@ -48,23 +48,16 @@ import json
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-# timm's modules that hold attention (transformers and hybrids), read from timm.list_modules()
-TIMM_MODULES = (
-    "beit", "byoanet", "cait", "coat", "convit", "crossvit", "csatv2", "davit", "deepseek_vit",
-    "deit", "edgenext", "efficientformer", "efficientformer_v2", "efficientvit_mit",
-    "efficientvit_msra", "eva", "fastvit", "gcvit", "gemma4_vit", "hiera", "hieradet_sam2",
-    "iformer", "levit", "lowformer", "maxxvit", "metaformer", "mobilenetv5", "mobilevit",
-    "mvitv2", "naflexvit", "nest", "nextvit", "pit", "pvt_v2", "qwen3_vit", "shvit",
-    "swiftformer", "swin_transformer", "swin_transformer_v2", "swin_transformer_v2_cr",
-    "tiny_vit", "tnt", "twins", "visformer", "vision_transformer", "vision_transformer_hybrid",
-    "vision_transformer_relpos", "vision_transformer_sam", "vitamin", "volo", "xcit",
-)
+from vitprof.models.family import LIBRARIES
+
+# each library's part of the sweep (which models, how to build one), by the source its rows carry
+SWEEPS = {library.zoo_sweep.source: library.zoo_sweep
+          for library in LIBRARIES if library.zoo_sweep is not None}
 FIELDS = (
     "source", "module", "model", "status", "seconds", "input", "declared_input", "params",
     "oracle_params", "macs", "oracle_macs", "other_macs", "warnings", "error", "other_params",
@@ -74,60 +67,24 @@ NO_EVIDENCE = "placed without data-flow evidence"  # the warning that excuses a 
 NEUTRAL = ("identical", "warned", "CHANGED", "failed")  # the values of the neutral column
 
 
-def timm_models(per_module: int | None) -> Iterator[tuple[str, str, str]]:
-    import timm
-
-    for module in TIMM_MODULES:
-        names = timm.list_models(module=module)
-        for name in names[:per_module] if per_module else names:
-            yield "timm", module, name
-
-
-def hf_models(per_module: int | None) -> Iterator[tuple[str, str, str]]:
-    """Every transformers model type with an image-classification head (one per type)."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
-    )
-
-    for model_type in sorted(MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES):
-        yield "hf", model_type, model_type
+def models(sources: list[str], per_module: int | None) -> list[tuple[str, str, str]]:
+    """``(source, module, model)`` of every model of the ``sources`` asked for, in their order
+    (each library's :class:`~vitprof.models.family.base.ZooSweep`)."""
+    return [(source, module, name) for source in sources
+            for module, name in SWEEPS[source].models(per_module)]
 
 
 # ---- the child: one model, one JSON line on stdout ---------------------------------------------
 
 def _build(source: str, name: str, device: str = "meta") -> tuple[Any, tuple[int, ...] | None]:
-    """A fresh model on ``device`` (meta: no weights), and the input size it declares (C, H, W)
-    when it declares one. A tensor made apart from the default device (ImageGPT's LayerNorm
-    calls ``torch.Tensor()``) is moved there too."""
+    """A fresh model on ``device`` (meta: no weights), built by its library's sweep, and the
+    input size it declares (C, H, W) when it declares one. A tensor made apart from the default
+    device (ImageGPT's LayerNorm calls ``torch.Tensor()``) is moved there too."""
     import torch
 
-    if source == "timm":
-        import timm
-
-        with torch.device(device):
-            model = timm.create_model(name, pretrained=False)
-        cfg = model.pretrained_cfg
-        # a configuration of another architecture declares nothing of this one (timm gives
-        # vitamin_xlarge_336, built at 336, the 256 px configuration of vitamin_xlarge_256)
-        declared = cfg.get("input_size") if cfg.get("architecture") in (None, name) else None
-        return model.to(device), tuple(declared) if declared else None
-    import transformers
-    from transformers import AutoConfig
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
-    )
-
-    config = AutoConfig.for_model(name)
-    # the first class the type maps to: a type mapped to several (DeiT, LeViT with a teacher,
-    # Perceiver) makes AutoModelForImageClassification read config.architectures, None here
-    classes = MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES[name]
-    model_class = getattr(transformers, classes if isinstance(classes, str) else classes[0])
     with torch.device(device):
-        model = model_class(config)
-    size = getattr(config, "image_size", None)
-    size = (size, size) if isinstance(size, int) else tuple(size) if size else None
-    chans = getattr(config, "num_channels", 3)
-    return model.to(device), (chans, *size) if size else None
+        model, declared = SWEEPS[source].build(name)
+    return model.to(device), declared
 
 
 def unique_params(model: Any) -> int:
@@ -478,7 +435,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("reports"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--limit-s", type=int, default=300)
-    parser.add_argument("--source", choices=("timm", "hf"), action="append")
+    parser.add_argument("--source", choices=tuple(SWEEPS), action="append")
     parser.add_argument("--per-module", type=int, help="the first N models of each module only")
     parser.add_argument("--models", help="comma-separated model names (of the sources chosen)")
     parser.add_argument("--redo", action="store_true", help="run models already in the CSV again")
@@ -495,9 +452,7 @@ def main() -> None:
     if args.summary:
         write_summary(args.out)
         return
-    sources = args.source or ["timm", "hf"]
-    todo = [item for source in sources
-            for item in (timm_models if source == "timm" else hf_models)(args.per_module)]
+    todo = models(args.source or list(SWEEPS), args.per_module)
     if args.models:
         wanted = set(args.models.split(","))
         todo = [item for item in todo if item[2] in wanted]

@@ -47,7 +47,7 @@ has no parameters at all but 4% of the MACs at 224 px."""),
 A block's MACs are its weights used once per token (197 tokens here), plus the attention core,
 which has no weights. The vector FLOPs of the LayerNorms are real work, but not MACs."""),
     ("code", """\
-from vitprof.render.pages.markdown import blocks_table, one_block_table, stages
+from vitprof.study.pages.markdown import blocks_table, one_block_table, stages
 
 Markdown(one_block_table(profile, 0))"""),
     ("code", """\
@@ -88,7 +88,7 @@ The attention core grows with the square of the token count N, everything else l
 the ratio core / MLP is N / N*. For ViT-B/16 the closed form says core = 2 N^2 D and MLP =
 2 N D M per block: N* = M = 3072 tokens, an image of about 887 px."""),
     ("code", """\
-from vitprof.render.pages.markdown import crossover_text
+from vitprof.render.sweep import crossover_text
 from vitprof.checks.sweep import sweep
 
 sizes = [224, 384, 512, 640, 768, 896, 1024, 1152]
@@ -104,7 +104,7 @@ reasons, is `reports/corrections.md`)."""),
     ("code", """\
 import pandas as pd
 
-from vitprof.checks.corrections import corrections
+from vitprof.study.corrections import corrections
 
 
 def shown(value):

@@ -198,7 +198,9 @@ SCORE_BIAS = {C.ATTN_CORE: (N * N * 2 + 2 + 1, N * N * 2)}  # the table, u's wei
 
 class Reduced(nn.Module):
     """Spatial-reduction attention in a module named like attention: the keys and values come
-    from ``s`` (a 2x2 stride-2 conv: the 2x2 map to one token) then ``kv``."""
+    from ``s`` (a 2x2 stride-2 conv: the 2x2 map to one token) then ``kv``; the reduced token is
+    also added to the attention's output, so ``s`` feeds more than k and v (feeds-only-qkv
+    does not place it)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -207,8 +209,9 @@ class Reduced(nn.Module):
         self.kv = nn.Linear(D, 2 * D)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        k, v = self.kv(tokens(self.s(grid(x)))).chunk(2, -1)
-        return self.o((self.q(x) @ k.transpose(-2, -1)).softmax(-1) @ v)
+        r = tokens(self.s(grid(x)))
+        k, v = self.kv(r).chunk(2, -1)
+        return self.o((self.q(x) @ k.transpose(-2, -1)).softmax(-1) @ v + r)
 
 
 class ReducedBlk(AdditiveBlk):
@@ -459,6 +462,133 @@ class UnreadBlk(Blk):
         self.q0 = nn.Linear(D, D)
 
 
+class MemBlk(Blk):
+    """Memory key/values: MEM learned vectors ``k0``, ``v0`` concatenated to the keys and to
+    the values of a fused attention, so each of the N queries meets N + MEM keys."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.k0, self.v0 = (nn.Parameter(torch.zeros(1, MEM, D)) for _ in range(2))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.d(x).chunk(3, -1)
+        k = torch.cat([self.k0.expand(x.shape[0], -1, -1), k], 1)
+        v = torch.cat([self.v0.expand(x.shape[0], -1, -1), v], 1)
+        return self.e(F.scaled_dot_product_attention(q, k, v))
+
+
+MEM = 2
+# per block: q k^T and a v on MEM more keys, 2 * N * MEM * D more MACs; the two memories tokens
+MEMORY = {C.ATTN_CORE: (0, 2 * N * MEM * D), C.TOKENS: (2 * MEM * D, 0)}
+
+
+class RawNormNet(Net):
+    """A LayerNorm ``r`` over the rows of the raw image (IMAGE values) before the patch
+    projection: 2 * IMAGE params, norm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.r = nn.LayerNorm(IMAGE)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return super().forward(self.r(image))
+
+
+class ClassAttn(nn.Module):
+    """A class token ``t`` concatenated to the tokens is the one query: LayerNorm ``c`` on the
+    N + 1 tokens, q ``q`` on the token alone, k ``k`` and v ``v`` on all, output ``o`` added
+    back to the token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.LayerNorm(D)
+        self.q, self.k, self.v, self.o = (nn.Linear(D, D) for _ in range(4))
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        y = self.c(torch.cat([t, x], 1))
+        a = (self.q(y[:, :1]) @ self.k(y).transpose(-2, -1)).softmax(-1) @ self.v(y)
+        return t + self.o(a)
+
+
+class ClassNet(Net):
+    """The standard net whose final norm's tokens go through :class:`ClassAttn` ``z``, the
+    class token ``t`` (D params) its query, before the head reads the token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = nn.Parameter(torch.zeros(1, 1, D))
+        self.z = ClassAttn()
+
+    def after(self, x: torch.Tensor) -> torch.Tensor:
+        return self.z(x, self.t.expand(x.shape[0], -1, -1))[:, 0]
+
+
+LIN = D * D + D  # a D -> D linear with bias
+CLASS_ATTENTION = {
+    C.NORM: (2 * D, 0), C.TOKENS: (D, 0),
+    C.ATTN_QKV: (3 * LIN, D * D + 2 * (N + 1) * D * D),  # q on 1 token, k and v on N + 1
+    C.ATTN_CORE: (0, 2 * (N + 1) * D),  # q k^T and a v, 1 query, N + 1 keys
+    C.ATTN_PROJ: (LIN, D * D),
+}
+
+
+class GatedBlk(Blk):
+    """A sigmoid gate, a linear ``u`` (D -> D) of the attention's input, times the core's
+    output before the output linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = nn.Linear(D, D)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        return self.e(self.core(*self.d(x).chunk(3, -1)) * torch.sigmoid(self.u(x)))
+
+
+GATED = {C.ATTN_QKV: (LIN, N * D * D)}  # per block: the gate, an input projection
+
+
+class ConvQkvBlk(Blk):
+    """A depthwise 3x3 conv ``u`` of the token map feeding only the q/k/v linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = nn.Conv2d(D, D, 3, padding=1, groups=D)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        return super().attend(tokens(self.u(grid(x))))
+
+
+CONV_QKV = {C.ATTN_QKV: (D * 9 + D, N * D * 9)}  # per block: 9 taps per channel and position
+
+
+class PooledBlk(Blk):
+    """Additive attention whose pooling is a product: a score linear ``u`` (D -> 1, no bias)
+    on q, softmax over the tokens, the (1 x N) weights times q (N x D), times k, output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d
+        self.q, self.k, self.u = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, 1, bias=False)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.q(x)
+        pooled = self.u(q).softmax(1).transpose(-2, -1) @ q
+        return self.e(pooled * self.k(x))
+
+
+POOLED_ATTENTION = {  # per block: q, k and the score linear (D, N*D MACs); the pooling
+    C.ATTN_QKV: (2 * LIN + D, 2 * N * D * D + N * D), C.ATTN_CORE: (0, N * D)}
+
+
+class UnrunBlk(Blk):
+    """A LayerNorm ``z`` registered under the MLP's second linear ``h`` that never runs: 2D
+    params, norm like the LayerNorms that run, not mlp like its nearest module's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.h.z = nn.LayerNorm(D)
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -495,5 +625,13 @@ FIXTURES: dict[str, Fixture] = {
     "final_conv_block": Fixture(FinalNet, net(MAP_CONV)),
     "resnet_like": Fixture(ConvNet, CONV_NET),
     "mixer_only": Fixture(Chain, CHAIN),
+    "memory_block": Fixture(lambda: Net(MemBlk), net(_times(L, MEMORY))),
+    "raw_norm_net": Fixture(RawNormNet, net({C.NORM: (2 * IMAGE, 0)})),
+    "class_attention": Fixture(ClassNet, net(CLASS_ATTENTION)),
+    "gated_block": Fixture(lambda: Net(GatedBlk), net(_times(L, GATED))),
+    "conv_qkv_block": Fixture(lambda: Net(ConvQkvBlk), net(_times(L, CONV_QKV))),
+    "pooled_block": Fixture(lambda: Net(PooledBlk),
+                            _sum(OUTSIDE, _times(L, {**block(), **POOLED_ATTENTION}))),
+    "unrun_norm": Fixture(lambda: Net(UnrunBlk), net(_times(L, {C.NORM: (2 * D, 0)}))),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
 }

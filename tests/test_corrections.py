@@ -1,7 +1,7 @@
 """The corrections to the source notes: the data file, the verdict rules, and the figures of the
 committed ``reports/corrections.md`` re-derived by arithmetic.
 
-Each verdict rule of :mod:`vitprof.checks.corrections.verdicts` has a test with a constructed
+Each verdict rule of :mod:`vitprof.study.corrections.verdicts` has a test with a constructed
 claim; ``test_rules_hold_on_every_row`` checks every row of the committed report against them.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from vitprof import analyze
-from vitprof.checks.corrections import Claim, Lab, Verdict, claims, correct, notes
-from vitprof.checks.corrections.affine import affine
-from vitprof.checks.corrections.claims import (
+from vitprof.study.corrections import Claim, Lab, Verdict, claims, correct, notes
+from vitprof.study.corrections.affine import affine
+from vitprof.study.corrections.claims import (
     Judge,
     OwnCode,
     Rule,

@@ -18,13 +18,13 @@ from matplotlib.text import Text
 
 from vitprof import analyze
 from vitprof.checks.sweep import size_marks, sweep
-from vitprof.cli.pages.generate import NOTE_MODELS
 from vitprof.core.records import COMPONENTS
 from vitprof.models.closed_form import ViTSpec
 from vitprof.models.zoo import ZOO
 from vitprof.render import figures
-from vitprof.render.pages import correction_figures, timm_published, zoo_table
-from vitprof.render.pages.markdown import blocks_differ, same_blocks_text
+from vitprof.study.generate import NOTE_MODELS
+from vitprof.study.pages import correction_figures, timm_published, zoo_table
+from vitprof.study.pages.markdown import blocks_differ, same_blocks_text
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 

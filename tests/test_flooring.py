@@ -152,7 +152,7 @@ def test_so400m_at_its_own_384_reconciles_with_timms_row(name: str, macs: int) -
     meta, and reconciled with the published param_count and infer_gmacs."""
     pytest.importorskip("timm")
     from vitprof.checks.crosscheck.published import explain, load_table
-    from vitprof.checks.crosscheck.published_rows import count_row
+    from vitprof.study.published_rows import count_row
 
     table = load_table()
     row = table.find(name, 384)

@@ -3,9 +3,11 @@ imports itself back through others (no import cycle).
 
 Layers, lowest first: ``core`` (vocabulary, errors, JSON schemas) < ``count`` and ``models``
 (counting and the models it counts) < ``workload`` and ``analysis`` (a model and its input, then
-one analysis of it) < ``measure`` < ``checks`` < ``render`` < ``cli``. A module may import from
-its own layer and those below it. Every import is read, lazy ones (inside a function, for
-start-up time) included; only ``if TYPE_CHECKING:`` blocks are left out, as they never run.
+one analysis of it) < ``measure`` < ``checks`` and ``integrations`` (the training frameworks'
+callbacks) < ``render`` < ``study`` (the notes' corrections, the model pages: a user of the public
+API) < ``cli``. A module may import from its own layer and those below it. Every import is read,
+lazy ones (inside a function, for start-up time) included; only ``if TYPE_CHECKING:`` blocks are
+left out, as they never run.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vitprof"
 LAYERS = {"core": 0, "count": 1, "models": 1, "workload": 2, "analysis": 2, "measure": 3,
-          "checks": 4, "render": 5, "cli": 6}
-TOP = 7  # the package's own __init__ and its public entry points (testing, pytest_plugin)
+          "checks": 4, "integrations": 4, "render": 5, "study": 6, "cli": 7}
+TOP = 8  # the package's own __init__ and its public entry points (testing, pytest_plugin)
 
 
 def module_name(path: Path) -> str:
@@ -87,14 +89,15 @@ def test_imports_run_down_the_layers(module: str) -> None:
 # The modules that build, analyse, count or measure: a renderer takes their finished results and
 # never calls them (it may name their types under ``if TYPE_CHECKING:``).
 COUNTING = ("vitprof.analysis", "vitprof.workload", "vitprof.count.session",
-            "vitprof.measure.profile", "vitprof.checks.page_inputs")
-RENDERERS = sorted(m for m in GRAPH if m == "vitprof.render" or m.startswith("vitprof.render."))
+            "vitprof.measure.profile", "vitprof.study.page_inputs")
+RENDERERS = sorted(m for m in GRAPH if m == "vitprof.render" or m.startswith("vitprof.render.")
+                   or m.startswith("vitprof.study.pages."))
 
 
 def test_the_counting_modules_exist() -> None:
     # a renamed module would leave the check below with nothing to find
     assert set(COUNTING) <= set(GRAPH)
-    assert "vitprof.render.pages.zoo_table" in RENDERERS
+    assert "vitprof.study.pages.zoo_table" in RENDERERS
 
 
 @pytest.mark.parametrize("module", RENDERERS)

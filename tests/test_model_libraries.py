@@ -11,7 +11,10 @@ import torch
 from torch import nn
 
 import vitprof.models.family as registry
+from vitprof.checks.baseline import same_model
+from vitprof.checks.crosscheck.subject import Subject
 from vitprof.checks.sweep import variant_factory
+from vitprof.cli.commands.diff import is_saved_profile
 from vitprof.cli.commands.models import models_document
 from vitprof.core.errors import UserError
 from vitprof.models import declared_input as declared_module
@@ -43,11 +46,11 @@ def test_a_plain_zoo_name_is_claimed_by_no_library() -> None:
 
 def _toy_library(monkeypatch: pytest.MonkeyPatch, **fields: object) -> None:
     """A registry with a library ``toy:`` before the others (the zoo, the declared input and
-    the deploy step read it)."""
+    the deploy step read it; :func:`registry.library_of` answers which library claims a name)."""
     toy = ModelLibrary(name="toy", tables=(), inferrers=(), known="", prefix="toy:",
                        names=("toy:NAME",), **fields)  # type: ignore[arg-type]
     libraries = (toy, *registry.LIBRARIES)
-    for module in (zoo, declared_module, deploy_module):
+    for module in (registry, declared_module, deploy_module):
         monkeypatch.setattr(module, "LIBRARIES", libraries)
 
 
@@ -72,6 +75,30 @@ def test_a_new_library_is_checked_and_built_by_its_own_functions(monkeypatch) ->
     assert model.entry is None and model.image_size == 8
     # the factory ran on the device asked for (meta by default)
     assert next(model.module.parameters()).device.type == "meta"
+
+
+def test_a_library_says_which_of_its_names_hold_a_file(monkeypatch) -> None:
+    # a baseline and diff ask the library, not a prefix of their own: "toy:" names a file here
+    _toy_library(monkeypatch, model_file=lambda name: ("toy:", name.removeprefix("toy:"), ""))
+    assert registry.model_file("toy:sub/net.json") == ("toy:", "sub/net.json", "")
+    # the same file, given relative to two folders, is the same model
+    assert same_model("toy:sub/net.json", "toy:/work/sub/net.json")
+    assert not same_model("toy:sub/net.json", "toy:/work/other/net.json")
+    # a .json a library reads as a model is no saved profile
+    assert not is_saved_profile("toy:net.json")
+    assert is_saved_profile("profile.json") and not is_saved_profile("hf:config.json")
+
+
+def test_a_library_whose_entries_go_without_its_prefix(monkeypatch) -> None:
+    # "toy:" + a zoo entry's name names that entry, as torchvision:vit_b_16 does
+    _toy_library(monkeypatch, prefixes_entries=True)
+    assert zoo.lookup("toy:vit_b_16") is zoo.ZOO["vit_b_16"]
+    assert zoo.zoo_entry("toy:vit_b_16") is zoo.ZOO["vit_b_16"]
+    assert zoo.published_sizes("toy:vit_b_16") == zoo.published_sizes("vit_b_16") != ()
+    # the crosscheck's published row reads the entry too, not a prefix of its own
+    published = Subject(None, "toy:vit_b_16", None).published()  # type: ignore[arg-type]
+    assert published == zoo.ZOO["vit_b_16"].published(224, 1000) is not None
+    assert zoo.zoo_entry("timm:vit_tiny_patch16_224") is None
 
 
 def test_a_library_declares_the_input_of_its_models(monkeypatch) -> None:

@@ -24,11 +24,11 @@ from vitprof.checks.crosscheck.published import (
     rounding_causes,
     table_form_causes,
 )
-from vitprof.checks.crosscheck.published_rows import check_row, published_rows
 from vitprof.cli.main import main
-from vitprof.cli.pages.check import compare
-from vitprof.cli.pages.generate import MARKER
-from vitprof.render.pages.timm_published import _why_not, timm_published_page
+from vitprof.study.generate import MARKER
+from vitprof.study.page_check import compare
+from vitprof.study.pages.timm_published import _why_not, timm_published_page
+from vitprof.study.published_rows import explain_row, published_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMM_COMMIT = "90cae8c5ab83d2d7e23b1fb2bab1559bfdcbc7e9"
@@ -243,14 +243,14 @@ def test_a_row_that_does_not_reconcile_says_by_how_much() -> None:
     real = load_table().find("test_vit", 160)
     wrong = TimmRow("test_vit", 160, real.param_count, "0.06")  # published 0.04 really
     table = TimmTable("file.csv", "0" * 40, "2026-01-06", (wrong,))
-    result = check_row(wrong, "vision_transformer", table)
+    result = explain_row(wrong, "vision_transformer", table)
     peer = result.explained.peer
     assert not result.explained.reconciled and peer.residual_params == 0
     # 0.06 G published, the causes reach 0.04 G: 60_000_000 - 40_000_000 = 20_000_000 left
     assert peer.residual_macs == 60_000_000 - 40_000_000
     assert "`test_vit` at 160px: residual +20,000,000 MACs, 0 params" in "\n".join(
         _why_not([result]))
-    broken = check_row(TimmRow("no_such_model", 224, "1.0", "1.0"), "deit", table)
+    broken = explain_row(TimmRow("no_such_model", 224, "1.0", "1.0"), "deit", table)
     assert broken.explained is None and "unknown timm model 'no_such_model'" in broken.error
 
 

@@ -26,6 +26,8 @@ UNREMOVABLE = {
 STRUCTURAL = {
     "residual-span": "the span of a convolutional network, read by pointwise-on-map and "
                      "after-last-block-head",
+    "residual-attention-block": "which cores after the lists of blocks are blocks, read by the "
+                                "attention and in-block rules",
 }
 
 

@@ -15,7 +15,7 @@ from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord, ParamR
 from vitprof.count.result import Profile
 from vitprof.render.document import COLUMNS, Col, Column, Kind, cell, giga
 from vitprof.render.formats import FORMATS, render, text_table
-from vitprof.render.pages.markdown import sweep_cells
+from vitprof.render.sweep import sweep_cells
 from vitprof.render.tables import profile_document
 
 # torchvision vit_b_16, batch 1: 196 x 768 x 768 patch MACs + 12 blocks of 1,453,954,560 MACs

@@ -16,13 +16,15 @@ import pytest
 from conftest import NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 from PIL import Image, PngImagePlugin
 
-from vitprof.checks.corrections import Verdict, claims, notes
-from vitprof.checks.page_inputs import scaling_sizes
 from vitprof.checks.sweep import parse_values, sweep
-from vitprof.checks.zoo_rows import matches
 from vitprof.cli.main import main
-from vitprof.cli.pages.check import compare, normalize
-from vitprof.cli.pages.generate import (
+from vitprof.core.errors import UserError
+from vitprof.core.records import Component
+from vitprof.models.closed_form import ViTSpec, closed_form
+from vitprof.models.zoo import ZOO, Published
+from vitprof.render import figures
+from vitprof.study.corrections import Verdict, claims, notes
+from vitprof.study.generate import (
     ALL_MODELS,
     MARKER,
     NAMED_PAGE_FILES,
@@ -31,12 +33,10 @@ from vitprof.cli.pages.generate import (
     pages,
     write,
 )
-from vitprof.core.errors import UserError
-from vitprof.core.records import Component
-from vitprof.models.closed_form import ViTSpec, closed_form
-from vitprof.models.zoo import ZOO, Published
-from vitprof.render import figures
-from vitprof.render.pages.markdown import Page, stages
+from vitprof.study.page_check import compare, normalize
+from vitprof.study.page_inputs import scaling_sizes
+from vitprof.study.pages.markdown import Page, stages
+from vitprof.study.zoo_rows import matches
 
 CORRECT, WRONG = Verdict.CORRECT, Verdict.WRONG
 REPO = Path(__file__).resolve().parents[1]

@@ -55,6 +55,12 @@ def _flex_attention() -> Callable[..., object]:
         pytest.param(_chained, True, id="raised-from-a-meta-failure"),
         pytest.param(lambda: _flex_attention()(*[META.view(1, 1, 4, 4)] * 3), True,
                      id="library-refuses-the-meta-device"),
+        # torch.autocast("meta") raises "unsupported scalarType": torch's own code, called for
+        # the meta device, whatever the message says
+        pytest.param(lambda: torch.autocast("meta", enabled=False), True,
+                     id="torch-called-for-the-meta-device"),
+        pytest.param(lambda: torch.autocast("no-such-device"), False,
+                     id="torch-refuses-another-device"),
         pytest.param(lambda: META @ torch.zeros(3, 3, device="meta"), False, id="shape-mismatch"),
         pytest.param(lambda: nn.Bilinear(4, 4, 4)(META), False, id="wrong-forward-signature"),
         pytest.param(lambda: torch.empty(2**40, 2**40, device="meta"), False,

@@ -191,20 +191,6 @@ STYLES: dict[str, Style] = {
 
 # the defects of today's main (the same under both namings), each to flip when issue 24 fixes it
 DEFECTS = {
-    "gated": "the gate's linear, an input projection of the attention, is counted in mlp",
-    "conv-before-qkv": "the depthwise conv feeding q/k/v inside the attention is counted in mlp",
-    "additive": "softmax-pooled queries are no attention core: no block, everything in other",
-    "class-attention": "the class-attention block after the last block is head, its class token "
-                       "too",
-    "norm-on-raw-tiles": "the LayerNorm on raw tiles: params in patch_embed, its ops in norm",
-    "latents": "the latents (a parameter joined to the sequence, as the query) and their "
-               "LayerNorm are counted in attn_qkv",
-    "factorized-space-time": "the temporal stack after the spatial one is head, its class token "
-                             "too",
-    "memory-kv": "memory key/values concatenated to k/v are counted in attn_core",
-    "norm-never-runs": "no warning names the LayerNorm that never runs",
-    "rotary-autocast-off": "autocast('meta') raises 'unsupported scalarType', not taken as "
-                           "meta-caused: no CPU fallback",
 }
 XFAIL = {(style, naming): reason for style, reason in DEFECTS.items()
          for naming in ("as-written", "neutral")}

@@ -6,6 +6,7 @@ The sweep itself runs hundreds of models in child processes; here its rows are m
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -127,6 +128,33 @@ def test_the_mac_oracle_takes_a_view_of_a_parameter_into_a_child() -> None:
     # one token of width 4 through a 4 -> 3 linear, batch 2: 2 * 4 * 3 = 24 MACs
     assert zoo_sweep.oracle_macs(model, (2, 4)) == 24
     assert zoo_sweep.unique_params(model) == 4 + 4 * 3
+
+
+def test_the_sweep_asks_each_library_for_its_models_and_builds(monkeypatch) -> None:
+    """A library joins the sweep by its own file: the script reads the registry's ZooSweeps."""
+    import vitprof.models.family as registry
+    from vitprof.models.family.base import ModelLibrary, ZooSweep
+
+    def toy_models(per_group: int | None) -> Iterator[tuple[str, str]]:
+        names = {"linear": ["wide", "narrow"], "conv": ["small"]}
+        for group, models in names.items():
+            yield from ((group, name) for name in models[:per_group])
+
+    def toy_build(name: str) -> tuple[torch.nn.Module, tuple[int, ...] | None]:
+        return torch.nn.Linear(4, 8 if name == "wide" else 2), (4,) if name == "wide" else None
+
+    toy = ModelLibrary(name="toy", tables=(), inferrers=(), known="",
+                       zoo_sweep=ZooSweep("toy", toy_models, toy_build))
+    monkeypatch.setattr(registry, "LIBRARIES", (*registry.LIBRARIES, toy))
+    spec = importlib.util.spec_from_file_location("zoo_sweep_toy", SCRIPT)
+    script = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(script)  # type: ignore[union-attr]
+    assert list(script.SWEEPS) == ["timm", "hf", "toy"]  # the registry's order
+    assert script.models(["toy"], 1) == [("toy", "linear", "wide"), ("toy", "conv", "small")]
+    model, declared = script._build("toy", "wide")
+    # built on meta by default: 4 * 8 + 8 = 40 parameters, none with data
+    assert declared == (4,) and script.unique_params(model) == 40
+    assert {p.device.type for p in model.parameters()} == {"meta"}
 
 
 def test_a_child_error_is_skipped_refused_or_failed_by_its_text() -> None:

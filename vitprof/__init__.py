@@ -19,9 +19,11 @@ _EXPORTS = {
     "memory": "vitprof.measure.training_memory",
     "MemoryEstimate": "vitprof.measure.training_memory",
     "UserError": "vitprof.core.errors", "analyze": "vitprof.analysis",
+    "track": "vitprof.measure.mfu.tracker",
 }
 
-__all__ = ["Component", "Counts", "MemoryEstimate", "Profile", "UserError", "analyze", "memory"]
+__all__ = ["Component", "Counts", "MemoryEstimate", "Profile", "UserError", "analyze", "memory",
+           "track"]
 __version__ = "0.1.0"
 
 

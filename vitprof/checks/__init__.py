@@ -1,3 +1,5 @@
-"""Checks of counted results: budgets and baselines, ``diff``, crosschecks against peers and
-published figures, the corrections to the source notes, and sweeps along one axis.
+"""Checks of counted results: budgets and baselines (``vitprof check``), ``vitprof diff`` and
+crosschecks against peers and published figures (``vitprof crosscheck``); and sweeps along one
+axis. The notes' corrections and the model pages' check (``report --check``) are the study's,
+:mod:`vitprof.study`.
 """

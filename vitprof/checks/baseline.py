@@ -28,6 +28,7 @@ from vitprof.checks.diff import Change, Snapshot, compare, read_profile
 from vitprof.core.errors import UserError
 from vitprof.core.schema import versioned
 from vitprof.count.result import Profile
+from vitprof.models.family import model_file
 
 METRICS = ("params", "macs", "vector_flops")
 SCOPES = ("total", "component", "block")
@@ -74,24 +75,12 @@ def load(baseline: Baseline, current: Snapshot) -> Snapshot:
     return saved
 
 
-def model_file(model: str) -> tuple[str, str, str] | None:
-    """``(prefix, path, suffix)`` of a model name that holds a file's path: ``models.py:build``
-    is ``("", "models.py", ":build")``, ``hf:cfg/config.json`` is ``("hf:", "cfg/config.json",
-    "")``; None for any other name."""
-    target, sep, factory = model.rpartition(":")
-    if sep and target.endswith(".py"):
-        return "", target, f"{sep}{factory}"
-    config = model.removeprefix("hf:")
-    if model.startswith("hf:") and config.endswith(".json"):
-        return "hf:", config, ""
-    return None
-
-
 def same_model(saved: str, current: str) -> bool:
     """Whether ``saved`` and ``current`` name the same model. A name that holds a path
-    (:func:`model_file`) holds it as vitprof was given it, relative to the folder it ran in:
-    two such names with the same factory are the same model when one path ends with the other
-    (``sub/models.py:build`` and ``/work/sub/models.py:build``). Other names are equal."""
+    (:func:`vitprof.models.family.model_file`) holds it as vitprof was given it, relative to
+    the folder it ran in: two such names with the same factory are the same model when one path
+    ends with the other (``sub/models.py:build`` and ``/work/sub/models.py:build``). Other names
+    are equal."""
     ours, theirs = model_file(saved), model_file(current)
     if ours is None or theirs is None:
         return saved == current

@@ -114,6 +114,7 @@ class _Pending:
     indexed: tuple[int, ...] = ()  # forward: the sources reaching it only as indices
     operand: tuple[int, ...] = ()  # forward: shape of its first input tensor
     parts: tuple[tuple[int, int, int], ...] = ()  # forward: columns of a producer's output read
+    carried_beside: tuple[str, ...] = ()  # forward: those of ``carried`` reaching no operand
 
 
 def tensor_bytes(value: Any) -> int:
@@ -279,7 +280,10 @@ class OpCounter:
         sources = self._sources(operands) if forward else ()
         indexed = self._indexed(tensors, operands) if forward else ()
         apart = self._sources(extra) if forward and extra else ()
-        carried = self._take_carried(keys, params) if forward else ()
+        beside_only = self._take_carried(extra, params) if forward else ()
+        carried = self._take_carried(operands, params) if forward else ()
+        beside_only = tuple(name for name in beside_only if name not in carried)
+        carried += beside_only
         read = self._parts(args) if forward else ()
         owner = None
         if not forward:
@@ -296,7 +300,7 @@ class OpCounter:
                 _Pending(
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape,
-                    component is not None, apart, indexed, operand, read,
+                    component is not None, apart, indexed, operand, read, beside_only,
                 )
             )
         if forward:
@@ -492,7 +496,7 @@ class OpCounter:
         steps = tuple(
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
                  p.cost.macs, p.component if p.fixed else None, p.beside, p.indexed,
-                 p.operand, p.parts)
+                 p.operand, p.parts, p.carried_beside)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(

@@ -54,22 +54,46 @@ META_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
     # or MPS devices. Found input tensors on meta device.")
     (ValueError, r"on meta device"),
 )
+TORCH_DIR = os.path.dirname(torch.__file__)
+DEVICE_ARGUMENTS = ("device_type", "device")  # the locals a torch function names its device by
 
 
 def meta_caused(error: BaseException) -> bool:
     """True when ``error`` (or an exception it was raised from) is one the meta device causes.
 
     The rules are :data:`META_FAILURES`: an exception type and a pattern its message must match
-    (case-insensitive). Everything else is an error the model would raise on any device.
+    (case-insensitive); and a failure raised by a torch function called for the meta device
+    itself (:func:`raised_for_meta`), whatever its message. Everything else is an error the
+    model would raise on any device.
     """
     seen: BaseException | None = error
     while seen is not None:
         text = str(seen)
-        if any(isinstance(seen, kind) and re.search(pattern, text, re.IGNORECASE)
-               for kind, pattern in META_FAILURES):
+        if raised_for_meta(seen) or any(
+                isinstance(seen, kind) and re.search(pattern, text, re.IGNORECASE)
+                for kind, pattern in META_FAILURES):
             return True
         seen = seen.__cause__
     return False
+
+
+def raised_for_meta(error: BaseException) -> bool:
+    """The innermost Python frame ``error`` was raised through is torch's own and was called
+    for the meta device: one of its :data:`DEVICE_ARGUMENTS` names ``meta``.
+    ``torch.autocast("meta", enabled=False)`` (x-transformers' rotary disables autocast on its
+    input's device type) raises "unsupported scalarType", which names no device."""
+    trace = error.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    if trace is None or not trace.tb_frame.f_code.co_filename.startswith(TORCH_DIR):
+        return False
+    local = trace.tb_frame.f_locals
+    return any(_names_meta(local.get(name)) for name in DEVICE_ARGUMENTS)
+
+
+def _names_meta(device: object) -> bool:
+    """``device`` is the meta device, as a string or a ``torch.device``."""
+    return device == "meta" or (isinstance(device, torch.device) and device.type == "meta")
 
 
 def unsupported_warning(unsupported: dict[str, int]) -> tuple[str, ...]:

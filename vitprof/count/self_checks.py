@@ -11,8 +11,10 @@ read only the op records and the component each got, so they hold for any model:
 * **projections without a core**: a block with ``attn_qkv`` or ``attn_proj`` MACs and no
   ``attn_core`` work (MACs, or the vector FLOPs of an element-wise core: additive attention).
 * **projections out of order**: in a block, ``attn_qkv`` runs before an attention core (its
-  output feeds the core) and ``attn_proj`` after one; an ``attn_qkv`` op after the block's last
-  core, or an ``attn_proj`` op before its first, is something else (an MLP counted as attention).
+  output feeds the core) or, beside it (a gate), before the output projection, and
+  ``attn_proj`` after one; an ``attn_qkv`` op after the block's last core and last
+  ``attn_proj`` op, or an ``attn_proj`` op before its first core, is something else (an MLP
+  counted as attention).
 * **attention module counted elsewhere**: in a model with recognized blocks, MACs of a module
   whose innermost attention-, MLP- or shortcut-like path segment names attention (``attn``,
   ``attention``, ``mha``, ``msa``; ``mlp``, ``ffn``, ``feed_forward`` for an MLP; ``shortcut``,
@@ -135,8 +137,11 @@ def _out_of_order(block: Sequence[OpRecord]) -> list[OpRecord]:
     cores = [i for i, op in enumerate(block) if op.component is Component.ATTN_CORE and op.macs]
     if not cores:
         return []  # projections_without_core's case
+    # an input projection beside q/k/v (a gate) may run after the core, not after the output
+    end = max(i for i, op in enumerate(block) if i == cores[-1] or (
+        op.component is Component.ATTN_PROJ and op.macs))
     return [op for i, op in enumerate(block) if op.macs and (
-        (op.component is Component.ATTN_QKV and i > cores[-1])
+        (op.component is Component.ATTN_QKV and i > end)
         or (op.component is Component.ATTN_PROJ and i < cores[0]))]
 
 

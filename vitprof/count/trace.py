@@ -36,6 +36,8 @@ class Step:
     # (source, first, stop) per input that reads only columns first..stop-1 of the last
     # dimension of the output of one record, ``source`` (a view or copy of a split of it)
     parts: tuple[tuple[int, int, int], ...] = ()
+    # those of ``carried`` that reach it only beside its operands (a bias table as a mask)
+    carried_beside: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

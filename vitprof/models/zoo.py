@@ -35,12 +35,11 @@ from vitprof.count.running import (
     one_line,
 )
 from vitprof.models.declared_input import declared_input
-from vitprof.models.family import ENTRIES, LIBRARIES, torchvision
+from vitprof.models.family import ENTRIES, library_of, model_file, torchvision
 from vitprof.models.family.base import (
     BuildSizes,
     Factory,
     ImageSize,
-    ModelLibrary,
     Published,
     ZooEntry,
     size_text,
@@ -50,7 +49,8 @@ from vitprof.models.family.base import (
 __all__ = [
     "DEFAULT_FRAMES", "DEFAULT_IMAGE_SIZE", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory",
     "Published", "ZooEntry", "build", "check_zoo_size", "default_image_size", "infer_image_size",
-    "infer_patch_size", "lookup", "published_sizes", "validate_name",
+    "infer_patch_size", "library_of", "lookup", "model_file", "published_sizes", "validate_name",
+    "zoo_entry",
 ]
 
 
@@ -75,9 +75,22 @@ TORCHVISION_VITS = tuple(torchvision.VITS)
 ZOO: dict[str, ZooEntry] = {entry.name: entry for entry in ENTRIES}
 
 
+def _entry_key(name: str) -> str:
+    """The zoo entry's name ``name`` stands for: a library's prefix taken off where its entries
+    go without it (``torchvision:vit_b_16``:
+    :meth:`~vitprof.models.family.base.ModelLibrary.entry_name`)."""
+    library = library_of(name)
+    return library.entry_name(name) if library is not None else name
+
+
+def zoo_entry(name: str) -> ZooEntry | None:
+    """The zoo entry ``name`` names, or None where it names none (``timm:NAME``, a file)."""
+    return ZOO.get(_entry_key(name))
+
+
 def lookup(name: str) -> ZooEntry:
     """The zoo entry for ``name`` (``torchvision:`` prefix optional) or a UserError."""
-    key = name.removeprefix("torchvision:")
+    key = _entry_key(name)
     if key in ZOO:
         return ZOO[key]
     close = difflib.get_close_matches(key, list(ZOO), n=3, cutoff=0.6)
@@ -88,7 +101,7 @@ def lookup(name: str) -> ZooEntry:
 def published_sizes(name: str) -> tuple[int, ...]:
     """The square image sizes the published weights of the zoo model ``name`` are made for
     (torchvision's weights: 224 and 384 for vit_b_16), or () when vitprof knows none."""
-    entry = ZOO.get(name.removeprefix("torchvision:"))
+    entry = zoo_entry(name)
     return entry.published_sizes() if entry is not None else ()
 
 
@@ -149,11 +162,6 @@ def _quietly(factory: Callable[[], nn.Module], device: str) -> nn.Module:
     with torch.device(device), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=ZERO_ELEMENT_WARNING)
         return factory()
-
-
-def library_of(name: str) -> ModelLibrary | None:
-    """The first registered library that claims ``name``; None for a plain zoo name."""
-    return next((library for library in LIBRARIES if library.claims(name)), None)
 
 
 def validate_name(name: str) -> ZooEntry | None:

@@ -1,4 +1,5 @@
-"""The report figures, drawn with matplotlib's Agg canvas (no display, no pyplot state).
+"""The figures of the pages and of ``vitprof sweep``, drawn with matplotlib's Agg canvas (no
+display, no pyplot state).
 
 Each figure is built in two steps: a :class:`FigureData` (the numbers plotted, JSON-ready) and
 :func:`save`, which draws it. Drawing is deterministic: fixed size (7 x 4 in, or the size a
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -61,6 +63,11 @@ class FigureData:
 # ------------------------------------------------------------------------------- data
 
 
+def file_stem(name: str) -> str:
+    """A model name as a file name: ``timm:vit_tiny_patch16_224`` -> ``timm_vit_tiny_...``."""
+    return re.sub(r"[^\w.-]", "_", name)
+
+
 def component_shares(profile: Profile) -> FigureData:
     """Share of params and of MACs per component (components with neither are left out)."""
     rows = [
@@ -87,7 +94,7 @@ def sweep_macs(result: Sweep) -> FigureData:
     """MACs along a sweep: the total, the attention layer as a whole (q/k/v projections +
     attention core + output projection), its attention core alone, the MLP and the rest
     outside the attention layer and the MLP (total - attention layer - MLP: not the "other
-    MACs" of :func:`~vitprof.render.pages.markdown.sweep_cells`, which holds the projections
+    MACs" of :func:`~vitprof.render.sweep.sweep_cells`, which holds the projections
     too); for an image-size sweep the attention-core / MLP crossover and the sweep's
     :attr:`~vitprof.checks.sweep.Sweep.marks` (the sizes the model is made for) that lie
     within the swept range."""

@@ -54,6 +54,11 @@ _KEYS: dict[str, tuple[Col, ...]] = {
 _EXPLAINED = {"op": "op_rules"}  # the view `--explain` turns each into (else "explain")
 
 
+def thousands(value: int) -> str:
+    """An integer with thousands separators: ``17,563,828,224``."""
+    return f"{value:,}"
+
+
 def view_columns(by: str) -> tuple[Column, ...]:
     """The columns of one view: its keys, then the counts and the MACs share."""
     if by not in _KEYS:

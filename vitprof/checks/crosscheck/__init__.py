@@ -15,16 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vitprof.checks.crosscheck.causes import Cause
-    from vitprof.checks.crosscheck.run import PEERS, run_crosscheck
+    from vitprof.checks.crosscheck.run import PEERS, TABLE, check_subject, run_crosscheck
+    from vitprof.checks.crosscheck.subject import Subject
     from vitprof.checks.crosscheck.table import CrossCheck, PeerRow
 
-__all__ = ["PEERS", "Cause", "CrossCheck", "PeerRow", "run_crosscheck"]
-_HOMES = {"PEERS": "run", "Cause": "causes", "CrossCheck": "table", "PeerRow": "table",
+__all__ = ["PEERS", "TABLE", "Cause", "CrossCheck", "PeerRow", "Subject", "check_subject",
+           "run_crosscheck"]
+_HOMES = {"PEERS": "run", "TABLE": "run", "Cause": "causes", "CrossCheck": "table",
+          "PeerRow": "table", "Subject": "subject", "check_subject": "run",
           "run_crosscheck": "run"}
 
 
 def __getattr__(name: str) -> Any:
-    """``PEERS``, ``Cause``, ``CrossCheck``, ``PeerRow``, ``run_crosscheck``, imported now."""
+    """A name of :data:`__all__`, imported now: ``run_crosscheck`` runs the peers on a model;
+    ``check_subject`` on a :class:`Subject` (a model already counted, reused by the model
+    pages); ``TABLE`` holds the peers themselves, ``PEERS`` their names."""
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -24,7 +24,7 @@ from vitprof.checks.crosscheck.table import PeerRow, peer_row
 from vitprof.count.result import Profile
 from vitprof.count.running import one_line
 from vitprof.count.session import Inputs
-from vitprof.models.zoo import Published, lookup
+from vitprof.models.zoo import Published, zoo_entry
 from vitprof.workload import ImageSize, InputSpec, Workload, deployed, make_workload
 
 R = TypeVar("R")
@@ -107,10 +107,10 @@ class Subject:
         return self.inputs.example(device, random=True)
 
     def published(self) -> Published | None:
-        if not isinstance(self.source, str) or ":" in self.source.removeprefix("torchvision:"):
-            return None
-        entry = lookup(self.source)
-        return entry.published(self.inputs.image_size, entry.num_classes)
+        """The figures published for a zoo model at this image size, None for any other."""
+        entry = zoo_entry(self.source) if isinstance(self.source, str) else None
+        return None if entry is None else entry.published(self.inputs.image_size,
+                                                          entry.num_classes)
 
     def run_real(self, runner: Callable[[nn.Module, Inputs], R]) -> tuple[nn.Module, R]:
         """``runner(model, inputs)`` on the CPU model, else on the meta model, where it may

@@ -32,8 +32,8 @@ def peer_list(text: str) -> list[str]:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "crosscheck", help="compare with fvcore, torchinfo, FlopCounterMode, ptflops, calflops, "
-                           "DeepSpeed, closed form, published figures; explain every difference"
+        "crosscheck", help="compare with every peer counter and published figure (--peers "
+                           "lists them); explain every difference"
     )
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     add_shape_options(parser)

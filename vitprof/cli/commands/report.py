@@ -69,13 +69,13 @@ def _usage_error(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vitprof.cli.pages.check import check, report_command
-    from vitprof.cli.pages.generate import pages, write
+    from vitprof.study.generate import pages, write
+    from vitprof.study.page_check import page_check, report_command
 
     models = list(dict.fromkeys(args.models))  # a model named twice is one page
     everything = args.everything or (args.check and not models)
     if args.check:
-        problems = check(args.out, models, everything)
+        problems = page_check(args.out, models, everything)
         for problem in problems:
             print(f"vitprof: {problem}", file=sys.stderr)
         if problems:

@@ -42,7 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _figure_path(args: argparse.Namespace, axis: str) -> Path | None:
     """Where the figure goes (``--figure``, or a file named after the model in ``--out``),
     checked to be writable before anything is counted; None without either option."""
-    from vitprof.render.pages.markdown import file_stem
+    from vitprof.render.figures import file_stem
 
     if args.figure:
         return check_figure_path(args.figure, formats=("png",))

@@ -21,7 +21,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 
 from vitprof.count.graph import rules
-from vitprof.count.graph.flow import Flow, attention_module, is_gate
+from vitprof.count.graph.flow import SOFTMAX, WINDOW, Flow, attention_module, is_gate
 
 DEPTH = 8  # records without MACs allowed between the two products of a core
 
@@ -38,6 +38,8 @@ class Core:
     bias: frozenset[int] = frozenset()
     found_by: str = rules.CORE_PRODUCT.name  # the rule that found the core (its steps)
     passed: frozenset[int] = frozenset()  # those of ``bias`` walked through to a projection
+    feeding: frozenset[int] = frozenset()  # records feeding only the q/k/v projections
+    gates: frozenset[int] = frozenset()  # input projections beside q/k/v, meeting the output
 
     @property
     def first(self) -> int:
@@ -79,6 +81,35 @@ def _between(flow: Flow, start: int, end: int, taken: Set[int]) -> list[int]:
     return sorted(reached)
 
 
+def _pooling(flow: Flow, product: int, taken: set[int]) -> list[int] | None:
+    """The records from a softmax to the free ``product`` one of whose operands it makes,
+    through at most :data:`DEPTH` records without MACs (attention weights pooling the other
+    operand: :data:`~vitprof.count.graph.rules.POOLED_CORE`); None if no softmax does."""
+    frontier, path = [product], {product}
+    for _ in range(DEPTH + 1):
+        following = []
+        for i in frontier:
+            for j in flow.steps[i].sources:
+                if j in path or j in taken or flow.steps[j].macs:
+                    continue
+                if flow.steps[j].op in SOFTMAX:
+                    return _between(flow, j, product, taken)
+                path.add(j)
+                following.append(j)
+        frontier = following
+    return None
+
+
+def _no_pooling_heads(
+    cores: list[tuple[frozenset[int], str]]
+) -> list[tuple[frozenset[int], str]]:
+    """``cores`` without the softmax-pooling products run after every core of another kind: a
+    head pooling the tokens by learned scores, no attention."""
+    others = [max(steps) for steps, rule in cores if rule != rules.POOLED_CORE.name]
+    return [(steps, rule) for steps, rule in cores
+            if rule != rules.POOLED_CORE.name or not others or min(steps) < max(others)]
+
+
 def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
     """The records of each core, with the rule that found it."""
     taken: set[int] = set()
@@ -92,11 +123,14 @@ def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
         elif flow.free_product(i) and rules.CORE_PRODUCT.on:
             found = _second_product(flow, i, taken)
             rule = rules.CORE_PRODUCT.name
+            if not found and rules.POOLED_CORE.on:
+                found, rule = _pooling(flow, i, taken), rules.POOLED_CORE.name
         else:
             continue
         if found:
             taken.update(found)
             cores.append((frozenset(found), rule))
+    cores = _no_pooling_heads(cores)
     named = _named_cores(flow, taken) if rules.NAMED_CORE.on else []
     return sorted([*cores, *((core, rules.NAMED_CORE.name) for core in named)],
                   key=lambda found: min(found[0]))
@@ -202,6 +236,49 @@ def _bias(flow: Flow, starts: list[int], known: frozenset[int], module: str) -> 
     return frozenset(found)
 
 
+def _feeding_only(flow: Flow, qkv: set[int]) -> set[int]:
+    """Weighted records upstream of the projections ``qkv`` whose output reaches nothing else
+    (:data:`~vitprof.count.graph.rules.FEEDS_QKV`), chains of them included."""
+    found: set[int] = set()
+    frontier = set(qkv)
+    while frontier:
+        candidates, _ = _walk(flow, [j for i in frontier for j in flow.steps[i].sources], set(),
+                              upstream=True)
+        frontier = {i for i in candidates - found - qkv if _only_into(flow, i, qkv | found)}
+        found |= frontier
+    return found
+
+
+def _only_into(flow: Flow, i: int, ends: Set[int]) -> bool:
+    """Every path from record ``i``, through records without weights that are no join, ends
+    in ``ends``."""
+    stack, seen = list(flow.consumers[i]), set()
+    if not stack:
+        return False
+    while stack:
+        j = stack.pop()
+        if j in seen or j in ends:
+            continue
+        seen.add(j)
+        if flow.weighted(j) or j in flow.joins or not flow.consumers[j]:
+            return False
+        stack.extend(flow.consumers[j])
+    return True
+
+
+def _gates(flow: Flow, passed: set[int], core: frozenset[int]) -> set[int]:
+    """The weighted records, feeding no record of ``core``, upstream of the other inputs of
+    the records ``passed`` from the core to its output projections
+    (:data:`~vitprof.count.graph.rules.GATE`)."""
+    last = max(core)
+    feeding = flow.ancestors(last, max(0, min(core) - WINDOW))
+    others = [j for i in passed for j in flow.steps[i].sources
+              if j not in passed and j not in core and j not in feeding
+              and last not in flow.ancestors(j, last)]
+    found, _ = _walk(flow, others, set(), upstream=True)
+    return found - feeding
+
+
 def find_cores(flow: Flow) -> list[Core]:
     """Every attention core of the trace, in execution order. Weighted records that make a bias
     of the scores (Swin v2's position MLP, SAM's decomposed relative positions) in the core's
@@ -213,6 +290,9 @@ def find_cores(flow: Flow) -> list[Core]:
             continue
         products = any(flow.steps[i].macs for i in steps)
         operands, beside = _inputs(flow, steps, products)
+        if found_by == rules.POOLED_CORE.name:  # its softmax reads the scores from outside
+            scores = flow.steps[min(steps)].sources
+            operands, beside = [*operands, *scores], [j for j in beside if j not in scores]
         outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
         qkv, before = _walk(flow, operands, steps, upstream=True)
         inner = set().union(*(flow.ancestors(i, min(qkv)) for i in operands)) if qkv else set()
@@ -220,6 +300,8 @@ def find_cores(flow: Flow) -> list[Core]:
         bias = _bias(flow, beside, steps | qkv, flow.steps[min(steps)].module) if (
             rules.SCORE_BIAS.on) else frozenset()
         passed = frozenset(before | after) if rules.PASSED.on else frozenset()
+        feeding = _feeding_only(flow, qkv) if rules.FEEDS_QKV.on and qkv else set()
+        gates = _gates(flow, after, steps) if rules.GATE.on else set()
         cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | passed, found_by,
-                          passed - bias))
+                          passed - bias, frozenset(feeding), frozenset(gates)))
     return cores

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from vitprof.count.graph import rules
 from vitprof.count.graph.attention import Core
-from vitprof.count.graph.flow import Flow
+from vitprof.count.graph.flow import ADDS, WINDOW, Flow
 
 LISTS = (nn.ModuleList, nn.Sequential)
 
@@ -257,6 +258,19 @@ def _parallel(flow: Flow, cores: list[Core], every: Set[int]) -> bool:
     return all(not (steps - core.steps) & flow.ancestors(max(core.steps), low) for core in cores)
 
 
+def _added_back(flow: Flow, core: Core) -> bool:
+    """An add after ``core`` reads a record the core depends on, or a parameter read or
+    carried by one: the core's output joins the stream it attends over (a class-attention
+    block's ``t + attn(norm(cat(t, x)))``), as no attention-pooling head's does."""
+    last = max(core.steps)
+    before = set().union(*(flow.ancestors(i, max(0, core.first - WINDOW)) for i in core.steps))
+    before -= core.steps
+    read = {name for i in before for name in (*flow.steps[i].params, *flow.steps[i].carried)}
+    return any(flow.steps[j].op in ADDS and (
+        any(i in before for i in flow.steps[j].sources) or read & set(flow.steps[j].params))
+        for j in flow.descendants(last, last + WINDOW) - {last})
+
+
 def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     """The blocks of the trace (see the module docstring)."""
     joining = {flow.steps[i].module for i in flow.joins}
@@ -269,6 +283,7 @@ def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     loose = frozenset(
         k for k, (c, (path, is_list)) in enumerate(zip(cores, found, strict=True))
         if listed and not is_list and c.first > max(listed)
+        and not (rules.RESIDUAL_STACK.on and _added_back(flow, c))
     )
     paths: dict[str, int] = {}
     for k, (path, _) in enumerate(found):

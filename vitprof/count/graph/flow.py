@@ -23,6 +23,7 @@ from vitprof.count.trace import Trace
 WINDOW = 256  # how many records back a fork is searched for
 _NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")
 _ADDS = ("aten.add", "aten.add_")
+ADDS = _ADDS  # the ops of a residual add
 SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
 GATES = ("aten.sigmoid", "aten.hardsigmoid")  # a squeeze-excitation's gate, in place or not
 

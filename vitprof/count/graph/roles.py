@@ -135,6 +135,8 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str
                    (core.bias - core.passed, C.ATTN_CORE, R.SCORE_BIAS),
                    (core.passed, C.ATTN_CORE, R.PASSED),
                    (core.qkv, C.HEAD if head else C.ATTN_QKV, head or R.QKV),
+                   (core.feeding, C.HEAD if head else C.ATTN_QKV, head or R.FEEDS_QKV),
+                   (core.gates, C.HEAD if head else C.ATTN_QKV, head or R.GATE),
                    (core.proj, C.HEAD if head else C.ATTN_PROJ, head or R.PROJ))
         for steps, role, rule in placing:
             for i in steps:
@@ -536,24 +538,49 @@ def _param_roles(
         for name in step.carried:
             carriers.setdefault(name, i)
     in_cores = {i for core in cores for i in core.steps | core.bias}
+    products = {i for core in cores for i in core.steps if flow.steps[i].macs}
     owner_block = module_blocks(blocks.paths)
     roles: dict[str, _ParamRole] = {}
     for name, p in model.named_parameters():
         first = readers.get(name, carriers.get(name))
         if first is None:
             continue
-        reader = _weight_user(flow, first)
-        role, rule = steps[reader], by[reader]
+        owner, user = name.rpartition(".")[0], _weight_user(flow, first)
+        own = user != first and _affine(flow, first, owner, p.numel()) and R.OWN_MODULE.on
+        reader = first if own else user
+        role, rule = steps[reader], R.OWN_MODULE.name if own else by[reader]
         joined = name not in readers or (p.dim() >= 2 and any(
             flow.steps[i].op in _JOINING for i in (first, reader)))
-        if joined and reader not in in_cores and not flow.weighted(reader) and role is not C.CONV \
-                and R.TOKENS.on:  # a conv block's own: a bias, a scale
+        if p.dim() >= 2 and R.SEQUENCE_PARAMETER.on and _enters_sequence(
+                flow, first, name, owner, products):
+            role, rule = C.TOKENS, R.SEQUENCE_PARAMETER.name
+        elif joined and reader not in in_cores and not flow.weighted(reader) \
+                and role is not C.CONV and R.TOKENS.on:  # a conv block's own: a bias, a scale
             role, rule = C.HEAD if reader > last else C.TOKENS, R.TOKENS.name
         block = owner_block(name.rpartition(".")[0])
         if block is None and role is not C.TOKENS:
             block = blocks.of_step[reader]
         roles[name] = _ParamRole(role, block, rule)
     return roles
+
+
+def _affine(flow: Flow, i: int, owner: str, numel: int) -> bool:
+    """Record ``i`` is a norm run by module ``owner`` and a parameter of ``numel`` elements it
+    reads is its affine, smaller than the input it normalises, not that input (a weight
+    standardisation normalises the conv weight itself: BiT's StdConv)."""
+    step = flow.steps[i]
+    return flow.norm(i) and step.module == owner and numel < prod(step.operand)
+
+
+def _enters_sequence(flow: Flow, first: int, name: str, owner: str, products: Set[int]) -> bool:
+    """The parameter ``name`` (held by module ``owner``), first read by record ``first``, is a
+    tensor of the sequence (:data:`~vitprof.count.graph.rules.SEQUENCE_PARAMETER`): carried
+    into one of the cores' ``products`` as an operand, or the input of a record without MACs
+    run by another module than its owner."""
+    step = flow.steps[first]
+    if first in products:
+        return name in step.carried and name not in step.carried_beside
+    return not step.macs and step.module != owner and name in step.params
 
 
 def _weight_user(flow: Flow, i: int) -> int:
@@ -567,10 +594,26 @@ def _weight_user(flow: Flow, i: int) -> int:
     return i
 
 
+def _by_class(model: nn.Module, roles: dict[str, _ParamRole]) -> dict[object, C | None]:
+    """Per kind of module (the forward its class runs: a subclass that only renames, as
+    :func:`vitprof.testing.neutral_names` makes one per module, is its base's kind), the one
+    component of the parameters its modules hold that were read, None where they have
+    several."""
+    seen: dict[object, set[C]] = {}
+    for path, module in model.named_modules():
+        placed = {roles[f"{path}.{n}" if path else n].component
+                  for n, _ in module.named_parameters(recurse=False)
+                  if (f"{path}.{n}" if path else n) in roles}
+        seen.setdefault(type(module).forward, set()).update(placed)
+    return {kind: next(iter(found)) if len(found) == 1 else None for kind, found in seen.items()}
+
+
 def _unread(model: nn.Module, roles: dict[str, _ParamRole]) -> list[ParamRecord]:
-    """Parameters no record read: the role of a parameter of the nearest module that has one
-    (``other`` with the rule switched off)."""
+    """Parameters no record read: the component of the modules of their module's class that
+    ran (:data:`~vitprof.count.graph.rules.UNRUN_CLASS`), else the role of a parameter of the
+    nearest module that has one (``other`` with the rules switched off)."""
     records = []
+    classes = _by_class(model, roles) if R.UNRUN_CLASS.on else {}
     for name, p in model.named_parameters():
         if name in roles:
             continue
@@ -581,9 +624,30 @@ def _unread(model: nn.Module, roles: dict[str, _ParamRole]) -> list[ParamRecord]
             prefix = f"{owner}." if owner else ""
             found = next((r for n, r in roles.items() if n.startswith(prefix)), None)
         role, block, _ = found or _ParamRole(C.OTHER, None, "")
-        records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape),
-                                   R.UNREAD.name if found else ""))
+        rule = R.UNREAD.name if found else ""
+        kind = classes.get(type(model.get_submodule(name.rpartition(".")[0])).forward)
+        if kind is not None:
+            role, rule = kind, R.UNRUN_CLASS.name
+        records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape), rule))
     return records
+
+
+def _unrun_warning(flow: Flow, records: Sequence[ParamRecord]) -> tuple[str, ...]:
+    """The warning naming the modules holding parameters no record read (``records``) that
+    never ran (no record runs in them or under them: not a mask token left unused by a module
+    that ran), with where their parameters were placed."""
+    ran = {module for step in flow.steps for module in ("", *_holders(step.module))}
+    unrun: dict[str, list[ParamRecord]] = {}
+    for record in records:
+        owner = record.name.rpartition(".")[0]
+        if owner not in ran:
+            unrun.setdefault(owner, []).append(record)
+    if not unrun:
+        return ()
+    shown = ", ".join(f"{module} ({sum(r.numel for r in found):,} params "
+                      f"in {'/'.join(sorted({r.component.value for r in found}))})"
+                      for module, found in unrun.items())
+    return (f"parameters of modules that never ran, counted in no op: {shown}",)
 
 
 def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], by: list[str],
@@ -712,8 +776,9 @@ def _residual_span(flow: Flow) -> _Span | None:
 def _roles(
     model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span,
     fused: Set[int] = frozenset(),
-) -> tuple[list[C], list[str], dict[str, ParamRecord]]:
-    """Components of the records, the rules that placed them and the parameters' records,
+) -> tuple[list[C], list[str], dict[str, ParamRecord], tuple[str, ...]]:
+    """Components of the records, the rules that placed them, the parameters' records and the
+    warning naming the modules that never ran,
     given the blocks and their span (with no block at all, a convolutional network's:
     :func:`_residual_span`); the ``fused`` projections as their part that is no projection."""
     shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
@@ -732,8 +797,9 @@ def _roles(
     params = {name: ParamRecord(name, p.numel(), *param_roles[name][:2], tuple(p.shape),
                                 param_roles[name].placed_by)
               for name, p in model.named_parameters() if name in param_roles}
-    params.update({record.name: record for record in _unread(model, param_roles)})
-    return roles, rules, params
+    unread = _unread(model, param_roles)
+    params.update({record.name: record for record in unread})
+    return roles, rules, params, _unrun_warning(flow, unread)
 
 
 def graph_breakdown(
@@ -756,9 +822,9 @@ def graph_breakdown(
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
         blocks = _selected(blocks, _token_selectors(flow, blocks.of_step, span.last))
-        roles, by, params = _roles(model, flow, cores, blocks, span, fused.keys())
+        roles, by, params, unrun = _roles(model, flow, cores, blocks, span, fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
-        warnings = unrecognized_warnings(unknown)
+        warnings = unrecognized_warnings(unknown) + unrun
     else:
         roles = [C.OTHER] * len(flow.steps)
         by = [R.NO_BLOCKS.name] * len(flow.steps)

@@ -85,6 +85,14 @@ CORE_PRODUCT = _rule(
     an attention core: every record on that path is ``attn_core`` (softmax(QK^T)V and
     Q(K^TV) alike).""",
     "MACs without a parameter read, the consumers between two such products", "plain_block")
+POOLED_CORE = _rule(
+    "softmax-pooling-product", (C.ATTN_CORE,),
+    """A product of two activations that feeds no second one, one of whose operands is a
+    softmax (through at most a few records without MACs): attention weights pooling the other
+    operand (additive attention's ``softmax(w q)^T q``) is an attention core, the records from
+    the softmax to the product included; but one after every core of another kind (a head
+    pooling the tokens by learned scores) is none.""",
+    "MACs without a parameter read, the softmax upstream of one operand", "pooled_block")
 NAMED_CORE = _rule(
     "named-core", (C.ATTN_CORE,),
     """Attention no product shows (additive attention): a module whose path is named like
@@ -103,6 +111,21 @@ QKV = _rule(
     without MACs that read no parameter but a norm's or a linear's own bias, never through a
     join, are its q/k/v projections.""",
     "the sources of the core's products, back to the first weighted records", "plain_block")
+FEEDS_QKV = _rule(
+    "feeds-only-qkv", (C.ATTN_QKV,),
+    """A weighted record whose output reaches nothing but a core's q/k/v projections (through
+    records without MACs, no join: a convolution of the token map before the q, k and v
+    linears, a spatial reduction before k and v) is one of those projections' input, a
+    q/k/v projection too.""",
+    "the consumers of the records upstream of the q/k/v projections", "conv_qkv_block")
+GATE = _rule(
+    "gate-beside-core", (C.ATTN_QKV,),
+    """A weighted record that does not feed the core but whose output meets the core's on
+    the way to its output projection (through records without MACs: a sigmoid gate times the
+    attention's output, additive attention's keys times the pooled query) is an input
+    projection of the attention beside q/k/v.""",
+    "the other sources of the records passed by proj-after-core, back to weighted records",
+    "gated_block")
 PROJ = _rule(
     "proj-after-core", (C.ATTN_PROJ,),
     """The first weighted records downstream of a core's output, before a residual join, are
@@ -134,6 +157,15 @@ FUSED_SHARE = _rule(
     are ``attn_qkv``, the rest is placed as a record that is no projection.""",
     "the column slices of the projection's output and which of them reach the core",
     "fused_block")
+RESIDUAL_STACK = _rule(
+    "residual-attention-block", (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ, C.MLP),
+    """A core outside the lists of blocks, after them, whose output is added back to what it
+    attends over (an add after the core reads a record, or a parameter, that the core's
+    operands come from: a class token's residual stream) is a block of a later stack (a
+    class-attention stage); only one whose output is not added back (an attention-pooling
+    head) is left to ``pooling-head-attention``.""",
+    "adds after the core, their sources and parameters, the records and parameters before it",
+    "class_attention")
 POOLING_HEAD = _rule(
     "pooling-head-attention", (C.HEAD,),
     """A core outside the list of blocks, after the last of them (an attention-pooling head),
@@ -241,6 +273,31 @@ TOKENS = _rule(
     unless the record consuming it is in a core, weighted or ``conv``.""",
     "records without MACs reading a parameter, the parameter's rank, how it reaches its first "
     "reader (add, cat, expand)", "plain_block")
+SEQUENCE_PARAMETER = _rule(
+    "sequence-parameter", (C.TOKENS,),
+    """A parameter of two or more dimensions that enters the sequence as a tensor of it is
+    ``tokens`` wherever the sequence goes next, in a block or in a core: one carried (through
+    free ops: expand, cat) into a product of a core as an operand, not beside it as a bias of
+    the scores (memory key/values concatenated to k and v); one a record without MACs of another
+    module than the parameter's takes as its input (Perceiver latents normed before their
+    cross-attention).""",
+    "the parameters a record reads or carries as operands, its MACs, the parameter's owner "
+    "module and rank", "memory_block")
+OWN_MODULE = _rule(
+    "own-module-record", tuple(C),
+    """The affine of a norm run by the parameter's own module (a parameter smaller than the
+    input normalised) takes the norm's component, never that of the record using what the
+    norm computes when it reads no record: a LayerNorm on the raw tiles (the model's input,
+    made by no record) before the patch projection, or on learned latents, is ``norm``,
+    parameters and op alike.""",
+    "the module running the reader, the parameter's owner module, its size and the input's",
+    "raw_norm_net")
+UNRUN_CLASS = _rule(
+    "unread-like-its-class", tuple(C),
+    """A parameter no record reads, of a module that never ran, takes the component of the
+    parameters of the modules of its class that ran, when they all have one (a LayerNorm left
+    unused is ``norm``); the modules are named in a warning.""",
+    "the module tree: the classes of the modules, the parameters read", "unrun_norm")
 UNREAD = _rule(
     "unread-parameter", tuple(C),
     """A parameter no record reads takes the component of a parameter of the nearest module

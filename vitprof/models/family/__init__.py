@@ -5,8 +5,9 @@ A library file (:mod:`.torchvision`, :mod:`.timm`, :mod:`.hugging_face`, :mod:`.
 tables (read by :func:`vitprof.count.families.recognize`), its spec inferrers (read by
 :func:`vitprof.models.spec_inference.spec_from_model`), its zoo entries and the names it builds
 (read by :mod:`vitprof.models.zoo`, the dispatcher), the input its models declare
-(:mod:`vitprof.models.declared_input`), its sweep variants and its deploy step. Adding a library
-is a new file here and one line below.
+(:mod:`vitprof.models.declared_input`), its sweep variants, its deploy step, the names that
+hold a file (:func:`model_file`) and its part of the zoo sweep (``benchmarks/zoo_sweep.py``).
+Adding a library is a new file here and one line below.
 
 The order of :data:`LIBRARIES` is the order of ``vitprof models``; a name goes to the first
 library that claims it, so :mod:`.factory`, which claims any name with a ``:``, comes last. The
@@ -20,7 +21,7 @@ import importlib
 
 from vitprof.count.families import register_tables
 from vitprof.count.families.base import ComponentTable
-from vitprof.models.family.base import Inferrer, ModelLibrary, ZooEntry
+from vitprof.models.family.base import Inferrer, ModelFile, ModelLibrary, ZooEntry
 
 FILES = (  # the registry: one line per library file, each declaring a LIBRARY
     "torchvision",
@@ -39,3 +40,15 @@ ENTRIES: tuple[ZooEntry, ...] = tuple(e for f in LIBRARIES for e in f.entries)
 KNOWN = "; ".join(f.known for f in LIBRARIES if f.known)
 
 register_tables(TABLES)
+
+
+def library_of(name: str) -> ModelLibrary | None:
+    """The first registered library that claims ``name``; None for a plain zoo name."""
+    return next((library for library in LIBRARIES if library.claims(name)), None)
+
+
+def model_file(name: str) -> ModelFile | None:
+    """The file a model name holds, as its library splits it (:data:`ModelFile`): ``hf:`` and
+    ``FILE.py:factory`` names; None for any other name."""
+    library = library_of(name)
+    return library.model_file(name) if library is not None else None

@@ -12,7 +12,7 @@ rebuilds one at another depth or width, and its deploy step. Each lives in one f
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +119,24 @@ class Declaration:
 Variant = Callable[[int], "nn.Module"]
 """A depth or width of a sweep -> the model rebuilt with it."""
 
+@dataclass(frozen=True)
+class ZooSweep:
+    """A library's part of the zoo sweep (``benchmarks/zoo_sweep.py``), which runs every model
+    of a library against independent oracles. ``source`` is the short name its rows carry
+    (``timm``); ``models(per_group)`` yields ``(group, model)`` for each model, the first
+    ``per_group`` of each group where given (timm's model modules); ``build(model)`` returns a
+    fresh model, built on the default device without weights, and the input it declares as
+    ``(channels, height, width)``, or None where it declares none."""
+
+    source: str
+    models: Callable[[int | None], Iterator[tuple[str, str]]]
+    build: Callable[[str], tuple[nn.Module, tuple[int, ...] | None]]
+
+
+ModelFile = tuple[str, str, str]
+"""A model name that holds a file's path, as ``(prefix, path, suffix)``: ``hf:cfg/config.json``
+is ``("hf:", "cfg/config.json", "")``, ``models.py:build`` is ``("", "models.py", ":build")``."""
+
 
 @dataclass(frozen=True)
 class ModelLibrary:
@@ -138,6 +156,10 @@ class ModelLibrary:
     model says of its input (:mod:`vitprof.models.declared_input`), ``variant`` rebuilds a model
     at another depth or width (``axis``) for a sweep, or says None for a model not its own, and
     ``deploy`` re-parameterises a model in place for inference (:mod:`vitprof.models.deploy`).
+    ``zoo_sweep`` is its part of the zoo sweep, if any (:class:`ZooSweep`).
+    ``model_file`` splits a claimed name that holds a file's path (:data:`ModelFile`), None for
+    one that does not. Where ``prefixes_entries``, ``prefix`` + a zoo entry's name names that
+    entry too (``torchvision:vit_b_16``: :meth:`entry_name`).
     """
 
     name: str
@@ -153,12 +175,20 @@ class ModelLibrary:
     variant: Callable[[str, nn.Module, str], Variant | None] | None = None
     deploy: Callable[[nn.Module], None] | None = None
     claims_name: Callable[[str], bool] | None = None
+    model_file: Callable[[str], ModelFile | None] = field(default=lambda name: None)
+    prefixes_entries: bool = False
+    zoo_sweep: ZooSweep | None = None
 
     def claims(self, name: str) -> bool:
         """Whether ``name`` is this library's to check and build."""
         if self.claims_name is not None:
             return self.claims_name(name)
         return bool(self.prefix) and name.startswith(self.prefix)
+
+    def entry_name(self, name: str) -> str:
+        """The zoo entry's name a claimed ``name`` stands for: without the prefix where
+        ``prefixes_entries``, else ``name`` itself."""
+        return name.removeprefix(self.prefix) if self.prefixes_entries else name
 
 
 def from_package(prefix: str) -> Detect:

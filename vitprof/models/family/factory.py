@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError, one_line
-from vitprof.models.family.base import BuildSizes, ModelLibrary
+from vitprof.models.family.base import BuildSizes, ModelFile, ModelLibrary
 
 if TYPE_CHECKING:
     from torch import nn
@@ -174,6 +174,12 @@ def _build(spec: str, sizes: BuildSizes, num_classes: int | None) -> Callable[[]
     return _call_factory(spec, _load_factory(spec), sizes, num_classes)
 
 
+def _model_file(spec: str) -> ModelFile | None:
+    """``FILE.py:factory`` as ``("", "FILE.py", ":factory")``; None for ``package.module:f``."""
+    target, sep, attribute = spec.rpartition(":")
+    return ("", target, f"{sep}{attribute}") if target.endswith(".py") else None
+
+
 LIBRARY = ModelLibrary(
     name=NAME,
     tables=(),
@@ -183,4 +189,5 @@ LIBRARY = ModelLibrary(
     check=_check,
     build=_build,
     claims_name=lambda name: ":" in name,
+    model_file=_model_file,
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -18,8 +18,10 @@ from vitprof.models.family.base import (
     BuildSizes,
     Declaration,
     Factory,
+    ModelFile,
     ModelLibrary,
     ZooEntry,
+    ZooSweep,
     declared_count,
     declared_pair,
     from_package,
@@ -178,6 +180,13 @@ def _config_file(name: str) -> str | None:
     return str(in_directory)
 
 
+def _model_file(name: str) -> ModelFile | None:
+    """``hf:cfg/config.json`` as ``("hf:", "cfg/config.json", "")``; None for a built-in name
+    or a directory."""
+    target = name.removeprefix(PREFIX)
+    return (PREFIX, target, "") if target.endswith(".json") else None
+
+
 def _check(name: str) -> bool:
     """transformers installed (found, not imported: a slow import); a config file that exists,
     or False for a built-in name (a zoo entry)."""
@@ -260,6 +269,36 @@ def _frames(module: nn.Module) -> int | None:
         MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES else None
 
 
+def _sweep_models(per_type: int | None) -> Iterator[tuple[str, str]]:
+    """Every transformers model type with an image-classification head, one model per type:
+    ``(type, type)``."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
+    )
+
+    for model_type in sorted(MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES):
+        yield model_type, model_type
+
+
+def _sweep_build(model_type: str) -> tuple[nn.Module, tuple[int, ...] | None]:
+    """The image classifier of ``model_type``'s default config, and the config's
+    ``(num_channels, *image_size)`` where it has an image size (3 channels where it says none)."""
+    import transformers
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
+    )
+
+    config = transformers.AutoConfig.for_model(model_type)
+    # the first class the type maps to: a type mapped to several (DeiT, LeViT with a teacher,
+    # Perceiver) makes AutoModelForImageClassification read config.architectures, None here
+    classes = MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES[model_type]
+    model = getattr(transformers, classes if isinstance(classes, str) else classes[0])(config)
+    size = getattr(config, "image_size", None)
+    size = (size, size) if isinstance(size, int) else tuple(size) if size else None
+    chans = getattr(config, "num_channels", 3)
+    return model, (chans, *size) if size else None
+
+
 LIBRARY = ModelLibrary(
     name=NAME,
     tables=(TABLE,),
@@ -271,4 +310,6 @@ LIBRARY = ModelLibrary(
     check=_check,
     build=_build,
     declares=_declares,
+    model_file=_model_file,
+    zoo_sweep=ZooSweep("hf", _sweep_models, _sweep_build),
 )

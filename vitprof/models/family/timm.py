@@ -8,7 +8,7 @@ inferrer and the rebuilder take ``model: Any``: they read attributes torch types
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError
@@ -19,6 +19,7 @@ from vitprof.models.family.base import (
     Declaration,
     ModelLibrary,
     Variant,
+    ZooSweep,
     declared_count,
     declared_pair,
     heads,
@@ -204,6 +205,43 @@ def _variant(name: str, module: Any, axis: str) -> Variant | None:
     return make
 
 
+# timm's modules that hold attention (transformers and hybrids), read from timm.list_modules()
+SWEPT_MODULES = (
+    "beit", "byoanet", "cait", "coat", "convit", "crossvit", "csatv2", "davit", "deepseek_vit",
+    "deit", "edgenext", "efficientformer", "efficientformer_v2", "efficientvit_mit",
+    "efficientvit_msra", "eva", "fastvit", "gcvit", "gemma4_vit", "hiera", "hieradet_sam2",
+    "iformer", "levit", "lowformer", "maxxvit", "metaformer", "mobilenetv5", "mobilevit",
+    "mvitv2", "naflexvit", "nest", "nextvit", "pit", "pvt_v2", "qwen3_vit", "shvit",
+    "swiftformer", "swin_transformer", "swin_transformer_v2", "swin_transformer_v2_cr",
+    "tiny_vit", "tnt", "twins", "visformer", "vision_transformer", "vision_transformer_hybrid",
+    "vision_transformer_relpos", "vision_transformer_sam", "vitamin", "volo", "xcit",
+)
+
+
+def _sweep_models(per_module: int | None) -> Iterator[tuple[str, str]]:
+    """``(module, model)`` of every model of :data:`SWEPT_MODULES`, the first ``per_module``
+    of each where given."""
+    import timm
+
+    for module in SWEPT_MODULES:
+        names = timm.list_models(module=module)
+        for name in names[:per_module] if per_module else names:
+            yield module, name
+
+
+def _sweep_build(name: str) -> tuple[nn.Module, tuple[int, ...] | None]:
+    """``timm.create_model(name)`` without weights, and its ``pretrained_cfg["input_size"]``
+    where the configuration is this architecture's."""
+    import timm
+
+    model = timm.create_model(name, pretrained=False)
+    cfg: dict[str, Any] = getattr(model, "pretrained_cfg", {})
+    # a configuration of another architecture declares nothing of this one (timm gives
+    # vitamin_xlarge_336, built at 336, the 256 px configuration of vitamin_xlarge_256)
+    declared = cfg.get("input_size") if cfg.get("architecture") in (None, name) else None
+    return model, tuple(declared) if declared else None
+
+
 def _deploy(model: nn.Module) -> None:
     """timm's re-parameterisation, in place (``fuse()``, ``reparameterize()`` or
     ``switch_to_deploy()`` on every child that defines one); nothing without timm."""
@@ -226,4 +264,5 @@ LIBRARY = ModelLibrary(
     declares=_declares,
     variant=_variant,
     deploy=_deploy,
+    zoo_sweep=ZooSweep(NAME, _sweep_models, _sweep_build),
 )

@@ -241,4 +241,5 @@ LIBRARY = ModelLibrary(
     entries=ENTRIES,
     prefix="torchvision:",
     variant=_variant,
+    prefixes_entries=True,
 )

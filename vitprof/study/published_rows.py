@@ -4,7 +4,7 @@ The rows are those of the shipped table (:mod:`vitprof.checks.crosscheck.publish
 defined in one of :data:`TRANSFORMER_MODULES` of the installed timm, each counted by vitprof as
 built, at the row's ``infer_img_size``, batch 1, on the meta device, and explained by
 :func:`~vitprof.checks.crosscheck.published.explain`.
-:func:`vitprof.render.pages.timm_published.timm_published_page` renders the results.
+:func:`vitprof.study.pages.timm_published.timm_published_page` renders the results.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def count_row(row: TimmRow, deploy: bool = False) -> Profile:
                    deploy=deploy)
 
 
-def check_row(row: TimmRow, module: str, table: TimmTable, deploy: bool = False) -> RowResult:
+def explain_row(row: TimmRow, module: str, table: TimmTable, deploy: bool = False) -> RowResult:
     """Count and explain one row; a model that cannot be built or run is a result with its
     error (one line), not an exception."""
     name = f"timm:{row.model}"
@@ -86,4 +86,4 @@ def published_rows(models: Sequence[str] | None = None) -> tuple[TimmTable, list
     selected = [(row, module) for row, module in transformer_rows(table)
                 if models is None or row.model in models]
     rows = tqdm(selected, desc="timm rows", unit="row", disable=None, file=sys.stderr)
-    return table, [check_row(row, module, table) for row, module in rows]
+    return table, [explain_row(row, module, table) for row, module in rows]

@@ -1,7 +1,7 @@
 """The figures of ``corrections.md``: the notes' figures against vitprof's, and note 002's linear
 against softmax attention as the note writes them.
 
-Both take finished results: the corrections measured by :mod:`vitprof.checks.corrections`, and
+Both take finished results: the corrections measured by :mod:`vitprof.study.corrections`, and
 the spec of note 002's model (:class:`~vitprof.models.closed_form.ViTSpec`), whose closed forms
 below are arithmetic on its width, heads and tokens.
 """
@@ -18,8 +18,8 @@ from vitprof.render import figures
 from vitprof.render.figures import COLORS, FigureData
 
 if TYPE_CHECKING:
-    from vitprof.checks.corrections import Correction
     from vitprof.models.closed_form import ViTSpec
+    from vitprof.study.corrections import Correction
 
 CLAIMS_FILE = "corrections_claims.png"
 ATTENTION_FILE = "corrections_note002_attention.png"

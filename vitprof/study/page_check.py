@@ -1,4 +1,5 @@
-"""``vitprof report --check``: regenerate the reports into a temporary folder and compare.
+"""The page check, ``vitprof report --check``: regenerate the pages into a temporary folder and
+compare.
 
 * Markdown is compared byte for byte after one normalisation: the torch version (``torch
   2.14.1+cu130``) is replaced by ``torch <version>``, since a CPU and a CUDA build of the same
@@ -24,8 +25,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from vitprof.cli.pages.generate import MARKER, NAMED_PAGE_FILES, pages, write
 from vitprof.render import figures
+from vitprof.study.generate import MARKER, NAMED_PAGE_FILES, pages, write
 
 _TORCH = re.compile(r"\btorch \d[\w.+-]*")
 PIXEL_TOLERANCE = 2.0  # mean absolute difference, 0-255 scale, over all channels
@@ -105,7 +106,7 @@ def report_command(out: str | Path, models: Sequence[str], everything: bool) -> 
     return f"vitprof report {'--all' if everything else ' '.join(models)} --out {out}"
 
 
-def check(out: str | Path, models: Sequence[str] = (), everything: bool = True) -> list[str]:
+def page_check(out: str | Path, models: Sequence[str] = (), everything: bool = True) -> list[str]:
     """Regenerate ``models`` (or everything) into a temporary folder and compare with ``out``;
     the problems found, none when ``out`` is up to date."""
     kept = Path(out)

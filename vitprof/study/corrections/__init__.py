@@ -2,7 +2,7 @@
 
 The claims are data, ``vitprof/data/corrections.toml``, read by :mod:`.claims`; :mod:`.measure`
 measures them on vitprof profiles; :mod:`.verdicts` states and applies the verdict rules. The
-page is :mod:`vitprof.render.pages.corrections`.
+page is :mod:`vitprof.study.pages.corrections`.
 
 Unless a claim says otherwise the standard model is torchvision ``vit_b_16`` at 224 px, batch 1,
 the model notes 000, 003 and 004 describe. Quantities follow vitprof's conventions: MACs are
@@ -11,9 +11,9 @@ multiply-accumulates, FLOPs = 2 x MACs, parameters are counted once each.
 
 from __future__ import annotations
 
-from vitprof.checks.corrections.claims import Claim, Note, load
-from vitprof.checks.corrections.measure import Lab
-from vitprof.checks.corrections.verdicts import Correction, Verdict, correct
+from vitprof.study.corrections.claims import Claim, Note, load
+from vitprof.study.corrections.measure import Lab
+from vitprof.study.corrections.verdicts import Correction, Verdict, correct
 
 __all__ = ["Claim", "Correction", "Lab", "Note", "Verdict", "claims", "correct", "corrections",
            "notes"]

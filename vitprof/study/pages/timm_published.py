@@ -1,8 +1,8 @@
 """``timm_published.md``: timm's published table against vitprof, every transformer row explained.
 
-The page renders the rows :func:`vitprof.checks.crosscheck.published_rows.published_rows`
+The page renders the rows :func:`vitprof.study.published_rows.published_rows`
 counted and explained (those of the shipped table whose model is defined in one of
-:data:`~vitprof.checks.crosscheck.published_rows.TRANSFORMER_MODULES` of the installed timm):
+:data:`~vitprof.study.published_rows.TRANSFORMER_MODULES` of the installed timm):
 for every row the published figures, vitprof's, the named causes by group and the residual; a
 summary of how many rows reconcile, why the others do not, and a figure of published against
 vitprof GMACs. Building every model takes long (about 500 rows), so ``vitprof report
@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from vitprof.checks.crosscheck.published_rows import TRANSFORMER_MODULES
 from vitprof.render import figures
 from vitprof.render.figures import FigureData
-from vitprof.render.pages.markdown import Page, n
 from vitprof.render.tables import markdown_table
+from vitprof.study.pages.markdown import Page, n
+from vitprof.study.published_rows import TRANSFORMER_MODULES
 
 if TYPE_CHECKING:
-    from vitprof.checks.crosscheck.causes import Cause
+    from vitprof.checks.crosscheck import Cause
     from vitprof.checks.crosscheck.published import TimmTable
-    from vitprof.checks.crosscheck.published_rows import RowResult
+    from vitprof.study.published_rows import RowResult
 
 PAGE = "timm-published"
 FILES = ("timm_published.md", "timm_published.png")  # the page and its figure

@@ -1,5 +1,5 @@
 """``zoo.md``: every built-in model with its params, GMACs, attention share and published figure,
-from the rows :func:`vitprof.checks.zoo_rows.zoo_rows` computed (see there for *matches*)."""
+from the rows :func:`vitprof.study.zoo_rows.zoo_rows` computed (see there for *matches*)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from matplotlib.figure import Figure
 from vitprof.core.records import Component
 from vitprof.render import figures
 from vitprof.render.figures import FigureData
-from vitprof.render.pages.markdown import Page, n, pct
 from vitprof.render.tables import CONVENTION, markdown_table
+from vitprof.study.pages.markdown import Page, n, pct
 
 if TYPE_CHECKING:
-    from vitprof.checks.zoo_rows import ZooRow
+    from vitprof.study.zoo_rows import ZooRow
 
 
 def _row(row: ZooRow) -> list[str]:

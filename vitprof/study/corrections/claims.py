@@ -163,7 +163,7 @@ class Claim:
     ``value`` is the note's figure in ``unit`` (None for O-notation claims, which ``judge``
     decides); ``measure`` is the correct value for the model the note describes; ``reason`` a
     template over ``values``, ``value`` and ``measured`` (the measure's result), which the
-    values may read too; ``shown``, a template alike, what the report shows as vitprof's value
+    values may read too; ``shown``, a template alike, what the page shows as vitprof's value
     where the measure alone does not say it (the terms of a fitted form), else empty.
     ``evaluated``: the value is vitprof's evaluation of the note's formula or code, not a figure
     the note states. ``declared``: the note says it leaves the term out or approximates it.

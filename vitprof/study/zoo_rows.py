@@ -3,7 +3,7 @@ and class count, its published figure and whether that figure matches vitprof's 
 
 A published figure *matches* when its parameter count equals vitprof's and its GMACs equal
 vitprof's MACs rounded to the decimals it is printed with (torchvision prints three).
-:func:`vitprof.render.pages.zoo_table.zoo_page` renders the rows without counting anything.
+:func:`vitprof.study.pages.zoo_table.zoo_page` renders the rows without counting anything.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``corrections.md``: the source notes' figures against vitprof, from computed corrections.
 
-The page only renders: the claims are measured and judged by :mod:`vitprof.checks.corrections`.
+The page only renders: the claims are measured and judged by :mod:`vitprof.study.corrections`.
 """
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from vitprof.checks.corrections import Claim, Correction, Note
 from vitprof.render.figures import FigureData
-from vitprof.render.pages.correction_figures import (
+from vitprof.render.tables import markdown_table
+from vitprof.study.corrections import Claim, Correction, Note
+from vitprof.study.pages.correction_figures import (
     ATTENTION_FILE,
     CLAIMS_FILE,
     attention_against_tokens,
     claimed_vs_measured,
 )
-from vitprof.render.pages.markdown import Page, n
-from vitprof.render.tables import markdown_table
+from vitprof.study.pages.markdown import Page, n
 
 if TYPE_CHECKING:
     from vitprof.models.closed_form import ViTSpec
@@ -92,7 +92,7 @@ def _preamble(found: Sequence[Correction]) -> list[str]:
         "- note's value: a figure the note states, or *(evaluated)*: vitprof's evaluation of the "
         "note's formula or code for the model compared, where the note states no number",
         "- verdict rules, applied to every row in this order "
-        "(`vitprof/checks/corrections/verdicts.py`):",
+        "(`vitprof/study/corrections/verdicts.py`):",
         "  1. *correct*: vitprof's value is within the rounding the note states (half a unit of "
         "its last digit for a rounded figure: \"≈ 85.8 Million\" allows ±0.05M, \"~8M\" "
         "±0.5M; an exact figure nothing), or, for a figure the note marks as approximate "

@@ -20,8 +20,13 @@ from typing import Any
 import torch
 
 from vitprof.analysis import analyze
-from vitprof.checks.corrections.affine import affine
-from vitprof.checks.corrections.claims import (
+from vitprof.core.records import Component, Counts
+from vitprof.count.result import Profile
+from vitprof.models.closed_form import ViTSpec
+from vitprof.models.spec_inference import spec_from_model
+from vitprof.models.zoo import build
+from vitprof.study.corrections.affine import affine
+from vitprof.study.corrections.claims import (
     COUNTED,
     Claim,
     Expression,
@@ -30,11 +35,6 @@ from vitprof.checks.corrections.claims import (
     Scope,
     Spec,
 )
-from vitprof.core.records import Component, Counts
-from vitprof.count.result import Profile
-from vitprof.models.closed_form import ViTSpec
-from vitprof.models.spec_inference import spec_from_model
-from vitprof.models.zoo import build
 
 Number = int | float
 

@@ -1,10 +1,10 @@
-"""What one model's report page shows, computed once: its Profile, its cross-check, its
+"""What one model's page shows, computed once: its Profile, its cross-check, its
 image-size sweep and the closed form's crossover.
 
 :func:`model_page_inputs` builds and analyses the model here, and only here;
-:func:`vitprof.render.pages.markdown.model_report` turns the result into markdown and figures
+:func:`vitprof.study.pages.markdown.model_page` turns the result into markdown and figures
 without counting anything. The Profile at the model's own size is reused by the cross-check
-(its peers run on the meta and CPU builds of :class:`~vitprof.checks.crosscheck.subject.Subject`,
+(its peers run on the meta and CPU builds of :class:`~vitprof.checks.crosscheck.Subject`,
 the meta build also gives the patch size and the spec) and by the sweep's first point.
 """
 
@@ -19,9 +19,7 @@ from typing import Any
 from torch import nn
 
 from vitprof.analysis import analyze
-from vitprof.checks.crosscheck import CrossCheck
-from vitprof.checks.crosscheck.run import TABLE, check_subject
-from vitprof.checks.crosscheck.subject import Subject
+from vitprof.checks.crosscheck import TABLE, CrossCheck, Subject, check_subject
 from vitprof.checks.sweep import Sweep, size_marks, sweep_from
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component

@@ -1,30 +1,30 @@
-"""One model's markdown report: conventions, stages, components, blocks, cross-check, scaling.
+"""One model's page: conventions, stages, components, blocks, cross-check, scaling.
 
 Every breakdown table ends with a ``total`` row, and its rows add up to it exactly (integers) or
 to 100.00% within rounding (shares); the image-size table instead carries a ``total MACs``
 column that its other MAC columns add up to. Tables are drawn with
 :func:`vitprof.render.tables.markdown_table`. Figures are returned as :class:`FigureData` with the
 file name the markdown links to (relative, beside the markdown file);
-:mod:`vitprof.cli.pages.generate` writes them.
+:mod:`vitprof.study.generate` writes them.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vitprof.checks.sweep import AXES, Sweep
 from vitprof.core.records import Component, Counts
 from vitprof.count.result import Profile
 from vitprof.render.crosscheck import crosscheck_document
-from vitprof.render.figures import FigureData, block_macs, component_shares, sweep_macs
+from vitprof.render.figures import FigureData, block_macs, component_shares, file_stem, sweep_macs
 from vitprof.render.formats import render
+from vitprof.render.sweep import crossover_text, sweep_cells
 from vitprof.render.tables import giga, header_lines, markdown_table
+from vitprof.render.tables import thousands as n
 
 if TYPE_CHECKING:
-    from vitprof.checks.page_inputs import ClosedFormCrossover, ModelPageInputs
+    from vitprof.study.page_inputs import ClosedFormCrossover, ModelPageInputs
 
 
 @dataclass(frozen=True)
@@ -36,16 +36,6 @@ class Page:
     text: str
     figures: tuple[tuple[str, FigureData], ...] = ()
     warnings: tuple[str, ...] = ()
-
-
-def file_stem(name: str) -> str:
-    """A model name as a file name: ``timm:vit_tiny_patch16_224`` -> ``timm_vit_tiny_...``."""
-    return re.sub(r"[^\w.-]", "_", name)
-
-
-def n(value: int) -> str:
-    """An integer with thousands separators."""
-    return f"{value:,}"
 
 
 def pct(part: float, whole: float) -> str:
@@ -152,38 +142,6 @@ def same_blocks_text(profile: Profile) -> str:
     return f"All {count} blocks count the same ({counts} each), so no per-block figure is drawn."
 
 
-def sweep_cells(result: Sweep) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of a sweep: the swept value (and patches, for image sizes), params,
-    attention-core / MLP / other MACs, total MACs (the three before it add up to it) and the
-    attention-core / MLP ratio."""
-    image = result.axis == "image_size"
-    headers = [AXES[result.axis], *(["patches"] if image else []), "params", "attn_core MACs",
-               "MLP MACs", "other MACs", "total MACs", "attn_core / MLP"]
-    cells = []
-    for p in sorted(result.points, key=lambda p: p.value):
-        other = p.totals.macs - p.attn_core.macs - p.mlp.macs
-        ratio = f"{p.attn_core.macs / p.mlp.macs:.3f}" if p.mlp.macs else "-"
-        patches = n(p.patches) if p.patches is not None else "-"  # "-": no patch size known
-        cells.append([str(p.value), *([patches] if image else []), n(p.totals.params),
-                      n(p.attn_core.macs), n(p.mlp.macs), n(other), n(p.totals.macs), ratio])
-    return headers, cells
-
-
-def crossover_text(result: Sweep) -> str:
-    """One sentence on where the attention core overtakes the MLP, or that it does not."""
-    crossover = result.crossover()
-    largest = max(p.value for p in result.points)
-    if crossover is None:
-        return (f"The attention core stays below the MLP up to {largest} px, the largest size "
-                "swept.")
-    return (
-        f"The attention core's MACs overtake the MLP's at N* = {float(crossover.tokens):,.1f} "
-        f"tokens ({float(crossover.patches):,.1f} patches, an image side of "
-        f"{crossover.image_size:.1f} px); {crossover.first_swept} px is the first swept size "
-        "past it. The core grows as N^2 and the MLP as N, so their ratio is N / N*."
-    )
-
-
 def closed_form_text(found: ClosedFormCrossover | None, blocks_alike: bool = True) -> str:
     """One sentence on the closed form's crossover, or "" when there is none; where the blocks
     are not ``blocks_alike``, one more on why the model's crossover differs from it."""
@@ -224,8 +182,8 @@ def _warnings_lines(warnings: Sequence[str]) -> list[str]:
             *(f"- {message}" for message in warnings)]
 
 
-def model_report(inputs: ModelPageInputs, about: Sequence[str] = ()) -> Page:
-    """The report of one model from what :func:`vitprof.checks.page_inputs.model_page_inputs`
+def model_page(inputs: ModelPageInputs, about: Sequence[str] = ()) -> Page:
+    """The page of one model from what :func:`vitprof.study.page_inputs.model_page_inputs`
     computed for it, with its figures; ``about``, paragraphs on what the model is, go first
     under "About this model"."""
     profile, result = inputs.profile, inputs.scaling

@@ -1,5 +1,6 @@
-"""Write reports: one markdown file per model with its figures beside it, and for ``--all`` the
-zoo table, the corrections to the source notes and an index (``README.md``)."""
+"""The pages of ``vitprof report``, written: one markdown file per model with its figures beside
+it, and for ``--all`` the zoo table, the corrections to the source notes and an index
+(``README.md``)."""
 
 from __future__ import annotations
 
@@ -7,21 +8,21 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vitprof.checks.corrections import corrections, notes
-from vitprof.checks.crosscheck.published_rows import published_rows
-from vitprof.checks.page_inputs import model_page_inputs
-from vitprof.checks.zoo_rows import zoo_rows
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import TORCHVISION_VITS, build
 from vitprof.render import figures
-from vitprof.render.pages.corrections import corrections_page
-from vitprof.render.pages.markdown import Page, model_report
-from vitprof.render.pages.note_models import dynamic_vit_about
-from vitprof.render.pages.timm_published import FILES as TIMM_FILES
-from vitprof.render.pages.timm_published import PAGE, timm_published_page
-from vitprof.render.pages.zoo_table import zoo_page
+from vitprof.study.corrections import corrections, notes
+from vitprof.study.page_inputs import model_page_inputs
+from vitprof.study.pages.corrections import corrections_page
+from vitprof.study.pages.markdown import Page, model_page
+from vitprof.study.pages.note_models import dynamic_vit_about
+from vitprof.study.pages.timm_published import FILES as TIMM_FILES
+from vitprof.study.pages.timm_published import PAGE, timm_published_page
+from vitprof.study.pages.zoo_table import zoo_page
+from vitprof.study.published_rows import published_rows
+from vitprof.study.zoo_rows import zoo_rows
 
 ALL_MODELS: tuple[str, ...] = TORCHVISION_VITS
 # Model pages of --all beyond the torchvision ViTs: the one model whose blocks differ (its
@@ -107,7 +108,7 @@ def pages(
     corrections and index pages when ``everything`` (``--all``: the torchvision ViTs and
     :data:`NOTE_MODELS`). ``inputs`` (the input keywords of ``analyze``) set the input of the
     model pages and ``recognizer`` who names their components
-    (:func:`~vitprof.checks.page_inputs.model_page_inputs`); the pages of :data:`NAMED_PAGES`
+    (:func:`~vitprof.study.page_inputs.model_page_inputs`); the pages of :data:`NAMED_PAGES`
     are counted at their own sizes by the auto recognizer and refuse them."""
     names = [*ALL_MODELS, *NOTE_MODELS] if everything else list(models)
     if not names:
@@ -121,7 +122,7 @@ def pages(
                         f"options ({', '.join(given)}) apply to model pages only (see "
                         "'vitprof report --help')")
     result = [NAMED_PAGES[name]() if name in NAMED_PAGES
-              else model_report(model_page_inputs(name, inputs, recognizer), about(name))
+              else model_page(model_page_inputs(name, inputs, recognizer), about(name))
               for name in progress(names, desc="report", unit="model")]
     if everything:
         result += folder_pages(names)

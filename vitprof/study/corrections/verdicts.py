@@ -1,6 +1,6 @@
 """Verdicts on the notes' claims, computed, never typed.
 
-The rules, applied to every claim in this order (the report states them in its preamble):
+The rules, applied to every claim in this order (the corrections page states them in its preamble):
 
 1. **correct**: the value vitprof measures for the model the note describes is within the
    claim's tolerance of the note's value. The tolerance is the rounding the note states: half a
@@ -43,12 +43,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from vitprof.checks.corrections.claims import Claim, Rule
-from vitprof.checks.corrections.measure import Figures, Lab, Number, reason
+from vitprof.study.corrections.claims import Claim, Rule
+from vitprof.study.corrections.measure import Figures, Lab, Number, reason
 
 
 class Verdict(StrEnum):
-    """What vitprof finds of a claim; the string is what the report shows."""
+    """What vitprof finds of a claim; the string is what the page shows."""
 
     CORRECT = "correct"
     CORRECT_ONLY_FOR = "correct only for"
@@ -65,11 +65,11 @@ class Correction:
     measured: Number
     verdict: Verdict
     reason: str
-    shown: str = ""  # the claim's ``shown`` filled in: vitprof's value as the report shows it
+    shown: str = ""  # the claim's ``shown`` filled in: vitprof's value as the page shows it
 
     @property
     def label(self) -> str:
-        """The verdict as the report shows it: ``correct only for its own code``."""
+        """The verdict as the page shows it: ``correct only for its own code``."""
         if self.verdict is Verdict.CORRECT_ONLY_FOR:
             assert self.claim.own_code is not None
             return f"{self.verdict} {self.claim.own_code.label}"

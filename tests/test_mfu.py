@@ -1,0 +1,453 @@
+"""vitprof.track's engine: the counts it takes (frozen parameters, one count per shape), the clocks
+(faked), the peak table and the errors it must raise or only warn of."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from vitprof.core.errors import UserError
+from vitprof.count.formulas.forward import ADDCMUL_COST
+from vitprof.integrations.feeding import model_inputs, precision_dtype, require
+from vitprof.measure.mfu import flops as flops_module
+from vitprof.measure.mfu.clocks import CudaClock, WallClock
+from vitprof.measure.mfu.peaks import (
+    ChosenPeak,
+    choose_peak,
+    dtype_name,
+    peak_table,
+    table_peak,
+)
+from vitprof.measure.mfu.tracker import RunningMedian, Tracker, track
+
+B, N, D, L, R = 2, 3, 8, 3, 2  # batch, tokens, width, layers, adapter rank
+BND = B * N * D
+
+
+class Adapted(nn.Module):
+    """A linear layer with a LoRA-style adapter beside it: ``W x + B(A x)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Linear(D, D, bias=False)
+        self.a = nn.Linear(D, R, bias=False)
+        self.b = nn.Linear(R, D, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w(x) + self.b(self.a(x))
+
+
+def stack() -> nn.Sequential:
+    return nn.Sequential(*[Adapted() for _ in range(L)])
+
+
+def clock(*times: float) -> WallClock:
+    """A wall clock reading ``times`` in turn (the tracker marks: the ``with``'s entry, then
+    each step's end and the next step's start)."""
+    it: Iterator[float] = iter(times)
+    return WallClock(now=lambda: next(it))
+
+
+def one_step(model: nn.Module, x: torch.Tensor, peak: float = 1.0) -> dict[str, Any]:
+    with track(model, peak, clock=clock(0.0, 2.0, 2.0)) as tracker:
+        tracker.step(x)
+    return tracker.history[0]
+
+
+# --- the count: forward + backward, frozen parameters honoured -----------------------------
+
+def test_frozen_adapters_leave_the_weight_and_input_gradients_of_w() -> None:
+    model = stack()
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.endswith("w.weight"))  # the adapters frozen, the W trained
+    entry = one_step(model, torch.randn(B, N, D))
+    forward = L * (BND * D + 2 * BND * R)  # per layer W: BND*D, A: BND*R, B: BN*R*D
+    # W's weight gradient in every layer (BND*D each); the input gradient through W and the
+    # adapter (BND*D + 2*BND*R) in every layer but the first, whose input needs none
+    backward = L * BND * D + (L - 1) * (BND * D + 2 * BND * R)
+    assert entry["flops"] == 2 * (forward + backward)  # 2 * (1728 + 2784) = 9024
+
+
+def test_frozen_backbone_with_adapters_drops_weight_gradients() -> None:
+    model = stack()
+    for name, p in model.named_parameters():
+        p.requires_grad_(not name.endswith("w.weight"))  # W frozen, the adapters trained
+    entry = one_step(model, torch.randn(B, N, D))
+    forward = L * (BND * D + 2 * BND * R)  # 3 * (384 + 192) = 1728
+    # layer 0: the adapter's weight gradients (A, B: BND*R each) and the gradient of A x
+    # (BND*R); no input gradient, no W gradient. Later layers: the input gradient through W
+    # (BND*D) and the adapter (2 * BND*R), and the same three for the adapter's weights.
+    backward = 3 * BND * R + (L - 1) * (BND * D + 4 * BND * R)  # 96 + 2 * 512 = 1120
+    assert entry["flops"] == 2 * (forward + backward)
+
+
+def test_linear_probe_backward_is_the_head_weight_gradient(tiny_vit: nn.Module) -> None:
+    for name, p in tiny_vit.named_parameters():
+        p.requires_grad_(name.startswith("head."))
+    x = torch.randn(3, 3, 32, 32)
+    entry = one_step(tiny_vit, x)
+    full = flops_module.count_step(tiny_vit, x)
+    width, classes = tiny_vit.head.in_features, tiny_vit.head.out_features
+    assert full.backward_macs == 3 * width * classes  # grad W = grad_y^T x: B * D * C = 1920
+    assert entry["flops"] == 2 * (full.forward_macs + 3 * width * classes)
+
+
+@pytest.fixture
+def tiny_vit() -> nn.Module:
+    timm = pytest.importorskip("timm")
+    return timm.create_model("vit_tiny_patch16_224", img_size=32, patch_size=8, depth=2,
+                             embed_dim=64, num_heads=2, num_classes=10, pretrained=False)
+
+
+# --- one count per shape, never scaled ------------------------------------------------------
+
+def test_a_new_batch_size_is_counted_again_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, ...]] = []
+    count = flops_module.count_step
+
+    def counting(model: nn.Module, inputs: Any) -> flops_module.StepFlops:
+        calls.append(tuple(inputs.shape))
+        return count(model, inputs)
+
+    monkeypatch.setattr(flops_module, "count_step", counting)
+    model = stack()
+    batches = [torch.randn(b, N, D) for b in (2, 2, 5, 2, 5)]
+    with track(model, 1.0, clock=clock(*range(11))) as tracker:
+        for x in batches:
+            tracker.step(x)
+    assert calls == [(2, N, D), (5, N, D)]  # one meta count per shape, in order
+    assert tracker.counts.counts == 2
+    per_shape = {b: count(model, torch.randn(b, N, D)).flops for b in (2, 5)}
+    assert [e["flops"] for e in tracker.history] == [per_shape[x.shape[0]] for x in batches]
+
+
+# --- time, MFU, medians ----------------------------------------------------------------------
+
+def test_mfu_is_flops_over_seconds_over_peak() -> None:
+    model = stack()
+    x = torch.randn(B, N, D)
+    # entry 0; step 1 ends at 2 (2 s), starts again at 3; step 2 ends at 7 (4 s)
+    # 9,408 FLOPs a step (the closed form above) in 2 s and 4 s: MFU 47% and 23.5% of 1e-8
+    with track(model, 1e-8, clock=clock(0.0, 2.0, 3.0, 7.0, 7.0)) as tracker:
+        tracker.step(x)
+        tracker.step(x)
+    first, second = tracker.history
+    flops = first["flops"]
+    assert (first["seconds"], second["seconds"]) == (2.0, 4.0)
+    assert first["tflops"] == flops / 2.0 / 1e12
+    assert second["mfu"] == flops / 4.0 / (1e-8 * 1e12)
+    assert second["median_mfu"] == pytest.approx((flops / 2.0 + flops / 4.0) / 2 / 1e4)
+    assert sum(first["components"].values()) == pytest.approx(1.0)
+    assert "| component | share of FLOPs |" in tracker.summary()
+
+
+def test_begin_marks_the_step_start() -> None:
+    with track(stack(), 1.0, clock=clock(0.0, 5.0, 6.0, 7.0)) as tracker:
+        tracker.begin()  # at 5: the data loading before it is not in the step
+        tracker.step(torch.randn(B, N, D))  # ends at 6
+    assert tracker.history[0]["seconds"] == 1.0
+
+
+def test_mfu_above_100_percent_raises_naming_peak_and_flops() -> None:
+    model = stack()
+    x = torch.randn(B, N, D)
+    flops = flops_module.count_step(model, x).flops
+    peak = flops / 1.0 / 1e12 / 2  # half of what the step achieves in 1 s: MFU 200%
+    with (track(model, peak, clock=clock(0.0, 1.0, 1.0)) as tracker,
+          pytest.raises(UserError, match="MFU above 100%") as raised):
+        tracker.step(x)
+    assert f"{flops:,} FLOPs" in str(raised.value) and f"{peak:g} TFLOP/s" in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("peak", [0, -1.5, float("nan"), "312"])
+def test_a_peak_that_is_not_positive_is_one_line(peak: Any) -> None:
+    with pytest.raises(UserError, match="peak_tflops must be a positive number"):
+        track(stack(), peak)
+
+
+def test_a_step_outside_the_block_warns_and_is_ignored() -> None:
+    tracker = track(stack(), 1.0, clock=clock(0.0, 1.0, 2.0, 3.0))
+    with pytest.warns(UserWarning, match=r"tracker.step\(\) outside"):
+        tracker.step(torch.randn(B, N, D))
+    assert tracker.history == []
+
+
+def test_a_step_that_cannot_be_counted_warns_and_training_goes_on() -> None:
+    class NoGrad(nn.Module):  # nothing to train: no training step to count
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Linear(D, D).requires_grad_(False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.w(x)
+
+    with track(NoGrad(), 1.0, clock=clock(0.0, 1.0, 1.0, 2.0, 2.0)) as tracker:
+        with pytest.warns(UserWarning, match="cannot be counted"):
+            tracker.step(torch.randn(B, N, D))
+        tracker.step(torch.randn(B, N, D))  # remembered: no second count, no second warning
+    assert [e["flops"] for e in tracker.history] == [None, None]
+    assert tracker.counts.counts == 1 and tracker.history[1]["seconds"] == 1.0
+
+
+class FakeEvent:
+    """A CUDA event stand-in: completes when the test says so."""
+
+    def __init__(self, at: float) -> None:
+        self.at, self.done, self.recorded = at, False, False
+
+    def record(self) -> None:
+        self.recorded = True
+
+    def query(self) -> bool:
+        return self.done
+
+    def synchronize(self) -> None:
+        self.done = True
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.at - self.at) * 1e3  # milliseconds, as CUDA's
+
+
+def test_cuda_steps_are_read_when_their_events_complete_never_waited_for() -> None:
+    events: list[FakeEvent] = []
+
+    def event() -> FakeEvent:
+        events.append(FakeEvent(float(len(events))))  # the n-th event at n seconds
+        return events[-1]
+
+    tracker = Tracker(stack(), ChosenPeak(1.0, "test"), CudaClock(event))
+    x = torch.randn(B, N, D)
+    with tracker:
+        tracker.step(x)  # events 0 (entry), 1 (end), 2 (next start)
+        assert tracker.history == []  # not complete yet: nothing waited for
+        events[1].done = True
+        tracker.step(x)  # events 3 (end), 4: step 1 is read now, one step late
+        assert [e["step"] for e in tracker.history] == [1]
+        assert tracker.history[0]["seconds"] == 1.0  # events 0 -> 1: 1,000 ms
+    assert [e["step"] for e in tracker.history] == [1, 2]  # the end waited for the last
+    assert tracker.history[1]["seconds"] == 1.0  # events 2 -> 3
+    assert all(e.recorded for e in events)
+
+
+# --- the peak table -------------------------------------------------------------------------
+
+DEVICE_NAMES = {  # each row's GPU as torch.cuda.get_device_name() calls it
+    "A100 SXM": "NVIDIA A100-SXM4-80GB", "A100 PCIe": "NVIDIA A100 80GB PCIe",
+    "H100 SXM": "NVIDIA H100 80GB HBM3", "H100 PCIe": "NVIDIA H100 PCIe", "H200 SXM": "NVIDIA H200",
+    "L4": "NVIDIA L4", "A10": "NVIDIA A10", "V100 SXM2": "Tesla V100-SXM2-16GB",
+    "V100 PCIe": "Tesla V100-PCIE-32GB", "RTX 4090": "NVIDIA GeForce RTX 4090",
+}
+
+
+def test_every_row_has_a_source_and_every_gpu_every_dtype() -> None:
+    rows = peak_table()
+    for row in rows:
+        assert row.source and row.url.startswith("https://") and row.written, row
+        if row.dense_tflops is not None:
+            assert row.dense_tflops > 0
+            assert f"{row.dense_tflops:g}" in row.written.replace(",", "") or "one-half" in \
+                row.written, row  # the figure is the one written (L4: the written halving rule)
+    assert {(r.gpu, r.dtype) for r in rows} == {(g, d) for g in DEVICE_NAMES
+                                                for d in ("fp32", "tf32", "bf16", "fp16", "fp8")}
+
+
+def test_no_sparse_figure_is_used() -> None:
+    for row in peak_table():
+        name = DEVICE_NAMES[row.gpu]
+        if row.dense_tflops is None:
+            with pytest.raises(UserError, match="sparse figures are never used"):
+                table_peak(name, row.dtype)
+            continue
+        peak = table_peak(name, row.dtype)
+        assert peak.tflops == row.dense_tflops
+        if row.sparse_tflops is not None:
+            assert peak.tflops < row.sparse_tflops
+
+
+@pytest.mark.parametrize(("name", "dtype", "tflops"), [
+    ("NVIDIA A100-SXM4-80GB", "bf16", 312.0),  # datasheet: 312 TFLOPS | 624 TFLOPS*
+    ("NVIDIA A100 80GB PCIe", "tf32", 156.0),
+    ("NVIDIA H100 80GB HBM3", "bf16", 989.4),  # whitepaper: 989.4/1978.9 (dense/sparse)
+    ("NVIDIA H100 PCIe", "fp8", 1513.0),
+    ("NVIDIA A10", "fp16", 125.0),  # not the A100
+    ("Tesla V100-SXM2-16GB", "fp16", 125.0),
+    ("NVIDIA GeForce RTX 4090", "bf16", 165.2),
+    ("NVIDIA L4", "bf16", 121.0),  # 242 with sparsity, "one-half lower without"
+])
+def test_the_gpu_is_found_by_its_name(name: str, dtype: str, tflops: float) -> None:
+    peak = table_peak(name, dtype)
+    assert peak.tflops == tflops and "dense" in peak.source
+
+
+@pytest.mark.parametrize("name", [
+    "NVIDIA B200", "NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA H100 NVL", "NVIDIA A10G",
+    "NVIDIA GeForce RTX 4090 D", "NVIDIA L40S", "Tesla V100S-PCIE-32GB",
+])  # other parts than the rows' (other clocks, other figures), whatever their names share
+def test_an_unknown_gpu_asks_for_the_peak_in_one_line(name: str) -> None:
+    with pytest.raises(UserError, match=rf"no peak in vitprof's table for GPU '{name}'; "
+                                        r"pass peak_tflops="):
+        choose_peak(None, torch.device("cuda"), "fp32", device_name=name)
+
+
+def test_an_unknown_gpu_in_track_warns_and_logs_no_mfu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("vitprof.measure.mfu.tracker.model_device",
+                        lambda model: torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Mystery GPU")
+    with pytest.warns(UserWarning, match="no MFU, only TFLOP/s"):
+        tracker = track(stack(), dtype="bf16", clock=clock(0.0, 1.0, 1.0))
+    with tracker:
+        tracker.step(torch.randn(B, N, D))
+    assert tracker.history[0]["mfu"] is None and tracker.history[0]["tflops"] > 0
+
+
+def test_fp32_is_tf32_when_matmuls_may_use_it() -> None:
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        assert dtype_name(torch.float32) == "tf32"
+        torch.set_float32_matmul_precision("highest")
+        assert dtype_name(torch.float32) == "fp32"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert dtype_name(torch.bfloat16) == "bf16"
+
+
+def test_the_cpu_peak_is_measured_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("vitprof.measure.mfu.peaks.matmul_flops", lambda *a, **k: 5e10)
+    peak = choose_peak(None, torch.device("cpu"), torch.float32)
+    assert peak.measured and peak.tflops == 0.05 and peak.source.startswith("measured")
+
+
+# --- the integrations' shared pieces --------------------------------------------------------
+
+def test_a_missing_framework_is_one_line_naming_the_extra() -> None:
+    with pytest.raises(UserError, match=r"pip install 'vitprof\[lightning\]'"):
+        require("no_such_framework_vitprof", "lightning")
+
+
+def test_inputs_are_read_from_a_batch() -> None:
+    x = torch.randn(2, 3)
+    assert model_inputs((x, torch.zeros(2))) is x and model_inputs(x) is x
+    assert model_inputs({"pixel_values": x}) == {"pixel_values": x}
+    with pytest.raises(UserError, match="pass inputs="):
+        model_inputs(3)
+    assert (precision_dtype("bf16-mixed"), precision_dtype("16-mixed"),
+            precision_dtype("32-true")) == ("bf16", "fp16", None)
+
+
+def test_the_running_median_is_the_median_of_all_values() -> None:
+    median = RunningMedian()
+    values = [5.0, 1.0, 4.0, 2.0, 3.0, 9.0]
+    got = [median.add(v) for v in values]
+    # sorted prefixes: [5] 5; [1,5] 3; [1,4,5] 4; [1,2,4,5] 3; [1..5] 3; [1,2,3,4,5,9] 3.5
+    assert got == [5.0, 3.0, 4.0, 3.0, 3.0, 3.5]
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_the_optimizer_step_is_counted_apart_on_its_second_step(foreach: bool) -> None:
+    model = stack()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=foreach)
+    x = torch.randn(B, N, D)
+    with track(model, 1.0, clock=clock(*range(7)), optimizer=optimizer) as tracker:
+        for _ in range(3):
+            model(x).sum().backward()
+            optimizer.step()
+            tracker.step(x)
+    trainable = L * (D * D + 2 * D * R)  # 3 * (64 + 32) = 288 elements
+    # from the second step on, per element: momentum buf * 0.9 (1), + grad (1), param += (1)
+    assert [e["optimizer_vector_flops"] for e in tracker.history] == [None, 3 * trainable,
+                                                                      3 * trainable]
+    assert tracker.history[1]["flops"] == tracker.history[0]["flops"]  # apart, not added
+    assert "864 vector FLOPs a step" in tracker.summary()  # 3 * 288
+    assert not optimizer._optimizer_step_pre_hooks  # the hooks are gone after the count
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_adamw_step_per_element_closed_form(foreach: bool) -> None:
+    model = stack()
+    optimizer = torch.optim.AdamW(model.parameters(), foreach=foreach)
+    x = torch.randn(B, N, D)
+    with track(model, 1.0, clock=clock(*range(5)), optimizer=optimizer) as tracker:
+        for _ in range(2):
+            model(x).sum().backward()
+            optimizer.step()
+            tracker.step(x)
+    addc = ADDCMUL_COST + 1  # addcmul_ / addcdiv_ with a value != 1
+    # weight decay mul 1, exp_avg lerp 3, exp_avg_sq mul 1 + addcmul, sqrt 1, divide by the
+    # bias correction 1, add eps 1, param addcdiv: 1 + 3 + 1 + 3 + 1 + 1 + 1 + 3 = 14
+    per_element = 1 + 3 + 1 + addc + 1 + 1 + 1 + addc
+    trainable = L * (D * D + 2 * D * R)  # 288 elements in 3 * 3 = 9 tensors
+    # + one add per tensor for its step counter
+    assert tracker.history[1]["optimizer_vector_flops"] == per_element * trainable + 3 * L
+
+
+@pytest.mark.parametrize("positional", [True, False])
+def test_a_closure_run_inside_the_step_is_not_priced(positional: bool) -> None:
+    model = stack()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(B, N, D)
+
+    def closure() -> torch.Tensor:  # the forward and backward, as Lightning runs them
+        optimizer.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        return loss
+
+    with track(model, 1.0, clock=clock(*range(5)), optimizer=optimizer) as tracker:
+        for _ in range(2):
+            if positional:
+                optimizer.step(closure)
+            else:
+                optimizer.step(closure=closure)
+            tracker.step(x)
+    trainable = L * (D * D + 2 * D * R)  # 288: one add a trainable element (param -= lr * grad)
+    assert tracker.history[1]["optimizer_vector_flops"] == trainable
+
+
+def test_time_per_component_attributes_the_forward(tiny_vit: nn.Module,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks = iter(range(100_000))  # every mark of the hooks one second after the one before
+    monkeypatch.setattr("vitprof.measure.timing.time",
+                        SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    x = torch.randn(2, 3, 32, 32)
+    tracker = track(tiny_vit, 1.0, clock=clock(*range(9)), timing=True)
+    assert tracker.timer is not None
+    with tracker:
+        for _ in range(2):
+            tiny_vit(x).sum().backward()
+            tracker.step(x)
+    plan = tracker.timer.plans[flops_module.signature(x)]
+    assert plan is not None
+    # one second per interval between module events: each component's share is the sum of
+    # its fractions over the plan's intervals, over their number
+    expected: dict[str, float] = {}
+    for parts in plan.shares:
+        for (component, _block), fraction in parts:
+            expected[str(component)] = expected.get(str(component), 0.0) + fraction
+    intervals = len(plan.events) - 1
+    assert {"patch_embed", "attn_qkv", "mlp", "head"} <= expected.keys()
+    for entry in tracker.history:
+        shares = entry["time_components"]
+        assert shares.keys() == expected.keys()
+        for component, share in shares.items():
+            assert share == pytest.approx(expected[component] / intervals)
+    assert not any(m._forward_pre_hooks for m in tiny_vit.modules())  # the hooks are gone
+    assert "share of forward time" in tracker.summary()
+
+
+def test_an_internal_failure_of_the_count_warns_and_training_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(model: nn.Module, inputs: Any) -> flops_module.StepFlops:
+        raise RuntimeError("something vitprof did not foresee")
+
+    monkeypatch.setattr(flops_module, "count_step", broken)
+    with (track(stack(), 1.0, clock=clock(0.0, 1.0, 1.0)) as tracker,
+          pytest.warns(UserWarning, match="RuntimeError: something vitprof did not")):
+        tracker.step(torch.randn(B, N, D))
+    assert tracker.history[0]["flops"] is None and tracker.history[0]["seconds"] == 1.0

@@ -1,0 +1,176 @@
+"""A tiny ViT trained on the CPU for a few steps in a plain loop, in Lightning and in the Hugging
+Face Trainer: each step's FLOPs equal FlopCounterMode's over one real training step, and the MFU
+logged is the counted FLOPs over the measured time over the peak.
+
+The convention both sides share: FLOPs = 2 x the MACs of the matmuls, convolutions and attention
+products of the forward and the backward (loss and optimizer element-wise work not included).
+FlopCounterMode has no formula for the CPU's fused attention kernel
+(``_scaled_dot_product_flash_attention_for_cpu``), so its reference step runs attention in its
+math form (``SDPBackend.MATH``: two batched matmuls forward, four backward), which it counts.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.functional import cross_entropy
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.flop_counter import FlopCounterMode
+
+from vitprof import track
+
+PEAK = 1.0  # TFLOP/s: far above what a tiny CPU step achieves, so the MFU is a small fraction
+BATCH, CLASSES, IMAGE = 4, 10, 32
+
+
+def reference_flops(model: nn.Module, loss: Any) -> int:
+    """FlopCounterMode's FLOPs over one real training step (forward, loss, backward)."""
+    with FlopCounterMode(display=False) as counter, sdpa_kernel(SDPBackend.MATH):
+        loss(model).backward()
+    model.zero_grad()
+    return int(counter.get_total_flops())
+
+
+def data(steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return (torch.randn(steps * BATCH, 3, IMAGE, IMAGE, generator=generator),
+            torch.randint(0, CLASSES, (steps * BATCH,), generator=generator))
+
+
+def timm_vit() -> nn.Module:
+    timm = pytest.importorskip("timm")
+    return timm.create_model("vit_tiny_patch16_224", img_size=IMAGE, patch_size=8, depth=2,
+                             embed_dim=64, num_heads=2, num_classes=CLASSES, pretrained=False)
+
+
+def assert_mfu_is_arithmetic(entry: dict[str, Any]) -> None:
+    assert entry["tflops"] == entry["flops"] / entry["seconds"] / 1e12
+    assert entry["mfu"] == entry["flops"] / entry["seconds"] / (PEAK * 1e12)
+
+
+@pytest.mark.slow  # building timm's model and a real CPU step under FlopCounterMode: seconds
+def test_plain_loop() -> None:
+    model = timm_vit()
+    x, y = data(3)
+    expected = reference_flops(model, lambda m: cross_entropy(m(x[:BATCH]), y[:BATCH]))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    with track(model, peak_tflops=PEAK, optimizer=optimizer) as tracker:
+        for xb, yb in zip(x.split(BATCH), y.split(BATCH), strict=True):
+            cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            tracker.step(xb)
+    assert [e["flops"] for e in tracker.history] == [expected] * 3
+    for entry in tracker.history:
+        assert_mfu_is_arithmetic(entry)
+    assert_sgd_counted(model, tracker.history)
+
+
+def assert_sgd_counted(model: nn.Module, history: list[dict[str, Any]]) -> None:
+    """Plain SGD: one add per trainable element (param -= lr * grad), from the second step."""
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert [e["optimizer_vector_flops"] for e in history] == [None, trainable, trainable]
+
+
+@pytest.mark.slow  # importing Lightning and starting its Trainer take seconds
+def test_lightning(tmp_path: Path) -> None:
+    pl = pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    class Classifier(pl.LightningModule):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.vit = timm_vit()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.vit(x)  # type: ignore[no-any-return]
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return cross_entropy(self(batch[0]), batch[1])
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    module = Classifier()
+    x, y = data(3)
+    expected = reference_flops(module, lambda m: cross_entropy(m(x[:BATCH]), y[:BATCH]))
+    callback = MFUCallback(peak_tflops=PEAK)
+    trainer = pl.Trainer(accelerator="cpu", max_steps=3, enable_checkpointing=False,
+                         logger=pl.loggers.CSVLogger(tmp_path), log_every_n_steps=1,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[callback])
+    trainer.fit(module, DataLoader(TensorDataset(x, y), batch_size=BATCH))
+    history = callback_history(callback)
+    assert [e["flops"] for e in history] == [expected] * 3
+    assert_sgd_counted(module, history)
+    metrics = (Path(trainer.logger.log_dir) / "metrics.csv").read_text().splitlines()
+    logged = [row for row in csv.DictReader(metrics) if row.get("vitprof/mfu")]
+    assert len(logged) == 3
+    for row, entry in zip(logged, history, strict=True):
+        assert_mfu_is_arithmetic(entry)
+        # logged as float32: the logged MFU is the logged TFLOP/s over the peak
+        assert float(row["vitprof/tflops"]) == pytest.approx(entry["tflops"], rel=1e-6)
+        assert float(row["vitprof/mfu"]) == pytest.approx(
+            float(row["vitprof/tflops"]) / PEAK, rel=1e-6)
+
+
+def callback_history(callback: Any) -> list[dict[str, Any]]:
+    assert callback.tracker is not None
+    return list(callback.tracker.history)
+
+
+@pytest.mark.slow  # the Trainer's start (accelerate) takes seconds
+def test_hugging_face_trainer(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    from vitprof.integrations.transformers import MFUCallback
+
+    config = transformers.ViTConfig(image_size=IMAGE, patch_size=8, hidden_size=64,
+                                    num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=128, num_labels=CLASSES)
+    model = transformers.ViTForImageClassification(config)
+    x, y = data(3)
+    expected = reference_flops(model, lambda m: m(pixel_values=x[:BATCH], labels=y[:BATCH]).loss)
+
+    class Images(torch.utils.data.Dataset):  # type: ignore[type-arg]
+        def __len__(self) -> int:
+            return len(x)
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            return {"pixel_values": x[i], "labels": y[i]}
+
+    callback = MFUCallback(peak_tflops=PEAK)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=BATCH,
+        logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
+        dataloader_num_workers=0, disable_tqdm=True, optim="sgd",
+    )
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=Images(),
+                                   callbacks=[callback])
+    trainer.train()
+    history = callback_history(callback)
+    assert [e["flops"] for e in history] == [expected] * 3
+    assert_sgd_counted(model, history)
+    logged = [row for row in trainer.state.log_history if "vitprof/mfu" in row]
+    assert [row["step"] for row in logged] == [1, 2, 3]
+    for row, entry in zip(logged, history, strict=True):
+        assert_mfu_is_arithmetic(entry)
+        assert row["vitprof/tflops"] == entry["tflops"]
+        assert row["vitprof/mfu"] == row["vitprof/tflops"] / PEAK
+
+
+@pytest.mark.slow  # a child interpreter importing torch
+def test_import_vitprof_imports_no_framework() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, vitprof; vitprof.track; "
+            "print(sorted(m for m in ('lightning', 'pytorch_lightning', 'transformers') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,64 @@
+"""The markdown summary of a tracked run: the peak and where it comes from, the median
+TFLOP/s and MFU, and each component's share of the step's FLOPs."""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vitprof.measure.mfu.peaks import ChosenPeak
+
+CONVENTION = ("FLOPs = 2 x MACs of the training step (forward + backward, the backward to the "
+              "parameters that require a gradient), counted on meta once per input shape; "
+              "element-wise work apart as vector FLOPs; MFU = FLOPs / seconds / dense peak")
+
+
+def median_of(history: list[dict[str, Any]], key: str) -> float | None:
+    """The median of ``key`` over the entries that have one (None where none has)."""
+    values = [e[key] for e in history if e[key] is not None]
+    return statistics.median(values) if values else None
+
+
+def _shares(history: list[dict[str, Any]], key: str, weight: str) -> dict[str, float]:
+    """Each component's share of ``key`` (``components``: FLOPs; ``time_components``: the
+    forward's time) over the run, each step's shares weighted by its ``weight``."""
+    amounts: dict[str, float] = {}
+    for entry in history:
+        for component, share in (entry.get(key) or {}).items():
+            amounts[component] = amounts.get(component, 0.0) + share * (entry[weight] or 0)
+    total = sum(amounts.values())
+    return {c: v / total for c, v in amounts.items()} if total else {}
+
+
+def _optimizer(history: list[dict[str, Any]]) -> str:
+    counted = [e["optimizer_vector_flops"] for e in history
+               if e.get("optimizer_vector_flops") is not None]
+    if not counted:
+        return "not counted (pass optimizer=; it is counted on its second step)"
+    return f"{counted[-1]:,} vector FLOPs a step, apart from the FLOPs above"
+
+
+def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int) -> str:
+    """Markdown for ``history`` (the tracker's entries), ``peak`` (None: no MFU) and the
+    number of meta counts the run needed."""
+    tflops, mfu = median_of(history, "tflops"), median_of(history, "mfu")
+    lines = [
+        "## vitprof training MFU", "",
+        f"- steps: {len(history)}; input shapes counted: {counts}",
+        f"- peak: {peak.source if peak else 'none (no MFU): pass peak_tflops='}",
+        f"- median TFLOP/s: {'n/a' if tflops is None else f'{tflops:.4g}'}",
+        f"- median MFU: {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}",
+        f"- optimizer step: {_optimizer(history)}",
+        f"- convention: {CONVENTION}", "",
+    ]
+    flops = _shares(history, "components", "flops")
+    times = _shares(history, "time_components", "seconds")
+    if times:
+        lines += ["| component | share of FLOPs | share of forward time |", "|---|---:|---:|"]
+    else:
+        lines += ["| component | share of FLOPs |", "|---|---:|"]
+    for component in sorted(flops.keys() | times.keys(), key=lambda c: -flops.get(c, 0.0)):
+        row = f"| {component} | {100 * flops.get(component, 0.0):.2f}% |"
+        lines.append(row + (f" {100 * times.get(component, 0.0):.2f}% |" if times else ""))
+    return "\n".join(lines) + "\n"

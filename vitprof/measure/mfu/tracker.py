@@ -1,0 +1,240 @@
+"""Model FLOPs utilisation of a training loop: counted FLOPs over measured time over a peak.
+
+``with vitprof.track(model) as tracker:`` then ``tracker.step(x)`` after each training step,
+with the batch the model was fed. Each step's entry in ``tracker.history``:
+
+* ``flops``: the step's forward + backward FLOPs (2 x MACs), counted on meta once per input
+  shape (:mod:`vitprof.measure.mfu.flops`); ``vector_flops``, the element-wise work, apart;
+* ``seconds``: from the step's start to its end. The end is the call of :meth:`Tracker.step`;
+  the start is :meth:`Tracker.begin` if it was called, else the end of the tracker's own work
+  after the previous step (or the entry of the ``with``), so data loading is in the step unless
+  ``begin`` marks the start after it, and the tracker's own work (a count) is in no step;
+* ``tflops = flops / seconds / 1e12`` and ``mfu = flops / seconds / (peak_tflops x 1e12)``,
+  with running medians; an MFU above 1 is an error naming the peak and the FLOPs, never a value;
+* ``components``: each component's share of the step's FLOPs;
+* ``time_components``: with ``timing=True``, each component's share of the forward's time
+  (None without it);
+* ``optimizer_vector_flops``: the element-wise work of the optimizer's step, apart (None until
+  it is counted, on the optimizer's second step, and without ``optimizer=``;
+  :mod:`vitprof.measure.mfu.optimizer`).
+
+On CUDA the times come from events and are read when ready (:mod:`vitprof.measure.mfu.clocks`),
+so an entry appears about one step late and ``on_step`` is called then; leaving the ``with``
+reads the rest. Nothing that goes wrong in vitprof stops the user's training: a step outside the
+``with``, a step that cannot be counted, a GPU with no peak in the table each give one warning
+and the tracker goes on (without FLOPs or MFU where it has none).
+"""
+
+from __future__ import annotations
+
+import heapq
+import operator
+import warnings
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from functools import reduce
+from types import TracebackType
+from typing import Any
+
+import torch
+from torch import nn
+
+from vitprof.core.errors import UserError
+from vitprof.measure.mfu.clocks import Clock, CudaClock, WallClock
+from vitprof.measure.mfu.component_time import ComponentTimer
+from vitprof.measure.mfu.flops import StepCounts, StepFlops
+from vitprof.measure.mfu.optimizer import OptimizerCount
+from vitprof.measure.mfu.peaks import ChosenPeak, choose_peak, given_peak
+from vitprof.measure.mfu.summary import summary
+
+StepEntry = dict[str, Any]
+
+
+class RunningMedian:
+    """The median of the values added so far, in O(log n) per value (two heaps: the lower half
+    as a max-heap of negated values, the upper half as a min-heap)."""
+
+    def __init__(self) -> None:
+        self.low: list[float] = []
+        self.high: list[float] = []
+
+    def add(self, value: float) -> float:
+        """Add ``value``; return the median of all the values added."""
+        heapq.heappush(self.low, -heapq.heappushpop(self.high, value))
+        if len(self.low) > len(self.high):
+            heapq.heappush(self.high, -heapq.heappop(self.low))
+        if len(self.high) > len(self.low):
+            return self.high[0]
+        return (self.high[0] - self.low[0]) / 2
+
+
+@dataclass
+class _Pending:
+    step: int
+    start: Any
+    end: Any
+    counted: StepFlops | None
+    times: dict[str, float] | None = None
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where the model's first parameter or buffer lives (the CPU for a model without any)."""
+    for tensor in [*model.parameters(), *model.buffers()]:
+        return tensor.device
+    return torch.device("cpu")
+
+
+def check_mfu(mfu: float, flops: int, seconds: float, peak: ChosenPeak) -> None:
+    """An MFU above 100% means a wrong peak or a wrong count: a UserError saying both."""
+    if mfu > 1:
+        raise UserError(
+            f"MFU above 100% ({flops:,} FLOPs in {seconds:.6g} s = {flops / seconds / 1e12:.4g} "
+            f"TFLOP/s against a peak of {peak.tflops:g} TFLOP/s, {peak.source}): the peak is "
+            f"wrong for this device and dtype; pass peak_tflops= with its dense peak"
+        )
+
+
+class Tracker:
+    """Counts and times each training step of ``model``; see the module docstring."""
+
+    def __init__(self, model: nn.Module, peak: ChosenPeak | None, clock: Clock, *,
+                 on_step: Callable[[StepEntry], None] | None = None,
+                 optimizer: torch.optim.Optimizer | None = None,
+                 timer: ComponentTimer | None = None) -> None:
+        self.model = model
+        self.timer = timer
+        self.optimizer = None if optimizer is None else OptimizerCount(optimizer)
+        self.peak = peak
+        self.clock = clock
+        self.on_step = on_step
+        self.counts = StepCounts(model)
+        self.history: list[StepEntry] = []
+        self.active = False
+        self._start: Any = None
+        self._pending: list[_Pending] = []
+        self._steps = 0
+        self._medians = {"tflops": RunningMedian(), "mfu": RunningMedian()}
+
+    def __enter__(self) -> Tracker:
+        if self.timer is not None:
+            self.timer.start()
+        self.active = True
+        self._start = self.clock.mark()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Read every step still pending (waiting for the last one on CUDA) and stop."""
+        if self._pending:
+            self.clock.wait(self._pending[-1].end)
+        self._read()
+        if self.optimizer is not None:
+            self.optimizer.remove()
+        if self.timer is not None:
+            self.timer.stop()
+        self.active = False
+
+    def begin(self) -> None:
+        """Mark the start of the next step now (after its data is loaded, say)."""
+        if self._outside("begin"):
+            return
+        self._start = self.clock.mark()
+
+    def step(self, *batches: Any) -> None:
+        """The step that just ended trained on ``batches`` (one per forward: several for
+        gradient accumulation), each as the model was fed it: a tensor, a tuple of positional
+        arguments, a dict of keyword arguments or ``(args, kwargs)``."""
+        end = self.clock.mark()
+        if self._outside("step"):
+            return
+        self._steps += 1
+        times = None if self.timer is None else self.timer.shares(batches)
+        with nullcontext() if self.timer is None else self.timer.quiet():
+            counted = [self.counts.of(batch) for batch in batches]
+        steps = [c for c in counted if c is not None]
+        total = reduce(operator.add, steps) if steps and len(steps) == len(counted) else None
+        self._pending.append(_Pending(self._steps, self._start, end, total, times))
+        self._read()
+        self._start = self.clock.mark()
+
+    def _outside(self, what: str) -> bool:
+        if not self.active:
+            warnings.warn(f"vitprof: tracker.{what}() outside the tracker's `with` block (or "
+                          f"after the run ended) is ignored", stacklevel=3)
+        return not self.active
+
+    def _read(self) -> None:
+        """Enter every pending step whose end mark is ready, in order."""
+        while self._pending and self.clock.ready(self._pending[0].end):
+            pending = self._pending.pop(0)
+            entry = self._entry(pending, self.clock.seconds(pending.start, pending.end))
+            self.history.append(entry)
+            if self.on_step is not None:
+                self.on_step(entry)
+
+    def _entry(self, pending: _Pending, seconds: float) -> StepEntry:
+        counted = pending.counted
+        optimizer = None if self.optimizer is None else self.optimizer.vector_flops
+        entry: StepEntry = {"step": pending.step, "seconds": seconds, "flops": None,
+                            "vector_flops": None, "tflops": None, "mfu": None, "components": {},
+                            "optimizer_vector_flops": optimizer, "time_components": pending.times}
+        if counted is not None and seconds > 0:
+            flops = counted.flops
+            entry.update(flops=flops, vector_flops=counted.vector_flops,
+                         tflops=flops / seconds / 1e12,
+                         components={k: v / flops for k, v in counted.components.items()
+                                     if v and flops})
+            if self.peak is not None:
+                mfu = flops / seconds / (self.peak.tflops * 1e12)
+                check_mfu(mfu, flops, seconds, self.peak)
+                entry["mfu"] = mfu
+        for key, median in self._medians.items():
+            last = self.history[-1][f"median_{key}"] if self.history else None
+            entry[f"median_{key}"] = last if entry[key] is None else median.add(entry[key])
+        return entry
+
+    def summary(self) -> str:
+        """The run so far as markdown: the peak, the medians, the FLOPs per component."""
+        return summary(self.history, self.peak, self.counts.counts)
+
+
+def track(model: nn.Module, peak_tflops: float | None = None, *,
+          dtype: torch.dtype | str | None = None, clock: Clock | None = None,
+          on_step: Callable[[StepEntry], None] | None = None,
+          optimizer: torch.optim.Optimizer | None = None, timing: bool = False) -> Tracker:
+    """A :class:`Tracker` for ``model``, used as ``with track(model) as tracker:``.
+
+    ``peak_tflops``: the dense peak to divide by; None takes the GPU's from vitprof's table
+    (:mod:`vitprof.measure.mfu.peaks`), or measures the CPU's now. ``dtype`` is what the matmuls
+    run in (``"bf16"`` or ``torch.bfloat16`` under autocast; default: the model's parameters').
+    ``clock`` replaces the device's clock; ``on_step(entry)`` is called with each entry;
+    ``optimizer``: its step's element-wise work is counted too, and reported apart;
+    ``timing=True``: each component's share of the forward's time too, with ``profile``'s hooks
+    (:mod:`vitprof.measure.mfu.component_time`; they cost time).
+    A peak that is not positive is a UserError; a GPU the table does not know is one warning,
+    and the steps then have TFLOP/s but no MFU.
+    """
+    if peak_tflops is not None:
+        peak: ChosenPeak | None = given_peak(peak_tflops)
+    else:
+        peak = _default_peak(model, dtype)
+    device = model_device(model)
+    if clock is None:
+        clock = CudaClock() if device.type == "cuda" else WallClock()
+    timer = ComponentTimer(model, device.type) if timing else None
+    return Tracker(model, peak, clock, on_step=on_step, optimizer=optimizer, timer=timer)
+
+
+def _default_peak(model: nn.Module, dtype: torch.dtype | str | None) -> ChosenPeak | None:
+    device = model_device(model)
+    if dtype is None:
+        dtype = next((p.dtype for p in model.parameters()), torch.float32)
+    try:
+        return choose_peak(None, device, dtype)
+    except UserError as error:
+        warnings.warn(f"vitprof: no MFU, only TFLOP/s: {error}", stacklevel=3)
+        return None
