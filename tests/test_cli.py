@@ -286,6 +286,17 @@ def read_profile(out: str, fmt: str) -> dict[str, object]:
     return {"gflops": row[3]}  # component, time ms, % time, GFLOPs, ...
 
 
+def read_memory(out: str, fmt: str) -> dict[str, int]:
+    """The total row's parameter, gradient and optimizer-state bytes."""
+    if fmt == "json":
+        total = json.loads(out)["total"]
+        return {"params_bytes": total["params"], "grads_bytes": total["grads"],
+                "state_bytes": total["optimizer_state"]}
+    row = next(r for r in table_rows(out, fmt) if r[0] == "total")  # component, params, ...
+    return {"params_bytes": _number(row[1]), "grads_bytes": _number(row[2]),
+            "state_bytes": _number(row[3])}
+
+
 BUDGET = """[good]
 model = "{factory}:good"
 max_params = {params}
@@ -312,6 +323,11 @@ COMMANDS = {
     "profile": (["profile", "{factory}:good", "--image-size", "32", "--warmup", "0", "--iters",
                  "1", "--threads", "1", "--peak-tflops", "0.05", "--no-progress"], read_profile,
                 {"gflops": f"{2 * GOOD_MACS / 1e9:.3f}"}),
+    # float32: 4 bytes a parameter, its gradient, and SGD's one momentum buffer (no step count)
+    "memory": (["memory", "{factory}:good", "--image-size", "32", "--target", "cpu",
+                "--optimizer", "sgd-momentum"], read_memory,
+               {"params_bytes": 4 * GOOD_PARAMS, "grads_bytes": 4 * GOOD_PARAMS,
+                "state_bytes": 4 * GOOD_PARAMS}),
 }
 
 
@@ -330,7 +346,8 @@ def test_every_command_in_every_format_adds_up(factory_file: Path, tmp_path: Pat
     assert code == (1 if command == "check" else 0)
     read_out = read(out, fmt)
     assert read_out == {key: expected[key] for key in read_out}
-    assert set(read_out) & {"macs", "macs_a", "224", "gflops"}  # every reader reads the MACs
+    # every reader reads the MACs (memory: the bytes)
+    assert set(read_out) & {"macs", "macs_a", "224", "gflops", "params_bytes"}
 
 
 def test_every_command_offers_the_formats_of_the_registry() -> None:
@@ -588,6 +605,8 @@ OUTPUT_OPTIONS = [
     (["sweep", "{model}", "--image-size", "32", "--out", "{place}"], "folder", "sweep-out"),
     (["sweep", "{model}", "--image-size", "32", "--figure", "{place}"], "png", "sweep-figure"),
     (["diff", "{model}", "{model}", "--output", "{place}"], "file", "diff"),
+    (["memory", "{model}", "--output", "{place}"], "file", "memory"),
+    (["memory", "{model}", "--figure", "{place}"], "png", "memory-figure"),
 ]
 # Places relative to a folder holding a file "afile", a folder "adir" and a read-only folder
 # "ro" (chmod 0o555; root writes there anyway, so those rows are skipped for root).
@@ -714,6 +733,8 @@ def mlp():
                      "forward is broken", id="sweep"),
         pytest.param(["diff", "vit_b_32", "{tmp}/models.py:make_broken"], "forward is broken",
                      id="diff"),
+        pytest.param(["memory", "{tmp}/models.py:make_broken"], "forward is broken",
+                     id="memory"),
     ],
 )
 def test_a_failing_forward_is_one_line_in_every_command(
@@ -829,6 +850,9 @@ def test_missing_optional_package_names_the_extra(monkeypatch, capsys) -> None:
         pytest.param(["diff", "vit_b_16"], "", id="diff-one-side"),
         pytest.param(["diff", "vit_b_16", "vit_b_32", "--fail-above", "lots"], "",
                      id="diff-bad-fail-above"),
+        pytest.param(["memory", "vit_b_16", "--fit", "lots"], "", id="memory-bad-fit"),
+        pytest.param(["memory", "vit_b_16", "--optimizer", "lion"], "invalid choice: 'lion'",
+                     id="memory-bad-optimizer"),
         pytest.param([], "", id="no-command"),
     ],
 )
@@ -895,6 +919,8 @@ BOTH_PRINTS = ("factory prints", "forward prints")
                      ("factory prints",), id="formula-json"),
         pytest.param(["diff", "mymodels.py:loud", "mymodels.py:loud", "--format", "json"],
                      json.loads, BOTH_PRINTS, id="diff-json"),
+        pytest.param(["memory", "mymodels.py:loud", "--image-size", "32", "--format", "json"],
+                     json.loads, BOTH_PRINTS, id="memory-json"),
     ],
 )
 def test_model_prints_go_to_stderr(factory_file: Path, monkeypatch, capsys, argv: list[str],
@@ -965,7 +991,7 @@ def test_cli_module_imports_no_torch() -> None:
 
 
 HELP_COMMANDS = ("analyze", "models", "check", "formula", "crosscheck", "profile", "report",
-                 "sweep", "diff")
+                 "sweep", "diff", "memory")
 # In the order they run: every command that must import no torch first, so that each one's
 # "heavy" (what the interpreter holds after it) is its own imports and those before it.
 IMPORT_CASES = [

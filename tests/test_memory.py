@@ -10,6 +10,7 @@ with and without block checkpointing; AdamW, ``--target cpu``, the CPU's fused a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -124,6 +125,35 @@ def test_timeline_adds_up(tiny_estimate: MemoryEstimate) -> None:
         == tiny_estimate.saved_bytes
 
 
+def test_a_backward_op_belongs_to_the_forward_op_whose_node_runs_it(
+        tiny_estimate: MemoryEstimate) -> None:
+    """On fake tensors as on meta: per component and block, the backward's MACs of the step
+    equal those of ``analyze(mode="train")`` (on meta), and no backward op of the timeline
+    falls back to ``other`` (a fake tensor's ``prim.device``, asked by autograd before it set
+    the previous output's node, used to drop every forward node: the backward read ``other``)."""
+    from collections import Counter
+
+    from vitprof import analyze
+    from vitprof.count.families import recognize
+    from vitprof.measure.memory_step import run_step
+    from vitprof.measure.training_memory import step_settings
+    from vitprof.workload import make_workload
+
+    def backward(ops) -> Counter:
+        found: Counter = Counter()
+        for op in ops:
+            if op.phase == "backward":
+                found[str(op.component), op.block] += op.macs
+        return found
+
+    work = make_workload(tiny(), batch_size=2)
+    settings = step_settings("adamw", "float32", None, "none", "cpu", "flash", "train")
+    step = run_step(work, recognize(work.module, work.rules), settings, 2)
+    on_meta = backward(analyze(tiny(), mode="train", batch_size=2).ops)
+    assert backward(step.run.ops) == on_meta and on_meta[("attn_core", 1)] > 0
+    assert "other" not in {e.component for e in tiny_estimate.timeline if e.phase == "backward"}
+
+
 def test_math_attention_keeps_the_scores() -> None:
     wide = VisionTransformer(**{**TINY, "img_size": 64})  # type: ignore[arg-type]
     fused = memory(wide, batch_size=2, target="cpu", attention="flash")
@@ -166,6 +196,25 @@ def test_fit_is_the_largest_batch_that_fits() -> None:
     answer = found.largest_batch
     assert answer is not None and answer > 4
     assert peak(answer) <= budget < peak(answer + 1)
+
+
+def test_fit_holds_against_a_measured_cpu_step() -> None:
+    """The largest batch --fit finds for a budget fits in a real CPU step, measured by the
+    allocator's events (measure_training_memory), and the next batch does not."""
+    def predicted(batch: int) -> int:
+        return memory(tiny(), batch_size=batch, target="cpu", attention="flash").peak_bytes
+
+    def measured(batch: int) -> int:
+        torch.manual_seed(0)
+        return measure_training_memory(tiny(), torch.randn(batch, 3, 32, 32)).peak_bytes
+
+    # halfway between the predicted peaks at batch 8 and 9 (in the backward, where the peak
+    # grows with the batch): a margin of half a sample's activations either side, about 3% of
+    # the peak, far above the 0.004% a prediction is off by
+    budget = (predicted(8) + predicted(9)) // 2
+    found = memory(tiny(), batch_size=2, target="cpu", attention="flash", fit=budget)
+    assert found.largest_batch == 8
+    assert measured(8) <= budget < measured(9)
 
 
 def test_fit_solves_a_line_in_few_steps() -> None:
@@ -215,6 +264,28 @@ def test_cli_table(tiny_file: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["memory", tiny_file, "--checkpoint", "every 1"]) == 0
     out = capsys.readouterr().out
     assert "peak: " in out and "blocks:" in out and "optimizer B" in out
+
+
+def test_cli_markdown_is_the_report_section_with_its_figure(
+        tiny_file: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--format markdown writes the report's section (memory_report.memory_section), linking
+    the timeline figure --figure wrote, relative to the --output file's folder."""
+    from vitprof.render import figures
+    from vitprof.render.memory_report import memory_section, timeline_figure
+
+    (tmp_path / "out").mkdir()
+    argv = ["--batch-size", "2", "--target", "cpu", "--attention", "flash"]
+    assert main(["memory", tiny_file, *argv, "--format", "markdown", "--figure",
+                 str(tmp_path / "timeline.png"), "--output", str(tmp_path / "out/m.md")]) == 0
+    estimate = memory(tiny(), batch_size=2, target="cpu", attention="flash")
+    text = (tmp_path / "out/m.md").read_text()
+    section = memory_section(estimate, figure="../timeline.png")
+    # the model's name is the file's in the command, the class's in the API
+    assert text == section.replace("VisionTransformer", tiny_file).rstrip("\n") + "\n"
+    assert "](../timeline.png)" in text
+    drawn = timeline_figure(dataclasses.replace(estimate, model=tiny_file))
+    assert figures.read_digest(tmp_path / "timeline.png") == drawn.digest
+    assert capsys.readouterr().out == ""
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [

@@ -430,7 +430,12 @@ class OpCounter:
         return index if index >= 0 else None
 
     def adopt(self, out: Any) -> None:
-        """Forward: the autograd node of ``out`` will belong to the current record."""
+        """Forward: the autograd node of ``out`` will belong to the current record. An output
+        without tensors changes nothing: a fake tensor's ``prim.device``, which autograd asks
+        while it sets the previous output's history, would settle that output before its
+        ``grad_fn`` is set, and lose it."""
+        if next(_tensors(out), None) is None:
+            return
         self.settle()
         index = self.current()
         if index is not None:

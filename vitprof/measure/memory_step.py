@@ -8,8 +8,9 @@ liveness, then the optimizer's step under a dispatch mode that logs into the sam
 
 Why fake tensors: a ``FakeTensor`` holds no memory, like a meta tensor, but it says it lives on
 the CPU, so ``torch.autocast("cpu")`` casts it as it casts a real one (autocast ignores meta
-tensors) and the dtypes of every activation are real. Storages are freed when their last
-tensor goes, as on any device, so the timeline is the run's. The parameters, buffers and
+tensors) and the dtypes of every activation are real (for ``target="cuda"`` CPU autocast
+casts as CUDA autocast does: :mod:`vitprof.measure.cuda_autocast`). Storages are freed when
+their last tensor goes, as on any device, so the timeline is the run's. The parameters, buffers and
 optimizer state are fake stand-ins made before the step; the optimizer state is made by one
 step run beforehand, so the step logged is the second one (the state exists).
 
@@ -40,6 +41,7 @@ from vitprof.count.families import ComponentMap
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import Run, count
 from vitprof.count.timeline import Timeline
+from vitprof.measure.cuda_autocast import cuda_policy, lower_precision_call
 from vitprof.workload import Workload
 
 _SDPA = torch.nn.functional.scaled_dot_product_attention
@@ -121,7 +123,7 @@ class _AttentionKernel(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is _SDPA:
-            return self.kernel(*args, **kwargs)
+            return lower_precision_call(self.kernel, *args, **kwargs)
         return func(*args, **kwargs)
 
 
@@ -254,8 +256,9 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
     fake = FakeTensorMode()
     stand = _stand_ins(work.module, fake)
     timeline = Timeline()
+    spec = replace(work.inputs, batch=batch)
     with fake:
-        inputs = replace(work.inputs, batch=batch).example("cpu")
+        inputs = spec.example("cpu")
     timeline.hold(inputs)
     held = {timeline.allocation_of(t) for t in _tensors(inputs)} - {None}
     with _reparametrize_module(work.module, stand), ExitStack() as stack:
@@ -270,13 +273,15 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         saved = _Saved(timeline)
         kernel = KERNELS[settings.target, settings.attention]
         stack.enter_context(_checkpointed_blocks(work.module, mapping, settings.every, kernel))
+        if settings.amp is not None and settings.target == "cuda":
+            stack.enter_context(cuda_policy())  # backward too: a checkpoint's recomputation
         stack.enter_context(_autocast_forward(work.module, settings.amp))
         stack.enter_context(_AttentionKernel(kernel))
         stack.enter_context(fake)
         if not settings.train:
             stack.enter_context(torch.no_grad())
         with saved_tensors_hooks(saved.pack, _unpack):
-            run = _counted(work, mapping, inputs, timeline, settings)
+            run = _counted(work, mapping, inputs, timeline, settings, spec.shape)
         stack.close()
         gradients = _optimizer_step(timeline, run, opt, work.module)
         state = _state_by_name(opt, work.module)
@@ -285,8 +290,9 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
 
 
 def _counted(work: Workload, mapping: ComponentMap, inputs: Any, timeline: Timeline,
-             settings: StepSettings) -> Run:
-    """The counted forward (and backward) on fake tensors; a failure says what was tried."""
+             settings: StepSettings, shape: tuple[int, ...]) -> Run:
+    """The counted forward (and backward) on fake tensors; a failure says what was tried, and
+    on which input ``shape``."""
     try:
         return count(work.module, inputs, mapping, train=settings.train, live=timeline,
                      keep_gradients=True)
@@ -294,7 +300,8 @@ def _counted(work: Workload, mapping: ComponentMap, inputs: Any, timeline: Timel
         tried = "a training step (forward in train mode, then backward)" if settings.train \
             else "a forward"
         raise UserError(f"{work.name}: {tried} could not run on fake CPU tensors (meta "
-                        f"storage): {one_line(failed.error)}") from None
+                        f"storage): {one_line(failed.error)} (input of shape "
+                        f"{'x'.join(map(str, shape))})") from None
 
 
 def _optimizer_step(timeline: Timeline, run: Run, opt: torch.optim.Optimizer | None,

@@ -19,7 +19,8 @@ Conventions (bytes throughout):
   (the inputs under the first op's).
 * ``target="cuda"``: each allocation is rounded up to a multiple of 512 bytes, as the CUDA
   caching allocator's ``max_memory_allocated`` counts it, and :data:`CUDA_WORKSPACE` bytes of
-  cuBLAS workspace are alive throughout; the optimizers run their multi-tensor (foreach) form.
+  cuBLAS workspace are alive throughout; the optimizers run their multi-tensor (foreach) form;
+  with ``amp``, CUDA autocast's casts (:mod:`vitprof.measure.cuda_autocast`).
   ``target="cpu"``: sizes as asked, no workspace, single-tensor optimizers.
 * ``mode="inference"``: one forward without gradients; parameters, inputs and activations only.
 """

@@ -1,5 +1,9 @@
-"""Tables and JSON of a training step's predicted memory (``vitprof memory``). Renders; never
-predicts."""
+"""Tables, markdown and JSON of a training step's predicted memory (``vitprof memory``).
+Renders; never predicts.
+
+The table (and html) form is the header lines and the tables below; the markdown form is
+:func:`vitprof.render.memory_report.memory_section` (the report's section, with the timeline
+figure when one is written); the JSON form is :func:`memory_dict`."""
 
 from __future__ import annotations
 
@@ -7,7 +11,17 @@ from dataclasses import asdict
 from typing import Any
 
 from vitprof.measure.training_memory import ComponentMemory, MemoryEstimate
-from vitprof.render.document import BLANK, Col, Column, Document, Kind, Table, columns, lines
+from vitprof.render.document import (
+    Col,
+    Column,
+    Document,
+    Kind,
+    Lines,
+    Table,
+    columns,
+    lines,
+    only,
+)
 
 MEMORY_COLUMNS = (Column("params", "params B", Kind.COUNT), Column("grads", "grads B", Kind.COUNT),
                   Column("optimizer_state", "optimizer B", Kind.COUNT),
@@ -73,8 +87,18 @@ def memory_dict(estimate: MemoryEstimate) -> dict[str, Any]:
     return data
 
 
-def memory_document(estimate: MemoryEstimate) -> Document:
-    tables: list[Table | Any] = []
+TEXT_FORMATS = ("table", "html")
+
+
+def memory_document(estimate: MemoryEstimate, figure: str | None = None) -> Document:
+    """The estimate in every format; ``figure``: the timeline figure's path as the markdown
+    links it (None: no figure)."""
+    from vitprof.render.memory_report import memory_section
+
+    blank = lines([""], bullets=False, only=TEXT_FORMATS)
+    blocks: list[Lines | Table] = [lines(memory_header(estimate), only=TEXT_FORMATS)]
     for table in memory_tables(estimate):
-        tables += [BLANK, table]
-    return Document((lines(memory_header(estimate)), *tables), memory_dict(estimate), "memory")
+        blocks += [blank, only(table, *TEXT_FORMATS)]
+    section = memory_section(estimate, figure=figure)
+    blocks.append(lines(section.splitlines(), bullets=False, only=("markdown",)))
+    return Document(tuple(blocks), memory_dict(estimate), "memory")

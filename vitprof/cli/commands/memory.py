@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
+from typing import Any
 
 from vitprof.cli.commands.common import (
     add_shape_options,
@@ -12,7 +15,7 @@ from vitprof.cli.commands.common import (
     warn,
     write_output,
 )
-from vitprof.cli.commands.outputs import check_writable
+from vitprof.cli.commands.outputs import check_figure_path, check_writable
 from vitprof.core.choices import (
     AMP_DTYPES,
     ATTENTION_PATHS,
@@ -57,6 +60,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="also find the largest batch whose peak fits SIZE (24GiB, 80GB)")
     parser.add_argument("--format", choices=choices("memory"), default="table")
     parser.add_argument("--output", type=output_path, metavar="FILE")
+    parser.add_argument("--figure", type=output_path, metavar="PNG",
+                        help="also write the timeline figure (bytes alive after each op, "
+                             "stacked by component, the peak marked); markdown links it")
     parser.set_defaults(run=run)
 
 
@@ -66,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.output:
         check_writable(args.output)
+    if args.figure:
+        check_figure_path(args.figure, ["png"])
     estimate = memory(
         args.model, request=input_request(args), optimizer=args.optimizer, amp=args.amp,
         checkpoint=args.checkpoint, target=args.target, attention=args.attention,
@@ -73,5 +81,24 @@ def run(args: argparse.Namespace) -> int:
     )
     for message in estimate.warnings:
         warn(message)
-    write_output(render(memory_document(estimate), args.format), args.output)
+    if args.figure:
+        write_figure(estimate, args.figure)
+    document = memory_document(estimate, figure_link(args.figure, args.output))
+    write_output(render(document, args.format), args.output)
     return 0
+
+
+def write_figure(estimate: Any, path: str) -> None:
+    """The timeline figure of ``estimate`` as the PNG ``path``."""
+    from vitprof.render import figures
+    from vitprof.render.memory_report import timeline_figure
+
+    figures.save(timeline_figure(estimate), path)
+
+
+def figure_link(figure: str | None, output: str | None) -> str | None:
+    """The figure's path as the markdown links it: relative to the output file's folder when
+    the output is a file, else as given."""
+    if figure is None or output is None:
+        return figure
+    return os.path.relpath(figure, Path(output).parent)
