@@ -88,6 +88,23 @@ def test_deit_matches_a_real_cpu_step(name: str, batch: int, amp: str | None,
     _compare(_deit(name), 224, batch, amp, checkpoint)
 
 
+def test_a_model_with_buffers_is_predicted() -> None:
+    """Buffers stand in as fake tensors, which hold no values: the run's model-state guard
+    used to compare them after the step (torch.equal: DataDependentOutputException on fake
+    tensors), so any model with a buffer (Swin's position index, a BatchNorm) failed."""
+    def model() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 4, 4), torch.nn.BatchNorm2d(8),
+                                   torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 10))
+
+    built = model()
+    running = built[1].running_mean.clone()
+    predicted = memory(built, batch_size=4, image_size=32, target="cpu")
+    assert torch.equal(built[1].running_mean, running)  # the real buffer is left alone
+    measured = measure_training_memory(model(), torch.randn(4, 3, 32, 32))
+    assert abs(predicted.peak_bytes - measured.peak_bytes) <= TOLERANCE * measured.peak_bytes
+
+
 @pytest.fixture(scope="module")
 def tiny_estimate() -> MemoryEstimate:
     return memory(tiny(), batch_size=2, target="cpu", attention="flash")

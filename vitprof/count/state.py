@@ -12,9 +12,10 @@ entry, and puts back, on exit (after an error too):
   object it held before (``training`` among them, per module);
 * the contents of each module's dict and set attributes (parameters, buffers, submodules, hook
   tables, caches), in the same dict and set objects, so that a caller's hook handles stay valid;
-* the values of the buffers: each one not on meta is cloned on entry and copied back where its
-  values changed (BatchNorm's kernels update the running statistics without moving the tensor's
-  version counter, so values are compared, not versions);
+* the values of the buffers: each one not on meta and not fake (neither holds values: a fake
+  one, in a step predicted on fake tensors, cannot even be compared) is cloned on entry and
+  copied back where its values changed (BatchNorm's kernels update the running statistics
+  without moving the tensor's version counter, so values are compared, not versions);
 * the random number generators: torch's CPU generator, every CUDA generator where CUDA is
   initialised, Python's ``random`` and, where numpy is imported, numpy's global one.
 
@@ -38,6 +39,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._subclasses.fake_tensor import is_fake
 
 
 @dataclass
@@ -95,7 +97,7 @@ class ModelState:
         self.modules = [_ModuleState(m) for m in self.model.modules()]
         with torch.no_grad():
             self.buffers = [(b, b.clone()) for b in _unique(self.model.buffers())
-                            if not b.is_meta]
+                            if not b.is_meta and not is_fake(b)]
         self.versions = {name: (p, p._version)
                          for name, p in self.model.named_parameters(remove_duplicate=True)}
 
