@@ -73,6 +73,8 @@ OTHER_PAGES: dict[str, str] = {
     "third_party.md": "third-party ViTs (vit-pytorch, x-transformers, open_clip) built small, "
     "held against two oracles and against their own breakdown under neutral names "
     "(`python benchmarks/third_party.py`)",
+    "memory.md": "training memory predicted against measured CPU steps, the other estimators "
+    "on the same rows, Mesa's DeiT figures (`python benchmarks/memory_accuracy.py`)",
 }
 
 
