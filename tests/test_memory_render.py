@@ -1,58 +1,25 @@
 """The training-memory figure and markdown section (vitprof/render/memory_report.py), on a small
 hand-built estimate whose numbers are written beside it.
 
-The estimate is built from stand-ins holding the fields of ``vitprof.MemoryEstimate``,
-``MemoryEvent`` and ``ComponentMemory`` (the renderer reads those fields and nothing else).
+The estimate is a real ``vitprof.MemoryEstimate`` of ``MemoryEvent`` and ``ComponentMemory``
+values, written by hand.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from vitprof.measure.training_memory import ComponentMemory as Component
+from vitprof.measure.training_memory import MemoryEstimate as Estimate
+from vitprof.measure.training_memory import MemoryEvent as Event
 from vitprof.render import figures
 from vitprof.render import memory_report as render
 
 MIB = 2**20
-
-
-@dataclass(frozen=True)
-class Component:
-    params: int
-    grads: int
-    optimizer_state: int
-    activations: int
-
-
-@dataclass(frozen=True)
-class Event:
-    index: int
-    op: str
-    phase: str
-    component: str
-    live: Mapping[str, int]
-
-
-@dataclass(frozen=True)
-class Estimate:
-    model: str
-    input: str
-    batch_size: int
-    settings: Mapping[str, str]
-    peak_bytes: int
-    peak_phase: str
-    peak_index: int
-    peak_component: str
-    saved_bytes: int
-    by_component: Mapping[str, Component]
-    by_block: Mapping[int, Component]
-    timeline: Sequence[Event]
-    largest_batch: int | None
 
 
 def state(params: int, grads: int, opt: int, **held: int) -> dict[str, int]:
