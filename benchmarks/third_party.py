@@ -1,11 +1,13 @@
 """Third-party ViTs nobody tuned vitprof for (issue 24): vit-pytorch (lucidrains), x-transformers'
-``ViTransformerWrapper`` and open_clip's vision towers, each built small (random init, width
-16-64, image 32-64), analysed by vitprof as a user would (meta, falling back to the CPU where
-the meta device cannot run the model) and held against independent oracles.
+``ViTransformerWrapper``, open_clip's vision towers, MONAI's ViT, UNETR, SwinUNETR and their kin,
+kornia's ViT, MobileViT, TinyViT, EfficientViT and SAM image encoder, and segment-anything's
+image encoder, each built small (random init, no weights fetched: width 16-64, image 32-64),
+analysed by vitprof as a user would (meta, falling back to the CPU where the meta device cannot
+run the model) and held against independent oracles.
 
 Usage::
 
-    python benchmarks/third_party.py [--out reports/third_party.md] [--models A,B]
+    python benchmarks/third_party.py [--out reports/third_party.md] [--models A,B] [--packages P,Q]
 
 Per model: vitprof's params and MACs against the unique parameter elements of a fresh build and
 ``FlopCounterMode`` (FLOPs / 2) on the very input vitprof fed (on meta; on the CPU with the math
@@ -13,7 +15,8 @@ SDPA kernel, which FlopCounterMode prices, where meta cannot run the model), the
 component, the failed self-checks and the other warnings, and the breakdown of a fresh build
 renamed by :func:`vitprof.testing.neutral_names` compared with it (zoo_sweep's verdicts:
 identical, warned, CHANGED, failed). MACs are multiply-accumulates; FLOPs = 2 x MACs.
-The packages are optional: a missing one's models are listed as skipped. The page is printed
+The packages are optional (none is in the test extra; install with ``pip install --no-deps``):
+a missing one is named on one line of the page as skipped. The page is printed
 and written to ``--out``.
 """
 
@@ -193,8 +196,74 @@ def _open_clip() -> list[Subject]:
                     {"image_size": 32}) for suffix, options in variants.items()]
 
 
+def _monai() -> list[Subject]:
+    from monai.networks import nets
+
+    width = {"hidden_size": 32, "mlp_dim": 64, "num_heads": 2}
+    gray2d, gray3d = {"input_shape": (1, 1, 32, 32)}, {"input_shape": (1, 1, 16, 16, 16)}
+    made: list[tuple[str, Callable[[], nn.Module], dict[str, Any]]] = [
+        ("ViT", lambda: nets.ViT(in_channels=3, img_size=32, patch_size=8, num_layers=2,
+                                 spatial_dims=2, classification=True, num_classes=10, **width),
+         {"image_size": 32}),
+        ("ViT-3D", lambda: nets.ViT(in_channels=1, img_size=16, patch_size=8, num_layers=2,
+                                    **width), gray3d),
+        ("ViTAutoEnc", lambda: nets.ViTAutoEnc(in_channels=1, img_size=32, patch_size=4,
+                                               num_layers=2, spatial_dims=2, **width), gray2d),
+        # UNETR's encoder has 12 layers whatever is asked, patches of 16
+        ("UNETR", lambda: nets.UNETR(in_channels=1, out_channels=2, img_size=32, feature_size=8,
+                                     spatial_dims=2, **width), gray2d),
+        ("SwinUNETR", lambda: nets.SwinUNETR(in_channels=1, out_channels=2, feature_size=12,
+                                             depths=(1, 1, 1, 1), num_heads=(1, 1, 2, 2),
+                                             window_size=4, spatial_dims=2),
+         {"input_shape": (1, 1, 64, 64)}),  # its instance norms need 2x2 maps at the bottom
+        ("MaskedAutoEncoderViT", lambda: nets.MaskedAutoEncoderViT(
+            in_channels=1, img_size=32, patch_size=8, num_layers=2, decoder_hidden_size=16,
+            decoder_mlp_dim=32, decoder_num_layers=1, decoder_num_heads=2, spatial_dims=2,
+            **width), gray2d),
+    ]
+    return [Subject("monai", name, build, inputs) for name, build, inputs in made]
+
+
+def _kornia() -> list[Subject]:
+    from kornia.models import tiny_vit, vit, vit_mobile
+    from kornia.models.efficient_vit.backbone import EfficientViTBackbone
+    from kornia.models.sam.architecture.image_encoder import ImageEncoderViT
+
+    made: list[tuple[str, Callable[[], nn.Module], dict[str, Any]]] = [
+        ("VisionTransformer", lambda: vit.VisionTransformer(
+            image_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2), {"image_size": 32}),
+        ("MobileViT-xxs", lambda: vit_mobile.MobileViT(mode="xxs"), {"image_size": 64}),
+        ("TinyViT", lambda: tiny_vit.TinyViT(
+            img_size=64, num_classes=10, embed_dims=(16, 32, 48, 64), depths=(1, 1, 1, 1),
+            num_heads=(1, 2, 3, 4), window_sizes=(2, 2, 2, 2)), {"image_size": 64}),
+        # one block per stage: the stage is taken for the block (its downsampling in it)
+        ("EfficientViT", lambda: EfficientViTBackbone(
+            width_list=[8, 16, 32, 64, 128], depth_list=[1, 1, 1, 1, 1], dim=16),
+         {"image_size": 64}),
+        ("EfficientViT-depth-2", lambda: EfficientViTBackbone(
+            width_list=[8, 16, 32, 64, 128], depth_list=[1, 1, 1, 2, 2], dim=16),
+         {"image_size": 64}),
+        ("TinyViT-depth-2", lambda: tiny_vit.TinyViT(
+            img_size=64, num_classes=10, embed_dims=(16, 32, 48, 64), depths=(1, 2, 2, 2),
+            num_heads=(1, 2, 3, 4), window_sizes=(2, 2, 2, 2)), {"image_size": 64}),
+        ("SAM-ImageEncoderViT", lambda: ImageEncoderViT(
+            img_size=64, patch_size=16, embed_dim=32, depth=2, num_heads=2, out_chans=16,
+            use_rel_pos=True, window_size=2, global_attn_indexes=(1,)), {"image_size": 64}),
+    ]
+    return [Subject("kornia", name, build, inputs) for name, build, inputs in made]
+
+
+def _segment_anything() -> list[Subject]:
+    from segment_anything.modeling import ImageEncoderViT
+
+    return [Subject("segment-anything", "ImageEncoderViT", lambda: ImageEncoderViT(
+        img_size=64, patch_size=16, embed_dim=32, depth=2, num_heads=2, out_chans=16,
+        use_rel_pos=True, window_size=2, global_attn_indexes=(1,)), {"image_size": 64})]
+
+
 PACKAGES: dict[str, Callable[[], list[Subject]]] = {
-    "vit-pytorch": _vit_pytorch, "x-transformers": _x_transformers, "open_clip": _open_clip}
+    "vit-pytorch": _vit_pytorch, "x-transformers": _x_transformers, "open_clip": _open_clip,
+    "monai": _monai, "kornia": _kornia, "segment-anything": _segment_anything}
 
 
 def _oracles(subject: Subject, profile: Any) -> tuple[int, int, str]:
@@ -320,10 +389,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("reports/third_party.md"))
     parser.add_argument("--models", help="comma-separated model names (as on the page)")
+    parser.add_argument("--packages", help="comma-separated packages (as on the page)")
     args = parser.parse_args()
     subjects: list[Subject] = []
     skipped = []
-    for package, listed in PACKAGES.items():
+    wanted = set(args.packages.split(",")) if args.packages else set(PACKAGES)
+    for package, listed in ((p, f) for p, f in PACKAGES.items() if p in wanted):
         try:
             subjects += listed()
         except ImportError:

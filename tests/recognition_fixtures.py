@@ -531,6 +531,18 @@ MEM = 2
 MEMORY = {C.ATTN_CORE: (0, 2 * N * MEM * D), C.TOKENS: (2 * MEM * D, 0)}
 
 
+class MemMatmulBlk(MemBlk):
+    """Memory key/values as x-transformers writes them: the learned ``k0``, ``v0`` repeated
+    over the batch and concatenated to the keys and values before the plain matmul core (no
+    fused attention): q k^T and a v are products of activations all the same."""
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.d(x).chunk(3, -1)
+        k = torch.cat([self.k0.repeat(x.shape[0], 1, 1), k], -2)
+        v = torch.cat([self.v0.repeat(x.shape[0], 1, 1), v], -2)
+        return self.e(self.core(q, k, v))
+
+
 class RawNormNet(Net):
     """A LayerNorm ``r`` over the rows of the raw image (IMAGE values) before the patch
     projection: 2 * IMAGE params, norm."""
@@ -660,6 +672,7 @@ FIXTURES: dict[str, Fixture] = {
     "resnet_like": Fixture(ConvNet, CONV_NET),
     "mixer_only": Fixture(Chain, CHAIN),
     "memory_block": Fixture(lambda: Net(MemBlk), net(_times(L, MEMORY))),
+    "memory_matmul_block": Fixture(lambda: Net(MemMatmulBlk), net(_times(L, MEMORY))),
     "raw_norm_net": Fixture(RawNormNet, net({C.NORM: (2 * IMAGE, 0)})),
     "class_attention": Fixture(ClassNet, net(CLASS_ATTENTION)),
     "gated_block": Fixture(lambda: Net(GatedBlk), net(_times(L, GATED))),

@@ -29,6 +29,8 @@ STRUCTURAL = {
     "residual-attention-block": "which cores after the lists of blocks are blocks, read by the "
                                 "attention and in-block rules",
     "pooled-skip-join": "which adds are residual joins, read by residual-branch-conv",
+    "joined-parameter-operand": "which products are products of two activations, read by "
+                                "core-product",
 }
 
 

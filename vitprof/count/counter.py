@@ -115,6 +115,8 @@ class _Pending:
     operand: tuple[int, ...] = ()  # forward: shape of its first input tensor
     parts: tuple[tuple[int, int, int], ...] = ()  # forward: columns of a producer's output read
     carried_beside: tuple[str, ...] = ()  # forward: those of ``carried`` reaching no operand
+    # forward: those of ``carried`` in an operand that a record wrote too (joined to activations)
+    carried_joined: tuple[str, ...] = ()
 
 
 def tensor_bytes(value: Any) -> int:
@@ -281,6 +283,7 @@ class OpCounter:
         indexed = self._indexed(tensors, operands) if forward else ()
         apart = self._sources(extra) if forward and extra else ()
         beside_only = self._take_carried(extra, params) if forward else ()
+        joined = self._joined(operands, params) if forward else ()
         carried = self._take_carried(operands, params) if forward else ()
         beside_only = tuple(name for name in beside_only if name not in carried)
         carried += beside_only
@@ -300,7 +303,7 @@ class OpCounter:
                 _Pending(
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape,
-                    component is not None, apart, indexed, operand, read, beside_only,
+                    component is not None, apart, indexed, operand, read, beside_only, joined,
                 )
             )
         if forward:
@@ -392,6 +395,13 @@ class OpCounter:
                 width = known
         _store(self.part, key, window)
         _store(self.width, key, width)
+
+    def _joined(self, keys: list[int | None], params: list[str]) -> tuple[str, ...]:
+        """The parameters carried in an operand that records wrote too: a parameter
+        concatenated to activations (memory key/values joined to the keys), not a weight."""
+        names = (name for key in keys if self.producer.get(key)
+                 for name in self.carried.get(key, ()))
+        return tuple(dict.fromkeys(name for name in names if name not in params))
 
     def _take_carried(self, keys: list[int | None], params: list[str]) -> tuple[str, ...]:
         """The parameters that reach an op only through free ops (an expanded class token, an
@@ -496,7 +506,7 @@ class OpCounter:
         steps = tuple(
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
                  p.cost.macs, p.component if p.fixed else None, p.beside, p.indexed,
-                 p.operand, p.parts, p.carried_beside)
+                 p.operand, p.parts, p.carried_beside, p.carried_joined)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(

@@ -38,6 +38,9 @@ class Step:
     parts: tuple[tuple[int, int, int], ...] = ()
     # those of ``carried`` that reach it only beside its operands (a bias table as a mask)
     carried_beside: tuple[str, ...] = ()
+    # those of ``carried`` in an operand that records wrote too: a parameter concatenated to
+    # activations (memory key/values joined to the keys), which extends them and weights nothing
+    carried_joined: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

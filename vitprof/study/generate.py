@@ -70,7 +70,8 @@ OTHER_PAGES: dict[str, str] = {
     "`zoo_sweep.csv`)",
     "benchmark.md": "speed and memory against the peers, and start-up time "
     "(`python benchmarks/peers_speed.py`, `python benchmarks/startup.py`)",
-    "third_party.md": "third-party ViTs (vit-pytorch, x-transformers, open_clip) built small, "
+    "third_party.md": "third-party ViTs (vit-pytorch, x-transformers, open_clip, monai, kornia, "
+    "segment-anything) built small, "
     "held against two oracles and against their own breakdown under neutral names "
     "(`python benchmarks/third_party.py`)",
     "memory.md": "training memory predicted against measured CPU steps, the other estimators "

@@ -79,7 +79,17 @@ class Flow:
 
     def _reads_weight(self, i: int) -> bool:
         step = self.steps[i]
-        return bool(step.params or step.carried) or any(self.weights[j] for j in step.sources)
+        return bool(step.params or self._carried_weights(i)) or any(
+            self.weights[j] for j in step.sources)
+
+    def _carried_weights(self, i: int) -> set[str]:
+        """The parameters reaching step ``i`` through free ops that weight it: all of them but
+        those joined to activations in an operand (memory key/values concatenated to the keys:
+        :data:`~vitprof.count.graph.rules.JOINED_OPERAND`)."""
+        step = self.steps[i]
+        if not rules.JOINED_OPERAND.on:
+            return set(step.carried)
+        return set(step.carried) - set(step.carried_joined)
 
     def weighted(self, i: int) -> bool:
         return self.steps[i].macs > 0 and self._reads_weight(i)

@@ -110,6 +110,15 @@ PRICED_IN_PARTS = _rule(
     component itself: its in-projection ``attn_qkv``, its products ``attn_core``, its
     out-projection ``attn_proj``.""",
     "the op's own formula", "mha_block")
+JOINED_OPERAND = _rule(
+    "joined-parameter-operand", (C.ATTN_CORE,),
+    """A parameter concatenated to activations in one operand (learned memory key/values
+    joined to the keys and values, then a plain matmul) extends the sequence, it weights
+    nothing: a product whose operands are activations, one of them extended so, is still a
+    product of two activations (``core-product`` reads it). A parameter reaching a product
+    alone (expanded or repeated, no activation beside it) still weights it.""",
+    "per operand of a product, the parameters it carries and whether a record wrote it too",
+    "memory_matmul_block")
 QKV = _rule(
     "qkv-feeds-core", (C.ATTN_QKV,),
     """The first weighted records upstream of a core's operands, walking through records
