@@ -489,7 +489,7 @@ def test_hf_config_file(tmp_path: Path, given: str, capsys) -> None:
     target = path if given == "file" else tmp_path
     code, out, _ = run(["analyze", f"hf:{target}", "--format", "json"], capsys)
     data = json.loads(out)
-    assert code == 0 and data["family"] == "huggingface"
+    assert code == 0 and data["family"] == "graph (huggingface table agrees)"
     assert data["input_shape"] == [1, 3, 32, 32]
     # 2 blocks x 2 x 17^2 x 64 = 73_984
     assert data["components"]["attn_core"]["macs"] == 73_984

@@ -109,7 +109,7 @@ def test_counter_equals_closed_form(
         model = build_reference_vit(spec)
     profile = analyze(model, batch_size=batch_size, recognizer=recognizer)
     form = closed_form(spec, batch_size)
-    assert profile.family == family and profile.warnings == ()
+    assert profile.recognizer == family and profile.warnings == ()
     assert profile.unsupported_ops == {}
     assert profile.components == form.components
     assert [block.components for block in profile.blocks] == form.blocks

@@ -1,8 +1,9 @@
 """``vitprof analyze --explain``: per module its component, block and the rule that placed it.
 
-torchvision ``vit_b_16`` (224 px: N = 197 tokens, D = 768, MLP 3072, 12 blocks) read by the graph
-recognizer: every module row names one rule of the registry, one per (module, component), in
-table, markdown and JSON; the rows add up to the totals.
+torchvision ``vit_b_16`` (224 px: N = 197 tokens, D = 768, MLP 3072, 12 blocks) under the default
+recognizer, ``auto``, which is the graph (the torchvision table detects the model and is only
+compared): every module row names one rule of the registry, one per (module, component), and
+never a table's name, in table, markdown and JSON; the rows add up to the totals.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from vitprof import analyze
 from vitprof.cli.main import main
 from vitprof.count.graph.rules import RULES
 from vitprof.count.result import Profile
+from vitprof.models.family import LIBRARIES
 from vitprof.render.formats import render
 from vitprof.render.tables import profile_document
 
@@ -41,9 +43,12 @@ OUTSIDE_RULES = {
 }
 
 
+TABLES = {table.name for library in LIBRARIES for table in library.tables}
+
+
 @pytest.fixture(scope="module")
 def vit_b_16() -> Profile:
-    return analyze("vit_b_16", recognizer="graph")
+    return analyze("vit_b_16")  # auto: the graph decides
 
 
 def _key(row: dict) -> tuple[str, str]:
@@ -55,6 +60,7 @@ def _key(row: dict) -> tuple[str, str]:
 
 
 def test_every_module_row_of_vit_b_16_names_one_rule(vit_b_16: Profile) -> None:
+    assert vit_b_16.recognizer == "graph (torchvision table agrees)"
     rows = vit_b_16.explain_rows()
     assert all(row["placed_by"] in RULES for row in rows)
     keys = [(row["module"], row["component"]) for row in rows]
@@ -77,10 +83,35 @@ def test_explain_table_and_markdown_show_the_rule_column(vit_b_16: Profile, fmt:
     assert len(lines) == 1 and "weighted-in-block" in lines[0] and " 3 " in lines[0]
 
 
+def _module_rules(text: str, fmt: str) -> list[str]:
+    """The rule column of every module row of ``analyze --by module --explain`` output: in a
+    table or markdown, the rows after the header's rule line, up to a blank line, but the
+    total."""
+    if fmt == "json":
+        return [row["placed_by"] for row in json.loads(text)["by_module"]]
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip("| ").startswith("module "))
+    end = lines.index("", start) if "" in lines[start:] else len(lines)
+    split = "|" if fmt == "markdown" else "  "
+    rows = [[cell.strip() for cell in line.strip("|").split(split) if cell.strip()]
+            for line in lines[start:end]]
+    return [row[rows[0].index("rule")] for row in rows[2:] if row[0] != "total"]
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json"])
+def test_explain_through_the_cli_names_a_graph_rule_on_every_module(capsys, fmt: str) -> None:
+    assert main(["analyze", "vit_b_16", "--by", "module", "--explain", "--format", fmt]) == 0
+    rules = _module_rules(capsys.readouterr().out, fmt)
+    # vit_b_16's module rows: 12 blocks x 11 (BLOCK_RULES) + 5 outside (OUTSIDE_RULES) = 137
+    assert len(rules) == 12 * len(BLOCK_RULES) + len(OUTSIDE_RULES) == 137
+    assert set(rules) <= set(RULES) and not set(rules) & TABLES
+    assert set(rules) == set(BLOCK_RULES.values()) | set(OUTSIDE_RULES.values())
+
+
 def test_explain_json_through_the_cli(capsys) -> None:
-    assert main(["analyze", "vit_b_16", "--explain", "--recognizer", "graph", "--format",
-                 "json"]) == 0
+    assert main(["analyze", "vit_b_16", "--explain", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
+    assert data["family"] == "graph (torchvision table agrees)"
     rows = data["by_module"]
     assert rows and all(row["placed_by"] in RULES and "evidence" in row for row in rows)
     assert sum(row["macs"] for row in rows) == data["totals"]["macs"]
@@ -95,7 +126,7 @@ def test_explain_by_op_splits_op_rows_by_rule(vit_b_16: Profile) -> None:
                       "after-last-block-head": 1}
 
 
-@pytest.mark.parametrize("recognizer", ["tables", "graph"])
+@pytest.mark.parametrize("recognizer", ["tables", "graph", "auto"])
 def test_a_table_names_itself_and_map_names_override(recognizer: str) -> None:
     profile = analyze("vit_b_16", overrides=[("heads", "other")], recognizer=recognizer)
     rules = {(row["module"], row["component"]): row["placed_by"]

@@ -105,7 +105,7 @@ TIMM_VIT_RELATIVES = [
 @pytest.mark.parametrize("name", TIMM_VIT_RELATIVES)
 def test_graph_places_every_parameter_of_timm_vit_relatives(name: str) -> None:
     profile = analyze(name)  # no table detects them: auto is the graph
-    assert profile.family == "graph"
+    assert profile.recognizer == "graph"
     assert other(profile) == NOTHING and profile.warnings == () and profile.unsupported_ops == {}
 
 
@@ -145,7 +145,7 @@ def test_other_hugging_face_vision_transformers_go_to_the_graph(
     with torch.device("meta"):
         model = transformers.AutoModelForImageClassification.from_config(config)
     profile = analyze(model, recognizer=recognizer)
-    assert profile.family == family and len(profile.blocks) == 12
+    assert profile.recognizer == family and len(profile.blocks) == 12
     # DINOv2's mask token (one of width 768) runs only with a mask: no operation reads it
     # (its module's cls_token and position embeddings are tokens)
     unread = (f"{NO_EVIDENCE}: dinov2.embeddings, 0 MACs, 768 params no operation read, "

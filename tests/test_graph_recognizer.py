@@ -105,7 +105,7 @@ def test_graph_places_every_style(style: str) -> None:
     with torch.device("meta"):
         model = factory()
     profile = analyze(model, image_size=16, recognizer="graph")
-    assert profile.family == "graph"
+    assert profile.recognizer == "graph"
     assert profile.warnings == ()
     assert counts(profile, C.OTHER) == (0, 0)
     for component in C:
@@ -151,7 +151,7 @@ def test_a_token_selector_is_mlp_of_the_block_it_selects_for(style: str, recogni
     with torch.device("meta"):
         model = factory()
     profile = analyze(model, image_size=16, recognizer=recognizer)
-    assert profile.family == "graph" and profile.warnings == () and profile.self_checks == ()
+    assert profile.recognizer == "graph" and profile.warnings == () and profile.self_checks == ()
     assert profile.components[C.OTHER] == Counts()
     for component in C:
         assert counts(profile, component) == expected.get(component, (0, 0)), component
@@ -164,7 +164,7 @@ def test_a_token_selector_is_mlp_of_the_block_it_selects_for(style: str, recogni
 @pytest.mark.parametrize("recognizer", ["graph", "auto"])
 def test_dynamic_vit_predictors_are_in_the_blocks_they_prune_for(recognizer: str) -> None:
     profile = analyze("note002_dynamic_vit", recognizer=recognizer)
-    assert profile.family == "graph" and profile.components[C.OTHER] == Counts()
+    assert profile.recognizer == "graph" and profile.components[C.OTHER] == Counts()
     # predictors.0 scores 64 patch tokens before block 2, predictors.1 44 before block 4: a
     # LayerNorm (norm), Linear(512, 128) and Linear(128, 1) (mlp)
     placed = {r.name: (r.component, r.block) for r in profile.params
@@ -212,7 +212,7 @@ def test_graph_places_convolutions_on_a_map_around_a_transformer_in_conv() -> No
 def test_auto_falls_back_to_the_graph_where_no_table_detects(style: str) -> None:
     with torch.device("meta"):
         model = STYLES[style][0]()
-    assert analyze(model, image_size=16).family == "graph"
+    assert analyze(model, image_size=16).recognizer == "graph"
 
 
 def test_training_step_follows_the_forward_roles() -> None:
@@ -301,7 +301,7 @@ def test_a_qkv_projection_unbound_into_q_k_v_is_not_shared_out() -> None:
     every part reaches the core, nothing is shared out, the graph agrees with the table."""
     graph = analyze("vit_22b_parallel", recognizer="graph")
     tables = analyze("vit_22b_parallel", recognizer="tables")
-    assert graph.family == "graph" and graph.components == tables.components
+    assert graph.recognizer == "graph" and graph.components == tables.components
     assert len(graph.ops) == len(tables.ops) and len(graph.params) == len(tables.params)
 
 
@@ -342,7 +342,7 @@ def _hf(kind: str, implementation: str = "sdpa", **options):
     """A small transformers ViT or DeiT (tests/test_closed_form.py's HF_SMALL config)."""
     def build() -> torch.nn.Module:
         config_class = transformers.DeiTConfig if kind.startswith("DeiT") else (
-            transformers.ViTConfig)
+            transformers.ViTMSNConfig if kind.startswith("ViTMSN") else transformers.ViTConfig)
         config = config_class(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                               intermediate_size=96, patch_size=8, image_size=32, num_labels=7,
                               attn_implementation=implementation)
@@ -378,6 +378,7 @@ TABLE_MODELS = {
     "hf-vit-model-mask-token": _hf("ViTModel", add_pooling_layer=False, use_mask_token=True),
     "hf-deit": _hf("DeiTForImageClassification"),
     "hf-deit-teacher": _hf("DeiTForImageClassificationWithTeacher", "eager"),
+    "hf-vit-msn": _hf("ViTMSNForImageClassification"),  # the table's fourth package, vit_msn
     # the class token (plus its position, a sum of parameters) joins the gathered patches by
     # cat: a record after both, so the first layernorm_before is norm, the class token tokens
     "hf-vit-mae-pretraining": _hf_mae,
@@ -409,11 +410,28 @@ def _cells(profile) -> dict:
 def test_graph_agrees_with_the_tables(name: str) -> None:
     model = TABLE_MODELS[name]()
     size = 32 if name == "hf-vit" else None
-    graph = analyze(model, image_size=size, recognizer="graph")
+    graph = analyze(model, image_size=size)  # auto: the graph decides, the table is compared
     tables = analyze(model, image_size=size, recognizer="tables")
-    assert graph.family == "graph" and tables.family != "graph"
+    assert tables.recognizer in ("torchvision", "timm", "huggingface")
+    assert graph.recognizer == f"graph ({tables.recognizer} table agrees)"
     assert _cells(graph) == _cells(tables)
     assert graph.self_checks == () and tables.self_checks == ()
+
+
+def test_where_a_table_disagrees_the_graph_decides_and_says_so() -> None:
+    # vit_b_16 with its final LayerNorm swapped for a Linear(768, 768): the torchvision table
+    # still names encoder.ln norm (by its path), the graph sees a weighted op after the last
+    # block, on the 197 tokens: head, 197 * 768 * 768 = 116_195_328 MACs
+    model = _torchvision("vit_b_16")
+    model.encoder.ln = torch.nn.Linear(768, 768, device="meta")
+    auto = analyze(model)
+    tables = analyze(model, recognizer="tables")
+    assert auto.recognizer == "graph (torchvision table differs)"
+    linear = (768 * 768 + 768, 197 * 768 * 768)
+    assert counts(tables, C.NORM)[1] == linear[1]  # the table's answer: a norm with MACs
+    # the head: the linear above and the classifier, 768 * 1000 + 1000 params, 768 * 1000 MACs
+    assert counts(auto, C.HEAD) == (linear[0] + 768 * 1000 + 1000, linear[1] + 768 * 1000)
+    assert auto.components == analyze(model, recognizer="graph").components
 
 
 def test_recognizer_option_names_the_recognizer_in_json(capsys) -> None:

@@ -56,7 +56,8 @@ def test_profile_repr_is_short_and_holds_the_component_table(vit_b_16) -> None:
     text = repr(vit_b_16)
     assert len(text) < 2_000 and "ParamRecord" not in text and "OpRecord" not in text
     head, summary = text.splitlines()[:2]
-    assert head == "Profile(vit_b_16, torchvision, input 1x3x224x224 on meta, inference)"
+    assert head == ("Profile(vit_b_16, graph (torchvision table agrees), input 1x3x224x224 on "
+                    "meta, inference)")
     assert summary.startswith(f"total: 86,567,656 params, {VIT_B_16_MACS:,} MACs (17.564 GMACs)")
     rows = {line.split()[0]: line for line in text.splitlines()[5:]}
     assert set(rows) == {*(c.value for c in COMPONENTS), "total"}
@@ -65,7 +66,7 @@ def test_profile_repr_is_short_and_holds_the_component_table(vit_b_16) -> None:
 
 def test_profile_notebook_displays(vit_b_16) -> None:
     markdown = vit_b_16._repr_markdown_()
-    assert "- model: vit_b_16 (recognized as torchvision)" in markdown
+    assert "- model: vit_b_16 (recognized as graph (torchvision table agrees))" in markdown
     assert f"| total | 86,567,656 | {VIT_B_16_MACS:,} |" in markdown
     html = vit_b_16._repr_html_()
     assert html.count("<table>") == 1 and html.count("<tr>") == 1 + len(COMPONENTS) + 1

@@ -16,6 +16,7 @@ when the model fails.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -53,6 +54,8 @@ from vitprof.count.running import (
 from vitprof.count.self_checks import self_checks
 from vitprof.count.session import Run, count
 from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_workload
+
+GRAPH = "graph"  # who made a breakdown the graph recognizer made (Profile.recognizer)
 
 
 def _model_device(model: nn.Module) -> str:
@@ -221,7 +224,8 @@ def profile_of(
 
 @dataclass(frozen=True)
 class Found:
-    """A breakdown: who made it (``family``: a table's name or ``graph``), the
+    """A breakdown: who made it (``family``: a table's name, ``graph``, or under ``auto``
+    ``graph (NAME table agrees)`` / ``graph (NAME table differs)``: :func:`_label`), the
     records and parameters with their components and blocks, and its warnings. ``origins``:
     per record of ``ops``, the index in ``Run.ops`` of the counted record it is or is a share
     of (a fused projection's); None when ``ops`` are the run's one for one."""
@@ -241,28 +245,44 @@ class Found:
 def breakdown(
     module: nn.Module, mapping: ComponentMap, run: Run, rules: Sequence[Rule], recognizer: str
 ) -> Found:
-    """The breakdown ``recognizer`` asks for. ``tables``: ``mapping`` as the counter applied it
-    when a table detected the model, else the graph's; ``graph``: roles read from the data flow
-    (:mod:`vitprof.count.graph`); ``auto``: the table's when a table detected the model and its
-    breakdown passes the self-checks with nothing in ``other``, else the graph's. ``rules``
-    (``--map``) win over either."""
-    tables = Found(mapping.family, _table_ops(run.ops, mapping), _param_records(module, mapping),
-                   mapping.warnings)
+    """The breakdown ``recognizer`` asks for. ``graph`` and ``auto`` (the default): roles read
+    from the data flow (:mod:`vitprof.count.graph`), the one recognizer that decides; under
+    ``auto``, when a table detected the model too, the two are compared (:func:`_label`).
+    ``tables``: ``mapping`` as the counter applied it when a table detected the model, else the
+    graph's (kept to compare; the tables are facts about the classes they detect by type,
+    tested equal to the graph). ``rules`` (``--map``) win over either."""
     detected = mapping.family != NO_TABLE
-    if detected and (recognizer == Recognizer.TABLES or (recognizer == Recognizer.AUTO
-                                                         and _clean_table(tables))):
+    tables = Found(mapping.family, _table_ops(run.ops, mapping), _param_records(module, mapping),
+                   mapping.warnings) if detected else None
+    if tables is not None and recognizer == Recognizer.TABLES:
         return tables
     if run.trace is None:
         raise UserError("the graph recognizer needs the trace of a forward; this run has none")
     graph = graph_breakdown(module, run.ops, run.trace, rules)
-    return Found("graph", graph.ops, graph.params, graph.warnings, graph.origins)
+    found = Found(GRAPH, graph.ops, graph.params, graph.warnings, graph.origins)
+    if tables is None or recognizer != Recognizer.AUTO:
+        return found
+    return replace(found, family=_label(found, tables))
 
 
-def _clean_table(found: Found) -> bool:
-    """The table placed everything and passes the self-checks."""
-    return (not self_checks(found.ops, found.params)
-            and all(p.component is not Component.OTHER for p in found.params)
-            and all(op.component is not Component.OTHER or not op.macs for op in found.ops))
+def _label(graph: Found, table: Found) -> str:
+    """Who made ``graph``, as the header and the JSON ``family`` say: ``graph``, and whether the
+    table that detected the model places the same params and MACs in every component of every
+    block (``graph (torchvision table agrees)``) or not (``... differs``). Vector FLOPs are not
+    compared: where an element-wise op between two modules goes (a hybrid backbone's GroupNorm
+    activations, a bias beside the scores) is the graph's to say; a table names modules."""
+    verdict = "agrees" if _cells(graph) == _cells(table) else "differs"
+    return f"{GRAPH} ({table.family} table {verdict})"
+
+
+def _cells(found: Found) -> Counter[tuple[int | None, Component, bool]]:
+    """Params (``False``) and MACs (``True``) per block (None: outside) and component."""
+    cells: Counter[tuple[int | None, Component, bool]] = Counter()
+    for p in found.params:
+        cells[p.block, p.component, False] += p.numel
+    for op in found.ops:
+        cells[op.block, op.component, True] += op.macs
+    return +cells
 
 
 def _fallback_device(module: nn.Module) -> str:

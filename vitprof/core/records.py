@@ -53,9 +53,9 @@ MODES: tuple[str, ...] = tuple(m.value for m in Mode)  # plain strings: argparse
 
 
 class Recognizer(StrEnum):
-    """Who names the components: ``auto`` (a table if it detects the model and its breakdown is
-    clean, else the graph), ``graph`` (roles read from the data flow), ``tables`` (a table, else
-    the graph)."""
+    """Who names the components: ``auto`` (the graph, compared with the table that detects the
+    model if one does), ``graph`` (roles read from the data flow), ``tables`` (a table, else
+    the graph: to compare)."""
 
     AUTO = "auto"
     GRAPH = "graph"

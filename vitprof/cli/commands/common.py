@@ -80,8 +80,9 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
 def add_recognizer_option(parser: argparse.ArgumentParser) -> None:
     """``--recognizer auto|graph|tables``: who names the components (``--map`` wins)."""
     parser.add_argument("--recognizer", choices=RECOGNIZERS, default="auto",
-                        help="auto: a table when it places everything cleanly, else graph; "
-                             "graph: roles from the data flow; tables: a table, else names")
+                        help="auto: the graph, compared with the table that detects the "
+                             "model (the header says if it agrees); graph: roles from the data "
+                             "flow alone; tables: a table's breakdown, else the graph")
 
 
 SHAPE_OPTIONS = ("image_size", "frames", "in_chans", "dtype", "input_shape")

@@ -4,9 +4,10 @@ The machinery lives here (:mod:`.base`: tables as :class:`ComponentTable`); the 
 themselves belong to the model families of :mod:`vitprof.models.family`, each beside that
 implementation's spec inferrer and zoo entries, which registers them here (:func:`register_tables`)
 when it is imported: the package's ``__init__`` imports it, so that every table is known before
-the first :func:`recognize`. A table is a fact about classes it detects by type; a model no table
-detects gets :data:`NO_TABLE`'s empty map, and the graph recognizer (:mod:`vitprof.count.graph`,
-reading the data flow) names its components.
+the first :func:`recognize`. A table is a fact about classes it detects by type: the graph
+recognizer (:mod:`vitprof.count.graph`, reading the data flow) names the components of every
+model, and a table is only compared with it (:func:`vitprof.analysis.breakdown`, tested equal) or
+asked for (``--recognizer tables``). A model no table detects gets :data:`NO_TABLE`'s empty map.
 """
 
 from __future__ import annotations

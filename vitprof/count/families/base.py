@@ -21,11 +21,6 @@ if TYPE_CHECKING:
 
 Rule = tuple[str, Component]
 
-# a module or class name that says attention: the one name hint every recognizer and check reads
-ATTENTION_NAME = re.compile(r"attn|attention|(^|_)(mha|mhsa|msa)($|_)", re.IGNORECASE)
-# a module name that says MLP (an attention-named module may hold one beside its attention)
-MLP_NAME = re.compile(r"mlp|ffn|feed_?forward", re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class ComponentMap:

@@ -22,9 +22,10 @@ The graph recognizer (`vitprof.count.graph`) turns the data flow of one counted 
 components. Every decision it makes is one of the rules below, in the order they decide; each
 op and parameter record keeps the name of the rule that placed it (`placed_by`), shown by
 `vitprof analyze --explain`. A parameter read by a record says the rule of the record reading
-it with the most MACs; one joined to the sequence says `token-parameter`. A record that a
-library table placed (a fact about classes it detects by type) says the table's name, one that
-a `--map` rule placed says `override`. No rule reads what a module, parameter or class is called.
+it with the most MACs; one joined to the sequence says `token-parameter`. The graph decides
+for every model; a library table (a fact about classes it detects by type) is only compared
+with it, and under `--recognizer tables` a record it placed says the table's name. One that a
+`--map` rule placed says `override`. No rule reads what a module, parameter or class is called.
 
 Each rule has a fixture in `tests/recognition_fixtures.py`: a tiny model with neutral names whose
 breakdown is written as arithmetic, and which changes when the rule is switched off
