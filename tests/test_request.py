@@ -25,6 +25,7 @@ from vitprof.count import running
 from vitprof.count.families import recognize
 from vitprof.measure.memory import saved_for_backward
 from vitprof.measure.profile import profile_model
+from vitprof.models import zoo
 from vitprof.workload import InputRequest, make_workload
 
 NAME = "note002_cifar_vit"  # a zoo ViT of 32 px images
@@ -108,10 +109,18 @@ def _image_size_checks(call: Any) -> list[str]:
 
 def test_one_analyze_checks_the_image_size_in_the_request_alone() -> None:
     """Before, one analyze() checked it 4 times (analyze's and make_workload's check_input,
-    the request, zoo.build); now the request does, and zoo.build, the model library's own
-    entry, which a caller may call alone."""
+    the request, zoo.build), then twice (the request, zoo.build); now the request alone: the
+    workload builds through zoo.build_sized, which takes the request's checked sizes."""
     found = _image_size_checks(lambda: vitprof.analyze(NAME, image_size=32))
-    assert found == ["__post_init__", "build"]
+    assert found == ["__post_init__"]
+
+
+def test_zoo_build_called_alone_still_checks_the_image_size() -> None:
+    # zoo.build is public (docs/api.md): a caller without a request is checked there
+    found = _image_size_checks(lambda: zoo.build(NAME, image_size=32))
+    assert found == ["build"]
+    with pytest.raises(UserError, match="image size must be at least 1, got 0"):
+        zoo.build(NAME, image_size=0)
 
 
 # ------------------------------------------------------------------ the consumers take it

@@ -43,9 +43,16 @@ from vitprof.count.running import one_line
 from vitprof.count.session import call
 from vitprof.models.declared_input import DeclaredInput, declared_input, square_or_pair
 from vitprof.models.deploy import deploy_form
+from vitprof.models.family.base import BuildSizes
 from vitprof.models.forward_inputs import OwnInput, TensorSpec, make_tensor, own_forward_input
 from vitprof.models.reached_channels import traced_channels
-from vitprof.models.zoo import DEFAULT_FRAMES, DEFAULT_IMAGE_SIZE, BuiltModel, ZooEntry, build
+from vitprof.models.zoo import (
+    DEFAULT_FRAMES,
+    DEFAULT_IMAGE_SIZE,
+    BuiltModel,
+    ZooEntry,
+    build_sized,
+)
 
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
 ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)
@@ -319,8 +326,8 @@ def _built(name: str, request: InputRequest, device: str) -> BuiltModel:
     """The model ``name`` built on ``device`` at the sizes ``request`` asks for."""
     if request.input_shape is not None:
         return _built_for_shape(name, request.input_shape, request.num_classes, device)
-    return build(name, image_size=request.image_size, num_classes=request.num_classes,
-                 device=device, frames=request.frames, in_chans=request.in_chans)
+    sizes = BuildSizes(request.image_size, request.frames, request.in_chans)
+    return build_sized(name, sizes, request.num_classes, device)
 
 
 def _built_for_shape(
@@ -334,19 +341,17 @@ def _built_for_shape(
     divide, a factory without such keywords) builds the model at its own size, and the shape
     is fed as it is, with a warning; any other shape is fed to the model's own size."""
     if len(shape) not in (4, 5):
-        return build(name, num_classes=num_classes, device=device)
+        return build_sized(name, BuildSizes(), num_classes, device)
     image: ImageSize = shape[-1] if shape[-2] == shape[-1] else (shape[-2], shape[-1])
     try:
         if len(shape) == 4:
-            return build(name, image_size=image, in_chans=shape[1], num_classes=num_classes,
-                         device=device)
-        built = build(name, image_size=image, num_classes=num_classes, device=device)
+            return build_sized(name, BuildSizes(image, in_chans=shape[1]), num_classes, device)
+        built = build_sized(name, BuildSizes(image), num_classes, device)
         axis = declared_input(built.module).channel_axis
         frames, channels = shape[3 - axis], shape[axis]
-        return build(name, image_size=image, frames=frames, in_chans=channels,
-                     num_classes=num_classes, device=device)
+        return build_sized(name, BuildSizes(image, frames, channels), num_classes, device)
     except UserError as refused:
-        own = build(name, num_classes=num_classes, device=device)
+        own = build_sized(name, BuildSizes(), num_classes, device)
         note = (f"built at its own size, fed the input shape {'x'.join(map(str, shape))} as it "
                 f"is: building it for that shape failed ({refused})")
         return replace(own, warnings=(*own.warnings, note))
