@@ -18,7 +18,6 @@ from torch import nn
 import vitprof
 from vitprof.checks.budget import at_input, parse_budget
 from vitprof.checks.crosscheck import run_crosscheck
-from vitprof.checks.sweep import sweep
 from vitprof.cli.commands.common import input_request
 from vitprof.core.errors import UserError
 from vitprof.count import running
@@ -26,6 +25,7 @@ from vitprof.count.families import recognize
 from vitprof.measure.memory import saved_for_backward
 from vitprof.measure.profile import profile_model
 from vitprof.models import zoo
+from vitprof.sweep import sweep
 from vitprof.workload import InputRequest, make_workload
 
 NAME = "note002_cifar_vit"  # a zoo ViT of 32 px images

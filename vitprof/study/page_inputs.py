@@ -18,13 +18,13 @@ from torch import nn
 
 from vitprof.analysis import analyze
 from vitprof.checks.crosscheck import TABLE, CrossCheck, Subject, check_subject
-from vitprof.checks.sweep import Sweep, size_marks, sweep_from
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 from vitprof.count.result import Profile
 from vitprof.models.closed_form import AttentionKind, block_counts
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import infer_patch_size
+from vitprof.sweep import Sweep, size_marks, sweep_from
 from vitprof.workload import InputRequest
 
 SWEEP_POINTS = 8
