@@ -77,3 +77,11 @@ def test_the_budget_files_model_key_takes_every_librarys_prefix() -> None:
     for library in registry.LIBRARIES:
         if library.prefix and library.names:  # torchvision's names are the built-in ones
             assert re.search(f"`{re.escape(library.prefix)}", row), library.name
+
+
+def test_the_readme_names_every_input_the_command_line_takes() -> None:
+    # --input NAME=VALUE reads the request's fields: each one with a text form is shown
+    from vitprof.workload import InputRequest
+
+    for name in InputRequest.text_forms():
+        assert f"`--input {name}=" in README, name

@@ -166,6 +166,32 @@ class InputSpec:
                      for name, v in named if isinstance(v, torch.Tensor))
 
 
+TEXT = "text"
+"""The metadata key of an :class:`InputRequest` field the command line gives as text, ``--input
+NAME=VALUE``: its value, a function of every text given for it, in order, to the field's value.
+A new input kind declares it beside its field, and the command line offers it (nothing else)."""
+
+
+def _shape_text(text: str) -> tuple[int, ...]:
+    """``2,1,17,17`` -> ``(2, 1, 17, 17)`` (the sizes are checked by the request)."""
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(f"expected integers B,SIZE[,SIZE...], got '{text}'") from None
+
+
+def _shapes_text(texts: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+    """Each text a shape (:func:`_shape_text`), in order: a field that holds several."""
+    return tuple(_shape_text(text) for text in texts)
+
+
+def _one_shape_text(texts: Sequence[str]) -> tuple[int, ...]:
+    """The one shape of a field that holds one; given twice is a UserError."""
+    if len(texts) != 1:
+        raise UserError(f"one shape expected, got {len(texts)}: {', '.join(texts)}")
+    return _shape_text(texts[0])
+
+
 @dataclass(frozen=True)
 class InputRequest:
     """What a caller asks of the input, as one value; a field left None is the model's own.
@@ -181,6 +207,10 @@ class InputRequest:
     Hugging Face's ``bool_masked_pos``, ``B, Np``). ``input_shape`` excludes the first three
     and a batch size, ``inputs`` every size and extra shape.
 
+    A field whose metadata holds :data:`TEXT` is an input the command line gives as ``--input
+    NAME=VALUE`` (:meth:`from_text`): a new input kind is its field here, its place in the
+    forward's arguments (:func:`_input`) and its closed form, nothing else.
+
     Checked once, here: every consumer (``analyze``, ``profile_model``, ``run_crosscheck``, the
     budgets, the sweep, the pages) takes the request as it is. The command line
     (:func:`vitprof.cli.commands.common.input_request`), the budget parser and the Python API's
@@ -195,7 +225,7 @@ class InputRequest:
     inputs: Any = None
     batch_size: int = 1
     num_classes: int | None = None
-    extra_shapes: tuple[tuple[int, ...], ...] = ()
+    extra_shapes: tuple[tuple[int, ...], ...] = field(default=(), metadata={TEXT: _shapes_text})
 
     def __post_init__(self) -> None:
         set_ = partial(object.__setattr__, self)
@@ -222,8 +252,7 @@ class InputRequest:
                             "it excludes batch_size")
         if self.input_shape is not None:
             given.append("input_shape")
-        if self.extra_shapes:
-            given.append("extra_shapes")
+        given += [name for name in self.given() if name in self.text_forms()]
         if self.inputs is not None and given:
             raise UserError(f"inputs are given: they exclude {', '.join(given)}")
 
@@ -231,6 +260,26 @@ class InputRequest:
         """The sizes asked for: ``image_size``, ``frames``, ``in_chans``, in that order."""
         return [name for name in ("image_size", "frames", "in_chans")
                 if getattr(self, name) is not None]
+
+    @classmethod
+    def text_forms(cls) -> dict[str, Callable[[Sequence[str]], Any]]:
+        """The fields the command line gives as ``--input NAME=VALUE``, with their parsers
+        (:data:`TEXT`)."""
+        return {f.name: f.metadata[TEXT] for f in fields(cls) if TEXT in f.metadata}
+
+    @classmethod
+    def from_text(cls, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        """The fields ``pairs`` (``--input NAME=VALUE``, in order) give: each ``NAME`` a field
+        with a text form (:meth:`text_forms`), its texts parsed together; an unknown one is a
+        UserError listing them."""
+        texts: dict[str, list[str]] = {}
+        for name, text in pairs:
+            texts.setdefault(name, []).append(text)
+        forms = cls.text_forms()
+        if unknown := [name for name in texts if name not in forms]:
+            raise UserError(f"unknown input '{unknown[0]}' in --input; choose from "
+                            f"{', '.join(forms)}")
+        return {name: forms[name](given) for name, given in texts.items()}
 
     @classmethod
     def of(cls, request: InputRequest | None = None, **keywords: Any) -> InputRequest:
@@ -426,11 +475,8 @@ def _forward_input(own: OwnInput, request: InputRequest, dtype: torch.dtype) -> 
     """The :class:`InputSpec` of a forward that takes no image tensor (:func:`vitprof.models.
     forward_inputs.own_forward_input`): its own input only, the main tensor in ``dtype`` when
     it is a floating one; a size asked for is refused, not ignored."""
-    asked = [what for what, value in (("image_size", request.image_size),
-                                      ("frames", request.frames), ("in_chans", request.in_chans),
-                                      ("input_shape", request.input_shape),
-                                      ("extra_shapes", request.extra_shapes or None))
-             if value is not None]
+    asked = [name for name in request.given()
+             if name not in ("dtype", "batch_size", "num_classes", "inputs")]
     if asked:
         raise UserError(f"this model's forward takes {own.name} of {own.source}, not an image: "
                         f"{', '.join(asked)} cannot set it; give inputs=... instead")
