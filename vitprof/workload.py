@@ -204,7 +204,11 @@ class InputRequest:
     ``(device, dtype) -> args | (args, kwargs)``; ``batch_size`` the batch; ``num_classes`` the
     classes of a model built by name (0: no head); ``extra_shapes`` the shapes of further
     positional tensors fed after the input, in its dtype (timm's ``attn_mask``, ``B, 1, N, N``;
-    Hugging Face's ``bool_masked_pos``, ``B, Np``). ``input_shape`` excludes the first three
+    Hugging Face's ``bool_masked_pos``, ``B, Np``); ``patch_mask`` the shape ``(B, Np)`` of a
+    boolean mask over the patch tokens, fed as the keyword ``bool_masked_pos`` (Hugging Face's
+    masked image modeling: ViT, DeiT, BEiT, ... replace each masked patch's embedding by a
+    learned mask token; all False, as which patches are masked changes no count).
+    ``input_shape`` excludes the first three
     and a batch size, ``inputs`` every size and extra shape.
 
     A field whose metadata holds :data:`TEXT` is an input the command line gives as ``--input
@@ -226,6 +230,7 @@ class InputRequest:
     batch_size: int = 1
     num_classes: int | None = None
     extra_shapes: tuple[tuple[int, ...], ...] = field(default=(), metadata={TEXT: _shapes_text})
+    patch_mask: tuple[int, ...] | None = field(default=None, metadata={TEXT: _one_shape_text})
 
     def __post_init__(self) -> None:
         set_ = partial(object.__setattr__, self)
@@ -241,6 +246,10 @@ class InputRequest:
         if self.input_shape is not None:
             set_("input_shape", check_shape(self.input_shape))
         set_("extra_shapes", tuple(_extra_shape(shape) for shape in self.extra_shapes))
+        if self.patch_mask is not None:
+            set_("patch_mask", _extra_shape(self.patch_mask))
+            if len(self.patch_mask) != 2:
+                raise UserError(f"a patch mask is (batch, patches), got {self.patch_mask!r}")
         self._check_exclusions()
 
     def _check_exclusions(self) -> None:
@@ -434,9 +443,14 @@ def _input(
     module: nn.Module, request: InputRequest, entry: ZooEntry | None,
     built_size: ImageSize | None,
 ) -> tuple[InputSpec, str]:
-    """The input ``module`` is fed (:func:`_main_input`), followed by a tensor of each of the
-    request's ``extra_shapes`` in the input's dtype, and where it came from."""
+    """The input ``module`` is fed (:func:`_main_input`), with the request's patch mask as the
+    keyword ``bool_masked_pos`` and followed by a tensor of each of its ``extra_shapes`` in the
+    input's dtype, and where it came from."""
     spec, source = _main_input(module, request, entry, built_size)
+    if request.patch_mask is not None:
+        mask = {"bool_masked_pos": TensorSpec(request.patch_mask, torch.bool)}
+        spec = replace(spec, kwargs={**spec.kwargs, **mask})
+        source += f"; patch mask {'x'.join(map(str, request.patch_mask))} given"
     if not request.extra_shapes:
         return spec, source
     extra = tuple(TensorSpec(shape, spec.dtype) for shape in request.extra_shapes)
