@@ -32,8 +32,9 @@ SWEEP_REACH = 1.5  # image-size sweeps run to this multiple of the estimated cro
 
 # The peers a model page shows: those vitprof depends on and those the ``test`` extra installs,
 # so that ``report --check`` regenerates the same page wherever the suite runs. The others
-# (DeepSpeed builds from source) are left to ``vitprof crosscheck``.
-PAGE_PEERS = tuple(peer.name for peer in TABLE if not peer.extras or "test" in peer.extras)
+# (DeepSpeed builds from source; a peer installed by its own package) are left to
+# ``vitprof crosscheck``.
+PAGE_PEERS = tuple(peer.name for peer in TABLE if not peer.optional or "test" in peer.extras)
 
 
 @dataclass(frozen=True)
