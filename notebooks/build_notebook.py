@@ -89,7 +89,7 @@ the ratio core / MLP is N / N*. For ViT-B/16 the closed form says core = 2 N^2 D
 2 N D M per block: N* = M = 3072 tokens, an image of about 887 px."""),
     ("code", """\
 from vitprof.render.sweep import crossover_text
-from vitprof.checks.sweep import sweep
+from vitprof.sweep import sweep
 
 sizes = [224, 384, 512, 640, 768, 896, 1024, 1152]
 result = sweep("vit_b_16", "image_size", sizes, progress=False)

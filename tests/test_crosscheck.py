@@ -744,6 +744,22 @@ def test_each_peer_extra_installs_its_package() -> None:
     assert {re.split("[<>=!~ ]", p)[0] for p in extras["peers"]} == set(optional)
 
 
+def test_a_peer_no_extra_lists_is_installed_by_its_own_package() -> None:
+    """A new peer is one file: where no extra of vitprof lists its package, it names the
+    package, is optional (off the model pages, which ``report --check`` regenerates), and a
+    missing package says how to install it in one line."""
+    from vitprof.checks.crosscheck.harness import not_installed
+    from vitprof.checks.crosscheck.subject import Peer
+    from vitprof.study.page_inputs import PAGE_PEERS
+
+    alone = Peer("alone", "MACs", lambda subject, peer: None, package="alone")
+    assert alone.optional and not Peer("built-in", "MACs", alone.build).optional
+    assert str(not_installed("alone")) == "alone not installed: pip install alone"
+    assert str(not_installed("ptflops", "peers")) == (
+        "ptflops not installed: pip install vitprof[peers]")
+    assert not [peer.name for peer in TABLE if peer.package and peer.name in PAGE_PEERS]
+
+
 # ------------------------------------------------------------------------- the whole example
 
 RUN_PEERS = ("fvcore", "torchinfo", "flopcounter-cpu", "ptflops-pytorch", "ptflops-aten",

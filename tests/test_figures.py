@@ -17,7 +17,6 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from vitprof import analyze
-from vitprof.checks.sweep import size_marks, sweep
 from vitprof.core.records import COMPONENTS
 from vitprof.models.closed_form import ViTSpec
 from vitprof.models.zoo import ZOO
@@ -25,6 +24,7 @@ from vitprof.render import figures, memory_report
 from vitprof.study.generate import NOTE_MODELS
 from vitprof.study.pages import correction_figures, timm_published, zoo_table
 from vitprof.study.pages.markdown import blocks_differ, same_blocks_text
+from vitprof.sweep import size_marks, sweep
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 

@@ -2,12 +2,12 @@
 imports itself back through others (no import cycle).
 
 Layers, lowest first: ``core`` (vocabulary, errors, JSON schemas) < ``count`` and ``models``
-(counting and the models it counts) < ``workload`` and ``analysis`` (a model and its input, then
-one analysis of it) < ``measure`` < ``checks`` and ``integrations`` (the training frameworks'
-callbacks) < ``render`` < ``study`` (the notes' corrections, the model pages: a user of the public
-API) < ``cli``. A module may import from its own layer and those below it. Every import is read,
-lazy ones (inside a function, for start-up time) included; only ``if TYPE_CHECKING:`` blocks are
-left out, as they never run.
+(counting and the models it counts) < ``workload``, ``analysis`` and ``sweep`` (a model and its
+input, then one analysis of it, or a series of them along one axis) < ``measure`` < ``checks``
+and ``integrations`` (the training frameworks' callbacks) < ``render`` < ``study`` (the notes'
+corrections, the model pages: a user of the public API) < ``cli``. A module may import from
+its own layer and those below it. Every import is read, lazy ones (inside a function, for
+start-up time) included; only ``if TYPE_CHECKING:`` blocks are left out, as they never run.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vitprof"
-LAYERS = {"core": 0, "count": 1, "models": 1, "workload": 2, "analysis": 2, "measure": 3,
-          "checks": 4, "integrations": 4, "render": 5, "study": 6, "cli": 7}
+LAYERS = {"core": 0, "count": 1, "models": 1, "workload": 2, "analysis": 2, "sweep": 2,
+          "measure": 3, "checks": 4, "integrations": 4, "render": 5, "study": 6, "cli": 7}
 TOP = 8  # the package's own __init__ and its public entry points (testing, pytest_plugin)
 
 
@@ -142,3 +142,14 @@ def test_no_import_cycle() -> None:
                  if t in GRAPH and t not in with_parents(m)}
              for m, imports in GRAPH.items()}
     assert not find_cycles(edges)
+
+
+def test_the_sweep_is_an_analysis_not_a_check() -> None:
+    # a sweep runs analyze() along one axis: it sits beside analysis, and vitprof.checks.sweep,
+    # its former home, re-exports it for the public API (docs/api.md)
+    import vitprof.checks.sweep as former
+    import vitprof.sweep as sweeps
+
+    assert layer(sweeps.__name__) == LAYERS["analysis"]
+    assert GRAPH["vitprof.checks.sweep"] == {"vitprof.sweep"}
+    assert all(getattr(former, name) is getattr(sweeps, name) for name in former.__all__)

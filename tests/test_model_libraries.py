@@ -13,7 +13,6 @@ from torch import nn
 import vitprof.models.family as registry
 from vitprof.checks.baseline import same_model
 from vitprof.checks.crosscheck.subject import Subject
-from vitprof.checks.sweep import variant_factory
 from vitprof.cli.commands.diff import is_saved_profile
 from vitprof.cli.commands.models import models_document
 from vitprof.core.errors import UserError
@@ -24,6 +23,7 @@ from vitprof.models.declared_input import declared_input
 from vitprof.models.deploy import reparameterized
 from vitprof.models.family.base import BuildSizes, Declaration, ModelLibrary
 from vitprof.render.formats import render
+from vitprof.sweep import variant_factory
 
 
 @pytest.mark.parametrize(("name", "library"), [

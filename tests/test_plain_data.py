@@ -12,7 +12,6 @@ from torch import nn
 from vitprof import UserError, analyze
 from vitprof.checks.crosscheck.table import CrossCheck
 from vitprof.checks.diff import Snapshot, compare
-from vitprof.checks.sweep import sweep_from
 from vitprof.core.display import Shown, show
 from vitprof.core.records import EventKind, Mode, Recognizer
 from vitprof.count.families import recognize
@@ -23,6 +22,7 @@ from vitprof.render.document import Document
 from vitprof.render.formats import render
 from vitprof.render.sweep import sweep_document
 from vitprof.render.tables import profile_document, profile_repr
+from vitprof.sweep import sweep_from
 
 
 class Inner(nn.Module):

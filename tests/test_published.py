@@ -23,8 +23,11 @@ from vitprof.checks.crosscheck.published import (
     rounded,
     rounding_causes,
     table_form_causes,
+    timm_name,
 )
 from vitprof.cli.main import main
+from vitprof.models import family as registry
+from vitprof.models.family.base import ModelLibrary
 from vitprof.study.generate import MARKER
 from vitprof.study.page_check import compare
 from vitprof.study.pages.timm_published import _why_not, timm_published_page
@@ -163,6 +166,16 @@ def test_deploy_form_cause_is_what_folding_changes() -> None:
     (cause,) = table_form_causes(built, deployed)
     # BN's 2 * 8 affine params go, the conv's 8 bias params come: -8; MACs unchanged
     assert (cause.params, cause.macs) == (-8, 0)
+
+
+def test_the_timm_name_is_the_registrys_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the table's name is what timm's library claims, less its prefix; a name another
+    # library claims first is not timm's, whatever it starts with (no "timm:" typed here)
+    assert timm_name("timm:vit_tiny_patch16_224") == "vit_tiny_patch16_224"
+    assert timm_name("vit_b_16") is None and timm_name("hf:config.json") is None
+    other = ModelLibrary(name="other", tables=(), inferrers=(), known="", prefix="timm:")
+    monkeypatch.setattr(registry, "LIBRARIES", (other, *registry.LIBRARIES))
+    assert timm_name("timm:vit_tiny_patch16_224") is None
 
 
 def test_crosscheck_test_vit_reconciles() -> None:

@@ -65,7 +65,7 @@ def test_synopses_are_found() -> None:
     assert found["check"] == ("BUDGETS.toml [--format table|json|junit] [--output FILE] "
                               "[--entry NAME ...] [--update-baselines] [--image-size N|HxW] "
                               "[--frames T] [--in-chans C] [--dtype float32|bfloat16|float16] "
-                              "[--input-shape B,C,...]")
+                              "[--input-shape B,C,...] [--input NAME=VALUE]")
     assert "--no-class-token" in found["formula"]
 
 

@@ -45,7 +45,7 @@ def test_the_synopses_list_every_peer_in_the_order_of_the_rows() -> None:
 def test_the_peer_table_has_a_row_per_peer_with_its_extra() -> None:
     # the extra a user installs the peer with; the test extra is the suite's own
     wanted = {peer.name: ", ".join(f"`{extra}`" for extra in peer.extras if extra != "test")
-              for peer in load()}
+              or (f"`pip install {peer.package}`" if peer.package else "") for peer in load()}
     table = peer_table(CROSSCHECK)
     assert list(table) == list(names())
     assert table == wanted
@@ -77,3 +77,11 @@ def test_the_budget_files_model_key_takes_every_librarys_prefix() -> None:
     for library in registry.LIBRARIES:
         if library.prefix and library.names:  # torchvision's names are the built-in ones
             assert re.search(f"`{re.escape(library.prefix)}", row), library.name
+
+
+def test_the_readme_names_every_input_the_command_line_takes() -> None:
+    # --input NAME=VALUE reads the request's fields: each one with a text form is shown
+    from vitprof.workload import InputRequest
+
+    for name in InputRequest.text_forms():
+        assert f"`--input {name}=" in README, name

@@ -10,13 +10,13 @@ import json
 import pytest
 
 from vitprof import analyze
-from vitprof.checks.sweep import Sweep, SweepPoint
 from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord, ParamRecord
 from vitprof.count.result import Profile
 from vitprof.render.document import COLUMNS, Col, Column, Kind, cell, giga
 from vitprof.render.formats import FORMATS, render, text_table
 from vitprof.render.sweep import sweep_cells
 from vitprof.render.tables import profile_document
+from vitprof.sweep import Sweep, SweepPoint
 
 # torchvision vit_b_16, batch 1: 196 x 768 x 768 patch MACs + 12 blocks of 1,453,954,560 MACs
 # + 768 x 1000 head MACs = 17,563,828,224

@@ -16,7 +16,6 @@ import pytest
 from conftest import NO_FORMULA_WARNING, NOT_A_VIT_WARNING
 from PIL import Image, PngImagePlugin
 
-from vitprof.checks.sweep import parse_values, sweep
 from vitprof.cli.main import main
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
@@ -37,6 +36,7 @@ from vitprof.study.page_check import compare, normalize
 from vitprof.study.page_inputs import scaling_sizes
 from vitprof.study.pages.markdown import Page, stages
 from vitprof.study.zoo_rows import matches
+from vitprof.sweep import parse_values, sweep
 
 CORRECT, WRONG = Verdict.CORRECT, Verdict.WRONG
 REPO = Path(__file__).resolve().parents[1]

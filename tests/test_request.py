@@ -18,13 +18,14 @@ from torch import nn
 import vitprof
 from vitprof.checks.budget import at_input, parse_budget
 from vitprof.checks.crosscheck import run_crosscheck
-from vitprof.checks.sweep import sweep
 from vitprof.cli.commands.common import input_request
 from vitprof.core.errors import UserError
 from vitprof.count import running
 from vitprof.count.families import recognize
 from vitprof.measure.memory import saved_for_backward
 from vitprof.measure.profile import profile_model
+from vitprof.models import zoo
+from vitprof.sweep import sweep
 from vitprof.workload import InputRequest, make_workload
 
 NAME = "note002_cifar_vit"  # a zoo ViT of 32 px images
@@ -108,10 +109,18 @@ def _image_size_checks(call: Any) -> list[str]:
 
 def test_one_analyze_checks_the_image_size_in_the_request_alone() -> None:
     """Before, one analyze() checked it 4 times (analyze's and make_workload's check_input,
-    the request, zoo.build); now the request does, and zoo.build, the model library's own
-    entry, which a caller may call alone."""
+    the request, zoo.build), then twice (the request, zoo.build); now the request alone: the
+    workload builds through zoo.build_sized, which takes the request's checked sizes."""
     found = _image_size_checks(lambda: vitprof.analyze(NAME, image_size=32))
-    assert found == ["__post_init__", "build"]
+    assert found == ["__post_init__"]
+
+
+def test_zoo_build_called_alone_still_checks_the_image_size() -> None:
+    # zoo.build is public (docs/api.md): a caller without a request is checked there
+    found = _image_size_checks(lambda: zoo.build(NAME, image_size=32))
+    assert found == ["build"]
+    with pytest.raises(UserError, match="image size must be at least 1, got 0"):
+        zoo.build(NAME, image_size=0)
 
 
 # ------------------------------------------------------------------ the consumers take it
@@ -188,3 +197,47 @@ def test_crosscheck_takes_a_request() -> None:
     check = run_crosscheck(Masked(), peers=["closed-form"],
                            request=InputRequest(inputs=masked_inputs()))
     assert check.vitprof.macs == MASKED_MACS
+
+
+# ------------------------------------------------------- --input NAME=VALUE, from the request
+
+
+def _parsed(*argv: str) -> argparse.Namespace:
+    from vitprof.cli.main import build_parser
+
+    return build_parser("analyze").parse_args(["analyze", NAME, *argv])
+
+
+def test_input_gives_a_field_by_its_text_form() -> None:
+    # --input extra_shapes=... is --input-shape given again: the field declares its text form
+    args = _parsed("--input-shape", "2,3,32,32", "--input", "extra_shapes=2,1,65,65")
+    assert input_request(args) == InputRequest(input_shape=(2, 3, 32, 32),
+                                               extra_shapes=((2, 1, 65, 65),))
+    assert InputRequest.from_text([("extra_shapes", "2,4"), ("extra_shapes", "2,5")]) == {
+        "extra_shapes": ((2, 4), (2, 5))}
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("bogus=1", "unknown input 'bogus' in --input; choose from extra_shapes"),
+    ("extra_shapes=2,x", "expected integers B,SIZE"),
+    ("extra_shapes=2,0", "extra input shape size must be at least 1, got 0"),
+])
+def test_a_bad_input_is_one_line(text: str, error: str) -> None:
+    with pytest.raises(UserError, match=error):
+        input_request(_parsed("--input", text))
+
+
+def test_a_new_field_with_a_text_form_is_on_the_command_line_unchanged(monkeypatch) -> None:
+    """The command line reads the names from the request's fields: a field a new input kind
+    declares in workload.py is given by --input with no change to the CLI."""
+    from dataclasses import dataclass, field
+
+    from vitprof import workload
+
+    @dataclass(frozen=True)
+    class Wider(InputRequest):
+        toy: int | None = field(default=None, metadata={workload.TEXT: lambda t: int(t[-1])})
+
+    monkeypatch.setattr(workload, "InputRequest", Wider)
+    assert input_request(_parsed("--input", "toy=7", "--image-size", "32")) == Wider(
+        image_size=32, toy=7)

@@ -43,9 +43,16 @@ from vitprof.count.running import one_line
 from vitprof.count.session import call
 from vitprof.models.declared_input import DeclaredInput, declared_input, square_or_pair
 from vitprof.models.deploy import deploy_form
+from vitprof.models.family.base import BuildSizes
 from vitprof.models.forward_inputs import OwnInput, TensorSpec, make_tensor, own_forward_input
 from vitprof.models.reached_channels import traced_channels
-from vitprof.models.zoo import DEFAULT_FRAMES, DEFAULT_IMAGE_SIZE, BuiltModel, ZooEntry, build
+from vitprof.models.zoo import (
+    DEFAULT_FRAMES,
+    DEFAULT_IMAGE_SIZE,
+    BuiltModel,
+    ZooEntry,
+    build_sized,
+)
 
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
 ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)
@@ -159,6 +166,32 @@ class InputSpec:
                      for name, v in named if isinstance(v, torch.Tensor))
 
 
+TEXT = "text"
+"""The metadata key of an :class:`InputRequest` field the command line gives as text, ``--input
+NAME=VALUE``: its value, a function of every text given for it, in order, to the field's value.
+A new input kind declares it beside its field, and the command line offers it (nothing else)."""
+
+
+def _shape_text(text: str) -> tuple[int, ...]:
+    """``2,1,17,17`` -> ``(2, 1, 17, 17)`` (the sizes are checked by the request)."""
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(f"expected integers B,SIZE[,SIZE...], got '{text}'") from None
+
+
+def _shapes_text(texts: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+    """Each text a shape (:func:`_shape_text`), in order: a field that holds several."""
+    return tuple(_shape_text(text) for text in texts)
+
+
+def _one_shape_text(texts: Sequence[str]) -> tuple[int, ...]:
+    """The one shape of a field that holds one; given twice is a UserError."""
+    if len(texts) != 1:
+        raise UserError(f"one shape expected, got {len(texts)}: {', '.join(texts)}")
+    return _shape_text(texts[0])
+
+
 @dataclass(frozen=True)
 class InputRequest:
     """What a caller asks of the input, as one value; a field left None is the model's own.
@@ -171,8 +204,16 @@ class InputRequest:
     ``(device, dtype) -> args | (args, kwargs)``; ``batch_size`` the batch; ``num_classes`` the
     classes of a model built by name (0: no head); ``extra_shapes`` the shapes of further
     positional tensors fed after the input, in its dtype (timm's ``attn_mask``, ``B, 1, N, N``;
-    Hugging Face's ``bool_masked_pos``, ``B, Np``). ``input_shape`` excludes the first three
+    Hugging Face's ``bool_masked_pos``, ``B, Np``); ``patch_mask`` the shape ``(B, Np)`` of a
+    boolean mask over the patch tokens, fed as the keyword ``bool_masked_pos`` (Hugging Face's
+    masked image modeling: ViT, DeiT, BEiT, ... replace each masked patch's embedding by a
+    learned mask token; all False, as which patches are masked changes no count).
+    ``input_shape`` excludes the first three
     and a batch size, ``inputs`` every size and extra shape.
+
+    A field whose metadata holds :data:`TEXT` is an input the command line gives as ``--input
+    NAME=VALUE`` (:meth:`from_text`): a new input kind is its field here, its place in the
+    forward's arguments (:func:`_input`) and its closed form, nothing else.
 
     Checked once, here: every consumer (``analyze``, ``profile_model``, ``run_crosscheck``, the
     budgets, the sweep, the pages) takes the request as it is. The command line
@@ -188,7 +229,8 @@ class InputRequest:
     inputs: Any = None
     batch_size: int = 1
     num_classes: int | None = None
-    extra_shapes: tuple[tuple[int, ...], ...] = ()
+    extra_shapes: tuple[tuple[int, ...], ...] = field(default=(), metadata={TEXT: _shapes_text})
+    patch_mask: tuple[int, ...] | None = field(default=None, metadata={TEXT: _one_shape_text})
 
     def __post_init__(self) -> None:
         set_ = partial(object.__setattr__, self)
@@ -204,6 +246,10 @@ class InputRequest:
         if self.input_shape is not None:
             set_("input_shape", check_shape(self.input_shape))
         set_("extra_shapes", tuple(_extra_shape(shape) for shape in self.extra_shapes))
+        if self.patch_mask is not None:
+            set_("patch_mask", _extra_shape(self.patch_mask))
+            if len(self.patch_mask) != 2:
+                raise UserError(f"a patch mask is (batch, patches), got {self.patch_mask!r}")
         self._check_exclusions()
 
     def _check_exclusions(self) -> None:
@@ -215,8 +261,7 @@ class InputRequest:
                             "it excludes batch_size")
         if self.input_shape is not None:
             given.append("input_shape")
-        if self.extra_shapes:
-            given.append("extra_shapes")
+        given += [name for name in self.given() if name in self.text_forms()]
         if self.inputs is not None and given:
             raise UserError(f"inputs are given: they exclude {', '.join(given)}")
 
@@ -224,6 +269,26 @@ class InputRequest:
         """The sizes asked for: ``image_size``, ``frames``, ``in_chans``, in that order."""
         return [name for name in ("image_size", "frames", "in_chans")
                 if getattr(self, name) is not None]
+
+    @classmethod
+    def text_forms(cls) -> dict[str, Callable[[Sequence[str]], Any]]:
+        """The fields the command line gives as ``--input NAME=VALUE``, with their parsers
+        (:data:`TEXT`)."""
+        return {f.name: f.metadata[TEXT] for f in fields(cls) if TEXT in f.metadata}
+
+    @classmethod
+    def from_text(cls, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        """The fields ``pairs`` (``--input NAME=VALUE``, in order) give: each ``NAME`` a field
+        with a text form (:meth:`text_forms`), its texts parsed together; an unknown one is a
+        UserError listing them."""
+        texts: dict[str, list[str]] = {}
+        for name, text in pairs:
+            texts.setdefault(name, []).append(text)
+        forms = cls.text_forms()
+        if unknown := [name for name in texts if name not in forms]:
+            raise UserError(f"unknown input '{unknown[0]}' in --input; choose from "
+                            f"{', '.join(forms)}")
+        return {name: forms[name](given) for name, given in texts.items()}
 
     @classmethod
     def of(cls, request: InputRequest | None = None, **keywords: Any) -> InputRequest:
@@ -319,8 +384,8 @@ def _built(name: str, request: InputRequest, device: str) -> BuiltModel:
     """The model ``name`` built on ``device`` at the sizes ``request`` asks for."""
     if request.input_shape is not None:
         return _built_for_shape(name, request.input_shape, request.num_classes, device)
-    return build(name, image_size=request.image_size, num_classes=request.num_classes,
-                 device=device, frames=request.frames, in_chans=request.in_chans)
+    sizes = BuildSizes(request.image_size, request.frames, request.in_chans)
+    return build_sized(name, sizes, request.num_classes, device)
 
 
 def _built_for_shape(
@@ -334,19 +399,17 @@ def _built_for_shape(
     divide, a factory without such keywords) builds the model at its own size, and the shape
     is fed as it is, with a warning; any other shape is fed to the model's own size."""
     if len(shape) not in (4, 5):
-        return build(name, num_classes=num_classes, device=device)
+        return build_sized(name, BuildSizes(), num_classes, device)
     image: ImageSize = shape[-1] if shape[-2] == shape[-1] else (shape[-2], shape[-1])
     try:
         if len(shape) == 4:
-            return build(name, image_size=image, in_chans=shape[1], num_classes=num_classes,
-                         device=device)
-        built = build(name, image_size=image, num_classes=num_classes, device=device)
+            return build_sized(name, BuildSizes(image, in_chans=shape[1]), num_classes, device)
+        built = build_sized(name, BuildSizes(image), num_classes, device)
         axis = declared_input(built.module).channel_axis
         frames, channels = shape[3 - axis], shape[axis]
-        return build(name, image_size=image, frames=frames, in_chans=channels,
-                     num_classes=num_classes, device=device)
+        return build_sized(name, BuildSizes(image, frames, channels), num_classes, device)
     except UserError as refused:
-        own = build(name, num_classes=num_classes, device=device)
+        own = build_sized(name, BuildSizes(), num_classes, device)
         note = (f"built at its own size, fed the input shape {'x'.join(map(str, shape))} as it "
                 f"is: building it for that shape failed ({refused})")
         return replace(own, warnings=(*own.warnings, note))
@@ -380,9 +443,14 @@ def _input(
     module: nn.Module, request: InputRequest, entry: ZooEntry | None,
     built_size: ImageSize | None,
 ) -> tuple[InputSpec, str]:
-    """The input ``module`` is fed (:func:`_main_input`), followed by a tensor of each of the
-    request's ``extra_shapes`` in the input's dtype, and where it came from."""
+    """The input ``module`` is fed (:func:`_main_input`), with the request's patch mask as the
+    keyword ``bool_masked_pos`` and followed by a tensor of each of its ``extra_shapes`` in the
+    input's dtype, and where it came from."""
     spec, source = _main_input(module, request, entry, built_size)
+    if request.patch_mask is not None:
+        mask = {"bool_masked_pos": TensorSpec(request.patch_mask, torch.bool)}
+        spec = replace(spec, kwargs={**spec.kwargs, **mask})
+        source += f"; patch mask {'x'.join(map(str, request.patch_mask))} given"
     if not request.extra_shapes:
         return spec, source
     extra = tuple(TensorSpec(shape, spec.dtype) for shape in request.extra_shapes)
@@ -421,11 +489,8 @@ def _forward_input(own: OwnInput, request: InputRequest, dtype: torch.dtype) -> 
     """The :class:`InputSpec` of a forward that takes no image tensor (:func:`vitprof.models.
     forward_inputs.own_forward_input`): its own input only, the main tensor in ``dtype`` when
     it is a floating one; a size asked for is refused, not ignored."""
-    asked = [what for what, value in (("image_size", request.image_size),
-                                      ("frames", request.frames), ("in_chans", request.in_chans),
-                                      ("input_shape", request.input_shape),
-                                      ("extra_shapes", request.extra_shapes or None))
-             if value is not None]
+    asked = [name for name in request.given()
+             if name not in ("dtype", "batch_size", "num_classes", "inputs")]
     if asked:
         raise UserError(f"this model's forward takes {own.name} of {own.source}, not an image: "
                         f"{', '.join(asked)} cannot set it; give inputs=... instead")

@@ -30,11 +30,12 @@ mlp         2DM + M + D        2NDM            NM bias + 5NM GELU + ND bias + ND
 
 Outside the blocks: patch_embed ``C P^2 D + D`` params, ``Np C P^2 D`` MACs, ``Np D`` bias
 adds; tokens ``(T + rows) D`` params with ``rows = Np + T`` (or ``Np`` when the position
-embedding skips the prefix), ``rows D`` adds; the final norm (all ``N`` last tokens or only the
-pooled vectors); the head (see :class:`HeadKind`). Under pruning, a note 002 token predictor
-(LayerNorm, Linear(D, D/4), GELU, Linear(D/4, 1) on the ``n`` patch tokens it scores) runs
-before each pruned block and is counted in that block, as the graph recognizer places a token
-selector: its LayerNorm ``norm``, the rest ``mlp``.
+embedding skips the prefix), ``rows D`` adds, and with a patch mask (Hugging Face's
+``bool_masked_pos``) ``D`` params (the mask token) and ``Np (3D + 1)`` vector FLOPs; the final
+norm (all ``N`` last tokens or only the pooled vectors); the head (see :class:`HeadKind`).
+Under pruning, a note 002 token predictor (LayerNorm, Linear(D, D/4), GELU, Linear(D/4, 1) on
+the ``n`` patch tokens it scores) runs before each pruned block and is counted in that block, as
+the graph recognizer places a token selector: its LayerNorm ``norm``, the rest ``mlp``.
 
 Params and MACs are exact for every spec. Vector FLOPs are exact for the implementations the
 spec names: affine LayerNorms, erf or tanh GELU in the MLP, biases on every Linear except an
@@ -93,6 +94,7 @@ class ViTSpec:
     attention: AttentionKind = AttentionKind.SOFTMAX  # what the attention core computes
     attention_impl: AttentionImpl = AttentionImpl.SDPA  # how softmax attention is written
     attention_mask: bool = False  # an additive mask over the scores is fed (timm's attn_mask)
+    patch_mask: bool = False  # a mask over the patches is fed (Hugging Face's bool_masked_pos)
     tokens_per_block: tuple[int, ...] | None = None  # patch tokens each block sees (prefix
     # tokens are never pruned); None = all Np in every block
     prune_at: tuple[int, ...] | None = None  # blocks preceded by a note 002 token predictor;
@@ -272,12 +274,25 @@ def patch_embed_counts(spec: ViTSpec) -> Counts:
 
 
 def tokens_counts(spec: ViTSpec) -> Counts:
-    """Prefix tokens, and the position embedding added to ``rows`` tokens."""
+    """Prefix tokens, and the position embedding added to ``rows`` tokens; with a patch mask,
+    its mask token (:func:`patch_mask_counts`)."""
     rows = spec.num_patches + (spec.prefix_tokens if spec.pos_embed_covers_prefix else 0)
     return Counts(
         params=(spec.prefix_tokens + rows) * spec.width,
         vector_flops=rows * spec.width * VECTOR_COSTS["add"],
-    )
+    ) + patch_mask_counts(spec)
+
+
+def patch_mask_counts(spec: ViTSpec) -> Counts:
+    """A patch mask ``w`` (Hugging Face's ``bool_masked_pos``, ``Np`` per image) blends each
+    patch embedding ``e`` with a learned mask token ``t`` (``D`` params): ``e (1 - w) + t w``,
+    one subtraction per patch and, per element, two products and their sum, whatever ``w``
+    holds (a masked patch is computed as an unmasked one); nothing without a mask."""
+    if not spec.patch_mask:
+        return Counts()
+    n_p, d = spec.num_patches, spec.width
+    blend = d * (2 * VECTOR_COSTS["mul"] + VECTOR_COSTS["add"])
+    return Counts(params=d, vector_flops=n_p * (VECTOR_COSTS["sub"] + blend))
 
 
 def attention_core_counts(spec: ViTSpec, n_tokens: int) -> Counts:

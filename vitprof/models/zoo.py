@@ -43,9 +43,9 @@ from vitprof.models.family.base import (
 
 __all__ = [
     "DEFAULT_FRAMES", "DEFAULT_IMAGE_SIZE", "TORCHVISION_VITS", "ZOO", "BuiltModel", "Factory",
-    "Published", "ZooEntry", "build", "check_zoo_size", "default_image_size", "infer_image_size",
-    "infer_patch_size", "library_of", "lookup", "model_file", "published_sizes", "validate_name",
-    "zoo_entry",
+    "Published", "ZooEntry", "build", "build_sized", "check_zoo_size", "default_image_size",
+    "infer_image_size", "infer_patch_size", "library_of", "lookup", "model_file",
+    "published_sizes", "validate_name", "zoo_entry",
 ]
 
 
@@ -212,7 +212,15 @@ def build(
     image_size = check_image_size(image_size)
     if num_classes is not None:
         check_int("number of classes", num_classes, 0)
-    sizes = BuildSizes(image_size, frames, in_chans)
+    return build_sized(name, BuildSizes(image_size, frames, in_chans), num_classes, device)
+
+
+def build_sized(
+    name: str, sizes: BuildSizes, num_classes: int | None = None, device: str = "meta"
+) -> BuiltModel:
+    """:func:`build` at sizes and classes already checked (an
+    :class:`vitprof.workload.InputRequest` checks them once, in its constructor): nothing is
+    checked again."""
     with notice_if_slow(f"building {name} ..."):
         return _build(name, sizes=sizes, num_classes=num_classes, device=device)
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from vitprof.checks.crosscheck.table import CrossCheck
 from vitprof.checks.diff import Diff
-from vitprof.checks.sweep import Sweep
 from vitprof.core.display import ShowFunction, Shows, register_display
 from vitprof.count.result import Profile
 from vitprof.measure.result import SpeedProfile
@@ -24,6 +23,7 @@ from vitprof.render.formats import render
 from vitprof.render.speed import speed_document, speed_repr
 from vitprof.render.sweep import sweep_document
 from vitprof.render.tables import profile_document, profile_repr
+from vitprof.sweep import Sweep
 
 _FORMATS: dict[Shows, str] = {"repr": "table", "markdown": "markdown", "html": "html"}
 

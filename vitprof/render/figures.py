@@ -31,9 +31,9 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 from PIL import Image
 
-from vitprof.checks.sweep import AXES, Sweep
 from vitprof.core.records import COMPONENTS
 from vitprof.count.result import Profile
+from vitprof.sweep import AXES, Sweep
 
 DPI = 100
 SIZE_IN = (7.0, 4.0)
@@ -96,7 +96,7 @@ def sweep_macs(result: Sweep) -> FigureData:
     outside the attention layer and the MLP (total - attention layer - MLP: not the "other
     MACs" of :func:`~vitprof.render.sweep.sweep_cells`, which holds the projections
     too); for an image-size sweep the attention-core / MLP crossover and the sweep's
-    :attr:`~vitprof.checks.sweep.Sweep.marks` (the sizes the model is made for) that lie
+    :attr:`~vitprof.sweep.Sweep.marks` (the sizes the model is made for) that lie
     within the swept range."""
     points = sorted(result.points, key=lambda p: p.value)
     crossover = result.crossover()

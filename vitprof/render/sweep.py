@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from vitprof.checks.sweep import AXES, Sweep
 from vitprof.render.document import BLANK, Block, Document, Table, lines
 from vitprof.render.tables import CONVENTION, thousands
+from vitprof.sweep import AXES, Sweep
 
 
 def _distinct(values: Iterable[str]) -> list[str]:

@@ -18,13 +18,13 @@ from torch import nn
 
 from vitprof.analysis import analyze
 from vitprof.checks.crosscheck import TABLE, CrossCheck, Subject, check_subject
-from vitprof.checks.sweep import Sweep, size_marks, sweep_from
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 from vitprof.count.result import Profile
 from vitprof.models.closed_form import AttentionKind, block_counts
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import infer_patch_size
+from vitprof.sweep import Sweep, size_marks, sweep_from
 from vitprof.workload import InputRequest
 
 SWEEP_POINTS = 8
@@ -32,8 +32,9 @@ SWEEP_REACH = 1.5  # image-size sweeps run to this multiple of the estimated cro
 
 # The peers a model page shows: those vitprof depends on and those the ``test`` extra installs,
 # so that ``report --check`` regenerates the same page wherever the suite runs. The others
-# (DeepSpeed builds from source) are left to ``vitprof crosscheck``.
-PAGE_PEERS = tuple(peer.name for peer in TABLE if not peer.extras or "test" in peer.extras)
+# (DeepSpeed builds from source; a peer installed by its own package) are left to
+# ``vitprof crosscheck``.
+PAGE_PEERS = tuple(peer.name for peer in TABLE if not peer.optional or "test" in peer.extras)
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,11 @@ class CannotTake(Exception):
     """The peer cannot be called with this forward's inputs; the message says why."""
 
 
-def not_installed(package: str, extra: str) -> PeerUnavailable:
+def not_installed(package: str, extra: str | None = None) -> PeerUnavailable:
     """The error of a peer whose ``package`` is missing, naming the vitprof ``extra`` that
-    installs it."""
-    return PeerUnavailable(f"{package} not installed: pip install vitprof[{extra}]")
+    installs it, else the package itself (a peer no extra lists)."""
+    install = f"vitprof[{extra}]" if extra else package
+    return PeerUnavailable(f"{package} not installed: pip install {install}")
 
 
 @contextlib.contextmanager

@@ -51,6 +51,8 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import OpRecord
 from vitprof.count.result import Profile
 from vitprof.models.deploy import reparameterized
+from vitprof.models.family import library_of
+from vitprof.models.family.timm import LIBRARY as TIMM
 from vitprof.models.zoo import build
 
 if TYPE_CHECKING:
@@ -342,9 +344,10 @@ def published_row(profile: Profile, name: str, table: TimmTable | None = None,
     deploy form with ``deploy``)."""
     table = table or load_table()
     batch, size = profile.input_shape[0], profile.input_shape[-1]
-    row = table.find(name.removeprefix("timm:"), size)
+    model = timm_name(name) or name
+    row = table.find(model, size)
     if row is None:
-        sizes = ", ".join(map(str, table.sizes(name.removeprefix("timm:")))) or "none"
+        sizes = ", ".join(map(str, table.sizes(model))) or "none"
         return missing_row(PEER, UNIT, f"no row for {name} at {size}px in {table.citation} "
                                        f"(sizes there: {sizes})")
     if batch != 1:
@@ -356,6 +359,15 @@ def published_row(profile: Profile, name: str, table: TimmTable | None = None,
 def subject_row(subject: Subject) -> PeerRow:
     """The peer as ``vitprof crosscheck`` runs it: only for a ``timm:NAME`` model."""
     source = subject.source
-    if not isinstance(source, str) or not source.startswith("timm:"):
+    if not isinstance(source, str) or timm_name(source) is None:
         return missing_row(PEER, UNIT, "only for timm:NAME models")
     return published_row(subject.profile, source, deploy=subject.deploy)
+
+
+def timm_name(name: str) -> str | None:
+    """timm's own name of ``name`` where the model library registry gives it to timm's library
+    (:func:`vitprof.models.family.library_of`; ``timm:vit_base_patch16_224`` ->
+    ``vit_base_patch16_224``), else None: the prefix is the library's, never typed here."""
+    if library_of(name) is not TIMM:
+        return None
+    return name.removeprefix(TIMM.prefix)

@@ -125,13 +125,21 @@ class Subject:
 @dataclass(frozen=True)
 class Peer:
     """One row of the cross-check: its name, its unit, the extras of vitprof that install its
-    package (none: a dependency of vitprof) and the function that builds its row from the
-    subject. Each file of :mod:`vitprof.checks.crosscheck.peers` declares its peers."""
+    package (none: a dependency of vitprof), or the ``package`` a user installs for it where
+    no extra lists it (``pip install PACKAGE``: a new peer is then its file alone), and the
+    function that builds its row from the subject. Each file of
+    :mod:`vitprof.checks.crosscheck.peers` declares its peers."""
 
     name: str
     unit: str
     build: Callable[[Subject, Peer], PeerRow]
     extras: tuple[str, ...] = ()
+    package: str = ""
+
+    @property
+    def optional(self) -> bool:
+        """Whether its package is installed apart from vitprof (by an extra, or by itself)."""
+        return bool(self.extras or self.package)
 
 
 def grad_note(subject: Subject, peer: Peer, model: nn.Module, fast_path_blind: bool) -> str:

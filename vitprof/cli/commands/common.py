@@ -45,6 +45,15 @@ def input_shape(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def named_input(text: str) -> tuple[str, str]:
+    """argparse type for ``--input NAME=VALUE``: the pair, read by the request
+    (:meth:`vitprof.workload.InputRequest.from_text`, which knows the names)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got '{text}'")
+    return name, value
+
+
 def component_rule(text: str) -> tuple[str, Component]:
     """argparse type for ``--map REGEX=COMPONENT``."""
     regex, sep, name = text.rpartition("=")
@@ -107,6 +116,10 @@ def add_shape_options(parser: argparse.ArgumentParser) -> None:
                              "builder takes the sizes, else at its own size (excludes "
                              "--image-size, --frames, --in-chans, --batch-size); again: a "
                              "further positional tensor, such as a mask (B,1,N,N)")
+    parser.add_argument("--input", type=named_input, action="append", metavar="NAME=VALUE",
+                        help="a further input: NAME a field of vitprof.workload.InputRequest "
+                             "that the command line gives as text (the README lists them; "
+                             "repeatable)")
     parser.set_defaults(validate=shape_conflicts)
 
 
@@ -123,8 +136,9 @@ def shape_conflicts(args: argparse.Namespace) -> str | None:
 
 def given_shape_options(args: argparse.Namespace) -> list[str]:
     """The shape options given, as written on the command line (``--image-size``, ...)."""
-    return [f"--{key.replace('_', '-')}" for key in SHAPE_OPTIONS
-            if getattr(args, key, None) is not None]
+    given = [f"--{key.replace('_', '-')}" for key in SHAPE_OPTIONS
+             if getattr(args, key, None) is not None]
+    return [*given, *(["--input"] if getattr(args, "input", None) else [])]
 
 
 def shape_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -139,10 +153,13 @@ def input_request(args: argparse.Namespace) -> InputRequest:
     from vitprof.workload import InputRequest  # torch: imported when a command runs
 
     shapes = getattr(args, "input_shape", None) or [None]
-    return InputRequest(**{**shape_options(args), "input_shape": shapes[0]},
-                        extra_shapes=tuple(shapes[1:]),
-                        batch_size=getattr(args, "batch_size", 1),
-                        num_classes=getattr(args, "num_classes", None))
+    keywords = {**shape_options(args), "input_shape": shapes[0], "extra_shapes": tuple(shapes[1:]),
+                "batch_size": getattr(args, "batch_size", 1),
+                "num_classes": getattr(args, "num_classes", None)}
+    named = InputRequest.from_text(getattr(args, "input", None) or [])
+    if twice := [name for name in named if keywords.get(name)]:
+        raise UserError(f"--input {twice[0]}= repeats an option given beside it")
+    return InputRequest(**{**keywords, **named})
 
 
 def add_map_option(parser: argparse.ArgumentParser) -> None:

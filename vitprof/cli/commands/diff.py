@@ -14,8 +14,8 @@ from pathlib import Path
 
 from vitprof.checks.diff import Snapshot, compare, parse_fail_above, read_profile
 from vitprof.cli.commands.common import (
-    SHAPE_OPTIONS,
     add_input_options,
+    given_shape_options,
     input_request,
     output_path,
     warn,
@@ -75,8 +75,7 @@ def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
 
 
 def _options_given(args: argparse.Namespace) -> list[str]:
-    shapes = {f"--{key.replace('_', '-')}": getattr(args, key) is not None
-              for key in SHAPE_OPTIONS}
+    shapes = dict.fromkeys(given_shape_options(args), True)
     given = {**shapes, "--batch-size": args.batch_size != 1,
              "--num-classes": args.num_classes is not None, "--device": args.device != "meta",
              "--map": bool(args.map), "--mode": args.mode != "inference",

@@ -14,7 +14,7 @@ from vitprof.core.errors import UserError
 from vitprof.render.formats import choices, render
 
 if TYPE_CHECKING:
-    from vitprof.checks.sweep import Sweep
+    from vitprof.sweep import Sweep
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -62,8 +62,8 @@ def _save_figure(result: Sweep, path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vitprof.checks.sweep import parse_values, sweep
     from vitprof.render.sweep import sweep_document
+    from vitprof.sweep import parse_values, sweep
 
     axis = next(name for name in AXES if getattr(args, name) is not None)
     path = _figure_path(args, axis)
