@@ -250,13 +250,15 @@ NOTES = (
     "1.7.1 with CUDA 10.1, timm 0.3.2, its own models.py (Mesa's layers, which with "
     "quantization off call `F.linear`, `F.softmax`, `torch.matmul` and `F.layer_norm`: the "
     "kernels of a plain ViT; the attention scales q, then `q @ k^T`, softmax and `@ v` "
-    "itself, so the scores are kept), started by `torch.distributed.launch` in every script "
-    "(so the model is wrapped in `DistributedDataParallel`), `torch.cuda.amp.autocast()` "
+    "itself, so the scores are kept), started by `torch.distributed.launch` in its scripts "
+    "(scripts/*.sh, even with one process; so the model is wrapped in "
+    "`DistributedDataParallel`), `torch.cuda.amp.autocast()` "
     "(float16) around the forward and the loss, timm's `NativeScaler`, AdamW, "
     "`optimizer.zero_grad()`, mixup with soft-target cross-entropy, drop path 0.1, "
     "`cudnn.benchmark = True`; model EMA is commented out. Neither says how the memory was "
-    "read; DeiT's training loop, which the demo's is, logs `torch.cuda.max_memory_allocated()"
-    " / 2**20` as \"max mem\" from the start of the run (never reset), so MB is taken as MiB "
+    "read; the demo's training loop is DeiT's, whose MetricLogger (utils.py; the demo's own "
+    "copy is not in the snapshot read) logs `torch.cuda.max_memory_allocated() / 2**20` as "
+    "\"max mem\" from the start of the run (never reset), so MB is taken as MiB "
     "of allocated bytes (the CUDA context and the allocator's cache are not in it). vitprof "
     "predicts that setting for today's torch with `target=\"cuda\"`, `amp=\"float16\"` on "
     "timm's DeiT with `fused_attn` off (the same computation); its step differs from theirs "
@@ -276,7 +278,8 @@ def mesa_section(rows: Sequence[MesaRow]) -> str:
         "### What the 2021 run held that today's step does not", "",
         "Each cause in MiB at vitprof's peak (early in the backward, every block's activations "
         "alive), by arithmetic on the model (`benchmarks/mesa_memory.py`, `then_and_now`); "
-        "none is measured.", "",
+        "none is measured. Added at that moment, they give a lower bound of the 2021 run's "
+        "peak (with them the peak could only move to a moment holding more).", "",
         explained_table(rows), "", *[f"- {line}" for line in findings(rows)],
     ]) + "\n"
 
