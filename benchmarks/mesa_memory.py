@@ -211,7 +211,10 @@ def findings(rows: Sequence[MesaRow]) -> list[str]:
         "torch 1.7.1's softmax, which kept its float32 input for the backward beside its output "
         f"({mib(then_and_now(first)['softmax_input'])} MiB for {first.row.model}, "
         f"{mib(then_and_now(last)['softmax_input'])} MiB for {last.row.model}); today's torch "
-        "keeps the output only, and so does vitprof.",
+        "keeps the output only, and so does vitprof. It scales with the activations (batch x "
+        "heads x tokens^2 per layer); DDP's buckets and the kept gradients scale with the "
+        "parameters (4 bytes each, less the gradients vitprof already has at its peak); the "
+        "workspace is the same for every model.",
         f"Left unexplained: {left[0]:,.0f} to {left[-1]:,.0f} MiB. Per model it is "
         f"{act[0]:.1f} to {max(act):.1f} bytes per token-channel-block (spread "
         f"{spread(act):.2f}x across the three models) but {min(par):.1f} to {max(par):.1f} "
