@@ -10,9 +10,11 @@ backward, with the error in percent. The attention path is chosen for the real r
 kernel). The CUDA column comes from ``reports/memory_cuda.json`` (benchmarks/device_memory.py on
 a GPU) when it exists, and says "not measured" otherwise. A second table puts the 34sbh + 5as^2b
 formula and the parameter-only estimators (memory_baselines.py) on the same rows; a third
-explains Mesa's published DeiT figures with ``vitprof.memory(target="cuda", amp="float16")``.
+explains Mesa's published DeiT figures with ``vitprof.memory(target="cuda", amp="float16")`` and
+what the 2021 run held besides (mesa_memory.py).
 
     python benchmarks/memory_accuracy.py [--out reports] [--quick] [--rows deit_tiny]
+    python benchmarks/memory_accuracy.py --mesa-only   # rewrite the Mesa section alone
 
 About ten minutes on two idle cores (``--quick``: DeiT-Ti at batch 8 in float32 only, a few
 minutes; the page names the flags it was made with). Needs timm, torchvision, accelerate and
@@ -46,16 +48,14 @@ from memory_baselines import (
     zero3_bytes,
 )
 from memory_rows import DEIT_S, IMAGE, Row, cpu_rows, cuda_rows, mesa_rows, quick_rows
+from mesa_memory import EVAL_BATCH_SCALE, HEADING, MesaRow, make_row, mesa_section
+from sections import write_section
 
 MIB = 2**20
 TOLERANCE = 3.0  # percent: the CPU acceptance bound of issue 26
 STATE_BYTES = 16  # float32 AdamW: parameter 4 + gradient 4 + two moments 8 bytes
 FIGURE = "memory_timeline.png"
 SHOWN = Row(DEIT_S, 32)  # the row whose estimate the page shows in full
-# Mesa, Pan et al. 2021 (arXiv:2111.11124), "Train Memory (MB)" of the README of
-# github.com/ziplab/Mesa (commit 460e19a), batch 128, 224 x 224, one GPU, AMP; without Mesa.
-MESA_MB = {"deit_tiny_patch16_224": 4171, "deit_small_patch16_224": 8459,
-           "deit_base_patch16_224": 17691}
 
 
 @dataclass(frozen=True)
@@ -107,13 +107,14 @@ def baselines(row: Row) -> Baselines:
     return Baselines(params, formula, state, zero2_bytes(params), zero3_bytes(params, largest))
 
 
-def predict(row: Row, target: str) -> Any:
+def predict(row: Row, target: str, mode: str = "train") -> Any:
     """``vitprof.memory`` of ``row`` for ``target`` (a ``vitprof.MemoryEstimate``)."""
     import vitprof
 
     attention = "math" if row.attention == "explicit" else row.attention  # no SDPA to pick
     return vitprof.memory(build(row), batch_size=row.batch, optimizer="adamw", amp=row.amp,
-                          checkpoint=row.checkpoint, target=target, attention=attention)
+                          checkpoint=row.checkpoint, target=target, attention=attention,
+                          mode=mode)
 
 
 def measure(row: Row) -> tuple[Any, float]:
@@ -271,76 +272,15 @@ def cuda_section(cuda: dict[str, Any] | None, predicted: dict[str, int]) -> list
     return lines
 
 
-@dataclass(frozen=True)
-class MesaRow:
-    """One of Mesa's DeiT rows: published, predicted for CUDA and the formula (bytes)."""
-
-    row: Row
-    published_mib: int
-    predicted: int
-    states: int  # parameters + gradients + optimizer state
-    saved: int
-    formula: int
-
-
 def mesa_row(row: Row) -> MesaRow:
+    """One of Mesa's rows: vitprof's training estimate (target cuda), its inference estimate
+    at DeiT's evaluation batch, and the formula."""
     estimate = predict(row, "cuda")
-    states = sum(c.params + c.grads + c.optimizer_state for c in estimate.by_component.values())
-    formula = korthikanti_bytes(attention_shapes(build(row), example(row)))
-    return MesaRow(row, MESA_MB[row.model], estimate.peak_bytes, states,
-                   estimate.saved_bytes, formula)
-
-
-def mesa_table(rows: Sequence[MesaRow]) -> str:
-    lines = ["| model | Mesa (MB, published) | vitprof peak (MiB) | error | of which model "
-             "states | saved for backward | 34sbh+5as²b (MiB) | formula vs published |",
-             "| :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for m in rows:
-        published = m.published_mib * MIB
-        lines.append(
-            f"| {m.row.model} | {m.published_mib:,} | {m.predicted / MIB:,.0f} | "
-            f"{signed(error(m.predicted, published))} | {m.states / MIB:,.0f} | "
-            f"{m.saved / MIB:,.0f} | {m.formula / MIB:,.0f} | "
-            f"{signed(error(m.formula, published))} |")
-    return "\n".join(lines)
-
-
-def mesa_verdict(rows: Sequence[MesaRow]) -> str:
-    """Whether vitprof reproduces Mesa's figures (within 5%, the CUDA bound), from the
-    numbers; and how far below them the 16-bit formula is."""
-    def span(values: list[float]) -> str:
-        return f"{signed(min(values))} to {signed(max(values))}"
-
-    ours = [error(m.predicted, m.published_mib * MIB) for m in rows]
-    formula = [error(m.formula, m.published_mib * MIB) for m in rows]
-    head = (f"Reproduced: vitprof's predictions are within {max(map(abs, ours)):.1f}% of "
-            "Mesa's figures." if max(map(abs, ours)) <= 5 else
-            f"Not reproduced: vitprof's predictions are {span(ours)} off Mesa's figures; the "
-            "CUDA rows of the same setting (device_memory.py's batch-128 DeiT rows, above when "
-            "measured) separate what a step with today's kernels holds from what vitprof "
-            "misses.")
-    return f"{head} The 34sbh + 5as²b formula alone is {span(formula)} off them."
-
-
-MESA_NOTES = (
-    "Mesa's figures (README of github.com/ziplab/Mesa, \"Memory footprint at training time is "
-    "measured with a batch size of 128 and an image resolution of 224x224 on a single GPU\") "
-    "come from its DeiT demo (github.com/HubHop/deit-mesa): timm 0.3.2 and PyTorch 1.7.1, "
-    "`torch.cuda.amp.autocast()` (float16) around the forward and the loss, AdamW, mixup with "
-    "soft-target cross-entropy, drop path 0.1, gradient scaling. Neither says how the memory "
-    "was read; DeiT's training script, which the demo is built on, logs "
-    "`torch.cuda.max_memory_allocated() / 2**20` as \"max mem\", so MB is taken as MiB of "
-    "allocated bytes (the CUDA context and the allocator's cache are not in it). vitprof "
-    "predicts that setting with `target=\"cuda\"`, `amp=\"float16\"` on the model with "
-    "timm's `fused_attn` off (timm 0.3.2 computes `q @ k.transpose(-2, -1)`, softmax and "
-    "`attn @ v` itself, so the scores are kept); its step differs from theirs by the loss "
-    "(a ones gradient on the logits), the gradient scaler and the drop-path masks (one "
-    "scalar per sample and block). Under CUDA's autocast the matmuls' outputs are float16 "
-    "but the softmax and the LayerNorms run in float32, so the scores are kept twice (the "
-    "float32 softmax output for its backward, its float16 copy for `attn @ v`): this, and "
-    "the float32 master weights with AdamW's two moments (16 bytes a parameter before any "
-    "activation), is what the 16-bit formula leaves out."
-)
+    evaluation = dataclasses.replace(row, batch=int(EVAL_BATCH_SCALE * row.batch))
+    model = build(row)
+    formula = korthikanti_bytes(attention_shapes(model, example(row)))
+    return make_row(row, model, estimate, predict(evaluation, "cuda", "inference"),
+                    formula)
 
 
 # ------------------------------------------------------------------------------- page
@@ -375,9 +315,7 @@ def page(results: Sequence[Result], mesa: Sequence[MesaRow], cuda: list[str],
         "\"Training using Adam\" computed by accelerate's own functions; ZeRO-2 and ZeRO-3 "
         "are DeepSpeed's model-state estimators on one GPU without offload.", "",
         baselines_table(results), "", *baselines_findings(results), "",
-        "## Mesa's DeiT figures", "",
-        mesa_table(mesa), "", mesa_verdict(mesa), "", MESA_NOTES, "",
-        shown,
+        mesa_section(mesa), shown,
     ]) + "\n"
 
 
@@ -386,6 +324,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("reports"), help="folder written")
     p.add_argument("--quick", action="store_true", help="DeiT-Ti at batch 8 in float32 only")
     p.add_argument("--rows", help="run only the rows whose key contains this")
+    p.add_argument("--mesa-only", action="store_true",
+                   help="predict Mesa's rows only and replace that section of OUT/memory.md "
+                        "(no real run; the rest of the page is kept)")
     return p
 
 
@@ -395,6 +336,11 @@ def flags(args: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.mesa_only:
+        write_section(args.out / "memory.md", HEADING,
+                      mesa_section([mesa_row(r) for r in mesa_rows()]), level=2)
+        print(f"wrote the Mesa section of {args.out / 'memory.md'}")
+        return 0
     from vitprof.render import figures
     from vitprof.render.memory_report import memory_section, timeline_figure
 

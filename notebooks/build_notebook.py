@@ -97,6 +97,28 @@ print(crossover_text(result))
 figures.save(figures.sweep_macs(result), folder / "scaling.png")
 Image(filename=folder / "scaling.png")"""),
     ("markdown", """\
+## Will it train? Memory over one training step
+
+`vitprof.memory` runs one training step (AdamW, the second step, so the optimizer state exists)
+on fake tensors, which hold no memory, and follows every tensor from the op that allocates it to
+the moment it is freed: bytes everywhere, the **peak** being the most alive at once, on CUDA's
+allocator (blocks of 512 bytes, 32 MiB of cuBLAS workspace) by default. timm's DeiT-Ti (built on
+the meta device) at batch 32, in a few seconds of CPU; the section below is the one
+`vitprof memory --format markdown` writes (its per-block table left out), then the timeline."""),
+    ("code", """\
+import timm
+import torch
+
+from vitprof import memory
+from vitprof.render.memory_report import memory_section, timeline_figure
+
+with torch.device("meta"):  # no weights are made
+    deit_tiny = timm.create_model("deit_tiny_patch16_224", pretrained=False)
+estimate = memory(deit_tiny, batch_size=32, optimizer="adamw")
+figures.save(timeline_figure(estimate), folder / "memory.png")
+Markdown(memory_section(estimate, figure="memory.png").split("| block |")[0])"""),
+    ("code", "Image(filename=folder / \"memory.png\")"),
+    ("markdown", """\
 ## What the source notes got wrong
 
 Every figure of the five source notes, measured again by vitprof (the full text, with the

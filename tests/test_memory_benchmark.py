@@ -33,6 +33,8 @@ baselines = load("memory_baselines")
 rows = load("memory_rows")
 device = load("device_memory")
 accuracy = load("memory_accuracy")
+mesa_memory = load("mesa_memory")
+sections = load("sections")
 MIB = 2**20
 
 
@@ -230,15 +232,61 @@ def test_a_cuda_file_is_read_back_into_its_rows(tmp_path: Path) -> None:
         accuracy.load_cuda(tmp_path / "old.json")
 
 
+# DeiT-Ti: 12 layers of 3 heads, 196 + 1 tokens, width 192, 5,717,416 parameters
+TI_SHAPE = mesa_memory.MesaShape(blocks=12, heads=3, tokens=197, width=192, params=5_717_416)
+
+
+def mesa_ti(predicted: int, published_mib: int = 4171, formula: int = 12 * 239_123_328,
+            grads: int = 4 * 5_717_416) -> object:
+    return mesa_memory.MesaRow(rows.Row(rows.DEIT_TI, 128, "float16", "none", "explicit"),
+                               published_mib=published_mib, predicted=predicted,
+                               states=87 * MIB, saved=3000 * MIB, formula=formula,
+                               shape=TI_SHAPE, grads_at_peak=774_144, grads=grads,
+                               evaluation=600 * MIB)
+
+
 def test_the_mesa_table_compares_with_the_published_mib() -> None:
-    mesa = accuracy.MesaRow(rows.Row(rows.DEIT_TI, 128, "float16", "none", "explicit"),
-                            published_mib=4171, predicted=4000 * MIB, states=87 * MIB,
-                            saved=3000 * MIB, formula=12 * 239_123_328)
-    table = accuracy.mesa_table([mesa])
+    table = mesa_memory.mesa_table([mesa_ti(4000 * MIB)])
     # 4,000 / 4,171 - 1 = -4.1%; the formula: 12 x 239,123,328 = 2,869,479,936 bytes
     # = 2,736.5 MiB, 2,736.5 / 4,171 - 1 = -34.4%
     assert (f"| {rows.DEIT_TI} | 4,171 | 4,000 | -4.1% | 87 | 3,000 | 2,737 | -34.4% |"
             in table)
+
+
+def test_the_2021_runs_causes_are_arithmetic_on_the_model() -> None:
+    m = mesa_ti(3000 * MIB)
+    causes = mesa_memory.then_and_now(m)
+    # softmax's float32 input per layer: 128 x 3 x 197**2 x 4 = 59,610,624 bytes; 12 layers
+    assert causes["softmax_input"] == 12 * 59_610_624
+    assert causes["cublas_workspace"] == -32 * MIB
+    assert causes["ddp_buckets"] == 4 * 5_717_416  # a float32 copy of every gradient
+    assert causes["kept_grads"] == 4 * 5_717_416 - 774_144  # all, less those alive at the peak
+    # 3,000 MiB + 715,327,488 - 33,554,432 + 22,869,664 + 22,095,520 = 3,872,395,328
+    assert mesa_memory.explained(m) == 3000 * MIB + 726_738_240
+    residual = 4171 * MIB - 3000 * MIB - 726_738_240  # 501,157,568
+    assert mesa_memory.residual(m) == residual
+    # per token-channel-block: 128 x 197 x 192 x 12 = 58,097,664; per score: 128 x 3 x 197**2
+    # x 12 = 178,831,872; per parameter: 5,717,416
+    assert mesa_memory.per_activation(m) == residual / 58_097_664
+    assert mesa_memory.per_score(m) == residual / 178_831_872
+    assert mesa_memory.per_param(m) == residual / 5_717_416
+
+
+def test_the_residual_is_fitted_to_what_it_scales_with() -> None:
+    small = mesa_memory.MesaShape(blocks=12, heads=6, tokens=197, width=384, params=22_050_664)
+
+    def row(shape: object, published_mib: int) -> object:
+        import dataclasses
+        return dataclasses.replace(mesa_ti(0, published_mib), shape=shape, grads_at_peak=0,
+                                   grads=0)
+
+    # vitprof 0 and the workspace -32 MiB: published = residual + explained; a residual of
+    # 3 bytes per token-channel-block in both (58,097,664 and 116,195,328 of them), so the
+    # published figures are softmax + DDP - 32 MiB + 3 x that (rounded up to a MiB)
+    ti = 12 * 59_610_624 + 4 * 5_717_416 - 32 * MIB + 3 * 58_097_664
+    s = 2 * 12 * 59_610_624 + 4 * 22_050_664 - 32 * MIB + 3 * 116_195_328
+    found = mesa_memory.findings([row(TI_SHAPE, -(-ti // MIB)), row(small, -(-s // MIB))])
+    assert "it scales with the activations, not with the model's size" in found[1]
 
 
 def test_the_explicit_path_turns_timms_fused_attention_off() -> None:
@@ -252,16 +300,15 @@ def test_the_explicit_path_turns_timms_fused_attention_off() -> None:
 
 def test_the_mesa_verdict_follows_the_numbers() -> None:
     def mesa(predicted_mib: int) -> object:
-        return accuracy.MesaRow(rows.Row(rows.DEIT_TI, 128, "float16", "none", "explicit"),
-                                published_mib=1000, predicted=predicted_mib * MIB, states=0,
-                                saved=0, formula=600 * MIB)
+        return mesa_ti(predicted_mib * MIB, published_mib=1000, formula=600 * MIB)
 
     # 1,040 / 1,000 - 1 = +4.0% and 970 / 1,000 - 1 = -3.0%: within 5%
-    assert accuracy.mesa_verdict([mesa(1040), mesa(970)]).startswith(
+    assert mesa_memory.mesa_verdict([mesa(1040), mesa(970)]).startswith(
         "Reproduced: vitprof's predictions are within 4.0% of Mesa's figures.")
     # 620 / 1,000 - 1 = -38.0%; the formula: 600 / 1,000 - 1 = -40.0%
-    verdict = accuracy.mesa_verdict([mesa(620), mesa(1000)])
-    assert verdict.startswith("Not reproduced: vitprof's predictions are -38.0% to +0.0% off")
+    verdict = mesa_memory.mesa_verdict([mesa(620), mesa(1000)])
+    assert verdict.startswith("Not reproduced as today's step: vitprof's predictions of it are "
+                              "-38.0% to +0.0% off")
     assert verdict.endswith("The 34sbh + 5as²b formula alone is -40.0% to -40.0% off them.")
 
 
@@ -273,8 +320,7 @@ def test_main_writes_the_page_and_its_figure(monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.setattr(accuracy, "run_row", lambda row: result(1000 * MIB, 1010 * MIB))
     monkeypatch.setattr(accuracy, "predict", lambda row, target: ESTIMATE)
-    monkeypatch.setattr(accuracy, "mesa_row", lambda row: accuracy.MesaRow(
-        row, 1000, 1000 * MIB, 0, 0, 600 * MIB))
+    monkeypatch.setattr(accuracy, "mesa_row", lambda row: mesa_ti(1000 * MIB))
     assert accuracy.main(["--out", str(tmp_path), "--quick"]) == 0
     page = (tmp_path / "memory.md").read_text()
     headings = [line for line in page.splitlines() if line.startswith("#")]
@@ -282,6 +328,7 @@ def test_main_writes_the_page_and_its_figure(monkeypatch: pytest.MonkeyPatch,
         "# Training memory: predicted against measured",
         "## CPU: vitprof against the measured peak", "## CUDA",
         "## The other estimates on the same rows", "## Mesa's DeiT figures",
+        "### What the 2021 run held that today's step does not",
         f"## Training memory: {rows.DEIT_S}"]  # the shown row's model, not the estimate's
     assert "`python benchmarks/memory_accuracy.py --quick`" in page
     # 3 quick rows, each 1,010 / 1,000 - 1 = +1.0%
@@ -296,3 +343,25 @@ def test_main_refuses_a_filter_no_row_matches(capsys: pytest.CaptureFixture[str]
         accuracy.main(["--rows", "no_such_model"])
     assert exit_.value.code == 2
     assert "no row's key contains no_such_model" in capsys.readouterr().err
+
+
+def test_mesa_only_rewrites_that_section_alone(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    monkeypatch.setattr(accuracy, "mesa_row", lambda row: mesa_ti(4000 * MIB))
+    page = tmp_path / "memory.md"
+    page.write_text("# Page\n\nintro\n\n## Mesa's DeiT figures\n\nSTALE\n\n### sub\n\nSTALE\n\n"
+                    "## Training memory: x\n\nkept\n")
+    assert accuracy.main(["--out", str(tmp_path), "--mesa-only"]) == 0
+    text = page.read_text()
+    assert "STALE" not in text and text.startswith("# Page\n\nintro\n\n## Mesa's DeiT figures")
+    assert text.endswith("\n\n## Training memory: x\n\nkept\n")
+    assert "### What the 2021 run held that today's step does not" in text
+
+
+def test_a_section_ends_at_the_next_heading_of_its_level(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# A\n\n## B\n\nb\n\n### B1\n\nb1\n\n## C\n\nc\n")
+    sections.write_section(page, "## B", "## B\n\nnew\n", level=2)
+    assert page.read_text() == "# A\n\n## B\n\nnew\n\n## C\n\nc\n"
+    sections.write_section(page, "# A", "# A\n\nall\n")  # level 1: up to the next "# "
+    assert page.read_text() == "# A\n\nall\n"

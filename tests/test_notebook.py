@@ -62,6 +62,11 @@ def test_notebook_is_committed_with_its_outputs() -> None:
     assert not any(o.output_type == "error" for c in code for o in c.outputs)
     text = str([c.outputs for c in code])
     assert f"macs={VIT_B_16_MACS}" in text
+    # the training-memory cell: vitprof.memory's markdown section (its peak line), then the
+    # timeline drawn from it
+    assert "## Training memory: " in text and "- peak: " in text
+    memory_cell = next(i for i, c in enumerate(code) if "timeline_figure" in c.source)
+    assert "image/png" in code[memory_cell + 1].outputs[0]["data"]
 
 
 @pytest.mark.slow

@@ -8,9 +8,8 @@ during one training step (forward, backward, optimizer step), parameters, gradie
 state and every activation and temporary held at that moment included, as the estimate's
 target allocator holds them.
 
-The renderer reads an estimate through the protocols below (the fields of
-``vitprof.MemoryEstimate``, ``MemoryEvent`` and ``ComponentMemory`` it uses), so any object with
-those fields renders.
+It renders ``vitprof.MemoryEstimate`` (:mod:`vitprof.measure.training_memory`) and its
+``MemoryEvent`` and ``ComponentMemory`` values.
 
 The timeline figure (kind ``memory_timeline``, drawn by :func:`vitprof.render.figures.save`):
 the bytes alive after each operation against the operation's index, stacked by the keys of
@@ -23,11 +22,12 @@ operations shaded, the estimate's peak marked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from matplotlib.figure import Figure
 
 from vitprof.core.records import COMPONENTS
+from vitprof.measure.training_memory import ComponentMemory, MemoryEstimate, MemoryEvent
 from vitprof.render import figures
 from vitprof.render.figures import COLORS, FigureData
 from vitprof.render.formats import markdown_table
@@ -45,65 +45,6 @@ PHASE_COLORS = {"forward": "#dbe9f6", "backward": "#fbe3d6", "optimizer": "#e2f0
 KIND = "memory_timeline"
 
 
-class ComponentMemoryLike(Protocol):
-    """Bytes of one component (or block), as ``vitprof.ComponentMemory`` holds them."""
-
-    @property
-    def params(self) -> int: ...
-    @property
-    def grads(self) -> int: ...
-    @property
-    def optimizer_state(self) -> int: ...
-    @property
-    def activations(self) -> int: ...
-
-
-class MemoryEventLike(Protocol):
-    """One operation of the step, as ``vitprof.MemoryEvent`` holds it."""
-
-    @property
-    def index(self) -> int: ...
-    @property
-    def op(self) -> str: ...
-    @property
-    def phase(self) -> str: ...
-    @property
-    def component(self) -> str: ...
-    @property
-    def live(self) -> Mapping[str, int]: ...
-
-
-class MemoryEstimateLike(Protocol):
-    """The fields of ``vitprof.MemoryEstimate`` this module renders."""
-
-    @property
-    def model(self) -> str: ...
-    @property
-    def input(self) -> str: ...
-    @property
-    def batch_size(self) -> int: ...
-    @property
-    def settings(self) -> Mapping[str, str]: ...
-    @property
-    def peak_bytes(self) -> int: ...
-    @property
-    def peak_phase(self) -> str: ...
-    @property
-    def peak_index(self) -> int: ...
-    @property
-    def peak_component(self) -> str: ...
-    @property
-    def saved_bytes(self) -> int: ...
-    @property
-    def by_component(self) -> Mapping[str, ComponentMemoryLike]: ...
-    @property
-    def by_block(self) -> Mapping[int, ComponentMemoryLike]: ...
-    @property
-    def timeline(self) -> Sequence[MemoryEventLike]: ...
-    @property
-    def largest_batch(self) -> int | None: ...
-
-
 # ------------------------------------------------------------------------------- figure
 
 
@@ -117,7 +58,7 @@ def stack_order(keys: Iterable[str]) -> list[str]:
     return state + sorted(present - {*state, *components}) + components
 
 
-def phase_spans(timeline: Sequence[MemoryEventLike]) -> list[tuple[str, int, int]]:
+def phase_spans(timeline: Sequence[MemoryEvent]) -> list[tuple[str, int, int]]:
     """Each run of consecutive events of one phase: (phase, first index, last index)."""
     spans: list[tuple[str, int, int]] = []
     for event in timeline:
@@ -128,7 +69,7 @@ def phase_spans(timeline: Sequence[MemoryEventLike]) -> list[tuple[str, int, int
     return spans
 
 
-def timeline_figure(estimate: MemoryEstimateLike) -> FigureData:
+def timeline_figure(estimate: MemoryEstimate) -> FigureData:
     """The timeline of ``estimate`` as figure data: per key of ``live`` holding bytes at some
     event, its bytes after every event (0 where an event's ``live`` lacks the key), the phases'
     spans and the peak."""
@@ -191,13 +132,13 @@ def mib(value: int) -> str:
     return f"{value / 2**20:,.2f} MiB"
 
 
-def memory_row(label: str, memory: ComponentMemoryLike) -> list[str]:
+def memory_row(label: str, memory: ComponentMemory) -> list[str]:
     """One table row: the label, the four kinds of bytes and their sum."""
     values = (memory.params, memory.grads, memory.optimizer_state, memory.activations)
     return [label, *(f"{v:,}" for v in values), f"{sum(values):,}"]
 
 
-def memory_table(first: str, rows: Mapping[Any, ComponentMemoryLike], total: str = "total"
+def memory_table(first: str, rows: Mapping[Any, ComponentMemory], total: str = "total"
                  ) -> str:
     """A pipe table of ``rows`` (label -> bytes) and their sum, labelled ``total``."""
     totals = [sum(getattr(m, f) for m in rows.values())
@@ -207,7 +148,7 @@ def memory_table(first: str, rows: Mapping[Any, ComponentMemoryLike], total: str
     return markdown_table((first, *HEADERS), body)
 
 
-def peak_line(estimate: MemoryEstimateLike) -> str:
+def peak_line(estimate: MemoryEstimate) -> str:
     """Where the peak is: bytes, phase, operation index (and its op when the timeline has it)
     and component."""
     ops = {event.index: event.op for event in estimate.timeline}
@@ -217,7 +158,7 @@ def peak_line(estimate: MemoryEstimateLike) -> str:
             f"component {estimate.peak_component}")
 
 
-def memory_section(estimate: MemoryEstimateLike, figure: str | None = None,
+def memory_section(estimate: MemoryEstimate, figure: str | None = None,
                    level: int = 2) -> str:
     """The estimate as a markdown section: its input and settings, the peak, the bytes saved
     for the backward, the largest batch that fits (when asked for), the convention, the table
