@@ -74,8 +74,9 @@ def then_and_now(m: MesaRow) -> dict[str, int]:
     """What the 2021 run held at vitprof's peak that today's step does not (bytes; negative:
     what today's step holds and the 2021 run did not), by cause:
 
-    * ``softmax_input``: torch before 1.11 saved softmax's input for its backward as well as its
-      output (pytorch/pytorch#64000, fixed by #65242); under CUDA autocast that input is the
+    * ``softmax_input``: torch 1.7 saved softmax's input for its backward as well as its output,
+      which is all the backward reads (pytorch/pytorch#49600, filed December 2020 against that
+      code; today's torch saves the output only); under CUDA autocast that input is the
       float32 copy of the scores, batch x heads x tokens^2 x 4 bytes per attention layer, all
       alive at a peak at the start of the backward;
     * ``cublas_workspace``: the 32 MiB cuBLAS workspace that today's torch allocates through
@@ -167,7 +168,7 @@ def mesa_verdict(rows: Sequence[MesaRow]) -> str:
     return f"{head} The 34sbh + 5as²b formula alone is {span(formula)} off them."
 
 
-CAUSES = {"softmax_input": "+ softmax input (torch < 1.11)",
+CAUSES = {"softmax_input": "+ softmax input (torch 1.7)",
           "cublas_workspace": "- cuBLAS workspace", "ddp_buckets": "+ DDP buckets",
           "kept_grads": "+ gradients kept"}
 
