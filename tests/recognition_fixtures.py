@@ -631,6 +631,61 @@ class UnrunBlk(Blk):
         self.h.z = nn.LayerNorm(D)
 
 
+
+class HandNorm(nn.Module):
+    """A LayerNorm written by hand over the feature axis: mean, variance, square root, then
+    ``* g + b`` with ``g`` and ``b`` of shape (1, 1, D): 2D params, norm (``b`` is added whole
+    to the sequence as a position embedding would be, yet it is the norm's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.g = nn.Parameter(torch.ones(1, 1, D))
+        self.b = nn.Parameter(torch.zeros(1, 1, D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        centred = x - x.mean(-1, keepdim=True)
+        var = centred.pow(2).mean(-1, keepdim=True)
+        return centred / (var + 1e-5).sqrt() * self.g + self.b
+
+
+class HandNormBlk(Blk):
+    """The standard block with :class:`HandNorm` as its attention's norm ``c``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = HandNorm()
+
+
+class HandNormNet(Net):
+    """Blocks :class:`HandNormBlk` and a :class:`HandNorm` as the final norm ``n`` (after the
+    blocks, where a parameter joined to the sequence would be ``head``)."""
+
+    def __init__(self) -> None:
+        super().__init__(HandNormBlk)
+        self.n = HandNorm()
+
+
+class TokenNormAttn(ClassAttn):
+    """Class attention as CaiT writes it: the LayerNorm ``c`` runs on the class token alone
+    (with a batch of 1, D values: as many as its weight), whose normed copy is the one query
+    and is concatenated to the tokens for k and v."""
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        s = self.c(t)
+        y = torch.cat([s, x], 1)
+        a = (self.q(s) @ self.k(y).transpose(-2, -1)).softmax(-1) @ self.v(y)
+        return t + self.o(a)
+
+
+class TokenNormNet(ClassNet):
+    """:class:`ClassNet` with :class:`TokenNormAttn` as its class attention ``z``: placed as
+    :data:`CLASS_ATTENTION` says, the norm's 2D params ``norm`` like its op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.z = TokenNormAttn()
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -678,5 +733,6 @@ FIXTURES: dict[str, Fixture] = {
     "gated_block": Fixture(lambda: Net(GatedBlk), net(_times(L, GATED))),
     "conv_qkv_block": Fixture(lambda: Net(ConvQkvBlk), net(_times(L, CONV_QKV))),
     "unrun_norm": Fixture(lambda: Net(UnrunBlk), net(_times(L, {C.NORM: (2 * D, 0)}))),
+    "hand_norm_block": Fixture(HandNormNet, net()),  # the norms' 2D params each in norm
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
 }

@@ -318,6 +318,16 @@ OWN_MODULE = _rule(
     parameters and op alike.""",
     "the module running the reader, the parameter's owner module, its size and the input's",
     "raw_norm_net")
+NORM_AFFINE = _rule(
+    "norm-affine", (C.NORM,),
+    """A parameter that a norm record run by its own module reads beside the tensor it
+    normalises is the norm's affine: it takes that record's component (``norm``), whatever
+    its rank and however it is applied, never ``tokens`` (a hand-written channel norm's
+    ``(x - mean) / sqrt(var + eps) * g + b`` with ``g`` and ``b`` of shape (1, C, 1, 1): ``b``
+    added whole to the map is no position embedding). The parameters and the operations of
+    one module land in one component.""",
+    "the module running the reader, the parameter's owner module, the reader's first input",
+    "hand_norm_block")
 UNRUN_CLASS = _rule(
     "unread-like-its-class", tuple(C),
     """A parameter no record reads (its module never ran, or ran without it) takes the
