@@ -686,6 +686,22 @@ class TokenNormNet(ClassNet):
         self.z = TokenNormAttn()
 
 
+
+class SingleKeyBlk(Blk):
+    """Attention of each token over itself alone (windows of one token, as a regional
+    attention over one region token): ``einsum`` products over one key, the second a broadcast
+    multiply without MACs."""
+
+    def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.unsqueeze(2) for t in (q, k, v))  # (B, N, 1, D): N windows of one token
+        scores = torch.einsum("bnid,bnjd->bnij", q * 0.5, k).softmax(-1)
+        return torch.einsum("bnij,bnjd->bnid", scores, v).squeeze(2)
+
+
+# per block: q k^T over one key, N * D MACs, instead of the standard core's 2 N^2 D
+SINGLE_KEY = {C.ATTN_CORE: (0, N * D - 2 * N * N * D)}
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -734,5 +750,6 @@ FIXTURES: dict[str, Fixture] = {
     "conv_qkv_block": Fixture(lambda: Net(ConvQkvBlk), net(_times(L, CONV_QKV))),
     "unrun_norm": Fixture(lambda: Net(UnrunBlk), net(_times(L, {C.NORM: (2 * D, 0)}))),
     "hand_norm_block": Fixture(HandNormNet, net()),  # the norms' 2D params each in norm
+    "single_key_block": Fixture(lambda: Net(SingleKeyBlk), net(_times(L, SINGLE_KEY))),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
 }

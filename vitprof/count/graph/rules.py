@@ -87,6 +87,15 @@ CORE_PRODUCT = _rule(
     an attention core: every record on that path is ``attn_core`` (softmax(QK^T)V and
     Q(K^TV) alike).""",
     "MACs without a parameter read, the consumers between two such products", "plain_block")
+SINGLE_KEY = _rule(
+    "single-key-product", (C.ATTN_CORE,),
+    """A product of two activations whose scores, through records mapping them, reach an
+    element-wise multiply of two activations with more elements than the scores (the scores
+    spread over the values' features: a product over one key, as ``einsum`` runs a
+    contraction of one) is an attention core, that multiply its second product: q k^T over a
+    single key is ``attn_core`` (a regional attention over one region token).""",
+    "element-wise multiplies reached from a free product's scores, their output size",
+    "single_key_block")
 SOFTMAX_WEIGHTED = _rule(
     "softmax-weighted-product", (C.ATTN_CORE,),
     """A product of two activations that feeds no second product is an attention core on its
