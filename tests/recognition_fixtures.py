@@ -702,6 +702,42 @@ class SingleKeyBlk(Blk):
 SINGLE_KEY = {C.ATTN_CORE: (0, N * D - 2 * N * N * D)}
 
 
+
+class Merger(nn.Module):
+    """A patch merger: M learned queries ``q`` (M x D) attend over the normed tokens (LayerNorm
+    ``c``), keys and values the tokens themselves, no output projection: N tokens in, M out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.LayerNorm(D)
+        self.q = nn.Parameter(torch.zeros(MERGED, D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.c(x)
+        return (self.q @ x.transpose(-1, -2) * 0.5).softmax(-1) @ x
+
+
+class MergerNet(Net):
+    """The standard net with a :class:`Merger` ``p`` between its two blocks: the second block
+    runs on M tokens, its q/k/v linear right after the merger's core."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.p = Merger()
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = self.p(self.m[0](tokens(self.a(self.prepare(image)))))
+        return self.b(self.after(self.n(self.m[1](x))))
+
+
+MERGED = 2  # M, the merger's queries
+MERGER = {  # the queries weight the scores as a linear of the tokens would: attn_qkv
+    C.NORM: (2 * D, 0),
+    C.ATTN_QKV: (MERGED * D, MERGED * N * D),  # the M x D queries times the N tokens
+    C.ATTN_CORE: (0, MERGED * N * D),  # the M x N weights times the N tokens
+}
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -751,5 +787,6 @@ FIXTURES: dict[str, Fixture] = {
     "unrun_norm": Fixture(lambda: Net(UnrunBlk), net(_times(L, {C.NORM: (2 * D, 0)}))),
     "hand_norm_block": Fixture(HandNormNet, net()),  # the norms' 2D params each in norm
     "single_key_block": Fixture(lambda: Net(SingleKeyBlk), net(_times(L, SINGLE_KEY))),
+    "merger_net": Fixture(MergerNet, _sum(OUTSIDE, block(), block(MERGED), MERGER)),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
 }

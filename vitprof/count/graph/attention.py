@@ -20,7 +20,7 @@ A fused op priced in parts names its projections itself: no walk.
 from __future__ import annotations
 
 from collections.abc import Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from vitprof.count.graph import rules
@@ -326,4 +326,12 @@ def find_cores(flow: Flow) -> list[Core]:
         gates = _gates(flow, after, steps) if rules.GATE.on else set()
         cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | passed, found_by,
                           passed - bias, frozenset(feeding), frozenset(gates)))
-    return cores
+    return _inputs_first(cores) if rules.NEXT_QKV.on else cores
+
+
+def _inputs_first(cores: list[Core]) -> list[Core]:
+    """``cores`` with no output projection that is another core's q/k/v projection
+    (:data:`~vitprof.count.graph.rules.NEXT_QKV`): a core whose output goes straight into the
+    next attention's q/k/v linear (a patch merger's) has no output projection."""
+    inputs = frozenset().union(*(core.qkv for core in cores))
+    return [replace(core, proj=core.proj - (inputs - core.qkv)) for core in cores]

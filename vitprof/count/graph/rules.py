@@ -154,6 +154,15 @@ PROJ = _rule(
     """The first weighted records downstream of a core's output, before a residual join, are
     its output projections.""",
     "the consumers of the core's output, up to the first weighted records", "plain_block")
+NEXT_QKV = _rule(
+    "next-core-qkv", (C.ATTN_QKV,),
+    """A weighted record that is a core's q/k/v projection (``qkv-feeds-core``) is no output
+    projection of an earlier core whose output reaches it first: a core without an output
+    projection, its output read (through a norm) by the next attention's q/k/v linear (a
+    patch merger: learned queries over the tokens, the merged tokens straight into the next
+    block), keeps none.""",
+    "the q/k/v projections of every core, the output projections of the others",
+    "merger_net")
 PASSED = _rule(
     "between-projection-and-core", (C.ATTN_CORE,),
     """The records without MACs passed on the way from the q/k/v projections to the core's
