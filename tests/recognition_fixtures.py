@@ -738,6 +738,31 @@ MERGER = {  # the queries weight the scores as a linear of the tokens would: att
 }
 
 
+
+class Stage(nn.Module):
+    """A stage of one block: a linear ``w`` (D -> D, a downsampling's place), then a list
+    ``k`` holding one :class:`Blk`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Linear(D, D)
+        self.k = nn.ModuleList([Blk()])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.k[0](self.w(x))
+
+
+class StagesNet(Net):
+    """The standard net whose list ``m`` holds L stages of one block each (:class:`Stage`):
+    the stages are not the blocks, each stage's linear runs before its block: patch_embed."""
+
+    def __init__(self) -> None:
+        super().__init__(Stage)
+
+
+STAGES = {C.PATCH_EMBED: (L * LIN, L * N * D * D)}  # the stages' linears, before each block
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -788,5 +813,6 @@ FIXTURES: dict[str, Fixture] = {
     "hand_norm_block": Fixture(HandNormNet, net()),  # the norms' 2D params each in norm
     "single_key_block": Fixture(lambda: Net(SingleKeyBlk), net(_times(L, SINGLE_KEY))),
     "merger_net": Fixture(MergerNet, _sum(OUTSIDE, block(), block(MERGED), MERGER)),
+    "one_block_stages": Fixture(StagesNet, net(STAGES)),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
 }

@@ -74,6 +74,7 @@ from vitprof.count.families.base import (
 from vitprof.count.graph import rules as R
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
+from vitprof.count.graph.blocks import within as _within
 from vitprof.count.graph.flow import Flow, norm_modules
 from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
@@ -354,11 +355,6 @@ def _shared(a: list[str], b: list[str]) -> int:
     """How many leading parts two module paths share."""
     return next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
                 min(len(a), len(b)))
-
-
-def _within(module: str, unit: str) -> bool:
-    """``module`` is ``unit`` or runs under it."""
-    return module == unit or module.startswith(f"{unit}.")
 
 
 def _parts(module: str) -> list[str]:

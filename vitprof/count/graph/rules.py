@@ -190,6 +190,14 @@ FUSED_SHARE = _rule(
     are ``attn_qkv``, the rest is placed as a record that is no projection.""",
     "the column slices of the projection's output and which of them reach the core",
     "fused_block")
+JOINED_SPAN = _rule(
+    "joined-span-block", tuple(C),
+    """A block holding a single core is the innermost module holding that core and the
+    residual adds of its stream (adds after the core reading the block's input, or an earlier
+    such add, before the next core) run inside it: a stage of one block is not the block, its
+    downsampling before or after the block's residual span is no part of it.""",
+    "the module tree below the block, the residual adds after the core and their modules",
+    "one_block_stages")
 RESIDUAL_STACK = _rule(
     "residual-attention-block", (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ, C.MLP),
     """A core outside the lists of blocks, after them, whose output is added back to what it
