@@ -8,7 +8,9 @@ TimeSformer's temporal and spatial attention in one layer one block; a module wh
 parallel branches summed into one residual add is no container (timm's ``ParallelThingsBlock``:
 two attentions, one block); the children of the innermost container, list or not, are the
 blocks where each runs residual adds of its own (timm's ``MaxxVitBlock``: its window and grid
-attention layers are two blocks, as torchvision's ``MaxVitLayer``). When list blocks exist, a
+attention layers are two blocks, as torchvision's ``MaxVitLayer``). A block holding a single
+core narrows to the innermost module holding the core and its stream's residual adds
+(:func:`_joined_spans`): a stage of one block is not the block. When list blocks exist, a
 core outside any list that runs after them (an attention-pooling head) is in no block. A join
 (residual add) run outside any block, in a parent's forward, whose branch lies in one block
 belongs to it, and so does a core-less sibling of the blocks of their class that runs after one

@@ -37,8 +37,9 @@ records only through free ops (an expanded class token, an indexed bias table), 
 to the sequence or to another parameter first (a class token or position embedding of two or
 more dimensions, ViTMAE's class token plus its position; a 1-D bias or scale is not), that of
 the record consuming it when that is in a core, weighted or ``conv`` (a bias or scale of a
-conv block), else ``tokens`` (``head`` after the blocks). Its block is its owner module's, else
-its reader's.
+conv block), else ``tokens`` (``head`` after the blocks); but the affine of a norm run by its own
+module is the norm's, whatever its rank (a hand-written channel norm's ``* g + b``). Its block is
+its owner module's, else its reader's.
 
 A model without an attention core has no transformer block. If a join's branch convolves with
 a spatial kernel (a ResNet, with projection shortcuts or not; RepVGG; a ConvNeXt; FastViT-T8's
