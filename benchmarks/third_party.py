@@ -236,7 +236,7 @@ def _kornia() -> list[Subject]:
         ("TinyViT", lambda: tiny_vit.TinyViT(
             img_size=64, num_classes=10, embed_dims=(16, 32, 48, 64), depths=(1, 1, 1, 1),
             num_heads=(1, 2, 3, 4), window_sizes=(2, 2, 2, 2)), {"image_size": 64}),
-        # one block per stage: the stage is taken for the block (its downsampling in it)
+        # one block per stage: the block is the module running its residual adds, not the stage
         ("EfficientViT", lambda: EfficientViTBackbone(
             width_list=[8, 16, 32, 64, 128], depth_list=[1, 1, 1, 1, 1], dim=16),
          {"image_size": 64}),

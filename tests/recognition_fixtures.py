@@ -631,6 +631,138 @@ class UnrunBlk(Blk):
         self.h.z = nn.LayerNorm(D)
 
 
+
+class HandNorm(nn.Module):
+    """A LayerNorm written by hand over the feature axis: mean, variance, square root, then
+    ``* g + b`` with ``g`` and ``b`` of shape (1, 1, D): 2D params, norm (``b`` is added whole
+    to the sequence as a position embedding would be, yet it is the norm's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.g = nn.Parameter(torch.ones(1, 1, D))
+        self.b = nn.Parameter(torch.zeros(1, 1, D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        centred = x - x.mean(-1, keepdim=True)
+        var = centred.pow(2).mean(-1, keepdim=True)
+        return centred / (var + 1e-5).sqrt() * self.g + self.b
+
+
+class HandNormBlk(Blk):
+    """The standard block with :class:`HandNorm` as its attention's norm ``c``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = HandNorm()
+
+
+class HandNormNet(Net):
+    """Blocks :class:`HandNormBlk` and a :class:`HandNorm` as the final norm ``n`` (after the
+    blocks, where a parameter joined to the sequence would be ``head``)."""
+
+    def __init__(self) -> None:
+        super().__init__(HandNormBlk)
+        self.n = HandNorm()
+
+
+class TokenNormAttn(ClassAttn):
+    """Class attention as CaiT writes it: the LayerNorm ``c`` runs on the class token alone
+    (with a batch of 1, D values: as many as its weight), whose normed copy is the one query
+    and is concatenated to the tokens for k and v."""
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        s = self.c(t)
+        y = torch.cat([s, x], 1)
+        a = (self.q(s) @ self.k(y).transpose(-2, -1)).softmax(-1) @ self.v(y)
+        return t + self.o(a)
+
+
+class TokenNormNet(ClassNet):
+    """:class:`ClassNet` with :class:`TokenNormAttn` as its class attention ``z``: placed as
+    :data:`CLASS_ATTENTION` says, the norm's 2D params ``norm`` like its op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.z = TokenNormAttn()
+
+
+
+class SingleKeyBlk(Blk):
+    """Attention of each token over itself alone (windows of one token, as a regional
+    attention over one region token): ``einsum`` products over one key, the second a broadcast
+    multiply without MACs."""
+
+    def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.unsqueeze(2) for t in (q, k, v))  # (B, N, 1, D): N windows of one token
+        scores = torch.einsum("bnid,bnjd->bnij", q * 0.5, k).softmax(-1)
+        return torch.einsum("bnij,bnjd->bnid", scores, v).squeeze(2)
+
+
+# per block: q k^T over one key, N * D MACs, instead of the standard core's 2 N^2 D
+SINGLE_KEY = {C.ATTN_CORE: (0, N * D - 2 * N * N * D)}
+
+
+
+class Merger(nn.Module):
+    """A patch merger: M learned queries ``q`` (M x D) attend over the normed tokens (LayerNorm
+    ``c``), keys and values the tokens themselves, no output projection: N tokens in, M out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.LayerNorm(D)
+        self.q = nn.Parameter(torch.zeros(MERGED, D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.c(x)
+        return (self.q @ x.transpose(-1, -2) * 0.5).softmax(-1) @ x
+
+
+class MergerNet(Net):
+    """The standard net with a :class:`Merger` ``p`` between its two blocks: the second block
+    runs on M tokens, its q/k/v linear right after the merger's core."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.p = Merger()
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = self.p(self.m[0](tokens(self.a(self.prepare(image)))))
+        return self.b(self.after(self.n(self.m[1](x))))
+
+
+MERGED = 2  # M, the merger's queries
+MERGER = {  # the queries weight the scores as a linear of the tokens would: attn_qkv
+    C.NORM: (2 * D, 0),
+    C.ATTN_QKV: (MERGED * D, MERGED * N * D),  # the M x D queries times the N tokens
+    C.ATTN_CORE: (0, MERGED * N * D),  # the M x N weights times the N tokens
+}
+
+
+
+class Stage(nn.Module):
+    """A stage of one block: a linear ``w`` (D -> D, a downsampling's place), then a list
+    ``k`` holding one :class:`Blk`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Linear(D, D)
+        self.k = nn.ModuleList([Blk()])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.k[0](self.w(x))
+
+
+class StagesNet(Net):
+    """The standard net whose list ``m`` holds L stages of one block each (:class:`Stage`):
+    the stages are not the blocks, each stage's linear runs before its block: patch_embed."""
+
+    def __init__(self) -> None:
+        super().__init__(Stage)
+
+
+STAGES = {C.PATCH_EMBED: (L * LIN, L * N * D * D)}  # the stages' linears, before each block
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -678,5 +810,9 @@ FIXTURES: dict[str, Fixture] = {
     "gated_block": Fixture(lambda: Net(GatedBlk), net(_times(L, GATED))),
     "conv_qkv_block": Fixture(lambda: Net(ConvQkvBlk), net(_times(L, CONV_QKV))),
     "unrun_norm": Fixture(lambda: Net(UnrunBlk), net(_times(L, {C.NORM: (2 * D, 0)}))),
+    "hand_norm_block": Fixture(HandNormNet, net()),  # the norms' 2D params each in norm
+    "single_key_block": Fixture(lambda: Net(SingleKeyBlk), net(_times(L, SINGLE_KEY))),
+    "merger_net": Fixture(MergerNet, _sum(OUTSIDE, block(), block(MERGED), MERGER)),
+    "one_block_stages": Fixture(StagesNet, net(STAGES)),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
 }

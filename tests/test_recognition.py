@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from recognition_fixtures import FIXTURES, IMAGE, Breakdown, Fixture
+from recognition_fixtures import (
+    CLASS_ATTENTION,
+    FIXTURES,
+    IMAGE,
+    Breakdown,
+    Fixture,
+    TokenNormNet,
+    net,
+)
 
 from vitprof import analyze
 from vitprof.count.graph.rules import RULES, disabled
@@ -31,6 +39,8 @@ STRUCTURAL = {
     "pooled-skip-join": "which adds are residual joins, read by residual-branch-conv",
     "joined-parameter-operand": "which products are products of two activations, read by "
                                 "core-product",
+    "joined-span-block": "which module is a block, read by the rules inside and outside blocks",
+    "next-core-qkv": "which records proj-after-core keeps, the rest placed by qkv-feeds-core",
 }
 
 
@@ -85,3 +95,12 @@ def test_docs_recognition_is_the_generated_page() -> None:
     assert DOCS.read_text() == recognition_page(), (
         "docs/recognition.md is stale: python -m vitprof.count.graph.rules_page "
         "docs/recognition.md")
+
+
+def test_a_norm_of_the_class_token_alone_keeps_its_affine() -> None:
+    """CaiT's class attention norms the class token alone: at batch 1 its D values are as many
+    as the norm's weight, which is still the norm's affine (own-module-record), not q/k/v."""
+    profile = analyze(TokenNormNet(), image_size=IMAGE, recognizer="graph")
+    assert _breakdown(profile) == net(CLASS_ATTENTION)
+    placed = {p.name: p.placed_by for p in profile.params}
+    assert placed["z.c.weight"] == placed["z.c.bias"] == "own-module-record"

@@ -20,7 +20,7 @@ A fused op priced in parts names its projections itself: no walk.
 from __future__ import annotations
 
 from collections.abc import Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from vitprof.count.graph import rules
@@ -67,12 +67,24 @@ def _second_product(
                 if j in seen or j in taken or flow.fused_core(j):
                     continue
                 seen.add(j)
-                if flow.free_product(j):
+                if flow.free_product(j) or _spreads(flow, j, start):
                     return _between(flow, start, j, taken)
                 if flow.on_map(j, start) and (weighted or not flow.steps[j].macs):
                     following.append(j)
         frontier = following
     return None
+
+
+def _spreads(flow: Flow, i: int, scores: int) -> bool:
+    """Record ``i`` multiplies, element-wise, two activations into more elements than the
+    ``scores`` it maps (:data:`~vitprof.count.graph.rules.SINGLE_KEY`): the scores spread over
+    the values' features, as a product over one key runs (``einsum`` with a contraction of one
+    is a broadcast ``mul``)."""
+    step = flow.steps[i]
+    return (rules.SINGLE_KEY.on and step.op == "aten.mul" and not step.params
+            and not step.carried and len(set(step.sources)) == 2
+            and not any(flow.weights[j] for j in step.sources)
+            and prod(step.shape) > prod(flow.steps[scores].shape))
 
 
 def _between(flow: Flow, start: int, end: int, taken: Set[int]) -> list[int]:
@@ -118,7 +130,8 @@ def _product_core(flow: Flow, i: int, taken: set[int]) -> tuple[list[int] | None
     second = _second_product(flow, i, taken, weighted=not alone) if (
         rules.CORE_PRODUCT.on) else None
     if second:
-        return second, rules.CORE_PRODUCT.name
+        spread = not flow.free_product(second[-1])
+        return second, (rules.SINGLE_KEY if spread else rules.CORE_PRODUCT).name
     return alone, rules.SOFTMAX_WEIGHTED.name
 
 
@@ -217,14 +230,17 @@ def _inputs(
     flow: Flow, steps: frozenset[int], products: bool = True
 ) -> tuple[list[int], list[int]]:
     """Producers of the core's operands (q, k, v: what the products and a fused op multiply)
-    and of what it reads beside them (a mask or a position bias added to the scores). A core
-    without ``products`` (an element-wise one: :func:`_aggregation`) has operands only."""
+    and of what it reads beside them (a mask or a position bias added to the scores); the
+    core's last record is its second product, whose inputs are operands even without MACs
+    (over one key: :func:`_spreads`). A core without ``products`` (an element-wise one:
+    :func:`_aggregation`) has operands only."""
     operands: list[int] = []
     beside: list[int] = []
+    last = max(steps)  # the second product (one over a single key has no MACs)
     for i in steps:
         step = flow.steps[i]
         outside = [j for j in step.sources if j not in steps]
-        (operands if step.macs or not products else beside).extend(outside)
+        (operands if step.macs or i == last or not products else beside).extend(outside)
         beside.extend(step.beside)
     return operands, beside
 
@@ -310,4 +326,12 @@ def find_cores(flow: Flow) -> list[Core]:
         gates = _gates(flow, after, steps) if rules.GATE.on else set()
         cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | passed, found_by,
                           passed - bias, frozenset(feeding), frozenset(gates)))
-    return cores
+    return _inputs_first(cores) if rules.NEXT_QKV.on else cores
+
+
+def _inputs_first(cores: list[Core]) -> list[Core]:
+    """``cores`` with no output projection that is another core's q/k/v projection
+    (:data:`~vitprof.count.graph.rules.NEXT_QKV`): a core whose output goes straight into the
+    next attention's q/k/v linear (a patch merger's) has no output projection."""
+    inputs = frozenset().union(*(core.qkv for core in cores))
+    return [replace(core, proj=core.proj - (inputs - core.qkv)) for core in cores]

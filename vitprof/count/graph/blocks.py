@@ -8,7 +8,9 @@ TimeSformer's temporal and spatial attention in one layer one block; a module wh
 parallel branches summed into one residual add is no container (timm's ``ParallelThingsBlock``:
 two attentions, one block); the children of the innermost container, list or not, are the
 blocks where each runs residual adds of its own (timm's ``MaxxVitBlock``: its window and grid
-attention layers are two blocks, as torchvision's ``MaxVitLayer``). When list blocks exist, a
+attention layers are two blocks, as torchvision's ``MaxVitLayer``). A block holding a single
+core narrows to the innermost module holding the core and its stream's residual adds
+(:func:`_joined_spans`): a stage of one block is not the block. When list blocks exist, a
 core outside any list that runs after them (an attention-pooling head) is in no block. A join
 (residual add) run outside any block, in a parent's forward, whose branch lies in one block
 belongs to it, and so does a core-less sibling of the blocks of their class that runs after one
@@ -176,12 +178,60 @@ def _span_end(flow: Flow, core: Core, limit: int) -> int:
     core) or an earlier add of the block; an add of branches that read the stream (the sum of
     a distilled head's two classifiers of the last block's output, normed or not) is no part
     of the block."""
+    return max([max(core.steps | core.proj), *_stream_joins(flow, core, limit)])
+
+
+def _stream_joins(flow: Flow, core: Core, limit: int) -> list[int]:
+    """The residual adds of the stream of ``core``'s block before record ``limit``: those
+    after the core with a source before it (the block's input) or an earlier such add."""
     stream = min(core.steps) - 1
-    end = max(core.steps | core.proj)
+    found = []
     for join in sorted(j for j in flow.joins if max(core.steps) < j < limit):
         if any(j <= stream for j in flow.steps[join].sources):
-            stream = end = join
-    return end
+            stream = join
+            found.append(join)
+    return found
+
+
+def _joined_spans(flow: Flow, cores: list[Core], found: list[tuple[str | None, bool]]
+                  ) -> list[tuple[str | None, bool]]:
+    """``found`` (per core, its block path) with a block holding one core narrowed to the
+    module that runs its residual span (:data:`~vitprof.count.graph.rules.JOINED_SPAN`): the
+    innermost module holding the core and the residual adds of its stream run inside the
+    block, up to the next core. A stage of one block is a container of no two cores, so the
+    block came out as the stage, its downsampling with it (kornia's TinyViT and EfficientViT
+    with one block per stage); the adds inside it say where the block is."""
+    if not rules.JOINED_SPAN.on:
+        return found
+    firsts = sorted(core.first for core in cores)
+    narrowed = []
+    for core, (block, is_list) in zip(cores, found, strict=True):
+        module = flow.steps[core.first].module
+        if block is not None and sum(within(flow.steps[c.first].module, block)
+                                     for c in cores) == 1:
+            limit = next((f for f in firsts if f > core.first), len(flow.steps))
+            joins = [flow.steps[j].module for j in _stream_joins(flow, core, limit)]
+            inside = [m for m in joins if within(m, block)]
+            span = _common([module, *inside]) if inside else block
+            block = span if span.startswith(f"{block}.") else block
+        narrowed.append((block, is_list))
+    return narrowed
+
+
+def within(module: str, unit: str) -> bool:
+    """``module`` is ``unit`` or runs under it."""
+    return module == unit or module.startswith(f"{unit}.")
+
+
+def _common(modules: list[str]) -> str:
+    """The innermost module holding every one of ``modules`` (paths)."""
+    parts = [m.split(".") if m else [] for m in modules]
+    shared = []
+    for names in zip(*parts, strict=False):
+        if len(set(names)) > 1:
+            break
+        shared.append(names[0])
+    return ".".join(shared)
 
 
 def _sublayers(
@@ -279,6 +329,7 @@ def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
                         lambda ks: _parallel(flow, [cores[k] for k in ks], every),
                         lambda child: any(m.startswith(f"{child}.") or m == child
                                           for m in joining))
+    found = _joined_spans(flow, cores, found)
     listed = [c.first for c, (_, is_list) in zip(cores, found, strict=True) if is_list]
     loose = frozenset(
         k for k, (c, (path, is_list)) in enumerate(zip(cores, found, strict=True))

@@ -37,8 +37,9 @@ records only through free ops (an expanded class token, an indexed bias table), 
 to the sequence or to another parameter first (a class token or position embedding of two or
 more dimensions, ViTMAE's class token plus its position; a 1-D bias or scale is not), that of
 the record consuming it when that is in a core, weighted or ``conv`` (a bias or scale of a
-conv block), else ``tokens`` (``head`` after the blocks). Its block is its owner module's, else
-its reader's.
+conv block), else ``tokens`` (``head`` after the blocks); but the affine of a norm run by its own
+module is the norm's, whatever its rank (a hand-written channel norm's ``* g + b``). Its block is
+its owner module's, else its reader's.
 
 A model without an attention core has no transformer block. If a join's branch convolves with
 a spatial kernel (a ResNet, with projection shortcuts or not; RepVGG; a ConvNeXt; FastViT-T8's
@@ -74,6 +75,7 @@ from vitprof.count.families.base import (
 from vitprof.count.graph import rules as R
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
+from vitprof.count.graph.blocks import within as _within
 from vitprof.count.graph.flow import Flow, norm_modules
 from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
@@ -356,11 +358,6 @@ def _shared(a: list[str], b: list[str]) -> int:
                 min(len(a), len(b)))
 
 
-def _within(module: str, unit: str) -> bool:
-    """``module`` is ``unit`` or runs under it."""
-    return module == unit or module.startswith(f"{unit}.")
-
-
 def _parts(module: str) -> list[str]:
     return module.split(".") if module else []
 
@@ -542,23 +539,30 @@ def _param_roles(
     in_cores = {i for core in cores for i in core.steps | core.bias}
     products = {i for core in cores for i in core.steps if flow.steps[i].macs}
     owner_block = module_blocks(blocks.paths)
+    sizes = {name: p.numel() for name, p in model.named_parameters()}
     roles: dict[str, _ParamRole] = {}
     for name, p in model.named_parameters():
         first = readers.get(name, carriers.get(name))
         if first is None:
             continue
         owner, user = name.rpartition(".")[0], _weight_user(flow, first)
-        own = user != first and _affine(flow, first, owner, p.numel()) and R.OWN_MODULE.on
+        affine = _affine(flow, first, owner, name, sizes)
+        own = user != first and affine and R.OWN_MODULE.on
         reader = first if own else user
         role, rule = steps[reader], R.OWN_MODULE.name if own else by[reader]
         joined = name not in readers or (p.dim() >= 2 and any(
             flow.steps[i].op in _JOINING for i in (first, reader)))
+        token: tuple[C, str] | None = None
         if p.dim() >= 2 and R.SEQUENCE_PARAMETER.on and _enters_sequence(
                 flow, first, name, owner, products):
-            role, rule = C.TOKENS, R.SEQUENCE_PARAMETER.name
+            token = C.TOKENS, R.SEQUENCE_PARAMETER.name
         elif joined and reader not in in_cores and not flow.weighted(reader) \
                 and role is not C.CONV and R.TOKENS.on:  # a conv block's own: a bias, a scale
-            role, rule = C.HEAD if reader > last else C.TOKENS, R.TOKENS.name
+            token = C.HEAD if reader > last else C.TOKENS, R.TOKENS.name
+        if token and affine and reader == first and R.NORM_AFFINE.on:
+            rule = R.NORM_AFFINE.name  # the norm's own affine, not joined to the sequence
+        elif token:
+            role, rule = token
         block = owner_block(name.rpartition(".")[0])
         if block is None and role is not C.TOKENS:
             block = blocks.of_step[reader]
@@ -566,12 +570,28 @@ def _param_roles(
     return roles
 
 
-def _affine(flow: Flow, i: int, owner: str, numel: int) -> bool:
-    """Record ``i`` is a norm run by module ``owner`` and a parameter of ``numel`` elements it
-    reads is its affine, smaller than the input it normalises, not that input (a weight
-    standardisation normalises the conv weight itself: BiT's StdConv)."""
+def _affine(flow: Flow, i: int, owner: str, name: str, sizes: Mapping[str, int]) -> bool:
+    """Record ``i`` is a norm run by module ``owner`` and the parameter ``name`` it reads is
+    its affine, not the input it normalises (a weight standardisation normalises the conv
+    weight itself: BiT's StdConv): smaller than that input, or beside another parameter that
+    is that input (a class token normed alone, as large as the norm's weight: CaiT's and
+    XCiT's class attention). ``sizes``: the elements of each parameter."""
     step = flow.steps[i]
-    return flow.norm(i) and step.module == owner and numel < prod(step.operand)
+    if not flow.norm(i) or step.module != owner:
+        return False
+    normalised = _normalised(step, sizes)
+    return name != normalised and (normalised is not None or sizes[name] < prod(step.operand))
+
+
+def _normalised(step: Step, sizes: Mapping[str, int]) -> str | None:
+    """The parameter a record takes as its first input (the tensor a norm normalises), when no
+    record made any of its inputs and none reaches it through free ops: the first parameter
+    it reads (parameters are read in the order of the arguments) when as large as that input,
+    else None (the model's input, made by no record)."""
+    if step.sources or step.carried or not step.params:
+        return None
+    first = step.params[0]
+    return first if sizes[first] == prod(step.operand) else None
 
 
 def _enters_sequence(flow: Flow, first: int, name: str, owner: str, products: Set[int]) -> bool:

@@ -87,6 +87,15 @@ CORE_PRODUCT = _rule(
     an attention core: every record on that path is ``attn_core`` (softmax(QK^T)V and
     Q(K^TV) alike).""",
     "MACs without a parameter read, the consumers between two such products", "plain_block")
+SINGLE_KEY = _rule(
+    "single-key-product", (C.ATTN_CORE,),
+    """A product of two activations whose scores, through records mapping them, reach an
+    element-wise multiply of two activations with more elements than the scores (the scores
+    spread over the values' features: a product over one key, as ``einsum`` runs a
+    contraction of one) is an attention core, that multiply its second product: q k^T over a
+    single key is ``attn_core`` (a regional attention over one region token).""",
+    "element-wise multiplies reached from a free product's scores, their output size",
+    "single_key_block")
 SOFTMAX_WEIGHTED = _rule(
     "softmax-weighted-product", (C.ATTN_CORE,),
     """A product of two activations that feeds no second product is an attention core on its
@@ -145,6 +154,15 @@ PROJ = _rule(
     """The first weighted records downstream of a core's output, before a residual join, are
     its output projections.""",
     "the consumers of the core's output, up to the first weighted records", "plain_block")
+NEXT_QKV = _rule(
+    "next-core-qkv", (C.ATTN_QKV,),
+    """A weighted record that is a core's q/k/v projection (``qkv-feeds-core``) is no output
+    projection of an earlier core whose output reaches it first: a core without an output
+    projection, its output read (through a norm) by the next attention's q/k/v linear (a
+    patch merger: learned queries over the tokens, the merged tokens straight into the next
+    block), keeps none.""",
+    "the q/k/v projections of every core, the output projections of the others",
+    "merger_net")
 PASSED = _rule(
     "between-projection-and-core", (C.ATTN_CORE,),
     """The records without MACs passed on the way from the q/k/v projections to the core's
@@ -172,6 +190,14 @@ FUSED_SHARE = _rule(
     are ``attn_qkv``, the rest is placed as a record that is no projection.""",
     "the column slices of the projection's output and which of them reach the core",
     "fused_block")
+JOINED_SPAN = _rule(
+    "joined-span-block", tuple(C),
+    """A block holding a single core is the innermost module holding that core and the
+    residual adds of its stream (adds after the core reading the block's input, or an earlier
+    such add, before the next core) run inside it: a stage of one block is not the block, its
+    downsampling before or after the block's residual span is no part of it.""",
+    "the module tree below the block, the residual adds after the core and their modules",
+    "one_block_stages")
 RESIDUAL_STACK = _rule(
     "residual-attention-block", (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ, C.MLP),
     """A core outside the lists of blocks, after them, whose output is added back to what it
@@ -318,6 +344,16 @@ OWN_MODULE = _rule(
     parameters and op alike.""",
     "the module running the reader, the parameter's owner module, its size and the input's",
     "raw_norm_net")
+NORM_AFFINE = _rule(
+    "norm-affine", (C.NORM,),
+    """A parameter that a norm record run by its own module reads beside the tensor it
+    normalises is the norm's affine: it takes that record's component (``norm``), whatever
+    its rank and however it is applied, never ``tokens`` (a hand-written channel norm's
+    ``(x - mean) / sqrt(var + eps) * g + b`` with ``g`` and ``b`` of shape (1, C, 1, 1): ``b``
+    added whole to the map is no position embedding). The parameters and the operations of
+    one module land in one component.""",
+    "the module running the reader, the parameter's owner module, the reader's first input",
+    "hand_norm_block")
 UNRUN_CLASS = _rule(
     "unread-like-its-class", tuple(C),
     """A parameter no record reads (its module never ran, or ran without it) takes the
