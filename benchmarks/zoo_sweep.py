@@ -62,7 +62,8 @@ FIELDS = (
     "source", "module", "model", "status", "seconds", "input", "declared_input", "params",
     "oracle_params", "macs", "oracle_macs", "other_macs", "warnings", "error", "other_params",
     "unsupported", "self_checks", "attention", "device", "neutral", "neutral_changes",
-)  # the last seven came later: a CSV written before them reads them as empty
+    "recognizer",
+)  # the last eight came later: a CSV written before them reads them as empty
 NO_EVIDENCE = "placed without data-flow evidence"  # the warning that excuses a neutral change
 NEUTRAL = ("identical", "warned", "CHANGED", "failed")  # the values of the neutral column
 
@@ -150,6 +151,7 @@ def child(source: str, name: str, neutral: bool = False) -> dict[str, Any]:
         "self_checks": len(profile.self_checks),
         "attention": profile.attention_implementation,
         "device": device,
+        "recognizer": profile.recognizer,
     }
 
 
@@ -365,7 +367,24 @@ def summary(rows: list[dict[str, str]]) -> str:
     lines += [f"- {r['source']}:{r['model']}: {_why(r)}" for r in short] or ["None."]
     if compared:
         lines += _neutral_section([r for r in rows if r["status"] == "ok"])
+    if any(row["recognizer"] for row in rows):
+        lines += _tables_section([r for r in rows if r["status"] == "ok"])
     return "\n".join(lines) + "\n"
+
+
+def _tables_section(ok: list[dict[str, str]]) -> list[str]:
+    """The lines of the library-tables section: the graph decides every breakdown; where a
+    library's table also detected the model (by class), whether its placement agreed."""
+    tabled = [r for r in ok if "table" in r["recognizer"]]
+    differ = [r for r in tabled if "differs" in r["recognizer"]]
+    lines = ["", "## Library tables", "",
+             "The graph recognizer decides every breakdown. Where a library's table also detects "
+             "the model by its classes, vitprof compares the two per block and component "
+             "(params and MACs) and says so in the recognizer: "
+             f"{len(tabled)} models detected by a table, {len(tabled) - len(differ)} agree, "
+             f"{len(differ)} differ.", ""]
+    return lines + ([f"- {r['source']}:{r['model']}: {r['recognizer']}" for r in differ]
+                    or ["None differ."])
 
 
 NEUTRAL_HEADER = " neutral names: identical / warned / CHANGED |"

@@ -230,3 +230,14 @@ def test_the_page_counts_the_neutral_verdicts_only_after_a_neutral_sweep() -> No
     assert "- timm:excused: warned: mlp +1 params +0 MACs" in page and "timm:same:" not in page
     plain = zoo_sweep.summary([row("same")])
     assert "neutral" not in plain.lower()
+
+
+def test_the_page_lists_the_models_whose_table_differs_from_the_graph() -> None:
+    rows = [row("agrees", recognizer="graph (timm table agrees)"),
+            row("differs", recognizer="graph (timm table differs)"),
+            row("untabled", recognizer="graph")]
+    page = zoo_sweep.summary(rows)
+    # 2 rows name a table (agrees, differs), 1 of them differs; the untabled one is not counted
+    assert "2 models detected by a table, 1 agree, 1 differ." in page
+    assert "- timm:differs: graph (timm table differs)" in page and "timm:agrees:" not in page
+    assert "Library tables" not in zoo_sweep.summary([row("old")])  # a CSV without the column
