@@ -84,12 +84,20 @@ def test_analyze_feeds_the_mask_and_the_closed_form_agrees() -> None:
     assert work.input_source.endswith("; patch mask 2x16 given")
     masked, plain = vitprof.analyze(work), vitprof.analyze(model, request=PLAIN)
     assert masked.totals.macs == plain.totals.macs
-    tokens = masked.components[Component.TOKENS].vector_flops
-    assert tokens - plain.components[Component.TOKENS].vector_flops == BLEND_FLOPS
+    # the graph places the product that reads the mask token, t * w, in tokens (2 x 16 x 64 =
+    # 2_048) and the rest of the blend on the patch embeddings, 1 - w, e * (1 - w) and the sum,
+    # in patch_embed (2 x 16 x (1 + 2 x 64) = 4_128)
+    added = {c: masked.components[c].vector_flops - plain.components[c].vector_flops
+             for c in (Component.TOKENS, Component.PATCH_EMBED)}
+    assert added == {Component.TOKENS: BATCH * PATCHES * WIDTH,
+                     Component.PATCH_EMBED: BATCH * PATCHES * (1 + 2 * WIDTH)}
     assert masked.totals.vector_flops - plain.totals.vector_flops == BLEND_FLOPS
     # the closed form of the same ViT without a mask token, given one and fed the mask
     spec = replace(spec_from_model(_vit(mask_token=False)), patch_mask=True)
-    assert closed_form(spec, BATCH).totals == masked.totals
+    form = closed_form(spec, BATCH)
+    assert form.totals == masked.totals
+    assert all(form.components[c] == masked.components[c]
+               for c in (Component.TOKENS, Component.PATCH_EMBED))
 
 
 def test_the_mask_token_alone_changes_no_count_without_a_mask() -> None:

@@ -270,29 +270,33 @@ def _elementwise(elements: int, cost: int) -> Counts:
 def patch_embed_counts(spec: ViTSpec) -> Counts:
     """Conv2d(C, D, P, stride P) on the image: one C P^2 dot product per patch and channel out."""
     c, p, d, n_p = spec.in_chans, spec.patch_size, spec.width, spec.num_patches
-    return Counts(params=c * p * p * d + d, macs=n_p * c * p * p * d, vector_flops=n_p * d)
+    return Counts(params=c * p * p * d + d, macs=n_p * c * p * p * d,
+                  vector_flops=n_p * d) + patch_mask_counts(spec)[0]
 
 
 def tokens_counts(spec: ViTSpec) -> Counts:
     """Prefix tokens, and the position embedding added to ``rows`` tokens; with a patch mask,
-    its mask token (:func:`patch_mask_counts`)."""
+    its mask token and the product that reads it (:func:`patch_mask_counts`)."""
     rows = spec.num_patches + (spec.prefix_tokens if spec.pos_embed_covers_prefix else 0)
     return Counts(
         params=(spec.prefix_tokens + rows) * spec.width,
         vector_flops=rows * spec.width * VECTOR_COSTS["add"],
-    ) + patch_mask_counts(spec)
+    ) + patch_mask_counts(spec)[1]
 
 
-def patch_mask_counts(spec: ViTSpec) -> Counts:
+def patch_mask_counts(spec: ViTSpec) -> tuple[Counts, Counts]:
     """A patch mask ``w`` (Hugging Face's ``bool_masked_pos``, ``Np`` per image) blends each
     patch embedding ``e`` with a learned mask token ``t`` (``D`` params): ``e (1 - w) + t w``,
-    one subtraction per patch and, per element, two products and their sum, whatever ``w``
-    holds (a masked patch is computed as an unmasked one); nothing without a mask."""
+    whatever ``w`` holds (a masked patch is computed as an unmasked one); nothing without a mask.
+    Two parts, placed as the graph recognizer places them: the work on the patch embeddings (one
+    subtraction per patch; per element, ``e (1 - w)`` and the sum), in ``patch_embed``; the
+    token and the product that reads it (``t w``, per element), in ``tokens``."""
     if not spec.patch_mask:
-        return Counts()
+        return Counts(), Counts()
     n_p, d = spec.num_patches, spec.width
-    blend = d * (2 * VECTOR_COSTS["mul"] + VECTOR_COSTS["add"])
-    return Counts(params=d, vector_flops=n_p * (VECTOR_COSTS["sub"] + blend))
+    on_patches = n_p * (VECTOR_COSTS["sub"] + d * (VECTOR_COSTS["mul"] + VECTOR_COSTS["add"]))
+    return (Counts(vector_flops=on_patches),
+            Counts(params=d, vector_flops=n_p * d * VECTOR_COSTS["mul"]))
 
 
 def attention_core_counts(spec: ViTSpec, n_tokens: int) -> Counts:
