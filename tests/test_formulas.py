@@ -342,3 +342,12 @@ def test_every_attention_kernel_costs_what_sdpa_costs(kernel, per_score) -> None
     with counter.running():
         kernel()
     assert [(r.macs, r.vector_flops) for r in counter.records()] == [(15_360, 480 * per_score)]
+
+
+
+def test_a_product_and_an_all_true_check_are_reductions_of_one_flop_per_input() -> None:
+    # transformers' Siglip2 checks its spatial shapes with prod and _is_all_true (torch_check)
+    shapes = torch.empty(3, 2, dtype=torch.long)  # 6 elements
+    # prod over the last axis reads 6; (x > 0) 6; all() reads 6; _is_all_true reads 1
+    assert priced(lambda s: s.prod(-1), shapes) == (0, 6, {})
+    assert priced(lambda s: torch._is_all_true((s > 0).all()), shapes) == (0, 6 + 6 + 1, {})

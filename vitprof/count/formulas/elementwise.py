@@ -81,8 +81,8 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     _out(2 * 8, "weight and accumulate each of 8 taps", "upsample_trilinear3d"),
     _out(2 * 16, "weight and accumulate each of 16 taps (nearest is free; antialiased "
          "resampling has its own formula)", "upsample_bicubic2d"),
-    _in(1, "one add or comparison per input element", "sum", "mean", "amax", "amin", "all",
-        "any"),
+    _in(1, "one add, multiply or comparison per input element", "sum", "mean", "prod", "amax",
+        "amin", "all", "any", "_is_all_true", "_is_any_true"),
     _in(1, "fold: each input element is added into its pixel", "col2im"),
     _in(1, "one add per input element (the windows tile the input)", "_adaptive_avg_pool2d",
         "adaptive_avg_pool2d"),
