@@ -278,3 +278,16 @@ def test_check_of_everything_keeps_the_named_page(tmp_path: Path) -> None:
     (kept / "timm_published.md").write_text(MARKER + "the page\n")
     (kept / "old.md").write_text(MARKER + "an old page\n")
     assert compare(fresh, kept) == ["old.md is not generated any more (stale)"]
+
+
+def test_check_of_everything_keeps_the_figures_of_pages_others_write(tmp_path: Path) -> None:
+    """A figure drawn by vitprof's figures but linked by a page a benchmark writes
+    (memory.md's timeline) is that page's, not a stale one of ``vitprof report``."""
+    fresh, kept = tmp_path / "fresh", tmp_path / "kept"
+    fresh.mkdir()
+    kept.mkdir()
+    drawn = Path(__file__).resolve().parents[1] / "reports" / "memory_timeline.png"  # digested
+    (kept / "memory.md").write_text("![timeline](memory_timeline.png)\n")
+    (kept / "memory_timeline.png").write_bytes(drawn.read_bytes())
+    (kept / "orphan.png").write_bytes(drawn.read_bytes())
+    assert compare(fresh, kept) == ["orphan.png is not generated any more (stale)"]

@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image
 
 from vitprof.render import figures
-from vitprof.study.generate import MARKER, NAMED_PAGE_FILES, pages, write
+from vitprof.study.generate import MARKER, NAMED_PAGE_FILES, OTHER_PAGES, pages, write
 
 _TORCH = re.compile(r"\btorch \d[\w.+-]*")
 PIXEL_TOLERANCE = 2.0  # mean absolute difference, 0-255 scale, over all channels
@@ -95,10 +95,20 @@ def compare(fresh: Path, kept: Path, stale: bool = True) -> list[str]:
             problems += _compare_png(name, fresh / name, kept / name)
         else:
             problems += _compare_text(name, fresh / name, kept / name)
+    theirs = NAMED_PAGE_FILES | _linked_by_other_pages(kept)
     extra = sorted(p.name for p in kept.iterdir() if stale and p.name not in expected
-                   and p.name not in NAMED_PAGE_FILES and _generated(p))
+                   and p.name not in theirs and _generated(p))
     problems += [f"{name} is not generated any more (stale)" for name in extra]
     return problems
+
+
+def _linked_by_other_pages(kept: Path) -> set[str]:
+    """The figures that the pages other tools write (:data:`OTHER_PAGES`: a benchmark's memory
+    page draws its timeline with vitprof's figures too) link in ``kept``: theirs, never stale
+    for a check of what ``vitprof report`` writes."""
+    pages_of_others = (kept / name for name in OTHER_PAGES)
+    return {target for page in pages_of_others if page.is_file()
+            for target in re.findall(r"!\[[^\]]*\]\(([^)/]+)\)", page.read_text())}
 
 
 def report_command(out: str | Path, models: Sequence[str], everything: bool) -> str:
