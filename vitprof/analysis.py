@@ -55,8 +55,6 @@ from vitprof.count.self_checks import self_checks
 from vitprof.count.session import Run, count
 from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_workload
 
-GRAPH = "graph"  # who made a breakdown the graph recognizer made (Profile.recognizer)
-
 
 def _model_device(model: nn.Module) -> str:
     for tensor in [*model.parameters(), *model.buffers()]:
@@ -259,7 +257,7 @@ def breakdown(
     if run.trace is None:
         raise UserError("the graph recognizer needs the trace of a forward; this run has none")
     graph = graph_breakdown(module, run.ops, run.trace, rules)
-    found = Found(GRAPH, graph.ops, graph.params, graph.warnings, graph.origins)
+    found = Found(Recognizer.GRAPH, graph.ops, graph.params, graph.warnings, graph.origins)
     if tables is None or recognizer != Recognizer.AUTO:
         return found
     return replace(found, family=_label(found, tables))
@@ -272,7 +270,7 @@ def _label(graph: Found, table: Found) -> str:
     compared: where an element-wise op between two modules goes (a hybrid backbone's GroupNorm
     activations, a bias beside the scores) is the graph's to say; a table names modules."""
     verdict = "agrees" if _cells(graph) == _cells(table) else "differs"
-    return f"{GRAPH} ({table.family} table {verdict})"
+    return f"{Recognizer.GRAPH} ({table.family} table {verdict})"
 
 
 def _cells(found: Found) -> Counter[tuple[int | None, Component, bool]]:
