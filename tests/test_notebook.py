@@ -86,3 +86,18 @@ def test_in_process_fallback_shows_prints_and_last_expressions() -> None:
     failing = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 / 0")])
     with pytest.raises(ZeroDivisionError):
         _run_in_process(failing)
+
+
+def test_the_committed_cells_are_the_builders() -> None:
+    # the notebook is built by notebooks/build_notebook.py: a cell edited there and not rebuilt
+    # (or edited in the .ipynb alone) would show code the builder no longer writes
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_notebook",
+                                                  REPO / "notebooks" / "build_notebook.py")
+    assert spec is not None and spec.loader is not None
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    kept = nbformat.read(NOTEBOOK, as_version=4).cells
+    assert [(c.cell_type, c.source) for c in builder.build().cells] == [
+        (c.cell_type, c.source) for c in kept]
