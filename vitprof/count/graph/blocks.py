@@ -93,7 +93,7 @@ def _mixed_lists(
     for path, (block, is_list) in zip(paths, found, strict=True):
         if block is not None:
             for parent, child in _chain(path):
-                if not parent.startswith(f"{block}.") and parent != block:
+                if not within(parent, block):
                     continue
                 container = model.get_submodule(parent)
                 if isinstance(container, LISTS) and _one_cored_among_blocks(
@@ -131,8 +131,8 @@ def _one_cored_among_blocks(
     children = dict(container.named_children())
     if len(children) < 3 or len({type(c) for c in children.values()}) < 2:
         return False
-    under = [p for p in paths if p == parent or p.startswith(f"{parent}.")]
-    if any(not (p == child or p.startswith(f"{child}.")) for p in under):
+    under = [p for p in paths if within(p, parent)]
+    if any(not within(p, child) for p in under):
         return False
     return all(any(True for _ in module.children())
                for name, module in children.items() if f"{parent}.{name}" != child)
@@ -327,8 +327,7 @@ def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     every = {i for core in cores for i in core.steps}
     found = _core_paths(model, [flow.steps[c.first].module for c in cores],
                         lambda ks: _parallel(flow, [cores[k] for k in ks], every),
-                        lambda child: any(m.startswith(f"{child}.") or m == child
-                                          for m in joining))
+                        lambda child: any(within(m, child) for m in joining))
     found = _joined_spans(flow, cores, found)
     listed = [c.first for c, (_, is_list) in zip(cores, found, strict=True) if is_list]
     loose = frozenset(
