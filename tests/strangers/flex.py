@@ -3,11 +3,13 @@ device."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import nn
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from strangers.parts import D, N, Out, Stem, Unit, merge, split
+from strangers.parts import D, N, Plain, merge, split
 
 
 def _causal(b: torch.Tensor, h: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
@@ -25,12 +27,4 @@ class Fx(nn.Module):
         return self.b(merge(flex_attention(q, k, v, block_mask=mask)))
 
 
-class Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.s = Stem()
-        self.u = nn.Sequential(Unit(Fx), Unit(Fx))
-        self.o = Out()
-
-    def forward(self, image: torch.Tensor) -> torch.Tensor:
-        return self.o(self.u(self.s(image)))
+Net = partial(Plain, Fx)  # Stem, two units of Fx, Out

@@ -3,11 +3,13 @@ and values, so every query attends to N + M entries."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from strangers.parts import D, Out, Stem, Unit, merge, split
+from strangers.parts import D, Plain, merge, split
 
 M = 4
 
@@ -25,12 +27,4 @@ class Mem(nn.Module):
         return self.b(merge(F.scaled_dot_product_attention(split(q), split(k), split(v))))
 
 
-class Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.s = Stem()
-        self.u = nn.Sequential(Unit(Mem), Unit(Mem))
-        self.o = Out()
-
-    def forward(self, image: torch.Tensor) -> torch.Tensor:
-        return self.o(self.u(self.s(image)))
+Net = partial(Plain, Mem)  # Stem, two units of Mem, Out

@@ -83,6 +83,20 @@ class Out(nn.Module):
         return self.c(self.n(x).mean(1))
 
 
+class Plain(nn.Module):
+    """A :class:`Stem`, two :class:`Unit` around the token mixer ``make`` makes, an :class:`Out`:
+    the model of every style that differs from the others by its token mixer alone."""
+
+    def __init__(self, make: Callable[[], nn.Module]) -> None:
+        super().__init__()
+        self.s = Stem()
+        self.u = nn.Sequential(Unit(make), Unit(make))
+        self.o = Out()
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return self.o(self.u(self.s(image)))
+
+
 class Mha(nn.Module):
     """Plain multi-head self-attention: one fused q/k/v linear (3*D*D + 3*D = 3_168 params),
     SDPA, an output linear (D*D + D = 1_056 params)."""
