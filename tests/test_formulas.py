@@ -351,3 +351,15 @@ def test_a_product_and_an_all_true_check_are_reductions_of_one_flop_per_input() 
     # prod over the last axis reads 6; (x > 0) 6; all() reads 6; _is_all_true reads 1
     assert priced(lambda s: s.prod(-1), shapes) == (0, 6, {})
     assert priced(lambda s: torch._is_all_true((s > 0).all()), shapes) == (0, 6 + 6 + 1, {})
+
+
+def test_variance_and_deviation_are_reductions_of_four_flops_per_input() -> None:
+    # vit-pytorch's hand-written LayerNorm: torch.var(x, dim=-1, unbiased=False, keepdim=True)
+    x = torch.empty(2, 5, 8)  # 80 elements, 10 rows
+    # per input: mean, subtract, square, accumulate = 4 x 80; per row: divide by the count 1
+    assert priced(lambda t: t.var(-1, keepdim=True), x) == (0, 4 * 80 + 1 * 10, {})
+    # std: var's and a square root per row
+    assert priced(lambda t: t.std(-1), x) == (0, 4 * 80 + 2 * 10, {})
+    # var_mean: var's and the mean's divide per row; std_mean: and the root
+    assert priced(lambda t: torch.var_mean(t, -1), x) == (0, 4 * 80 + 2 * 10, {})
+    assert priced(lambda t: torch.std_mean(t, -1), x) == (0, 4 * 80 + 3 * 10, {})

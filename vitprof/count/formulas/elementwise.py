@@ -20,6 +20,7 @@ from vitprof.count.formulas.shapes import first_argument, first_tensor, numel
 SOFTMAX_COST = 5  # max, subtract, exp, sum, divide
 GELU_COST = 5  # scale, erf, add one, two multiplies
 LAYER_NORM_COST = 5  # mean, subtract, square, accumulate, scale by 1/std
+VARIANCE_COST = 4  # per input element: mean, subtract, square, accumulate
 SDPA_SCALE_COST = 1  # the scaling of each attention score
 GELU_BACKWARD_COST = 10
 SOFTMAX_BACKWARD_COST = 4
@@ -88,6 +89,13 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
         "adaptive_avg_pool2d"),
     Elementwise(("linalg_vector_norm",), 2, 1,
                 "power and accumulate per input element, the root per output element"),
+    Elementwise(("var",), VARIANCE_COST, 1, "mean, subtract, square, accumulate per input "
+                "element; divide by the count per output element"),
+    Elementwise(("std",), VARIANCE_COST, 2, "var's, and the square root per output element"),
+    Elementwise(("var_mean",), VARIANCE_COST, 2, "var's, and the mean's divide per output "
+                "element"),
+    Elementwise(("std_mean",), VARIANCE_COST, 3, "var_mean's, and the square root per output "
+                "element"),
     _grad(1, "relu gradient: compare and select", "threshold_backward"),
     _grad(2, "mask and scale", "native_dropout_backward"),
     _grad(3, "(1 - y) or (1 - y^2), two multiplies", "sigmoid_backward", "tanh_backward"),
