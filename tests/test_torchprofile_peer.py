@@ -61,3 +61,12 @@ def test_its_residual_is_zero_on_vit_b_16_and_deit_tiny(name: str, layer_norms: 
     # Attention reshapes with ints jit.trace keeps as constants: none
     scalars = 12 * 4 + 1 if name == "vit_b_16" else 0
     assert row.macs == check.vitprof.macs + layer_norms + scalars
+
+
+def test_under_no_grad_the_fast_path_it_cannot_read_is_named() -> None:
+    pytest.importorskip("torchprofile")
+    # under no_grad, nn.MultiheadAttention runs aten::_native_multi_head_attention, whose
+    # attention weights (not asked for) trace as a tensor without a dtype
+    row = run_crosscheck(_tiny(), peers=["torchprofile"], grad=False).rows[0]
+    assert row.macs is None
+    assert "aten::_native_multi_head_attention returns one without" in row.note

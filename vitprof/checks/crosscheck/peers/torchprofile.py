@@ -9,7 +9,8 @@ cross-check's grad mode, and sums one handler per traced operator (``torchprofil
 element, bilinear upsampling four; about a hundred other operators (``add``, ``gelu``,
 ``softmax``, ...) 0; an operator without a handler is skipped with a warning ("No handlers
 found"). Its ``trace`` refuses keyword arguments. Under ``torch.no_grad()`` the
-``nn.MultiheadAttention`` fast path traces to a value without a dtype, on which it fails.
+``nn.MultiheadAttention`` fast path traces to a value without a dtype, on which it fails: the row
+then names the operator (:func:`untyped_outputs`) instead of the raw ``AttributeError``.
 
 Causes, from vitprof's records and the operators it traced: minus vitprof's MACs of every
 operator it skipped; plus one per element of every affine LayerNorm and GroupNorm and of every
@@ -65,7 +66,15 @@ def run_torchprofile(model: nn.Module, inputs: Inputs, grad: bool = True) -> Tor
     with quiet(), evaluating(model), torch.set_grad_enabled(grad), \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        nodes = profile_macs(model, tuple(args), reduction=None)
+        try:
+            nodes = profile_macs(model, tuple(args), reduction=None)
+        except AttributeError as error:
+            untyped = untyped_outputs(model, tuple(args))
+            if not untyped:
+                raise
+            raise CannotTake(f"its trace reader needs a dtype on every traced tensor, and "
+                             f"{', '.join(sorted(untyped))} returns one without "
+                             f"(an undefined optional output): {error}") from None
     assert isinstance(nodes, dict)  # reduction=None: MACs per node
     by_operator: Counter[str] = Counter()
     for node, macs in nodes.items():
@@ -74,6 +83,17 @@ def run_torchprofile(model: nn.Module, inputs: Inputs, grad: bool = True) -> Tor
                  and node.outputs and node.outputs[0].shape == [])
     skipped = Counter(m[1] for w in caught if (m := SKIPPED.search(str(w.message))))
     return TorchprofileRun(sum(by_operator.values()), dict(by_operator), scalar, skipped)
+
+
+def untyped_outputs(model: nn.Module, args: tuple[object, ...]) -> set[str]:
+    """The operators of ``model``'s ``torch.jit`` trace (the trace torchprofile reads) with a
+    tensor output that has no dtype, such as ``aten::_native_multi_head_attention``'s attention
+    weights when they are not asked for."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph, _ = torch.jit._get_trace_graph(model, args)
+    return {node.kind() for node in graph.nodes() for value in node.outputs()
+            if "tensor" in value.type().kind().lower() and value.type().scalarType() is None}
 
 
 def skipped_causes(profile: Profile, run: TorchprofileRun) -> list[Cause]:
