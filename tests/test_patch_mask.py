@@ -92,8 +92,8 @@ def test_analyze_feeds_the_mask_and_the_closed_form_agrees() -> None:
     assert added == {Component.TOKENS: BATCH * PATCHES * WIDTH,
                      Component.PATCH_EMBED: BATCH * PATCHES * (1 + 2 * WIDTH)}
     assert masked.totals.vector_flops - plain.totals.vector_flops == BLEND_FLOPS
-    # the closed form of the same ViT without a mask token, given one and fed the mask
-    spec = replace(spec_from_model(_vit(mask_token=False)), patch_mask=True)
+    # the closed form of the spec read from the same ViT (its mask token), fed the mask
+    spec = replace(spec_from_model(model), patch_mask=True)
     form = closed_form(spec, BATCH)
     assert form.totals == masked.totals
     assert all(form.components[c] == masked.components[c]
@@ -106,6 +106,17 @@ def test_the_mask_token_alone_changes_no_count_without_a_mask() -> None:
     assert with_token.totals.params - without.totals.params == WIDTH
     assert (with_token.totals.macs, with_token.totals.vector_flops) == (
         without.totals.macs, without.totals.vector_flops)
+
+
+def test_the_spec_reads_the_mask_token_and_a_mask_needs_one() -> None:
+    # HF ViTModel(use_mask_token=True): the spec has the token; unfed, D params more, no work
+    spec = spec_from_model(_vit(mask_token=True))
+    assert spec.mask_token and not spec.patch_mask
+    without = closed_form(replace(spec, mask_token=False))
+    assert closed_form(spec).totals.params - without.totals.params == WIDTH
+    assert closed_form(spec).totals.vector_flops == without.totals.vector_flops
+    with pytest.raises(UserError, match="patch_mask needs mask_token"):
+        replace(spec, mask_token=False, patch_mask=True)
 
 
 def test_masked_image_modeling_also_counts_its_loss() -> None:

@@ -94,7 +94,10 @@ class ViTSpec:
     attention: AttentionKind = AttentionKind.SOFTMAX  # what the attention core computes
     attention_impl: AttentionImpl = AttentionImpl.SDPA  # how softmax attention is written
     attention_mask: bool = False  # an additive mask over the scores is fed (timm's attn_mask)
-    patch_mask: bool = False  # a mask over the patches is fed (Hugging Face's bool_masked_pos)
+    mask_token: bool = False  # a learned mask token (D params, in tokens), used when a patch
+    # mask is fed
+    patch_mask: bool = False  # a mask over the patches is fed (Hugging Face's bool_masked_pos;
+    # it needs the mask token)
     tokens_per_block: tuple[int, ...] | None = None  # patch tokens each block sees (prefix
     # tokens are never pruned); None = all Np in every block
     prune_at: tuple[int, ...] | None = None  # blocks preceded by a note 002 token predictor;
@@ -221,6 +224,9 @@ def _validate_structure(spec: ViTSpec) -> None:
             "attention_impl 'mha_weights' needs qkv_bias: nn.MultiheadAttention has q, k, v "
             "biases whenever its output projection has one"
         )
+    if spec.patch_mask and not spec.mask_token:
+        raise UserError("a patch mask blends each patch with the mask token: patch_mask needs "
+                        "mask_token")
     _validate_pruning(spec)
 
 
@@ -290,13 +296,15 @@ def patch_mask_counts(spec: ViTSpec) -> tuple[Counts, Counts]:
     whatever ``w`` holds (a masked patch is computed as an unmasked one); nothing without a mask.
     Two parts, placed as the graph recognizer places them: the work on the patch embeddings (one
     subtraction per patch; per element, ``e (1 - w)`` and the sum), in ``patch_embed``; the
-    token and the product that reads it (``t w``, per element), in ``tokens``."""
-    if not spec.patch_mask:
-        return Counts(), Counts()
+    token and the product that reads it (``t w``, per element), in ``tokens``. A model with a
+    mask token (``mask_token``) that is fed no mask has its ``D`` params and no work."""
     n_p, d = spec.num_patches, spec.width
+    token = Counts(params=d) if spec.mask_token else Counts()
+    if not spec.patch_mask:
+        return Counts(), token
     on_patches = n_p * (VECTOR_COSTS["sub"] + d * (VECTOR_COSTS["mul"] + VECTOR_COSTS["add"]))
     return (Counts(vector_flops=on_patches),
-            Counts(params=d, vector_flops=n_p * d * VECTOR_COSTS["mul"]))
+            token + Counts(vector_flops=n_p * d * VECTOR_COSTS["mul"]))
 
 
 def attention_core_counts(spec: ViTSpec, n_tokens: int) -> Counts:

@@ -9,7 +9,8 @@ Known implementations, each read by the spec inferrers of its family
   tokens, ``no_embed_class``, token or ``avg`` pooling, ``norm`` or ``fc_norm``, fused or
   non-fused attention;
 * Hugging Face ``ViTModel``, ``ViTForImageClassification`` and their DeiT twins, from the config
-  (so the 4.x and 5.x module layouts alike), sdpa or eager attention;
+  (so the 4.x and 5.x module layouts alike), sdpa or eager attention, with or without a mask
+  token (``use_mask_token``);
 * the note models of :mod:`vitprof.models` and the reference ViT.
 
 Anything a spec cannot describe (layer scale, q/k norms, another activation or norm, a conv

@@ -94,7 +94,6 @@ def infer_spec(model: Any) -> ViTSpec:
     require(config.model_type in ("vit", "deit") and kind in _HEADS, model,
             f"a {config.model_type} {kind} (known: {', '.join(_HEADS)})")
     base = getattr(model, config.model_type, model)
-    require(getattr(base.embeddings, "mask_token", None) is None, model, "a mask token")
     require(config.hidden_act == "gelu", model, f"activation '{config.hidden_act}'")
     implementation = config._attn_implementation
     require(implementation in _ATTENTION, model, f"attention '{implementation}'")
@@ -122,6 +121,7 @@ def infer_spec(model: Any) -> ViTSpec:
         qkv_bias=config.qkv_bias,
         head=head,
         attention_impl=_ATTENTION[implementation],
+        mask_token=getattr(base.embeddings, "mask_token", None) is not None,
     )
 
 
