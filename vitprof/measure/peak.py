@@ -3,10 +3,11 @@
 The compute peak is the best FLOP/s (2 x n^3 per ``n x n @ n x n``) over a few repetitions of
 a square matmul in the profiled dtype, run as ``F.linear`` (the kernel of ``nn.Linear``, where a
 ViT's matmuls are: on a CPU without native bf16, ``torch.mm`` in bfloat16 runs a reference loop
-some 20 x slower than ``linear``'s oneDNN kernel, a "peak" that training steps exceed); the bandwidth is the best bytes/s (read + write) of a
-large tensor copy. Both use the same clock discipline as the timing (wall clock on the CPU,
-CUDA events and a synchronize on a GPU). Best-of rather than median: the peak is what the
-device can do, and a shared machine only ever makes a run slower.
+some 20 x slower than ``linear``'s oneDNN kernel, a "peak" that training steps exceed); the
+bandwidth is the best bytes/s (read + write) of a large tensor copy. Both use the same clock
+discipline as the timing (wall clock on the CPU, CUDA events and a synchronize on a GPU).
+Best-of rather than median: the peak is what the device can do, and a shared machine only ever
+makes a run slower.
 """
 
 from __future__ import annotations
