@@ -5,10 +5,17 @@ does not call). The framework cases are ``slow``: they start Lightning's Trainer
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from test_mfu_frameworks import reference_flops, timm_vit
+from torch import nn
+from torch.nn.functional import cross_entropy
+from torch.utils.data import DataLoader, TensorDataset
 
 from vitprof.core.errors import UserError
 from vitprof.measure.mfu.peaks import choose_peak, given_peak
@@ -56,3 +63,81 @@ def test_the_measured_peak_is_not_below_a_linear_layer_in_the_same_dtype() -> No
     with torch.inference_mode():
         linear = 2 * n**3 / best_seconds(lambda: torch.nn.functional.linear(a, b), "cpu", 3)
     assert matmul_flops("cpu", torch.bfloat16, size=n, repeats=3) > linear / 2
+
+
+# --- Lightning, written as its users write it -------------------------------------------------
+
+BATCH, CLASSES, IMAGE = 4, 10, 32
+
+
+def lightning_fit(module: Any, batches: Any, tmp_path: Path, **trainer: Any) -> tuple[
+        list[dict[str, Any]], list[dict[str, str]]]:
+    """Fit ``module`` on ``batches`` with the callback (peak 1 TFLOP/s); the tracker's history
+    and the rows of the CSV logger that hold a logged MFU."""
+    pl = pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    callback = MFUCallback(peak_tflops=1.0)
+    fit = pl.Trainer(accelerator="cpu", enable_checkpointing=False, log_every_n_steps=1,
+                     logger=pl.loggers.CSVLogger(tmp_path), enable_progress_bar=False,
+                     enable_model_summary=False, callbacks=[callback], **trainer)
+    fit.fit(module, batches)
+    assert callback.tracker is not None
+    metrics = (Path(fit.logger.log_dir) / "metrics.csv").read_text().splitlines()
+    return callback.tracker.history, [r for r in csv.DictReader(metrics) if r.get("vitprof/mfu")]
+
+
+def lightning_vit(batch_of: Callable[[Any], tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A LightningModule around the tiny timm ViT whose training step reads its batch with
+    ``batch_of`` and calls ``self(x)``."""
+    pl = pytest.importorskip("lightning.pytorch")
+
+    class Classifier(pl.LightningModule):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.vit = timm_vit()
+
+        def forward(self, image: torch.Tensor) -> torch.Tensor:
+            return self.vit(image)  # type: ignore[no-any-return]
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch_of(batch)
+            return cross_entropy(self(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Classifier()
+
+
+def micro_batch_flops(module: nn.Module) -> int:
+    x, y = torch.randn(BATCH, 3, IMAGE, IMAGE), torch.randint(0, CLASSES, (BATCH,))
+    return reference_flops(module, lambda m: cross_entropy(m(x), y))
+
+
+@pytest.mark.slow  # Lightning's Trainer starts in seconds
+def test_lightning_gradient_accumulation_is_one_step_of_two_forwards(tmp_path: Path) -> None:
+    """``accumulate_grad_batches=2``: 4 batches are 2 optimizer steps, each of 2 micro-batches
+    (main logged each micro-batch as a step, 4 entries, and lost half of them in the logger)."""
+    module = lightning_vit(lambda batch: (batch[0], batch[1]))
+    expected = micro_batch_flops(module)
+    x, y = torch.randn(4 * BATCH, 3, IMAGE, IMAGE), torch.randint(0, CLASSES, (4 * BATCH,))
+    history, logged = lightning_fit(module, DataLoader(TensorDataset(x, y), batch_size=BATCH),
+                                    tmp_path, max_steps=2, accumulate_grad_batches=2)
+    assert [e["flops"] for e in history] == [2 * expected] * 2
+    assert [float(r["vitprof/tflops"]) for r in logged] == pytest.approx(
+        [e["tflops"] for e in history], rel=1e-6)  # logged as float32
+
+
+@pytest.mark.slow  # Lightning's Trainer starts in seconds
+def test_lightning_dict_batch_is_counted_as_the_forward_was_called(tmp_path: Path) -> None:
+    """A batch ``{"image": x, "label": y}`` whose training step calls ``self(batch["image"])``:
+    main passed the whole dict as keyword arguments (``label=`` too) and counted nothing."""
+    module = lightning_vit(lambda batch: (batch["image"], batch["label"]))
+    expected = micro_batch_flops(module)
+    x, y = torch.randn(2 * BATCH, 3, IMAGE, IMAGE), torch.randint(0, CLASSES, (2 * BATCH,))
+    batches = DataLoader([{"image": x[i], "label": y[i]} for i in range(len(x))],  # type: ignore[arg-type]
+                         batch_size=BATCH)
+    history, logged = lightning_fit(module, batches, tmp_path, max_steps=2)
+    assert [e["flops"] for e in history] == [expected] * 2
+    assert len(logged) == 2
