@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -141,3 +142,23 @@ def test_lightning_dict_batch_is_counted_as_the_forward_was_called(tmp_path: Pat
     history, logged = lightning_fit(module, batches, tmp_path, max_steps=2)
     assert [e["flops"] for e in history] == [expected] * 2
     assert len(logged) == 2
+
+
+@pytest.mark.slow  # importing Lightning takes seconds
+def test_lightning_batch_it_cannot_read_warns_and_training_goes_on() -> None:
+    """A batch of a type vitprof cannot read, from a training step that never calls
+    ``self(...)``: main raised a UserError from ``on_train_batch_end``, stopping the training."""
+    pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    callback = MFUCallback(peak_tflops=1.0)
+    trainer = SimpleNamespace(optimizers=[], precision="32-true", global_step=0)
+    module = nn.Linear(2, 2)
+    callback.on_train_start(trainer, module)
+    callback.on_train_batch_start(trainer, module, object(), 0)
+    trainer.global_step = 1  # the optimizer stepped
+    with pytest.warns(UserWarning, match="cannot read the model's inputs"):
+        callback.on_train_batch_end(trainer, module, None, object(), 0)
+    callback.on_train_end(trainer, module)
+    assert callback.tracker is not None
+    assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None)]
