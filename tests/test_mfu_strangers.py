@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from vitprof.core.errors import UserError
 from vitprof.measure.mfu.peaks import choose_peak, given_peak
+from vitprof.measure.mfu.summary import summary
 from vitprof.measure.peak import best_seconds, matmul_flops
 
 
@@ -162,3 +163,26 @@ def test_lightning_batch_it_cannot_read_warns_and_training_goes_on() -> None:
     callback.on_train_end(trainer, module)
     assert callback.tracker is not None
     assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None)]
+
+
+def test_the_summary_says_which_steps_have_no_flops() -> None:
+    """Steps whose shape could not be counted: main's summary said 'input shapes counted: 1'
+    over an empty table of components, and nothing of the steps without FLOPs."""
+    history = [{"step": s, "seconds": 1.0, "flops": None, "tflops": None, "mfu": None,
+                "components": {}, "optimizer_vector_flops": None} for s in (1, 2)]
+    text = summary(history, None, 1)
+    assert "steps without FLOPs: 2 of 2" in text
+    assert "| component |" not in text
+
+
+def test_a_cpu_peak_measured_in_float32_is_not_called_tf32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.set_float32_matmul_precision("high")`` (which Lightning recommends) lets tensor
+    cores use TF32; a CPU has none, and its measured matmuls are float32."""
+    monkeypatch.setattr("vitprof.measure.mfu.peaks.matmul_flops", lambda *a, **k: 5e10)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        peak = choose_peak(None, torch.device("cpu"), torch.float32)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert " fp32 matmuls on cpu" in peak.source

@@ -112,7 +112,7 @@ def measured_peak(device: str, dtype: torch.dtype) -> ChosenPeak:
     """The best FLOP/s of a square matmul in ``dtype`` on ``device``, measured now."""
     n = MATMUL_SIZES.get(device, 1024)
     tflops = matmul_flops(device, dtype, n) / 1e12
-    return ChosenPeak(tflops, f"measured: best of 5 {n}x{n} {dtype_name(dtype)} matmuls on "
+    return ChosenPeak(tflops, f"measured: best of 5 {n}x{n} {_NAMES.get(dtype, dtype)} matmuls on "
                       f"{device}, {tflops:.3g} TFLOP/s", measured=True)
 
 
