@@ -1,10 +1,13 @@
 """The device's attainable peak, measured on the spot: a large matmul and a large copy.
 
 The compute peak is the best FLOP/s (2 x n^3 per ``n x n @ n x n``) over a few repetitions of
-a square matmul in the profiled dtype; the bandwidth is the best bytes/s (read + write) of a
-large tensor copy. Both use the same clock discipline as the timing (wall clock on the CPU,
-CUDA events and a synchronize on a GPU). Best-of rather than median: the peak is what the
-device can do, and a shared machine only ever makes a run slower.
+a square matmul in the profiled dtype, run as ``F.linear`` (the kernel of ``nn.Linear``, where a
+ViT's matmuls are: on a CPU without native bf16, ``torch.mm`` in bfloat16 runs a reference loop
+some 20 x slower than ``linear``'s oneDNN kernel, a "peak" that training steps exceed); the
+bandwidth is the best bytes/s (read + write) of a large tensor copy. Both use the same clock
+discipline as the timing (wall clock on the CPU, CUDA events and a synchronize on a GPU).
+Best-of rather than median: the peak is what the device can do, and a shared machine only ever
+makes a run slower.
 """
 
 from __future__ import annotations
@@ -55,12 +58,12 @@ def best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
 def matmul_flops(
     device: str, dtype: torch.dtype, size: int | None = None, repeats: int = 5
 ) -> float:
-    """Best FLOP/s of an ``size x size`` matmul in ``dtype`` on ``device``."""
+    """Best FLOP/s of an ``size x size`` matmul in ``dtype`` on ``device`` (as ``F.linear``)."""
     n = size or MATMUL_SIZES.get(device, 1024)
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
     with torch.inference_mode():
-        seconds = best_seconds(lambda: torch.mm(a, b), device, repeats)
+        seconds = best_seconds(lambda: torch.nn.functional.linear(a, b), device, repeats)
     return 2 * n**3 / seconds
 
 

@@ -11,6 +11,7 @@ peak is measured (:func:`vitprof.measure.peak.matmul_flops`) and said to be meas
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -25,6 +26,9 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 ASK = "pass peak_tflops= (--peak-tflops) with its dense peak"
 _NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
           torch.float8_e4m3fn: "fp8", torch.float8_e5m2: "fp8"}
+# the dtype a peak named so is measured in off a GPU (TF32 is the tensor cores' float32)
+_MEASURED_IN = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
+                "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,9 @@ def peak_table() -> tuple[PeakRow, ...]:
 
 
 def given_peak(tflops: float) -> ChosenPeak:
-    """The user's peak; one that is not a positive number is a UserError."""
-    if isinstance(tflops, bool) or not isinstance(tflops, int | float) or not tflops > 0:
+    """The user's peak; one that is not a positive finite number is a UserError."""
+    if (isinstance(tflops, bool) or not isinstance(tflops, int | float)
+            or not 0 < tflops < math.inf):
         raise UserError(f"peak_tflops must be a positive number of TFLOP/s, got {tflops!r}")
     return ChosenPeak(float(tflops), f"given: {tflops:g} TFLOP/s")
 
@@ -107,7 +112,7 @@ def measured_peak(device: str, dtype: torch.dtype) -> ChosenPeak:
     """The best FLOP/s of a square matmul in ``dtype`` on ``device``, measured now."""
     n = MATMUL_SIZES.get(device, 1024)
     tflops = matmul_flops(device, dtype, n) / 1e12
-    return ChosenPeak(tflops, f"measured: best of 5 {n}x{n} {dtype_name(dtype)} matmuls on "
+    return ChosenPeak(tflops, f"measured: best of 5 {n}x{n} {_NAMES.get(dtype, dtype)} matmuls on "
                       f"{device}, {tflops:.3g} TFLOP/s", measured=True)
 
 
@@ -120,6 +125,15 @@ def choose_peak(peak_tflops: float | None, device: torch.device, dtype: torch.dt
     if device.type == "cuda":
         name = device_name if device_name is not None else torch.cuda.get_device_name(device)
         return table_peak(name, dtype_name(dtype))
-    if isinstance(dtype, str):
-        raise UserError(f"the peak on {device.type} is measured in a torch dtype, got '{dtype}'")
-    return measured_peak(device.type, dtype)
+    return measured_peak(device.type, measured_dtype(dtype))
+
+
+def measured_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    """The torch dtype to measure a peak in: ``dtype``, or the one its name (a framework's
+    precision: ``"bf16"``) stands for; fp8 has no matmul to measure."""
+    if not isinstance(dtype, str):
+        return dtype
+    name = dtype_name(dtype)
+    if name not in _MEASURED_IN:
+        raise UserError(f"a {name} peak cannot be measured off a GPU; {ASK}")
+    return _MEASURED_IN[name]

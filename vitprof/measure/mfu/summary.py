@@ -39,6 +39,15 @@ def _optimizer(history: list[dict[str, Any]]) -> str:
     return f"{counted[-1]:,} vector FLOPs a step, apart from the FLOPs above"
 
 
+def _uncounted(history: list[dict[str, Any]]) -> list[str]:
+    """The line naming the steps without FLOPs (their shape could not be counted), if any."""
+    missing = sum(1 for e in history if e["flops"] is None)
+    if not missing:
+        return []
+    return [f"- steps without FLOPs: {missing} of {len(history)} (a shape that could not be "
+            f"counted: vitprof warned why)"]
+
+
 def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int) -> str:
     """Markdown for ``history`` (the tracker's entries), ``peak`` (None: no MFU) and the
     number of meta counts the run needed."""
@@ -50,10 +59,13 @@ def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int)
         f"- median TFLOP/s: {'n/a' if tflops is None else f'{tflops:.4g}'}",
         f"- median MFU: {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}",
         f"- optimizer step: {_optimizer(history)}",
+        *_uncounted(history),
         f"- convention: {CONVENTION}", "",
     ]
     flops = _shares(history, "components", "flops")
     times = _shares(history, "time_components", "seconds")
+    if not flops and not times:
+        return "\n".join(lines)
     if times:
         lines += ["| component | share of FLOPs | share of forward time |", "|---|---:|---:|"]
     else:

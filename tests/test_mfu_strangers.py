@@ -1,0 +1,188 @@
+"""The MFU tracker used as a stranger would: precisions named as the frameworks name them,
+peaks that are not numbers a device can reach, loops the authors did not write the tracker
+around (gradient accumulation in Lightning, a batch that is a dict, a forward the training step
+does not call). The framework cases are ``slow``: they start Lightning's Trainer."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from test_mfu_frameworks import reference_flops, timm_vit
+from torch import nn
+from torch.nn.functional import cross_entropy
+from torch.utils.data import DataLoader, TensorDataset
+
+from vitprof.core.errors import UserError
+from vitprof.measure.mfu.peaks import choose_peak, given_peak
+from vitprof.measure.mfu.summary import summary
+from vitprof.measure.peak import best_seconds, matmul_flops
+
+
+@pytest.mark.parametrize(("name", "dtype"), [("bf16", torch.bfloat16), ("fp16", torch.float16),
+                                             ("fp32", torch.float32)])
+def test_the_cpu_peak_is_measured_in_a_dtype_given_by_name(
+        monkeypatch: pytest.MonkeyPatch, name: str, dtype: torch.dtype) -> None:
+    """Lightning's ``precision="bf16-mixed"`` reaches the tracker as the name "bf16": on the CPU
+    the peak is measured in bfloat16, not dropped with the MFU."""
+    measured: list[torch.dtype] = []
+
+    def matmul_flops(device: str, dtype: torch.dtype, n: int) -> float:
+        measured.append(dtype)
+        return 5e10
+
+    monkeypatch.setattr("vitprof.measure.mfu.peaks.matmul_flops", matmul_flops)
+    peak = choose_peak(None, torch.device("cpu"), name)
+    assert measured == [dtype]
+    assert peak.measured and peak.tflops == 0.05 and f" {name} matmuls" in peak.source  # 5e10/1e12
+
+
+def test_fp8_cannot_be_measured_on_the_cpu_in_one_line() -> None:
+    with pytest.raises(UserError, match="fp8") as raised:
+        choose_peak(None, torch.device("cpu"), "fp8")
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("peak", [float("inf"), 1e400])
+def test_an_infinite_peak_is_refused(peak: Any) -> None:
+    """An infinite peak would make every MFU 0.0, a value that looks measured."""
+    with pytest.raises(UserError, match="peak_tflops must be a positive number"):
+        given_peak(peak)
+
+
+def test_the_measured_peak_is_not_below_a_linear_layer_in_the_same_dtype() -> None:
+    """Without native bf16 (an AVX2 CPU), ``torch.mm`` in bfloat16 runs a reference loop some
+    20 x slower than ``F.linear`` (oneDNN), which ``nn.Linear`` under autocast runs: a peak
+    measured with ``mm`` was below what a bf16-mixed training step achieved, and the MFU above
+    100% stopped the training. Timings: the best of a few calls of each; a factor 2 of margin."""
+    n = 256
+    a, b = torch.randn(n, n, dtype=torch.bfloat16), torch.randn(n, n, dtype=torch.bfloat16)
+    with torch.inference_mode():
+        linear = 2 * n**3 / best_seconds(lambda: torch.nn.functional.linear(a, b), "cpu", 3)
+    assert matmul_flops("cpu", torch.bfloat16, size=n, repeats=3) > linear / 2
+
+
+# --- Lightning, written as its users write it -------------------------------------------------
+
+BATCH, CLASSES, IMAGE = 4, 10, 32
+
+
+def lightning_fit(module: Any, batches: Any, tmp_path: Path, **trainer: Any) -> tuple[
+        list[dict[str, Any]], list[dict[str, str]]]:
+    """Fit ``module`` on ``batches`` with the callback (peak 1 TFLOP/s); the tracker's history
+    and the rows of the CSV logger that hold a logged MFU."""
+    pl = pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    callback = MFUCallback(peak_tflops=1.0)
+    fit = pl.Trainer(accelerator="cpu", enable_checkpointing=False, log_every_n_steps=1,
+                     logger=pl.loggers.CSVLogger(tmp_path), enable_progress_bar=False,
+                     enable_model_summary=False, callbacks=[callback], **trainer)
+    fit.fit(module, batches)
+    assert callback.tracker is not None
+    metrics = (Path(fit.logger.log_dir) / "metrics.csv").read_text().splitlines()
+    return callback.tracker.history, [r for r in csv.DictReader(metrics) if r.get("vitprof/mfu")]
+
+
+def lightning_vit(batch_of: Callable[[Any], tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A LightningModule around the tiny timm ViT whose training step reads its batch with
+    ``batch_of`` and calls ``self(x)``."""
+    pl = pytest.importorskip("lightning.pytorch")
+
+    class Classifier(pl.LightningModule):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.vit = timm_vit()
+
+        def forward(self, image: torch.Tensor) -> torch.Tensor:
+            return self.vit(image)  # type: ignore[no-any-return]
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch_of(batch)
+            return cross_entropy(self(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Classifier()
+
+
+def micro_batch_flops(module: nn.Module) -> int:
+    x, y = torch.randn(BATCH, 3, IMAGE, IMAGE), torch.randint(0, CLASSES, (BATCH,))
+    return reference_flops(module, lambda m: cross_entropy(m(x), y))
+
+
+@pytest.mark.slow  # Lightning's Trainer starts in seconds
+def test_lightning_gradient_accumulation_is_one_step_of_two_forwards(tmp_path: Path) -> None:
+    """``accumulate_grad_batches=2``: 4 batches are 2 optimizer steps, each of 2 micro-batches
+    (main logged each micro-batch as a step, 4 entries, and lost half of them in the logger)."""
+    module = lightning_vit(lambda batch: (batch[0], batch[1]))
+    expected = micro_batch_flops(module)
+    x, y = torch.randn(4 * BATCH, 3, IMAGE, IMAGE), torch.randint(0, CLASSES, (4 * BATCH,))
+    history, logged = lightning_fit(module, DataLoader(TensorDataset(x, y), batch_size=BATCH),
+                                    tmp_path, max_steps=2, accumulate_grad_batches=2)
+    assert [e["flops"] for e in history] == [2 * expected] * 2
+    assert [float(r["vitprof/tflops"]) for r in logged] == pytest.approx(
+        [e["tflops"] for e in history], rel=1e-6)  # logged as float32
+
+
+@pytest.mark.slow  # Lightning's Trainer starts in seconds
+def test_lightning_dict_batch_is_counted_as_the_forward_was_called(tmp_path: Path) -> None:
+    """A batch ``{"image": x, "label": y}`` whose training step calls ``self(batch["image"])``:
+    main passed the whole dict as keyword arguments (``label=`` too) and counted nothing."""
+    module = lightning_vit(lambda batch: (batch["image"], batch["label"]))
+    expected = micro_batch_flops(module)
+    x, y = torch.randn(2 * BATCH, 3, IMAGE, IMAGE), torch.randint(0, CLASSES, (2 * BATCH,))
+    batches = DataLoader([{"image": x[i], "label": y[i]} for i in range(len(x))],  # type: ignore[arg-type]
+                         batch_size=BATCH)
+    history, logged = lightning_fit(module, batches, tmp_path, max_steps=2)
+    assert [e["flops"] for e in history] == [expected] * 2
+    assert len(logged) == 2
+
+
+@pytest.mark.slow  # importing Lightning takes seconds
+def test_lightning_batch_it_cannot_read_warns_and_training_goes_on() -> None:
+    """A batch of a type vitprof cannot read, from a training step that never calls
+    ``self(...)``: main raised a UserError from ``on_train_batch_end``, stopping the training."""
+    pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    callback = MFUCallback(peak_tflops=1.0)
+    trainer = SimpleNamespace(optimizers=[], precision="32-true", global_step=0)
+    module = nn.Linear(2, 2)
+    callback.on_train_start(trainer, module)
+    callback.on_train_batch_start(trainer, module, object(), 0)
+    trainer.global_step = 1  # the optimizer stepped
+    with pytest.warns(UserWarning, match="cannot read the model's inputs"):
+        callback.on_train_batch_end(trainer, module, None, object(), 0)
+    callback.on_train_end(trainer, module)
+    assert callback.tracker is not None
+    assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None)]
+
+
+def test_the_summary_says_which_steps_have_no_flops() -> None:
+    """Steps whose shape could not be counted: main's summary said 'input shapes counted: 1'
+    over an empty table of components, and nothing of the steps without FLOPs."""
+    history = [{"step": s, "seconds": 1.0, "flops": None, "tflops": None, "mfu": None,
+                "components": {}, "optimizer_vector_flops": None} for s in (1, 2)]
+    text = summary(history, None, 1)
+    assert "steps without FLOPs: 2 of 2" in text
+    assert "| component |" not in text
+
+
+def test_a_cpu_peak_measured_in_float32_is_not_called_tf32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.set_float32_matmul_precision("high")`` (which Lightning recommends) lets tensor
+    cores use TF32; a CPU has none, and its measured matmuls are float32."""
+    monkeypatch.setattr("vitprof.measure.mfu.peaks.matmul_flops", lambda *a, **k: 5e10)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        peak = choose_peak(None, torch.device("cpu"), torch.float32)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert " fp32 matmuls on cpu" in peak.source
