@@ -3,8 +3,9 @@ of the sub-command's parser (with its choices, bracketed when optional) and no o
 parser lacks. Its sample outputs are what the command prints.
 
 A synopsis is the text of an untagged code block that starts with ``vitprof COMMAND``, with its
-indented continuation lines; a sample is an untagged code block that starts with ``$ vitprof
-...``: the command, then its output. Tagged blocks (```sh) hold examples and are not read.
+indented continuation lines (never in a sample's output); a sample is an untagged code block
+that starts with ``$ vitprof ...``: the command, then its output. Tagged blocks (```sh) hold
+examples and are not read.
 """
 
 from __future__ import annotations
@@ -25,13 +26,17 @@ def synopses(markdown: str) -> dict[str, str]:
     """Each sub-command's synopsis lines in ``markdown``, joined with single spaces."""
     found: dict[str, list[str]] = {}
     current: list[str] | None = None
-    in_block = tagged = False
+    in_block = tagged = opening = False
     for line in markdown.splitlines():
         if line.startswith("```"):
             in_block, tagged, current = not in_block, bool(line[3:].strip()), None
-        elif not in_block or tagged:
+            opening = in_block
             continue
-        elif line.startswith("vitprof "):
+        tagged |= opening and line.startswith("$ ")  # a sample: its output is no synopsis
+        opening = False
+        if not in_block or tagged:
+            continue
+        if line.startswith("vitprof "):
             command = line.split()[1]
             current = found.setdefault(command, [])
             current.append(line.removeprefix(f"vitprof {command}"))
@@ -73,6 +78,11 @@ def test_synopses_are_found() -> None:
 def test_readme_synopsis_matches_the_parser(command: str) -> None:
     text = synopses(README.read_text()).get(command)
     assert text is not None, f"the README has no synopsis for 'vitprof {command}'"
+    assert_synopsis_matches_the_parser(command, text)
+
+
+def assert_synopsis_matches_the_parser(command: str, text: str) -> None:
+    """``text`` shows every option of the sub-command's parser as the parser takes it, no other."""
     parser = subparsers()[command]
     in_required_group = {id(a) for g in parser._mutually_exclusive_groups if g.required
                          for a in g._group_actions}
@@ -88,16 +98,16 @@ def test_readme_synopsis_matches_the_parser(command: str) -> None:
             continue
         for option in action.option_strings:
             found = token(text, option)
-            assert found, f"{command}: {option} missing from the README synopsis"
+            assert found, f"{command}: {option} missing from the synopsis"
             bracketed = bracket_depth(text, found.start()) > 0
             required = action.required or id(action) in in_required_group
             assert bracketed != required, f"{command}: {option} should be " + (
                 "outside brackets" if required else "in brackets")
         if action.choices is not None:
             shown = f"{action.option_strings[0]} {'|'.join(map(str, action.choices))}"
-            assert shown in text, f"{command}: the README should show '{shown}'"
+            assert shown in text, f"{command}: the synopsis should show '{shown}'"
     unknown = set(re.findall(r"--[\w-]+", text)) - set(parser._option_string_actions)
-    assert not unknown, f"{command}: the README shows options the parser lacks: {unknown}"
+    assert not unknown, f"{command}: the synopsis shows options the parser lacks: {unknown}"
 
 
 def samples(markdown: str) -> dict[str, str]:
