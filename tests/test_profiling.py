@@ -33,7 +33,7 @@ from vitprof.measure.memory import (
 )
 from vitprof.measure.peak import Peak, best_seconds, matmul_flops, measure_peak
 from vitprof.measure.profile import profile_model
-from vitprof.measure.result import Row, SpeedProfile
+from vitprof.measure.result import Row, SpeedProfile, above_peak_note
 from vitprof.measure.timing import (
     CudaClock,
     Timings,
@@ -118,6 +118,18 @@ def test_row_figures_from_counts_seconds_bytes_and_peak() -> None:
     assert row.intensity == 4.0  # (2_000 FLOPs + 200 vector FLOPs) / 550 bytes
     idle = dataclasses.replace(row, seconds=0.0, bytes_moved=0)
     assert (idle.achieved, idle.share_of_peak, idle.intensity) == (None, None, None)
+
+
+def test_a_component_above_the_peak_is_noted_never_shown_bare() -> None:
+    peak = Peak(flops_per_s=8_000.0, bytes_per_s=None, source="measured: best of 5")
+    row = Row(C.MLP, seconds=0.5, counts=Counts(macs=1_000), bytes_moved=0, param_bytes=0,
+              activation_bytes=0, saved_bytes=None, estimated=False, peak=peak)
+    assert above_peak_note([row], peak) is None  # 2_000 FLOPs / 0.5 s = 50% of 8_000
+    fast = dataclasses.replace(row, component=C.ATTN_CORE, seconds=0.125)
+    # 2_000 FLOPs / 0.125 s = 16_000 FLOP/s = 200% of 8_000
+    note = above_peak_note([row, fast], peak)
+    assert note is not None and note.startswith("above 100% of peak (attn_core 200%)")
+    assert "measured: best of 5" in note and "--peak-tflops" in note
 
 
 def test_fused_attention_time_is_flagged_estimated(measured: SpeedProfile) -> None:

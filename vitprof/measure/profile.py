@@ -12,6 +12,7 @@ Conventions of every figure:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,7 +42,7 @@ from vitprof.measure.memory import (
     saved_for_backward,
 )
 from vitprof.measure.peak import measure_peak
-from vitprof.measure.result import Memory, SpeedProfile
+from vitprof.measure.result import Memory, SpeedProfile, above_peak_note
 from vitprof.measure.timing import (
     IntervalPlan,
     Planned,
@@ -228,9 +229,11 @@ def profile_model(
     memory = Memory(param_bytes_by_dtype(module),
                     param_bytes_by_component(module, planned.found.params),
                     activation_bytes(list(planned.found.ops)), saved, peak_device)
-    return SpeedProfile(
+    result = SpeedProfile(
         profile=profile_of(work, planned.run, planned.found, counted_on, fallback=fallback),
         device=device, device_name=device_name(device), dtype=dtype_name(measured),
         warmup=warmup, iters=iters, threads=used_threads, timings=timings, peak=peak,
         memory=memory, notes=notes,
     )
+    above = above_peak_note(result.rows(), peak)
+    return result if above is None else dataclasses.replace(result, notes=(*notes, above))

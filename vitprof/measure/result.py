@@ -212,6 +212,20 @@ class SpeedProfile(Shown):
 
 
 
+def above_peak_note(rows: list[Row], peak: Peak) -> str | None:
+    """A note naming the components that ran above 100% of ``peak``, which can only mean a
+    peak below what the device did (measured while the machine was busy, say) or a time
+    attributed short; None when every component is at or below it."""
+    above = [r for r in rows if r.share_of_peak is not None and r.share_of_peak > 1]
+    if not above:
+        return None
+    shares = ", ".join(f"{r.component} {100 * r.share_of_peak:.0f}%" for r in above
+                       if r.share_of_peak is not None)
+    return (f"above 100% of peak ({shares}): the peak ({peak.source}, "
+            f"{peak.flops_per_s / 1e12:.3g} TFLOP/s) is below what ran, or a time is attributed "
+            f"short; a peak measured on a busy machine is low: run again, or give --peak-tflops")
+
+
 def _work(counts: Counts) -> Counts:
     """``counts`` without its parameters: the MACs and vector FLOPs."""
     return Counts(macs=counts.macs, vector_flops=counts.vector_flops)
