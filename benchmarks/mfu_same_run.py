@@ -72,14 +72,14 @@ def train(steps: int, window: int, peak_tflops: float, out: Path) -> tuple[
 
     flops_per_batch = measured_flops(vit_b_16(meta=True), "meta")
 
-    class Classifier(pl.LightningModule):  # type: ignore[misc]
+    class Classifier(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
             self.vit = vit_b_16()
             self.flops_per_batch = flops_per_batch  # what ThroughputMonitor reads
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.vit(x)  # type: ignore[no-any-return]
+            return self.vit(x)
 
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
             return cross_entropy(self(batch[0]), batch[1])
@@ -99,8 +99,9 @@ def train(steps: int, window: int, peak_tflops: float, out: Path) -> tuple[
                          enable_progress_bar=False, enable_model_summary=False,
                          callbacks=[monitor, callback])
     trainer.fit(module, DataLoader(data, batch_size=BATCH))
-    assert callback.tracker is not None and trainer.logger is not None
-    metrics = Path(trainer.logger.log_dir) / "metrics.csv"
+    log_dir = trainer.logger.log_dir if trainer.logger is not None else None
+    assert callback.tracker is not None and log_dir is not None
+    metrics = Path(log_dir) / "metrics.csv"
     logged = list(csv.DictReader(metrics.read_text().splitlines()))
     params = sum(p.numel() for p in module.parameters())
     return logged, list(callback.tracker.history), params, flops_per_batch
