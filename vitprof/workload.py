@@ -157,6 +157,19 @@ class InputSpec:
             args.insert(self.position, tensor)
         return tuple(args), kwargs
 
+    def at_batch(self, batch: int) -> InputSpec:
+        """This input at ``batch``: the input tensor, and every further :class:`TensorSpec`
+        among ``args`` and ``kwargs`` whose first size is this batch (a further input's first
+        size is the batch: ``extra_shapes``, ``patch_mask``); one of another first size (a 1
+        that broadcasts) is kept."""
+        def scaled(value: Any) -> Any:
+            if isinstance(value, TensorSpec) and value.shape[:1] == (self.batch,):
+                return replace(value, shape=(batch, *value.shape[1:]))
+            return value
+
+        return replace(self, batch=batch, args=tree_map(scaled, self.args),
+                       kwargs=tree_map(scaled, dict(self.kwargs)))
+
     def records(self) -> tuple[InputRecord, ...]:
         """Every tensor of one forward, in call order: ``args[i]`` for a positional one, its
         keyword otherwise."""

@@ -22,9 +22,10 @@ itself is run as it is.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -256,7 +257,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
     fake = FakeTensorMode()
     stand = _stand_ins(work.module, fake)
     timeline = Timeline()
-    spec = replace(work.inputs, batch=batch)
+    spec = work.inputs.at_batch(batch)
     with fake:
         inputs = spec.example("cpu")
     timeline.hold(inputs)
@@ -280,13 +281,26 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         stack.enter_context(fake)
         if not settings.train:
             stack.enter_context(torch.no_grad())
-        with saved_tensors_hooks(saved.pack, _unpack):
+        with saved_tensors_hooks(saved.pack, _unpack), _quiet_fake_tensor_log():
             run = _counted(work, mapping, inputs, timeline, settings, spec.shape)
         stack.close()
         gradients = _optimizer_step(timeline, run, opt, work.module)
         state = _state_by_name(opt, work.module)
     return Step(timeline, run, {i for i in held if i is not None}, gradients, saved.found,
                 state)
+
+
+@contextmanager
+def _quiet_fake_tensor_log() -> Iterator[None]:
+    """torch's fake tensors log every op that fails (its traceback, on stderr) before raising:
+    the failure reaches the user as :func:`_counted`'s one line, so the log is off meanwhile."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    was = log.disabled
+    log.disabled = True
+    try:
+        yield
+    finally:
+        log.disabled = was
 
 
 def _counted(work: Workload, mapping: ComponentMap, inputs: Any, timeline: Timeline,

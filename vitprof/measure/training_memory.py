@@ -44,9 +44,9 @@ from vitprof.core.choices import (
 )
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
-from vitprof.core.validate import check_int
 from vitprof.count.families import ComponentMap, recognize
 from vitprof.count.timeline import Allocation, Moment
+from vitprof.measure.memory_fit import check_fit, largest_batch
 from vitprof.measure.memory_step import Step, StepSettings, run_step
 from vitprof.workload import (
     ImageSize,
@@ -195,7 +195,7 @@ def memory(
     dtype = dtype_name(asked.dtype or torch.float32)
     settings = step_settings(optimizer, dtype, amp, checkpoint, target, attention, mode)
     if fit is not None:
-        check_int("memory size", fit, 1)
+        check_fit(fit)
     work = make_workload(model, asked)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
@@ -205,8 +205,6 @@ def memory(
     estimate = predict(work, mapping, settings, batch_size, names)
     if fit is None:
         return estimate
-    from vitprof.measure.memory_fit import largest_batch
-
     found = largest_batch(lambda b: predict(work, mapping, settings, b, names).peak_bytes,
                           fit, estimate, fixed_bytes(estimate))
     return _with_fit(estimate, found, fit)

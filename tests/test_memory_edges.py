@@ -1,0 +1,99 @@
+"""``vitprof memory`` at its edges: a ``--fit`` no tensor could hold, a model whose forward
+takes further inputs (``--input extra_shapes`` / ``patch_mask``) under ``--fit``, and a model
+that fails on fake tensors, each ending in one line (found by an outside audit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from vitprof import memory
+from vitprof.cli.main import main
+from vitprof.core.errors import UserError
+from vitprof.workload import InputRequest
+
+MODELS_PY = '''
+import torch
+from torch import nn
+
+
+class Biased(nn.Module):
+    """A linear model with a second input added to its output: (x, bias)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3 * 8 * 8, 10)
+
+    def forward(self, x, bias):
+        return self.fc(x.flatten(1)) + bias
+
+
+def biased():
+    return Biased()
+'''
+
+
+class Biased(nn.Module):
+    """A linear model with a second input added to its output: ``(x, bias)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3 * 8 * 8, 10)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return self.fc(x.flatten(1)) + bias
+
+
+@pytest.fixture
+def biased_file(tmp_path: Path) -> str:
+    (tmp_path / "models.py").write_text(MODELS_PY)
+    return f"{tmp_path / 'models.py'}:biased"
+
+
+def _one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_a_fit_beyond_what_a_tensor_holds_is_one_user_error() -> None:
+    # 10**30 bytes: the line's batch (about 10**30 / 3,000 bytes a sample) is past int64
+    with pytest.raises(UserError, match="memory size must be at most"):
+        memory(Biased(), fit=10**30,
+               request=InputRequest(image_size=8, extra_shapes=((1, 10),)))
+
+
+def test_a_fit_beyond_what_a_tensor_holds_is_one_line_on_the_command_line(
+        biased_file: str, capfd: pytest.CaptureFixture[str]) -> None:
+    status = main(["memory", biased_file, "--image-size", "8", "--input", "extra_shapes=1,10",
+                   "--fit", "1e30"])
+    assert status == 2
+    assert "memory size must be at most" in _one_error_line(capfd.readouterr().err)
+
+
+def test_fit_scales_the_batch_of_the_further_inputs() -> None:
+    """Each further input's first size is the batch (README): ``--fit`` predicts at other
+    batches, so they follow it. The answer is held to predictions at it and one above."""
+    def at(batch: int) -> int:
+        request = InputRequest(image_size=8, batch_size=batch, extra_shapes=((batch, 10),))
+        return memory(Biased(), request=request, target="cpu", optimizer="sgd").peak_bytes
+
+    fit = at(3) + (at(4) - at(3)) // 2  # between the peaks at batch 3 and 4
+    request = InputRequest(image_size=8, batch_size=2, extra_shapes=((2, 10),))
+    found = memory(Biased(), request=request, target="cpu", optimizer="sgd", fit=fit)
+    assert found.largest_batch == 3
+    assert at(3) <= fit < at(4)
+
+
+def test_a_model_failing_on_fake_tensors_is_one_line(
+        biased_file: str, capfd: pytest.CaptureFixture[str]) -> None:
+    """A bias of batch 3 against an input of batch 2 cannot broadcast: the fake run fails,
+    and torch's own log of the failure does not reach the user beside vitprof's line."""
+    status = main(["memory", biased_file, "--image-size", "8", "--batch-size", "2", "--input",
+                   "extra_shapes=3,10"])
+    assert status == 2
+    line = _one_error_line(capfd.readouterr().err)
+    assert line.startswith("vitprof: error:") and "could not run on fake CPU tensors" in line
