@@ -208,8 +208,9 @@ def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | 
     chosen = [path for path, index in mapping.blocks.items()
               if every is not None and index % every == 0]
     if every is not None and not chosen:
-        raise UserError("--checkpoint needs transformer blocks, and the breakdown found none "
-                        "in this model")
+        raise UserError("--checkpoint runs transformer blocks' modules under "
+                        "torch.utils.checkpoint, and the breakdown found no module that is a "
+                        "block in this model")
     blocks = [module.get_submodule(path) for path in chosen]
     for block in blocks:
         forward = block.forward

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -45,6 +45,9 @@ from vitprof.core.choices import (
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
 from vitprof.count.families import ComponentMap, recognize
+from vitprof.count.graph.roles import graph_breakdown
+from vitprof.count.running import CountFailed, one_line
+from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
 from vitprof.measure.memory_fit import check_fit, largest_batch
 from vitprof.measure.memory_step import Step, StepSettings, run_step
@@ -199,6 +202,8 @@ def memory(
     work = make_workload(model, asked)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
+    if settings.every is not None:
+        mapping = _with_graph_blocks(work, mapping)
     names = {"optimizer": optimizer, "dtype": dtype,
              "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
              "attention": attention, "mode": mode}
@@ -210,9 +215,24 @@ def memory(
     return _with_fit(estimate, found, fit)
 
 
-def _with_fit(estimate: MemoryEstimate, largest: int, fit: int) -> MemoryEstimate:
-    from dataclasses import replace
+def _with_graph_blocks(work: Workload, mapping: ComponentMap) -> ComponentMap:
+    """``mapping`` with, where no table named any blocks, those the graph recognizer finds
+    (their module paths) in a forward of ``work`` on meta: the blocks the breakdown reports
+    are the ones ``checkpoint`` runs under ``torch.utils.checkpoint``."""
+    if mapping.blocks:
+        return mapping
+    try:
+        run = count(work.module, work.inputs.example("meta"), mapping)
+    except CountFailed as failed:
+        raise UserError(f"{work.name}: a forward could not run on meta to find the blocks to "
+                        f"checkpoint: {one_line(failed.error)}") from None
+    if run.trace is None:
+        return mapping
+    found = graph_breakdown(work.module, run.ops, run.trace, work.rules)
+    return replace(mapping, blocks=dict(found.blocks))
 
+
+def _with_fit(estimate: MemoryEstimate, largest: int, fit: int) -> MemoryEstimate:
     return replace(estimate, largest_batch=largest, fit_bytes=fit)
 
 
