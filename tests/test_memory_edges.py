@@ -128,3 +128,32 @@ def test_checkpoint_of_a_model_without_block_modules_is_one_user_error() -> None
     assert list(memory(FlatViT(), image_size=16).by_block) == [0, 1]
     with pytest.raises(UserError, match="found no module that is a block"):
         memory(FlatViT(), image_size=16, checkpoint="blocks")
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"optimizer": "adamw"}, "--optimizer does not apply"),
+    ({"optimizer": "sgd"}, "--optimizer does not apply"),
+    ({"checkpoint": "blocks"}, "--checkpoint does not apply"),
+])
+def test_inference_refuses_the_settings_of_a_training_step(kwargs: dict[str, str],
+                                                           fragment: str) -> None:
+    """One forward without gradients has no optimizer and keeps nothing for a backward: an
+    optimizer or checkpointing asked for with it is an error (main took them silently and
+    reported 'optimizer adamw' for a forward)."""
+    with pytest.raises(UserError, match=fragment):
+        memory(ParallelViT(), image_size=16, mode="inference", **kwargs)
+
+
+def test_inference_says_what_it_predicts(biased_file: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Its settings name no optimizer and its convention a forward, not 'the second training
+    step'; a training step still defaults to adamw."""
+    inference = memory(ParallelViT(), image_size=16, mode="inference")
+    assert inference.settings["optimizer"] == "none"
+    assert "forward without gradients" in inference.convention
+    assert "training step" not in inference.convention
+    assert memory(ParallelViT(), image_size=16).settings["optimizer"] == "adamw"
+    status = main(["memory", biased_file, "--image-size", "8", "--input", "extra_shapes=1,10",
+                   "--mode", "inference", "--optimizer", "adamw"])
+    assert status == 2
+    assert "--optimizer does not apply" in _one_error_line(capsys.readouterr().err)

@@ -73,6 +73,12 @@ MEMORY_CONVENTION = (
     "activations = saved for the backward, each storage once, by the component of the op that "
     "made it"
 )
+INFERENCE_CONVENTION = (
+    "bytes alive during one forward without gradients: parameters and buffers, inputs, and each "
+    "tensor from the op that allocates it until its last reference goes; nothing is saved for a "
+    "backward"
+)
+DEFAULT_OPTIMIZER = "adamw"
 
 
 @dataclass(frozen=True)
@@ -155,10 +161,19 @@ def _choice(what: str, value: object, choices: Sequence[str]) -> str:
     return str(value)
 
 
-def step_settings(optimizer: str, dtype: str, amp: str | None, checkpoint: str | int,
+def step_settings(optimizer: str | None, dtype: str, amp: str | None, checkpoint: str | int,
                   target: str, attention: str, mode: str) -> StepSettings:
-    """The settings checked: one UserError for the first bad one."""
-    _choice("optimizer", optimizer, OPTIMIZERS)
+    """The settings checked: one UserError for the first bad one. ``optimizer`` None: adamw
+    in a training step, none in inference (where naming one is an error, as is checkpointing:
+    a forward without gradients steps nothing and keeps nothing for a backward)."""
+    train = _choice("mode", mode, MEMORY_MODES) == "train"
+    if not train:
+        for option, given in (("--optimizer", optimizer is not None),
+                              ("--checkpoint", checkpoint != "none")):
+            if given:
+                raise UserError(f"--mode inference is one forward without gradients: "
+                                f"{option} does not apply")
+    optimizer = _choice("optimizer", optimizer or DEFAULT_OPTIMIZER, OPTIMIZERS)
     if amp is not None:
         _choice("amp dtype", amp, AMP_DTYPES)
         if dtype_named(dtype) != torch.float32:
@@ -166,13 +181,12 @@ def step_settings(optimizer: str, dtype: str, amp: str | None, checkpoint: str |
                             f"{dtype}")
     return StepSettings(optimizer, dtype_named(amp), _every(checkpoint),
                         _choice("target", target, MEMORY_TARGETS),
-                        _choice("attention", attention, ATTENTION_PATHS),
-                        _choice("mode", mode, MEMORY_MODES) == "train")
+                        _choice("attention", attention, ATTENTION_PATHS), train)
 
 
 def memory(
     model: nn.Module | str, *, batch_size: int = 1, image_size: ImageSize | None = None,
-    in_chans: int | None = None, optimizer: str = "adamw", dtype: str = "float32",
+    in_chans: int | None = None, optimizer: str | None = None, dtype: str = "float32",
     amp: str | None = None, checkpoint: str | int = "none", target: str = "cuda",
     attention: str = "math", mode: str = "train", fit: int | None = None,
     frames: int | None = None, input_shape: Sequence[int] | None = None,
@@ -181,7 +195,8 @@ def memory(
     """The predicted memory of one step of ``model`` (an ``nn.Module`` or a name
     :func:`vitprof.analyze` accepts) at ``batch_size``; see the module for the conventions.
 
-    ``optimizer``: sgd, sgd-momentum, adam, adamw; ``dtype``: the parameters' (float32,
+    ``optimizer``: sgd, sgd-momentum, adam, adamw (a training step's; default adamw);
+    ``dtype``: the parameters' (float32,
     bfloat16, float16); ``amp``: bfloat16 or float16 autocast of the forward (float32 master
     weights); ``checkpoint``: none, blocks, or ``"every N"`` (one block in N, from the first,
     under activation checkpointing); ``target``: cuda or cpu (whose allocator and kernels);
@@ -204,10 +219,12 @@ def memory(
     mapping = recognize(work.module, work.rules)
     if settings.every is not None:
         mapping = _with_graph_blocks(work, mapping)
-    names = {"optimizer": optimizer, "dtype": dtype,
+    names = {"optimizer": settings.optimizer if settings.train else "none", "dtype": dtype,
              "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
              "attention": attention, "mode": mode}
     estimate = predict(work, mapping, settings, batch_size, names)
+    if not settings.train:
+        estimate = replace(estimate, convention=INFERENCE_CONVENTION)
     if fit is None:
         return estimate
     found = largest_batch(lambda b: predict(work, mapping, settings, b, names).peak_bytes,
