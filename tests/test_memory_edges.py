@@ -157,3 +157,18 @@ def test_inference_says_what_it_predicts(biased_file: str,
                    "--mode", "inference", "--optimizer", "adamw"])
     assert status == 2
     assert "--optimizer does not apply" in _one_error_line(capsys.readouterr().err)
+
+
+def test_the_report_of_an_inference_estimate_names_a_forward() -> None:
+    """The markdown section and the figure of ``--mode inference`` say what was predicted:
+    one forward without gradients (main titled both 'one training step' and listed a
+    backward and an optimizer step in the convention)."""
+    from vitprof.render.memory_report import memory_section, timeline_figure
+
+    inference = memory(ParallelViT(), image_size=16, mode="inference", target="cpu")
+    section = memory_section(inference, figure="timeline.png")
+    assert "training step" not in section and "Training memory" not in section
+    assert "one forward without gradients" in section
+    assert timeline_figure(inference).title.endswith("memory over one forward without gradients")
+    train = memory(ParallelViT(), image_size=16, target="cpu")
+    assert "one training step (forward, backward, optimizer step)" in memory_section(train)
