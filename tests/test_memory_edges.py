@@ -172,3 +172,21 @@ def test_the_report_of_an_inference_estimate_names_a_forward() -> None:
     assert timeline_figure(inference).title.endswith("memory over one forward without gradients")
     train = memory(ParallelViT(), image_size=16, target="cpu")
     assert "one training step (forward, backward, optimizer step)" in memory_section(train)
+
+
+@pytest.mark.parametrize(("table", "fragment"), [
+    ('{ checkpoint = "every 0" }', "checkpoint must be none, blocks or 'every N'"),
+    ('{ mode = "inference", optimizer = "sgd" }', "--optimizer does not apply"),
+])
+def test_a_budgets_memory_settings_are_checked_where_they_are_written(
+        tmp_path: Path, table: str, fragment: str) -> None:
+    """A bad ``memory`` table is an error on its own line and key, when the file is read
+    (main blamed the entry's ``model`` key, once the model had been analysed)."""
+    from vitprof.checks.budget import load_budgets
+
+    path = tmp_path / "budgets.toml"
+    path.write_text(f'[tiny]\nmodel = "timm:vit_tiny_patch16_224"\nmax_peak_bytes = 1\n'
+                    f'memory = {table}\n')
+    with pytest.raises(UserError, match=fragment) as raised:
+        load_budgets(path)
+    assert "budgets.toml:4" in str(raised.value) and "'memory" in str(raised.value)
