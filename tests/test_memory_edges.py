@@ -190,3 +190,40 @@ def test_a_budgets_memory_settings_are_checked_where_they_are_written(
     with pytest.raises(UserError, match=fragment) as raised:
         load_budgets(path)
     assert "budgets.toml:4" in str(raised.value) and "'memory" in str(raised.value)
+
+
+class SparseEmbedding(nn.Module):
+    """A linear model plus a sparse embedding (``nn.Embedding(sparse=True)``) of fixed ids:
+    its gradient is a sparse tensor, which has no storage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3 * 8 * 8, 8)
+        self.emb = nn.Embedding(10, 8, sparse=True)
+        self.register_buffer("ids", torch.arange(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x.flatten(1)) + self.emb(self.ids).sum(0)
+
+
+def test_a_sparse_gradient_is_one_user_error() -> None:
+    """main raised NotImplementedError('Cannot access storage of SparseTensorImpl'), a
+    traceback on the command line."""
+    with pytest.raises(UserError, match=r"emb\.weight: a sparse gradient"):
+        memory(SparseEmbedding(), image_size=8)
+
+
+def test_a_budget_fails_closed_when_the_memory_engine_fails(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any failure of the prediction a ``max_peak_bytes`` check needs is one UserError naming
+    the entry, never a pass and never a traceback (main let a non-UserError through)."""
+    import vitprof.checks.budget as budget_module
+
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("first line\nsecond line")
+
+    monkeypatch.setattr(budget_module, "memory", broken)
+    budget = budget_module.parse_budgets(
+        {"tiny": {"model": "timm:vit_tiny_patch16_224", "max_peak_bytes": 1}})[0]
+    with pytest.raises(UserError, match=r"memory prediction failed: RuntimeError: first line$"):
+        budget_module._peak_bytes(budget)

@@ -70,7 +70,7 @@ from vitprof.core.choices import (
     PROFILE_DTYPES,
     RECOGNIZERS,
 )
-from vitprof.core.errors import UserError, read_user_file
+from vitprof.core.errors import UserError, one_line, read_user_file
 from vitprof.core.parse import image_size
 from vitprof.core.records import Component, Counts
 from vitprof.count.families import Rule
@@ -717,9 +717,7 @@ def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
     except UserError as error:
         raise UserError(f"{budget.where}: {error}") from None
     except Exception as error:  # fail closed: any failure to analyze is an error, never a pass
-        first = (str(error).strip().splitlines() or [""])[0]
-        raise UserError(
-            f"{budget.where}: analysis failed: {type(error).__name__}: {first}") from None
+        raise UserError(f"{budget.where}: analysis failed: {one_line(error)}") from None
     return check_profile(budget, profile, update_baseline, _peak_bytes(budget))
 
 
@@ -733,6 +731,9 @@ def _peak_bytes(budget: Budget) -> int | None:
         return memory(budget.model, request=budget.request, **settings).peak_bytes
     except UserError as error:
         raise UserError(f"{budget.where}: {error}") from None
+    except Exception as error:  # fail closed, as evaluate() does for the analysis
+        raise UserError(f"{budget.where}: memory prediction failed: {one_line(error)}"
+                        ) from None
 
 
 def check_profile(budget: Budget, profile: Profile, update_baseline: bool = False,

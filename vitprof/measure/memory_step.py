@@ -324,6 +324,11 @@ def _optimizer_step(timeline: Timeline, run: Run, opt: torch.optim.Optimizer | N
     """The optimizer's step on the gradients of ``run``, logged; the ids of the gradients."""
     if opt is None:
         return set()
+    for name, gradient in run.gradients.items():
+        if gradient.layout != torch.strided:
+            raise UserError(f"{name}: a sparse gradient ({gradient.layout}, e.g. "
+                            f"nn.Embedding(sparse=True)): the memory of sparse tensors is not "
+                            f"predicted")
     ids = {timeline.allocation_of(g) for g in run.gradients.values()}
     named = dict(module.named_parameters())
     for name, gradient in run.gradients.items():
