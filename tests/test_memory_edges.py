@@ -227,3 +227,17 @@ def test_a_budget_fails_closed_when_the_memory_engine_fails(
         {"tiny": {"model": "timm:vit_tiny_patch16_224", "max_peak_bytes": 1}})[0]
     with pytest.raises(UserError, match=r"memory prediction failed: RuntimeError: first line$"):
         budget_module._peak_bytes(budget)
+
+
+@pytest.mark.parametrize(("pairs", "fragment"), [
+    # the same one-shape input twice: the error names the option and the field
+    ([("patch_mask", "1,16"), ("patch_mask", "1,16")],
+     "--input patch_mask: given 2 times (1,16; 1,16); it takes one shape"),
+    ([("patch_mask", "a,b")], "--input patch_mask: expected integers B,SIZE"),
+    ([("extra_shapes", "2,x")], "--input extra_shapes: expected integers B,SIZE"),
+])
+def test_an_input_error_names_the_input(pairs: list[tuple[str, str]], fragment: str) -> None:
+    with pytest.raises(UserError) as raised:
+        InputRequest.from_text(pairs)
+    assert str(raised.value).startswith(fragment)
+
