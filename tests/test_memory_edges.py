@@ -241,3 +241,16 @@ def test_an_input_error_names_the_input(pairs: list[tuple[str, str]], fragment: 
         InputRequest.from_text(pairs)
     assert str(raised.value).startswith(fragment)
 
+
+
+def test_a_fit_below_what_any_batch_holds_is_refused_workspace_included() -> None:
+    """On CUDA the 32 MiB cuBLAS workspace is held whatever the batch: a size between the
+    parameters, gradients and optimizer state and that plus the workspace fits no batch, and
+    is refused as a smaller one is (main answered 'largest batch 0')."""
+    model = ParallelViT()
+    step = memory(model, image_size=16)
+    total = step.total
+    state = total.params + total.grads + total.optimizer_state
+    with pytest.raises(UserError, match="is smaller than the parameters, gradients and "
+                                        "optimizer state alone"):
+        memory(model, image_size=16, fit=state + 2**20)  # + 1 MiB < the 32 MiB workspace

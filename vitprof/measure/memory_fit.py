@@ -53,7 +53,8 @@ def largest_batch(peak: Callable[[int], int], fit: int, start: Predicted, fixed:
     on the batch (a ``fit`` below them is a UserError: no batch can fit)."""
     if fit < fixed:
         raise UserError(f"--fit {_gib(fit)} is smaller than the parameters, gradients and "
-                        f"optimizer state alone, {_gib(fixed)}")
+                        f"optimizer state alone (with buffers and any workspace), "
+                        f"{_gib(fixed)}")
     known = {start.batch_size: start.peak_bytes}
 
     def at(batch: int) -> int:

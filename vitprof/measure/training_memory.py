@@ -254,9 +254,11 @@ def _with_fit(estimate: MemoryEstimate, largest: int, fit: int) -> MemoryEstimat
 
 
 def fixed_bytes(estimate: MemoryEstimate) -> int:
-    """What a step holds whatever its batch: parameters, gradients and optimizer state."""
-    total = estimate.total
-    return total.params + total.grads + total.optimizer_state
+    """What a step holds whatever its batch: parameters and buffers, gradients, optimizer
+    state and (cuda) the cuBLAS workspace."""
+    before = estimate.timeline[0].live if estimate.timeline else {}
+    held = sum(before.get(kind, 0) for kind in ("parameters", "optimizer_state", "workspace"))
+    return held + estimate.total.grads
 
 
 def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch: int,
