@@ -112,9 +112,9 @@ def predict(row: Row, target: str, mode: str = "train") -> Any:
     import vitprof
 
     attention = "math" if row.attention == "explicit" else row.attention  # no SDPA to pick
-    return vitprof.memory(build(row), batch_size=row.batch, optimizer="adamw", amp=row.amp,
-                          checkpoint=row.checkpoint, target=target, attention=attention,
-                          mode=mode)
+    step = {"optimizer": "adamw", "checkpoint": row.checkpoint} if mode == "train" else {}
+    return vitprof.memory(build(row), batch_size=row.batch, amp=row.amp, target=target,
+                          attention=attention, mode=mode, **step)
 
 
 def measure(row: Row) -> tuple[Any, float]:

@@ -67,7 +67,7 @@ def factory(tmp_path: Path) -> str:
 def test_the_request_checks_the_patch_mask() -> None:
     with pytest.raises(UserError, match="a patch mask is \\(batch, patches\\)"):
         InputRequest(patch_mask=(2, 4, 4))
-    with pytest.raises(UserError, match="extra input shape size must be at least 1, got 0"):
+    with pytest.raises(UserError, match="patch mask size must be at least 1, got 0"):
         InputRequest(patch_mask=(2, 0))
     with pytest.raises(UserError, match="inputs are given: they exclude patch_mask"):
         InputRequest(inputs={"x": None}, patch_mask=MASK)

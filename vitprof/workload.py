@@ -157,6 +157,19 @@ class InputSpec:
             args.insert(self.position, tensor)
         return tuple(args), kwargs
 
+    def at_batch(self, batch: int) -> InputSpec:
+        """This input at ``batch``: the input tensor, and every further :class:`TensorSpec`
+        among ``args`` and ``kwargs`` whose first size is this batch (a further input's first
+        size is the batch: ``extra_shapes``, ``patch_mask``); one of another first size (a 1
+        that broadcasts) is kept."""
+        def scaled(value: Any) -> Any:
+            if isinstance(value, TensorSpec) and value.shape[:1] == (self.batch,):
+                return replace(value, shape=(batch, *value.shape[1:]))
+            return value
+
+        return replace(self, batch=batch, args=tree_map(scaled, self.args),
+                       kwargs=tree_map(scaled, dict(self.kwargs)))
+
     def records(self) -> tuple[InputRecord, ...]:
         """Every tensor of one forward, in call order: ``args[i]`` for a positional one, its
         keyword otherwise."""
@@ -188,8 +201,17 @@ def _shapes_text(texts: Sequence[str]) -> tuple[tuple[int, ...], ...]:
 def _one_shape_text(texts: Sequence[str]) -> tuple[int, ...]:
     """The one shape of a field that holds one; given twice is a UserError."""
     if len(texts) != 1:
-        raise UserError(f"one shape expected, got {len(texts)}: {', '.join(texts)}")
+        raise UserError(f"given {len(texts)} times ({'; '.join(texts)}); it takes one shape")
     return _shape_text(texts[0])
+
+
+def _parsed(name: str, form: Callable[[Sequence[str]], Any], texts: Sequence[str]) -> Any:
+    """``texts`` of ``--input name=...`` read by the field's text ``form``; its UserError
+    names the option and the field."""
+    try:
+        return form(texts)
+    except UserError as error:
+        raise UserError(f"--input {name}: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -247,7 +269,7 @@ class InputRequest:
             set_("input_shape", check_shape(self.input_shape))
         set_("extra_shapes", tuple(_extra_shape(shape) for shape in self.extra_shapes))
         if self.patch_mask is not None:
-            set_("patch_mask", _extra_shape(self.patch_mask))
+            set_("patch_mask", _extra_shape(self.patch_mask, "patch mask"))
             if len(self.patch_mask) != 2:
                 raise UserError(f"a patch mask is (batch, patches), got {self.patch_mask!r}")
         self._check_exclusions()
@@ -288,7 +310,7 @@ class InputRequest:
         if unknown := [name for name in texts if name not in forms]:
             raise UserError(f"unknown input '{unknown[0]}' in --input; choose from "
                             f"{', '.join(forms)}")
-        return {name: forms[name](given) for name, given in texts.items()}
+        return {name: _parsed(name, forms[name], given) for name, given in texts.items()}
 
     @classmethod
     def of(cls, request: InputRequest | None = None, **keywords: Any) -> InputRequest:
@@ -316,11 +338,12 @@ class InputRequest:
                 if value is not None and not _same(value, defaults[key])]
 
 
-def _extra_shape(shape: object) -> tuple[int, ...]:
-    """The shape of an extra tensor: 1 or more positive ints, the batch first."""
+def _extra_shape(shape: object, what: str = "extra input shape") -> tuple[int, ...]:
+    """The shape of an extra tensor (``what``, as errors name it): 1 or more positive ints,
+    the batch first."""
     if not isinstance(shape, tuple | list) or not shape:
-        raise UserError(f"an extra input shape needs at least the batch, got {shape!r}")
-    return tuple(check_int("extra input shape size", size, 1) for size in shape)
+        raise UserError(f"an {what} needs at least the batch, got {shape!r}")
+    return tuple(check_int(f"{what} size", size, 1) for size in shape)
 
 
 def _same(value: Any, default: Any) -> bool:

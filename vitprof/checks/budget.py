@@ -70,11 +70,12 @@ from vitprof.core.choices import (
     PROFILE_DTYPES,
     RECOGNIZERS,
 )
-from vitprof.core.errors import UserError, read_user_file
+from vitprof.core.errors import UserError, one_line, read_user_file
 from vitprof.core.parse import image_size
 from vitprof.core.records import Component, Counts
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile
+from vitprof.measure.training_memory import memory, step_settings
 from vitprof.models.zoo import check_zoo_size, validate_name
 from vitprof.workload import InputRequest, dtype_name
 
@@ -518,7 +519,8 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
 
 def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Source
                      ) -> tuple[tuple[str, str], ...]:
-    """The ``memory`` table: keys of :data:`MEMORY_SETTINGS`, string values among theirs."""
+    """The ``memory`` table: keys of :data:`MEMORY_SETTINGS`, string values among theirs, that
+    :func:`vitprof.measure.training_memory.step_settings` accepts together."""
     for key, value in table.items():
         if key not in MEMORY_SETTINGS:
             raise where.error((*path, key), _unknown("memory setting", key, MEMORY_SETTINGS))
@@ -526,6 +528,12 @@ def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Sourc
         if not isinstance(value, str) or (allowed is not None and value not in allowed):
             expected = f"one of {', '.join(allowed)}" if allowed else "a string"
             raise where.error((*path, key), f"expected {expected}, got {_describe(value)}")
+    try:  # together: a checkpoint's N, an optimizer or checkpoint with mode inference
+        step_settings(table.get("optimizer"), "float32", table.get("amp"),
+                      table.get("checkpoint", "none"), table.get("target", "cuda"),
+                      table.get("attention", "math"), table.get("mode", "train"))
+    except UserError as error:
+        raise where.error(path, str(error)) from None
     return tuple(table.items())
 
 
@@ -709,9 +717,7 @@ def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
     except UserError as error:
         raise UserError(f"{budget.where}: {error}") from None
     except Exception as error:  # fail closed: any failure to analyze is an error, never a pass
-        first = (str(error).strip().splitlines() or [""])[0]
-        raise UserError(
-            f"{budget.where}: analysis failed: {type(error).__name__}: {first}") from None
+        raise UserError(f"{budget.where}: analysis failed: {one_line(error)}") from None
     return check_profile(budget, profile, update_baseline, _peak_bytes(budget))
 
 
@@ -720,13 +726,14 @@ def _peak_bytes(budget: Budget) -> int | None:
     ``memory`` settings), when a check bounds it; else None."""
     if not any(check.metric is Metric.PEAK_BYTES for check in budget.checks):
         return None
-    from vitprof.measure.training_memory import memory
-
     try:
         settings: dict[str, Any] = dict(budget.memory)
         return memory(budget.model, request=budget.request, **settings).peak_bytes
     except UserError as error:
         raise UserError(f"{budget.where}: {error}") from None
+    except Exception as error:  # fail closed, as evaluate() does for the analysis
+        raise UserError(f"{budget.where}: memory prediction failed: {one_line(error)}"
+                        ) from None
 
 
 def check_profile(budget: Budget, profile: Profile, update_baseline: bool = False,

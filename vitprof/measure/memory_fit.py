@@ -16,8 +16,12 @@ from collections.abc import Callable
 from typing import Protocol
 
 from vitprof.core.errors import UserError
+from vitprof.core.validate import check_int
 
 MAX_PREDICTIONS = 24
+# the largest memory size searched: 1 PiB, past any device; a size far above it puts the line's
+# batch past what a tensor's sizes hold (int64), and each prediction would fail
+MAX_FIT = 2**50
 
 
 class Predicted(Protocol):
@@ -27,6 +31,16 @@ class Predicted(Protocol):
     def batch_size(self) -> int: ...
     @property
     def peak_bytes(self) -> int: ...
+
+
+def check_fit(fit: object) -> int:
+    """``fit`` if it is a memory size the search can answer: an int from 1 to :data:`MAX_FIT`
+    bytes; else a UserError."""
+    size = check_int("memory size", fit, 1)
+    if size > MAX_FIT:
+        raise UserError(f"memory size must be at most {_gib(MAX_FIT)}, 1 PiB, got {size:,} "
+                        f"bytes")
+    return size
 
 
 def _gib(n: int) -> str:
@@ -39,7 +53,8 @@ def largest_batch(peak: Callable[[int], int], fit: int, start: Predicted, fixed:
     on the batch (a ``fit`` below them is a UserError: no batch can fit)."""
     if fit < fixed:
         raise UserError(f"--fit {_gib(fit)} is smaller than the parameters, gradients and "
-                        f"optimizer state alone, {_gib(fixed)}")
+                        f"optimizer state alone (with buffers and any workspace), "
+                        f"{_gib(fixed)}")
     known = {start.batch_size: start.peak_bytes}
 
     def at(batch: int) -> int:

@@ -22,9 +22,10 @@ itself is run as it is.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -207,8 +208,9 @@ def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | 
     chosen = [path for path, index in mapping.blocks.items()
               if every is not None and index % every == 0]
     if every is not None and not chosen:
-        raise UserError("--checkpoint needs transformer blocks, and the breakdown found none "
-                        "in this model")
+        raise UserError("--checkpoint runs transformer blocks' modules under "
+                        "torch.utils.checkpoint, and the breakdown found no module that is a "
+                        "block in this model")
     blocks = [module.get_submodule(path) for path in chosen]
     for block in blocks:
         forward = block.forward
@@ -256,7 +258,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
     fake = FakeTensorMode()
     stand = _stand_ins(work.module, fake)
     timeline = Timeline()
-    spec = replace(work.inputs, batch=batch)
+    spec = work.inputs.at_batch(batch)
     with fake:
         inputs = spec.example("cpu")
     timeline.hold(inputs)
@@ -280,13 +282,26 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         stack.enter_context(fake)
         if not settings.train:
             stack.enter_context(torch.no_grad())
-        with saved_tensors_hooks(saved.pack, _unpack):
+        with saved_tensors_hooks(saved.pack, _unpack), _quiet_fake_tensor_log():
             run = _counted(work, mapping, inputs, timeline, settings, spec.shape)
         stack.close()
         gradients = _optimizer_step(timeline, run, opt, work.module)
         state = _state_by_name(opt, work.module)
     return Step(timeline, run, {i for i in held if i is not None}, gradients, saved.found,
                 state)
+
+
+@contextmanager
+def _quiet_fake_tensor_log() -> Iterator[None]:
+    """torch's fake tensors log every op that fails (its traceback, on stderr) before raising:
+    the failure reaches the user as :func:`_counted`'s one line, so the log is off meanwhile."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    was = log.disabled
+    log.disabled = True
+    try:
+        yield
+    finally:
+        log.disabled = was
 
 
 def _counted(work: Workload, mapping: ComponentMap, inputs: Any, timeline: Timeline,
@@ -309,6 +324,11 @@ def _optimizer_step(timeline: Timeline, run: Run, opt: torch.optim.Optimizer | N
     """The optimizer's step on the gradients of ``run``, logged; the ids of the gradients."""
     if opt is None:
         return set()
+    for name, gradient in run.gradients.items():
+        if gradient.layout != torch.strided:
+            raise UserError(f"{name}: a sparse gradient ({gradient.layout}, e.g. "
+                            f"nn.Embedding(sparse=True)): the memory of sparse tensors is not "
+                            f"predicted")
     ids = {timeline.allocation_of(g) for g in run.gradients.values()}
     named = dict(module.named_parameters())
     for name, gradient in run.gradients.items():

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -44,9 +44,12 @@ from vitprof.core.choices import (
 )
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
-from vitprof.core.validate import check_int
 from vitprof.count.families import ComponentMap, recognize
+from vitprof.count.graph.roles import graph_breakdown
+from vitprof.count.running import CountFailed, one_line
+from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
+from vitprof.measure.memory_fit import check_fit, largest_batch
 from vitprof.measure.memory_step import Step, StepSettings, run_step
 from vitprof.workload import (
     ImageSize,
@@ -70,6 +73,12 @@ MEMORY_CONVENTION = (
     "activations = saved for the backward, each storage once, by the component of the op that "
     "made it"
 )
+INFERENCE_CONVENTION = (
+    "bytes alive during one forward without gradients: parameters and buffers, inputs, and each "
+    "tensor from the op that allocates it until its last reference goes; nothing is saved for a "
+    "backward"
+)
+DEFAULT_OPTIMIZER = "adamw"
 
 
 @dataclass(frozen=True)
@@ -152,10 +161,19 @@ def _choice(what: str, value: object, choices: Sequence[str]) -> str:
     return str(value)
 
 
-def step_settings(optimizer: str, dtype: str, amp: str | None, checkpoint: str | int,
+def step_settings(optimizer: str | None, dtype: str, amp: str | None, checkpoint: str | int,
                   target: str, attention: str, mode: str) -> StepSettings:
-    """The settings checked: one UserError for the first bad one."""
-    _choice("optimizer", optimizer, OPTIMIZERS)
+    """The settings checked: one UserError for the first bad one. ``optimizer`` None: adamw
+    in a training step, none in inference (where naming one is an error, as is checkpointing:
+    a forward without gradients steps nothing and keeps nothing for a backward)."""
+    train = _choice("mode", mode, MEMORY_MODES) == "train"
+    if not train:
+        for option, given in (("--optimizer", optimizer is not None),
+                              ("--checkpoint", checkpoint != "none")):
+            if given:
+                raise UserError(f"--mode inference is one forward without gradients: "
+                                f"{option} does not apply")
+    optimizer = _choice("optimizer", optimizer or DEFAULT_OPTIMIZER, OPTIMIZERS)
     if amp is not None:
         _choice("amp dtype", amp, AMP_DTYPES)
         if dtype_named(dtype) != torch.float32:
@@ -163,13 +181,12 @@ def step_settings(optimizer: str, dtype: str, amp: str | None, checkpoint: str |
                             f"{dtype}")
     return StepSettings(optimizer, dtype_named(amp), _every(checkpoint),
                         _choice("target", target, MEMORY_TARGETS),
-                        _choice("attention", attention, ATTENTION_PATHS),
-                        _choice("mode", mode, MEMORY_MODES) == "train")
+                        _choice("attention", attention, ATTENTION_PATHS), train)
 
 
 def memory(
     model: nn.Module | str, *, batch_size: int = 1, image_size: ImageSize | None = None,
-    in_chans: int | None = None, optimizer: str = "adamw", dtype: str = "float32",
+    in_chans: int | None = None, optimizer: str | None = None, dtype: str = "float32",
     amp: str | None = None, checkpoint: str | int = "none", target: str = "cuda",
     attention: str = "math", mode: str = "train", fit: int | None = None,
     frames: int | None = None, input_shape: Sequence[int] | None = None,
@@ -178,7 +195,8 @@ def memory(
     """The predicted memory of one step of ``model`` (an ``nn.Module`` or a name
     :func:`vitprof.analyze` accepts) at ``batch_size``; see the module for the conventions.
 
-    ``optimizer``: sgd, sgd-momentum, adam, adamw; ``dtype``: the parameters' (float32,
+    ``optimizer``: sgd, sgd-momentum, adam, adamw (a training step's; default adamw);
+    ``dtype``: the parameters' (float32,
     bfloat16, float16); ``amp``: bfloat16 or float16 autocast of the forward (float32 master
     weights); ``checkpoint``: none, blocks, or ``"every N"`` (one block in N, from the first,
     under activation checkpointing); ``target``: cuda or cpu (whose allocator and kernels);
@@ -195,33 +213,52 @@ def memory(
     dtype = dtype_name(asked.dtype or torch.float32)
     settings = step_settings(optimizer, dtype, amp, checkpoint, target, attention, mode)
     if fit is not None:
-        check_int("memory size", fit, 1)
+        check_fit(fit)
     work = make_workload(model, asked)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
-    names = {"optimizer": optimizer, "dtype": dtype,
+    if settings.every is not None:
+        mapping = _with_graph_blocks(work, mapping)
+    names = {"optimizer": settings.optimizer if settings.train else "none", "dtype": dtype,
              "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
              "attention": attention, "mode": mode}
     estimate = predict(work, mapping, settings, batch_size, names)
+    if not settings.train:
+        estimate = replace(estimate, convention=INFERENCE_CONVENTION)
     if fit is None:
         return estimate
-    from vitprof.measure.memory_fit import largest_batch
-
     found = largest_batch(lambda b: predict(work, mapping, settings, b, names).peak_bytes,
                           fit, estimate, fixed_bytes(estimate))
     return _with_fit(estimate, found, fit)
 
 
-def _with_fit(estimate: MemoryEstimate, largest: int, fit: int) -> MemoryEstimate:
-    from dataclasses import replace
+def _with_graph_blocks(work: Workload, mapping: ComponentMap) -> ComponentMap:
+    """``mapping`` with, where no table named any blocks, those the graph recognizer finds
+    (their module paths) in a forward of ``work`` on meta: the blocks the breakdown reports
+    are the ones ``checkpoint`` runs under ``torch.utils.checkpoint``."""
+    if mapping.blocks:
+        return mapping
+    try:
+        run = count(work.module, work.inputs.example("meta"), mapping)
+    except CountFailed as failed:
+        raise UserError(f"{work.name}: a forward could not run on meta to find the blocks to "
+                        f"checkpoint: {one_line(failed.error)}") from None
+    if run.trace is None:
+        return mapping
+    found = graph_breakdown(work.module, run.ops, run.trace, work.rules)
+    return replace(mapping, blocks=dict(found.blocks))
 
+
+def _with_fit(estimate: MemoryEstimate, largest: int, fit: int) -> MemoryEstimate:
     return replace(estimate, largest_batch=largest, fit_bytes=fit)
 
 
 def fixed_bytes(estimate: MemoryEstimate) -> int:
-    """What a step holds whatever its batch: parameters, gradients and optimizer state."""
-    total = estimate.total
-    return total.params + total.grads + total.optimizer_state
+    """What a step holds whatever its batch: parameters and buffers, gradients, optimizer
+    state and (cuda) the cuBLAS workspace."""
+    before = estimate.timeline[0].live if estimate.timeline else {}
+    held = sum(before.get(kind, 0) for kind in ("parameters", "optimizer_state", "workspace"))
+    return held + estimate.total.grads
 
 
 def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch: int,

@@ -32,12 +32,14 @@ from vitprof.render import figures
 from vitprof.render.figures import COLORS, FigureData
 from vitprof.render.formats import markdown_table
 
+STEP = "one training step"  # what a training estimate's peak is of
+TRAINING_STEP = f"{STEP} (forward, backward, optimizer step)"
 CONVENTION = (
     "bytes (MiB = 2**20 bytes); per component: parameters, their gradients, the optimizer's "
     "state and the activations saved for the backward; peak = the most bytes alive at once "
-    "in one training step (forward, backward, optimizer step), everything held then included, "
-    "as the target's allocator holds it"
+    f"in {TRAINING_STEP}, everything held then included, as the target's allocator holds it"
 )
+FORWARD = "one forward without gradients"  # what an inference estimate's peak is of
 STATE_KEYS = ("parameters", "optimizer_state", "gradients")  # stacked first, in this order
 STATE_COLORS = {"parameters": "#4d4d4d", "optimizer_state": "#a6a6a6", "gradients": "#d9d9d9"}
 EXTRA_COLORS = ("#c5b0d5", "#f7b6d2", "#dbdb8d", "#9edae5", "#c49c94")  # other keys, in turn
@@ -69,12 +71,18 @@ def phase_spans(timeline: Sequence[MemoryEvent]) -> list[tuple[str, int, int]]:
     return spans
 
 
+def _run_of(estimate: MemoryEstimate) -> str:
+    """What the estimate's peak is of: :data:`STEP`, or with ``mode inference``
+    :data:`FORWARD`."""
+    return FORWARD if estimate.settings.get("mode") == "inference" else STEP
+
+
 def timeline_figure(estimate: MemoryEstimate) -> FigureData:
     """The timeline of ``estimate`` as figure data: per key of ``live`` holding bytes at some
     event, its bytes after every event (0 where an event's ``live`` lacks the key), the phases'
     spans and the peak."""
     keys = stack_order(k for event in estimate.timeline for k, v in event.live.items() if v)
-    return FigureData(KIND, f"{estimate.model}: memory over one training step", {
+    return FigureData(KIND, f"{estimate.model}: memory over {_run_of(estimate)}", {
         "index": [event.index for event in estimate.timeline],
         "series": {k: [event.live.get(k, 0) for event in estimate.timeline] for k in keys},
         "phases": [list(span) for span in phase_spans(estimate.timeline)],
@@ -164,8 +172,10 @@ def memory_section(estimate: MemoryEstimate, figure: str | None = None,
     for the backward, the largest batch that fits (when asked for), the convention, the table
     per component and per block and, when ``figure`` names one, the timeline figure."""
     settings = ", ".join(f"{k} {v}" for k, v in estimate.settings.items())
+    inference = _run_of(estimate) == FORWARD
     lines = [
-        f"{'#' * level} Training memory: {estimate.model}", "",
+        f"{'#' * level} {'Inference' if inference else 'Training'} memory: {estimate.model}",
+        "",
         f"- input: {estimate.input}; batch size {estimate.batch_size}",
         f"- settings: {settings}",
         f"- {peak_line(estimate)}",
@@ -174,10 +184,11 @@ def memory_section(estimate: MemoryEstimate, figure: str | None = None,
     ]
     if estimate.largest_batch is not None:
         lines.append(f"- largest batch that fits: {estimate.largest_batch}")
-    lines += [f"- convention: {CONVENTION}", "",
+    convention = CONVENTION.replace(TRAINING_STEP, FORWARD) if inference else CONVENTION
+    lines += [f"- convention: {convention}", "",
               memory_table("component", estimate.by_component), ""]
     if estimate.by_block:
         lines += [memory_table("block", estimate.by_block, "all blocks"), ""]
     if figure:
-        lines += [f"![memory over one training step of {estimate.model}]({figure})", ""]
+        lines += [f"![memory over {_run_of(estimate)} of {estimate.model}]({figure})", ""]
     return "\n".join(lines)

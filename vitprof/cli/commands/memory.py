@@ -43,7 +43,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     add_shape_options(parser)
     parser.add_argument("--batch-size", type=positive_int, default=1)
-    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS,
+                        help="the training step's optimizer (default adamw; not with --mode "
+                             "inference)")
     parser.add_argument("--amp", choices=AMP_DTYPES,
                         help="autocast the forward to this dtype (float32 master weights)")
     parser.add_argument("--checkpoint", type=checkpoint, default="none", metavar="none|blocks|"

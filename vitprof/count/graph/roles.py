@@ -55,7 +55,7 @@ a warning.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import NamedTuple
 
@@ -118,12 +118,14 @@ class _Span(NamedTuple):
 class Breakdown:
     """What the graph recognizer decided: the records and parameters relabelled, warnings;
     per record of ``ops``, the index of the counted record it is (or is a share of: a fused
-    projection's, :func:`_op_shares`) in ``origins``."""
+    projection's, :func:`_op_shares`) in ``origins``; the module path of each block found, with
+    its index, in ``blocks``."""
 
     ops: tuple[OpRecord, ...]
     params: tuple[ParamRecord, ...]
     warnings: tuple[str, ...]
     origins: tuple[int, ...] = ()
+    blocks: Mapping[str, int] = field(default_factory=dict)  # block module path -> index
 
 
 def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str | None]
@@ -868,4 +870,4 @@ def graph_breakdown(
     ordered = tuple(record for name, _ in model.named_parameters()
                     for record in _param_shares(params[name], shared[1].get(name)))
     records, origins = _relabel(ops, trace, roles, by, of_step, shared[0])
-    return Breakdown(records, ordered, warnings, origins)
+    return Breakdown(records, ordered, warnings, origins, dict(blocks.paths))
