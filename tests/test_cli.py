@@ -23,6 +23,7 @@ from conftest import (
     NOT_A_VIT_WARNING,
     run_commands_in_one_interpreter,
 )
+from test_readme import subparsers
 
 from vitprof import analyze
 from vitprof.cli import main as cli_main
@@ -1033,3 +1034,34 @@ def test_command_imports_only_what_it_uses(argv: list[str], status: int, heavy: 
     """Parsers, help and usage errors import no torch; analyze and check import neither
     matplotlib nor pandas for table or JSON output."""
     assert imports_after[" ".join(argv)] == {"status": status, "heavy": heavy}
+
+
+BFLOAT16_FACTORY = '''
+import torch
+from torchvision.models import VisionTransformer
+
+
+def build():
+    return VisionTransformer(32, 8, 2, 2, 64, 128).to(torch.bfloat16)
+'''
+
+
+@pytest.mark.parametrize(("argv", "runs_in"), [
+    (["analyze"], "bfloat16"),  # the model's own
+    (["memory", "--target", "cpu"], "float32"),  # converted, as its --dtype help says
+    (["profile", "--iters", "1", "--warmup", "0"], "float32"),
+])
+def test_each_command_runs_a_factory_model_in_the_dtype_its_help_names(
+        argv: list[str], runs_in: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A factory's bfloat16 model: analyze keeps its dtype; profile and memory run in float32
+    unless --dtype says otherwise (their help said 'the model's own' too)."""
+    command = argv[0]
+    dtype_help = subparsers()[command]._option_string_actions["--dtype"].help
+    assert ("the model's own" in str(dtype_help)) == (runs_in == "bfloat16")
+    (tmp_path / "bf16.py").write_text(BFLOAT16_FACTORY)
+    assert main([*argv, f"{tmp_path / 'bf16.py'}:build", "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    dtype = {"analyze": lambda: shown["inputs"][0]["dtype"],
+             "memory": lambda: shown["settings"]["dtype"],
+             "profile": lambda: shown["dtype"]}[command]()
+    assert dtype == runs_in

@@ -98,10 +98,12 @@ SHAPE_OPTIONS = ("image_size", "frames", "in_chans", "dtype", "input_shape")
 """The destinations of :func:`add_shape_options`, the keywords of ``analyze()`` they fill."""
 
 
-def add_shape_options(parser: argparse.ArgumentParser) -> None:
+def add_shape_options(parser: argparse.ArgumentParser,
+                      dtype_default: str = "the model's own") -> None:
     """``--image-size N|HxW``, ``--frames T``, ``--in-chans C``, ``--dtype`` and
     ``--input-shape B,C,...`` (which excludes the first three and ``--batch-size``): the input
-    a model is built for and fed (:func:`shape_options` reads them)."""
+    a model is built for and fed (:func:`shape_options` reads them). ``dtype_default``: what
+    the command runs in without ``--dtype``, in words."""
     parser.add_argument("--image-size", type=image_size, metavar="N|HxW",
                         help="input height and width: N (square) or HxW")
     parser.add_argument("--frames", type=positive_int, metavar="T",
@@ -109,7 +111,7 @@ def add_shape_options(parser: argparse.ArgumentParser) -> None:
                              "video models)")
     parser.add_argument("--in-chans", type=positive_int, metavar="C", help="input channels")
     parser.add_argument("--dtype", choices=PROFILE_DTYPES,
-                        help="model and input dtype (default: the model's own; MACs do not "
+                        help=f"model and input dtype (default: {dtype_default}; MACs do not "
                              "change, bytes do)")
     parser.add_argument("--input-shape", type=input_shape, metavar="B,C,...", action="append",
                         help="the whole input tensor; a model named is built for it where its "

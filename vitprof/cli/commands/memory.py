@@ -41,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "memory", help="predict a training step's memory per component, its peak, what fits")
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
-    add_shape_options(parser)
+    add_shape_options(parser, dtype_default="float32, a model built by a factory converted")
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--optimizer", choices=OPTIMIZERS,
                         help="the training step's optimizer (default adamw; not with --mode "

@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     parser.add_argument("--device", choices=REAL_DEVICES, default="cpu")
-    add_shape_options(parser)  # --dtype: float32 unless given
+    add_shape_options(parser, dtype_default="float32, a model built by a factory converted")
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
     parser.add_argument("--warmup", type=non_negative_int, default=2,
