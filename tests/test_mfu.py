@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -163,6 +164,23 @@ def test_mfu_above_100_percent_raises_naming_peak_and_flops() -> None:
         tracker.step(x)
     assert f"{flops:,} FLOPs" in str(raised.value) and f"{peak:g} TFLOP/s" in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+def test_the_summary_is_written_where_summary_says_when_tracking_ends(tmp_path: Path) -> None:
+    path = tmp_path / "mfu.md"
+    with track(stack(), 1.0, clock=clock(0.0, 2.0, 2.0), summary=path) as tracker:
+        tracker.step(torch.randn(B, N, D))
+        assert not path.exists()  # written at the end, not at each step
+    assert path.read_text() == tracker.summary()
+    assert "- steps: 1; input shapes counted: 1" in tracker.summary()
+
+
+def test_a_summary_that_cannot_be_written_warns_and_training_goes_on(tmp_path: Path) -> None:
+    path = tmp_path / "no such folder" / "mfu.md"
+    with (pytest.warns(UserWarning, match="MFU summary could not be written"),
+          track(stack(), 1.0, clock=clock(0.0, 2.0, 2.0), summary=path) as tracker):
+        tracker.step(torch.randn(B, N, D))
+    assert len(tracker.history) == 1
 
 
 @pytest.mark.parametrize("peak", [0, -1.5, float("nan"), "312"])

@@ -100,7 +100,7 @@ def test_lightning(tmp_path: Path) -> None:
     module = Classifier()
     x, y = data(3)
     expected = reference_flops(module, lambda m: cross_entropy(m(x[:BATCH]), y[:BATCH]))
-    callback = MFUCallback(peak_tflops=PEAK)
+    callback = MFUCallback(peak_tflops=PEAK, summary=tmp_path / "mfu.md")
     trainer = pl.Trainer(accelerator="cpu", max_steps=3, enable_checkpointing=False,
                          logger=pl.loggers.CSVLogger(tmp_path), log_every_n_steps=1,
                          enable_progress_bar=False, enable_model_summary=False,
@@ -109,6 +109,7 @@ def test_lightning(tmp_path: Path) -> None:
     history = callback_history(callback)
     assert [e["flops"] for e in history] == [expected] * 3
     assert_sgd_counted(module, history)
+    assert_summary_written(callback, tmp_path / "mfu.md")
     metrics = (Path(trainer.logger.log_dir) / "metrics.csv").read_text().splitlines()
     logged = [row for row in csv.DictReader(metrics) if row.get("vitprof/mfu")]
     assert len(logged) == 3
@@ -118,6 +119,12 @@ def test_lightning(tmp_path: Path) -> None:
         assert float(row["vitprof/tflops"]) == pytest.approx(entry["tflops"], rel=1e-6)
         assert float(row["vitprof/mfu"]) == pytest.approx(
             float(row["vitprof/tflops"]) / PEAK, rel=1e-6)
+
+
+def assert_summary_written(callback: Any, path: Path) -> None:
+    """The callback wrote the tracker's markdown summary of its 3 steps at the training's end."""
+    assert path.read_text() == callback.tracker.summary()
+    assert "- steps: 3;" in path.read_text()
 
 
 def callback_history(callback: Any) -> list[dict[str, Any]]:
@@ -144,7 +151,7 @@ def test_hugging_face_trainer(tmp_path: Path) -> None:
         def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
             return {"pixel_values": x[i], "labels": y[i]}
 
-    callback = MFUCallback(peak_tflops=PEAK)
+    callback = MFUCallback(peak_tflops=PEAK, summary=tmp_path / "mfu.md")
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=BATCH,
         logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
@@ -156,6 +163,7 @@ def test_hugging_face_trainer(tmp_path: Path) -> None:
     history = callback_history(callback)
     assert [e["flops"] for e in history] == [expected] * 3
     assert_sgd_counted(model, history)
+    assert_summary_written(callback, tmp_path / "mfu.md")
     logged = [row for row in trainer.state.log_history if "vitprof/mfu" in row]
     assert [row["step"] for row in logged] == [1, 2, 3]
     for row, entry in zip(logged, history, strict=True):

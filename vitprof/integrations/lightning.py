@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from vitprof.core.errors import UserError
@@ -34,14 +35,17 @@ pl = require("lightning.pytorch", "lightning")
 
 
 class MFUCallback(pl.Callback):  # type: ignore[name-defined]
-    """Tracks every optimizer step; ``peak_tflops`` and ``timing`` as in :func:`vitprof.track`;
+    """Tracks every optimizer step; ``peak_tflops``, ``timing`` and ``summary`` (a markdown
+    file written when the training ends) as in :func:`vitprof.track`;
     ``inputs(batch)``: the model's inputs in a batch (default: as the forward was called)."""
 
     def __init__(self, peak_tflops: float | None = None, *,
-                 inputs: Callable[[Any], Any] | None = None, timing: bool = False) -> None:
+                 inputs: Callable[[Any], Any] | None = None, timing: bool = False,
+                 summary: str | Path | None = None) -> None:
         self.peak_tflops = peak_tflops
         self.inputs = inputs
         self.timing = timing
+        self.summary = summary
         self.tracker: Tracker | None = None
         self.forwards: ForwardInputs | None = None
         self._module: Any = None
@@ -54,7 +58,7 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
         self.tracker = track(pl_module, self.peak_tflops,
                              dtype=precision_dtype(trainer.precision), on_step=self._log,
                              optimizer=optimizers[0] if len(optimizers) == 1 else None,
-                             timing=self.timing)
+                             timing=self.timing, summary=self.summary)
         self.tracker.__enter__()
         self.forwards = ForwardInputs(pl_module)
 

@@ -11,6 +11,7 @@ step is in ``callback.tracker.history`` and ``callback.tracker.summary()``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,12 +23,14 @@ hf = require("transformers", "transformers")
 
 
 class MFUCallback(hf.TrainerCallback):  # type: ignore[name-defined]
-    """Tracks every optimizer step; ``peak_tflops`` and ``timing`` as in
-    :func:`vitprof.track`."""
+    """Tracks every optimizer step; ``peak_tflops``, ``timing`` and ``summary`` (a markdown
+    file written when the training ends) as in :func:`vitprof.track`."""
 
-    def __init__(self, peak_tflops: float | None = None, *, timing: bool = False) -> None:
+    def __init__(self, peak_tflops: float | None = None, *, timing: bool = False,
+                 summary: str | Path | None = None) -> None:
         self.peak_tflops = peak_tflops
         self.timing = timing
+        self.summary = summary
         self.tracker: Tracker | None = None
         self.forwards: ForwardInputs | None = None
         self.last: StepEntry | None = None
@@ -39,7 +42,7 @@ class MFUCallback(hf.TrainerCallback):  # type: ignore[name-defined]
         inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer
         self.tracker = track(model, self.peak_tflops, dtype=dtype, on_step=self._keep,
                              optimizer=inner if isinstance(inner, torch.optim.Optimizer)
-                             else None, timing=self.timing)
+                             else None, timing=self.timing, summary=self.summary)
         self.tracker.__enter__()
         self.forwards = ForwardInputs(model)
 

@@ -20,9 +20,10 @@ with the batch the model was fed. Each step's entry in ``tracker.history``:
 
 On CUDA the times come from events and are read when ready (:mod:`vitprof.measure.mfu.clocks`),
 so an entry appears about one step late and ``on_step`` is called then; leaving the ``with``
-reads the rest. Nothing that goes wrong in vitprof stops the user's training: a step outside the
-``with``, a step that cannot be counted, a GPU with no peak in the table each give one warning
-and the tracker goes on (without FLOPs or MFU where it has none).
+reads the rest, and writes the markdown summary where ``summary=`` says. Nothing that goes
+wrong in vitprof stops the user's training: a step outside the ``with``, a step that cannot be
+counted, a GPU with no peak in the table, a summary path that cannot be written each give one
+warning and the tracker goes on (without FLOPs or MFU where it has none).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import reduce
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -101,8 +103,10 @@ class Tracker:
     def __init__(self, model: nn.Module, peak: ChosenPeak | None, clock: Clock, *,
                  on_step: Callable[[StepEntry], None] | None = None,
                  optimizer: torch.optim.Optimizer | None = None,
-                 timer: ComponentTimer | None = None) -> None:
+                 timer: ComponentTimer | None = None,
+                 summary_path: str | Path | None = None) -> None:
         self.model = model
+        self.summary_path = summary_path
         self.timer = timer
         self.optimizer = None if optimizer is None else OptimizerCount(optimizer)
         self.peak = peak
@@ -137,6 +141,17 @@ class Tracker:
         if self.timer is not None:
             self.timer.stop()
         self.active = False
+        if self.summary_path is not None:
+            self._write_summary(Path(self.summary_path))
+
+    def _write_summary(self, path: Path) -> None:
+        """The summary as a markdown file; a path that cannot be written is one warning (the
+        training is over, and its history is still in :attr:`history`)."""
+        try:
+            path.write_text(self.summary(), encoding="utf-8")
+        except OSError as error:
+            warnings.warn(f"vitprof: the MFU summary could not be written to {path}: "
+                          f"{error.strerror or error}", stacklevel=3)
 
     def begin(self) -> None:
         """Mark the start of the next step now (after its data is loaded, say)."""
@@ -205,7 +220,8 @@ class Tracker:
 def track(model: nn.Module, peak_tflops: float | None = None, *,
           dtype: torch.dtype | str | None = None, clock: Clock | None = None,
           on_step: Callable[[StepEntry], None] | None = None,
-          optimizer: torch.optim.Optimizer | None = None, timing: bool = False) -> Tracker:
+          optimizer: torch.optim.Optimizer | None = None, timing: bool = False,
+          summary: str | Path | None = None) -> Tracker:
     """A :class:`Tracker` for ``model``, used as ``with track(model) as tracker:``.
 
     ``peak_tflops``: the dense peak to divide by; None takes the GPU's from vitprof's table
@@ -214,7 +230,8 @@ def track(model: nn.Module, peak_tflops: float | None = None, *,
     ``clock`` replaces the device's clock; ``on_step(entry)`` is called with each entry;
     ``optimizer``: its step's element-wise work is counted too, and reported apart;
     ``timing=True``: each component's share of the forward's time too, with ``profile``'s hooks
-    (:mod:`vitprof.measure.mfu.component_time`; they cost time).
+    (:mod:`vitprof.measure.mfu.component_time`; they cost time); ``summary``: a path the
+    markdown summary is written to when the tracking ends.
     A peak that is not positive is a UserError; a GPU the table does not know is one warning,
     and the steps then have TFLOP/s but no MFU.
     """
@@ -226,7 +243,8 @@ def track(model: nn.Module, peak_tflops: float | None = None, *,
     if clock is None:
         clock = CudaClock() if device.type == "cuda" else WallClock()
     timer = ComponentTimer(model, device.type) if timing else None
-    return Tracker(model, peak, clock, on_step=on_step, optimizer=optimizer, timer=timer)
+    return Tracker(model, peak, clock, on_step=on_step, optimizer=optimizer, timer=timer,
+                   summary_path=summary)
 
 
 def _default_peak(model: nn.Module, dtype: torch.dtype | str | None) -> ChosenPeak | None:
