@@ -185,7 +185,7 @@ def test_a_summary_that_cannot_be_written_warns_and_training_goes_on(tmp_path: P
 
 @pytest.mark.parametrize("peak", [0, -1.5, float("nan"), "312"])
 def test_a_peak_that_is_not_positive_is_one_line(peak: Any) -> None:
-    with pytest.raises(UserError, match="peak_tflops must be a positive number"):
+    with pytest.raises(UserError, match="peak_tflops must be a positive, finite number"):
         track(stack(), peak)
 
 

@@ -50,8 +50,9 @@ def test_fp8_cannot_be_measured_on_the_cpu_in_one_line() -> None:
 
 @pytest.mark.parametrize("peak", [float("inf"), 1e400])
 def test_an_infinite_peak_is_refused(peak: Any) -> None:
-    """An infinite peak would make every MFU 0.0, a value that looks measured."""
-    with pytest.raises(UserError, match="peak_tflops must be a positive number"):
+    """An infinite peak would make every MFU 0.0, a value that looks measured; the error says
+    why inf is refused (it said 'must be a positive number, got inf')."""
+    with pytest.raises(UserError, match="peak_tflops must be a positive, finite number"):
         given_peak(peak)
 
 

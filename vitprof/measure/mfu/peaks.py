@@ -74,7 +74,8 @@ def given_peak(tflops: float) -> ChosenPeak:
     """The user's peak; one that is not a positive finite number is a UserError."""
     if (isinstance(tflops, bool) or not isinstance(tflops, int | float)
             or not 0 < tflops < math.inf):
-        raise UserError(f"peak_tflops must be a positive number of TFLOP/s, got {tflops!r}")
+        raise UserError(f"peak_tflops must be a positive, finite number of TFLOP/s, got "
+                        f"{tflops!r}")
     return ChosenPeak(float(tflops), f"given: {tflops:g} TFLOP/s")
 
 
