@@ -93,7 +93,8 @@ def untyped_outputs(model: nn.Module, args: tuple[object, ...]) -> set[str]:
         warnings.simplefilter("ignore")
         graph, _ = torch.jit._get_trace_graph(model, args)
     return {node.kind() for node in graph.nodes() for value in node.outputs()
-            if "tensor" in value.type().kind().lower() and value.type().scalarType() is None}
+            if isinstance(value.type(), torch._C.TensorType)
+            and value.type().scalarType() is None}
 
 
 def skipped_causes(profile: Profile, run: TorchprofileRun) -> list[Cause]:
