@@ -163,9 +163,10 @@ def _choice(what: str, value: object, choices: Sequence[str]) -> str:
 
 def step_settings(optimizer: str | None, dtype: str, amp: str | None, checkpoint: str | int,
                   target: str, attention: str, mode: str) -> StepSettings:
-    """The settings checked: one UserError for the first bad one. ``optimizer`` None: adamw
-    in a training step, none in inference (where naming one is an error, as is checkpointing:
-    a forward without gradients steps nothing and keeps nothing for a backward)."""
+    """The settings checked: one UserError for the first bad one. ``optimizer`` None: adamw.
+    In inference naming one is an error, as is checkpointing (a forward without gradients steps
+    nothing and keeps nothing for a backward); the settings then hold the default, which no
+    step reads (``train`` is False), and the reports say ``optimizer none``."""
     train = _choice("mode", mode, MEMORY_MODES) == "train"
     if not train:
         for option, given in (("--optimizer", optimizer is not None),
