@@ -173,6 +173,28 @@ def test_lightning_batch_it_cannot_read_warns_and_training_goes_on() -> None:
     assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None)]
 
 
+@pytest.mark.slow  # importing Lightning takes seconds
+def test_lightning_inputs_replace_the_forward_the_callback_caught() -> None:
+    """``MFUCallback(inputs=...)`` counts the step on what it returns, not on the forward caught
+    in ``training_step``: the forward ran on a batch of 2, ``inputs`` gives one of 3."""
+    pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    callback = MFUCallback(peak_tflops=1.0, inputs=lambda batch: batch["rows"])
+    trainer = SimpleNamespace(optimizers=[], precision="32-true", global_step=0)
+    module = nn.Linear(2, 2)
+    callback.on_train_start(trainer, module)
+    callback.on_train_batch_start(trainer, module, None, 0)
+    module(torch.randn(2, 4, 2))  # the training step's forward, caught
+    trainer.global_step = 1  # the optimizer stepped
+    callback.on_train_batch_end(trainer, module, None, {"rows": torch.randn(3, 4, 2)}, 0)
+    callback.on_train_end(trainer, module)
+    assert callback.tracker is not None
+    # 3 x 4 rows x 2 in x 2 out = 48 MACs forward, 48 for the weight gradient (the input
+    # needs none): 2 x (48 + 48) = 192 FLOPs; the caught 2 x 4 rows would give 128
+    assert [e["flops"] for e in callback.tracker.history] == [192]
+
+
 def test_the_summary_says_which_steps_have_no_flops() -> None:
     """Steps whose shape could not be counted: main's summary said 'input shapes counted: 1'
     over an empty table of components, and nothing of the steps without FLOPs."""
