@@ -180,9 +180,15 @@ def test_lightning_inputs_replace_the_forward_the_callback_caught() -> None:
     pytest.importorskip("lightning.pytorch")
     from vitprof.integrations.lightning import MFUCallback
 
+    logged: list[dict[str, float]] = []
+
+    class Logged(nn.Linear):  # a LightningModule's log_dict, kept in `logged`
+        def log_dict(self, values: dict[str, float], **_: Any) -> None:
+            logged.append(values)
+
     callback = MFUCallback(peak_tflops=1.0, inputs=lambda batch: batch["rows"])
     trainer = SimpleNamespace(optimizers=[], precision="32-true", global_step=0)
-    module = nn.Linear(2, 2)
+    module = Logged(2, 2)
     callback.on_train_start(trainer, module)
     callback.on_train_batch_start(trainer, module, None, 0)
     module(torch.randn(2, 4, 2))  # the training step's forward, caught
@@ -193,6 +199,7 @@ def test_lightning_inputs_replace_the_forward_the_callback_caught() -> None:
     # 3 x 4 rows x 2 in x 2 out = 48 MACs forward, 48 for the weight gradient (the input
     # needs none): 2 x (48 + 48) = 192 FLOPs; the caught 2 x 4 rows would give 128
     assert [e["flops"] for e in callback.tracker.history] == [192]
+    assert [sorted(values) for values in logged] == [["vitprof/mfu", "vitprof/tflops"]]
 
 
 def test_the_summary_says_which_steps_have_no_flops() -> None:
