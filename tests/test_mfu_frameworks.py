@@ -12,6 +12,7 @@ math form (``SDPBackend.MATH``: two batched matmuls forward, four backward), whi
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,26 +79,35 @@ def assert_sgd_counted(model: nn.Module, history: list[dict[str, Any]]) -> None:
     assert [e["optimizer_vector_flops"] for e in history] == [None, trainable, trainable]
 
 
-@pytest.mark.slow  # importing Lightning and starting its Trainer take seconds
-def test_lightning(tmp_path: Path) -> None:
+def lightning_vit(batch_of: Callable[[Any], tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A LightningModule around the tiny timm ViT whose training step reads its batch with
+    ``batch_of`` and calls ``self(x)``."""
     pl = pytest.importorskip("lightning.pytorch")
-    from vitprof.integrations.lightning import MFUCallback
 
     class Classifier(pl.LightningModule):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:
             super().__init__()
             self.vit = timm_vit()
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.vit(x)  # type: ignore[no-any-return]
+        def forward(self, image: torch.Tensor) -> torch.Tensor:
+            return self.vit(image)  # type: ignore[no-any-return]
 
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-            return cross_entropy(self(batch[0]), batch[1])
+            x, y = batch_of(batch)
+            return cross_entropy(self(x), y)
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
-    module = Classifier()
+    return Classifier()
+
+
+@pytest.mark.slow  # importing Lightning and starting its Trainer take seconds
+def test_lightning(tmp_path: Path) -> None:
+    pl = pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    module = lightning_vit(lambda batch: (batch[0], batch[1]))
     x, y = data(3)
     expected = reference_flops(module, lambda m: cross_entropy(m(x[:BATCH]), y[:BATCH]))
     callback = MFUCallback(peak_tflops=PEAK, summary=tmp_path / "mfu.md")

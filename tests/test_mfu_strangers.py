@@ -6,14 +6,13 @@ does not call). The framework cases are ``slow``: they start Lightning's Trainer
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
-from test_mfu_frameworks import reference_flops, timm_vit
+from test_mfu_frameworks import lightning_vit, reference_flops
 from torch import nn
 from torch.nn.functional import cross_entropy
 from torch.utils.data import DataLoader, TensorDataset
@@ -95,29 +94,6 @@ def lightning_fit(module: Any, batches: Any, tmp_path: Path, **trainer: Any) -> 
     assert callback.tracker is not None
     metrics = (Path(fit.logger.log_dir) / "metrics.csv").read_text().splitlines()
     return callback.tracker.history, [r for r in csv.DictReader(metrics) if r.get("vitprof/mfu")]
-
-
-def lightning_vit(batch_of: Callable[[Any], tuple[torch.Tensor, torch.Tensor]]) -> Any:
-    """A LightningModule around the tiny timm ViT whose training step reads its batch with
-    ``batch_of`` and calls ``self(x)``."""
-    pl = pytest.importorskip("lightning.pytorch")
-
-    class Classifier(pl.LightningModule):  # type: ignore[misc,name-defined]
-        def __init__(self) -> None:
-            super().__init__()
-            self.vit = timm_vit()
-
-        def forward(self, image: torch.Tensor) -> torch.Tensor:
-            return self.vit(image)  # type: ignore[no-any-return]
-
-        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-            x, y = batch_of(batch)
-            return cross_entropy(self(x), y)
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
-    return Classifier()
 
 
 def micro_batch_flops(module: nn.Module) -> int:
