@@ -529,9 +529,7 @@ def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Sourc
             expected = f"one of {', '.join(allowed)}" if allowed else "a string"
             raise where.error((*path, key), f"expected {expected}, got {_describe(value)}")
     try:  # together: a checkpoint's N, an optimizer or checkpoint with mode inference
-        step_settings(table.get("optimizer"), "float32", table.get("amp"),
-                      table.get("checkpoint", "none"), table.get("target", "cuda"),
-                      table.get("attention", "math"), table.get("mode", "train"))
+        step_settings(**table)
     except UserError as error:
         raise where.error(path, str(error)) from None
     return tuple(table.items())

@@ -161,9 +161,11 @@ def _choice(what: str, value: object, choices: Sequence[str]) -> str:
     return str(value)
 
 
-def step_settings(optimizer: str | None, dtype: str, amp: str | None, checkpoint: str | int,
-                  target: str, attention: str, mode: str) -> StepSettings:
-    """The settings checked: one UserError for the first bad one. ``optimizer`` None: adamw.
+def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str | None = None,
+                  checkpoint: str | int = "none", target: str = "cuda",
+                  attention: str = "math", mode: str = "train") -> StepSettings:
+    """The settings checked, with :func:`memory`'s defaults (a budget's ``memory`` table gives
+    only some): one UserError for the first bad one. ``optimizer`` None: adamw.
     In inference naming one is an error, as is checkpointing (a forward without gradients steps
     nothing and keeps nothing for a backward); the settings then hold the default, which no
     step reads (``train`` is False), and the reports say ``optimizer none``."""
