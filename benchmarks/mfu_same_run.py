@@ -124,6 +124,9 @@ def report(steps: int, window: int) -> str:
     vitprof_flops = steps_in_window[-1]["flops"]
     assert all(e["flops"] == vitprof_flops for e in steps_in_window)
     six_n = 6 * params * TOKENS * BATCH
+    # what the text below says the CPU model's measure_flops misses: ViT-B/16's attention
+    # products, 2 a block, forward and both operand gradients, 2 FLOPs a MAC
+    assert vitprof_flops - cpu_flops == 3 * 2 * 12 * 2 * TOKENS**2 * 768 * BATCH
     per_peak = peak.tflops * 1e12
 
     def row(name: str, flops: int, clock: float, whose: str) -> str:

@@ -26,9 +26,10 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 ASK = "pass peak_tflops= (--peak-tflops) with its dense peak"
 _NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
           torch.float8_e4m3fn: "fp8", torch.float8_e5m2: "fp8"}
-# the dtype a peak named so is measured in off a GPU (TF32 is the tensor cores' float32)
-_MEASURED_IN = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
-                "fp16": torch.float16}
+# the dtype a peak named so is measured in off a GPU (TF32 is the tensor cores' float32; fp8
+# has no matmul to measure)
+_MEASURED_IN = {name: dtype for dtype, name in _NAMES.items() if name != "fp8"} | {
+    "tf32": torch.float32}
 
 
 @dataclass(frozen=True)
