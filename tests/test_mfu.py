@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -469,3 +470,40 @@ def test_an_internal_failure_of_the_count_warns_and_training_goes_on(
           pytest.warns(UserWarning, match="RuntimeError: something vitprof did not")):
         tracker.step(torch.randn(B, N, D))
     assert tracker.history[0]["flops"] is None and tracker.history[0]["seconds"] == 1.0
+
+
+def seeded_training(tracked: bool, *, counted_optimizer: bool = False,
+                    timing: bool = False) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Three steps of a seeded model with dropout, tracked by ``track(model)`` (the peak
+    measured on the CPU; the optimizer's step counted, the forward timed, if asked) or not:
+    its losses and its parameters at the end."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D, D), nn.Dropout(0.5), nn.Linear(D, D))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(B, N, D)
+    losses = []
+    with (track(model, optimizer=optimizer if counted_optimizer else None, timing=timing)
+          if tracked else nullcontext()) as tracker:
+        for _ in range(3):
+            loss = model(x).square().mean()  # dropout draws from the global generator
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.detach())
+            if tracker is not None:
+                tracker.step(x)
+    return losses, [p.detach() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("everything", [False, True])
+def test_a_tracked_seeded_run_equals_the_untracked_one_bit_for_bit(everything: bool) -> None:
+    """main drew the measured peak's matrices from torch's global generator when track()
+    started, so the dropout masks, the losses and the parameters differed from the same seeded
+    run untracked; nothing else the tracker runs (the counts, the timing plan, the optimizer's
+    pricing: ``everything``) may draw from it either."""
+    losses, parameters = seeded_training(False)
+    tracked_losses, tracked_parameters = seeded_training(True, counted_optimizer=everything,
+                                                         timing=everything)
+    assert all(map(torch.equal, losses, tracked_losses))
+    assert all(map(torch.equal, parameters, tracked_parameters))
+    assert not torch.equal(losses[0], losses[1])  # the steps did train

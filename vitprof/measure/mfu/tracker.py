@@ -24,6 +24,9 @@ reads the rest, and writes the markdown summary where ``summary=`` says. Nothing
 wrong in vitprof stops the user's training: a step outside the ``with``, a step that cannot be
 counted, a GPU with no peak in the table, a summary path that cannot be written each give one
 warning and the tracker goes on (without FLOPs or MFU where it has none).
+Nor does it change the training: what vitprof runs (the peak's matmuls, the counts) leaves
+torch's global random number generators as they were, so a seeded run is the same tracked or
+not.
 """
 
 from __future__ import annotations
