@@ -459,6 +459,52 @@ def test_adamw_step_per_element_closed_form(foreach: bool) -> None:
     assert tracker.history[1]["optimizer_vector_flops"] == per_element * trainable + 3 * L
 
 
+ADDC = ADDCMUL_COST + 1  # addcmul_ / addcdiv_ with a value != 1
+OPTIMIZERS = {  # name: (optimizer, vector FLOPs per trainable element, one more per tensor?)
+    # weight decay mul 1, exp_avg lerp 3, exp_avg_sq mul 1 + addcmul, sqrt 1, divide by the
+    # bias correction 1, add eps 1, param addcdiv: 1 + 3 + 1 + 3 + 1 + 1 + 1 + 3 = 14; the
+    # step counters' adds, one per tensor
+    "AdamW": (lambda params, **kw: torch.optim.AdamW(params, **kw), 1 + 3 + 1 + ADDC + 3 + ADDC,
+              True),
+    # maximize: negate the gradient 1; weight decay added to the gradient 1; then Adam's 13
+    # (AdamW's without its decay) and amsgrad's maximum 1: 1 + 1 + 13 + 1 = 16
+    "Adam amsgrad": (lambda params, **kw: torch.optim.Adam(
+        params, weight_decay=0.1, amsgrad=True, maximize=True, **kw),
+        1 + 1 + (3 + 1 + ADDC + 3 + ADDC) + 1, True),
+    # negate 1, weight decay 1, momentum buf * 0.9 + grad 2, nesterov's grad + buf 1, param 1
+    "SGD nesterov": (lambda params, **kw: torch.optim.SGD(
+        params, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.1, maximize=True, **kw),
+        1 + 1 + 2 + 1 + 1, False),
+    # state_sum addcmul with value 1: 2; sqrt and add eps 2; param addcdiv by -clr 3
+    "Adagrad": (lambda params, **kw: torch.optim.Adagrad(params, **kw),
+                ADDCMUL_COST + 2 + ADDC, True),
+}
+
+
+@pytest.mark.parametrize("kind", ["fused", "foreach", "for-loop"])
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_a_fused_optimizer_step_costs_what_its_unfused_step_costs(name: str, kind: str) -> None:
+    """The Hugging Face Trainer's default optimizer is fused AdamW, one aten._fused_adamw_
+    kernel, which main left uncounted (None, a warning naming the kernel); Adam's, SGD's and
+    Adagrad's fused kernels too. Each costs what the foreach and for-loop steps cost (main
+    also missed the foreach amsgrad's _foreach_maximum_, whose base has no in-place twin)."""
+    make, per_element, counters = OPTIMIZERS[name]
+    model = stack()
+    implementation = {"fused": {"fused": True}, "foreach": {"foreach": True},
+                      "for-loop": {"foreach": False}}[kind]
+    optimizer = make(model.parameters(), **implementation)
+    x = torch.randn(B, N, D)
+    with track(model, 1.0, clock=clock(*range(5)), optimizer=optimizer) as tracker:
+        for _ in range(2):
+            model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            tracker.step(x)
+    trainable = L * (D * D + 2 * D * R)  # 288 elements in 3 * 3 = 9 tensors
+    assert tracker.history[1]["optimizer_vector_flops"] == (per_element * trainable
+                                                            + counters * 3 * L)
+
+
 @pytest.mark.parametrize("positional", [True, False])
 def test_a_closure_run_inside_the_step_is_not_priced(positional: bool) -> None:
     model = stack()
