@@ -192,3 +192,54 @@ def test_import_vitprof_imports_no_framework() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def seeded_lightning_fit(tmp_path: Path, callbacks: list[Any]) -> tuple[list[torch.Tensor],
+                                                                         list[torch.Tensor]]:
+    """Three seeded Lightning steps of a small model with dropout, with ``callbacks``: the
+    losses and the parameters at the end."""
+    pl = pytest.importorskip("lightning.pytorch")
+
+    class Dropped(pl.LightningModule):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Flatten(1), nn.Linear(3 * 8 * 8, 16), nn.Dropout(0.5),
+                                     nn.Linear(16, CLASSES))
+            self.losses: list[torch.Tensor] = []
+
+        def forward(self, image: torch.Tensor) -> torch.Tensor:
+            return self.net(image)  # type: ignore[no-any-return]
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = cross_entropy(self(batch[0]), batch[1])  # dropout: the global generator
+            self.losses.append(loss.detach())
+            return loss
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    torch.manual_seed(0)
+    module = Dropped()
+    x, y = torch.randn(3 * BATCH, 3, 8, 8), torch.randint(0, CLASSES, (3 * BATCH,))
+    trainer = pl.Trainer(accelerator="cpu", max_steps=3, enable_checkpointing=False,
+                         logger=False, enable_progress_bar=False, enable_model_summary=False,
+                         default_root_dir=tmp_path, callbacks=callbacks)
+    trainer.fit(module, DataLoader(TensorDataset(x, y), batch_size=BATCH))
+    return module.losses, [p.detach() for p in module.parameters()]
+
+
+@pytest.mark.slow  # two Lightning Trainers start in seconds
+def test_lightning_callback_leaves_a_seeded_run_bit_for_bit(tmp_path: Path) -> None:
+    """MFUCallback() measures the CPU's peak when the training starts: main drew its matrices
+    from torch's global generator, so the dropout masks and the trained parameters differed
+    from the same seeded run without the callback."""
+    pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    callback = MFUCallback()
+    losses, parameters = seeded_lightning_fit(tmp_path / "plain", [])
+    tracked_losses, tracked_parameters = seeded_lightning_fit(tmp_path / "tracked", [callback])
+    assert callback.tracker is not None and len(callback.tracker.history) == 3
+    assert callback.tracker.peak is not None and callback.tracker.peak.measured
+    assert len(losses) == 3 and all(map(torch.equal, losses, tracked_losses))
+    assert all(map(torch.equal, parameters, tracked_parameters))

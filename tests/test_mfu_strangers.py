@@ -6,6 +6,7 @@ does not call). The framework cases are ``slow``: they start Lightning's Trainer
 from __future__ import annotations
 
 import csv
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -147,6 +148,45 @@ def test_lightning_batch_it_cannot_read_warns_and_training_goes_on() -> None:
     callback.on_train_end(trainer, module)
     assert callback.tracker is not None
     assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None)]
+
+
+@pytest.mark.slow  # importing Lightning takes seconds
+def test_lightning_module_without_forward_is_one_warning_saying_what_to_do() -> None:
+    """A LightningModule whose training step runs ``self.head(self.backbone(x))`` with no
+    ``forward``: main warned at its first step 'running Probe failed: NotImplementedError:
+    Module [Probe] is missing the required "forward" function', with no advice."""
+    pl = pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    class Probe(pl.LightningModule):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.backbone, self.head = nn.Conv2d(3, 4, 4, 4), nn.Linear(4, CLASSES)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            features = self.backbone(batch[0]).mean((2, 3))
+            return cross_entropy(self.head(features), batch[1])
+
+    callback = MFUCallback(peak_tflops=1.0)
+    trainer = SimpleNamespace(optimizers=[], precision="32-true", global_step=0)
+    module = Probe()
+    batch = (torch.randn(BATCH, 3, 8, 8), torch.randint(0, CLASSES, (BATCH,)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback.on_train_start(trainer, module)
+        for step in (1, 2):
+            callback.on_train_batch_start(trainer, module, batch, step - 1)
+            module.training_step(batch, step - 1)
+            trainer.global_step = step  # the optimizer stepped
+            callback.on_train_batch_end(trainer, module, None, batch, step - 1)
+        callback.on_train_end(trainer, module)
+    said = [str(w.message) for w in caught if "vitprof" in str(w.message)]
+    assert len(said) == 1 and "\n" not in said[0]
+    assert said[0].startswith("vitprof: Probe has no forward of its own")
+    assert "give it a forward running what training_step runs" in said[0]
+    assert "call self(x) in training_step" in said[0]
+    assert callback.tracker is not None
+    assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None), (2, None)]
 
 
 @pytest.mark.slow  # importing Lightning takes seconds

@@ -9,7 +9,10 @@ LightningModule's forward on the inputs ``training_step`` fed it, caught at that
 (:class:`vitprof.integrations.feeding.ForwardInputs`: a dict batch or several forwards are as
 they ran), plus its backward; a ``training_step`` that never calls ``self(...)`` is counted as
 the forward on the batch's inputs (:func:`vitprof.integrations.feeding.model_inputs`), and
-``inputs(batch)`` replaces both. The matmul dtype follows the Trainer's precision
+``inputs(batch)`` replaces both. A LightningModule without a ``forward`` of its own (a
+``training_step`` running ``self.head(self.backbone(x))``) cannot be counted: one warning when
+the training starts says to give it a ``forward`` and call ``self(x)``, and its steps are timed
+without FLOPs. The matmul dtype follows the Trainer's precision
 (``"bf16-mixed"`` is bf16). On CUDA an entry is logged when its events are read, about one step
 late; the last one is in ``callback.tracker.history`` and ``callback.tracker.summary()``.
 """
@@ -20,6 +23,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from torch import nn
 
 from vitprof.core.errors import UserError
 from vitprof.integrations.feeding import (
@@ -51,6 +56,7 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
         self._module: Any = None
         self._batches: list[Any] = []  # the micro-batches of the step under way
         self._steps_at_start: int | None = None  # global_step when that step began
+        self._countable = True  # the module has a forward to count
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._module = pl_module
@@ -61,6 +67,14 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
                              timing=self.timing, summary=self.summary)
         self.tracker.__enter__()
         self.forwards = ForwardInputs(pl_module)
+        self._countable = has_forward(pl_module)
+        if not self._countable:
+            warnings.warn(f"vitprof: {type(pl_module).__name__} has no forward of its own, so "
+                          f"its training steps cannot be counted (they are timed, without FLOPs "
+                          f"or MFU): give it a forward running what training_step runs (e.g. "
+                          f"`def forward(self, x): return self.head(self.backbone(x))`) and "
+                          f"call self(x) in training_step; inputs= only chooses what the "
+                          f"forward is fed", stacklevel=2)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
                              batch_idx: int) -> None:
@@ -81,7 +95,10 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
 
     def _fed(self, caught: list[Any], batch: Any) -> list[Any]:
         """The inputs of this micro-batch's forwards; none (one warning) where they cannot be
-        read, so that the step has no FLOPs and the training goes on."""
+        read or the module has no forward to count them with, so that the step has no FLOPs
+        and the training goes on."""
+        if not self._countable:
+            return []
         if self.inputs is None and caught:
             return caught
         try:
@@ -102,3 +119,9 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
                   if entry[name] is not None}
         if values:
             self._module.log_dict(values, on_step=True, on_epoch=False)
+
+
+def has_forward(module: nn.Module) -> bool:
+    """Whether ``module``'s class defines a forward (LightningModule's own only passes the
+    call on to ``nn.Module``'s, which raises)."""
+    return type(module).forward not in (pl.LightningModule.forward, nn.Module.forward)

@@ -58,10 +58,14 @@ def best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
 def matmul_flops(
     device: str, dtype: torch.dtype, size: int | None = None, repeats: int = 5
 ) -> float:
-    """Best FLOP/s of an ``size x size`` matmul in ``dtype`` on ``device`` (as ``F.linear``)."""
+    """Best FLOP/s of an ``size x size`` matmul in ``dtype`` on ``device`` (as ``F.linear``).
+
+    The matrices are drawn from a private generator, never torch's global one: a peak measured
+    when a seeded training starts (``vitprof.track``) leaves its random numbers as they were."""
     n = size or MATMUL_SIZES.get(device, 1024)
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
+    generator = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, generator=generator).to(dtype)
+    b = torch.randn(n, n, device=device, generator=generator).to(dtype)
     with torch.inference_mode():
         seconds = best_seconds(lambda: torch.nn.functional.linear(a, b), device, repeats)
     return 2 * n**3 / seconds

@@ -7,9 +7,11 @@ pre-hook and a post-hook of that optimizer (a closure passed to ``step``, Lightn
 and backward, runs unpriced), by a dispatch mode that prices every operation with
 vitprof's registered formulas (:mod:`vitprof.count.formulas`); a ``_foreach_`` operation is
 priced as its operation on each element of its lists (``_foreach_mul_`` as one ``mul_`` per
-tensor), on meta twins, so that nothing runs twice for real. The hooks are removed after the
-count. Operations without a formula (a fused optimizer's single kernel) are named in one warning
-and the step stays uncounted (None), never a part of it.
+tensor), on meta twins, so that nothing runs twice for real; a fused optimizer's single kernel
+(``aten._fused_adamw_``) as the unfused step it replaces
+(:mod:`vitprof.measure.mfu.fused_optimizers`). The hooks are removed after the count.
+Operations without a formula are named in one warning and the step stays uncounted (None),
+never a part of it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from torch.utils._pytree import tree_map
 
 from vitprof.core.records import op_calls
 from vitprof.count.formulas.registry import OpCost, arguments, formula_for, is_free
+from vitprof.measure.mfu.fused_optimizers import FUSED_STEPS
 
 aten = torch.ops.aten
 FOREACH = "_foreach_"
@@ -82,6 +85,16 @@ def _run_any(packet: Any, values: Sequence[Any], kwargs: dict[str, Any]) -> tupl
     raise TypeError(f"no overload of {packet} accepts these arguments")
 
 
+def _foreach_base(name: str) -> Any:
+    """The operation a ``_foreach_`` operation called ``name`` runs on each element
+    (``_foreach_mul_``: ``mul_``; ``_foreach_maximum_``, whose base has no in-place twin:
+    ``maximum``, which costs the same); None for any other name."""
+    if not name.startswith(FOREACH):
+        return None
+    base = name.removeprefix(FOREACH)
+    return getattr(aten, base, None) or getattr(aten, base.removesuffix("_"), None)
+
+
 class _Pricing(TorchDispatchMode):
     """Runs every operation as it is and adds up its vector FLOPs."""
 
@@ -114,12 +127,11 @@ class _Pricing(TorchDispatchMode):
         return run
 
     def _price(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-        formula = formula_for(func)
+        name = func.overloadpacket.__name__
+        formula = formula_for(func) or FUSED_STEPS.get(name)
         if formula is not None:
             return _vector(formula(arguments(func, args, kwargs), out))
-        name = func.overloadpacket.__name__
-        base = getattr(aten, name.removeprefix(FOREACH), None) if name.startswith(FOREACH) \
-            else None
+        base = _foreach_base(name)
         if base is not None and formula_for(base) is not None:
             return self._foreach(base, args, kwargs)
         if not is_free(func):

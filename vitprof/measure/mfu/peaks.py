@@ -48,11 +48,14 @@ class PeakRow:
 
 @dataclass(frozen=True)
 class ChosenPeak:
-    """The peak an MFU is computed against, in TFLOP/s, and where it comes from (in words)."""
+    """The peak an MFU is computed against, in TFLOP/s, and where it comes from (in words);
+    ``measured``: measured on the spot; ``raised_from``: the measured peak this one was raised
+    from (:func:`raised_to`), None for a peak as chosen."""
 
     tflops: float
     source: str
     measured: bool = False
+    raised_from: ChosenPeak | None = None
 
 
 def _number(text: str) -> float | None:
@@ -116,6 +119,21 @@ def measured_peak(device: str, dtype: torch.dtype) -> ChosenPeak:
     tflops = matmul_flops(device, dtype, n) / 1e12
     return ChosenPeak(tflops, f"measured: best of 5 {n}x{n} {_NAMES.get(dtype, dtype)} matmuls on "
                       f"{device}, {tflops:.3g} TFLOP/s", measured=True)
+
+
+def raised_to(peak: ChosenPeak, tflops: float, step: int) -> ChosenPeak:
+    """The measured ``peak`` raised to ``tflops``, the rate training step ``step`` reached.
+
+    A measured peak is the best of a few matmuls at one moment: if the machine was busier then
+    than during a later step, that step runs above it. The device has reached the step's rate,
+    so the peak is at least that (a step also does work slower than matmuls: the raised peak is
+    still a lower bound of the device's, and an MFU against it an upper bound). The source
+    names the measurement and the step, never a chain of raises."""
+    first = peak.raised_from or peak
+    return ChosenPeak(tflops, f"{first.source}; raised to {tflops:.4g} TFLOP/s at step {step}, "
+                      f"the fastest step's rate (the machine was busier when the peak was "
+                      f"measured; each step's MFU is against its entry's peak_tflops)",
+                      measured=True, raised_from=first)
 
 
 def choose_peak(peak_tflops: float | None, device: torch.device, dtype: torch.dtype | str,

@@ -48,6 +48,16 @@ def _uncounted(history: list[dict[str, Any]]) -> list[str]:
             f"counted: vitprof warned why)"]
 
 
+def _above_peak(history: list[dict[str, Any]], peak: ChosenPeak | None) -> list[str]:
+    """The line naming the steps with FLOPs but no MFU against a peak (they ran above a peak
+    given or from the table, which is wrong: vitprof warned), if any."""
+    above = sum(1 for e in history if e["flops"] is not None and e["mfu"] is None)
+    if peak is None or not above:
+        return []
+    return [f"- steps above the peak, without MFU: {above} of {len(history)} (the peak is wrong "
+            f"for this device and dtype: vitprof warned)"]
+
+
 def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int) -> str:
     """Markdown for ``history`` (the tracker's entries), ``peak`` (None: no MFU) and the
     number of meta counts the run needed."""
@@ -60,6 +70,7 @@ def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int)
         f"- median MFU: {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}",
         f"- optimizer step: {_optimizer(history)}",
         *_uncounted(history),
+        *_above_peak(history, peak),
         f"- convention: {CONVENTION}", "",
     ]
     flops = _shares(history, "components", "flops")

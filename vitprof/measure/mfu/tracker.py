@@ -10,7 +10,12 @@ with the batch the model was fed. Each step's entry in ``tracker.history``:
   after the previous step (or the entry of the ``with``), so data loading is in the step unless
   ``begin`` marks the start after it, and the tracker's own work (a count) is in no step;
 * ``tflops = flops / seconds / 1e12`` and ``mfu = flops / seconds / (peak_tflops x 1e12)``,
-  with running medians; an MFU above 1 is an error naming the peak and the FLOPs, never a value;
+  with running medians; ``peak_tflops``, the peak the step's MFU is against. No MFU is above 1,
+  and a step above the peak never stops the training: a MEASURED peak (the CPU's, measured when
+  the tracking starts, perhaps on a busy machine) is raised to the step's rate, the fastest seen
+  (its MFU is 1; one warning names the old and the new peak the first time, and the summary's
+  peak says at which step), while a peak given or from the table is wrong for the device and
+  dtype: the step has TFLOP/s but no MFU, and one warning names the peak and the FLOPs;
 * ``components``: each component's share of the step's FLOPs;
 * ``time_components``: with ``timing=True``, each component's share of the forward's time
   (None without it);
@@ -22,8 +27,11 @@ On CUDA the times come from events and are read when ready (:mod:`vitprof.measur
 so an entry appears about one step late and ``on_step`` is called then; leaving the ``with``
 reads the rest, and writes the markdown summary where ``summary=`` says. Nothing that goes
 wrong in vitprof stops the user's training: a step outside the ``with``, a step that cannot be
-counted, a GPU with no peak in the table, a summary path that cannot be written each give one
-warning and the tracker goes on (without FLOPs or MFU where it has none).
+counted, a step above the peak, a GPU with no peak in the table, a summary path that cannot be
+written each give one warning and the tracker goes on (without FLOPs or MFU where it has none).
+Nor does it change the training: what vitprof runs (the peak's matmuls, the counts) leaves
+torch's global random number generators as they were, so a seeded run is the same tracked or
+not. The model and a peak given are checked when ``track`` is called: a UserError there.
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ from vitprof.measure.mfu.clocks import Clock, CudaClock, WallClock
 from vitprof.measure.mfu.component_time import ComponentTimer
 from vitprof.measure.mfu.flops import StepCounts, StepFlops
 from vitprof.measure.mfu.optimizer import OptimizerCount
-from vitprof.measure.mfu.peaks import ChosenPeak, choose_peak, given_peak
+from vitprof.measure.mfu.peaks import ChosenPeak, choose_peak, given_peak, raised_to
 from vitprof.measure.mfu.summary import summary
 
 StepEntry = dict[str, Any]
@@ -87,16 +95,6 @@ def model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def check_mfu(mfu: float, flops: int, seconds: float, peak: ChosenPeak) -> None:
-    """An MFU above 100% means a wrong peak or a wrong count: a UserError saying both."""
-    if mfu > 1:
-        raise UserError(
-            f"MFU above 100% ({flops:,} FLOPs in {seconds:.6g} s = {flops / seconds / 1e12:.4g} "
-            f"TFLOP/s against a peak of {peak.tflops:g} TFLOP/s, {peak.source}): the peak is "
-            f"wrong for this device and dtype; pass peak_tflops= with its dense peak"
-        )
-
-
 class Tracker:
     """Counts and times each training step of ``model``; see the module docstring."""
 
@@ -119,6 +117,7 @@ class Tracker:
         self._pending: list[_Pending] = []
         self._steps = 0
         self._medians = {"tflops": RunningMedian(), "mfu": RunningMedian()}
+        self._warned: set[str] = set()  # the kinds of step above the peak warned of
 
     def __enter__(self) -> Tracker:
         if self.timer is not None:
@@ -195,7 +194,8 @@ class Tracker:
         counted = pending.counted
         optimizer = None if self.optimizer is None else self.optimizer.vector_flops
         entry: StepEntry = {"step": pending.step, "seconds": seconds, "flops": None,
-                            "vector_flops": None, "tflops": None, "mfu": None, "components": {},
+                            "vector_flops": None, "tflops": None, "mfu": None,
+                            "peak_tflops": None, "components": {},
                             "optimizer_vector_flops": optimizer, "time_components": pending.times}
         if counted is not None and seconds > 0:
             flops = counted.flops
@@ -204,13 +204,41 @@ class Tracker:
                          components={k: v / flops for k, v in counted.components.items()
                                      if v and flops})
             if self.peak is not None:
-                mfu = flops / seconds / (self.peak.tflops * 1e12)
-                check_mfu(mfu, flops, seconds, self.peak)
-                entry["mfu"] = mfu
+                entry["mfu"] = self._mfu(pending.step, flops, seconds)
+                entry["peak_tflops"] = self.peak.tflops
         for key, median in self._medians.items():
             last = self.history[-1][f"median_{key}"] if self.history else None
             entry[f"median_{key}"] = last if entry[key] is None else median.add(entry[key])
         return entry
+
+    def _mfu(self, step: int, flops: int, seconds: float) -> float | None:
+        """The step's MFU against the peak, never above 1 (see the module docstring): a
+        measured peak below the step's rate is raised to it, any other peak gives None."""
+        assert self.peak is not None
+        peak = self.peak
+        mfu = flops / seconds / (peak.tflops * 1e12)
+        if mfu <= 1:
+            return mfu
+        tflops = flops / seconds / 1e12
+        if peak.measured:
+            self.peak = raised_to(peak, tflops, step)
+            self._warn_once("raised", f"step {step} ran at {tflops:.4g} TFLOP/s, above the peak "
+                            f"measured when the tracking started ({peak.tflops:.4g} TFLOP/s: the "
+                            f"machine was busier then); the peak is now {tflops:.4g} TFLOP/s, "
+                            f"the fastest step's rate, and rises with any faster step (each "
+                            f"entry's peak_tflops, the summary's peak)")
+            return 1.0
+        self._warn_once("above", f"MFU above 100% at step {step} ({flops:,} FLOPs in "
+                        f"{seconds:.6g} s = {tflops:.4g} TFLOP/s against a peak of "
+                        f"{peak.tflops:g} TFLOP/s, {peak.source}): the peak is wrong for this "
+                        f"device and dtype; pass peak_tflops= with its dense peak. The steps "
+                        f"above it have no MFU")
+        return None
+
+    def _warn_once(self, kind: str, message: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            warnings.warn(f"vitprof: {message}", stacklevel=6)  # the caller of step()
 
     def summary(self) -> str:
         """The run so far as markdown: the peak, the medians, the FLOPs per component."""
@@ -232,9 +260,13 @@ def track(model: nn.Module, peak_tflops: float | None = None, *,
     ``timing=True``: each component's share of the forward's time too, with ``profile``'s hooks
     (:mod:`vitprof.measure.mfu.component_time`; they cost time); ``summary``: a path the
     markdown summary is written to when the tracking ends.
-    A peak that is not positive is a UserError; a GPU the table does not know is one warning,
-    and the steps then have TFLOP/s but no MFU.
+    A model that is not an ``nn.Module`` and a peak that is not a positive finite number are
+    UserErrors; a GPU the table does not know is one warning, and the steps then have TFLOP/s
+    but no MFU.
     """
+    if not isinstance(model, nn.Module):
+        raise UserError(f"vitprof.track needs the nn.Module being trained, got "
+                        f"{type(model).__name__}")
     if peak_tflops is not None:
         peak: ChosenPeak | None = given_peak(peak_tflops)
     else:
