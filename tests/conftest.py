@@ -138,6 +138,18 @@ def run_commands_in_one_interpreter(argvs: Sequence[Sequence[str]],
     return done
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``exhaustive`` are left out unless the ``-m`` expression names the marker
+    (``-m exhaustive``, ``-m "slow or exhaustive"``). Not an ``-m`` in ``addopts``: an ``-m`` on
+    the command line replaces it, and ``-m "not slow"`` ran every exhaustive test."""
+    if "exhaustive" in config.option.markexpr:
+        return
+    left_out = [item for item in items if item.get_closest_marker("exhaustive")]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not item.get_closest_marker("exhaustive")]
+
+
 @pytest.fixture
 def odd_models(tmp_path: Path) -> Path:
     """ODD_MODELS_PY written to a file, for ``FILE.py:odd`` and ``FILE.py:explodes``."""

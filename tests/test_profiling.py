@@ -35,6 +35,7 @@ from vitprof.measure.peak import Peak, best_seconds, matmul_flops, measure_peak
 from vitprof.measure.profile import profile_model
 from vitprof.measure.result import Row, SpeedProfile, above_peak_note
 from vitprof.measure.timing import (
+    CpuClock,
     CudaClock,
     Timings,
     interquartile_mean,
@@ -89,11 +90,27 @@ def small_file(tmp_path: Path) -> Path:
 # ------------------------------------------------------------------------------ timing
 
 
+class TickClock(CpuClock):
+    """Each mark one second after the one before, whatever the CPU's speed or load: every
+    interval between two marks lasts 1 s."""
+
+    def mark(self) -> None:
+        self.marks.append(float(len(self.marks)))
+
+
 def test_component_times_add_up_to_end_to_end(measured: SpeedProfile) -> None:
+    """Every interval between two marks of the hooked forward goes to the components but the
+    first and the last (outside the root module's hooks): exact with a clock that ticks once a
+    mark. A wall clock makes those two intervals a share of the forward that depends on the
+    CPU (main held it to 10%), so the real profile is held to what is exact on any CPU."""
+    model, example = small_vit().eval(), torch.randn(BATCH, 3, 32, 32)
+    plan = plan_intervals(model, image_inputs(example.to("meta")), recognize(model)).plan
+    ticks = time_forward(model, example, plan, TickClock(), warmup=0, iters=4)
+    # one mark per module event and one either side of the forward: events + 1 intervals
+    assert ticks.hooked_latency == len(plan.events) + 1
+    assert ticks.attributed == pytest.approx(len(plan.events) - 1)
     t = measured.timings
-    # Comparable quantities: both come from the same hooked iterations; only the root module's
-    # own hooks (outside the first and last mark) are not attributed.
-    assert t.attributed == pytest.approx(t.hooked_latency, rel=0.10)
+    assert 0 < t.attributed <= t.hooked_latency  # the same iterations, two intervals fewer
     assert sum(t.blocks.values()) < t.attributed  # blocks are part of the whole
     assert len(t.latencies) == len(t.hooked_latencies) == 8
 
@@ -319,7 +336,7 @@ def test_cuda_clock_with_wall_clock_events(wall_clock_cuda_events: list[int]) ->
     plan = plan_intervals(model, image_inputs(example.to("meta")), recognize(model)).plan
     clock = CudaClock()
     timings = time_forward(model, example, plan, clock, warmup=1, iters=4)
-    assert timings.attributed == pytest.approx(timings.hooked_latency, rel=0.10)
+    assert 0 < timings.attributed <= timings.hooked_latency
     # one mark per module event plus the two around the forward, events reused across runs
     assert len(clock.events) == len(plan.events) + 2
     # one synchronize per forward read: 1 warm-up + 4 iterations x (hooked + plain)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,40 @@ def test_readme_sample_is_what_the_command_prints(command: str, capsys) -> None:
     assert main(shlex.split(command)[1:]) == 0
     shown = samples(README.read_text())[command]
     assert _version_free(capsys.readouterr().out) == _version_free(shown)
+
+
+def fast_subset_options(markdown: str) -> list[str]:
+    """The pytest options of the README's fast subset: the ``sh`` block after "The fast
+    subset", after ``-m pytest``."""
+    after = markdown[markdown.index("The fast subset"):]
+    block = after[after.index("```sh\n") + len("```sh\n"):]
+    words = shlex.split(block[:block.index("```")])
+    return words[words.index("pytest") + 1:]
+
+
+def collected(options: list[str]) -> set[str]:
+    """The ids pytest collects from tests/test_memory.py (one slow row, 15 exhaustive ones, a
+    twin in every run) with ``options``, as a user runs it from the repository's root."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *options, "--collect-only", "-q", "-p",
+         "no:cacheprovider", "tests/test_memory.py"],
+        cwd=README.parent, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return {line for line in result.stdout.splitlines() if "::" in line}
+
+
+@pytest.mark.slow
+def test_the_fast_subset_leaves_out_the_slow_and_the_exhaustive_tests() -> None:
+    """The README's fast command runs neither (main's `-m "not slow"` replaced addopts'
+    `-m 'not exhaustive'` and ran the 15 exhaustive DeiT rows); the README's test command
+    (.ci/run's) runs the slow ones and not the exhaustive ones; `-m exhaustive` runs them."""
+    def deit(ids: set[str]) -> set[str]:
+        return {i for i in ids if "test_deit_matches_a_real_cpu_step" in i}
+
+    fast = collected(fast_subset_options(README.read_text()))
+    assert fast and not deit(fast)
+    assert any("test_twin_matches_a_real_cpu_step" in i for i in fast)
+    full = collected([])
+    # 2 models x 2 batches x 2 precisions x 2 checkpointings = 16 rows, one of them slow
+    assert len(deit(full)) == 1 and fast < full
+    assert len(deit(collected(["-m", "exhaustive"]))) == 16 - 1

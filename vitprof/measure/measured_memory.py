@@ -18,6 +18,13 @@ and the last step is the one reported (from the second step on, the optimizer st
   off (the allocator's total runs on across profiles), so the total counts what that step
   allocates; its peak is the largest total, plus what was alive when it began (the parameters
   and buffers, the optimizer state and the inputs, each storage once).
+* **Scratch**: what the peak holds inside one op beyond what was alive before and after it
+  (oneDNN's workspaces and reorders, im2col buffers, per-thread buffers): each op the step
+  dispatches below autograd (the ops a fake run sees, marked in the profile by a
+  ``TorchDispatchMode``) has an interval, and the peak between ops is the largest total outside
+  every interval and at each op's start and end. ``scratch_bytes`` is the peak minus that. It
+  depends on the CPU's instruction set and the thread count (the kernels oneDNN picks), where
+  the peak between ops does not: that is what a prediction of the ops' outputs is held to.
 * **Saved for backward**: ``torch.autograd.graph.saved_tensors_hooks`` around the forward of the
   last step: each storage autograd packs for the backward counts once, whole (``nbytes`` of
   its storage: a view keeps its base alive); parameters are not counted (they exist anyway).
@@ -27,6 +34,8 @@ and the last step is the one reported (from the second step on, the optimizer st
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -34,7 +43,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint as checkpointed
 
 AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -43,10 +53,20 @@ AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 @dataclass(frozen=True)
 class MeasuredMemory:
     """Bytes measured on the last step: ``peak_bytes`` (the most alive at once, parameters,
-    buffers and inputs included) and ``saved_bytes`` (saved for the backward)."""
+    buffers and inputs included), ``saved_bytes`` (saved for the backward) and
+    ``scratch_bytes`` (how far the peak lies above the most alive between two ops: what a
+    kernel held inside its op beyond the op's inputs and outputs; 0 when the peak is between
+    ops)."""
 
     peak_bytes: int
     saved_bytes: int
+    scratch_bytes: int
+
+    @property
+    def peak_between_ops_bytes(self) -> int:
+        """The most alive at once between two ops (at any op's start or end): the peak without
+        the kernels' scratch, which depends on the CPU."""
+        return self.peak_bytes - self.scratch_bytes
 
 
 def _optimizer(name: str, params: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -140,13 +160,50 @@ class _SavedBytes:
         return sum(self.seen.values())
 
 
-def _allocation_totals(prof: profile) -> list[int]:
-    """The bytes allocated during the profile after each allocator event, in order.
+# the name of the profiler's range around each op the step dispatches (see _OpIntervals)
+_OP_RANGE = "vitprof.measured_memory.op"
+
+
+class _OpIntervals(TorchDispatchMode):
+    """Each op dispatched below autograd (and below autocast: the ops a fake-tensor run sees)
+    runs inside a profiler range named :data:`_OP_RANGE`; what a kernel allocates and frees
+    within it is its scratch. The ops a kernel calls inside run below the mode, unmarked."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        with record_function(_OP_RANGE):
+            return func(*args, **(kwargs or {}))
+
+
+@dataclass(frozen=True)
+class AllocationPeaks:
+    """Bytes a run allocated beyond what was alive when it began: the most at once (``peak``)
+    and the most at once between two ops (``between_ops``: the peak without the kernels'
+    scratch)."""
+
+    peak: int
+    between_ops: int
+
+
+def allocation_peaks(run: Callable[[], object]) -> AllocationPeaks:
+    """The :class:`AllocationPeaks` of ``run()``, from the CPU allocator's events in the
+    profiler, each op ``run`` dispatches marked (:class:`_OpIntervals`)."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof, \
+            _OpIntervals():
+        run()
+    return _peaks(prof)
+
+
+def _peaks(prof: profile) -> AllocationPeaks:
+    """The :class:`AllocationPeaks` of the profile ``prof``.
 
     The allocator's ``total_allocated`` runs on across profiles (what one profile allocated and
     the program freed after it never leaves it), so the total before the first event is
-    subtracted."""
+    subtracted. An allocation belongs to the op whose range holds its time (intra-op worker
+    threads included); between ops every total counts, inside an op only the totals at its
+    start and end."""
     events: list[tuple[int, int, int]] = []
+    ops: list[tuple[int, int]] = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())  # type: ignore[union-attr]
     while stack:
         event = stack.pop()
@@ -154,11 +211,27 @@ def _allocation_totals(prof: profile) -> list[int]:
         fields = event.extra_fields
         if type(fields).__name__ == "_ExtraFields_Allocation" and fields.device.type == "cpu":
             events.append((event.start_time_ns, fields.total_allocated, fields.alloc_size))
-    events.sort()
+        elif event.name == _OP_RANGE:
+            ops.append((event.start_time_ns, event.end_time_ns))
     if not events:
-        return []
-    before = events[0][1] - events[0][2]
-    return [total - before for _, total, _ in events]
+        return AllocationPeaks(0, 0)
+    events.sort()
+    ops.sort()
+    base = events[0][1] - events[0][2]
+    totals = [total - base for _, total, _ in events]
+    op_of = [_op_holding(time, ops) for time, _, _ in events]
+    # between ops: each total outside every op, and each op's last total (its end); an op's
+    # start is the total before its first event, counted as the end of what came before
+    ends = [total for total, op, next_op in zip(totals, op_of, [*op_of[1:], None], strict=True)
+            if op is None or op != next_op]
+    return AllocationPeaks(max(totals), max(ends))
+
+
+def _op_holding(time: int, ops: list[tuple[int, int]]) -> int | None:
+    """The index of the interval of ``ops`` (sorted, disjoint ``(start, end)``) that holds
+    ``time``, or None."""
+    index = bisect.bisect_right(ops, (time, math.inf)) - 1
+    return index if index >= 0 and time <= ops[index][1] else None
 
 
 def measure_training_memory(
@@ -178,10 +251,9 @@ def measure_training_memory(
         opt.zero_grad(set_to_none=True)
         held = _storages([*model.parameters(), *model.buffers(), *_state(opt),
                           *(a for a in args if isinstance(a, torch.Tensor))])
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            _step(model, args, opt, amp, saved)
+        peaks = allocation_peaks(lambda: _step(model, args, opt, amp, saved))
     opt.zero_grad(set_to_none=True)
-    return MeasuredMemory(held + max(_allocation_totals(prof), default=0), saved.total)
+    return MeasuredMemory(held + peaks.peak, saved.total, peaks.peak - peaks.between_ops)
 
 
 def _step(model: nn.Module, args: tuple[Any, ...], opt: torch.optim.Optimizer,
