@@ -15,6 +15,8 @@ codes hold whatever happens to stdout and stderr.
 from __future__ import annotations
 
 import errno
+import io
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +30,7 @@ import pytest
 from vitprof.cli.main import main
 from vitprof.core import atomic_write
 from vitprof.core.atomic_write import staged_files, write_atomically
+from vitprof.core.schema import SCHEMA_VERSION
 from vitprof.render.figures import FigureData
 from vitprof.study import generate
 from vitprof.study.pages.markdown import Page
@@ -161,3 +164,64 @@ def test_an_interrupted_report_leaves_every_page_as_it_was(
     assert main(["report", "m", "--out", str(out)]) == 130
     assert capsys.readouterr().err == "vitprof: interrupted\n"
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+# ------------------------------------------------------------------------------- baselines
+
+MODELS_PY = """
+from torch import nn
+
+
+def make():
+    return nn.Conv2d(3, 2, kernel_size=8, stride=8)
+"""
+
+
+def _entry(name: str, baseline: str) -> str:
+    return (f'[{name}]\nmodel = "models.py:make"\nimage_size = 8\nbaseline = "{baseline}"\n'
+            'max_increase = "0%"\n')
+
+
+class _FullStdout(io.StringIO):
+    """A stdout on a full device: every write fails."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_baselines_stay_when_the_report_cannot_be_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd) -> None:
+    """``check two.toml --update-baselines > /dev/full``: exit 2 and both baselines as they
+    were (main rewrote both, then failed to write stdout), and no temporary file."""
+    monkeypatch.chdir(tmp_path)
+    Path("models.py").write_text(MODELS_PY)
+    Path("two.toml").write_text(_entry("first", "p/first.json") + _entry("second",
+                                                                         "p/second.json"))
+    Path("p").mkdir()
+    old = json.dumps({"schema_version": SCHEMA_VERSION, "note": "as it was"})
+    for name in ("first", "second"):
+        Path(f"p/{name}.json").write_text(old)
+    # capfd: what cannot be written is dropped by pointing the stdout's file descriptor at the
+    # null device, here pytest's capture of file descriptor 1
+    monkeypatch.setattr(sys, "stdout", _FullStdout())
+    status = main(["check", "two.toml", "--update-baselines"])
+    line = _one_error_line(capfd.readouterr().err)
+    assert status == 2 and line.endswith("No space left on device")
+    assert {p.name: p.read_text() for p in Path("p").iterdir()} == {
+        "first.json": old, "second.json": old}
+
+
+def test_update_baselines_refuses_to_overwrite_what_is_not_a_profile(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A baseline path naming the model's own ``.py``: one line, exit 2, the file untouched
+    (main overwrote the model's source with a JSON profile)."""
+    monkeypatch.chdir(tmp_path)
+    Path("models.py").write_text(MODELS_PY)
+    Path("mistake.toml").write_text(_entry("m", "models.py"))
+    status = main(["check", "mistake.toml", "--update-baselines"])
+    line = _one_error_line(capsys.readouterr().err)
+    assert status == 2
+    assert line == ("vitprof: error: mistake.toml: entry 'm', key 'baseline': models.py is "
+                    "not a vitprof profile (a JSON object with a 'schema_version'); "
+                    "--update-baselines overwrites only a profile, never another file")
+    assert Path("models.py").read_text() == MODELS_PY

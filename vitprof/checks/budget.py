@@ -738,7 +738,7 @@ def check_profile(budget: Budget, profile: Profile, update_baseline: bool = Fals
                   peak_bytes: int | None = None) -> BudgetResult:
     """Every check of ``budget`` against an existing analysis, its baseline's included.
     ``update_baseline``: the baseline is ``profile`` itself, as it is once the caller has
-    written it (:func:`vitprof.checks.baseline.write_baselines`), not the file. ``peak_bytes``:
+    written it (:func:`vitprof.checks.baseline.updated_baselines`), not the file. ``peak_bytes``:
     the predicted peak a ``max_peak_bytes`` check bounds (without it, such a check fails)."""
     results = tuple(_peak_check(check, peak_bytes) if check.metric is Metric.PEAK_BYTES
                     else _run(check, profile) for check in budget.checks)
