@@ -14,15 +14,19 @@ codes hold whatever happens to stdout and stderr.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import importlib.metadata
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import matplotlib.figure
 import pytest
@@ -225,3 +229,78 @@ def test_update_baselines_refuses_to_overwrite_what_is_not_a_profile(
                     "not a vitprof profile (a JSON object with a 'schema_version'); "
                     "--update-baselines overwrites only a profile, never another file")
     assert Path("models.py").read_text() == MODELS_PY
+
+
+# ------------------------------------------------------------------------------- exit codes
+
+SLEEPER_PY = """
+import time
+from pathlib import Path
+
+
+def make():
+    Path(__file__).with_name("started").touch()
+    time.sleep(60)
+"""
+
+
+@contextlib.contextmanager
+def _stderr(how: str) -> Iterator[dict[str, Any]]:
+    """Popen's arguments for a stderr that is ``/dev/full`` or closed; SIGINT as by default
+    (Python keeps it ignored if its parent, a background job, ignores it)."""
+    def child() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if how == "closed":
+            os.close(2)
+    with open("/dev/full" if how == "/dev/full" else os.devnull, "wb") as stderr:
+        yield {"stdout": subprocess.DEVNULL, "stderr": stderr, "preexec_fn": child}
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+@pytest.mark.parametrize("how", [pytest.param("/dev/full", marks=pytest.mark.slow), "closed"])
+@pytest.mark.parametrize(("argv", "code"), [
+    pytest.param(["analyze", CIFAR_VIT, "--format", "json"], 0, id="success"),
+    pytest.param(["analyze", "vit_b_17"], 2, id="unknown-model"),
+])
+def test_exit_codes_hold_whatever_stderr_is(argv: list[str], code: int, how: str,
+                                            tmp_path: Path) -> None:
+    """main exited 1 on an unknown model (its error line failed, or stderr was None), and
+    on a success whose slow-build notice asked a closed stderr whether it is a terminal."""
+    with _stderr(how) as streams:
+        result = subprocess.run([str(VITPROF), *argv], cwd=tmp_path, timeout=300, check=False,
+                                **streams)
+    assert result.returncode == code
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+@pytest.mark.parametrize("how", [pytest.param("/dev/full", marks=pytest.mark.slow), "closed"])
+def test_an_interrupt_exits_130_whatever_stderr_is(how: str, tmp_path: Path) -> None:
+    (tmp_path / "sleeper.py").write_text(SLEEPER_PY)
+    with _stderr(how) as streams:
+        process = subprocess.Popen([str(VITPROF), "analyze", "sleeper.py:make"], cwd=tmp_path,
+                                   **streams)
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=120) == 130
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["analyze", "--help"]])
+def test_help_that_cannot_be_written_fails(argv: list[str], tmp_path: Path) -> None:
+    """``vitprof --help > /dev/full`` exited 0 in silence; ``ls > /dev/full`` fails too."""
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run([str(VITPROF), *argv], cwd=tmp_path, stdout=full,
+                                stderr=subprocess.PIPE, text=True, timeout=300, check=False)
+    line = _one_error_line(result.stderr)
+    assert result.returncode == 2
+    assert line == "vitprof: error: cannot write the result to stdout: No space left on device"
+
+
+def test_version_is_the_installed_packages(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"vitprof {importlib.metadata.version('vitprof')}\n"
