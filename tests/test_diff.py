@@ -326,3 +326,13 @@ def test_other_differences_are_stated_first(
     code, out, _ = run(["diff", str(path), str(saved_b16)], capsys)
     assert code == 0
     assert out.splitlines()[3] == f"note: {note}"  # after A, B and the convention
+
+
+def test_a_profile_saved_with_a_byte_order_mark_is_read(saved_b16: Path, tmp_path: Path,
+                                                        capsys) -> None:
+    """Issue 38: UTF-8 with a byte-order mark (an editor's save) is still the profile."""
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + saved_b16.read_bytes())
+    code, out, err = run(["diff", str(marked), str(saved_b16), "--format", "json"], capsys)
+    assert code == 0, err
+    _zero_changes(json.loads(out))
