@@ -21,6 +21,7 @@ import io
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -119,6 +120,21 @@ def test_a_write_replaces_the_file_whole_keeping_its_mode_and_links(tmp_path: Pa
     assert link.is_symlink() and real.read_text() == "new"
     assert real.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "real.txt"]
+
+
+def test_a_target_that_is_no_file_is_written_in_place(tmp_path: Path) -> None:
+    """``--output /dev/null``, ``/dev/stdout``, a FIFO: written as ``Path.write_text`` did, never
+    replaced by a file (as root, a rename would have put a file in place of ``/dev/null``)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        write_atomically(fifo, "through the pipe")
+        assert os.read(reader, 100) == b"through the pipe"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe"]
 
 
 def test_an_interrupt_among_staged_files_changes_none(tmp_path: Path) -> None:

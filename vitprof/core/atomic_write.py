@@ -6,7 +6,8 @@ system: ``.NAME.RANDOM.tmp``), flushed and fsynced, and only then renamed over t
 leaves the target as it was and removes the temporary file. A target that is a symbolic link
 is written through it (the file it points to is replaced), as ``Path.write_text`` does; a new
 file gets the permissions ``Path.write_text`` would give it (``0o666`` less the umask), a
-replaced one keeps its own.
+replaced one keeps its own. A target that is no regular file (``/dev/null``, ``/dev/stdout``,
+a FIFO) is written in place: it holds nothing to keep, and must never be replaced by a file.
 
 Several files are one unit with :func:`staged_files`: each is written to its temporary file,
 and they are renamed, in the order they were added, only once every one was written. Add the
@@ -24,6 +25,7 @@ import os
 import secrets
 import stat
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -41,19 +43,42 @@ def _write(handle: BinaryIO, content: Content) -> None:
         content(handle)
 
 
+def _special(target: Path) -> bool:
+    """Whether ``target`` exists and is no regular file (``/dev/null``, ``/dev/stdout``'s pipe,
+    a FIFO): it is written in place, never replaced, and holds no file to keep."""
+    try:
+        return not stat.S_ISREG(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """A file of :class:`StagedFiles`: its target and the temporary file beside it, or, for a
+    target that is no regular file, what is written in place on commit."""
+
+    target: Path
+    temporary: Path | None
+    in_place: Content = b""
+
+
 class StagedFiles:
     """Files written to temporary files beside their targets, renamed over them on
-    :meth:`commit` (see the module)."""
+    :meth:`commit` (see the module). A target that is no regular file (:func:`_special`) is
+    written in place, in its turn, on :meth:`commit`."""
 
     def __init__(self) -> None:
-        self._staged: list[tuple[Path, Path]] = []  # (temporary file, target), in order
+        self._staged: list[_Staged] = []  # in the order added
 
     def add(self, path: str | Path, content: Content) -> None:
         """Write ``content`` to a temporary file beside ``path`` (fsynced); raises OSError."""
+        if _special(Path(path)):  # before resolving: /dev/stdout resolves to no path
+            self._staged.append(_Staged(Path(path), None, content))
+            return
         target = Path(os.path.realpath(path))
         temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        self._staged.append((temporary, target))
+        self._staged.append(_Staged(target, temporary))
         with os.fdopen(fd, "wb") as handle:
             _write(handle, content)
             handle.flush()
@@ -64,15 +89,20 @@ class StagedFiles:
     def commit(self) -> None:
         """Rename every temporary file over its target, in the order they were added."""
         while self._staged:
-            temporary, target = self._staged[0]
-            os.replace(temporary, target)
+            staged = self._staged[0]
+            if staged.temporary is None:
+                with open(staged.target, "wb") as handle:
+                    _write(handle, staged.in_place)
+            else:
+                os.replace(staged.temporary, staged.target)
             self._staged.pop(0)
 
     def discard(self) -> None:
         """Remove the temporary files not renamed yet; their targets stay as they were."""
-        for temporary, _ in self._staged:
-            with contextlib.suppress(OSError):
-                temporary.unlink()
+        for staged in self._staged:
+            if staged.temporary is not None:
+                with contextlib.suppress(OSError):
+                    staged.temporary.unlink()
         self._staged.clear()
 
 
