@@ -73,18 +73,25 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 # ------------------------------------------------------------------------------- whole files
 
 
-def test_an_output_on_a_full_disk_leaves_the_old_file(small_disk: Path, capsys) -> None:
-    """The old file takes one page, the new JSON (about 12 KB) needs three of the two: main
-    truncated the old file, wrote the first 8 KiB and stopped (exit 2 over a broken file)."""
-    target = small_disk / "profile.json"
-    old = "the profile as it was\n" * 100  # 2,200 bytes: one page
+@pytest.mark.parametrize(("name", "argv"), [
+    pytest.param("profile.json", ["analyze", CIFAR_VIT, "--format", "json", "--output"],
+                 id="analyze-output"),
+    pytest.param("timeline.png", ["memory", CIFAR_VIT, "--target", "cpu", "--figure"],
+                 id="memory-figure"),
+])
+def test_an_output_on_a_full_disk_leaves_the_old_file(name: str, argv: list[str],
+                                                      small_disk: Path, capsys) -> None:
+    """The old file takes one page, the new one (a JSON profile of about 12 KB, a PNG of tens
+    of KB) needs more than the two: main truncated the old file, wrote the first 8 KiB and
+    stopped (exit 2 over a broken profile; a traceback for the figure)."""
+    target = small_disk / name
+    old = "the file as it was\n" * 100  # 1,900 bytes: one page
     target.write_text(old)
-    status = main(["analyze", CIFAR_VIT, "--format", "json", "--output", str(target)])
+    status = main([*argv, str(target)])
     line = _one_error_line(capsys.readouterr().err)
-    assert status == 2
-    assert line == f"vitprof: error: cannot write {target}: No space left on device"
+    assert status == 2 and line.endswith(f"{target}: No space left on device")
     assert target.read_text() == old
-    assert [p.name for p in small_disk.iterdir()] == ["profile.json"]
+    assert [p.name for p in small_disk.iterdir()] == [name]
 
 
 def _write_half_then_fail(handle: BinaryIO, content: atomic_write.Content) -> None:

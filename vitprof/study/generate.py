@@ -150,15 +150,16 @@ def write(found: Sequence[Page], out: str | Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"cannot create {folder}: {error.strerror}") from None
-    files: list[tuple[Path, Content]] = [(folder / name, figures.png(figure)) for page in found
-             for name, figure in page.figures]
+    files: list[tuple[Path, Content]] = [(folder / name, figures.png(figure))
+                                         for page in found for name, figure in page.figures]
     files += [(folder / page.name, MARKER + page.text) for page in found]
     target = folder
     try:
         with staged_files() as staged:
             for target, content in files:
                 staged.add(target, content)
-    except OSError as error:
-        raise UserError(f"cannot write {target}: {error.strerror or error}") from None
+    except OSError as error:  # a rename names its target second
+        failed = error.filename2 or target
+        raise UserError(f"cannot write {failed}: {error.strerror or error}") from None
     return [path for page in found
             for path in (folder / page.name, *(folder / name for name, _ in page.figures))]

@@ -98,11 +98,10 @@ def _refuse_to_overwrite(budgets: list[Budget], source: str) -> None:
                                 ) from None
 
 
-def _baselines(outcomes: list[BudgetResult], update: bool) -> list[tuple[str, Baseline, Profile]]:
-    """The entry name, baseline and profile of every outcome whose entry names a baseline, when
-    ``update``; else none."""
+def _baselines(outcomes: list[BudgetResult]) -> list[tuple[str, Baseline, Profile]]:
+    """The entry name, baseline and profile of every outcome whose entry names a baseline."""
     return [(o.budget.name, baseline, o.profile) for o in outcomes
-            if update and (baseline := o.budget.baseline) is not None]
+            if (baseline := o.budget.baseline) is not None]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     for outcome in outcomes:
         if outcome.profile.fallback:
             warn(f"entry '{outcome.budget.name}': {outcome.profile.fallback}")
-    written = _baselines(outcomes, args.update_baselines)
+    written = _baselines(outcomes) if args.update_baselines else []
     with updated_baselines([(baseline, profile) for _, baseline, profile in written]):
         write_output(report, args.output)
     for name, baseline, _ in written:
