@@ -219,6 +219,7 @@ def test_an_error_of_a_budgets_memory_prediction_names_its_keys(
                                     'memory = { amp = "bfloat16" }\n')
     assert main(["check", "budgets.toml"]) == 2
     line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith("vitprof: error: ")
     assert line.endswith(': amp keeps float32 master weights: it needs dtype = "float32", got '
                          'float16')
 
