@@ -575,6 +575,18 @@ def test_largest_toml_integers_are_accepted(tmp_path: Path) -> None:
     assert budget.checks[0].limit == 2**63 - 1
 
 
+def test_a_byte_order_mark_is_not_the_files_first_key(tmp_path: Path) -> None:
+    """Issue 38: a budget saved by an editor that starts UTF-8 files with a byte-order mark
+    was 'malformed TOML at line 1 column 1'; its lines stay where they are."""
+    path = tmp_path / "b.toml"
+    path.write_bytes(b"\xef\xbb\xbf[vit_b_16]\nmax_params = 86_600_000\nmax_maks = 1\n")
+    with pytest.raises(UserError, match=r"b\.toml:3: entry 'vit_b_16', key 'max_maks'"):
+        load_budgets(path)
+    path.write_bytes(b"\xef\xbb\xbf[vit_b_16]\nmax_params = 86_600_000\n")
+    (budget,) = load_budgets(path)
+    assert budget.name == "vit_b_16" and budget.checks[0].limit == 86_600_000
+
+
 def test_every_model_name_is_resolved_before_any_model_runs(tmp_path: Path) -> None:
     (tmp_path / "marking.py").write_text(MARKING_FACTORY_PY)
     path = write(tmp_path, """\

@@ -46,7 +46,8 @@ def gray(in_chans=3):
 def interrupt():
     raise KeyboardInterrupt  # Ctrl-C while the model is built
 """
-OLD_BASELINE = "the baseline as it was before the command\n"
+# a profile (--update-baselines overwrites nothing else), in a version no vitprof reads
+OLD_BASELINE = '{"schema_version": "0", "note": "the baseline as it was before the command"}\n'
 
 
 def _entry(name: str, model: str, baseline: str, *, image_size: str = "8") -> str:
@@ -237,3 +238,15 @@ def test_defect(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     if case.once:
         assert (out + err).count(case.once) == 1, out + err
     assert {name: (folder / name).read_text() for name in case.unchanged} == kept
+
+
+def test_a_check_of_a_missing_folder_is_one_true_line(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: ``report --check --out missing`` said the folder does not exist, then that it
+    is out of date; the one line says it is missing and what writes it (exit 1, a failed
+    check)."""
+    missing = tmp_path / "missing"
+    code, out, err = _vitprof(["report", "--check", "--out", str(missing)], capsys)
+    assert code == 1 and out == ""
+    assert err == (f"vitprof: {missing} does not exist; generate it with 'vitprof report --all "
+                   f"--out {missing}'\n")

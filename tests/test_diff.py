@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import MARKING_FACTORY_PY
 
 from vitprof.checks.diff import Change, parse_fail_above
 from vitprof.cli.main import main
@@ -326,3 +327,26 @@ def test_other_differences_are_stated_first(
     code, out, _ = run(["diff", str(path), str(saved_b16)], capsys)
     assert code == 0
     assert out.splitlines()[3] == f"note: {note}"  # after A, B and the convention
+
+
+def test_a_profile_saved_with_a_byte_order_mark_is_read(saved_b16: Path, tmp_path: Path,
+                                                        capsys) -> None:
+    """Issue 38: UTF-8 with a byte-order mark (an editor's save) is still the profile."""
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + saved_b16.read_bytes())
+    code, out, err = run(["diff", str(marked), str(saved_b16), "--format", "json"], capsys)
+    assert code == 0, err
+    _zero_changes(json.loads(out))
+
+
+def test_both_sides_are_resolved_before_either_is_counted(tmp_path: Path, capsys) -> None:
+    """Issue 38: 'diff A B' built and counted A before finding that B is unknown; the factory
+    of A is not even called now, and a missing profile B is found as soon."""
+    (tmp_path / "marking.py").write_text(MARKING_FACTORY_PY)
+    for b, message in (("vit_b_17", "unknown model 'vit_b_17'"),
+                       (str(tmp_path / "gone.json"), "no such profile file")):
+        code, out, err = run(["diff", f"{tmp_path}/marking.py:make", b, "--image-size", "8"],
+                             capsys)
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert err.startswith("vitprof: error: ") and message in err
+        assert not (tmp_path / "factory_was_called").exists()

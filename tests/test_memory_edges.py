@@ -130,18 +130,21 @@ def test_checkpoint_of_a_model_without_block_modules_is_one_user_error() -> None
         memory(FlatViT(), image_size=16, checkpoint="blocks")
 
 
-@pytest.mark.parametrize(("kwargs", "fragment"), [
-    ({"optimizer": "adamw"}, "--optimizer does not apply"),
-    ({"optimizer": "sgd"}, "--optimizer does not apply"),
-    ({"checkpoint": "blocks"}, "--checkpoint does not apply"),
+@pytest.mark.parametrize(("kwargs", "keyword"), [
+    ({"optimizer": "adamw"}, "optimizer"),
+    ({"optimizer": "sgd"}, "optimizer"),
+    ({"checkpoint": "blocks"}, "checkpoint"),
 ])
 def test_inference_refuses_the_settings_of_a_training_step(kwargs: dict[str, str],
-                                                           fragment: str) -> None:
+                                                           keyword: str) -> None:
     """One forward without gradients has no optimizer and keeps nothing for a backward: an
     optimizer or checkpointing asked for with it is an error (main took them silently and
-    reported 'optimizer adamw' for a forward)."""
-    with pytest.raises(UserError, match=fragment):
+    reported 'optimizer adamw' for a forward). The error names the keywords written, not the
+    command line's options (issue 38: it said '--mode inference ... --optimizer')."""
+    with pytest.raises(UserError) as raised:
         memory(ParallelViT(), image_size=16, mode="inference", **kwargs)
+    assert str(raised.value) == (f"mode='inference' is one forward without gradients: "
+                                 f"{keyword} does not apply")
 
 
 def test_inference_says_what_it_predicts(biased_file: str,
@@ -176,7 +179,10 @@ def test_the_report_of_an_inference_estimate_names_a_forward() -> None:
 
 @pytest.mark.parametrize(("table", "fragment"), [
     ('{ checkpoint = "every 0" }', "checkpoint must be none, blocks or 'every N'"),
-    ('{ mode = "inference", optimizer = "sgd" }', "--optimizer does not apply"),
+    # the table's keys as written (issue 38: '--mode inference ... --optimizer does not apply')
+    ('{ mode = "inference", optimizer = "sgd" }',
+     "key 'memory': mode = \"inference\" is one forward without gradients: optimizer does not "
+     "apply"),
 ])
 def test_a_budgets_memory_settings_are_checked_where_they_are_written(
         tmp_path: Path, table: str, fragment: str) -> None:
@@ -190,6 +196,32 @@ def test_a_budgets_memory_settings_are_checked_where_they_are_written(
     with pytest.raises(UserError, match=fragment) as raised:
         load_budgets(path)
     assert "budgets.toml:4" in str(raised.value) and "'memory" in str(raised.value)
+
+
+CONV_PY = """
+from torch import nn
+
+
+def make():
+    return nn.Conv2d(3, 2, kernel_size=8, stride=8)
+"""
+
+
+def test_an_error_of_a_budgets_memory_prediction_names_its_keys(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """amp with the entry's float16 is found when the peak is predicted: the line names the
+    budget's keys, as written (issue 38: it named '--amp' and 'dtype float32')."""
+    monkeypatch.chdir(tmp_path)
+    Path("models.py").write_text(CONV_PY)
+    Path("budgets.toml").write_text('[m]\nmodel = "models.py:make"\nimage_size = 8\n'
+                                    'dtype = "float16"\nmax_peak_bytes = 1_000_000\n'
+                                    'memory = { amp = "bfloat16" }\n')
+    assert main(["check", "budgets.toml"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith("vitprof: error: ")
+    assert line.endswith(': amp keeps float32 master weights: it needs dtype = "float32", got '
+                         'float16')
 
 
 class SparseEmbedding(nn.Module):

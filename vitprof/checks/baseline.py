@@ -10,21 +10,23 @@ most binds.
 Fail closed: a baseline that is missing, unreadable, of another schema version, in other units,
 counted on another input shape or mode, or saved from another model is a
 :class:`~vitprof.core.errors.UserError`, never a pass.
-``vitprof check --update-baselines`` rewrites the snapshots from the current analyses, all or none
-(:func:`write_baselines`).
+``vitprof check --update-baselines`` rewrites the snapshots from the current analyses, all or none,
+once the report is written (:func:`updated_baselines`), and never a file that is not a profile
+(:func:`refuse_to_overwrite`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from math import floor
 from pathlib import Path
 
 from vitprof.checks.diff import Change, Snapshot, compare, read_profile
+from vitprof.core.atomic_write import StagedFiles
 from vitprof.core.errors import UserError
 from vitprof.core.schema import versioned
 from vitprof.count.result import Profile
@@ -90,27 +92,54 @@ def same_model(saved: str, current: str) -> bool:
     return longer[len(longer) - len(shorter):] == shorter
 
 
-def write_baselines(baselines: Sequence[tuple[Baseline, Profile]]) -> None:
-    """Write each profile as its baseline (folders created as needed), all or none: every
-    profile goes to a temporary file beside its baseline first, and only once all are written
-    are they renamed over the baselines. A failure (or an interrupt) before that leaves every
-    baseline as it was; the temporary files are removed either way."""
-    staged: list[tuple[Path, Path]] = []  # (temporary file, baseline)
+@contextmanager
+def updated_baselines(baselines: Sequence[tuple[Baseline, Profile]]) -> Iterator[None]:
+    """Write each profile as its baseline (folders created as needed), all or none, and only
+    if the block succeeds: every profile goes to a temporary file beside its baseline first
+    (:class:`~vitprof.core.atomic_write.StagedFiles`), the block runs (the report is written),
+    and only then are they renamed over the baselines. A failure (or an interrupt) before that,
+    in the block included, leaves every baseline as it was; the temporary files are removed
+    either way."""
+    staged = StagedFiles()
     target = Path()
     try:
-        for baseline, profile in baselines:
-            target = baseline.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            staged.append((target.with_name(f".{target.name}.{os.getpid()}.tmp"), target))
-            text = json.dumps(versioned(profile.to_dict(), "profile"), indent=2)
-            staged[-1][0].write_text(text + "\n", encoding="utf-8")
-        for temporary, target in staged:
-            temporary.replace(target)
-    except OSError as error:
-        raise UserError(f"cannot write baseline {target}: {error.strerror}") from None
+        try:
+            for baseline, profile in baselines:
+                target = baseline.path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                text = json.dumps(versioned(profile.to_dict(), "profile"), indent=2)
+                staged.add(target, text + "\n")
+        except OSError as error:
+            raise UserError(f"cannot write baseline {target}: {error.strerror}") from None
+        yield
+        try:
+            staged.commit()
+        except OSError as error:
+            raise UserError(f"cannot write baseline {error.filename2 or error.filename}: "
+                            f"{error.strerror}") from None
     finally:
-        for temporary, _ in staged:
-            temporary.unlink(missing_ok=True)
+        staged.discard()
+
+
+def refuse_to_overwrite(path: Path) -> None:
+    """Refuse a baseline ``path`` that ``--update-baselines`` must not overwrite: one that
+    exists and is not a vitprof profile (a JSON object with a ``schema_version``, of any
+    version or model), such as a model's ``.py`` file named by mistake. A missing file is
+    written."""
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise UserError(f"{path} is not a file; --update-baselines writes a profile there")
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror}") from None
+    except ValueError:  # not JSON, or not text
+        data = None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise UserError(f"{path} is not a vitprof profile (a JSON object with a "
+                        "'schema_version'); --update-baselines overwrites only a profile, "
+                        "never another file")
 
 
 def baseline_limits(saved: Snapshot, current: Snapshot, percent: Fraction) -> list[Limit]:

@@ -75,6 +75,7 @@ from vitprof.core.parse import image_size
 from vitprof.core.records import Component, Counts
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile
+from vitprof.measure.memory_spelling import TABLE_KEYS, SettingError
 from vitprof.measure.training_memory import memory, step_settings
 from vitprof.models.zoo import check_zoo_size, validate_name
 from vitprof.workload import InputRequest, dtype_name
@@ -531,8 +532,14 @@ def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Sourc
     try:  # together: a checkpoint's N, an optimizer or checkpoint with mode inference
         step_settings(**table)
     except UserError as error:
-        raise where.error(path, str(error)) from None
+        raise where.error(path, str(_in_table_keys(error))) from None
     return tuple(table.items())
+
+
+def _in_table_keys(error: UserError) -> UserError:
+    """``error``, where it is about the memory settings, in the words of a budget file (its
+    keys, ``mode = "inference"``) instead of ``vitprof.memory``'s keywords."""
+    return error.spelled(TABLE_KEYS) if isinstance(error, SettingError) else error
 
 
 def _positive(value: Any, path: tuple[str, ...], where: _Source,
@@ -728,7 +735,7 @@ def _peak_bytes(budget: Budget) -> int | None:
         settings: dict[str, Any] = dict(budget.memory)
         return memory(budget.model, request=budget.request, **settings).peak_bytes
     except UserError as error:
-        raise UserError(f"{budget.where}: {error}") from None
+        raise UserError(f"{budget.where}: {_in_table_keys(error)}") from None
     except Exception as error:  # fail closed, as evaluate() does for the analysis
         raise UserError(f"{budget.where}: memory prediction failed: {one_line(error)}"
                         ) from None
@@ -738,7 +745,7 @@ def check_profile(budget: Budget, profile: Profile, update_baseline: bool = Fals
                   peak_bytes: int | None = None) -> BudgetResult:
     """Every check of ``budget`` against an existing analysis, its baseline's included.
     ``update_baseline``: the baseline is ``profile`` itself, as it is once the caller has
-    written it (:func:`vitprof.checks.baseline.write_baselines`), not the file. ``peak_bytes``:
+    written it (:func:`vitprof.checks.baseline.updated_baselines`), not the file. ``peak_bytes``:
     the predicted peak a ``max_peak_bytes`` check bounds (without it, such a check fails)."""
     results = tuple(_peak_check(check, peak_bytes) if check.metric is Metric.PEAK_BYTES
                     else _run(check, profile) for check in budget.checks)

@@ -17,10 +17,11 @@ def one_line(error: BaseException) -> str:
 
 
 def read_user_file(path: str | Path, kind: str) -> str:
-    """The UTF-8 text of the user's ``kind`` file (``"budget"``, ``"profile"``): a missing or
-    unreadable file is one :class:`UserError` naming it."""
+    """The UTF-8 text of the user's ``kind`` file (``"budget"``, ``"profile"``), without the
+    byte-order mark an editor may have put first: a missing or unreadable file is one
+    :class:`UserError` naming it."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise UserError(f"{path}: no such {kind} file") from None
     except (OSError, UnicodeDecodeError) as error:

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from vitprof.core.errors import UserError
 from vitprof.core.validate import check_int
+from vitprof.measure.memory_spelling import SettingError
 
 MAX_PREDICTIONS = 24
 # the largest memory size searched: 1 PiB, past any device; a size far above it puts the line's
@@ -52,15 +53,16 @@ def largest_batch(peak: Callable[[int], int], fit: int, start: Predicted, fixed:
     ``start`` is the prediction at the batch asked for, ``fixed`` the bytes that do not depend
     on the batch (a ``fit`` below them is a UserError: no batch can fit)."""
     if fit < fixed:
-        raise UserError(f"--fit {_gib(fit)} is smaller than the parameters, gradients and "
-                        f"optimizer state alone (with buffers and any workspace), "
-                        f"{_gib(fixed)}")
+        raise SettingError(lambda s: f"{s.name('fit')} {_gib(fit)} is smaller than the "
+                           "parameters, gradients and optimizer state alone (with buffers and "
+                           f"any workspace), {_gib(fixed)}")
     known = {start.batch_size: start.peak_bytes}
 
     def at(batch: int) -> int:
         if batch not in known:
             if len(known) >= MAX_PREDICTIONS:
-                raise UserError(f"--fit: no answer after {MAX_PREDICTIONS} predictions")
+                raise SettingError(lambda s: f"{s.name('fit')}: no answer after "
+                                   f"{MAX_PREDICTIONS} predictions")
             known[batch] = peak(batch)
         return known[batch]
 

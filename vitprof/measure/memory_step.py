@@ -43,6 +43,7 @@ from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import Run, count
 from vitprof.count.timeline import Timeline
 from vitprof.measure.cuda_autocast import cuda_policy, lower_precision_call
+from vitprof.measure.memory_spelling import SettingError
 from vitprof.workload import Workload
 
 _SDPA = torch.nn.functional.scaled_dot_product_attention
@@ -99,8 +100,9 @@ def _cuda_efficient(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
 def _cuda_flash(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
                 is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
     if attn_mask is not None:
-        raise UserError("the flash attention kernel takes no attention mask: this model needs "
-                        "--attention efficient or math")
+        raise SettingError(lambda s: "the flash attention kernel takes no attention mask: this "
+                           f"model needs {s.setting('attention', 'efficient')} or "
+                           f"{s.setting('attention', 'math')}")
     return torch.ops.aten._scaled_dot_product_flash_attention(
         q, k, v, dropout_p, is_causal, scale=scale)[0]
 
@@ -208,9 +210,9 @@ def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | 
     chosen = [path for path, index in mapping.blocks.items()
               if every is not None and index % every == 0]
     if every is not None and not chosen:
-        raise UserError("--checkpoint runs transformer blocks' modules under "
-                        "torch.utils.checkpoint, and the breakdown found no module that is a "
-                        "block in this model")
+        raise SettingError(lambda s: f"{s.name('checkpoint')} runs transformer blocks' modules "
+                           "under torch.utils.checkpoint, and the breakdown found no module "
+                           "that is a block in this model")
     blocks = [module.get_submodule(path) for path in chosen]
     for block in blocks:
         forward = block.forward
@@ -266,8 +268,9 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
     with _reparametrize_module(work.module, stand), ExitStack() as stack:
         params = [t for t in work.module.parameters() if t.requires_grad]
         if settings.train and not params:
-            raise UserError(f"{work.name}: no parameter requires a gradient: there is no "
-                            f"training step to predict (try --mode inference)")
+            raise SettingError(lambda s: f"{work.name}: no parameter requires a gradient: "
+                               "there is no training step to predict (try "
+                               f"{s.setting('mode', 'inference')})")
         opt = make_optimizer(settings.optimizer, params, settings.target) if settings.train \
             else None
         if opt is not None:

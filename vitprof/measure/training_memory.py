@@ -50,6 +50,7 @@ from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
 from vitprof.measure.memory_fit import check_fit, largest_batch
+from vitprof.measure.memory_spelling import SettingError
 from vitprof.measure.memory_step import Step, StepSettings, run_step
 from vitprof.workload import (
     ImageSize,
@@ -171,17 +172,17 @@ def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str
     step reads (``train`` is False), and the reports say ``optimizer none``."""
     train = _choice("mode", mode, MEMORY_MODES) == "train"
     if not train:
-        for option, given in (("--optimizer", optimizer is not None),
-                              ("--checkpoint", checkpoint != "none")):
-            if given:
-                raise UserError(f"--mode inference is one forward without gradients: "
-                                f"{option} does not apply")
+        given = [key for key, set_ in (("optimizer", optimizer is not None),
+                                       ("checkpoint", checkpoint != "none")) if set_]
+        if given:
+            raise SettingError(lambda s: f"{s.setting('mode', 'inference')} is one forward "
+                               f"without gradients: {s.name(given[0])} does not apply")
     optimizer = _choice("optimizer", optimizer or DEFAULT_OPTIMIZER, OPTIMIZERS)
     if amp is not None:
         _choice("amp dtype", amp, AMP_DTYPES)
         if dtype_named(dtype) != torch.float32:
-            raise UserError(f"--amp keeps float32 master weights: it needs dtype float32, got "
-                            f"{dtype}")
+            raise SettingError(lambda s: f"{s.name('amp')} keeps float32 master weights: it "
+                               f"needs {s.setting('dtype', 'float32')}, got {dtype}")
     return StepSettings(optimizer, dtype_named(amp), _every(checkpoint),
                         _choice("target", target, MEMORY_TARGETS),
                         _choice("attention", attention, ATTENTION_PATHS), train)

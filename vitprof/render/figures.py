@@ -14,6 +14,7 @@ version may change. A page module draws its own figures: it registers their draw
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import re
@@ -31,6 +32,7 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 from PIL import Image
 
+from vitprof.core.atomic_write import write_atomically
 from vitprof.core.records import COMPONENTS
 from vitprof.count.result import Profile
 from vitprof.sweep import AXES, Sweep
@@ -274,16 +276,24 @@ _DRAW: dict[str, Callable[[Figure, dict[str, Any]], None]] = {
 }
 
 
-def save(figure: FigureData, path: str | Path) -> None:
-    """Draw ``figure`` into the PNG ``path``, deterministically, with its data digest."""
+def png(figure: FigureData) -> bytes:
+    """``figure`` drawn as a PNG, deterministically, with its data digest."""
     with matplotlib.style.context("default"):
         fig = Figure(figsize=SIZE_IN, dpi=DPI)
         FigureCanvasAgg(fig)
         _DRAW[figure.kind](fig, figure.data)
         fig.suptitle(figure.title)
         fig.tight_layout()
-        fig.savefig(path, dpi=DPI, format="png",
+        drawn = io.BytesIO()
+        fig.savefig(drawn, dpi=DPI, format="png",
                     metadata={"Software": None, DIGEST_KEY: figure.digest})
+    return drawn.getvalue()
+
+
+def save(figure: FigureData, path: str | Path) -> None:
+    """Draw ``figure`` into the PNG ``path`` (:func:`png`), written whole or not at all
+    (:mod:`vitprof.core.atomic_write`)."""
+    write_atomically(path, png(figure))
 
 
 def read_digest(path: str | Path) -> str | None:

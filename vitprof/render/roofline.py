@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vitprof.core.atomic_write import write_atomically
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
 
@@ -69,8 +70,9 @@ def write_roofline(result: SpeedProfile, path: str | Path) -> Path:
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     target = Path(path)
-    try:
-        fig.savefig(target, dpi=120)
+    try:  # the format is the extension's, as savefig(path) would take it
+        write_atomically(target, lambda handle: fig.savefig(
+            handle, dpi=120, format=target.suffix.removeprefix(".").lower()))
     except OSError as error:
         raise UserError(f"cannot write {target}: {error.strerror}") from None
     finally:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from vitprof.core.atomic_write import Content, staged_files
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
 from vitprof.models.spec_inference import spec_from_model
@@ -139,20 +140,26 @@ def folder_pages(models: Sequence[str]) -> list[Page]:
 
 
 def write(found: Sequence[Page], out: str | Path) -> list[Path]:
-    """Write every page and its figures into ``out`` (created if needed); the paths written."""
+    """Write every page and its figures into ``out`` (created if needed), as one unit
+    (:func:`~vitprof.core.atomic_write.staged_files`): each file goes to a temporary file beside
+    it, and only once all are written are they renamed into place, every figure before the
+    pages that link it. A full disk, an error or an interrupt leaves every file either as it was
+    or complete. The paths written, each page followed by its figures."""
     folder = Path(out)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"cannot create {folder}: {error.strerror}") from None
-    written: list[Path] = []
+    files: list[tuple[Path, Content]] = [(folder / name, figures.png(figure))
+                                         for page in found for name, figure in page.figures]
+    files += [(folder / page.name, MARKER + page.text) for page in found]
+    target = folder
     try:
-        for page in found:
-            written.append(folder / page.name)
-            written[-1].write_text(MARKER + page.text)
-            for name, figure in page.figures:
-                written.append(folder / name)
-                figures.save(figure, written[-1])
-    except OSError as error:
-        raise UserError(f"cannot write {written[-1]}: {error.strerror or error}") from None
-    return written
+        with staged_files() as staged:
+            for target, content in files:
+                staged.add(target, content)
+    except OSError as error:  # a rename names its target second
+        failed = error.filename2 or target
+        raise UserError(f"cannot write {failed}: {error.strerror or error}") from None
+    return [path for page in found
+            for path in (folder / page.name, *(folder / name for name, _ in page.figures))]

@@ -3,8 +3,10 @@
 Exit codes: 0 every check holds, 1 at least one limit is exceeded, 2 a usage or budget-file error
 (the file is missing, malformed or outside the schema, or a model fails to build or to run);
 with 2 no report is written. ``--update-baselines`` writes the baselines once every entry has
-been analysed and checked, all or none: a run that stops (exit 2, or 130 on Ctrl-C) leaves
-them as they were.
+been analysed and checked and the report is written (to stdout or ``--output``), all or none: a
+run that stops (exit 2, stdout full or closed included, or 130 on Ctrl-C) leaves them as they
+were. It refuses, before analysing anything, a baseline path that holds another file than a
+vitprof profile (a model's ``.py`` named by mistake).
 
 Each entry is analysed at the input it names, unless the input options override it for the run
 (:data:`INPUT_NOTE`): then a warning says so, every report names the override per entry, and
@@ -32,7 +34,9 @@ from vitprof.core.progress import progress
 from vitprof.render.formats import choices, render
 
 if TYPE_CHECKING:  # `vitprof check --help` imports no torch
-    from vitprof.checks.budget import BudgetResult
+    from vitprof.checks.baseline import Baseline
+    from vitprof.checks.budget import Budget, BudgetResult
+    from vitprof.count.result import Profile
 
 INPUT_NOTE = (
     "Each entry is analysed at the input its budget names (image_size, frames, in_chans, dtype; "
@@ -80,19 +84,28 @@ def _override_warning(given: list[str]) -> str:
             f"input its budget names, so its limits may not have been written for it")
 
 
-def _update_baselines(outcomes: list[BudgetResult]) -> None:
-    """Write the baseline of every entry that names one, once every entry has been analysed
-    and checked (all or none: :func:`write_baselines`), then say what was written."""
-    from vitprof.checks.baseline import write_baselines
+def _refuse_to_overwrite(budgets: list[Budget], source: str) -> None:
+    """Before anything is analysed: every baseline ``--update-baselines`` would write is
+    missing or a vitprof profile (:func:`~vitprof.checks.baseline.refuse_to_overwrite`)."""
+    from vitprof.checks.baseline import refuse_to_overwrite
 
-    written = [(o.budget.name, baseline, o.profile) for o in outcomes
-               if (baseline := o.budget.baseline) is not None]
-    write_baselines([(baseline, profile) for _, baseline, profile in written])
-    for name, baseline, _ in written:
-        print(f"vitprof: wrote baseline {baseline.path} for entry '{name}'", file=sys.stderr)
+    for budget in budgets:
+        if budget.baseline is not None:
+            try:
+                refuse_to_overwrite(budget.baseline.path)
+            except UserError as error:
+                raise UserError(f"{source}: entry '{budget.name}', key 'baseline': {error}"
+                                ) from None
+
+
+def _baselines(outcomes: list[BudgetResult]) -> list[tuple[str, Baseline, Profile]]:
+    """The entry name, baseline and profile of every outcome whose entry names a baseline."""
+    return [(o.budget.name, baseline, o.profile) for o in outcomes
+            if (baseline := o.budget.baseline) is not None]
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.checks.baseline import updated_baselines
     from vitprof.checks.budget import at_input, evaluate, load_budgets
     from vitprof.render.budget import budget_document, summary
 
@@ -109,17 +122,21 @@ def run(args: argparse.Namespace) -> int:
     budgets = [at_input(budget, input_request(args)) for budget in budgets]
     if args.update_baselines and not any(b.baseline for b in budgets):
         warn("--update-baselines: no entry names a baseline; nothing to update")
+    if args.update_baselines:
+        _refuse_to_overwrite(budgets, args.budgets)
     outcomes = [evaluate(budget, args.update_baselines)
                 for budget in progress(budgets, desc="check", unit="entry")]
     report = render(budget_document(outcomes), args.format)
-    if args.update_baselines:
-        _update_baselines(outcomes)
     if given := given_shape_options(args):
         warn(_override_warning(given))
     for outcome in outcomes:
         if outcome.profile.fallback:
             warn(f"entry '{outcome.budget.name}': {outcome.profile.fallback}")
-    write_output(report, args.output)
+    written = _baselines(outcomes) if args.update_baselines else []
+    with updated_baselines([(baseline, profile) for _, baseline, profile in written]):
+        write_output(report, args.output)
+    for name, baseline, _ in written:
+        print(f"vitprof: wrote baseline {baseline.path} for entry '{name}'", file=sys.stderr)
     if args.output or args.format != "table":
         print(f"vitprof: {summary(outcomes)}", file=sys.stderr)
     return 0 if all(o.passed for o in outcomes) else 1

@@ -9,9 +9,9 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from vitprof.core.atomic_write import write_atomically
 from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
 from vitprof.core.errors import UserError
 from vitprof.core.parse import image_size, non_negative_int, positive_int
@@ -234,26 +234,34 @@ def results_only_on_stdout() -> Iterator[None]:
             os.close(saved.fd)
 
 
+def _write_or_fail(stream: TextIO | None, text: str, fd: int | None) -> None:
+    """Write and flush ``text`` on ``stream``, a stdout whose writes reach file descriptor
+    ``fd``. A closed stdout (None), or one that fails (a full device, a closed pipe), is a
+    UserError; ``fd`` is then pointed at the null device, so that what could not be written is
+    dropped and Python's flush at exit does not fail on it again."""
+    if stream is None:
+        raise UserError("cannot write the result: stdout is closed")
+    try:
+        stream.write(text)
+        stream.flush()
+    except OSError as error:
+        if fd is not None:
+            _point_at_null(fd)
+        raise UserError(f"cannot write the result to stdout: {error.strerror}") from None
+
+
 def _write_result(text: str) -> None:
     """``text`` on the stdout saved by the innermost ``results_only_on_stdout`` (file descriptor
-    1 pointed back at it for the write), or on ``sys.stdout`` outside it. A closed stdout, or
-    one that fails (a full device, a closed pipe), is a UserError; what could not be written is
-    then dropped, so that Python's flush at exit does not fail on it again."""
+    1 pointed back at it for the write), or on ``sys.stdout`` outside it (help, ``--version``);
+    see :func:`_write_or_fail` for a stdout that is closed or fails."""
     if not _RESULT_STREAMS:
-        sys.stdout.write(text)
+        _write_or_fail(sys.stdout, text, 1)
         return
     saved = _RESULT_STREAMS[-1]
-    if saved.stream is None:
-        raise UserError("cannot write the result: stdout is closed")
     inside = _duplicate(1)
     _point(1, saved.fd)
     try:
-        saved.stream.write(text)
-        saved.stream.flush()
-    except OSError as error:
-        if saved.fd is not None:
-            _point_at_null(saved.fd)  # where file descriptor 1 is restored to
-        raise UserError(f"cannot write the result to stdout: {error.strerror}") from None
+        _write_or_fail(saved.stream, text, saved.fd)  # saved.fd: where fd 1 is restored to
     finally:
         _point(1, inside)
         if inside is not None:
@@ -262,13 +270,14 @@ def _write_result(text: str) -> None:
 
 def write_output(text: str, output: str | None) -> None:
     """Print ``text`` (to the stdout saved by ``results_only_on_stdout``, if inside it) or write
-    it to ``output``; either way it ends with a newline."""
+    it to ``output``, whole or not at all (:mod:`vitprof.core.atomic_write`); either way it
+    ends with a newline."""
     text = text if text.endswith("\n") else text + "\n"
     if output is None:
         _write_result(text)
         return
     try:
-        Path(output).write_text(text)
+        write_atomically(output, text)
     except OSError as error:
         raise UserError(f"cannot write {output}: {error.strerror}") from None
 

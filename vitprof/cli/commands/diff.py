@@ -60,11 +60,24 @@ def is_saved_profile(spec: str) -> bool:
     return spec.endswith(".json") and model_file(spec) is None
 
 
-def _snapshot(spec: str, args: argparse.Namespace) -> Snapshot:
-    from vitprof.analysis import analyze
+def _saved_or_checked(spec: str) -> Snapshot | None:
+    """A saved profile, read; a model name, checked without building it
+    (:func:`~vitprof.models.zoo.validate_name`), None: both sides are resolved before either
+    is counted, so that a bad B fails before A is analysed."""
+    from vitprof.models.zoo import validate_name
 
     if is_saved_profile(spec):
         return read_profile(Path(spec))
+    validate_name(spec)
+    return None
+
+
+def _snapshot(spec: str, saved: Snapshot | None, args: argparse.Namespace) -> Snapshot:
+    """``saved``, or the analysis of the model ``spec``."""
+    from vitprof.analysis import analyze
+
+    if saved is not None:
+        return saved
     profile = analyze(
         spec, request=input_request(args), device=args.device, overrides=args.map,
         mode=args.mode, recognizer=args.recognizer,
@@ -90,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.output)
     if is_saved_profile(args.a) and is_saved_profile(args.b) and _options_given(args):
         warn(f"{', '.join(_options_given(args))} ignored: both sides are saved profiles")
-    diff = compare(_snapshot(args.a, args), _snapshot(args.b, args))
+    saved_a, saved_b = (_saved_or_checked(spec) for spec in (args.a, args.b))
+    diff = compare(_snapshot(args.a, saved_a, args), _snapshot(args.b, saved_b, args))
     exceeded = diff.exceeded(parse_fail_above(args.fail_above))
     write_output(render(diff_document(diff, exceeded), args.format), args.output)
     for line in exceeded_lines(exceeded):

@@ -23,6 +23,7 @@ from vitprof.core.choices import (
     MEMORY_TARGETS,
     OPTIMIZERS,
 )
+from vitprof.core.errors import UserError
 from vitprof.core.parse import memory_size
 from vitprof.render.formats import choices, render
 
@@ -69,6 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vitprof.measure.memory_spelling import OPTIONS, SettingError
     from vitprof.measure.training_memory import memory
     from vitprof.render.memory import memory_document
 
@@ -76,11 +78,14 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.output)
     if args.figure:
         check_figure_path(args.figure, ["png"])
-    estimate = memory(
-        args.model, request=input_request(args), optimizer=args.optimizer, amp=args.amp,
-        checkpoint=args.checkpoint, target=args.target, attention=args.attention,
-        mode=args.mode, fit=args.fit,
-    )
+    try:
+        estimate = memory(
+            args.model, request=input_request(args), optimizer=args.optimizer, amp=args.amp,
+            checkpoint=args.checkpoint, target=args.target, attention=args.attention,
+            mode=args.mode, fit=args.fit,
+        )
+    except SettingError as error:  # in the words of the options, not of memory()'s keywords
+        raise error.spelled(OPTIONS) from None
     for message in estimate.warnings:
         warn(message)
     if args.figure:
@@ -95,7 +100,10 @@ def write_figure(estimate: Any, path: str) -> None:
     from vitprof.render import figures
     from vitprof.render.memory_report import timeline_figure
 
-    figures.save(timeline_figure(estimate), path)
+    try:
+        figures.save(timeline_figure(estimate), path)
+    except OSError as error:
+        raise UserError(f"cannot write the figure {path}: {error.strerror or error}") from None
 
 
 def figure_link(figure: str | None, output: str | None) -> str | None:

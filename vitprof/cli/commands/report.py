@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from vitprof.cli.commands.common import (
     add_recognizer_option,
@@ -79,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"vitprof: {problem}", file=sys.stderr)
         if problems:
-            print(f"vitprof: {args.out} is out of date; regenerate with "
-                  f"'{report_command(args.out, models, everything)}'", file=sys.stderr)
+            if Path(args.out).is_dir():  # else the one problem says it is missing, and what to run
+                print(f"vitprof: {args.out} is out of date; regenerate with "
+                      f"'{report_command(args.out, models, everything)}'", file=sys.stderr)
             return 1
         write_output(f"{args.out} is up to date", None)
         return 0

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from vitprof.core.atomic_write import write_atomically
 from vitprof.count.formulas.backward import BACKWARD_ROWS
 from vitprof.count.formulas.complex_numbers import (
     COMPLEX_MAC_COST,
@@ -77,7 +78,7 @@ def replace_cost_table(text: str) -> str:
 
 def write_cost_table(path: Path) -> None:
     """Rewrite the cost table of the markdown file at ``path`` in place."""
-    path.write_text(replace_cost_table(path.read_text()))
+    write_atomically(path, replace_cost_table(path.read_text(encoding="utf-8")))
 
 
 if __name__ == "__main__":

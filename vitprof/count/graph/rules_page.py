@@ -9,8 +9,8 @@ regenerate it::
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from vitprof.core.atomic_write import write_atomically
 from vitprof.core.records import COMPONENTS
 from vitprof.count.graph.rules import RULES, Rule
 
@@ -48,4 +48,4 @@ def recognition_page() -> str:
 
 
 if __name__ == "__main__":
-    Path(sys.argv[1]).write_text(recognition_page())
+    write_atomically(sys.argv[1], recognition_page())

@@ -50,6 +50,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from vitprof.core.atomic_write import write_atomically
 from vitprof.core.errors import UserError
 from vitprof.measure.mfu.clocks import Clock, CudaClock, WallClock
 from vitprof.measure.mfu.component_time import ComponentTimer
@@ -147,7 +148,7 @@ class Tracker:
         """The summary as a markdown file; a path that cannot be written is one warning (the
         training is over, and its history is still in :attr:`history`)."""
         try:
-            path.write_text(self.summary(), encoding="utf-8")
+            write_atomically(path, self.summary())
         except OSError as error:
             warnings.warn(f"vitprof: the MFU summary could not be written to {path}: "
                           f"{error.strerror or error}", stacklevel=3)

@@ -208,10 +208,10 @@ def _build(name: str, sizes: BuildSizes, num_classes: int | None) -> Callable[[]
 def _from_config(path: str, num_classes: int | None, sizes: BuildSizes) -> Callable[[], nn.Module]:
     transformers = require_package("transformers", "transformers")
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a BOM is skipped
     except FileNotFoundError:
         raise UserError(f"no such file: {path}") from None
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8
         raise UserError(f"malformed Hugging Face config {path}: {one_line(error)}") from None
     if not isinstance(data, dict) or "model_type" not in data:
         raise UserError(f"malformed Hugging Face config {path}: no 'model_type' key")
