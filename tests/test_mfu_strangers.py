@@ -246,3 +246,53 @@ def test_a_cpu_peak_measured_in_float32_is_not_called_tf32(monkeypatch: pytest.M
     finally:
         torch.set_float32_matmul_precision(before)
     assert " fp32 matmuls on cpu" in peak.source
+
+
+def test_a_count_that_fails_as_the_step_runs_is_one_warning_never_the_steps_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """vitprof's pricing failing on an op of a real step (here every record raises) ends the
+    count, one warning and no FLOPs; the step itself runs to its end, its gradients as they
+    are uncounted."""
+    from vitprof.count.counter import OpCounter
+    from vitprof.measure.mfu.live_count import LiveCount
+
+    model = nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+    model(x).sum().backward()
+    expected = model.weight.grad.clone()  # type: ignore[union-attr]
+    model.zero_grad()
+
+    def failing(*_: Any, **__: Any) -> None:
+        raise RuntimeError("a formula's own bug")
+
+    monkeypatch.setattr(OpCounter, "record", failing)
+    live = LiveCount(model)
+    live.start()
+    model(x).sum().backward()
+    with pytest.warns(UserWarning, match="counter failed on it .*a formula's own bug"):
+        assert live.stop() is None
+    assert torch.equal(model.weight.grad, expected)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow  # importing transformers takes seconds
+def test_a_trainer_step_that_runs_no_forward_of_the_model_is_one_warning() -> None:
+    """Where the callback cannot find the Trainer running it (here no Trainer calls it) and a
+    step runs no forward of the model, nothing can count the step: one warning says so and the
+    step has no FLOPs (main said nothing)."""
+    pytest.importorskip("transformers")
+    from vitprof.integrations.transformers import MFUCallback
+
+    callback = MFUCallback(peak_tflops=1.0)
+    args = SimpleNamespace(bf16=False, fp16=False)
+    callback.on_train_begin(args, None, None, model=nn.Linear(2, 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in (1, 2):
+            callback.on_step_begin(args, None, None)
+            callback.on_step_end(args, None, None)
+        callback.on_train_end(args, None, None)
+    said = [str(w.message) for w in caught if "vitprof" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith(
+        "vitprof: a training step ran no forward of the Trainer's model, so nothing can count it")
+    assert callback.tracker is not None
+    assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None), (2, None)]
