@@ -131,6 +131,49 @@ def test_lightning(tmp_path: Path) -> None:
             float(row["vitprof/tflops"]) / PEAK, rel=1e-6)
 
 
+@pytest.mark.slow  # importing Lightning and starting its Trainer take seconds
+def test_lightning_module_without_forward(tmp_path: Path) -> None:
+    """A LightningModule with no forward whose training step calls ``self.backbone(x)``, as
+    Lightning's own examples do: its first step is counted as it runs and equals FlopCounterMode
+    over one real step, and the steps after it log ``vitprof/mfu`` and ``vitprof/tflops``; main
+    warned and logged neither."""
+    pl = pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    class Backboned(pl.LightningModule):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.backbone = timm_vit()
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return cross_entropy(self.backbone(batch[0]), batch[1])
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    module = Backboned()
+    x, y = data(3)
+    expected = reference_flops(module, lambda m: m.training_step((x[:BATCH], y[:BATCH]), 0))
+    callback = MFUCallback(peak_tflops=PEAK, summary=tmp_path / "mfu.md")
+    trainer = pl.Trainer(accelerator="cpu", max_steps=3, enable_checkpointing=False,
+                         logger=pl.loggers.CSVLogger(tmp_path), log_every_n_steps=1,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[callback])
+    trainer.fit(module, DataLoader(TensorDataset(x, y), batch_size=BATCH))
+    history = callback_history(callback)
+    assert [e["flops"] for e in history] == [expected] * 3
+    assert [e["counted_in_step"] for e in history] == [True, False, False]
+    assert_summary_written(callback, tmp_path / "mfu.md")
+    assert "- steps counted as they ran, without TFLOP/s or MFU" in (
+        tmp_path / "mfu.md").read_text()
+    metrics = (Path(trainer.logger.log_dir) / "metrics.csv").read_text().splitlines()
+    logged = [row for row in csv.DictReader(metrics) if row.get("vitprof/mfu")]
+    assert len(logged) == 2  # steps 2 and 3: step 1's time holds its count
+    for row, entry in zip(logged, history[1:], strict=True):
+        assert_mfu_is_arithmetic(entry)
+        assert float(row["vitprof/tflops"]) == pytest.approx(entry["tflops"], rel=1e-6)
+
+
 def assert_summary_written(callback: Any, path: Path) -> None:
     """The callback wrote the tracker's markdown summary of its 3 steps at the training's end."""
     assert path.read_text() == callback.tracker.summary()
@@ -142,17 +185,21 @@ def callback_history(callback: Any) -> list[dict[str, Any]]:
     return list(callback.tracker.history)
 
 
-@pytest.mark.slow  # the Trainer's start (accelerate) takes seconds
-def test_hugging_face_trainer(tmp_path: Path) -> None:
+def hf_vit() -> Any:
     transformers = pytest.importorskip("transformers")
-    from vitprof.integrations.transformers import MFUCallback
-
     config = transformers.ViTConfig(image_size=IMAGE, patch_size=8, hidden_size=64,
                                     num_hidden_layers=2, num_attention_heads=2,
                                     intermediate_size=128, num_labels=CLASSES)
-    model = transformers.ViTForImageClassification(config)
+    return transformers.ViTForImageClassification(config)
+
+
+def hf_fit(tmp_path: Path, model: nn.Module, trainer_class: Any = None) -> tuple[Any, Any]:
+    """Three steps of ``model`` (batch 4) in a Hugging Face Trainer of ``trainer_class`` (the
+    Trainer itself by default) with the callback; the callback and the Trainer."""
+    transformers = pytest.importorskip("transformers")
+    from vitprof.integrations.transformers import MFUCallback
+
     x, y = data(3)
-    expected = reference_flops(model, lambda m: m(pixel_values=x[:BATCH], labels=y[:BATCH]).loss)
 
     class Images(torch.utils.data.Dataset):  # type: ignore[type-arg]
         def __len__(self) -> int:
@@ -167,9 +214,18 @@ def test_hugging_face_trainer(tmp_path: Path) -> None:
         logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
         dataloader_num_workers=0, disable_tqdm=True, optim="sgd",
     )
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=Images(),
-                                   callbacks=[callback])
+    trainer = (trainer_class or transformers.Trainer)(
+        model=model, args=args, train_dataset=Images(), callbacks=[callback])
     trainer.train()
+    return callback, trainer
+
+
+@pytest.mark.slow  # the Trainer's start (accelerate) takes seconds
+def test_hugging_face_trainer(tmp_path: Path) -> None:
+    model = hf_vit()
+    x, y = data(3)
+    expected = reference_flops(model, lambda m: m(pixel_values=x[:BATCH], labels=y[:BATCH]).loss)
+    callback, trainer = hf_fit(tmp_path, model)
     history = callback_history(callback)
     assert [e["flops"] for e in history] == [expected] * 3
     assert_sgd_counted(model, history)
@@ -180,6 +236,48 @@ def test_hugging_face_trainer(tmp_path: Path) -> None:
         assert_mfu_is_arithmetic(entry)
         assert row["vitprof/tflops"] == entry["tflops"]
         assert row["vitprof/mfu"] == row["vitprof/tflops"] / PEAK
+
+
+def subset_loss(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The model fed the images only, the loss computed outside it."""
+    return cross_entropy(model(pixel_values=inputs["pixel_values"]).logits, inputs["labels"])
+
+
+def submodule_loss(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The model's encoder and head called one by one: the model's own forward never runs."""
+    tokens = model.vit(inputs["pixel_values"]).last_hidden_state
+    return cross_entropy(model.classifier(tokens[:, 0]), inputs["labels"])
+
+
+@pytest.mark.slow  # the Trainer's start (accelerate) takes seconds
+@pytest.mark.parametrize("loss", [subset_loss, submodule_loss])
+def test_hugging_face_trainer_with_its_own_compute_loss(tmp_path: Path, loss: Any) -> None:
+    """A Trainer subclass whose ``compute_loss`` feeds the model a subset of the inputs or calls
+    its sub-modules: its first step is counted as it runs and equals FlopCounterMode over one
+    real step; the next steps read that count and log their MFU. main counted the forward it
+    caught on meta (the subset: the same FLOPs here, but not what ran) or, for the sub-modules,
+    nothing, and said nothing."""
+    transformers = pytest.importorskip("transformers")
+
+    class OwnLoss(transformers.Trainer):  # type: ignore[misc,name-defined]
+        def compute_loss(self, model: Any, inputs: dict[str, torch.Tensor], **_: Any) -> Any:
+            return loss(model, inputs)
+
+    model = hf_vit()
+    x, y = data(3)
+    expected = reference_flops(model, lambda m: loss(m, {"pixel_values": x[:BATCH],
+                                                         "labels": y[:BATCH]}))
+    callback, trainer = hf_fit(tmp_path, model, OwnLoss)
+    history = callback_history(callback)
+    assert [e["flops"] for e in history] == [expected] * 3
+    assert [e["counted_in_step"] for e in history] == [True, False, False]
+    assert history[0]["mfu"] is None  # its time holds the count
+    logged = [row for row in trainer.state.log_history if "vitprof/mfu" in row]
+    assert [row["step"] for row in logged] == [2, 3]
+    for row, entry in zip(logged, history[1:], strict=True):
+        assert_mfu_is_arithmetic(entry)
+        assert row["vitprof/mfu"] == entry["mfu"]
+    assert "training_step" not in vars(trainer)  # the callback's wrapper went with the training
 
 
 @pytest.mark.slow  # a child interpreter importing torch
@@ -194,32 +292,36 @@ def test_import_vitprof_imports_no_framework() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def seeded_lightning_fit(tmp_path: Path, callbacks: list[Any]) -> tuple[list[torch.Tensor],
-                                                                         list[torch.Tensor]]:
+def seeded_lightning_fit(tmp_path: Path, callbacks: list[Any], *, forward: bool = True
+                         ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Three seeded Lightning steps of a small model with dropout, with ``callbacks``: the
-    losses and the parameters at the end."""
+    losses and the parameters at the end. ``forward=False``: the training step calls the
+    network itself, as a LightningModule without forward does (its steps counted as they
+    run)."""
     pl = pytest.importorskip("lightning.pytorch")
 
-    class Dropped(pl.LightningModule):  # type: ignore[misc,name-defined]
+    class DroppedNet(pl.LightningModule):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:
             super().__init__()
             self.net = nn.Sequential(nn.Flatten(1), nn.Linear(3 * 8 * 8, 16), nn.Dropout(0.5),
                                      nn.Linear(16, CLASSES))
             self.losses: list[torch.Tensor] = []
 
-        def forward(self, image: torch.Tensor) -> torch.Tensor:
-            return self.net(image)  # type: ignore[no-any-return]
-
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-            loss = cross_entropy(self(batch[0]), batch[1])  # dropout: the global generator
+            logits = self(batch[0]) if forward else self.net(batch[0])
+            loss = cross_entropy(logits, batch[1])  # dropout: the global generator
             self.losses.append(loss.detach())
             return loss
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
+    class Dropped(DroppedNet):
+        def forward(self, image: torch.Tensor) -> torch.Tensor:
+            return self.net(image)  # type: ignore[no-any-return]
+
     torch.manual_seed(0)
-    module = Dropped()
+    module = Dropped() if forward else DroppedNet()
     x, y = torch.randn(3 * BATCH, 3, 8, 8), torch.randint(0, CLASSES, (3 * BATCH,))
     trainer = pl.Trainer(accelerator="cpu", max_steps=3, enable_checkpointing=False,
                          logger=False, enable_progress_bar=False, enable_model_summary=False,
@@ -241,5 +343,24 @@ def test_lightning_callback_leaves_a_seeded_run_bit_for_bit(tmp_path: Path) -> N
     tracked_losses, tracked_parameters = seeded_lightning_fit(tmp_path / "tracked", [callback])
     assert callback.tracker is not None and len(callback.tracker.history) == 3
     assert callback.tracker.peak is not None and callback.tracker.peak.measured
+    assert len(losses) == 3 and all(map(torch.equal, losses, tracked_losses))
+    assert all(map(torch.equal, parameters, tracked_parameters))
+
+
+@pytest.mark.slow  # two Lightning Trainers start in seconds
+def test_a_step_counted_as_it_runs_is_the_same_bit_for_bit(tmp_path: Path) -> None:
+    """The first step of a LightningModule without forward runs under vitprof's counter: each
+    op runs as it is, nothing decomposed or drawn, so the seeded run with dropout is the same
+    bit for bit as without the callback."""
+    pytest.importorskip("lightning.pytorch")
+    from vitprof.integrations.lightning import MFUCallback
+
+    callback = MFUCallback(peak_tflops=PEAK)
+    losses, parameters = seeded_lightning_fit(tmp_path / "plain", [], forward=False)
+    tracked_losses, tracked_parameters = seeded_lightning_fit(tmp_path / "tracked", [callback],
+                                                              forward=False)
+    assert callback.tracker is not None
+    assert [e["counted_in_step"] for e in callback.tracker.history] == [True, False, False]
+    assert callback.tracker.history[0]["flops"]  # the counted step has its FLOPs
     assert len(losses) == 3 and all(map(torch.equal, losses, tracked_losses))
     assert all(map(torch.equal, parameters, tracked_parameters))

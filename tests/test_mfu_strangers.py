@@ -151,10 +151,11 @@ def test_lightning_batch_it_cannot_read_warns_and_training_goes_on() -> None:
 
 
 @pytest.mark.slow  # importing Lightning takes seconds
-def test_lightning_module_without_forward_is_one_warning_saying_what_to_do() -> None:
+def test_lightning_module_without_forward_is_counted_as_its_step_runs() -> None:
     """A LightningModule whose training step runs ``self.head(self.backbone(x))`` with no
-    ``forward``: main warned at its first step 'running Probe failed: NotImplementedError:
-    Module [Probe] is missing the required "forward" function', with no advice."""
+    ``forward``: main warned 'Probe has no forward of its own ...' and timed its steps without
+    FLOPs. Its first step of a batch signature is counted as it runs (FLOPs, no MFU: its time
+    holds the count), the next one of that signature reads the count, and nothing is warned."""
     pl = pytest.importorskip("lightning.pytorch")
     from vitprof.integrations.lightning import MFUCallback
 
@@ -176,17 +177,23 @@ def test_lightning_module_without_forward_is_one_warning_saying_what_to_do() -> 
         callback.on_train_start(trainer, module)
         for step in (1, 2):
             callback.on_train_batch_start(trainer, module, batch, step - 1)
-            module.training_step(batch, step - 1)
+            module.training_step(batch, step - 1).backward()
             trainer.global_step = step  # the optimizer stepped
             callback.on_train_batch_end(trainer, module, None, batch, step - 1)
         callback.on_train_end(trainer, module)
-    said = [str(w.message) for w in caught if "vitprof" in str(w.message)]
-    assert len(said) == 1 and "\n" not in said[0]
-    assert said[0].startswith("vitprof: Probe has no forward of its own")
-    assert "give it a forward running what training_step runs" in said[0]
-    assert "call self(x) in training_step" in said[0]
+    assert [str(w.message) for w in caught if "vitprof" in str(w.message)] == []
+    # the convolution: 4 images x 4 channels x 2 x 2 positions x (3 x 4 x 4) = 3,072 MACs, and
+    # as many for its weight gradient (the image needs none); the head: 4 x 4 x 10 = 160, its
+    # weight and input gradients 2 x 160: 2 x (3,072 + 3,072 + 160 + 320) = 13,248 FLOPs
+    expected = 13_248
+    assert reference_flops(module, lambda m: m.training_step(batch, 0)) == expected
     assert callback.tracker is not None
-    assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None), (2, None)]
+    history = callback.tracker.history
+    assert [(e["step"], e["flops"], e["counted_in_step"]) for e in history] == [
+        (1, expected, True), (2, expected, False)]
+    assert history[0]["mfu"] is None and history[0]["tflops"] is None
+    assert history[1]["mfu"] == expected / history[1]["seconds"] / 1e12  # a peak of 1 TFLOP/s
+    assert callback.tracker.counts.counts == 1
 
 
 @pytest.mark.slow  # importing Lightning takes seconds
@@ -239,3 +246,53 @@ def test_a_cpu_peak_measured_in_float32_is_not_called_tf32(monkeypatch: pytest.M
     finally:
         torch.set_float32_matmul_precision(before)
     assert " fp32 matmuls on cpu" in peak.source
+
+
+def test_a_count_that_fails_as_the_step_runs_is_one_warning_never_the_steps_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """vitprof's pricing failing on an op of a real step (here every record raises) ends the
+    count, one warning and no FLOPs; the step itself runs to its end, its gradients as they
+    are uncounted."""
+    from vitprof.count.counter import OpCounter
+    from vitprof.measure.mfu.live_count import LiveCount
+
+    model = nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+    model(x).sum().backward()
+    expected = model.weight.grad.clone()  # type: ignore[union-attr]
+    model.zero_grad()
+
+    def failing(*_: Any, **__: Any) -> None:
+        raise RuntimeError("a formula's own bug")
+
+    monkeypatch.setattr(OpCounter, "record", failing)
+    live = LiveCount(model)
+    live.start()
+    model(x).sum().backward()
+    with pytest.warns(UserWarning, match="counter failed on it .*a formula's own bug"):
+        assert live.stop() is None
+    assert torch.equal(model.weight.grad, expected)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow  # importing transformers takes seconds
+def test_a_trainer_step_that_runs_no_forward_of_the_model_is_one_warning() -> None:
+    """Where the callback cannot find the Trainer running it (here no Trainer calls it) and a
+    step runs no forward of the model, nothing can count the step: one warning says so and the
+    step has no FLOPs (main said nothing)."""
+    pytest.importorskip("transformers")
+    from vitprof.integrations.transformers import MFUCallback
+
+    callback = MFUCallback(peak_tflops=1.0)
+    args = SimpleNamespace(bf16=False, fp16=False)
+    callback.on_train_begin(args, None, None, model=nn.Linear(2, 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in (1, 2):
+            callback.on_step_begin(args, None, None)
+            callback.on_step_end(args, None, None)
+        callback.on_train_end(args, None, None)
+    said = [str(w.message) for w in caught if "vitprof" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith(
+        "vitprof: a training step ran no forward of the Trainer's model, so nothing can count it")
+    assert callback.tracker is not None
+    assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None), (2, None)]

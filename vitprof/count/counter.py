@@ -193,15 +193,21 @@ class OpCounter:
     entered by :meth:`running`. ``live`` tracks the tensors the run holds (a
     :class:`~vitprof.count.liveness.Liveness` is made if not given). A training step is
     counted by calling :meth:`track_autograd` before the forward and :meth:`begin_backward`
-    between the forward and the backward.
+    between the forward and the backward. ``real_step=True`` counts the user's own step of
+    real tensors as it runs: each op runs as it is (nothing decomposed), the backward starts
+    with the first op the autograd engine runs, and a failure to price an op ends the count in
+    :attr:`failed` instead of the step.
     """
 
     def __init__(
         self, model: nn.Module, mapping: ComponentMap, params: Mapping[str, torch.Tensor],
         formulas: Mapping[Any, Formula] | None = None,
         modules: ModuleStack | None = None, live: Liveness | None = None,
+        real_step: bool = False,
     ) -> None:
         self.model = model
+        self.real_step = real_step
+        self.failed: Exception | None = None  # a real step's pricing that failed
         self.formulas = overriding(formulas)
         self.mapping = mapping
         self.param_of_storage = {storage_key(t): name for name, t in params.items()}
@@ -589,6 +595,8 @@ class _DispatchCounter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.counter.real_step:
+            return self._as_it_runs(func, args, kwargs)
         formula = formula_for(func, self.counter.formulas)
         tracking = self.counter.tracking and self.counter.phase == Phase.FORWARD
         if formula is None and not is_free(func):
@@ -601,6 +609,32 @@ class _DispatchCounter(TorchDispatchMode):
             if not self.counter.muted:
                 self.counter.unsupported[op_name(func)] += 1
         out = self.meta_outputs.run(func, args, kwargs)
+        self._price(func, formula, args, kwargs, out, tracking)
+        return out
+
+    def _as_it_runs(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """An op of a real step (:attr:`OpCounter.real_step`): run as it is, never decomposed,
+        so that the step computes and draws what it does uncounted; then priced. The first op
+        run by the autograd engine starts the backward phase. A failure to price is kept in
+        :attr:`OpCounter.failed`, never raised into the step; nothing is priced after it."""
+        out = func(*args, **kwargs)
+        counter = self.counter
+        if counter.failed is None:
+            try:
+                if counter.phase == Phase.FORWARD and torch._C._current_autograd_node() is not None:
+                    counter.begin_backward()
+                formula = formula_for(func, counter.formulas)
+                if formula is None and not is_free(func) and not counter.muted:
+                    counter.unsupported[op_name(func)] += 1
+                tracking = counter.tracking and counter.phase == Phase.FORWARD
+                self._price(func, formula, args, kwargs, out, tracking)
+            except Exception as error:  # vitprof's own failure: the step goes on
+                counter.failed = error
+        return out
+
+    def _price(self, func: Any, formula: Formula | None, args: tuple, kwargs: dict, out: Any,
+               tracking: bool) -> None:
+        """Record ``func``'s cost (or pass its inputs' producers on to ``out``)."""
         self.counter.live.created(func, out)
         if formula is not None and not self.counter.muted:
             traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
@@ -614,7 +648,6 @@ class _DispatchCounter(TorchDispatchMode):
             self.counter.pass_through(args, out)
         if tracking:
             self.counter.adopt(out)
-        return out
 
 
 def _signature(value: Any) -> Any:

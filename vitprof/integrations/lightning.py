@@ -4,15 +4,18 @@
 A step is one optimizer step (``trainer.global_step`` moved): with ``accumulate_grad_batches=k``
 it is timed from the start of its first micro-batch (``on_train_batch_start``, the batch is
 loaded) to the end of its last (``on_train_batch_end``, after the optimizer step) and counted as
-all its micro-batches, by the engine of :func:`vitprof.track`. What a micro-batch counts is the
-LightningModule's forward on the inputs ``training_step`` fed it, caught at that forward
+all its micro-batches, by the engine of :func:`vitprof.track`. A LightningModule with a
+``forward`` of its own is counted on meta, which leaves the step's time alone: a micro-batch is
+the forward on the inputs ``training_step`` fed it, caught at that forward
 (:class:`vitprof.integrations.feeding.ForwardInputs`: a dict batch or several forwards are as
 they ran), plus its backward; a ``training_step`` that never calls ``self(...)`` is counted as
 the forward on the batch's inputs (:func:`vitprof.integrations.feeding.model_inputs`), and
-``inputs(batch)`` replaces both. A LightningModule without a ``forward`` of its own (a
-``training_step`` running ``self.head(self.backbone(x))``) cannot be counted: one warning when
-the training starts says to give it a ``forward`` and call ``self(x)``, and its steps are timed
-without FLOPs. The matmul dtype follows the Trainer's precision
+``inputs(batch)`` replaces both. A LightningModule without a ``forward`` (a ``training_step``
+running ``self.head(self.backbone(x))``, as Lightning's examples do) has its step counted as it
+runs (:mod:`vitprof.measure.mfu.live_count`), once per batch signature (the shapes and dtypes
+of the batch's tensors): from the batch's start to its optimizer step (or its end, under
+gradient accumulation), so whatever ``training_step`` ran and its backward; that one step has
+FLOPs but no MFU (its time holds the count). The matmul dtype follows the Trainer's precision
 (``"bf16-mixed"`` is bf16). On CUDA an entry is logged when its events are read, about one step
 late; the last one is in ``callback.tracker.history`` and ``callback.tracker.summary()``.
 """
@@ -34,6 +37,8 @@ from vitprof.integrations.feeding import (
     precision_dtype,
     require,
 )
+from vitprof.measure.mfu.flops import RanStep, signature
+from vitprof.measure.mfu.live_count import LiveCount
 from vitprof.measure.mfu.tracker import StepEntry, Tracker, track
 
 pl = require("lightning.pytorch", "lightning")
@@ -42,7 +47,8 @@ pl = require("lightning.pytorch", "lightning")
 class MFUCallback(pl.Callback):  # type: ignore[name-defined]
     """Tracks every optimizer step; ``peak_tflops``, ``timing`` and ``summary`` (a markdown
     file written when the training ends) as in :func:`vitprof.track`;
-    ``inputs(batch)``: the model's inputs in a batch (default: as the forward was called)."""
+    ``inputs(batch)``: the model's inputs in a batch (default: as the forward was called; a
+    module without ``forward`` is counted as it runs, and ``inputs`` is not used)."""
 
     def __init__(self, peak_tflops: float | None = None, *,
                  inputs: Callable[[Any], Any] | None = None, timing: bool = False,
@@ -56,7 +62,8 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
         self._module: Any = None
         self._batches: list[Any] = []  # the micro-batches of the step under way
         self._steps_at_start: int | None = None  # global_step when that step began
-        self._countable = True  # the module has a forward to count
+        self.live: LiveCount | None = None  # for a module without forward: counts as it runs
+        self._ran: RanStep | None = None  # the batch under way, for a module without forward
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._module = pl_module
@@ -67,14 +74,7 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
                              timing=self.timing, summary=self.summary)
         self.tracker.__enter__()
         self.forwards = ForwardInputs(pl_module)
-        self._countable = has_forward(pl_module)
-        if not self._countable:
-            warnings.warn(f"vitprof: {type(pl_module).__name__} has no forward of its own, so "
-                          f"its training steps cannot be counted (they are timed, without FLOPs "
-                          f"or MFU): give it a forward running what training_step runs (e.g. "
-                          f"`def forward(self, x): return self.head(self.backbone(x))`) and "
-                          f"call self(x) in training_step; inputs= only chooses what the "
-                          f"forward is fed", stacklevel=2)
+        self.live = None if has_forward(pl_module) else LiveCount(pl_module)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
                              batch_idx: int) -> None:
@@ -83,22 +83,37 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
         if self.tracker is not None and self._steps_at_start is None:
             self._steps_at_start = trainer.global_step
             self.tracker.begin()
+        if self.tracker is not None and self.live is not None:
+            key = ("ran", signature(batch))
+            self._ran = RanStep(key, here=not self.tracker.counts.known(key))
+            if self._ran.here:
+                self.live.start()
+
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        self._stop_counting()  # the optimizer's step is counted apart
+
+    def _stop_counting(self) -> None:
+        """Keep the count of the batch counted as it ran, if one is under way."""
+        if self.live is not None and self.live.running and self.tracker is not None:
+            assert self._ran is not None
+            self.tracker.counts.keep(self._ran.key, self.live.stop())
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         if self.tracker is None or self.forwards is None:
             return
+        self._stop_counting()
         self._batches += self._fed(self.forwards.take(), batch)
         if trainer.global_step != self._steps_at_start:  # the optimizer stepped: a step ends
             self.tracker.step(*self._batches)
             self._batches, self._steps_at_start = [], None
 
     def _fed(self, caught: list[Any], batch: Any) -> list[Any]:
-        """The inputs of this micro-batch's forwards; none (one warning) where they cannot be
-        read or the module has no forward to count them with, so that the step has no FLOPs
-        and the training goes on."""
-        if not self._countable:
-            return []
+        """The inputs of this micro-batch's forwards (for a module without forward, its count
+        made as it ran); none (one warning) where they cannot be read, so that the step has no
+        FLOPs and the training goes on."""
+        if self._ran is not None:
+            return [self._ran]
         if self.inputs is None and caught:
             return caught
         try:
@@ -107,6 +122,9 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
             warnings.warn(f"vitprof: this step cannot be counted, no MFU for it: {error}",
                           stacklevel=2)
             return []
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._stop_counting()  # the counter's modes and hooks go with the failed step
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         if self.tracker is not None and self.forwards is not None:

@@ -8,6 +8,12 @@ convention of ``torch.utils.flop_counter.FlopCounterMode``; element-wise work is
 vector FLOPs. A new batch size or resolution is counted again, never scaled: the cache is keyed
 by the shapes and dtypes of the inputs (and the values of the non-tensor ones).
 
+A step a ``forward`` on meta does not stand for (a LightningModule without ``forward``, a
+Trainer's own ``compute_loss``) is counted by a callback as it runs instead
+(:mod:`vitprof.measure.mfu.live_count`), once per input signature: the callback keeps that count
+here (:meth:`StepCounts.keep`) and hands the tracker a :class:`RanStep` for each such
+micro-batch, which reads it back.
+
 A model the meta device cannot run is counted by ``analyze``'s fallback, a real training step
 on the model's device under the memory guard (:func:`vitprof.count.running.ensure_fits`), and
 the count says so; one that cannot be counted at all gives None and one warning, so that the
@@ -80,6 +86,16 @@ def count_step(model: nn.Module, inputs: Any) -> StepFlops:
                      profile.fallback)
 
 
+@dataclass(frozen=True)
+class RanStep:
+    """A micro-batch whose count was made as a step ran, kept in :class:`StepCounts` under
+    ``key``; ``here``: this micro-batch is the one that was counted, so its time holds the
+    count."""
+
+    key: Hashable
+    here: bool = False
+
+
 class StepCounts:
     """The counted steps of one model, by input signature. ``counts`` is the number of counts
     made (one per new signature); a failed count is remembered as None and warned of once."""
@@ -90,12 +106,24 @@ class StepCounts:
         self.counts = 0
 
     def of(self, inputs: Any) -> StepFlops | None:
-        """The counts of a step on ``inputs``, counted now if their signature is new."""
+        """The counts of a step on ``inputs``, counted now if their signature is new; of a
+        :class:`RanStep`, the count kept for it."""
+        if isinstance(inputs, RanStep):
+            return self.cache.get(inputs.key)
         key = signature(inputs)
         if key not in self.cache:
             self.counts += 1
             self.cache[key] = self._count(inputs)
         return self.cache[key]
+
+    def known(self, key: Hashable) -> bool:
+        """Whether a count is kept under ``key`` (None, a count that failed, is one)."""
+        return key in self.cache
+
+    def keep(self, key: Hashable, counted: StepFlops | None) -> None:
+        """Keep ``counted``, a count made as a step ran, under ``key``."""
+        self.counts += 1
+        self.cache[key] = counted
 
     def _count(self, inputs: Any) -> StepFlops | None:
         try:

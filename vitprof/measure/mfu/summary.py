@@ -10,7 +10,8 @@ if TYPE_CHECKING:
     from vitprof.measure.mfu.peaks import ChosenPeak
 
 CONVENTION = ("FLOPs = 2 x MACs of the training step (forward + backward, the backward to the "
-              "parameters that require a gradient), counted on meta once per input shape; "
+              "parameters that require a gradient), counted once per input shape, on meta or "
+              "as the step ran; "
               "element-wise work apart as vector FLOPs; MFU = FLOPs / seconds / dense peak")
 
 
@@ -48,10 +49,20 @@ def _uncounted(history: list[dict[str, Any]]) -> list[str]:
             f"counted: vitprof warned why)"]
 
 
+def _counted_in_step(history: list[dict[str, Any]]) -> list[str]:
+    """The line naming the steps counted as they ran (FLOPs, no rate), if any."""
+    counted = [str(e["step"]) for e in history if e.get("counted_in_step")]
+    if not counted:
+        return []
+    return [f"- steps counted as they ran, without TFLOP/s or MFU (their time holds the count): "
+            f"{len(counted)} of {len(history)} (step {', '.join(counted)})"]
+
+
 def _above_peak(history: list[dict[str, Any]], peak: ChosenPeak | None) -> list[str]:
     """The line naming the steps with FLOPs but no MFU against a peak (they ran above a peak
     given or from the table, which is wrong: vitprof warned), if any."""
-    above = sum(1 for e in history if e["flops"] is not None and e["mfu"] is None)
+    above = sum(1 for e in history if e["flops"] is not None and e["mfu"] is None
+                and not e.get("counted_in_step"))
     if peak is None or not above:
         return []
     return [f"- steps above the peak, without MFU: {above} of {len(history)} (the peak is wrong "
@@ -70,6 +81,7 @@ def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int)
         f"- median MFU: {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}",
         f"- optimizer step: {_optimizer(history)}",
         *_uncounted(history),
+        *_counted_in_step(history),
         *_above_peak(history, peak),
         f"- convention: {CONVENTION}", "",
     ]

@@ -4,7 +4,11 @@
 with the batch the model was fed. Each step's entry in ``tracker.history``:
 
 * ``flops``: the step's forward + backward FLOPs (2 x MACs), counted on meta once per input
-  shape (:mod:`vitprof.measure.mfu.flops`); ``vector_flops``, the element-wise work, apart;
+  shape (:mod:`vitprof.measure.mfu.flops`), or by a callback as the step ran, once per input
+  signature (:mod:`vitprof.measure.mfu.live_count`); ``vector_flops``, the element-wise work,
+  apart;
+* ``counted_in_step``: True for the step that was counted as it ran: its time holds the count,
+  so it has FLOPs but no ``tflops`` or ``mfu`` (and is in no median);
 * ``seconds``: from the step's start to its end. The end is the call of :meth:`Tracker.step`;
   the start is :meth:`Tracker.begin` if it was called, else the end of the tracker's own work
   after the previous step (or the entry of the ``with``), so data loading is in the step unless
@@ -54,7 +58,7 @@ from vitprof.core.atomic_write import write_atomically
 from vitprof.core.errors import UserError
 from vitprof.measure.mfu.clocks import Clock, CudaClock, WallClock
 from vitprof.measure.mfu.component_time import ComponentTimer
-from vitprof.measure.mfu.flops import StepCounts, StepFlops
+from vitprof.measure.mfu.flops import RanStep, StepCounts, StepFlops
 from vitprof.measure.mfu.optimizer import OptimizerCount
 from vitprof.measure.mfu.peaks import ChosenPeak, choose_peak, given_peak, raised_to
 from vitprof.measure.mfu.summary import summary
@@ -87,6 +91,7 @@ class _Pending:
     end: Any
     counted: StepFlops | None
     times: dict[str, float] | None = None
+    counted_in_step: bool = False
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -162,7 +167,8 @@ class Tracker:
     def step(self, *batches: Any) -> None:
         """The step that just ended trained on ``batches`` (one per forward: several for
         gradient accumulation), each as the model was fed it: a tensor, a tuple of positional
-        arguments, a dict of keyword arguments or ``(args, kwargs)``."""
+        arguments, a dict of keyword arguments or ``(args, kwargs)``; or, from a callback, a
+        :class:`~vitprof.measure.mfu.flops.RanStep` (a micro-batch counted as it ran)."""
         end = self.clock.mark()
         if self._outside("step"):
             return
@@ -172,7 +178,8 @@ class Tracker:
             counted = [self.counts.of(batch) for batch in batches]
         steps = [c for c in counted if c is not None]
         total = reduce(operator.add, steps) if steps and len(steps) == len(counted) else None
-        self._pending.append(_Pending(self._steps, self._start, end, total, times))
+        in_step = any(isinstance(batch, RanStep) and batch.here for batch in batches)
+        self._pending.append(_Pending(self._steps, self._start, end, total, times, in_step))
         self._read()
         self._start = self.clock.mark()
 
@@ -197,16 +204,23 @@ class Tracker:
         entry: StepEntry = {"step": pending.step, "seconds": seconds, "flops": None,
                             "vector_flops": None, "tflops": None, "mfu": None,
                             "peak_tflops": None, "components": {},
-                            "optimizer_vector_flops": optimizer, "time_components": pending.times}
+                            "optimizer_vector_flops": optimizer, "time_components": pending.times,
+                            "counted_in_step": pending.counted_in_step}
         if counted is not None and seconds > 0:
             flops = counted.flops
             entry.update(flops=flops, vector_flops=counted.vector_flops,
-                         tflops=flops / seconds / 1e12,
                          components={k: v / flops for k, v in counted.components.items()
                                      if v and flops})
-            if self.peak is not None:
-                entry["mfu"] = self._mfu(pending.step, flops, seconds)
-                entry["peak_tflops"] = self.peak.tflops
+            if not pending.counted_in_step:  # counted as it ran, its seconds hold the count
+                entry["tflops"] = flops / seconds / 1e12
+                if self.peak is not None:
+                    entry["mfu"] = self._mfu(pending.step, flops, seconds)
+                    entry["peak_tflops"] = self.peak.tflops
+        return self._with_medians(entry)
+
+    def _with_medians(self, entry: StepEntry) -> StepEntry:
+        """``entry`` with the running medians of TFLOP/s and MFU (the last ones where it has
+        none)."""
         for key, median in self._medians.items():
             last = self.history[-1][f"median_{key}"] if self.history else None
             entry[f"median_{key}"] = last if entry[key] is None else median.add(entry[key])
