@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 from torch import nn
@@ -9,6 +12,7 @@ from torch import nn
 from vitprof import Component as C
 from vitprof import UserError, analyze
 from vitprof.models.zoo import build
+from vitprof.workload import make_workload
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +158,22 @@ def test_model_reading_a_buffer_counts_on_meta() -> None:
     assert profile.device == "meta" and profile.fallback is None
     # 1*3*4*4 / 4 = 12 rows: 12 * 4 * 4 = 192 MACs; bias 48 + buffer multiply 48
     assert (profile.totals.macs, profile.totals.vector_flops) == (192, 96)
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_an_analysis_keeps_no_reference_cycle_to_its_model(device: str) -> None:
+    analyze("note002_cifar_vit_tiny")  # torch imports torch._dynamo lazily in a first run, and
+    # that import's frames hold themselves (torch.fx's wrap keeps its own frame): not vitprof's
+    work = make_workload("note002_cifar_vit_tiny")
+    model = weakref.ref(work.module)
+    gc.disable()
+    try:
+        profile = analyze(work, device=device)
+        del work
+        # nothing of the analysis holds the model once it returned: it went with its last
+        # reference, not at a later full collection (the counter's weak-reference callbacks
+        # held the counter, and through it the model, in a cycle)
+        assert model() is None
+    finally:
+        gc.enable()
+    assert profile.device == device
