@@ -19,8 +19,9 @@ model's own: a zoo entry's size, else what the module declares
 (:func:`vitprof.models.declared_input.declared_input`: timm's ``pretrained_cfg``, a Hugging Face
 config, ``img_size`` / ``in_chans`` attributes, a config's ``num_frames``; a non-square size kept
 as declared), else :data:`vitprof.models.zoo.DEFAULT_IMAGE_SIZE` (and, for a first convolution
-that is 3-D, :data:`vitprof.models.zoo.DEFAULT_FRAMES` frames). :attr:`Workload.input_source`
-says which, and names every guess.
+that is 3-D of a model that declares nothing, no size asked,
+:data:`vitprof.models.zoo.DEFAULT_FRAMES` frames). :attr:`Workload.input_source` says what
+decided, and names every guess that did.
 """
 
 from __future__ import annotations
@@ -530,12 +531,17 @@ def _own_input(
 ) -> tuple[tuple[int, ...], int, str]:
     """Spatial size, channels and where they came from: the given ``image_size``, ``frames``
     and ``in_chans``, else the zoo entry's size, else what ``module`` declares, else the
-    default size (and, for a model whose first convolution is 3-D, the default frames); channels
-    not given nor declared are traced (:func:`_channels`)."""
+    default size; channels not given nor declared are traced (:func:`_channels`). Frames are
+    the given or declared ones; only when nothing is asked of the size and the model declares
+    nothing of its input does a first convolution that is 3-D make it a video of the default
+    frames (a size given is an image's: a vision tower whose Conv3d runs over a time axis of 1
+    takes ``B, C, H, W``). The source names only what decided: a size guessed from the
+    position embedding's length is named where that guess is the size fed."""
     declared = declared_input(module)
-    guesses = [] if entry is not None or request.in_chans else list(declared.guessed)
+    guesses: list[str] = []
     frames = request.frames or declared.frames
-    if frames is None and declared.conv_rank == 3:
+    if frames is None and declared.conv_rank == 3 and request.image_size is None \
+            and entry is None and not declared.source:
         frames = DEFAULT_FRAMES
         guesses.append(f"{frames} frames (the first convolution is 3-D and nothing declares "
                        "the frames)")
@@ -548,6 +554,7 @@ def _own_input(
         size, said = square_or_pair(built_size or entry.image_size), "zoo entry"
     elif declared.size is not None:
         size, said = declared.size, declared.source
+        guesses[:0] = declared.guessed
     else:
         size = square_or_pair(built_size or DEFAULT_IMAGE_SIZE)
         said = ("the default size" if size == (DEFAULT_IMAGE_SIZE,) * 2
