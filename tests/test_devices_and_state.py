@@ -177,3 +177,70 @@ def test_an_analysis_keeps_no_reference_cycle_to_its_model(device: str) -> None:
     finally:
         gc.enable()
     assert profile.device == device
+
+
+LEGACY_PY = '''
+import math
+
+import torch
+from torch import nn
+
+
+class LegacyLinear(nn.Module):
+    """Older code: parameters from the legacy torch.Tensor(shape) constructor, then
+    reset_parameters."""
+
+    def __init__(self, n, m):
+        super().__init__()
+        self.weight = nn.Parameter(torch.Tensor(m, n))
+        self.bias = nn.Parameter(torch.Tensor(m))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        nn.init.zeros_(self.bias)
+
+    def forward(self, x):
+        return nn.functional.linear(x, self.weight, self.bias)
+
+
+class Net(nn.Module):
+    """4 x 4-pixel patches of a 16 x 16 image embedded by the legacy linear, then a LayerNorm."""
+
+    def __init__(self, data_dependent=False):
+        super().__init__()
+        self.embed = LegacyLinear(48, 8)
+        self.norm = nn.LayerNorm(8)
+        self.data_dependent = data_dependent
+
+    def forward(self, x):
+        patches = x.reshape(1, 3, 4, 4, 4, 4).permute(0, 2, 4, 1, 3, 5).reshape(1, 16, 48)
+        if self.data_dependent:  # a shape meta cannot know: the fallback runs it on the CPU
+            patches = patches[:, : int(x.sum()) + 16]
+        return self.norm(self.embed(patches))
+
+
+def net():
+    return Net()
+
+
+def data_dependent():
+    return Net(data_dependent=True)
+'''
+
+
+@pytest.mark.parametrize(("factory", "device"), [
+    ("net", "meta"), ("net", "cpu"), ("data_dependent", "meta")],
+    ids=["meta", "cpu", "cpu-fallback"])
+def test_a_legacy_tensor_constructor_parameter_is_built_on_meta_with_the_rest(
+    tmp_path, factory: str, device: str
+) -> None:
+    path = tmp_path / "legacy.py"
+    path.write_text(LEGACY_PY)
+    name = f"{path}:{factory}"
+    assert {p.device.type for p in build(name).module.parameters()} == {"meta"}
+    profile = analyze(name, image_size=16, device=device)
+    assert profile.device == ("meta" if factory == "net" and device == "meta" else "cpu")
+    # 48 x 8 + 8 = 392 legacy params, 2 x 8 = 16 of the LayerNorm; 16 patches x 48 x 8 = 6,144
+    assert profile.totals.params == 48 * 8 + 8 + 2 * 8 == 408
+    assert profile.totals.macs == 16 * 48 * 8 == 6_144
