@@ -244,3 +244,38 @@ def test_a_legacy_tensor_constructor_parameter_is_built_on_meta_with_the_rest(
     # 48 x 8 + 8 = 392 legacy params, 2 x 8 = 16 of the LayerNorm; 16 patches x 48 x 8 = 6,144
     assert profile.totals.params == 48 * 8 + 8 + 2 * 8 == 408
     assert profile.totals.macs == 16 * 48 * 8 == 6_144
+
+
+ROTARY_PY = '''
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    """A SAM2-style table kept as a plain attribute (no parameter, no buffer), made in __init__:
+    on meta in a meta build."""
+
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Conv2d(3, 8, kernel_size=4, stride=4)
+        self.freqs = torch.randn(16, 8)
+
+    def forward(self, x):
+        return self.patch(x).flatten(2).transpose(1, 2) * self.freqs
+
+
+def rotary():
+    return Rotary()
+'''
+
+
+def test_a_plain_tensor_attribute_of_a_meta_build_runs_on_the_cpu(tmp_path) -> None:
+    path = tmp_path / "rotary.py"
+    path.write_text(ROTARY_PY)
+    cpu = analyze(f"{path}:rotary", image_size=16, device="cpu")
+    assert cpu.device == "cpu"
+    # 3 x 4 x 4 x 8 + 8 = 392 params; 16 patches x 48 x 8 = 6,144 MACs; the bias and the
+    # table's product: 2 x 16 x 8 = 256 vector FLOPs
+    assert cpu.totals.params == 3 * 4 * 4 * 8 + 8 == 392
+    assert (cpu.totals.macs, cpu.totals.vector_flops) == (16 * 48 * 8, 2 * 16 * 8)
+    assert cpu.components == analyze(f"{path}:rotary", image_size=16).components

@@ -279,13 +279,20 @@ def on_device(name: str, module: nn.Module, device: str, footprint: Footprint) -
 def materialize(module: nn.Module, device: str) -> nn.Module:
     """Give a module built on meta real storage on ``device``, in place, without its factory.
 
-    ``to_empty``, then zeros in every parameter and buffer, then each submodule's
-    ``reset_parameters`` (``_reset_parameters`` for ``nn.MultiheadAttention``). The values are
-    not the factory's: counts and times depend on shapes only, and zeros keep buffers computed
-    in an ``__init__`` (index tables) valid and nothing NaN. The random initialisation leaves
-    the global random number generators as they were (:func:`vitprof.count.state.untouched`).
+    ``to_empty``, then zeros in every parameter and buffer, and in every meta tensor a submodule
+    keeps as a plain attribute (neither parameter nor buffer: a rotary table made in an
+    ``__init__``, ``self.freqs = ...``, which ``to_empty`` leaves on meta), then each
+    submodule's ``reset_parameters`` (``_reset_parameters`` for ``nn.MultiheadAttention``). The
+    values are not the factory's: counts and times depend on shapes only, and zeros keep
+    buffers computed in an ``__init__`` (index tables) valid and nothing NaN. The random
+    initialisation leaves the global random number generators as they were
+    (:func:`vitprof.count.state.untouched`).
     """
     module.to_empty(device=device)
+    for child in module.modules():
+        attributes = vars(child)
+        for name in [n for n, v in attributes.items() if isinstance(v, torch.Tensor) and v.is_meta]:
+            attributes[name] = torch.zeros_like(attributes[name], device=device)
     with torch.no_grad():
         for tensor in chain(module.parameters(), module.buffers()):
             tensor.zero_()
