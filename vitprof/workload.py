@@ -472,6 +472,7 @@ def _input(
     input's dtype, and where it came from."""
     spec, source = _main_input(module, request, entry, built_size)
     if request.patch_mask is not None:
+        _check_mask_token(module)
         mask = {"bool_masked_pos": TensorSpec(request.patch_mask, torch.bool)}
         spec = replace(spec, kwargs={**spec.kwargs, **mask})
         source += f"; patch mask {'x'.join(map(str, request.patch_mask))} given"
@@ -480,6 +481,16 @@ def _input(
     extra = tuple(TensorSpec(shape, spec.dtype) for shape in request.extra_shapes)
     shown = ", ".join("x".join(map(str, shape)) for shape in request.extra_shapes)
     return replace(spec, args=(*spec.args, *extra)), f"{source}; extra tensors {shown} given"
+
+
+def _check_mask_token(module: nn.Module) -> None:
+    """A patch mask needs the learned token the model puts in place of a masked patch (Hugging
+    Face's ``embeddings.mask_token``, a model built with ``use_mask_token=True``): a model without
+    one is a UserError before any run (its forward would fail on ``None.expand``)."""
+    if not any(isinstance(getattr(m, "mask_token", None), torch.Tensor) for m in module.modules()):
+        raise UserError(f"a patch mask needs a model with a mask token (Hugging Face's "
+                        f"embeddings.mask_token, built with use_mask_token=True); "
+                        f"{type(module).__name__} has none")
 
 
 def _main_input(
