@@ -38,7 +38,7 @@ from torch.utils._pytree import tree_map
 from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
 from vitprof.core.records import InputRecord
-from vitprof.core.validate import check_image_size, check_int, check_shape
+from vitprof.core.validate import check_elements, check_image_size, check_int, check_shape
 from vitprof.count.families import Rule
 from vitprof.count.running import one_line
 from vitprof.count.session import call
@@ -274,6 +274,19 @@ class InputRequest:
             if len(self.patch_mask) != 2:
                 raise UserError(f"a patch mask is (batch, patches), got {self.patch_mask!r}")
         self._check_exclusions()
+        self._check_elements()
+
+    def _check_elements(self) -> None:
+        """The input tensor, as far as this request fixes its sizes (the whole shape, else the
+        batch and each of frames, channels and image size given), fits torch's sizes."""
+        if self.input_shape is not None:
+            check_elements("the input shape", self.input_shape)
+            return
+        sizes = {"batch": self.batch_size, "frames": self.frames, "channels": self.in_chans}
+        if self.image_size is not None:
+            sizes |= dict(zip(("height", "width"), square_or_pair(self.image_size), strict=True))
+        given = {name: size for name, size in sizes.items() if size is not None}
+        check_elements(f"the input ({', '.join(given)})", tuple(given.values()))
 
     def _check_exclusions(self) -> None:
         given = self.sizes_given()
@@ -344,7 +357,9 @@ def _extra_shape(shape: object, what: str = "extra input shape") -> tuple[int, .
     the batch first."""
     if not isinstance(shape, tuple | list) or not shape:
         raise UserError(f"an {what} needs at least the batch, got {shape!r}")
-    return tuple(check_int(f"{what} size", size, 1) for size in shape)
+    sizes = tuple(check_int(f"{what} size", size, 1) for size in shape)
+    check_elements(f"the {what}", sizes)
+    return sizes
 
 
 def _same(value: Any, default: Any) -> bool:

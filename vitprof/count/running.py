@@ -55,6 +55,12 @@ META_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
     # or MPS devices. Found input tensors on meta device.")
     (ValueError, r"on meta device"),
 )
+# failures raised on meta that any device raises, whatever frame they come from: a tensor whose
+# size in bytes overflows int64 ("Storage size calculation overflowed with sizes=[12, N, N]":
+# the attention scores of a huge image), which no CPU run can make either
+ANY_DEVICE_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
+    (RuntimeError, r"size calculation overflowed"),
+)
 TORCH_DIR = os.path.dirname(torch.__file__)
 DEVICE_ARGUMENTS = ("device_type", "device")  # the locals a torch function names its device by
 
@@ -64,12 +70,16 @@ def meta_caused(error: BaseException) -> bool:
 
     The rules are :data:`META_FAILURES`: an exception type and a pattern its message must match
     (case-insensitive); and a failure raised by a torch function called for the meta device
-    itself (:func:`raised_for_meta`), whatever its message. Everything else is an error the
-    model would raise on any device.
+    itself (:func:`raised_for_meta`), whatever its message, unless it is one of
+    :data:`ANY_DEVICE_FAILURES`. Everything else is an error the model would raise on any
+    device.
     """
     seen: BaseException | None = error
     while seen is not None:
         text = str(seen)
+        if any(isinstance(seen, kind) and re.search(pattern, text, re.IGNORECASE)
+               for kind, pattern in ANY_DEVICE_FAILURES):
+            return False
         if raised_for_meta(seen) or any(
                 isinstance(seen, kind) and re.search(pattern, text, re.IGNORECASE)
                 for kind, pattern in META_FAILURES):
