@@ -162,8 +162,10 @@ def test_model_reading_a_buffer_counts_on_meta() -> None:
 
 @pytest.mark.parametrize("device", ["meta", "cpu"])
 def test_an_analysis_keeps_no_reference_cycle_to_its_model(device: str) -> None:
-    analyze("note002_cifar_vit_tiny")  # torch imports torch._dynamo lazily in a first run, and
-    # that import's frames hold themselves (torch.fx's wrap keeps its own frame): not vitprof's
+    # a first analysis imports torch._dynamo lazily, whose module code runs torch.fx's wrap:
+    # its frame holds itself (currentframe) and, through f_back, the frames of that analysis
+    # and their locals, the model among them; once imported, nothing of torch's holds a frame
+    analyze("note002_cifar_vit_tiny")
     work = make_workload("note002_cifar_vit_tiny")
     model = weakref.ref(work.module)
     gc.disable()
