@@ -205,6 +205,15 @@ REFUSALS = [
     pytest.param(["crosscheck", CIFAR_VIT, "--batch-size", str(BIG)], "in-process", 2,
                  f"cannot make an input of shape {BIG}x3x32x32 on meta",
                  id="crosscheck-batch-overflows"),
+    # a batch of 2^63 is past int64 itself: torch raised a TypeError of C++ frames (a traceback)
+    pytest.param(["analyze", CIFAR_VIT, "--batch-size", str(BIG + 1)], "in-process", 2,
+                 f"the input (batch) has {BIG + 1:,} elements ({BIG + 1:,}), more than the 2^63 - "
+                 f"1 that torch's int64 sizes hold", id="analyze-batch-past-int64"),
+    # the attention scores of a 10^6 x 10^6 image, 12 heads x (62,500^2 + 1)^2 of them, overflow
+    # int64 bytes on any device: the line says so, where it said a CPU run would need 1.27 PiB
+    pytest.param(["analyze", "vit_b_16", "--image-size", "1000000"], "in-process", 2,
+                 f"Storage size calculation overflowed with sizes=[12, {62_500**2 + 1}, "
+                 f"{62_500**2 + 1}]", id="analyze-scores-past-int64"),
     # threads far above the core count abort in libgomp, killing the process: a subprocess
     pytest.param(["profile", CIFAR_VIT, "--threads", "100000"], "pipe", 2,
                  f"threads must be at most {os.cpu_count()}, this machine's CPU count",
@@ -238,3 +247,19 @@ def test_refusals_are_one_line(argv: list[str], how: str, code: int, fragment: s
     assert "Traceback" not in err and "Exception ignored" not in err
     assert len(lines) == 1 and lines[0].startswith("vitprof: error: "), err
     assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(("keywords", "message"), [
+    pytest.param({"batch_size": 2**63}, "the input (batch) has 9,223,372,036,854,775,808 elements",
+                 id="batch"),
+    pytest.param({"image_size": 2**32}, "the input (batch, height, width) has "
+                 f"{2**64:,} elements (1 x {2**32:,} x {2**32:,})", id="image-size"),
+])
+def test_sizes_past_int64_are_one_user_error_in_python(keywords: dict, message: str) -> None:
+    from torch import nn
+
+    from vitprof import UserError, analyze
+
+    with pytest.raises(UserError) as raised:
+        analyze(nn.Sequential(nn.Flatten(), nn.Linear(3, 2)), **keywords)
+    assert str(raised.value).startswith(message) and "\n" not in str(raised.value)

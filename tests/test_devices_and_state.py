@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 from torch import nn
@@ -9,6 +12,7 @@ from torch import nn
 from vitprof import Component as C
 from vitprof import UserError, analyze
 from vitprof.models.zoo import build
+from vitprof.workload import make_workload
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +158,126 @@ def test_model_reading_a_buffer_counts_on_meta() -> None:
     assert profile.device == "meta" and profile.fallback is None
     # 1*3*4*4 / 4 = 12 rows: 12 * 4 * 4 = 192 MACs; bias 48 + buffer multiply 48
     assert (profile.totals.macs, profile.totals.vector_flops) == (192, 96)
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_an_analysis_keeps_no_reference_cycle_to_its_model(device: str) -> None:
+    # a first analysis imports torch._dynamo lazily, whose module code runs torch.fx's wrap:
+    # its frame holds itself (currentframe) and, through f_back, the frames of that analysis
+    # and their locals, the model among them; once imported, nothing of torch's holds a frame
+    analyze("note002_cifar_vit_tiny")
+    work = make_workload("note002_cifar_vit_tiny")
+    model = weakref.ref(work.module)
+    gc.disable()
+    try:
+        profile = analyze(work, device=device)
+        del work
+        # nothing of the analysis holds the model once it returned: it went with its last
+        # reference, not at a later full collection (the counter's weak-reference callbacks
+        # held the counter, and through it the model, in a cycle)
+        assert model() is None
+    finally:
+        gc.enable()
+    assert profile.device == device
+
+
+LEGACY_PY = '''
+import math
+
+import torch
+from torch import nn
+
+
+class LegacyLinear(nn.Module):
+    """Older code: parameters from the legacy torch.Tensor(shape) constructor, then
+    reset_parameters."""
+
+    def __init__(self, n, m):
+        super().__init__()
+        self.weight = nn.Parameter(torch.Tensor(m, n))
+        self.bias = nn.Parameter(torch.Tensor(m))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        nn.init.zeros_(self.bias)
+
+    def forward(self, x):
+        return nn.functional.linear(x, self.weight, self.bias)
+
+
+class Net(nn.Module):
+    """4 x 4-pixel patches of a 16 x 16 image embedded by the legacy linear, then a LayerNorm."""
+
+    def __init__(self, data_dependent=False):
+        super().__init__()
+        self.embed = LegacyLinear(48, 8)
+        self.norm = nn.LayerNorm(8)
+        self.data_dependent = data_dependent
+
+    def forward(self, x):
+        patches = x.reshape(1, 3, 4, 4, 4, 4).permute(0, 2, 4, 1, 3, 5).reshape(1, 16, 48)
+        if self.data_dependent:  # a shape meta cannot know: the fallback runs it on the CPU
+            patches = patches[:, : int(x.sum()) + 16]
+        return self.norm(self.embed(patches))
+
+
+def net():
+    return Net()
+
+
+def data_dependent():
+    return Net(data_dependent=True)
+'''
+
+
+@pytest.mark.parametrize(("factory", "device"), [
+    ("net", "meta"), ("net", "cpu"), ("data_dependent", "meta")],
+    ids=["meta", "cpu", "cpu-fallback"])
+def test_a_legacy_tensor_constructor_parameter_is_built_on_meta_with_the_rest(
+    tmp_path, factory: str, device: str
+) -> None:
+    path = tmp_path / "legacy.py"
+    path.write_text(LEGACY_PY)
+    name = f"{path}:{factory}"
+    assert {p.device.type for p in build(name).module.parameters()} == {"meta"}
+    profile = analyze(name, image_size=16, device=device)
+    assert profile.device == ("meta" if factory == "net" and device == "meta" else "cpu")
+    # 48 x 8 + 8 = 392 legacy params, 2 x 8 = 16 of the LayerNorm; 16 patches x 48 x 8 = 6,144
+    assert profile.totals.params == 48 * 8 + 8 + 2 * 8 == 408
+    assert profile.totals.macs == 16 * 48 * 8 == 6_144
+
+
+ROTARY_PY = '''
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    """A SAM2-style table kept as a plain attribute (no parameter, no buffer), made in __init__:
+    on meta in a meta build."""
+
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Conv2d(3, 8, kernel_size=4, stride=4)
+        self.freqs = torch.randn(16, 8)
+
+    def forward(self, x):
+        return self.patch(x).flatten(2).transpose(1, 2) * self.freqs
+
+
+def rotary():
+    return Rotary()
+'''
+
+
+def test_a_plain_tensor_attribute_of_a_meta_build_runs_on_the_cpu(tmp_path) -> None:
+    path = tmp_path / "rotary.py"
+    path.write_text(ROTARY_PY)
+    cpu = analyze(f"{path}:rotary", image_size=16, device="cpu")
+    assert cpu.device == "cpu"
+    # 3 x 4 x 4 x 8 + 8 = 392 params; 16 patches x 48 x 8 = 6,144 MACs; the bias and the
+    # table's product: 2 x 16 x 8 = 256 vector FLOPs
+    assert cpu.totals.params == 3 * 4 * 4 * 8 + 8 == 392
+    assert (cpu.totals.macs, cpu.totals.vector_flops) == (16 * 48 * 8, 2 * 16 * 8)
+    assert cpu.components == analyze(f"{path}:rotary", image_size=16).components

@@ -178,6 +178,61 @@ def test_frames_given_to_an_image_model_is_one_line_naming_the_shape(capsys) -> 
     assert "(input of shape 1x3x16x32x32, on meta)" in err
 
 
+class TimeAxisOfOne(nn.Module):
+    """A video-language model's vision tower: images of B, 3, H, W get a time axis of 1 and a
+    Conv3d over 1 x 4 x 4 tubes, 8 channels; it declares nothing of its input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Conv3d(3, 8, kernel_size=(1, 4, 4), stride=(1, 4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x.unsqueeze(2)).flatten(2).transpose(1, 2)
+
+
+def test_a_conv3d_over_a_time_axis_of_one_is_fed_the_image_size_given() -> None:
+    profile = analyze(TimeAxisOfOne(), image_size=32)
+    assert profile.input_shape == (1, 3, 32, 32)  # an image: the size given wins
+    # 3 x 1 x 4 x 4 x 8 weights + 8 biases = 392 params; (32 / 4)^2 = 64 tubes x 8 channels x
+    # 48 values = 24,576 MACs
+    assert profile.totals.params == 3 * 1 * 4 * 4 * 8 + 8 == 392
+    assert profile.totals.macs == 64 * 8 * 48 == 24_576
+    assert "frames" not in profile.input_source
+
+
+def test_a_declared_video_keeps_its_frames_at_an_image_size_given(
+    tmp_path: Path, capsys
+) -> None:
+    pytest.importorskip("transformers")
+    name = _video_config("videomae", tmp_path / "config.json")
+    data = _cli_json(["analyze", name, "--image-size", "16"], capsys)
+    assert data["input_shape"] == [1, 4, 3, 16, 16]  # the config's 4 frames, frames first
+
+
+class PositionsFor64(nn.Module):
+    """8 x 8-pixel patches and a position table of 64 = 8 x 8 patches: a 64 x 64 image by its
+    length, though nothing declares a size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch = nn.Conv2d(3, 8, kernel_size=8, stride=8)
+        self.pos_embed = nn.Parameter(torch.zeros(1, 64, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.patch(x).flatten(2).transpose(1, 2)
+
+
+def test_the_input_line_names_the_position_guess_only_where_it_decided() -> None:
+    given = analyze(PositionsFor64(), image_size=(32, 128))
+    assert given.input_shape == (1, 3, 32, 128)
+    assert given.input_source == ("image size given; guessed 3 channels from the first "
+                                  "convolution the image reaches")
+    guessed = analyze(PositionsFor64())
+    assert guessed.input_shape == (1, 3, 64, 64)
+    assert guessed.input_source.startswith(
+        "nothing declared; guessed 64x64 from the position embedding's length")
+
+
 # ------------------------------------------------------------------ dtypes
 
 

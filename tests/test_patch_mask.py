@@ -23,6 +23,7 @@ from vitprof.core.records import Component
 from vitprof.measure.profile import profile_model
 from vitprof.models.closed_form import closed_form
 from vitprof.models.spec_inference import spec_from_model
+from vitprof.study.page_inputs import image_size_sweep, not_swept
 from vitprof.workload import InputRequest, make_workload
 
 transformers = pytest.importorskip("transformers")
@@ -164,3 +165,53 @@ def test_a_budget_checked_with_the_mask(factory: str) -> None:
     outcome = evaluate(masked)
     assert [(i.name, i.shape, i.dtype) for i in outcome.profile.inputs][-1] == (
         "bool_masked_pos", (1, PATCHES), "bool")
+
+
+SIZED_FACTORY = f"""
+import transformers
+
+
+def masked(image_size={PIXELS}):
+    config = transformers.ViTConfig(hidden_size={WIDTH}, num_hidden_layers=2,
+                                    num_attention_heads=2, intermediate_size=128,
+                                    image_size=image_size, patch_size={PATCH},
+                                    encoder_stride={PATCH})
+    return transformers.ViTModel(config, add_pooling_layer=False, use_mask_token=True)
+"""
+
+
+def test_the_report_sweep_rebuilds_the_mask_at_each_size(tmp_path: Path) -> None:
+    path = tmp_path / "sized_vit.py"
+    path.write_text(SIZED_FACTORY)
+    name, masked = f"{path}:masked", InputRequest(patch_mask=(1, PATCHES))
+    assert not_swept(masked, vitprof.analyze(name, request=masked), PATCH) == ""
+    sweeps = [image_size_sweep(vitprof.analyze(name, request=r), PATCH, r)
+              for r in (masked, InputRequest())]
+    assert [p.value for p in sweeps[0].points] == [p.value for p in sweeps[1].points]
+    assert sweeps[0].points[1].value > PIXELS  # a size other than the mask's own
+    # at each size s the mask covers its (s / 8)^2 patches: 1 x (s / 8)^2 x (3 x 64 + 1) more
+    for with_mask, without in zip(*(s.points for s in sweeps), strict=True):
+        patches = (with_mask.value // PATCH) ** 2
+        assert with_mask.totals.vector_flops - without.totals.vector_flops == \
+            patches * (3 * WIDTH + 1)
+
+
+def test_a_mask_over_other_patches_is_not_swept_and_says_why(factory: str) -> None:
+    request = InputRequest(patch_mask=(1, PATCHES))
+    profile = vitprof.analyze(factory, request=request)
+    # the mask is over 16 patches of 8 pixels: at 4 pixels the 32 x 32 image has 8 x 8 = 64
+    assert not_swept(request, profile, 4) == (
+        "not swept: the patch mask covers 16 patches, not the 64 of the 32x32 input in 4-pixel "
+        "patches, so it cannot be rebuilt at other sizes")
+
+
+@pytest.mark.parametrize("model", ["vit_b_16", "hf:vit-base-patch16-224"])
+def test_a_mask_for_a_model_without_a_mask_token_is_one_line(
+    model: str, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["analyze", model, "--input", "patch_mask=1,196"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("vitprof: error: a patch mask needs a model with a mask token")
+    with pytest.raises(UserError, match="ViTModel has none"):
+        make_workload(_vit(mask_token=False), MASKED)

@@ -19,8 +19,9 @@ model's own: a zoo entry's size, else what the module declares
 (:func:`vitprof.models.declared_input.declared_input`: timm's ``pretrained_cfg``, a Hugging Face
 config, ``img_size`` / ``in_chans`` attributes, a config's ``num_frames``; a non-square size kept
 as declared), else :data:`vitprof.models.zoo.DEFAULT_IMAGE_SIZE` (and, for a first convolution
-that is 3-D, :data:`vitprof.models.zoo.DEFAULT_FRAMES` frames). :attr:`Workload.input_source`
-says which, and names every guess.
+that is 3-D of a model that declares nothing, no size asked,
+:data:`vitprof.models.zoo.DEFAULT_FRAMES` frames). :attr:`Workload.input_source` says what
+decided, and names every guess that did.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from torch.utils._pytree import tree_map
 from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
 from vitprof.core.records import InputRecord
-from vitprof.core.validate import check_image_size, check_int, check_shape
+from vitprof.core.validate import check_elements, check_image_size, check_int, check_shape
 from vitprof.count.families import Rule
 from vitprof.count.running import one_line
 from vitprof.count.session import call
@@ -273,6 +274,19 @@ class InputRequest:
             if len(self.patch_mask) != 2:
                 raise UserError(f"a patch mask is (batch, patches), got {self.patch_mask!r}")
         self._check_exclusions()
+        self._check_elements()
+
+    def _check_elements(self) -> None:
+        """The input tensor, as far as this request fixes its sizes (the whole shape, else the
+        batch and each of frames, channels and image size given), fits torch's sizes."""
+        if self.input_shape is not None:
+            check_elements("the input shape", self.input_shape)
+            return
+        sizes = {"batch": self.batch_size, "frames": self.frames, "channels": self.in_chans}
+        if self.image_size is not None:
+            sizes |= dict(zip(("height", "width"), square_or_pair(self.image_size), strict=True))
+        given = {name: size for name, size in sizes.items() if size is not None}
+        check_elements(f"the input ({', '.join(given)})", tuple(given.values()))
 
     def _check_exclusions(self) -> None:
         given = self.sizes_given()
@@ -343,7 +357,9 @@ def _extra_shape(shape: object, what: str = "extra input shape") -> tuple[int, .
     the batch first."""
     if not isinstance(shape, tuple | list) or not shape:
         raise UserError(f"an {what} needs at least the batch, got {shape!r}")
-    return tuple(check_int(f"{what} size", size, 1) for size in shape)
+    sizes = tuple(check_int(f"{what} size", size, 1) for size in shape)
+    check_elements(f"the {what}", sizes)
+    return sizes
 
 
 def _same(value: Any, default: Any) -> bool:
@@ -471,6 +487,7 @@ def _input(
     input's dtype, and where it came from."""
     spec, source = _main_input(module, request, entry, built_size)
     if request.patch_mask is not None:
+        _check_mask_token(module)
         mask = {"bool_masked_pos": TensorSpec(request.patch_mask, torch.bool)}
         spec = replace(spec, kwargs={**spec.kwargs, **mask})
         source += f"; patch mask {'x'.join(map(str, request.patch_mask))} given"
@@ -479,6 +496,16 @@ def _input(
     extra = tuple(TensorSpec(shape, spec.dtype) for shape in request.extra_shapes)
     shown = ", ".join("x".join(map(str, shape)) for shape in request.extra_shapes)
     return replace(spec, args=(*spec.args, *extra)), f"{source}; extra tensors {shown} given"
+
+
+def _check_mask_token(module: nn.Module) -> None:
+    """A patch mask needs the learned token the model puts in place of a masked patch (Hugging
+    Face's ``embeddings.mask_token``, a model built with ``use_mask_token=True``): a model without
+    one is a UserError before any run (its forward would fail on ``None.expand``)."""
+    if not any(isinstance(getattr(m, "mask_token", None), torch.Tensor) for m in module.modules()):
+        raise UserError(f"a patch mask needs a model with a mask token (Hugging Face's "
+                        f"embeddings.mask_token, built with use_mask_token=True); "
+                        f"{type(module).__name__} has none")
 
 
 def _main_input(
@@ -530,12 +557,17 @@ def _own_input(
 ) -> tuple[tuple[int, ...], int, str]:
     """Spatial size, channels and where they came from: the given ``image_size``, ``frames``
     and ``in_chans``, else the zoo entry's size, else what ``module`` declares, else the
-    default size (and, for a model whose first convolution is 3-D, the default frames); channels
-    not given nor declared are traced (:func:`_channels`)."""
+    default size; channels not given nor declared are traced (:func:`_channels`). Frames are
+    the given or declared ones; only when nothing is asked of the size and the model declares
+    nothing of its input does a first convolution that is 3-D make it a video of the default
+    frames (a size given is an image's: a vision tower whose Conv3d runs over a time axis of 1
+    takes ``B, C, H, W``). The source names only what decided: a size guessed from the
+    position embedding's length is named where that guess is the size fed."""
     declared = declared_input(module)
-    guesses = [] if entry is not None or request.in_chans else list(declared.guessed)
+    guesses: list[str] = []
     frames = request.frames or declared.frames
-    if frames is None and declared.conv_rank == 3:
+    if frames is None and declared.conv_rank == 3 and request.image_size is None \
+            and entry is None and not declared.source:
         frames = DEFAULT_FRAMES
         guesses.append(f"{frames} frames (the first convolution is 3-D and nothing declares "
                        "the frames)")
@@ -548,6 +580,7 @@ def _own_input(
         size, said = square_or_pair(built_size or entry.image_size), "zoo entry"
     elif declared.size is not None:
         size, said = declared.size, declared.source
+        guesses[:0] = declared.guessed
     else:
         size = square_or_pair(built_size or DEFAULT_IMAGE_SIZE)
         said = ("the default size" if size == (DEFAULT_IMAGE_SIZE,) * 2

@@ -7,7 +7,13 @@ request once, in its constructor; the command line and the budget file parse tex
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from vitprof.core.errors import UserError
+
+TENSOR_ELEMENTS = 2**63 - 1
+"""The most elements a tensor's sizes describe: torch holds sizes and their product in int64."""
 
 
 def check_int(what: str, value: object, minimum: int) -> int:
@@ -39,3 +45,14 @@ def check_shape(shape: object) -> tuple[int, ...]:
     for size in shape:
         check_int("input shape size", size, 1)
     return tuple(shape)
+
+
+def check_elements(what: str, sizes: Sequence[int]) -> None:
+    """A UserError when the tensor ``what`` of ``sizes`` (each already checked) has more than
+    :data:`TENSOR_ELEMENTS` elements, which torch cannot hold (it fails in C++ with several
+    lines, or in a factory's own tensors)."""
+    elements = math.prod(sizes)
+    if elements > TENSOR_ELEMENTS:
+        shown = " x ".join(f"{size:,}" for size in sizes)
+        raise UserError(f"{what} has {elements:,} elements ({shown}), more than the 2^63 - 1 "
+                        f"that torch's int64 sizes hold")

@@ -69,7 +69,7 @@ from vitprof.count.formulas import (
     overriding,
     sdpa_cost,
 )
-from vitprof.count.liveness import Liveness
+from vitprof.count.liveness import Liveness, weakly
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.trace import Step, Trace
 
@@ -230,10 +230,11 @@ class OpCounter:
         self.part: dict[int | None, tuple[int, int]] = {}
         # storage -> a weak reference to it: when the storage is freed, what was known of it goes
         self._watched: dict[int | None, weakref.ref[Any]] = {}
+        self._on_freed = weakly(self._freed)
         self.floors: dict[Floor, None] = {}  # the forward's convolutions that floor (in order)
         # the bytes of the tensors the run holds, and their peak (``live``: a caller's own)
         self.live = live if live is not None else Liveness()
-        self.live.position = lambda: len(self.pending)
+        self.live.position = self.pending.__len__  # no closure over self: no reference cycle
 
     @property
     def stack(self) -> list[str]:
@@ -336,13 +337,13 @@ class OpCounter:
         known = self._watched.get(key)
         if key is None or (known is not None and known() is not None):
             return
+        self._watched[key] = weakref.ref(tensor.untyped_storage(), partial(self._on_freed, key))
 
-        def forget(dead: weakref.ref[Any]) -> None:
-            if self._watched.get(key) is dead:
-                del self._watched[key]
-                self._forget(key)
-
-        self._watched[key] = weakref.ref(tensor.untyped_storage(), forget)
+    def _freed(self, key: int | None, dead: weakref.ref[Any]) -> None:
+        """The storage ``key`` watched by :meth:`_watch` was freed: forget it."""
+        if self._watched.get(key) is dead:
+            del self._watched[key]
+            self._forget(key)
 
     def _forget(self, key: int | None) -> None:
         """Drop what is known of the storage ``key``: its producers, the parameters it carries,

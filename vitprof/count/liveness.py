@@ -43,6 +43,21 @@ def _storages(value: Any) -> Iterator[torch.UntypedStorage]:
             yield from _storages(item)
 
 
+def weakly(method: Callable[..., None]) -> Callable[..., None]:
+    """The bound ``method``, called through a weak reference to its object (a no-op once that
+    is gone): the callback of a weak reference its object keeps in a table. A callback bound
+    strongly closes a reference cycle (object -> table -> weak reference -> callback ->
+    object) that keeps the object, and the model it holds, alive until a full collection."""
+    owner = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> None:
+        bound = owner()
+        if bound is not None:
+            bound(*args)
+
+    return call
+
+
 @cache
 def allocates(op: Any) -> bool:
     """Whether aten ``op`` returns new storage: it mutates no argument and returns no alias of
@@ -62,6 +77,7 @@ class Liveness:
         # for subclasses that place what they see (:class:`vitprof.count.timeline.Timeline`)
         self.position: Callable[[], int] = lambda: 0
         self._alive: dict[int, weakref.ref[torch.UntypedStorage]] = {}
+        self._on_free = weakly(self._free)
 
     def hold(self, inputs: Any) -> None:
         """The run's inputs (tensors in nested tuples, lists and dicts): alive from the start."""
@@ -80,7 +96,7 @@ class Liveness:
             if key in self._alive:
                 continue
             size = storage.nbytes()
-            self._alive[key] = weakref.ref(storage, partial(self._free, key, size))
+            self._alive[key] = weakref.ref(storage, partial(self._on_free, key, size))
             self.live += size
             self.peak = max(self.peak, self.live)
 

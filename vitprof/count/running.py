@@ -55,6 +55,12 @@ META_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
     # or MPS devices. Found input tensors on meta device.")
     (ValueError, r"on meta device"),
 )
+# failures raised on meta that any device raises, whatever frame they come from: a tensor whose
+# size in bytes overflows int64 ("Storage size calculation overflowed with sizes=[12, N, N]":
+# the attention scores of a huge image), which no CPU run can make either
+ANY_DEVICE_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
+    (RuntimeError, r"size calculation overflowed"),
+)
 TORCH_DIR = os.path.dirname(torch.__file__)
 DEVICE_ARGUMENTS = ("device_type", "device")  # the locals a torch function names its device by
 
@@ -64,12 +70,16 @@ def meta_caused(error: BaseException) -> bool:
 
     The rules are :data:`META_FAILURES`: an exception type and a pattern its message must match
     (case-insensitive); and a failure raised by a torch function called for the meta device
-    itself (:func:`raised_for_meta`), whatever its message. Everything else is an error the
-    model would raise on any device.
+    itself (:func:`raised_for_meta`), whatever its message, unless it is one of
+    :data:`ANY_DEVICE_FAILURES`. Everything else is an error the model would raise on any
+    device.
     """
     seen: BaseException | None = error
     while seen is not None:
         text = str(seen)
+        if any(isinstance(seen, kind) and re.search(pattern, text, re.IGNORECASE)
+               for kind, pattern in ANY_DEVICE_FAILURES):
+            return False
         if raised_for_meta(seen) or any(
                 isinstance(seen, kind) and re.search(pattern, text, re.IGNORECASE)
                 for kind, pattern in META_FAILURES):
@@ -279,13 +289,20 @@ def on_device(name: str, module: nn.Module, device: str, footprint: Footprint) -
 def materialize(module: nn.Module, device: str) -> nn.Module:
     """Give a module built on meta real storage on ``device``, in place, without its factory.
 
-    ``to_empty``, then zeros in every parameter and buffer, then each submodule's
-    ``reset_parameters`` (``_reset_parameters`` for ``nn.MultiheadAttention``). The values are
-    not the factory's: counts and times depend on shapes only, and zeros keep buffers computed
-    in an ``__init__`` (index tables) valid and nothing NaN. The random initialisation leaves
-    the global random number generators as they were (:func:`vitprof.count.state.untouched`).
+    ``to_empty``, then zeros in every parameter and buffer, and in every meta tensor a submodule
+    keeps as a plain attribute (neither parameter nor buffer: a rotary table made in an
+    ``__init__``, ``self.freqs = ...``, which ``to_empty`` leaves on meta), then each
+    submodule's ``reset_parameters`` (``_reset_parameters`` for ``nn.MultiheadAttention``). The
+    values are not the factory's: counts and times depend on shapes only, and zeros keep
+    buffers computed in an ``__init__`` (index tables) valid and nothing NaN. The random
+    initialisation leaves the global random number generators as they were
+    (:func:`vitprof.count.state.untouched`).
     """
     module.to_empty(device=device)
+    for child in module.modules():
+        attributes = vars(child)
+        for name in [n for n, v in attributes.items() if isinstance(v, torch.Tensor) and v.is_meta]:
+            attributes[name] = torch.zeros_like(attributes[name], device=device)
     with torch.no_grad():
         for tensor in chain(module.parameters(), module.buffers()):
             tensor.zero_()

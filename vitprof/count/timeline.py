@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from vitprof.count.formulas import op_name
-from vitprof.count.liveness import Liveness
+from vitprof.count.liveness import Liveness, weakly
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,7 @@ class Timeline(Liveness):
         self.allocations: list[Allocation] = []
         self.log: list[Entry] = []
         self._ids: dict[int, int] = {}  # storage key -> id of its allocation, while alive
+        self._on_logged_free = weakly(self._logged_free)
 
     def created(self, op: Any, out: Any) -> None:
         """Aten ``op`` returned ``out``: its new storages are allocated, then the op is logged."""
@@ -77,7 +78,7 @@ class Timeline(Liveness):
             self.log.append(len(self.allocations))
             self.allocations.append(Allocation(storage.nbytes(), self.position(), self.stage))
             # the base class's callback frees the bytes; this one logs the free after it
-            self._alive[key] = weakref.ref(storage, partial(self._logged_free, key,
+            self._alive[key] = weakref.ref(storage, partial(self._on_logged_free, key,
                                                             storage.nbytes()))
 
     def _logged_free(self, key: int, size: int, dead: weakref.ref[torch.UntypedStorage]) -> None:

@@ -21,6 +21,7 @@ import difflib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 
 import torch
 from torch import nn
@@ -124,9 +125,12 @@ def default_image_size(module: nn.Module) -> int:
 def _construct(name: str, factory: Callable[[], nn.Module], device: str) -> nn.Module:
     """Call ``factory`` with ``device`` as the default device; on meta, when the constructor
     itself needs data (``.item()`` in an init: :func:`~vitprof.count.running.meta_caused`), fall
-    back
-    to a CPU build moved to meta: the one case where a factory runs twice. A head of zero
-    classes (``num_classes=0``, no head) is built without torch's zero-element warning."""
+    back to a CPU build moved to meta: the one case where a factory runs twice. A head of zero
+    classes (``num_classes=0``, no head) is built without torch's zero-element warning. The
+    legacy constructor ``torch.Tensor(n, m)`` (older code: ``nn.Parameter(torch.Tensor(n, m))``
+    then ``reset_parameters``) ignores the default device: what it makes on the CPU in a meta
+    build is moved to meta with the rest (:func:`_on_one_device`), so that a run with real
+    tensors materialises the whole model alike."""
     try:
         module = _quietly(factory, device)
     except UserError:
@@ -140,6 +144,15 @@ def _construct(name: str, factory: Callable[[], nn.Module], device: str) -> nn.M
             raise _build_failed(name, cpu_error) from None
     if not isinstance(module, nn.Module):
         raise UserError(f"factory for {name} returned {type(module).__name__}, not an nn.Module")
+    return _on_one_device(module, device)
+
+
+def _on_one_device(module: nn.Module, device: str) -> nn.Module:
+    """``module`` built on ``device``; on meta, its parameters and buffers made elsewhere (by the
+    legacy ``torch.Tensor(shape)`` constructor) moved to meta, in place."""
+    if device == "meta" and any(t.device.type != "meta"
+                                for t in chain(module.parameters(), module.buffers())):
+        module.to("meta")
     return module
 
 

@@ -49,8 +49,9 @@ class ClosedFormCrossover:
 
 @dataclass(frozen=True)
 class ModelPageInputs:
-    """Everything a model page shows; ``scaling`` is None when no patch size is known or the
-    whole input shape was given (no image-size sweep; ``not_swept`` then says why),
+    """Everything a model page shows; ``scaling`` is None when no patch size is known, or
+    when the whole input shape or a patch mask that cannot be rebuilt per size was given (no
+    image-size sweep; ``not_swept`` then says why: :func:`not_swept`),
     ``closed_form`` when no softmax-ViT spec describes the model."""
 
     profile: Profile
@@ -96,13 +97,15 @@ def image_size_sweep(
 ) -> Sweep:
     """The model of ``profile`` analysed at :func:`scaling_sizes` (square images), ``profile``
     itself at its own size where that is a square; the rest of the input (frames, channels,
-    dtype) is ``held``'s and the breakdown ``recognizer``'s, the same at every size."""
+    dtype) is ``held``'s and the breakdown ``recognizer``'s, the same at every size, and a patch
+    mask is rebuilt over each size's patches (:func:`_at_size`; :func:`not_swept` first says
+    whether it can be)."""
     height, width = profile.input_shape[-2:]
     own = width if height == width else None
     sizes = scaling_sizes(profile, patch_size)
     profiles = [(size, profile if size == own
-                 else analyze(profile.model, request=replace(held or InputRequest(),
-                                                             image_size=size),
+                 else analyze(profile.model, request=_at_size(held or InputRequest(), size,
+                                                              patch_size),
                               recognizer=recognizer))
                 for size in sizes]
     return sweep_from(profile.model, "image_size", patch_size, profiles,
@@ -110,6 +113,36 @@ def image_size_sweep(
 
 
 NOT_SWEPT = "not swept: the whole input shape was given (--input-shape fixes every size)"
+
+
+def _grid(height: int, width: int, patch_size: int) -> int:
+    """The patches of a ``height`` x ``width`` image cut into ``patch_size`` squares."""
+    return (height // patch_size) * (width // patch_size)
+
+
+def _at_size(held: InputRequest, size: int, patch_size: int) -> InputRequest:
+    """``held`` at the square image ``size``: its patch mask, if any, over that size's
+    patches (the same batch)."""
+    mask = held.patch_mask
+    if mask is not None:
+        mask = (mask[0], _grid(size, size, patch_size))
+    return replace(held, image_size=size, patch_mask=mask)
+
+
+def not_swept(request: InputRequest, profile: Profile, patch_size: int) -> str:
+    """Why the page has no image-size sweep of ``profile`` (analysed at ``request``), or ""
+    where it has one: the whole input shape was given, or a patch mask that is not over the
+    patches of the size analysed (cut into ``patch_size`` squares), which no other size's
+    mask can be rebuilt from."""
+    if request.input_shape is not None:
+        return NOT_SWEPT
+    height, width = profile.input_shape[-2:]
+    patches = _grid(height, width, patch_size)
+    if request.patch_mask is not None and request.patch_mask[1] != patches:
+        return (f"not swept: the patch mask covers {request.patch_mask[1]} patches, not the "
+                f"{patches} of the {height}x{width} input in {patch_size}-pixel patches, so "
+                f"it cannot be rebuilt at other sizes")
+    return ""
 
 
 def model_page_inputs(
@@ -120,18 +153,19 @@ def model_page_inputs(
     own), broken down by
     ``recognizer`` (``analyze``'s): one analysis there, one per other swept size, one meta and
     one CPU build for the peers. The sweep holds the frames, channels, dtype and recognizer and
-    sweeps square image sizes from the width analysed; with ``input_shape`` there is none."""
+    sweeps square image sizes from the width analysed, a patch mask rebuilt over each size's
+    patches; with ``input_shape`` there is none."""
     request = request or InputRequest()
     profile = analyze(name, request=request, recognizer=recognizer)
     subject = Subject(profile, profile.model, request)
     patch_size = infer_patch_size(subject.meta_model)
     closed_form = closed_form_crossover(subject.meta_model)  # before any peer runs on it
-    whole_shape = request.input_shape is not None
+    why = not_swept(request, profile, patch_size) if patch_size else ""
     return ModelPageInputs(
         profile=profile,
         crosscheck=check_subject(subject, PAGE_PEERS),
         scaling=image_size_sweep(profile, patch_size, request, recognizer)
-        if patch_size and not whole_shape else None,
+        if patch_size and not why else None,
         closed_form=closed_form,
-        not_swept=NOT_SWEPT if patch_size and whole_shape else "",
+        not_swept=why,
     )
