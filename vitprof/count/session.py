@@ -180,9 +180,10 @@ def count(
     counter.live.hold(inputs)
     gradients: dict[str, torch.Tensor] = {}
     with untouched(model):
-        model.train(train)
         try:
             with counter.running():
+                with counter.mode_switch(dict(model.named_parameters())):
+                    model.train(train)
                 if train:
                     found = training_step(counter, forward, params.values(), backward=backward)
                     if keep_gradients:
