@@ -122,8 +122,8 @@ def in_place_warning(changed: list[str], on_meta: bool) -> str:
     if on_meta:
         return (f"the forward changes parameters in place (counted as it ran; on the meta "
                 f"device no value changed): {', '.join(changed)}")
-    return f"the run changed parameters in place, which vitprof cannot put back: " \
-        f"{', '.join(changed)}"
+    return (f"the run changed parameters in place, which vitprof cannot put back: "
+            f"{', '.join(changed)}")
 
 
 def _unique(tensors: Iterator[torch.Tensor]) -> list[torch.Tensor]:
