@@ -236,6 +236,39 @@ class BiasBlk(Blk):
 SCORE_BIAS = {C.ATTN_CORE: (N * N * 2 + 2 + 1, N * N * 2)}  # the table, u's weight and bias
 
 
+OFFSETS = 4  # the distinct offsets (|dy|, |dx|) between two positions of the 2x2 map
+
+
+class CachedBiasBlk(Blk):
+    """A bias of the scores indexed from a table ``r`` (one per offset) by a buffer ``i`` of
+    each pair's offset, and in eval mode cached once when the block is switched (``ab``, a
+    plain attribute), then added to the scores (TinyViT's and LeViT's original code): the
+    forward reads no parameter, the switch to eval mode does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.r = nn.Parameter(torch.zeros(1, OFFSETS))
+        cells = [(y, x) for y in range(2) for x in range(2)]
+        self.register_buffer("i", torch.tensor(
+            [[2 * abs(a[0] - b[0]) + abs(a[1] - b[1]) for b in cells] for a in cells]))
+
+    @torch.no_grad()
+    def train(self, mode: bool = True) -> CachedBiasBlk:
+        super().train(mode)
+        if mode:
+            self.__dict__.pop("ab", None)
+        else:
+            self.ab = self.r[:, self.i]
+        return self
+
+    def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        bias = self.r[:, self.i] if self.training else self.ab
+        return (q @ k.transpose(-2, -1) + bias).softmax(-1) @ v
+
+
+CACHED_BIAS = {C.ATTN_CORE: (OFFSETS, 0)}  # the table; adding it to the scores costs no MAC
+
+
 class Reduced(nn.Module):
     """Spatial-reduction attention: the keys and values come
     from ``s`` (a 2x2 stride-2 conv: the 2x2 map to one token) then ``kv``; the reduced token is

@@ -395,10 +395,50 @@ def test_main_builds_the_parser_of_the_named_command_only(
 
 
 def test_models_in_every_format(capsys) -> None:
-    """One line per zoo model in the table (after the header and its rule, before the footer)."""
+    """One line starting with each zoo model's name in the table, one row each in the JSON."""
     tables = {fmt: run(["models", "--format", fmt], capsys)[1] for fmt in choices("models")}
     assert len(json.loads(tables["json"])) == len(ZOO)
-    assert len(tables["table"].splitlines()) == len(ZOO) + 3
+    starts = [line.split(" ", 1)[0] for line in tables["table"].splitlines()[2:]]
+    assert [name for name in starts if name] == [*ZOO, "also:"]
+
+
+def _described(table: str) -> dict[str, str]:
+    """Each model's description read back from the table: its wrapped lines joined."""
+    lines = table.splitlines()
+    column = lines[0].index("description")
+    described: dict[str, list[str]] = {}
+    for line in lines[2:]:
+        if line.startswith("also:"):
+            break
+        if line[:column].strip():
+            name = line.split(" ", 1)[0]
+            described[name] = []
+        described[name].append(line[column:])
+    return {name: " ".join(parts) for name, parts in described.items()}
+
+
+@pytest.mark.parametrize(("columns", "width"), [(None, 80), ("100", 100), ("200", 200)])
+def test_models_fits_the_terminal_and_keeps_every_word(
+    capsys, monkeypatch: pytest.MonkeyPatch, columns: str | None, width: int
+) -> None:
+    """Main wrote lines of up to 356 characters. Each line fits COLUMNS, else the terminal, else
+    (not a TTY) 80; every name is whole on the line it starts and every description reads back
+    whole from its wrapped lines, the other kinds of names too."""
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+        monkeypatch.setattr(os, "get_terminal_size", _not_a_tty)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    code, out, _ = run(["models"], capsys)
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= width
+    assert _described(out) == {name: entry.description for name, entry in ZOO.items()}
+    also = out[out.index("also:"):].split()
+    assert also[:2] == ["also:", "timm:NAME,"] and also[-1] == "package.module:factory"
+
+
+def _not_a_tty(*args: object) -> os.terminal_size:
+    raise OSError("not a terminal")
 
 
 def test_table_total_is_exact_at_a_huge_batch(capsys) -> None:

@@ -134,3 +134,12 @@ def test_a_table_names_itself_and_map_names_override(recognizer: str) -> None:
     assert rules["heads.head", "other"] == "override"
     table = "torchvision" if recognizer == "tables" else "weighted-before-blocks"
     assert rules["conv_proj", "patch_embed"] == table
+
+
+def test_explain_by_block_is_refused_in_one_line(capsys) -> None:
+    """--explain has views by module and by op; main dropped --by block silently (module rows)."""
+    assert main(["analyze", "vit_b_16", "--by", "block", "--explain"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("vitprof: error: --explain lists modules")
+    assert "Traceback" not in err

@@ -110,6 +110,14 @@ def test_views_and_copies_are_free() -> None:
     assert priced(free, x) == (0, 0, {})
 
 
+def test_shuffles_of_channels_and_space_are_free() -> None:
+    """They only move elements (main reported them as unsupported ops)."""
+    x = torch.empty(1, 8, 4, 4)
+    for shuffle in (lambda x: F.pixel_shuffle(x, 2), lambda x: F.pixel_unshuffle(x, 2),
+                    lambda x: F.channel_shuffle(x, 2), nn.ChannelShuffle(2)):
+        assert priced(shuffle, x) == (0, 0, {})
+
+
 def test_in_place_views_are_free() -> None:
     def in_place(x: torch.Tensor) -> torch.Tensor:
         return x.unsqueeze_(0).squeeze_(0).transpose_(0, 1).as_strided_((6, 4), (4, 1))

@@ -4,6 +4,8 @@ real run (analyze on the CPU, the meta -> CPU fallback, profile, crosscheck's pe
 from __future__ import annotations
 
 import random
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,8 +13,9 @@ import torch
 import torchvision
 from torch import nn
 
-from vitprof import analyze
+from vitprof import analyze, memory
 from vitprof.checks.crosscheck import run_crosscheck
+from vitprof.cli.main import main
 from vitprof.measure.profile import profile_model
 
 
@@ -166,6 +169,60 @@ class Drifting(nn.Module):
         return x.flatten(1)[:, :4] * self.scale
 
 
-def test_a_parameter_changed_in_place_is_named_in_a_warning() -> None:
-    with pytest.warns(UserWarning, match="changed parameters in place.*: scale$"):
-        analyze(Drifting(), image_size=2, device="cpu")
+CHANGED = "the run changed parameters in place, which vitprof cannot put back: scale"
+ON_META = ("the forward changes parameters in place (counted as it ran; on the meta device no "
+           "value changed): scale")
+
+
+def test_a_parameter_changed_in_place_is_named_in_the_profiles_warnings() -> None:
+    """One line of the profile's warnings, no Python warning (main: a raw UserWarning with
+    vitprof's source path)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        profile = analyze(Drifting(), image_size=2, device="cpu")
+    assert CHANGED in profile.warnings
+
+
+def test_the_cli_names_a_parameter_changed_in_place_in_one_warning_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model built on meta by its factory: on meta no value changed, and the line says so."""
+    factory = tmp_path / "drifting.py"
+    factory.write_text(DRIFTING_PY)
+    assert main(["analyze", f"{factory}:make", "--input-shape", "1,4,1"]) == 0
+    err = capsys.readouterr().err
+    assert f"vitprof: warning: {ON_META}\n" in err
+    assert "UserWarning" not in err and "state.py" not in err
+
+
+def test_memorys_fake_run_changes_nothing_and_says_nothing() -> None:
+    """vitprof.memory runs the forward on fake stand-ins: no parameter of the model changes
+    (main warned that one had), and neither a Python warning nor a line says one did."""
+    model = Drifting()
+    before = model.scale.clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        estimate = memory(model, input_shape=(1, 4, 1))
+    assert not any("in place" in line for line in estimate.warnings)
+    assert torch.equal(model.scale, before)
+
+
+DRIFTING_PY = """
+import torch
+from torch import nn
+
+
+class Drifting(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.scale.add_(1)
+        return x.flatten(1)[:, :4] * self.scale
+
+
+def make() -> nn.Module:
+    return Drifting()
+"""

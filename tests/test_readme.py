@@ -133,10 +133,19 @@ def _version_free(text: str) -> str:
 
 
 def test_samples_are_found() -> None:
-    assert "vitprof analyze vit_b_16" in samples(README.read_text())
+    found = samples(README.read_text())
+    assert "vitprof analyze vit_b_16" in found
+    assert any(command.startswith("vitprof crosscheck vit_b_16") for command in found)
 
 
-@pytest.mark.parametrize("command", samples(README.read_text()))
+def _sample_params(markdown: str) -> list[pytest.ParameterSet]:
+    """The samples' commands; a cross-check's is slow (its peers run vit_b_16 on the CPU: about
+    a minute and a half on two cores)."""
+    return [pytest.param(command, marks=(pytest.mark.slow,) if " crosscheck " in command else ())
+            for command in samples(markdown)]
+
+
+@pytest.mark.parametrize("command", _sample_params(README.read_text()))
 def test_readme_sample_is_what_the_command_prints(command: str, capsys) -> None:
     """The sample, line for line, is a real run's output (the torch version aside)."""
     assert main(shlex.split(command)[1:]) == 0

@@ -11,11 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 from recognition_fixtures import (
+    CACHED_BIAS,
     CLASS_ATTENTION,
     FIXTURES,
     IMAGE,
     Breakdown,
+    CachedBiasBlk,
     Fixture,
+    L,
+    Net,
     TokenNormNet,
     net,
 )
@@ -104,3 +108,13 @@ def test_a_norm_of_the_class_token_alone_keeps_its_affine() -> None:
     assert _breakdown(profile) == net(CLASS_ATTENTION)
     placed = {p.name: p.placed_by for p in profile.params}
     assert placed["z.c.weight"] == placed["z.c.bias"] == "own-module-record"
+
+
+def test_a_bias_cached_when_switched_to_eval_is_the_cores() -> None:
+    """A score bias indexed from its table when the block is switched to eval mode, not in
+    the forward: the table's values reach the scores through the cached tensor, so it is
+    ``attn_core`` (main placed it "without data-flow evidence" in ``norm``)."""
+    profile = analyze(Net(CachedBiasBlk), image_size=IMAGE, recognizer="graph")
+    assert _breakdown(profile) == net(*[CACHED_BIAS] * L)
+    assert {p.placed_by for p in profile.params if p.name.endswith(".r")} == {"core-product"}
+    assert not profile.warnings

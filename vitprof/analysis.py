@@ -198,8 +198,9 @@ def profile_of(
     fallback: str | None = None,
 ) -> Profile:
     """The :class:`Profile` of ``found``, a breakdown of ``run`` (a count of ``work`` on
-    ``device``). Its warnings: the workload's, the convolutions' unread input (floors), the
-    breakdown's, the ops without a formula and the failed self-checks, in that order."""
+    ``device``). Its warnings: the workload's, the run's (parameters it changed in place), the
+    convolutions' unread input (floors), the breakdown's, the ops without a formula and the
+    failed self-checks, in that order."""
     checks = tuple(self_checks(found.ops, found.params))
     return Profile(
         model=work.name,
@@ -211,7 +212,7 @@ def profile_of(
         ops=found.ops,
         unsupported_ops=run.unsupported,
         fallback=fallback,
-        warnings=work.warnings + floor_warnings(run.floors) + found.warnings
+        warnings=work.warnings + run.warnings + floor_warnings(run.floors) + found.warnings
         + unsupported_warning(run.unsupported) + checks,
         mode=mode,
         input_source=work.input_source,

@@ -216,6 +216,7 @@ class OpCounter:
         self.unsupported: Counter[str] = Counter()
         self.phase = Phase.FORWARD
         self.muted = 0
+        self.switching = False  # a mode switch runs: nothing counted, parameters followed
         self.tracking = False  # map autograd nodes to records, to attribute a backward
         self.owners: dict[Any, int] = {}  # autograd node -> index of its forward record
         self._fresh: list[tuple[Any, int]] = []  # outputs whose grad_fn is not set yet
@@ -252,6 +253,21 @@ class OpCounter:
         with self.modules, _attention_wrapped(self), _flex_attention_wrapped(self), \
                 _AttentionMode(self), _DispatchCounter(self):
             yield self
+
+    @contextmanager
+    def mode_switch(self, own: Mapping[str, torch.Tensor]) -> Iterator[None]:
+        """Inside :meth:`running`, a mode switch (``model.train(flag)``) runs here: nothing is
+        counted or held, but what it computes from parameters carries them, as a free op does in
+        the forward, so that a tensor a module caches when it is switched to eval mode (an
+        attention bias indexed from its table once: TinyViT's and LeViT's ``ab``) reaches the
+        forward's records with its parameters. ``own`` are the model's own parameters by name,
+        which the switch reads where stand-ins replace them in the forward."""
+        self.param_of_storage.update({storage_key(t): name for name, t in own.items()})
+        self.switching = True
+        try:
+            yield
+        finally:
+            self.switching = False
 
     def track_autograd(self) -> None:
         """From now on, map the autograd node of each forward output to its record."""
@@ -598,6 +614,10 @@ class _DispatchCounter(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.counter.real_step:
             return self._as_it_runs(func, args, kwargs)
+        if self.counter.switching:
+            out = func(*args, **kwargs)
+            self.counter.pass_through(args, out)
+            return out
         formula = formula_for(func, self.counter.formulas)
         tracking = self.counter.tracking and self.counter.phase == Phase.FORWARD
         if formula is None and not is_free(func):

@@ -35,7 +35,7 @@ from vitprof.count.formulas import Formula
 from vitprof.count.liveness import Liveness
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import CountFailed, Footprint, on_meta, traced, untraced
-from vitprof.count.state import untouched
+from vitprof.count.state import in_place_warning, untouched
 from vitprof.count.trace import Trace
 from vitprof.count.training import first_output
 
@@ -124,7 +124,8 @@ class Run:
     for the memory guard (:func:`vitprof.count.running.traced`); ``floors``: the forward's
     convolutions that left input positions unread (:mod:`vitprof.count.flooring`);
     ``gradients``: the gradient of each trainable parameter, by name, when the count was asked
-    to keep them (``keep_gradients``).
+    to keep them (``keep_gradients``); ``warnings``: a line naming the parameters the run changed
+    in place (:func:`vitprof.count.state.in_place_warning`), if any.
     """
 
     ops: tuple[OpRecord, ...]
@@ -135,6 +136,7 @@ class Run:
     trace: Trace | None = None
     floors: tuple[Floor, ...] = ()
     gradients: dict[str, torch.Tensor] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # the parameters the run changed in place, named
 
 
 def count(
@@ -179,10 +181,12 @@ def count(
     forward = partial(_forward, model, inputs, substitutes)
     counter.live.hold(inputs)
     gradients: dict[str, torch.Tensor] = {}
-    with untouched(model):
-        model.train(train)
+    changed: list[str] = []
+    with untouched(model, changed):
         try:
             with counter.running():
+                with counter.mode_switch(dict(model.named_parameters())):
+                    model.train(train)
                 if train:
                     found = training_step(counter, forward, params.values(), backward=backward)
                     if keep_gradients:
@@ -194,8 +198,10 @@ def count(
         except Exception as error:
             footprint = untraced(model, counter.live, counter.recorded, train)
             raise CountFailed(error, footprint) from error
+    warnings = (in_place_warning(changed, on_meta(model)),) if changed else ()
     return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params,
-               traced(counter.live, train), counter.trace(), tuple(counter.floors), gradients)
+               traced(counter.live, train), counter.trace(), tuple(counter.floors), gradients,
+               warnings)
 
 
 def _named(params: dict[str, torch.Tensor], gradients: dict[int, torch.Tensor]

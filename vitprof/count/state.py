@@ -20,7 +20,10 @@ entry, and puts back, on exit (after an error too):
   initialised, Python's ``random`` and, where numpy is imported, numpy's global one.
 
 Parameters are not copied (that would double a model's memory): one whose version counter moved
-in the run was changed in place and cannot be put back; a warning names it. Running on a deep
+in the run was changed in place and cannot be put back; :func:`untouched` names it to its caller
+(a counted run makes it a line of the profile's warnings, :func:`in_place_warning`), else in a
+Python warning. A fake parameter (a stand-in of a step predicted on fake tensors) holds no values
+and is not watched: nothing of the model can have changed through it. Running on a deep
 copy instead was rejected: it doubles the parameters' memory (a model that fits a GPU once may
 not fit twice), not every module can be copied, and the copy's random draws still advance the
 global generators. Capturing what a run can change costs a copy of the buffers only.
@@ -99,20 +102,28 @@ class ModelState:
             self.buffers = [(b, b.clone()) for b in _unique(self.model.buffers())
                             if not b.is_meta and not is_fake(b)]
         self.versions = {name: (p, p._version)
-                         for name, p in self.model.named_parameters(remove_duplicate=True)}
+                         for name, p in self.model.named_parameters(remove_duplicate=True)
+                         if not is_fake(p)}
 
-    def restore(self) -> None:
-        """Put everything back; warn about parameters changed in place."""
+    def restore(self) -> list[str]:
+        """Put everything back; return the names of the parameters changed in place."""
         for state in self.modules:
             state.restore()
         with torch.inference_mode():  # an inference tensor accepts copies only in this mode
             for buffer, saved in self.buffers:
                 if not torch.equal(buffer, saved):
                     buffer.copy_(saved)
-        changed = [name for name, (p, version) in self.versions.items() if p._version != version]
-        if changed:
-            warnings.warn(f"the run changed parameters in place, which vitprof cannot put "
-                          f"back: {', '.join(changed)}", stacklevel=2)
+        return [name for name, (p, version) in self.versions.items() if p._version != version]
+
+
+def in_place_warning(changed: list[str], on_meta: bool) -> str:
+    """The line that names the parameters a run ``changed`` in place: on meta no value changed
+    (the run's operations are counted as they ran); with values, they cannot be put back."""
+    if on_meta:
+        return (f"the forward changes parameters in place (counted as it ran; on the meta "
+                f"device no value changed): {', '.join(changed)}")
+    return (f"the run changed parameters in place, which vitprof cannot put back: "
+            f"{', '.join(changed)}")
 
 
 def _unique(tensors: Iterator[torch.Tensor]) -> list[torch.Tensor]:
@@ -149,14 +160,20 @@ def _numpy_random(state: object) -> object:
 
 
 @contextmanager
-def untouched(model: nn.Module | None = None) -> Iterator[None]:
+def untouched(model: nn.Module | None = None, changed: list[str] | None = None
+              ) -> Iterator[None]:
     """Run the body, then put back ``model`` (if given) and the random number generators
-    as they were on entry (see the module docstring), also after an error."""
+    as they were on entry (see the module docstring), also after an error. The names of the
+    parameters changed in place are appended to ``changed`` when it is given, else named in a
+    Python warning."""
     rng = RngState()
     state = ModelState(model) if model is not None else None
     try:
         yield
     finally:
-        if state is not None:
-            state.restore()
+        found = state.restore() if state is not None else []
         rng.restore()
+        if found and changed is not None:
+            changed.extend(found)
+        elif found:
+            warnings.warn(in_place_warning(found, on_meta=False), stacklevel=3)

@@ -162,10 +162,24 @@ def patch_causes(
     causes = uncounted_causes(profile, _fused_kernels(run.kernels), FAST_PATH)
     if patches_attention:
         return causes
-    fused = fused_modules(run.kernels)
-    sdpa = Counter({(op, module): n for (op, module), n in run.kernels.items()
-                    if op in SDPA_KERNELS and not any(under(module, f) for f in fused)})
     causes += uncounted_causes(
-        profile, sdpa, f"{peer} does not patch F.scaled_dot_product_attention, so misses"
+        profile, sdpa_calls(run), f"{peer} does not patch F.scaled_dot_product_attention, so misses"
     )
     return causes + unpatched_call_causes(profile, run, peer, ["Tensor.__matmul__", "torch.bmm"])
+
+
+def sdpa_calls(run: PatchRun) -> Uncounted:
+    """The scaled-dot-product attentions that ran outside fused module kernels, as
+    ``(SDPA, module) -> calls``: per module, the logged ``F.scaled_dot_product_attention`` calls
+    or the SDPA kernels that ran, whichever are more. A call is seen whichever kernel computes it
+    (with a mask that requires a gradient the CPU runs the math path: ``bmm`` kernels, no SDPA
+    kernel, BEiT's relative position bias); a kernel is seen where the call is not (a reference
+    to the function taken before the log began)."""
+    fused = fused_modules(run.kernels)
+    kernels = Counter({module: n for (op, module), n in run.kernels.items()
+                       if op in SDPA_KERNELS})
+    calls = Counter({module: n for (name, module), n in run.calls.items()
+                     if name == "F.scaled_dot_product_attention"})
+    ran = kernels | calls  # per module, the larger count
+    return Counter({(SDPA, module): n for module, n in ran.items()
+                    if not any(under(module, f) for f in fused)})

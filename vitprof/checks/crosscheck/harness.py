@@ -8,8 +8,9 @@ nothing and never print: each peer's prints, log records and warnings are captur
 
 Below a peer, a :class:`KernelLog` notes every kernel that ran (or every kernel without a
 formula in a counting dispatch mode's registry), and a :class:`CallLog` every ``@``,
-``torch.bmm``, ``F.softmax`` and ``F.gelu`` call, with modules. A peer that cannot be imported
-raises :class:`PeerUnavailable`; one that cannot take the inputs raises :class:`CannotTake`.
+``torch.bmm``, ``F.softmax``, ``F.gelu`` and ``F.scaled_dot_product_attention`` call, with
+modules. A peer that cannot be imported raises :class:`PeerUnavailable`; one that cannot take
+the inputs raises :class:`CannotTake`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ LOGGED_CALLS = {
     "torch.bmm": (torch, "bmm"),
     "F.softmax": (F, "softmax"),
     "F.gelu": (F, "gelu"),
+    "F.scaled_dot_product_attention": (F, "scaled_dot_product_attention"),
 }
 
 

@@ -15,6 +15,7 @@ from vitprof.cli.commands.common import (
 )
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.choices import VIEWS
+from vitprof.core.errors import UserError
 from vitprof.core.records import MODES
 from vitprof.render.formats import choices, render
 
@@ -30,7 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
     parser.add_argument("--explain", action="store_true",
                         help="per module, its component, block and the rule that placed it "
-                             "(per op with --by op): docs/recognition.md lists the rules")
+                             "(per op with --by op; not with --by block): "
+                             "docs/recognition.md lists the rules")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the breakdown fails a self-check (listed in the README)")
     parser.set_defaults(run=run)
@@ -40,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
     from vitprof.analysis import analyze
     from vitprof.render.tables import profile_document
 
+    if args.explain and args.by == "block":
+        raise UserError("--explain lists modules, each with its block (or ops with --by op); "
+                        "it has no view by block: drop --by block")
     if args.output:
         check_writable(args.output)
     profile = analyze(

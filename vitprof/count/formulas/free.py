@@ -28,6 +28,8 @@ FREE_OP_NAMES: tuple[str, ...] = (
     "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",
     "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
     "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
+    # channels moved to space and back (a sub-pixel upsampling), channels interleaved
+    "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle",
     # gradients that only move data: a zero tensor with the gradient copied into a slice of it
     "select_backward", "slice_backward", "diagonal_backward", "unfold_backward",
     "as_strided_scatter", "slice_scatter", "select_scatter",
