@@ -226,3 +226,32 @@ class Drifting(nn.Module):
 def make() -> nn.Module:
     return Drifting()
 """
+
+
+def test_the_channel_probe_says_nothing_the_count_says_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given only an image size, the channels are traced by a probe forward before the count:
+    the probe names nothing (main: a raw UserWarning from reached_channels.py saying values
+    could not be put back, on meta), the count names the parameter once."""
+    factory = tmp_path / "drifting.py"
+    factory.write_text(DRIFTING_PY)
+    with warnings.catch_warnings(record=True) as raised:
+        warnings.simplefilter("always")
+        assert main(["analyze", f"{factory}:make", "--image-size", "2"]) == 0
+    assert [str(w.message) for w in raised] == []
+    err = capsys.readouterr().err
+    assert err.count("in place") == 1 and f"vitprof: warning: {ON_META}\n" in err
+    assert "UserWarning" not in err
+
+
+def test_crosscheck_and_profile_name_a_parameter_changed_in_place_in_their_own_lines() -> None:
+    """The peers' forwards and profile's timed forwards change the caller's parameter: each
+    result names it in one line (main: a Python warning per run), crosscheck once although
+    vitprof's count and each peer changed it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        checked = run_crosscheck(Drifting(), image_size=2, peers=["fvcore", "torchinfo"])
+        timed = profile_model(Drifting(), image_size=2, warmup=0, iters=1)
+    assert checked.warnings.count(CHANGED) == 1
+    assert CHANGED in timed.notes

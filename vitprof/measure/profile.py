@@ -34,7 +34,7 @@ from vitprof.count.running import (
     run_failed,
 )
 from vitprof.count.session import Inputs
-from vitprof.count.state import untouched
+from vitprof.count.state import in_place_warning, untouched
 from vitprof.measure.memory import (
     activation_bytes,
     param_bytes_by_component,
@@ -197,8 +197,9 @@ def profile_model(
     torch.set_num_threads(threads or was_threads)
     bar = progress_bar(total=warmup + iters, desc=f"profiling {name}", unit="iter",
                        enabled=progress)
+    changed: list[str] = []  # parameters the timed forwards changed in place, named in a note
     try:
-        with untouched(module):
+        with untouched(module, changed):
             module.eval()
             example = work.inputs.example(device, random=True)
             if isinstance(planned, MetaFailure):
@@ -226,6 +227,8 @@ def profile_model(
     finally:
         bar.close()
         torch.set_num_threads(was_threads)
+    if changed:
+        notes += (in_place_warning(changed, on_meta=False),)
     memory = Memory(param_bytes_by_dtype(module),
                     param_bytes_by_component(module, planned.found.params),
                     activation_bytes(list(planned.found.ops)), saved, peak_device)

@@ -57,8 +57,9 @@ class _FirstConvolution(TorchDispatchMode):
 def _evaluated(module: nn.Module, forward: Callable[[], Any]) -> None:
     """``forward()`` with ``module`` in eval mode and no gradients (as an inference count runs
     it); the module (its modes, attributes and buffers) and the random generators are left as
-    they were (:func:`vitprof.count.state.untouched`)."""
-    with untouched(module), torch.no_grad():
+    they were (:func:`vitprof.count.state.untouched`). Parameters it changes in place are not
+    named here: the count that follows runs the same forward and names them."""
+    with untouched(module, changed=[]), torch.no_grad():
         module.eval()
         forward()
 

@@ -21,8 +21,8 @@ from vitprof.checks.crosscheck.table import CrossCheck, PeerRow, missing_row
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
 from vitprof.count.families import Rule
-from vitprof.count.running import one_line
-from vitprof.count.state import untouched
+from vitprof.count.running import on_meta, one_line
+from vitprof.count.state import in_place_warning, untouched
 from vitprof.workload import ImageSize, InputRequest
 
 TABLE = load()
@@ -39,13 +39,14 @@ def check_peers(peers: Sequence[str] | None) -> tuple[Peer, ...]:
     return tuple(peer for peer in TABLE if peer.name in peers)
 
 
-def _row(peer: Peer, subject: Subject) -> PeerRow:
+def _row(peer: Peer, subject: Subject, changed: list[str]) -> PeerRow:
     """``peer``'s row; a caller's module and the random number generators are left as they
     were (:func:`vitprof.count.state.untouched`: peers bind attributes, switch modes, draw
-    random inputs and weights)."""
+    random inputs and weights); the caller's parameters its run changed in place are added to
+    ``changed``."""
     model = subject.source if isinstance(subject.source, nn.Module) else None
     try:
-        with untouched(model):
+        with untouched(model, changed):
             return peer.build(subject, peer)
     except (PeerUnavailable, NoNumber, CannotTake) as error:
         return missing_row(peer.name, peer.unit, str(error))
@@ -101,11 +102,23 @@ def check_subject(subject: Subject, peers: Sequence[str] | None = None) -> Cross
 def _check(subject: Subject, chosen: tuple[Peer, ...]) -> CrossCheck:
     """The rows of the ``chosen`` peers against ``subject``."""
     profile = subject.profile
+    changed: list[str] = []
     try:
-        rows = [_row(peer, subject)
+        rows = [_row(peer, subject, changed)
                 for peer in progress(chosen, desc=f"crosscheck {profile.model}", unit="peer")]
     finally:
         subject.release()
     return CrossCheck(profile.model, profile.input_shape, profile.input_dtype,
                       profile.torch_version, profile.device,
-                      profile.attention_implementation, profile.totals, rows, profile.warnings)
+                      profile.attention_implementation, profile.totals, rows,
+                      _with_changes(profile.warnings, changed, subject.source))
+
+
+def _with_changes(warnings: tuple[str, ...], changed: list[str], source: object
+                  ) -> tuple[str, ...]:
+    """``warnings`` and the line naming the caller's parameters the peers' runs ``changed`` in
+    place, unless vitprof's own count named the same already."""
+    if not changed or not isinstance(source, nn.Module):
+        return warnings
+    line = in_place_warning(list(dict.fromkeys(changed)), on_meta(source))
+    return warnings if line in warnings else (*warnings, line)
