@@ -78,6 +78,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
                  id="analyze-output"),
     pytest.param("timeline.png", ["memory", CIFAR_VIT, "--target", "cpu", "--figure"],
                  id="memory-figure"),
+    # main: 'cannot write the figure ...: [Errno 28] No space left on device'
+    pytest.param("sweep.png", ["sweep", CIFAR_VIT, "--image-size", "32", "--figure"],
+                 id="sweep-figure"),
 ])
 def test_an_output_on_a_full_disk_leaves_the_old_file(name: str, argv: list[str],
                                                       small_disk: Path, capsys) -> None:
