@@ -21,6 +21,7 @@ from conftest import (
     BUDGET_MODELS_PY,
     NO_FORMULA_WARNING,
     NOT_A_VIT_WARNING,
+    not_root,
     run_commands_in_one_interpreter,
 )
 from test_readme import subparsers
@@ -649,19 +650,6 @@ def test_output_place_is_refused_before_any_model_is_built(
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("vitprof: error: cannot write")
     assert message in err and "factory ran" not in err
-
-
-def not_root(monkeypatch: pytest.MonkeyPatch, unwritable: set[Path]) -> None:
-    """``os.access`` as for a user who is not root: no file can be created in the folders
-    ``unwritable``, which root could write into whatever their mode."""
-    real = os.access
-
-    def access(path: str | Path, mode: int, **keywords: bool) -> bool:
-        if mode & os.W_OK and Path(path) in unwritable:
-            return False
-        return real(path, mode, **keywords)
-
-    monkeypatch.setattr(os, "access", access)
 
 
 # A link "out.png" to a place that cannot be written: vitprof writes through the link, and
