@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -148,6 +149,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if not item.get_closest_marker("exhaustive")]
+
+
+def not_root(monkeypatch: pytest.MonkeyPatch, unwritable: set[Path]) -> None:
+    """``os.access`` as for a user who is not root: no file can be created in the folders
+    ``unwritable``, which root could write into whatever their mode."""
+    real = os.access
+
+    def access(path: str | Path, mode: int, **keywords: bool) -> bool:
+        if mode & os.W_OK and Path(path) in unwritable:
+            return False
+        return real(path, mode, **keywords)
+
+    monkeypatch.setattr(os, "access", access)
 
 
 @pytest.fixture

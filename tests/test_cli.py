@@ -21,6 +21,7 @@ from conftest import (
     BUDGET_MODELS_PY,
     NO_FORMULA_WARNING,
     NOT_A_VIT_WARNING,
+    not_root,
     run_commands_in_one_interpreter,
 )
 from test_readme import subparsers
@@ -689,6 +690,53 @@ def test_output_place_is_refused_before_any_model_is_built(
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("vitprof: error: cannot write")
     assert message in err and "factory ran" not in err
+
+
+# A link "out.png" to a place that cannot be written: vitprof writes through the link, and
+# creates its temporary file beside the file linked, so that place is refused before any work.
+LINKED_PLACES = [
+    pytest.param("afile/out.png", "afile is not a folder", id="under-a-file"),
+    pytest.param("none/out.png", "no such folder", id="missing-folder"),
+    pytest.param("ro/out.png", "ro is not writable", id="read-only-folder"),
+]
+
+
+@pytest.mark.parametrize(("linked", "message"), LINKED_PLACES)
+@pytest.mark.parametrize("argv", [
+    pytest.param(argv, id=command) for argv, kind, command in OUTPUT_OPTIONS if kind != "folder"
+])
+def test_an_output_that_is_a_link_is_checked_where_it_points(
+    argv: list[str], linked: str, message: str, tmp_path: Path, odd_models: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys,
+) -> None:
+    """main checked the link's own folder, ran the model, then failed to write: a link to a
+    writable file in a read-only folder (written through by Path.write_text before the
+    atomic writes) ended after the work in 'Permission denied'."""
+    (tmp_path / "afile").write_text("a file, not a folder\n")
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / "out.png").write_text("the file linked\n")
+    not_root(monkeypatch, {tmp_path / "ro"})
+    (tmp_path / "out.png").symlink_to(tmp_path / linked)
+    budget = tmp_path / "budget.toml"
+    budget.write_text(f'[exploding]\nmodel = "{odd_models}:explodes"\nmax_params = 1\n')
+    filled = [a.format(model=f"{odd_models}:explodes", budget=budget,
+                       place=tmp_path / "out.png") for a in argv]
+    code, out, err = run(filled, capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"vitprof: error: cannot write "
+                                                    f"{tmp_path / 'out.png'} (a link to ")
+    assert message in err and "factory ran" not in err
+
+
+def test_a_device_is_written_where_its_folder_is_not_writable(
+    monkeypatch: pytest.MonkeyPatch, capsys,
+) -> None:
+    """/dev/null is written in place (vitprof.core.atomic_write), so /dev, which no user but
+    root can create files in, does not matter; main refused it: 'the folder /dev is not
+    writable'."""
+    not_root(monkeypatch, {Path("/dev")})
+    code, out, err = run(["formula", "vit_b_16", "--output", "/dev/null"], capsys)
+    assert (code, out, err) == (0, "", "")
 
 
 # Long commands and the description of their bar; "{model}" is a small non-ViT factory.

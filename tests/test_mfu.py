@@ -559,6 +559,22 @@ def test_time_per_component_attributes_the_forward(tiny_vit: nn.Module,
     assert "share of forward time" in tracker.summary()
 
 
+def test_a_batch_that_is_none_is_one_warning_not_the_models_own_input() -> None:
+    """main counted tracker.step(None) as analyze(inputs=None) does: the model's own input,
+    batch 1 at 224 x 224 (4,817,376 FLOPs here, against the 197,568 of the batch it trained on),
+    and said nothing."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 4, stride=4), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(8, 10))
+    with (track(model, 1.0, clock=clock(0.0, 1.0, 1.0, 2.0, 2.0)) as tracker,
+          pytest.warns(UserWarning, match="cannot be counted, no MFU for it: the batch is None")):
+        tracker.step(torch.randn(2, 3, 32, 32))
+        tracker.step(None)
+    # batch 2 of 8 x 8 patches: the convolution 2 x 64 x 8 x 48 = 49,152 MACs forward and as many
+    # for its weight's gradient; the linear layer 2 x 8 x 10 = 160 forward, its weight's and
+    # its input's gradients 160 each: 2 x (2 x 49,152 + 3 x 160) = 197,568 FLOPs
+    assert [entry["flops"] for entry in tracker.history] == [197_568, None]
+
+
 def test_an_internal_failure_of_the_count_warns_and_training_goes_on(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(model: nn.Module, inputs: Any) -> flops_module.StepFlops:

@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 
 import matplotlib.figure
 import pytest
+from conftest import not_root
 
 from vitprof.cli.main import main
 from vitprof.core import atomic_write
@@ -78,6 +79,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
                  id="analyze-output"),
     pytest.param("timeline.png", ["memory", CIFAR_VIT, "--target", "cpu", "--figure"],
                  id="memory-figure"),
+    # main: 'cannot write the figure ...: [Errno 28] No space left on device'
+    pytest.param("sweep.png", ["sweep", CIFAR_VIT, "--image-size", "32", "--figure"],
+                 id="sweep-figure"),
 ])
 def test_an_output_on_a_full_disk_leaves_the_old_file(name: str, argv: list[str],
                                                       small_disk: Path, capsys) -> None:
@@ -252,6 +256,31 @@ def test_update_baselines_refuses_to_overwrite_what_is_not_a_profile(
                     "not a vitprof profile (a JSON object with a 'schema_version'); "
                     "--update-baselines overwrites only a profile, never another file")
     assert Path("models.py").read_text() == MODELS_PY
+
+
+@pytest.mark.parametrize(("baseline", "message"), [
+    pytest.param("ro/m.json", "the folder ro is not writable", id="read-only-folder"),
+    pytest.param("ro/new/m.json", "the folder ro is not writable", id="folder-to-create"),
+    pytest.param("afile/m.json", "afile is not a folder", id="under-a-file"),
+])
+def test_a_baseline_that_cannot_be_written_is_refused_before_anything_is_analysed(
+        baseline: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys) -> None:
+    """main analysed every entry, then failed to stage the baseline: 'cannot write baseline
+    ro/m.json: Permission denied' after the work (minutes for a budget of large models)."""
+    monkeypatch.chdir(tmp_path)
+    Path("models.py").write_text(MODELS_PY.replace("def make():", "def make():\n    raise "
+                                                   "RuntimeError('the model was built')"))
+    Path("ro").mkdir()
+    Path("afile").write_text("a file, not a folder\n")
+    not_root(monkeypatch, {Path("ro")})
+    Path("one.toml").write_text(_entry("m", baseline))
+    status = main(["check", "one.toml", "--update-baselines"])
+    line = _one_error_line(capsys.readouterr().err)
+    assert status == 2 and line.startswith("vitprof: error: one.toml: entry 'm', key "
+                                           "'baseline': cannot write ")
+    assert message in line and "built" not in line
+    assert f"cannot write {Path(baseline).parent if 'new' in baseline else baseline}:" in line
 
 
 # ------------------------------------------------------------------------------- exit codes

@@ -28,7 +28,7 @@ from vitprof.cli.commands.common import (
     warn,
     write_output,
 )
-from vitprof.cli.commands.outputs import check_writable
+from vitprof.cli.commands.outputs import check_folder, check_writable
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress
 from vitprof.render.formats import choices, render
@@ -86,13 +86,20 @@ def _override_warning(given: list[str]) -> str:
 
 def _refuse_to_overwrite(budgets: list[Budget], source: str) -> None:
     """Before anything is analysed: every baseline ``--update-baselines`` would write is
-    missing or a vitprof profile (:func:`~vitprof.checks.baseline.refuse_to_overwrite`)."""
+    missing or a vitprof profile (:func:`~vitprof.checks.baseline.refuse_to_overwrite`), and
+    can be written there: its folder, created if missing, is writable (where its temporary
+    file goes), and so is the file, if it exists."""
     from vitprof.checks.baseline import refuse_to_overwrite
 
     for budget in budgets:
         if budget.baseline is not None:
+            path = budget.baseline.path
             try:
-                refuse_to_overwrite(budget.baseline.path)
+                refuse_to_overwrite(path)
+                if path.parent.exists():
+                    check_writable(path)
+                else:  # created by the update
+                    check_folder(path.parent)
             except UserError as error:
                 raise UserError(f"{source}: entry '{budget.name}', key 'baseline': {error}"
                                 ) from None

@@ -15,7 +15,7 @@ from pathlib import Path
 from vitprof.core.errors import UserError
 
 
-def _usable_folder(folder: Path, target: Path) -> None:
+def _usable_folder(folder: Path, target: Path | str) -> None:
     """``folder``, an existing path, must be a folder where files can be created."""
     if not folder.is_dir():
         raise UserError(f"cannot write {target}: {folder} is not a folder")
@@ -24,17 +24,26 @@ def _usable_folder(folder: Path, target: Path) -> None:
 
 
 def check_writable(path: str | Path) -> Path:
-    """``path`` as a file to write: its folder exists and is writable, and the file, if it
-    exists, is a writable file. Returns the path."""
+    """``path`` as a file to write, checked where :mod:`vitprof.core.atomic_write` writes it: a
+    target that is no regular file (``/dev/null``, a FIFO) is written in place, so it must be
+    writable itself; any other is written through a symbolic link, if it is one, and replaced
+    by a file created beside it, so the folder it is in (the link's target's) must exist and be
+    writable, and the file, if it exists, writable. Returns the path."""
     target = Path(path)
     if target.is_dir():
         raise UserError(f"cannot write {target}: it is a folder")
-    folder = target.parent
+    if target.exists() and not target.is_file():
+        if not os.access(target, os.W_OK):
+            raise UserError(f"cannot write {target}: it is not writable")
+        return target
+    written = Path(os.path.realpath(target)) if target.is_symlink() else target
+    named = target if written is target else f"{target} (a link to {written})"
+    folder = written.parent
     if not folder.exists():
-        raise UserError(f"cannot write {target}: no such folder {folder}")
-    _usable_folder(folder, target)
-    if target.exists() and not os.access(target, os.W_OK):
-        raise UserError(f"cannot write {target}: the file is read-only")
+        raise UserError(f"cannot write {named}: no such folder {folder}")
+    _usable_folder(folder, named)
+    if written.exists() and not os.access(written, os.W_OK):
+        raise UserError(f"cannot write {named}: the file is read-only")
     return target
 
 

@@ -57,7 +57,9 @@ def _save_figure(result: Sweep, path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         figures.save(figures.sweep_macs(result), path)
-    except (OSError, ValueError) as error:
+    except OSError as error:  # its text would name the temporary file beside the figure
+        raise UserError(f"cannot write the figure {path}: {error.strerror or error}") from None
+    except ValueError as error:
         raise UserError(f"cannot write the figure {path}: {error}") from None
 
 

@@ -77,7 +77,11 @@ def signature(inputs: Any) -> Hashable:
 def count_step(model: nn.Module, inputs: Any) -> StepFlops:
     """Count one training step of ``model`` fed ``inputs`` (as ``analyze(inputs=...)`` takes
     them: a tensor, a tuple of positional arguments, a dict of keyword arguments or
-    ``(args, kwargs)``)."""
+    ``(args, kwargs)``). None is refused: to ``analyze`` it means the model's own input (batch
+    1, its default size), not a batch it was fed."""
+    if inputs is None:
+        raise UserError("the batch is None, not the inputs the model was fed (a tensor, a tuple "
+                        "of positional arguments, a dict of keyword arguments or (args, kwargs))")
     profile = analyze(model, mode="train", inputs=inputs)
     totals = phase_totals(profile.ops)
     components = {str(c): 2 * v.total.macs for c, v in phase_components(profile.ops).items()}
