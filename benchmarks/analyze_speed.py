@@ -104,9 +104,10 @@ def main() -> int:
     args = parser.parse_args()
     trees = [tree.resolve() for tree in args.tree or [ROOT]]
     cases = [(name, size) for name, size in CASES if not args.model or name in args.model]
-    print("| model | image | tree | params | GMACs | build (s) | counting (s) | analyze() (s) "
-          "| peak RSS above torch+torchvision (MB) |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    several = len(trees) > 1  # a tree column only where trees are compared
+    print(f"| model | image |{' tree |' if several else ''} params | GMACs | build (s) | "
+          "counting (s) | analyze() (s) | peak RSS above torch+torchvision (MB) |")
+    print(f"|---|---:|{'---|' if several else ''}---:|---:|---:|---:|---:|---:|")
     for name, size in cases:
         runs: dict[Path, list[dict[str, float]]] = {tree: [] for tree in trees}
         for turn in range(args.rounds):
@@ -115,7 +116,8 @@ def main() -> int:
                 runs[tree].append(run_child(tree, name, size, args.repeat))
         for tree in trees:
             r = best_of(tree, runs[tree])
-            print(f"| {name} | {size} | {tree} | {r['params']:,} | {r['macs'] / 1e9:,.3f} | "
+            print(f"| {name} | {size} |{f' {tree} |' if several else ''} {r['params']:,} | "
+                  f"{r['macs'] / 1e9:,.3f} | "
                   f"{r['build_s']:.3f} | {r['count_s']:.3f} | {r['analyze_s']:.3f} | "
                   f"{r['peak_above_baseline_mb']:.0f} |")
     print("\nload average at the end: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
