@@ -20,6 +20,14 @@ Targets, stated and checked in the output: ``vitprof --help`` under a third of `
 ``vitprof analyze vit_b_16`` no slower than the FlopCounterMode script; ``vitprof check
 budgets.toml`` under 10 s.
 
+``--tree DIR`` (repeatable) adds the ``vitprof analyze`` of another checkout to each counting
+group (run in ``DIR``, so that ``python -m vitprof`` is that tree's), in the same rotation as the
+other commands; ``--model`` keeps some counting groups only and ``--counting-only`` skips the
+help and check groups. To compare with an older commit in one command:
+
+    git worktree add /tmp/old 5bee352
+    python benchmarks/startup.py --tree /tmp/old --model vit_b_16 --counting-only --reps 15
+
     python benchmarks/startup.py [--reps 5] [--update reports/benchmark.md]
 """
 
@@ -80,6 +88,7 @@ class Command:
 
     label: str
     argv: list[str]
+    cwd: Path = ROOT
     seconds: list[float] = field(default_factory=list)
     peak_rss: list[int] = field(default_factory=list)  # bytes
     error: str = ""
@@ -93,7 +102,7 @@ def run_once(command: Command) -> None:
     with tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
         process = subprocess.Popen(command.argv, stdout=subprocess.DEVNULL, stderr=stderr,
-                                   cwd=ROOT)
+                                   cwd=command.cwd)
         _, status, usage = os.wait4(process.pid, 0)
         elapsed = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -117,11 +126,13 @@ def run_group(commands: list[Command], reps: int) -> None:
             f"{c.label} {c.seconds[-1]:.2f} s" for c in commands if c.seconds), file=sys.stderr)
 
 
-def counting_group(name: str, size: int) -> list[Command]:
+def counting_group(name: str, size: int, trees: list[Path]) -> list[Command]:
+    """The commands counting ``name`` at ``size``: this checkout's ``vitprof analyze``, what it
+    stands on, and the analyze of each of ``trees`` last."""
     size_args = [] if size == 224 else ["--image-size", str(size)]
+    analyze = [*VITPROF, "analyze", name, *size_args, "--format", "json"]
     commands = [
-        Command("vitprof analyze --format json",
-                [*VITPROF, "analyze", name, *size_args, "--format", "json"]),
+        Command("vitprof analyze --format json", analyze),
         Command('python -c "import torch, torchvision"',
                 [PYTHON, "-c", "import torch, torchvision"]),
         Command("FlopCounterMode on meta (10-line script)",
@@ -130,7 +141,8 @@ def counting_group(name: str, size: int) -> list[Command]:
     ]
     if name in FVCORE_SKIPPED:
         commands[-1].error = FVCORE_SKIPPED[name]
-    return commands
+    return commands + [Command(f"vitprof analyze --format json ({tree})", analyze, tree)
+                       for tree in trees]
 
 
 def table(commands: list[Command], reference: Command) -> list[str]:
@@ -154,20 +166,26 @@ def verdict(holds: bool) -> str:
 
 
 def target_lines(counting: dict[str, list[Command]], help_: list[Command],
-                 check: Command) -> list[str]:
-    """Each target with the medians it compares and PASS or FAIL."""
+                 check: Command | None) -> list[str]:
+    """Each target with the medians it compares and PASS or FAIL (the groups that ran)."""
     lines = []
-    vitprof_help, import_torch = help_
+    vitprof_help, import_torch = help_ or [Command("", []), Command("", [])]
     if vitprof_help.seconds and import_torch.seconds:
         limit = HELP_TARGET * import_torch.median()
         lines.append(f"- {verdict(vitprof_help.median() < limit)}: `vitprof --help` "
                      f"{vitprof_help.median():.2f} s under a third of `import torch` "
                      f"({import_torch.median():.2f} s / 3 = {limit:.2f} s)")
-    analyze, _, flop_counter, _ = counting["vit_b_16"]
-    if analyze.seconds and flop_counter.seconds:
-        lines.append(f"- {verdict(analyze.median() <= flop_counter.median())}: `vitprof "
-                     f"analyze vit_b_16 --format json` {analyze.median():.2f} s no slower than "
-                     f"the FlopCounterMode script ({flop_counter.median():.2f} s)")
+    if "vit_b_16" in counting:
+        analyze, _, flop_counter, _, *others = counting["vit_b_16"]
+        for command in [analyze, *others]:
+            if command.seconds and flop_counter.seconds:
+                lines.append(
+                    f"- {verdict(command.median() <= flop_counter.median())}: `{command.label}` "
+                    f"(vit_b_16) {command.median():.2f} s no slower than the FlopCounterMode "
+                    f"script ({flop_counter.median():.2f} s): "
+                    f"{command.median() / flop_counter.median():.2f}x")
+    if check is None:
+        return lines
     if check.seconds:
         lines.append(f"- {verdict(check.median() < CHECK_TARGET_S)}: `vitprof check "
                      f"budgets.toml` {check.median():.2f} s under {CHECK_TARGET_S:.0f} s")
@@ -190,7 +208,7 @@ def machine_lines(reps: int) -> list[str]:
     ]
 
 
-def section(counting: dict[str, list[Command]], help_: list[Command], check: Command,
+def section(counting: dict[str, list[Command]], help_: list[Command], check: Command | None,
             reps: int) -> str:
     lines = [
         HEADING, "",
@@ -203,11 +221,14 @@ def section(counting: dict[str, list[Command]], help_: list[Command], check: Com
         "## Targets", "", *target_lines(counting, help_, check), "",
     ]
     for name, size in MODELS:
-        lines += [f"## Counting {name} at {size}", "", *table(counting[name],
-                                                              counting[name][0]), ""]
-    lines += ["## Help against importing torch", "", *table(help_, help_[0]), ""]
-    lines += ["## `vitprof check budgets.toml` (16 entries, one process)", "",
-              *table([check], check), ""]
+        if name in counting:
+            lines += [f"## Counting {name} at {size}", "", *table(counting[name],
+                                                                  counting[name][0]), ""]
+    if help_:
+        lines += ["## Help against importing torch", "", *table(help_, help_[0]), ""]
+    if check is not None:
+        lines += ["## `vitprof check budgets.toml` (16 entries, one process)", "",
+                  *table([check], check), ""]
     return "\n".join(lines)
 
 
@@ -216,22 +237,36 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=5, help="turns per group (default 5)")
     parser.add_argument("--update", metavar="MARKDOWN",
                         help="replace (or append) this section in MARKDOWN")
+    parser.add_argument("--tree", action="append", type=Path, default=[], metavar="DIR",
+                        help="another checkout whose vitprof analyze joins each counting group "
+                             "(repeatable)")
+    parser.add_argument("--model", action="append", choices=[name for name, _ in MODELS],
+                        help="only these counting groups (repeatable; default: all)")
+    parser.add_argument("--counting-only", action="store_true",
+                        help="skip the help and check groups")
     args = parser.parse_args()
+    trees = [tree.resolve() for tree in args.tree]
     # as an installed package is: torch's bytecode is cached in site-packages, and vitprof's must
     # be too (PYTHONDONTWRITEBYTECODE=1 would otherwise compile its modules in every run)
-    compileall.compile_dir(ROOT / "vitprof", quiet=1)
+    for tree in [ROOT, *trees]:
+        compileall.compile_dir(tree / "vitprof", quiet=1)
     counting = {}
     for name, size in MODELS:
+        if args.model and name not in args.model:
+            continue
         print(f"counting {name} at {size}", file=sys.stderr)
-        counting[name] = counting_group(name, size)
+        counting[name] = counting_group(name, size, trees)
         run_group(counting[name], args.reps)
-    print("help", file=sys.stderr)
-    help_ = [Command("vitprof --help", [*VITPROF, "--help"]),
-             Command('python -c "import torch"', [PYTHON, "-c", "import torch"])]
-    run_group(help_, args.reps)
-    print("check", file=sys.stderr)
-    check = Command("vitprof check budgets.toml", [*VITPROF, "check", "budgets.toml"])
-    run_group([check], args.reps)
+    help_: list[Command] = []
+    check = None
+    if not args.counting_only:
+        print("help", file=sys.stderr)
+        help_ = [Command("vitprof --help", [*VITPROF, "--help"]),
+                 Command('python -c "import torch"', [PYTHON, "-c", "import torch"])]
+        run_group(help_, args.reps)
+        print("check", file=sys.stderr)
+        check = Command("vitprof check budgets.toml", [*VITPROF, "check", "budgets.toml"])
+        run_group([check], args.reps)
     text = section(counting, help_, check, args.reps)
     print(text)
     if args.update:

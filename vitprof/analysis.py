@@ -74,6 +74,8 @@ def _table_rule(mapping: ComponentMap, name: str, path: str) -> str:
     """What placed a record of module ``path`` or the parameter ``name`` in a table's
     breakdown: ``override`` where a ``--map`` rule set it or a module holding it, else the
     table."""
+    if not mapping.overridden:  # no --map rule: the table placed everything
+        return mapping.family
     holders = [path, *(path[:k] for k, c in enumerate(path) if c == ".")]
     ruled = name in mapping.overridden or any(h in mapping.overridden for h in holders)
     return OVERRIDE.name if ruled else mapping.family
@@ -251,17 +253,18 @@ def breakdown(
     graph's (kept to compare; the tables are facts about the classes they detect by type,
     tested equal to the graph). ``rules`` (``--map``) win over either."""
     detected = mapping.family != NO_TABLE
-    tables = Found(mapping.family, _table_ops(run.ops, mapping), _param_records(module, mapping),
-                   mapping.warnings) if detected else None
-    if tables is not None and recognizer == Recognizer.TABLES:
-        return tables
+    if detected and recognizer == Recognizer.TABLES:
+        return Found(mapping.family, _table_ops(run.ops, mapping),
+                     _param_records(module, mapping), mapping.warnings)
     if run.trace is None:
         raise UserError("the graph recognizer needs the trace of a forward; this run has none")
     graph = graph_breakdown(module, run.ops, run.trace, rules)
     found = Found(Recognizer.GRAPH, graph.ops, graph.params, graph.warnings, graph.origins)
-    if tables is None or recognizer != Recognizer.AUTO:
+    if not detected or recognizer != Recognizer.AUTO:
         return found
-    return replace(found, family=_label(found, tables))
+    # compared cell by cell (:func:`_cells`), which reads no rule: the records as counted
+    table = Found(mapping.family, run.ops, _param_records(module, mapping), mapping.warnings)
+    return replace(found, family=_label(found, table))
 
 
 def _label(graph: Found, table: Found) -> str:

@@ -69,7 +69,7 @@ from vitprof.count.formulas import (
     overriding,
     sdpa_cost,
 )
-from vitprof.count.liveness import Liveness, weakly
+from vitprof.count.liveness import Liveness, allocates, weakly
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.trace import Step, Trace
 
@@ -696,8 +696,7 @@ class MetaOutputCache:
         self.outputs: dict[Any, Any] = {}
 
     def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        schema = func._schema
-        if schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
+        if not allocates(func):  # a view or an in-place op (by its schema, read once per op)
             return func(*args, **kwargs)
         try:
             key = (func, _signature(args), _signature(tuple(sorted(kwargs.items()))))

@@ -34,7 +34,7 @@ from __future__ import annotations
 import random
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import is_
@@ -44,42 +44,33 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import is_fake
 
-
-@dataclass
-class _ModuleState:
-    """One module's attributes and the contents of its dict and set attributes."""
-
-    module: nn.Module
-    attributes: dict[str, Any] = field(init=False)
-    contents: dict[str, dict[Any, Any] | set[Any]] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.attributes = dict(vars(self.module))
-        self.contents = {name: value.copy() for name, value in self.attributes.items()
-                         if isinstance(value, (dict, set))}
-
-    def restore(self) -> None:
-        attributes = vars(self.module)
-        for name in [name for name in attributes if name not in self.attributes]:
-            del attributes[name]
-        for name, value in self.attributes.items():
-            if attributes.get(name, _MISSING) is not value:
-                attributes[name] = value
-        for name, saved in self.contents.items():
-            current = self.attributes[name]
-            if saved or current:  # most are empty hook tables: nothing to compare
-                _refill(current, saved)
+Container = dict[Any, Any] | set[Any]  # a module attribute whose entries are put back
 
 
 _MISSING = object()
 
 
-def _refill(current: dict[Any, Any] | set[Any], saved: dict[Any, Any] | set[Any]) -> None:
-    """Give ``current`` the entries of ``saved`` again, in order, where they differ (dict
-    values by identity: a tensor's ``==`` compares elements)."""
+def _rebind(attributes: dict[str, Any], saved: dict[str, Any]) -> None:
+    """Give a module's ``attributes`` (its ``vars``) the names of ``saved`` again, each bound
+    to the object it held: a name added since is deleted."""
+    for name in [name for name in attributes if name not in saved]:
+        del attributes[name]
+    for name, value in saved.items():
+        if attributes.get(name, _MISSING) is not value:
+            attributes[name] = value
+
+
+def _same(current: dict[Any, Any], saved: dict[Any, Any]) -> bool:
+    """The same keys in the same order, with the same objects (by identity: a tensor's ``==``
+    compares elements)."""
+    return (len(current) == len(saved) and all(map(is_, current.values(), saved.values()))
+            and list(current) == list(saved))
+
+
+def _refill(current: Container, saved: Container) -> None:
+    """Give ``current`` the entries of ``saved`` again, in order, where they differ."""
     if isinstance(current, dict) and isinstance(saved, dict):
-        same = (len(current) == len(saved) and all(map(is_, current.values(), saved.values()))
-                and list(current) == list(saved))
+        same = _same(current, saved)
     else:
         same = current == saved
     if not same:
@@ -89,31 +80,53 @@ def _refill(current: dict[Any, Any] | set[Any], saved: dict[Any, Any] | set[Any]
 
 @dataclass
 class ModelState:
-    """What a run may change in ``model`` (see the module docstring), captured on creation."""
+    """What a run may change in ``model`` (see the module docstring), captured on creation.
+
+    Per module its attributes; of its dict and set attributes, a copy of those holding entries
+    and, apart, the empty ones (most are hook tables), which restoring only empties again."""
 
     model: nn.Module
-    modules: list[_ModuleState] = field(init=False)
+    attributes: list[tuple[dict[str, Any], dict[str, Any]]] = field(init=False)  # (vars, copy)
+    contents: list[tuple[Container, Container]] = field(init=False)  # (dict or set, copy)
+    empty: list[Container] = field(init=False)
     buffers: list[tuple[torch.Tensor, torch.Tensor]] = field(init=False)  # (buffer, clone)
-    versions: dict[str, tuple[torch.Tensor, int]] = field(init=False)  # parameter versions
+    versions: list[tuple[torch.Tensor, int]] = field(init=False)  # (parameter, its version)
 
     def __post_init__(self) -> None:
-        self.modules = [_ModuleState(m) for m in self.model.modules()]
+        self.attributes = [(vars(m), vars(m).copy()) for m in self.model.modules()]
+        held = [value for _, saved in self.attributes for value in saved.values()
+                if isinstance(value, (dict, set))]
+        self.contents = [(value, value.copy()) for value in held if value]
+        self.empty = [value for value in held if not value]
         with torch.no_grad():
-            self.buffers = [(b, b.clone()) for b in _unique(self.model.buffers())
+            self.buffers = [(b, b.clone()) for b in self._held("_buffers")
                             if not b.is_meta and not is_fake(b)]
-        self.versions = {name: (p, p._version)
-                         for name, p in self.model.named_parameters(remove_duplicate=True)
-                         if not is_fake(p)}
+        self.versions = [(p, p._version) for p in self._held("_parameters") if not is_fake(p)]
+
+    def _held(self, table: str) -> list[torch.Tensor]:
+        """The tensors in every module's ``table`` (``_parameters``, ``_buffers``), each once:
+        read from the attributes captured, instead of walking the modules again."""
+        return _unique(t for _, saved in self.attributes
+                       for t in saved.get(table, {}).values() if t is not None)
 
     def restore(self) -> list[str]:
         """Put everything back; return the names of the parameters changed in place."""
-        for state in self.modules:
-            state.restore()
+        for attributes, saved in self.attributes:
+            if not _same(attributes, saved):
+                _rebind(attributes, saved)
+        if any(self.empty):
+            for value in self.empty:
+                value.clear()
+        for current, saved_entries in self.contents:
+            _refill(current, saved_entries)
         with torch.inference_mode():  # an inference tensor accepts copies only in this mode
-            for buffer, saved in self.buffers:
-                if not torch.equal(buffer, saved):
-                    buffer.copy_(saved)
-        return [name for name, (p, version) in self.versions.items() if p._version != version]
+            for buffer, saved_buffer in self.buffers:
+                if not torch.equal(buffer, saved_buffer):
+                    buffer.copy_(saved_buffer)
+        changed = {id(p) for p, version in self.versions if p._version != version}
+        if not changed:
+            return []
+        return [name for name, p in self.model.named_parameters() if id(p) in changed]
 
 
 def in_place_warning(changed: list[str], on_meta: bool) -> str:
@@ -126,7 +139,7 @@ def in_place_warning(changed: list[str], on_meta: bool) -> str:
             f"{', '.join(changed)}")
 
 
-def _unique(tensors: Iterator[torch.Tensor]) -> list[torch.Tensor]:
+def _unique(tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
     return list({id(t): t for t in tensors}.values())
 
 

@@ -521,14 +521,14 @@ def _pointwise_on_map(flow: Flow, i: int) -> bool:
 
 
 def _param_roles(
-    model: nn.Module, flow: Flow, steps: list[C], blocks: Blocks, cores: list[Core], last: int,
-    by: list[str],
+    parameters: Mapping[str, nn.Parameter], flow: Flow, steps: list[C], blocks: Blocks,
+    cores: list[Core], last: int, by: list[str],
 ) -> dict[str, _ParamRole]:
     """Each parameter read by a record: the component, and the rule, of the record that
     reads it with the most MACs (of the record using the weight it computes: a standardised
     conv weight), but a parameter joined to the sequence
     (:data:`~vitprof.count.graph.rules.TOKENS`); its block is its owner module's, else its
-    reader's."""
+    reader's. ``parameters``: the model's, by name."""
     readers: dict[str, int] = {}
     carriers: dict[str, int] = {}
     for i, step in enumerate(flow.steps):
@@ -541,9 +541,9 @@ def _param_roles(
     in_cores = {i for core in cores for i in core.steps | core.bias}
     products = {i for core in cores for i in core.steps if flow.steps[i].macs}
     owner_block = module_blocks(blocks.paths)
-    sizes = {name: p.numel() for name, p in model.named_parameters()}
+    sizes = {name: p.numel() for name, p in parameters.items()}
     roles: dict[str, _ParamRole] = {}
-    for name, p in model.named_parameters():
+    for name, p in parameters.items():
         first = readers.get(name, carriers.get(name))
         if first is None:
             continue
@@ -632,14 +632,15 @@ def _by_class(model: nn.Module, roles: dict[str, _ParamRole]) -> dict[object, C 
     return {kind: next(iter(found)) if len(found) == 1 else None for kind, found in seen.items()}
 
 
-def _unread(model: nn.Module, roles: dict[str, _ParamRole]) -> list[ParamRecord]:
+def _unread(model: nn.Module, parameters: Mapping[str, nn.Parameter],
+            roles: dict[str, _ParamRole]) -> list[ParamRecord]:
     """Parameters no record read: the component of the modules of their module's class that
     ran (:data:`~vitprof.count.graph.rules.UNRUN_CLASS`), else the role of a parameter of the
     nearest module that has one (``other`` with the rules switched off); no data flow says
-    more: :func:`unread_warnings`."""
+    more: :func:`unread_warnings`. ``parameters``: the model's, by name."""
     records = []
     classes = _by_class(model, roles) if R.UNRUN_CLASS.on else {}
-    for name, p in model.named_parameters():
+    for name, p in parameters.items():
         if name in roles:
             continue
         owner = name
@@ -806,14 +807,15 @@ def _residual_span(flow: Flow) -> _Span | None:
 
 
 def _roles(
-    model: nn.Module, flow: Flow, cores: list[Core], blocks: Blocks, span: _Span,
-    fused: Set[int] = frozenset(),
+    model: nn.Module, parameters: Mapping[str, nn.Parameter], flow: Flow, cores: list[Core],
+    blocks: Blocks, span: _Span, fused: Set[int] = frozenset(),
 ) -> tuple[list[C], list[str], dict[str, ParamRecord], tuple[str, ...]]:
     """Components of the records, the rules that placed them and the parameters' records,
     given the blocks and their span (with no block at all, a convolutional network's:
     :func:`_residual_span`); the ``fused`` projections as their part that is no projection;
-    the warning for parameters never read (:func:`unread_warnings`)."""
-    shaped = {name for name, p in model.named_parameters() if p.dim() >= 2}
+    the warning for parameters never read (:func:`unread_warnings`). ``parameters``: the
+    model's, by name."""
+    shaped = {name for name, p in parameters.items() if p.dim() >= 2}
     branches = _residual_branches(flow, blocks.of_step, span.last) if (
         R.RESIDUAL_BRANCH.on) else set()
     convs = {**dict.fromkeys(branches, R.RESIDUAL_BRANCH.name),
@@ -825,11 +827,11 @@ def _roles(
     resolved = resolve_positions_by(placed, True, R.PRODUCER.on, R.NEIGHBOUR.on)
     roles = [role for role, _ in resolved]
     rules = [rule or _RESOLVED.get(how, "") for rule, (_, how) in zip(by, resolved, strict=True)]
-    param_roles = _param_roles(model, flow, roles, blocks, cores, span.last, rules)
+    param_roles = _param_roles(parameters, flow, roles, blocks, cores, span.last, rules)
     params = {name: ParamRecord(name, p.numel(), *param_roles[name][:2], tuple(p.shape),
                                 param_roles[name].placed_by)
-              for name, p in model.named_parameters() if name in param_roles}
-    unread = _unread(model, param_roles)
+              for name, p in parameters.items() if name in param_roles}
+    unread = _unread(model, parameters, param_roles)
     params.update({record.name: record for record in unread})
     return roles, rules, params, unread_warnings(unread)
 
@@ -841,7 +843,8 @@ def graph_breakdown(
     of the parameters of ``model``, read from the data flow; ``overrides`` (``--map``) win.
     Without an attention core, a convolutional network's parts are placed as a hybrid's; any
     other model's are ``other`` (not a ViT) but what the rules name."""
-    kernels = {name for name, p in model.named_parameters()
+    parameters = dict(model.named_parameters())  # walked once, read by every step below
+    kernels = {name for name, p in parameters.items()
                if p.dim() >= 3 and prod(p.shape[2:]) > 1}
     flow = Flow(trace, norm_modules(trace) if R.NORM_COMPUTED.on else frozenset(), kernels)
     cores = find_cores(flow)
@@ -853,7 +856,8 @@ def graph_breakdown(
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
         blocks = _selected(blocks, _token_selectors(flow, blocks.of_step, span.last))
-        roles, by, params, unread = _roles(model, flow, cores, blocks, span, fused.keys())
+        roles, by, params, unread = _roles(model, parameters, flow, cores, blocks, span,
+                                           fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
         warnings = unrecognized_warnings(unknown) + unread
     else:
@@ -861,13 +865,13 @@ def graph_breakdown(
         by = [R.NO_BLOCKS.name] * len(flow.steps)
         params = {name: ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape),
                                     R.NO_BLOCKS.name)
-                  for name, p in model.named_parameters()}
+                  for name, p in parameters.items()}
         warnings = (NO_BLOCKS,)
     of_step = blocks.of_step
     if overrides and R.OVERRIDE.on:
         roles, ruled = _override(model, flow, roles, params, shared, overrides, by)
         warnings += ruled
-    ordered = tuple(record for name, _ in model.named_parameters()
+    ordered = tuple(record for name in parameters
                     for record in _param_shares(params[name], shared[1].get(name)))
     records, origins = _relabel(ops, trace, roles, by, of_step, shared[0])
     return Breakdown(records, ordered, warnings, origins, dict(blocks.paths))
