@@ -611,11 +611,11 @@ def test_models_lists_the_zoo(capsys) -> None:
         pytest.param(["analyze", "hf:missing.json"], "no such file", id="missing-hf-config"),
         pytest.param(["analyze", "torch.nn:Flatten", "--num-classes", "5"],
                      "torch.nn:Flatten takes no num_classes parameter", id="classes-not-taken"),
-        # it overflows on meta inside torch's own code, called for meta: taken as meta-caused,
-        # so the CPU fallback's memory guard refuses it with the bytes it would need
-        # (the input alone: 1,000,000² x 3 x 4 B = 12,000,000,000,000 B)
+        # the attention scores overflow int64 bytes on any device (12 heads x (62,500² + 1)²
+        # elements): the line says so, not what a CPU fallback would need
         pytest.param(["analyze", "vit_b_16", "--image-size", "1000000"],
-                     "vit_b_16 needs about", id="absurd-size-refused-by-the-guard"),
+                     f"Storage size calculation overflowed with sizes=[12, {62_500**2 + 1}",
+                     id="absurd-size-says-why-it-overflows"),
         pytest.param(["diff", "vit_b_16", "vit_b_61"], "unknown model 'vit_b_61'",
                      id="diff-unknown-model"),
         pytest.param(["sweep", "vit_b_16", "--image-size=-16,224"],
