@@ -69,7 +69,7 @@ from vitprof.count.formulas import (
     overriding,
     sdpa_cost,
 )
-from vitprof.count.liveness import Liveness, allocates, weakly
+from vitprof.count.liveness import Liveness, allocates
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.trace import Step, Trace
 
@@ -231,7 +231,7 @@ class OpCounter:
         self.part: dict[int | None, tuple[int, int]] = {}
         # storage -> a weak reference to it: when the storage is freed, what was known of it goes
         self._watched: dict[int | None, weakref.ref[Any]] = {}
-        self._on_freed = weakly(self._freed)
+        self._owner = weakref.ref(self)  # what _watch's callbacks reach it by: no cycle
         self.floors: dict[Floor, None] = {}  # the forward's convolutions that floor (in order)
         # the bytes of the tensors the run holds, and their peak (``live``: a caller's own)
         self.live = live if live is not None else Liveness()
@@ -353,7 +353,14 @@ class OpCounter:
         known = self._watched.get(key)
         if key is None or (known is not None and known() is not None):
             return
-        self._watched[key] = weakref.ref(tensor.untyped_storage(), partial(self._on_freed, key))
+        owner = self._owner
+
+        def forget(dead: weakref.ref[Any]) -> None:
+            counter = owner()
+            if counter is not None:
+                counter._freed(key, dead)
+
+        self._watched[key] = weakref.ref(tensor.untyped_storage(), forget)
 
     def _freed(self, key: int | None, dead: weakref.ref[Any]) -> None:
         """The storage ``key`` watched by :meth:`_watch` was freed: forget it."""
