@@ -102,20 +102,30 @@ def lightning_vit(batch_of: Callable[[Any], tuple[torch.Tensor, torch.Tensor]]) 
     return Classifier()
 
 
+def fit_logged(module: Any, callback: Any, x: torch.Tensor, y: torch.Tensor,
+               tmp_path: Path) -> Any:
+    """A CPU Lightning Trainer that fits ``module`` on ``(x, y)`` for 3 steps of ``BATCH`` with
+    ``callback``, logging every step to a CSV under ``tmp_path``; returns the Trainer."""
+    import lightning.pytorch as pl
+
+    trainer = pl.Trainer(accelerator="cpu", max_steps=3, enable_checkpointing=False,
+                         logger=pl.loggers.CSVLogger(tmp_path), log_every_n_steps=1,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[callback])
+    trainer.fit(module, DataLoader(TensorDataset(x, y), batch_size=BATCH))
+    return trainer
+
+
 @pytest.mark.slow  # importing Lightning and starting its Trainer take seconds
 def test_lightning(tmp_path: Path) -> None:
-    pl = pytest.importorskip("lightning.pytorch")
+    pytest.importorskip("lightning.pytorch")
     from vitprof.integrations.lightning import MFUCallback
 
     module = lightning_vit(lambda batch: (batch[0], batch[1]))
     x, y = data(3)
     expected = reference_flops(module, lambda m: cross_entropy(m(x[:BATCH]), y[:BATCH]))
     callback = MFUCallback(peak_tflops=PEAK, summary=tmp_path / "mfu.md")
-    trainer = pl.Trainer(accelerator="cpu", max_steps=3, enable_checkpointing=False,
-                         logger=pl.loggers.CSVLogger(tmp_path), log_every_n_steps=1,
-                         enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[callback])
-    trainer.fit(module, DataLoader(TensorDataset(x, y), batch_size=BATCH))
+    trainer = fit_logged(module, callback, x, y, tmp_path)
     history = callback_history(callback)
     assert [e["flops"] for e in history] == [expected] * 3
     assert_sgd_counted(module, history)
@@ -155,11 +165,7 @@ def test_lightning_module_without_forward(tmp_path: Path) -> None:
     x, y = data(3)
     expected = reference_flops(module, lambda m: m.training_step((x[:BATCH], y[:BATCH]), 0))
     callback = MFUCallback(peak_tflops=PEAK, summary=tmp_path / "mfu.md")
-    trainer = pl.Trainer(accelerator="cpu", max_steps=3, enable_checkpointing=False,
-                         logger=pl.loggers.CSVLogger(tmp_path), log_every_n_steps=1,
-                         enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[callback])
-    trainer.fit(module, DataLoader(TensorDataset(x, y), batch_size=BATCH))
+    trainer = fit_logged(module, callback, x, y, tmp_path)
     history = callback_history(callback)
     assert [e["flops"] for e in history] == [expected] * 3
     assert [e["counted_in_step"] for e in history] == [True, False, False]

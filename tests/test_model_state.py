@@ -3,6 +3,7 @@ real run (analyze on the CPU, the meta -> CPU fallback, profile, crosscheck's pe
 
 from __future__ import annotations
 
+import inspect
 import random
 import warnings
 from pathlib import Path
@@ -207,25 +208,9 @@ def test_memorys_fake_run_changes_nothing_and_says_nothing() -> None:
     assert torch.equal(model.scale, before)
 
 
-DRIFTING_PY = """
-import torch
-from torch import nn
-
-
-class Drifting(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.scale = nn.Parameter(torch.ones(4))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            self.scale.add_(1)
-        return x.flatten(1)[:, :4] * self.scale
-
-
-def make() -> nn.Module:
-    return Drifting()
-"""
+# Drifting as a module of its own, for the command line's FILE.py:make
+DRIFTING_PY = ("import torch\nfrom torch import nn\n\n\n" + inspect.getsource(Drifting)
+               + "\n\ndef make() -> nn.Module:\n    return Drifting()\n")
 
 
 def test_the_channel_probe_says_nothing_the_count_says_once(
