@@ -181,6 +181,49 @@ def test_an_analysis_keeps_no_reference_cycle_to_its_model(device: str) -> None:
     assert profile.device == device
 
 
+
+class _Collections:
+    """Counts the cyclic collector's runs while it is installed."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def __call__(self, phase: str, _info: dict) -> None:
+        self.runs += phase == "start"
+
+
+@pytest.mark.parametrize("collector_on", [True, False], ids=["on", "off"])
+def test_an_analysis_leaves_the_collector_as_the_caller_had_it(collector_on: bool) -> None:
+    # the count on meta and the breakdown hold the cyclic collector off (they make no cycles);
+    # after them it is on again, and a caller who turned it off finds it off, also after a
+    # model that fails on meta and is counted again on the CPU
+    analyze("note002_cifar_vit_tiny")
+    seen = _Collections()
+    (gc.enable if collector_on else gc.disable)()
+    gc.callbacks.append(seen)
+    try:
+        for work in ("note002_cifar_vit_tiny", _DataDependent()):
+            profile = analyze(work)
+            assert gc.isenabled() is collector_on
+        assert profile.device == "cpu"  # the second fell back from meta
+        gc.collect()
+    finally:
+        gc.callbacks.remove(seen)
+        gc.enable()
+    assert seen.runs >= 1  # the callback was live: gc.collect() ran it
+
+
+class _DataDependent(nn.Module):
+    """A shape only real data decides (meta fails; the CPU fallback counts it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x[:, : int(x.sum().abs()) % 3 + 1].flatten(1)[:, :4].expand(1, 4))
+
+
 LEGACY_PY = '''
 import math
 

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from vitprof.core.choices import RECOGNIZERS
+from vitprof.core.collector import collector_paused
 from vitprof.core.errors import UserError
 from vitprof.core.records import (
     DEVICES,
@@ -191,7 +192,8 @@ def _analyze(
                         formulas=formulas)
         except CountFailed as failed:
             raise run_failed(built.name, shape, run_device, failed.error) from None
-    found = breakdown(built.module, mapping, run, built.rules, recognizer)
+    with collector_paused():  # a breakdown reads records and makes no cycles
+        found = breakdown(built.module, mapping, run, built.rules, recognizer)
     return profile_of(built, run, found, run_device, mode=Mode(mode), fallback=fallback)
 
 

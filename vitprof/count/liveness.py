@@ -48,12 +48,12 @@ def weakly(method: Callable[..., None]) -> Callable[..., None]:
     is gone): the callback of a weak reference its object keeps in a table. A callback bound
     strongly closes a reference cycle (object -> table -> weak reference -> callback ->
     object) that keeps the object, and the model it holds, alive until a full collection."""
-    owner = weakref.WeakMethod(method)
+    owner = weakref.ref(method.__self__)  # type: ignore[attr-defined]
+    function = method.__func__  # type: ignore[attr-defined]
 
     def call(*args: Any) -> None:
-        bound = owner()
-        if bound is not None:
-            bound(*args)
+        if (found := owner()) is not None:
+            function(found, *args)
 
     return call
 

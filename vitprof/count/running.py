@@ -32,6 +32,7 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from vitprof.core.collector import collector_paused
 from vitprof.core.errors import UserError, one_line
 from vitprof.core.records import op_calls
 from vitprof.core.validate import check_int
@@ -202,10 +203,13 @@ def first_on_meta(name: str, shape: tuple[int, ...], attempt: Callable[[], T]) -
 
     A :class:`CountFailed` the meta device caused (:func:`meta_caused`) becomes a MetaFailure:
     the caller counts again with real tensors and records ``note()`` on its result. Any other
-    failure is the UserError of :func:`run_failed` for ``name`` on ``shape``.
+    failure is the UserError of :func:`run_failed` for ``name`` on ``shape``. The cyclic
+    collector waits meanwhile (:func:`vitprof.core.collector.collector_paused`): nothing a count
+    on meta holds is big, and it makes no cycles.
     """
     try:
-        return attempt()
+        with collector_paused():
+            return attempt()
     except CountFailed as failed:
         if not meta_caused(failed.error):
             raise run_failed(name, shape, "meta", failed.error) from None

@@ -159,7 +159,8 @@ def count(
     footprint the memory guard can know of it (:func:`vitprof.count.running.untraced`); a
     :class:`UserError` passes as it is.
     """
-    params: dict[str, torch.Tensor] = dict(model.named_parameters())
+    own: dict[str, torch.Tensor] = dict(model.named_parameters())
+    params = own
     if substitutes is None:
         substitutes = _substitutes(model, inputs)
     if substitutes is not None:
@@ -185,7 +186,7 @@ def count(
     with untouched(model, changed):
         try:
             with counter.running():
-                with counter.mode_switch(dict(model.named_parameters())):
+                with counter.mode_switch(own):
                     model.train(train)
                 if train:
                     found = training_step(counter, forward, params.values(), backward=backward)

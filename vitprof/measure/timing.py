@@ -38,7 +38,6 @@ over the same hooked iterations as the hooked latency, so they add up to it.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import statistics
 import time
@@ -51,6 +50,7 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 from vitprof.analysis import Found, breakdown
+from vitprof.core.collector import collector_paused
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component, EventKind, OpRecord, Recognizer
 from vitprof.count.families import ComponentMap, Rule
@@ -290,16 +290,11 @@ def time_forward(
 
 def _run(model: nn.Module, inputs: Inputs, clock: Clock) -> list[float]:
     args, kwargs = inputs
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         clock.reset()
         clock.mark()
         model(*args, **kwargs)
         clock.mark()
-    finally:
-        if enabled:
-            gc.enable()
     return clock.intervals()
 
 
