@@ -203,10 +203,13 @@ class OpCounter:
         self, model: nn.Module, mapping: ComponentMap, params: Mapping[str, torch.Tensor],
         formulas: Mapping[Any, Formula] | None = None,
         modules: ModuleStack | None = None, live: Liveness | None = None,
-        real_step: bool = False,
+        real_step: bool = False, attention: Callable[..., Any] | None = None,
     ) -> None:
         self.model = model
         self.real_step = real_step
+        # what every scaled_dot_product_attention call runs (a kernel chosen for a memory
+        # step: vitprof.measure.attention_kernels); None: torch's own choice
+        self.attention = attention if attention is not None else _SDPA
         self.failed: Exception | None = None  # a real step's pricing that failed
         self.formulas = overriding(formulas)
         self.mapping = mapping
@@ -736,12 +739,13 @@ def _rebuild(layout: Any) -> Any:
 
 
 def _priced_attention(counter: OpCounter, *args: Any, **kwargs: Any) -> Any:
-    """Run the real ``scaled_dot_product_attention`` unseen, and record it as one op."""
+    """Run ``scaled_dot_product_attention`` (or the counter's stand-in for it,
+    :attr:`OpCounter.attention`) unseen, and record it as one op."""
     if counter.muted:
-        return _SDPA(*args, **kwargs)
+        return counter.attention(*args, **kwargs)
     counter.muted += 1
     try:
-        out = _SDPA(*args, **kwargs)
+        out = counter.attention(*args, **kwargs)
     finally:
         counter.muted -= 1
     traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))
