@@ -5,7 +5,10 @@ A ``TorchDispatchMode`` sees each aten operation below autograd, so functional c
 well as module code. The stack of running modules is
 :class:`vitprof.count.module_stack.ModuleStack`. A ``TorchFunctionMode`` catches
 ``F.scaled_dot_product_attention`` so that it is priced as one operation whichever kernel PyTorch
-picks (a math decomposition on the meta device, a flash kernel on the CPU). Likewise
+picks (a math decomposition on the meta device, a flash kernel on the CPU); the module attribute
+is swapped too, for the calls made where the modes are popped (inside
+``F.multi_head_attention_forward``). Every call caught either way runs
+:attr:`OpCounter.attention` (torch's own function, or the kernel a memory step chose). Likewise
 ``torch.nn.attention.flex_attention.flex_attention`` (which refuses the meta device) is priced as
 one operation, ``torch.nn.attention.flex_attention``, at the cost of the dense SDPA it
 generalises: a ``score_mod`` or a ``block_mask`` costs what SDPA's mask does, one element-wise
