@@ -138,6 +138,27 @@ def test_the_cpu_rule_is_torchs_dispatch(query, key, value, mask, dropout) -> No
     assert cpu_rule(query, key, value, mask, dropout)[0] == BACKENDS[torchs]
 
 
+def test_the_cpu_rule_follows_flash_disabled_by_sdpa_kernel() -> None:
+    """Under sdpa_kernel(MATH) torch's CPU dispatch takes the math path; so does the rule."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = _qkv()
+    with sdpa_kernel(SDPBackend.MATH):
+        assert BACKENDS[torch._fused_sdp_choice(q, q, q)] == cpu_rule(q, q, q)[0] == "math"
+
+
+@pytest.mark.slow
+def test_vit_b_16_keeps_every_blocks_probabilities_under_math() -> None:
+    """Issue 33's figure: torchvision's vit_b_16 (nn.MultiheadAttention) at batch 1, math
+    against flash, at least 12 blocks x 12 heads x 197^2 x 4 B more saved (main: equal)."""
+    from torchvision.models import vit_b_16
+
+    model = vit_b_16()
+    math = memory(model, target="cpu", attention="math")
+    flash = memory(model, target="cpu", attention="flash")
+    assert math.saved_bytes - flash.saved_bytes >= 12 * 12 * 197**2 * 4  # 22_353_408
+
+
 def test_the_cuda_rule_by_dtype_head_dim_and_mask() -> None:
     """sdp_utils.cpp's order, modelled: flash, else efficient, else math."""
     half, single = _qkv(torch.float16), _qkv()
