@@ -8,6 +8,16 @@ import re
 from pathlib import Path
 
 
+def section_of(text: str, heading: str, level: int = 1) -> str | None:
+    """The section of ``text`` that starts with the line ``heading`` (up to the next heading of
+    ``level`` or above), or None when there is none."""
+    start = text.find(heading)
+    if start < 0:
+        return None
+    found = re.compile(rf"\n#{{1,{level}}} ").search(text, start + len(heading))
+    return text[start:found.start() + 1] if found else text[start:]
+
+
 def write_section(path: Path, heading: str, text: str, level: int = 1) -> None:
     """Replace the section of ``path`` that starts with the line ``heading`` (up to the next
     heading of ``level`` or above: ``#`` to ``#`` x ``level``) by ``text``, or append ``text``

@@ -365,3 +365,39 @@ def test_a_section_ends_at_the_next_heading_of_its_level(tmp_path: Path) -> None
     assert page.read_text() == "# A\n\n## B\n\nnew\n\n## C\n\nc\n"
     sections.write_section(page, "# A", "# A\n\nall\n")  # level 1: up to the next "# "
     assert page.read_text() == "# A\n\nall\n"
+
+
+independent = load("independent_memory")
+
+
+def test_the_independent_harness_shares_no_code_with_vitprof() -> None:
+    """benchmarks/independent_memory.py imports nothing of vitprof (it runs `vitprof memory`
+    as a command): no import statement names it."""
+    import ast
+
+    tree = ast.parse((BENCH / "independent_memory.py").read_text())
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names]
+    imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert imported and not [name for name in imported if name.split(".")[0] == "vitprof"]
+
+
+def test_the_heap_reading_sees_a_tensor_made_under_it() -> None:
+    """HeapPeak's peak rises by at least a tensor's bytes made and kept under it."""
+    with independent.HeapPeak() as reading:
+        start = reading.peak
+        kept = torch.empty(2**20, dtype=torch.float32).fill_(1.0)  # 4 MiB, an aten op after it
+    assert reading.peak - start >= kept.nbytes  # 2**20 * 4 = 4_194_304
+
+
+def test_the_independent_section_replaces_itself_in_the_page(tmp_path: Path) -> None:
+    """memory_accuracy.py's page keeps independent_memory.py's section after the CPU's."""
+    row = independent.Row("deit_tiny_patch16_224", 8)
+    text = independent.section([(row, 103, 100, "flash (auto: ...)")], 2, 1.0, [])
+    assert "| deit_tiny_patch16_224 b8 float32 | flash (auto: ...) | 103 | 100 | +3.00% |" in text
+    # (103 - 100) / 100 = +3.00%, within the 3% bound
+    assert "1 of 1 rows within 3%" in text
+    page = tmp_path / "memory.md"
+    page.write_text("# T\n\n## CPU: x\n\nold\n\n" + text + "\n## CUDA\n\nc\n")
+    kept = sections.section_of(page.read_text(), independent.HEADING, level=2)
+    assert kept == text + "\n"

@@ -44,5 +44,5 @@ def peak_tflops_error(value: float) -> str | None:
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
 AMP_DTYPES = ("bfloat16", "float16")
 MEMORY_TARGETS = ("cuda", "cpu")
-ATTENTION_PATHS = ("math", "efficient", "flash")
+ATTENTION_PATHS = ("auto", "math", "efficient", "flash")  # auto: what torch dispatches to
 MEMORY_MODES = ("train", "inference")

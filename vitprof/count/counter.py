@@ -5,7 +5,10 @@ A ``TorchDispatchMode`` sees each aten operation below autograd, so functional c
 well as module code. The stack of running modules is
 :class:`vitprof.count.module_stack.ModuleStack`. A ``TorchFunctionMode`` catches
 ``F.scaled_dot_product_attention`` so that it is priced as one operation whichever kernel PyTorch
-picks (a math decomposition on the meta device, a flash kernel on the CPU). Likewise
+picks (a math decomposition on the meta device, a flash kernel on the CPU); the module attribute
+is swapped too, for the calls made where the modes are popped (inside
+``F.multi_head_attention_forward``). Every call caught either way runs
+:attr:`OpCounter.attention` (torch's own function, or the kernel a memory step chose). Likewise
 ``torch.nn.attention.flex_attention.flex_attention`` (which refuses the meta device) is priced as
 one operation, ``torch.nn.attention.flex_attention``, at the cost of the dense SDPA it
 generalises: a ``score_mod`` or a ``block_mask`` costs what SDPA's mask does, one element-wise
@@ -203,10 +206,13 @@ class OpCounter:
         self, model: nn.Module, mapping: ComponentMap, params: Mapping[str, torch.Tensor],
         formulas: Mapping[Any, Formula] | None = None,
         modules: ModuleStack | None = None, live: Liveness | None = None,
-        real_step: bool = False,
+        real_step: bool = False, attention: Callable[..., Any] | None = None,
     ) -> None:
         self.model = model
         self.real_step = real_step
+        # what every scaled_dot_product_attention call runs (a kernel chosen for a memory
+        # step: vitprof.measure.attention_kernels); None: torch's own choice
+        self.attention = attention if attention is not None else _SDPA
         self.failed: Exception | None = None  # a real step's pricing that failed
         self.formulas = overriding(formulas)
         self.mapping = mapping
@@ -736,12 +742,13 @@ def _rebuild(layout: Any) -> Any:
 
 
 def _priced_attention(counter: OpCounter, *args: Any, **kwargs: Any) -> Any:
-    """Run the real ``scaled_dot_product_attention`` unseen, and record it as one op."""
+    """Run ``scaled_dot_product_attention`` (or the counter's stand-in for it,
+    :attr:`OpCounter.attention`) unseen, and record it as one op."""
     if counter.muted:
-        return _SDPA(*args, **kwargs)
+        return counter.attention(*args, **kwargs)
     counter.muted += 1
     try:
-        out = _SDPA(*args, **kwargs)
+        out = counter.attention(*args, **kwargs)
     finally:
         counter.muted -= 1
     traffic = (tensor_bytes(args) + tensor_bytes(kwargs), tensor_bytes(out))

@@ -144,6 +144,7 @@ def count(
     backward: bool = True, on_event: Callable[[Event], None] | None = None,
     formulas: Mapping[Any, Formula] | None = None, live: Liveness | None = None,
     substitutes: dict[str, torch.Tensor] | None = None, keep_gradients: bool = False,
+    attention: Callable[..., Any] | None = None,
 ) -> Run:
     """Run ``model`` on ``inputs`` once under the counter and return the :class:`Run`.
 
@@ -154,7 +155,9 @@ def count(
     ``live`` tracks the tensors the run holds (:class:`~vitprof.count.liveness.Liveness`, made
     if not given). ``substitutes`` (every parameter and buffer by name) stand in for the
     model's own tensors, instead of meta stand-ins (fake tensors, for autocast); with
-    ``keep_gradients`` the backward's gradients stay alive in ``Run.gradients``.
+    ``keep_gradients`` the backward's gradients stay alive in ``Run.gradients``. ``attention``
+    runs instead of every ``scaled_dot_product_attention`` call (a kernel chosen for a memory
+    step), at any depth; None: torch's own choice.
     A failing model raises :class:`~vitprof.count.running.CountFailed` with its error and the
     footprint the memory guard can know of it (:func:`vitprof.count.running.untraced`); a
     :class:`UserError` passes as it is.
@@ -178,7 +181,8 @@ def count(
     modules = ModuleStack(model, on_enter=notify(EventKind.ENTER),
                           on_leave=notify(EventKind.LEAVE),
                           backward=train and backward and on_event is not None)
-    counter = OpCounter(model, mapping, params, formulas=formulas, modules=modules, live=live)
+    counter = OpCounter(model, mapping, params, formulas=formulas, modules=modules, live=live,
+                        attention=attention)
     forward = partial(_forward, model, inputs, substitutes)
     counter.live.hold(inputs)
     gradients: dict[str, torch.Tensor] = {}

@@ -14,10 +14,12 @@ their last tensor goes, as on any device, so the timeline is the run's. The para
 optimizer state are fake stand-ins made before the step; the optimizer state is made by one
 step run beforehand, so the step logged is the second one (the state exists).
 
-Attention: ``F.scaled_dot_product_attention`` runs the kernel ``attention`` names for the
-``target`` (:data:`KERNELS`): the math path keeps the softmax scores for the backward, the fused
-kernels keep the output and a log-sum-exp (O(L) per head). A model that computes its attention
-itself is run as it is.
+Attention: every ``scaled_dot_product_attention`` call, at any depth (a timm block's, the one
+inside ``F.multi_head_attention_forward``, HF's attention interface), runs the kernel
+``attention`` names for the ``target``, or for ``auto`` the one torch would dispatch to there
+(:mod:`vitprof.measure.attention_kernels`): the math path keeps the softmax scores for the
+backward, the fused kernels keep the output and a log-sum-exp (O(L) per head). A model that
+computes its attention itself is run as it is.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -42,6 +45,7 @@ from vitprof.count.families import ComponentMap
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import Run, count
 from vitprof.count.timeline import Timeline
+from vitprof.measure.attention_kernels import AttentionChoice
 from vitprof.measure.cuda_autocast import cuda_policy, lower_precision_call
 from vitprof.measure.memory_spelling import SettingError
 from vitprof.workload import Workload
@@ -53,7 +57,7 @@ _SDPA = torch.nn.functional.scaled_dot_product_attention
 class StepSettings:
     """What is run: ``optimizer`` (sgd, sgd-momentum, adam, adamw), ``amp`` (an autocast dtype
     or None), ``every`` (checkpoint one block in ``every``; None: none), ``target`` (cpu,
-    cuda), ``attention`` (math, efficient, flash), ``train`` (a training step, else a forward
+    cuda), ``attention`` (auto, math, efficient, flash), ``train`` (a training step, else a forward
     without gradients)."""
 
     optimizer: str
@@ -68,7 +72,8 @@ class StepSettings:
 class Step:
     """What one step did: the ``timeline``, the counted ``run``, and the ids of the
     allocations that were ``inputs``, ``gradients`` and ``saved`` for the backward (id ->
-    bytes), and the optimizer's ``state`` (parameter name -> its state tensors)."""
+    bytes), the optimizer's ``state`` (parameter name -> its state tensors), and the
+    ``attention`` kernels its SDPA calls ran."""
 
     timeline: Timeline
     run: Run
@@ -76,48 +81,12 @@ class Step:
     gradients: set[int]
     saved: dict[int, int]
     state: dict[str, list[torch.Tensor]]
-
-
-def _math(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-          is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
-    return torch.ops.aten._scaled_dot_product_attention_math(
-        q, k, v, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa)[0]
-
-
-def _cpu_fused(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-               is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        q, k, v, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
-
-
-def _cuda_efficient(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-                    is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
-    keep = q.requires_grad or k.requires_grad or v.requires_grad
-    return torch.ops.aten._scaled_dot_product_efficient_attention(
-        q, k, v, attn_mask, keep, dropout_p, is_causal, scale=scale)[0]
-
-
-def _cuda_flash(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-                is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
-    if attn_mask is not None:
-        raise SettingError(lambda s: "the flash attention kernel takes no attention mask: this "
-                           f"model needs {s.setting('attention', 'efficient')} or "
-                           f"{s.setting('attention', 'math')}")
-    return torch.ops.aten._scaled_dot_product_flash_attention(
-        q, k, v, dropout_p, is_causal, scale=scale)[0]
-
-
-# (target, attention) -> the kernel F.scaled_dot_product_attention runs: the CPU has one fused
-# kernel (a flash attention) for both fused paths
-KERNELS: dict[tuple[str, str], Callable[..., Any]] = {
-    ("cpu", "math"): _math, ("cpu", "efficient"): _cpu_fused, ("cpu", "flash"): _cpu_fused,
-    ("cuda", "math"): _math, ("cuda", "efficient"): _cuda_efficient,
-    ("cuda", "flash"): _cuda_flash,
-}
+    attention: AttentionChoice
 
 
 class _AttentionKernel(TorchFunctionMode):
-    """``F.scaled_dot_product_attention`` runs ``kernel`` instead of torch's choice."""
+    """``F.scaled_dot_product_attention`` called directly runs ``kernel`` instead of torch's
+    choice (the counter routes the calls it sees to it itself: :func:`_counted`)."""
 
     def __init__(self, kernel: Callable[..., Any]) -> None:
         super().__init__()
@@ -126,7 +95,7 @@ class _AttentionKernel(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is _SDPA:
-            return lower_precision_call(self.kernel, *args, **kwargs)
+            return self.kernel(*args, **kwargs)
         return func(*args, **kwargs)
 
 
@@ -276,22 +245,22 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         if opt is not None:
             _initial_state(opt, params)
         saved = _Saved(timeline)
-        kernel = KERNELS[settings.target, settings.attention]
+        choice = AttentionChoice(settings.target, settings.attention)
+        kernel = partial(lower_precision_call, choice)
         stack.enter_context(_checkpointed_blocks(work.module, mapping, settings.every, kernel))
         if settings.amp is not None and settings.target == "cuda":
             stack.enter_context(cuda_policy())  # backward too: a checkpoint's recomputation
         stack.enter_context(_autocast_forward(work.module, settings.amp))
-        stack.enter_context(_AttentionKernel(kernel))
         stack.enter_context(fake)
         if not settings.train:
             stack.enter_context(torch.no_grad())
         with saved_tensors_hooks(saved.pack, _unpack), _quiet_fake_tensor_log():
-            run = _counted(work, mapping, inputs, timeline, settings, spec.shape)
+            run = _counted(work, mapping, inputs, timeline, settings, spec.shape, kernel)
         stack.close()
         gradients = _optimizer_step(timeline, run, opt, work.module)
         state = _state_by_name(opt, work.module)
     return Step(timeline, run, {i for i in held if i is not None}, gradients, saved.found,
-                state)
+                state, choice)
 
 
 @contextmanager
@@ -308,12 +277,13 @@ def _quiet_fake_tensor_log() -> Iterator[None]:
 
 
 def _counted(work: Workload, mapping: ComponentMap, inputs: Any, timeline: Timeline,
-             settings: StepSettings, shape: tuple[int, ...]) -> Run:
-    """The counted forward (and backward) on fake tensors; a failure says what was tried, and
-    on which input ``shape``."""
+             settings: StepSettings, shape: tuple[int, ...], attention: Callable[..., Any]
+             ) -> Run:
+    """The counted forward (and backward) on fake tensors, every SDPA call running
+    ``attention``; a failure says what was tried, and on which input ``shape``."""
     try:
         return count(work.module, inputs, mapping, train=settings.train, live=timeline,
-                     keep_gradients=True)
+                     keep_gradients=True, attention=attention)
     except CountFailed as failed:
         tried = "a training step (forward in train mode, then backward)" if settings.train \
             else "a forward"

@@ -49,6 +49,7 @@ from vitprof.count.graph.roles import graph_breakdown
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
+from vitprof.measure.attention_kernels import AUTO
 from vitprof.measure.memory_fit import check_fit, largest_batch
 from vitprof.measure.memory_spelling import SettingError
 from vitprof.measure.memory_step import Step, StepSettings, run_step
@@ -164,7 +165,7 @@ def _choice(what: str, value: object, choices: Sequence[str]) -> str:
 
 def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str | None = None,
                   checkpoint: str | int = "none", target: str = "cuda",
-                  attention: str = "math", mode: str = "train") -> StepSettings:
+                  attention: str = AUTO, mode: str = "train") -> StepSettings:
     """The settings checked, with :func:`memory`'s defaults (a budget's ``memory`` table gives
     only some): one UserError for the first bad one. ``optimizer`` None: adamw.
     In inference naming one is an error, as is checkpointing (a forward without gradients steps
@@ -192,7 +193,7 @@ def memory(
     model: nn.Module | str, *, batch_size: int = 1, image_size: ImageSize | None = None,
     in_chans: int | None = None, optimizer: str | None = None, dtype: str = "float32",
     amp: str | None = None, checkpoint: str | int = "none", target: str = "cuda",
-    attention: str = "math", mode: str = "train", fit: int | None = None,
+    attention: str = AUTO, mode: str = "train", fit: int | None = None,
     frames: int | None = None, input_shape: Sequence[int] | None = None,
     num_classes: int | None = None, request: InputRequest | None = None,
 ) -> MemoryEstimate:
@@ -204,7 +205,11 @@ def memory(
     bfloat16, float16); ``amp``: bfloat16 or float16 autocast of the forward (float32 master
     weights); ``checkpoint``: none, blocks, or ``"every N"`` (one block in N, from the first,
     under activation checkpointing); ``target``: cuda or cpu (whose allocator and kernels);
-    ``attention``: math, efficient or flash (the kernel ``scaled_dot_product_attention`` runs);
+    ``attention``: auto (the kernel torch would dispatch to on the target for each call's
+    dtype, shapes, mask and dropout), math, efficient or flash (the kernel every
+    ``scaled_dot_product_attention`` call runs, at any depth:
+    :mod:`vitprof.measure.attention_kernels`); the estimate's ``settings["attention"]`` says
+    which kernel ran and, under auto, why;
     ``mode``: train or inference. ``fit`` (bytes): also find the largest batch whose peak is at
     most ``fit`` (:func:`vitprof.measure.memory_fit.largest_batch`). ``frames``,
     ``input_shape`` and ``num_classes`` are :func:`vitprof.analyze`'s (with ``input_shape``
@@ -276,13 +281,15 @@ def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch
                                                                settings))
     components, blocks = _tables(work.module, step, found, rounded, settings)
     at = events[peak]
+    unused = step.attention.unused_warning()
     return MemoryEstimate(
         model=work.name, input=work.inputs.describe().replace(
-            f"{work.inputs.batch}x", f"{batch}x", 1), batch_size=batch, settings=dict(names),
+            f"{work.inputs.batch}x", f"{batch}x", 1), batch_size=batch,
+        settings={**names, "attention": step.attention.describe()},
         peak_bytes=at.total, peak_phase=at.phase, peak_index=at.index,
         peak_component=at.component, saved_bytes=sum(rounded(n) for n in step.saved.values()),
         by_component=components, by_block=blocks, timeline=events,
-        warnings=tuple(found.warnings),
+        warnings=(*found.warnings, *([unused] if unused else [])),
     )
 
 

@@ -55,9 +55,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--target", choices=MEMORY_TARGETS, default="cuda",
                         help="whose kernels and allocator are modelled (the prediction runs on "
                              "fake tensors either way)")
-    parser.add_argument("--attention", choices=ATTENTION_PATHS, default="math",
-                        help="the kernel scaled_dot_product_attention runs: math keeps the "
-                             "scores, the fused ones a log-sum-exp")
+    parser.add_argument("--attention", choices=ATTENTION_PATHS, default="auto",
+                        help="the kernel every scaled_dot_product_attention call runs: math "
+                             "keeps the scores, the fused ones a log-sum-exp; auto (default): "
+                             "the one torch dispatches to on the target, named with why")
     parser.add_argument("--mode", choices=MEMORY_MODES, default="train")
     parser.add_argument("--fit", type=memory_size, metavar="SIZE",
                         help="also find the largest batch whose peak fits SIZE (24GiB, 80GB)")
