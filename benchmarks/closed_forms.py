@@ -141,6 +141,12 @@ def performer() -> Form:
     }
 
 
+def performer_scalenorm() -> Form:
+    """Performer as :func:`performer`, with use_scalenorm: each PreScaleNorm divides by the
+    vector norm and multiplies by one gain ``g`` (1 param), a norm."""
+    return {**performer(), C.NORM: (4 * 1, 0)}
+
+
 def nystromformer() -> Form:
     """nystrom-attention 0.0.14 Nystromformer(dim 32, depth 2, 2 heads x 16, 4 landmarks,
     6 pinv iterations, residual conv kernel 3) on 16 tokens: per layer PreNorm NystromAttention
@@ -210,6 +216,7 @@ CLOSED_FORMS: dict[tuple[str, str], Callable[[], Form]] = {
     ("pytorch-pretrained-vit", "ViT"): pytorch_pretrained_vit,
     ("timesformer-pytorch", "TimeSformer"): timesformer,
     ("performer-pytorch", "Performer"): performer,
+    ("performer-pytorch", "Performer+scalenorm"): performer_scalenorm,
     ("nystrom-attention", "Nystromformer"): nystromformer,
     ("lambda-networks", "LambdaLayer"): lambda_layer,
     ("halonet-pytorch", "HaloAttention"): halo_attention,

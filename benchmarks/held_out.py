@@ -102,6 +102,49 @@ def _hiera() -> list[Subject]:
         num_classes=10, mask_unit_size=(4, 4), patch_stride=(2, 2)), AT64)]
 
 
+def _performer() -> list[Subject]:
+    from performer_pytorch import Performer
+
+    def make(**options: Any) -> Callable[[], nn.Module]:
+        return lambda: Performer(dim=32, depth=2, heads=2, dim_head=16, nb_features=16,
+                                 **options)
+
+    tokens = {"input_shape": (1, 16, 32)}
+    return [Subject("performer-pytorch", "Performer", make(), tokens),
+            Subject("performer-pytorch", "Performer+scalenorm", make(use_scalenorm=True),
+                    tokens)]
+
+
+def _swin() -> list[Subject]:
+    from swin_transformer_pytorch import SwinTransformer
+
+    def make(relative: bool) -> Callable[[], nn.Module]:
+        return lambda: SwinTransformer(hidden_dim=16, layers=(2, 2, 2, 2), heads=(1, 2, 2, 2),
+                                       num_classes=10, head_dim=8, window_size=2,
+                                       downscaling_factors=(2, 2, 2, 2),
+                                       relative_pos_embedding=relative)
+
+    return [Subject("swin-transformer-pytorch", "SwinTransformer", make(True), AT64),
+            Subject("swin-transformer-pytorch", "SwinTransformer-absolute-bias", make(False),
+                    AT64)]
+
+
+def _perceiver() -> list[Subject]:
+    from perceiver_pytorch import Perceiver
+
+    def make(**options: Any) -> Callable[[], nn.Module]:
+        return lambda: Perceiver(**{
+            "num_freq_bands": 4, "depth": 2, "max_freq": 10.0, "input_channels": 3,
+            "num_latents": 8, "latent_dim": 32, "cross_heads": 1, "latent_heads": 2,
+            "cross_dim_head": 16, "latent_dim_head": 16, "num_classes": 10, **options})
+
+    image = {"input_shape": (1, 32, 32, 3)}  # channels last, as Perceiver reads an image
+    # weight_tie_layers: the layers after the first share one set of weights (depth 3 shares)
+    return [Subject("perceiver-pytorch", "Perceiver", make(), image),
+            Subject("perceiver-pytorch", "Perceiver-weight-tied",
+                    make(depth=3, weight_tie_layers=True), image)]
+
+
 def _single(package: str, name: str, module: str, build: Callable[[Any], nn.Module],
             inputs: dict[str, Any]) -> Callable[[], list[Subject]]:
     """A package with one subject: ``build`` gets the imported ``module``."""
@@ -136,18 +179,10 @@ HELD_OUT: dict[str, Callable[[], list[Subject]]] = {
         "segformer-pytorch", "Segformer", "segformer_pytorch", lambda m: m.Segformer(
             dims=(16, 32, 48, 64), heads=(1, 2, 2, 2), ff_expansion=(2, 2, 2, 2),
             reduction_ratio=(4, 2, 1, 1), num_layers=1, decoder_dim=32, num_classes=4), AT64),
-    "swin-transformer-pytorch": _single(
-        "swin-transformer-pytorch", "SwinTransformer", "swin_transformer_pytorch",
-        lambda m: m.SwinTransformer(hidden_dim=16, layers=(2, 2, 2, 2), heads=(1, 2, 2, 2),
-                                    num_classes=10, head_dim=8, window_size=2,
-                                    downscaling_factors=(2, 2, 2, 2)), AT64),
+    "swin-transformer-pytorch": _swin,
     "pytorch-pretrained-vit": _single(
         "pytorch-pretrained-vit", "ViT", "pytorch_pretrained_vit.model", _pretrained_vit, AT32),
-    "perceiver-pytorch": _single(
-        "perceiver-pytorch", "Perceiver", "perceiver_pytorch", lambda m: m.Perceiver(
-            num_freq_bands=4, depth=2, max_freq=10.0, input_channels=3, num_latents=8,
-            latent_dim=32, cross_heads=1, latent_heads=2, cross_dim_head=16,
-            latent_dim_head=16, num_classes=10), {"input_shape": (1, 32, 32, 3)}),
+    "perceiver-pytorch": _perceiver,
     "bottleneck-transformer-pytorch": _single(
         "bottleneck-transformer-pytorch", "BottleStack", "bottleneck_transformer_pytorch",
         lambda m: m.BottleStack(dim=16, fmap_size=16, dim_out=64, proj_factor=2, num_layers=2,
@@ -158,9 +193,7 @@ HELD_OUT: dict[str, Callable[[], list[Subject]]] = {
         lambda m: m.AxialImageTransformer(dim=16, depth=2, heads=2, reversible=False,
                                           axial_pos_emb_shape=(16, 16)),
         {"input_shape": (1, 16, 16, 16)}),
-    "performer-pytorch": _single(
-        "performer-pytorch", "Performer", "performer_pytorch", lambda m: m.Performer(
-            dim=32, depth=2, heads=2, dim_head=16, nb_features=16), {"input_shape": (1, 16, 32)}),
+    "performer-pytorch": _performer,
     "nystrom-attention": _single(
         "nystrom-attention", "Nystromformer", "nystrom_attention", lambda m: m.Nystromformer(
             dim=32, depth=2, dim_head=16, heads=2, num_landmarks=4,
