@@ -98,6 +98,32 @@ def vformer_cct() -> Form:
     return form
 
 
+def vformer_swin() -> Form:
+    """vformer 0.1.3 SwinTransformer(img 32, patch 4, dim 16, depths (1, 1), heads (1, 2),
+    window 4, mlp ratio 4, qkv bias, ape, patch norm): PatchEmbedding (Conv2d 3 -> 16, kernel =
+    stride = 4: 8 x 8 = 64 tokens; LayerNorm), absolute_pos_embed (64 x 16); stage 1: one
+    block (no shift in a first block) of WindowAttention over 4 windows of 16 tokens, 1 head
+    (qkv Linear(16, 48), a (2 x 4 - 1)^2 x 1 relative_position_bias_table indexed and added to
+    the scores, to_out Linear(16, 16)), an MLP 16 -> 64 -> 16; PatchMerging (LayerNorm(64),
+    Linear(64, 32) without bias on 4 x 4 = 16 tokens: a downsampling between stages,
+    patch_embed); stage 2: one block over 1 window of 16 tokens, 2 heads of 16 (qkv
+    Linear(32, 96), a 49 x 2 table, to_out Linear(32, 32), MLP 32 -> 128 -> 32); the final
+    LayerNorm(32), mean over the tokens, MLPDecoder(32): LayerNorm + Linear(32, 10)."""
+    return {
+        C.PATCH_EMBED: plus(linear(64, 3 * 4 * 4, 16), linear(16, 64, 32, bias=False)),
+        C.TOKENS: (64 * 16, 0),
+        C.ATTN_QKV: plus(linear(64, 16, 48), linear(16, 32, 96)),
+        # 4 windows x 2 products of 16 x 16 x 16; 1 window x 2 products of 16 x 16 x 32
+        C.ATTN_CORE: (49 * 1 + 49 * 2, 4 * 2 * 16 * 16 * 16 + 2 * 16 * 16 * 32),
+        C.ATTN_PROJ: plus(linear(64, 16, 16), linear(16, 32, 32)),
+        C.MLP: plus(linear(64, 16, 64), linear(64, 64, 16), linear(16, 32, 128),
+                    linear(16, 128, 32)),
+        # patch norm, stage 1's two, the merging's (64), stage 2's two, final, decoder's
+        C.NORM: (2 * (16 + 2 * 16 + 64 + 2 * 32 + 32 + 32), 0),
+        C.HEAD: linear(1, 32, 10),
+    }
+
+
 def timesformer() -> Form:
     """timesformer-pytorch 0.4.1 TimeSformer(dim 32, 4 frames, image 32, patch 8, depth 2,
     2 heads x 16, rotary): to_patch_embedding Linear(192, 32) on 4 x 16 = 64 patches, a cls
@@ -118,6 +144,35 @@ def timesformer() -> Form:
         C.ATTN_PROJ: times(4, linear(tokens, inner, 32)),
         C.MLP: times(2, plus(linear(tokens, 32, 256), linear(tokens, 128, 32))),
         C.NORM: (7 * 2 * 32, 0),  # 3 PreNorms a layer, the head's LayerNorm
+        C.HEAD: linear(1, 32, 10),
+    }
+
+
+def perceiver(depth: int = 2) -> Form:
+    """perceiver-pytorch 0.11.0 Perceiver(4 freq bands, latents 8 x 32, cross 1 head x 16,
+    latent 2 heads x 16) on a 32 x 32 x 3 image: the data is 1,024 tokens of 3 + 2 x (2 x 4 + 1)
+    = 21 channels (fourier features, no params); per layer a PerceiverBlock: PreNorm cross
+    attention (LayerNorm(32) on the latents, LayerNorm(21) on the data; to_q Linear(32, 16) and
+    to_kv Linear(21, 32) without bias, to_out Linear(16, 32)), PreNorm GEGLU FeedForward
+    (Linear(32, 256), Linear(128, 32)), PreNorm self attention (to_q Linear(32, 32), to_kv
+    Linear(32, 64), to_out Linear(32, 32)), PreNorm FeedForward; to_logits: mean over the
+    latents, LayerNorm(32), Linear(32, 10). With weight_tie_layers the layers after the first
+    share one set of weights: params of min(depth, 2) layers, MACs of ``depth``."""
+    owned = min(depth, 2)
+
+    def layers(form: tuple[int, int]) -> tuple[int, int]:
+        return owned * form[0], depth * form[1]
+
+    feed_forward = plus(linear(8, 32, 256), linear(8, 128, 32))
+    return {
+        C.TOKENS: (8 * 32, 0),
+        C.ATTN_QKV: layers(plus(linear(8, 32, 16, bias=False), linear(1024, 21, 32, bias=False),
+                                linear(8, 32, 32, bias=False), linear(8, 32, 64, bias=False))),
+        # cross: 8 queries x 1,024 keys x 16, twice; self: 2 products of 8 x 8 x 32
+        C.ATTN_CORE: layers((0, 2 * 8 * 1024 * 16 + 2 * 8 * 8 * 32)),
+        C.ATTN_PROJ: layers(plus(linear(8, 16, 32), linear(8, 32, 32))),
+        C.MLP: layers(times(2, feed_forward)),
+        C.NORM: (owned * 2 * (32 + 21 + 3 * 32) + 2 * 32, 0),
         C.HEAD: linear(1, 32, 10),
     }
 
@@ -211,10 +266,13 @@ def image_linear_attention() -> Form:
 CLOSED_FORMS: dict[tuple[str, str], Callable[[], Form]] = {
     ("vformer", "VanillaViT"): vformer_vanilla_vit,
     ("vformer", "CCT"): vformer_cct,
+    ("vformer", "SwinTransformer"): vformer_swin,
     ("torchmultimodal", "VisionTransformer"): torchmultimodal_vit,
     ("torchmultimodal", "VisionTransformer-post-norm"): torchmultimodal_vit,
     ("pytorch-pretrained-vit", "ViT"): pytorch_pretrained_vit,
     ("timesformer-pytorch", "TimeSformer"): timesformer,
+    ("perceiver-pytorch", "Perceiver"): perceiver,
+    ("perceiver-pytorch", "Perceiver-weight-tied"): lambda: perceiver(depth=3),
     ("performer-pytorch", "Performer"): performer,
     ("performer-pytorch", "Performer+scalenorm"): performer_scalenorm,
     ("nystrom-attention", "Nystromformer"): nystromformer,
