@@ -177,6 +177,29 @@ def perceiver(depth: int = 2) -> Form:
     }
 
 
+def axial_image_transformer() -> Form:
+    """axial-attention 0.6.1 AxialImageTransformer(dim 16, depth 2, 2 heads, not reversible,
+    axial_pos_emb_shape 16 x 16) on a 16 x 16 x 16 map: AxialPositionalEmbedding (a 16 x 16 x 1
+    and a 16 x 1 x 16 table); its Sequential runs, per layer, x + attention along the height,
+    x + attention along the width (PermuteToFrom, PreNorm LayerNorm(16), SelfAttention of
+    2 heads x 8: to_q Linear(16, 16) and to_kv Linear(16, 32) without bias, to_out
+    Linear(16, 16); 16 rows x 2 heads of 16 x 16 x 8 products, twice), then x + ff, x + ff,
+    each ff a ChanLayerNorm (g and b, 16 each) and Conv2d 16 -> 64 -> 16 (3 x 3, bias): the
+    feed-forward of the layer, run on all 256 positions, mlp."""
+    attention = {
+        C.ATTN_QKV: plus(linear(256, 16, 16, bias=False), linear(256, 16, 32, bias=False)),
+        C.ATTN_CORE: (0, 2 * (16 * 2) * 16 * 16 * 8),
+        C.ATTN_PROJ: linear(256, 16, 16),
+    }
+    feed_forward = plus(linear(256, 16 * 9, 64), linear(256, 64 * 9, 16))  # 3 x 3 convs
+    return {
+        C.TOKENS: (2 * 16 * 16, 0),
+        **{component: times(2 * 2, form) for component, form in attention.items()},
+        C.MLP: times(2 * 2, feed_forward),
+        C.NORM: (2 * 2 * (2 * 16) + 2 * 2 * (2 * 16), 0),  # attention LayerNorms, ChanLayerNorms
+    }
+
+
 def performer() -> Form:
     """performer-pytorch 1.1.4 Performer(dim 32, depth 2, 2 heads x 16, nb_features 16) on 16
     tokens: per layer PreLayerNorm SelfAttention (to_q, to_k, to_v Linear(32, 32) with bias,
@@ -271,6 +294,7 @@ CLOSED_FORMS: dict[tuple[str, str], Callable[[], Form]] = {
     ("torchmultimodal", "VisionTransformer-post-norm"): torchmultimodal_vit,
     ("pytorch-pretrained-vit", "ViT"): pytorch_pretrained_vit,
     ("timesformer-pytorch", "TimeSformer"): timesformer,
+    ("axial-attention", "AxialImageTransformer"): axial_image_transformer,
     ("perceiver-pytorch", "Perceiver"): perceiver,
     ("perceiver-pytorch", "Perceiver-weight-tied"): lambda: perceiver(depth=3),
     ("performer-pytorch", "Performer"): performer,
