@@ -2,7 +2,8 @@
 tuned on (none of timm, torchvision, transformers, open_clip, vit-pytorch, x-transformers, monai,
 kornia, segment-anything), each built small (width 16-64, image 32-64, depth 2 where the code
 allows), random init, nothing downloaded. Each package's builder imports it; a missing package
-raises ImportError and the page names it as skipped.
+raises ImportError and the page names it as skipped. The versions the page was made with:
+``held_out_requirements.txt`` (``pip install --no-deps -r``).
 
 Tried and not listed: transformer-in-transformer 0.1.2 (its TNT adds in place to a parameter
 expanded over the batch, which autograd refuses outside ``torch.no_grad``, at any batch size).
