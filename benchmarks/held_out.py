@@ -5,8 +5,10 @@ allows), random init, nothing downloaded. Each package's builder imports it; a m
 raises ImportError and the page names it as skipped. The versions the page was made with:
 ``held_out_requirements.txt`` (``pip install --no-deps -r``).
 
-Tried and not listed: transformer-in-transformer 0.1.2 (its TNT adds in place to a parameter
-expanded over the batch, which autograd refuses outside ``torch.no_grad``, at any batch size).
+Tried and not listed: transformer-in-transformer 0.1.2 (its TNT adds in place to its patch
+tokens, a parameter expanded over the batch by einops' repeat: with gradients on, autograd
+refuses it at any batch; under ``torch.no_grad`` too from batch 2, the expanded rows sharing
+memory).
 """
 
 from __future__ import annotations
