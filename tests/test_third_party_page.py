@@ -39,7 +39,7 @@ def test_a_class_per_module_keeps_the_forward_and_shares_no_class() -> None:
     torch.manual_seed(0)
     model = Net()
     torch.manual_seed(0)
-    renamed = third_party._own_classes(Net())
+    renamed = third_party.own_classes(Net())
     classes = [type(module) for module in renamed.modules()]
     assert len(set(classes)) == len(classes) == len(list(model.modules()))
     assert all(isinstance(module, nn_type) for module, nn_type in
