@@ -200,6 +200,22 @@ def axial_image_transformer() -> Form:
     }
 
 
+def aifi() -> Form:
+    """ultralytics 8.3.40 AIFI(32, cm 64, 2 heads) on a 32 x 8 x 8 map: a post-norm
+    TransformerEncoderLayer on the 64 tokens; the 2D sin-cos position embedding is built in the
+    forward from constants (two (64 x 1) @ (1 x 8) products: tokens, no params) and added to q
+    and k; nn.MultiheadAttention (in_proj 32 -> 96 with bias, run as q, k and v projections;
+    out_proj 32 -> 32), fc1 32 -> 64, fc2 64 -> 32, norm1, norm2."""
+    return {
+        C.TOKENS: (0, 2 * 64 * 1 * 8),
+        C.ATTN_QKV: linear(64, 32, 96),
+        C.ATTN_CORE: (0, 2 * 64 * 64 * 32),
+        C.ATTN_PROJ: linear(64, 32, 32),
+        C.MLP: plus(linear(64, 32, 64), linear(64, 64, 32)),
+        C.NORM: (2 * 2 * 32, 0),
+    }
+
+
 def performer() -> Form:
     """performer-pytorch 1.1.4 Performer(dim 32, depth 2, 2 heads x 16, nb_features 16) on 16
     tokens: per layer PreLayerNorm SelfAttention (to_q, to_k, to_v Linear(32, 32) with bias,
@@ -295,6 +311,7 @@ CLOSED_FORMS: dict[tuple[str, str], Callable[[], Form]] = {
     ("pytorch-pretrained-vit", "ViT"): pytorch_pretrained_vit,
     ("timesformer-pytorch", "TimeSformer"): timesformer,
     ("axial-attention", "AxialImageTransformer"): axial_image_transformer,
+    ("ultralytics", "AIFI"): aifi,
     ("perceiver-pytorch", "Perceiver"): perceiver,
     ("perceiver-pytorch", "Perceiver-weight-tied"): lambda: perceiver(depth=3),
     ("performer-pytorch", "Performer"): performer,

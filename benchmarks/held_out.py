@@ -148,6 +148,38 @@ def _perceiver() -> list[Subject]:
                     make(depth=3, weight_tie_layers=True), image)]
 
 
+def _ultralytics() -> list[Subject]:
+    import os
+
+    os.environ.setdefault("YOLO_OFFLINE", "1")
+    from ultralytics.nn.modules.head import RTDETRDecoder
+    from ultralytics.nn.modules.transformer import AIFI
+
+    class Pyramid(nn.Module):
+        """The harness RT-DETR's decoder needs: three strided convs make maps of 8 x 8,
+        4 x 4 and 2 x 2 (32 channels) from a 64 x 64 image, the last through ultralytics' AIFI
+        (its hybrid encoder's transformer layer); the package's RTDETRDecoder (query
+        selection, deformable cross-attention) reads all three; its boxes and scores are the
+        output."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.s1, self.s2, self.s3 = (nn.Conv2d(3, 32, 8, 8), nn.Conv2d(32, 32, 2, 2),
+                                         nn.Conv2d(32, 32, 2, 2))
+            self.aifi = AIFI(32, 64, 2)
+            self.decoder = RTDETRDecoder(nc=10, ch=(32, 32, 32), hd=32, nq=16, ndp=2, nh=2,
+                                         ndl=2, d_ffn=64)
+
+        def forward(self, image: Any) -> Any:
+            a = self.s1(image)
+            b = self.s2(a)
+            return self.decoder([a, b, self.aifi(self.s3(b))])[0]
+
+    return [Subject("ultralytics", "AIFI", lambda: AIFI(32, 64, 2),
+                    {"input_shape": (1, 32, 8, 8)}),
+            Subject("ultralytics", "RTDETRDecoder", lambda: Pyramid().eval(), AT64)]
+
+
 def _single(package: str, name: str, module: str, build: Callable[[Any], nn.Module],
             inputs: dict[str, Any]) -> Callable[[], list[Subject]]:
     """A package with one subject: ``build`` gets the imported ``module``."""
@@ -169,7 +201,7 @@ def _pretrained_vit(package: Any) -> nn.Module:
 
 HELD_OUT: dict[str, Callable[[], list[Subject]]] = {
     "vformer": _vformer, "pytorchvideo": _pytorchvideo, "torchmultimodal": _torchmultimodal,
-    "hiera-transformer": _hiera,
+    "hiera-transformer": _hiera, "ultralytics": _ultralytics,
     "timesformer-pytorch": _single(
         "timesformer-pytorch", "TimeSformer", "timesformer_pytorch", lambda m: m.TimeSformer(
             dim=32, num_frames=4, num_classes=10, image_size=32, patch_size=8, depth=2, heads=2,

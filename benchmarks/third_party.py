@@ -2,10 +2,10 @@
 x-transformers' ``ViTransformerWrapper``, open_clip's vision towers, MONAI's ViT, UNETR,
 SwinUNETR and their kin, kornia's ViT, MobileViT, TinyViT, EfficientViT and SAM image encoder,
 segment-anything's image encoder, and the held-out set of issue 35 (``held_out.py``: vformer,
-pytorchvideo, torchmultimodal, hiera-transformer and fourteen single-model packages), each
-built small (random init, no weights fetched: width 16-64, image 32-64), analysed by vitprof as
-a user would (meta, falling back to the CPU where the meta device cannot run the model) and held
-against independent oracles.
+pytorchvideo, torchmultimodal, hiera-transformer, ultralytics' AIFI and RT-DETR decoder, and
+fourteen smaller packages), each built small (random init, no weights fetched: width 16-64,
+image 32-64), analysed by vitprof as a user would (meta, falling back to the CPU where the meta
+device cannot run the model) and held against independent oracles.
 
 Usage::
 
