@@ -1,9 +1,11 @@
-"""Third-party ViTs nobody tuned vitprof for (issue 24): vit-pytorch (lucidrains), x-transformers'
-``ViTransformerWrapper``, open_clip's vision towers, MONAI's ViT, UNETR, SwinUNETR and their kin,
-kornia's ViT, MobileViT, TinyViT, EfficientViT and SAM image encoder, and segment-anything's
-image encoder, each built small (random init, no weights fetched: width 16-64, image 32-64),
-analysed by vitprof as a user would (meta, falling back to the CPU where the meta device cannot
-run the model) and held against independent oracles.
+"""Third-party ViTs nobody tuned vitprof for (issues 24 and 35): vit-pytorch (lucidrains),
+x-transformers' ``ViTransformerWrapper``, open_clip's vision towers, MONAI's ViT, UNETR,
+SwinUNETR and their kin, kornia's ViT, MobileViT, TinyViT, EfficientViT and SAM image encoder,
+segment-anything's image encoder, and the held-out set of issue 35 (``held_out.py``: vformer,
+pytorchvideo, torchmultimodal, hiera-transformer, ultralytics' AIFI and RT-DETR decoder, and
+fourteen smaller packages), each built small (random init, no weights fetched: width 16-64,
+image 32-64), analysed by vitprof as a user would (meta, falling back to the CPU where the meta
+device cannot run the model) and held against independent oracles.
 
 Usage::
 
@@ -12,12 +14,14 @@ Usage::
 Per model: vitprof's params and MACs against the unique parameter elements of a fresh build and
 ``FlopCounterMode`` (FLOPs / 2) on the very input vitprof fed (on meta; on the CPU with the math
 SDPA kernel, which FlopCounterMode prices, where meta cannot run the model), the breakdown per
-component, the failed self-checks and the other warnings, and the breakdown of a fresh build
-renamed by :func:`vitprof.testing.neutral_names` compared with it (zoo_sweep's verdicts:
-identical, warned, CHANGED, failed). MACs are multiply-accumulates; FLOPs = 2 x MACs.
-The packages are optional (none is in the test extra; install with ``pip install --no-deps``):
-a missing one is named on one line of the page as skipped. The page is printed
-and written to ``--out``.
+component, the failed self-checks, the other warnings and their count, the closed form written
+from the package's source where ``closed_forms.py`` has one (matches, or the components that
+differ), and two renamed passes compared with it (zoo_sweep's verdicts: identical, warned,
+CHANGED, failed): a fresh build renamed by :func:`vitprof.testing.neutral_names`, and one
+whose every module also gets a class of its own (``own_classes``). MACs are
+multiply-accumulates; FLOPs = 2 x MACs. The packages are optional (none is in the test extra;
+install with ``pip install --no-deps``): a missing one is one line of the page, skipped, with
+the import error. The page is printed and written to ``--out``.
 """
 
 from __future__ import annotations
@@ -25,29 +29,38 @@ from __future__ import annotations
 import argparse
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from closed_forms import CLOSED_FORMS, closed_form_verdict
+from held_out import HELD_OUT
+from subjects import Subject
 from torch import nn
-from zoo_sweep import NO_EVIDENCE, neutral_changes, oracle_macs, unique_params
+from zoo_sweep import NEUTRAL, NO_EVIDENCE, neutral_changes, oracle_macs, unique_params
 
 from vitprof import Component as C
+from vitprof import testing
+from vitprof.core.atomic_write import write_atomically
+from vitprof.testing import neutral_names
+
+
+def _own_classes(model: nn.Module) -> nn.Module:
+    """:func:`neutral_names`, then every module an instance of a class of its own (a fresh
+    subclass of its renamed class, ``D0``, ``D1``, ...): two copies of one block class look
+    like two different classes. Used until :mod:`vitprof.testing` has its ``own_classes``
+    (issue 35); then that one is."""
+    for number, module in enumerate(neutral_names(model).modules()):
+        renamed = type(module)
+        module.__class__ = type(f"D{number}", (renamed,), {
+            "__qualname__": f"D{number}", "__module__": renamed.__module__})
+    return model
+
+
+own_classes: Callable[[nn.Module], nn.Module] = getattr(testing, "own_classes", _own_classes)
 
 SMALL = {"num_classes": 10, "dim": 32, "depth": 2, "heads": 2, "mlp_dim": 64, "dim_head": 16}
 IMAGE = {"image_size": 32, "patch_size": 8}
-
-
-@dataclass(frozen=True)
-class Subject:
-    """One third-party model: its package, a name, its builder and the input options given to
-    vitprof (an image size, or a whole input shape)."""
-
-    package: str
-    name: str
-    build: Callable[[], nn.Module]
-    inputs: dict[str, Any]
 
 
 def _vit_pytorch() -> list[Subject]:
@@ -263,7 +276,7 @@ def _segment_anything() -> list[Subject]:
 
 PACKAGES: dict[str, Callable[[], list[Subject]]] = {
     "vit-pytorch": _vit_pytorch, "x-transformers": _x_transformers, "open_clip": _open_clip,
-    "monai": _monai, "kornia": _kornia, "segment-anything": _segment_anything}
+    "monai": _monai, "kornia": _kornia, "segment-anything": _segment_anything, **HELD_OUT}
 
 
 def _oracles(subject: Subject, profile: Any) -> tuple[int, int, str]:
@@ -293,14 +306,14 @@ def _built(subject: Subject) -> nn.Module:
         return subject.build()
 
 
-def _neutral(subject: Subject, real: Any) -> tuple[str, str]:
-    """zoo_sweep's verdict of a fresh build renamed by neutral_names, and what moved."""
+def _neutral(subject: Subject, real: Any,
+             rename: Callable[[nn.Module], nn.Module]) -> tuple[str, str]:
+    """zoo_sweep's verdict of a fresh build renamed by ``rename`` (neutral_names, or
+    own_classes), and what moved."""
     import vitprof
-    from vitprof.testing import neutral_names
 
     try:
-        renamed = vitprof.analyze(neutral_names(_built(subject)), name=subject.name,
-                                  **subject.inputs)
+        renamed = vitprof.analyze(rename(_built(subject)), name=subject.name, **subject.inputs)
     except Exception as error:
         return "failed", f"{type(error).__name__}: {error}".splitlines()[0][:200]
     changes = neutral_changes(real, renamed)
@@ -317,14 +330,18 @@ def examine(subject: Subject) -> dict[str, Any]:
     except Exception as error:
         return {"error": f"{type(error).__name__}: {error}".splitlines()[0][:240]}
     params, macs, oracle_device = _oracles(subject, profile)
-    verdict, changes = _neutral(subject, profile)
+    verdict, changes = _neutral(subject, profile, neutral_names)
+    own, own_changes = _neutral(subject, profile, own_classes)
+    closed = CLOSED_FORMS.get((subject.package, subject.name))
     return {"profile": profile, "oracle_params": params, "oracle_macs": macs,
-            "oracle_device": oracle_device, "neutral": verdict, "neutral_changes": changes}
+            "oracle_device": oracle_device, "neutral": verdict, "neutral_changes": changes,
+            "own_classes": own, "own_classes_changes": own_changes,
+            "closed_form": None if closed is None else closed_form_verdict(closed(), profile)}
 
 
 def _row(subject: Subject, found: dict[str, Any]) -> str:
     if "error" in found:
-        return f"| {subject.package} | {subject.name} | failed | | | | | | |"
+        return f"| {subject.package} | {subject.name} | failed | | | | | | | | | |"
     p = found["profile"]
     other = p.components[C.OTHER]
     exact = (p.totals.params == found["oracle_params"], p.totals.macs == found["oracle_macs"])
@@ -332,7 +349,14 @@ def _row(subject: Subject, found: dict[str, Any]) -> str:
             f"| {p.totals.params:,} {'=' if exact[0] else '!='} oracle "
             f"| {p.totals.macs:,} {'=' if exact[1] else '!='} oracle "
             f"| {len(p.blocks)} | {other.params:,} / {other.macs:,} | {len(p.self_checks)} "
-            f"| {found['neutral']} |")
+            f"| {len(p.warnings)} | {_closed_form_cell(found['closed_form'])} "
+            f"| {found['neutral']} | {found['own_classes']} |")
+
+
+def _closed_form_cell(verdict: dict[str, tuple[int, int, int, int]] | None) -> str:
+    if verdict is None:
+        return ""
+    return f"differs ({', '.join(verdict)})" if verdict else "matches"
 
 
 def _details(subject: Subject, found: dict[str, Any]) -> list[str]:
@@ -352,6 +376,12 @@ def _details(subject: Subject, found: dict[str, Any]) -> list[str]:
     lines += [f"- warning: {w}" for w in p.warnings if w not in p.self_checks]
     if found["neutral"] != "identical":
         lines.append(f"- neutral names: {found['neutral']}: {found['neutral_changes']}")
+    if found["own_classes"] != "identical":
+        lines.append(f"- a class per module: {found['own_classes']}: "
+                     f"{found['own_classes_changes']}")
+    for component, (params, macs, *closed) in (found["closed_form"] or {}).items():
+        lines.append(f"- closed form differs in {component}: {params:,} params {macs:,} MACs "
+                     f"here, {closed[0]:,} params {closed[1]:,} MACs from its source")
     return lines
 
 
@@ -360,8 +390,9 @@ def page(results: list[tuple[Subject, dict[str, Any]]], skipped: list[str]) -> s
     ok = [found for _, found in results if "error" not in found]
     exact = sum(f["profile"].totals.params == f["oracle_params"]
                 and f["profile"].totals.macs == f["oracle_macs"] for f in ok)
-    neutral = {v: sum(f["neutral"] == v for f in ok)
-               for v in ("identical", "warned", "CHANGED", "failed")}
+    passes = {key: {v: sum(f[key] == v for f in ok) for v in NEUTRAL}
+              for key in ("neutral", "own_classes")}
+    closed = [f["closed_form"] for f in ok if f["closed_form"] is not None]
     lines = [
         "# Third-party ViTs", "",
         "Implementations nobody tuned vitprof for, each built small with random weights and "
@@ -369,16 +400,27 @@ def page(results: list[tuple[Subject, dict[str, Any]]], skipped: list[str]) -> s
         "`FlopCounterMode` (FLOPs / 2) on the same input; the breakdown compared with that of "
         "the same model renamed by `vitprof.testing.neutral_names`. MACs are multiply-"
         "accumulates; FLOPs = 2 x MACs. Generated by `python benchmarks/third_party.py`.", "",
-        f"{len(results)} models: {len(ok)} analysed, {len(results) - len(ok)} failed; "
-        f"{exact} with exact totals; neutral names: "
-        + ", ".join(f"{n} {v}" for v, n in neutral.items()) + "; "
+        "A second pass (`own classes`) renames the same way and gives every module a class of "
+        "its own, what two copies of one block class look like. `closed form`: the "
+        "per-component params and MACs written from the package's source "
+        "(`benchmarks/closed_forms.py`) against vitprof's breakdown; `warnings`: every "
+        "warning of the analysis (self-checks included).", "",
+        f"{len(results)} models from {len({s.package for s, _ in results})} packages: "
+        f"{len(ok)} analysed, {len(results) - len(ok)} failed; "
+        f"{exact} with exact totals; closed forms: {sum(not c for c in closed)} of "
+        f"{len(closed)} matching; {sum(bool(f['profile'].warnings) for f in ok)} with "
+        f"warnings ({sum(len(f['profile'].warnings) for f in ok)} in all); "
+        + "; ".join(f"{label}: " + ", ".join(f"{n} {v}" for v, n in passes[key].items())
+                    for label, key in (("neutral names", "neutral"),
+                                       ("own classes", "own_classes"))) + "; "
         + f"{sum(bool(f['profile'].self_checks) for f in ok)} with failed self-checks; "
         + f"{sum(bool(f['profile'].components[C.OTHER].macs) for f in ok)}"
         " with MACs in `other`.", "",
     ]
-    lines += [f"Skipped (package not installed): {', '.join(skipped)}.", ""] if skipped else []
+    lines += [*(f"- skipped: {package}" for package in skipped), ""] if skipped else []
     lines += ["| package | model | input | params | MACs | blocks | other params / MACs "
-              "| failed self-checks | neutral names |", "|---|---|---|--:|--:|--:|--:|--:|---|"]
+              "| failed self-checks | warnings | closed form | neutral names | own classes |",
+              "|---|---|---|--:|--:|--:|--:|--:|--:|---|---|---|"]
     lines += [_row(subject, found) for subject, found in results]
     for subject, found in results:
         lines += _details(subject, found)
@@ -397,8 +439,8 @@ def main() -> None:
     for package, listed in ((p, f) for p, f in PACKAGES.items() if p in wanted):
         try:
             subjects += listed()
-        except ImportError:
-            skipped.append(package)
+        except ImportError as error:
+            skipped.append(f"{package} ({error})")
     if args.models:
         subjects = [s for s in subjects if s.name in set(args.models.split(","))]
     results = []
@@ -407,7 +449,7 @@ def main() -> None:
             warnings.simplefilter("ignore")
             results.append((subject, examine(subject)))
     text = page(results, skipped)
-    args.out.write_text(text)
+    write_atomically(args.out, text)
     print(text, end="")
 
 
