@@ -20,7 +20,8 @@ The prediction (:func:`predict`, the one place vitprof is imported) is ``vitprof
 
     python benchmarks/independent_loops.py [--out reports] [--threads 1]
 
-About three minutes on one thread (DeiT-Ti at 224, batch 8; the search at 64 x 64 pixels).
+About three minutes on one idle thread (DeiT-Ti at 224, batch 8; the search at 64 x 64 pixels);
+the page states the time its run took (1285 s on two cores shared by seven users).
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def run_loop(model: nn.Module, loop: Loop, batch: int, image: int, steps: int = 
     if loop.get("freeze", "none") == "backbone":
         for p in model.parameters():
             p.requires_grad_(False)
-        for p in model.get_classifier().parameters():
+        head: nn.Module = model.get_classifier()  # type: ignore[operator]
+        for p in head.parameters():
             p.requires_grad_(True)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
     model.train()
