@@ -38,6 +38,8 @@ import torch
 from device_memory import BACKENDS, build
 from device_memory import OUTPUT as CUDA_FILE
 from device_memory import SCHEMA_FILE as CUDA_SCHEMA
+from independent_loops import FIT_HEADING
+from independent_loops import HEADING as LOOPS_HEADING
 from machine import cpu_name
 from memory_baselines import (
     accelerate_bytes,
@@ -49,7 +51,7 @@ from memory_baselines import (
 )
 from memory_rows import DEIT_S, IMAGE, Row, cpu_rows, cuda_rows, mesa_rows, quick_rows
 from mesa_memory import EVAL_BATCH_SCALE, HEADING, MesaRow, make_row, mesa_section
-from sections import write_section
+from sections import read_section, write_section
 
 MIB = 2**20
 TOLERANCE = 3.0  # percent: the CPU acceptance bound of issue 26
@@ -360,8 +362,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "python": f"Python {platform.python_version()}"}
     text = page(results, [mesa_row(r) for r in mesa_rows()], cuda_section(cuda, predicted),
                 memory_section(shown, figure=FIGURE), meta)
-    (args.out / "memory.md").write_text(text)
-    print(f"wrote {args.out / 'memory.md'} and {args.out / FIGURE}")
+    path = args.out / "memory.md"
+    old = path.read_text() if path.exists() else ""
+    kept = {h: read_section(old, h, level=2) for h in (LOOPS_HEADING, FIT_HEADING)}
+    path.write_text(text)
+    for heading, section in kept.items():  # independent_loops.py's sections, as it wrote them
+        if section is not None:
+            write_section(path, heading, section, level=2)
+    print(f"wrote {path} and {args.out / FIGURE}")
     return 0
 
 
