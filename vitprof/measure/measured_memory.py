@@ -266,7 +266,8 @@ def measure_training_memory(
     opt = _optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
     model.train()
     saved = _SavedBytes({p.untyped_storage().data_ptr() for p in model.parameters()})
-    labels = torch.zeros(_first_tensor(args).shape[0], dtype=torch.int64)
+    labels = torch.zeros(_first_tensor(args).shape[0], dtype=torch.int64) \
+        if loop.loss == "cross-entropy" else None
     with _checkpointing(model, _every(checkpoint)):
         for _ in range(steps - 1):
             _step(model, args, labels, opt, amp, loop, None)
@@ -274,7 +275,7 @@ def measure_training_memory(
             opt.zero_grad(set_to_none=loop.set_to_none)
         held = _storages([*model.parameters(), *model.buffers(), *_state(opt),
                           *(a for a in args if isinstance(a, torch.Tensor)),
-                          *([labels] if loop.loss == "cross-entropy" else [])])
+                          *([labels] if labels is not None else [])])
         graded = [p for p in model.parameters() if p.grad is not None]
 
         def last_step() -> None:
@@ -290,7 +291,7 @@ def measure_training_memory(
     return MeasuredMemory(held + peaks.peak, saved.total, peaks.peak - peaks.between_ops)
 
 
-def _step(model: nn.Module, args: tuple[Any, ...], labels: torch.Tensor,
+def _step(model: nn.Module, args: tuple[Any, ...], labels: torch.Tensor | None,
           opt: torch.optim.Optimizer, amp: str | None, loop: TrainingLoop,
           saved: _SavedBytes | None) -> None:
     """One optimizer step of ``loop``: its passes (forward, then the backward of the loss, the
@@ -308,7 +309,7 @@ def _step(model: nn.Module, args: tuple[Any, ...], labels: torch.Tensor,
                 out = _first_tensor(model(*args))
             if loop.loss == "sum":  # the loss outside autocast
                 out = out.sum()
-            elif loop.loss == "cross-entropy":
+            elif labels is not None:  # cross-entropy
                 out = torch.nn.functional.cross_entropy(out, labels)
         if i == 0 and loop.zero_grad == "before-backward":
             opt.zero_grad(set_to_none=loop.set_to_none)
