@@ -38,6 +38,8 @@ import torch
 from device_memory import BACKENDS, build
 from device_memory import OUTPUT as CUDA_FILE
 from device_memory import SCHEMA_FILE as CUDA_SCHEMA
+from independent_loops import FIT_HEADING
+from independent_loops import HEADING as LOOPS_HEADING
 from independent_memory import HEADING as INDEPENDENT
 from machine import cpu_name
 from memory_baselines import (
@@ -50,7 +52,7 @@ from memory_baselines import (
 )
 from memory_rows import DEIT_S, IMAGE, Row, cpu_rows, cuda_rows, mesa_rows, quick_rows
 from mesa_memory import EVAL_BATCH_SCALE, HEADING, MesaRow, make_row, mesa_section
-from sections import section_of, write_section
+from sections import read_section, write_section
 
 MIB = 2**20
 TOLERANCE = 3.0  # percent: the CPU acceptance bound of issue 26
@@ -364,12 +366,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {"flags": flags(args), "cpu": cpu_name(), "seconds": seconds,
             "python": f"Python {platform.python_version()}"}
     path = args.out / "memory.md"
-    # independent_memory.py's own section, kept as it wrote it
-    independent = section_of(path.read_text(), INDEPENDENT, level=2) if path.exists() else None
+    old = path.read_text() if path.exists() else ""
+    # the sections independent_memory.py and independent_loops.py wrote, kept as they are
+    independent = read_section(old, INDEPENDENT, level=2)
+    kept = {h: read_section(old, h, level=2) for h in (LOOPS_HEADING, FIT_HEADING)}
     text = page(results, [mesa_row(r) for r in mesa_rows()], cuda_section(cuda, predicted),
                 memory_section(shown, figure=FIGURE), meta, independent)
     path.write_text(text)
-    print(f"wrote {args.out / 'memory.md'} and {args.out / FIGURE}")
+    for heading, section in kept.items():
+        if section is not None:
+            write_section(path, heading, section, level=2)
+    print(f"wrote {path} and {args.out / FIGURE}")
     return 0
 
 

@@ -8,26 +8,32 @@ import re
 from pathlib import Path
 
 
-def section_of(text: str, heading: str, level: int = 1) -> str | None:
-    """The section of ``text`` that starts with the line ``heading`` (up to the next heading of
-    ``level`` or above), or None when there is none."""
-    start = text.find(heading)
-    if start < 0:
-        return None
-    found = re.compile(rf"\n#{{1,{level}}} ").search(text, start + len(heading))
-    return text[start:found.start() + 1] if found else text[start:]
-
-
 def write_section(path: Path, heading: str, text: str, level: int = 1) -> None:
     """Replace the section of ``path`` that starts with the line ``heading`` (up to the next
     heading of ``level`` or above: ``#`` to ``#`` x ``level``) by ``text``, or append ``text``
     when there is none; the other sections are kept as they are."""
     old = path.read_text() if path.exists() else ""
-    start = old.find(heading)
-    if start < 0:
+    span = _span(old, heading, level)
+    if span is None:
         path.write_text(old.rstrip("\n") + "\n\n" + text if old else text)
         return
-    found = re.compile(rf"\n#{{1,{level}}} ").search(old, start + len(heading))
-    end = found.start() if found else -1
-    rest = old[end + 1:] if end >= 0 else ""
+    start, end = span
+    rest = old[end + 1:] if end < len(old) else ""
     path.write_text(old[:start] + text + ("\n" + rest if rest else ""))
+
+
+def read_section(text: str, heading: str, level: int = 1) -> str | None:
+    """The section of ``text`` that starts with the line ``heading`` (as
+    :func:`write_section` finds it), or None."""
+    span = _span(text, heading, level)
+    return None if span is None else text[span[0]:span[1]]
+
+
+def _span(text: str, heading: str, level: int) -> tuple[int, int] | None:
+    """Where the section of ``heading`` starts and ends in ``text`` (the end: the newline
+    before the next heading of ``level`` or above, or the end of ``text``)."""
+    start = text.find(heading)
+    if start < 0:
+        return None
+    found = re.compile(rf"\n#{{1,{level}}} ").search(text, start + len(heading))
+    return start, found.start() if found else len(text)

@@ -338,6 +338,24 @@ def test_main_writes_the_page_and_its_figure(monkeypatch: pytest.MonkeyPatch,
     assert figures.read_digest(tmp_path / "memory_timeline.png") is not None
 
 
+def test_main_keeps_the_loop_sections_independent_loops_wrote(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """memory_accuracy.py writes the whole page; the sections of independent_loops.py (the
+    loops people write, --fit against a search) come back as they were, at the end."""
+    from test_memory_render import ESTIMATE
+
+    monkeypatch.setattr(accuracy, "run_row", lambda row: result(1000 * MIB, 1010 * MIB))
+    monkeypatch.setattr(accuracy, "predict", lambda row, target: ESTIMATE)
+    monkeypatch.setattr(accuracy, "mesa_row", lambda row: mesa_ti(1000 * MIB))
+    loops = load("independent_loops")
+    (tmp_path / "memory.md").write_text(f"# Old page\n\n{loops.HEADING}\n\nrows\n\n"
+                                        f"{loops.FIT_HEADING}\n\nsearch\n")
+    assert accuracy.main(["--out", str(tmp_path), "--quick"]) == 0
+    page = (tmp_path / "memory.md").read_text()
+    assert "# Old page" not in page
+    assert page.endswith(f"\n\n{loops.HEADING}\n\nrows\n\n{loops.FIT_HEADING}\n\nsearch\n")
+
+
 def test_main_refuses_a_filter_no_row_matches(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         accuracy.main(["--rows", "no_such_model"])
@@ -399,5 +417,5 @@ def test_the_independent_section_replaces_itself_in_the_page(tmp_path: Path) -> 
     assert "1 of 1 rows within 3%" in text
     page = tmp_path / "memory.md"
     page.write_text("# T\n\n## CPU: x\n\nold\n\n" + text + "\n## CUDA\n\nc\n")
-    kept = sections.section_of(page.read_text(), independent.HEADING, level=2)
+    kept = sections.read_section(page.read_text(), independent.HEADING, level=2)
     assert kept == text + "\n"

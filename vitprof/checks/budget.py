@@ -64,11 +64,14 @@ from vitprof.checks.toml_lines import key_line, table_at
 from vitprof.core.choices import (
     AMP_DTYPES,
     ATTENTION_PATHS,
+    FREEZES,
+    LOSSES,
     MEMORY_MODES,
     MEMORY_TARGETS,
     OPTIMIZERS,
     PROFILE_DTYPES,
     RECOGNIZERS,
+    ZERO_GRAD_PLACES,
 )
 from vitprof.core.errors import UserError, one_line, read_user_file
 from vitprof.core.parse import image_size
@@ -125,7 +128,8 @@ class Kind(StrEnum):
     TABLE = "table"
     PERCENT = "percentage such as \"1%\""
     RECOGNIZER = "recognizer"  # one of vitprof.core.choices.RECOGNIZERS
-    MEMORY = "table of memory settings (optimizer, amp, checkpoint, target, attention, mode)"
+    MEMORY = ("table of memory settings (optimizer, amp, checkpoint, target, attention, mode, "
+              "loss, zero_grad, set_to_none, gradient_accumulation, freeze)")
 
 
 SHARES = frozenset({Metric.SHARE, Metric.PARAMS_SHARE})
@@ -158,10 +162,12 @@ SETTINGS: dict[str, Kind] = {
     "memory": Kind.MEMORY,  # the settings of vitprof.memory, for max_peak_bytes
 }
 # the settings a budget's memory table may hold, and the values each takes (None: any string,
-# checked by vitprof.memory itself)
-MEMORY_SETTINGS: dict[str, tuple[str, ...] | None] = {
+# checked by vitprof.memory itself; bool and int: a TOML boolean, a TOML integer)
+MEMORY_SETTINGS: dict[str, tuple[str, ...] | type | None] = {
     "optimizer": OPTIMIZERS, "amp": AMP_DTYPES, "checkpoint": None, "target": MEMORY_TARGETS,
-    "attention": ATTENTION_PATHS, "mode": MEMORY_MODES,
+    "attention": ATTENTION_PATHS, "mode": MEMORY_MODES, "loss": LOSSES,
+    "zero_grad": ZERO_GRAD_PLACES, "set_to_none": bool, "gradient_accumulation": int,
+    "freeze": FREEZES,
 }
 LIMITS: dict[Scope, dict[str, tuple[Bound, Metric]]] = {
     Scope.MODEL: {
@@ -201,7 +207,7 @@ class Budget:
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
     baseline: Baseline | None = None
     input_override: str = ""  # what at_input put in place of the entry's input, "" if nothing
-    memory: tuple[tuple[str, str], ...] = ()  # the settings of vitprof.memory (peak_bytes)
+    memory: tuple[tuple[str, Any], ...] = ()  # the settings of vitprof.memory (peak_bytes)
 
     @property
     def where(self) -> str:
@@ -519,13 +525,19 @@ def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> A
 
 
 def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Source
-                     ) -> tuple[tuple[str, str], ...]:
-    """The ``memory`` table: keys of :data:`MEMORY_SETTINGS`, string values among theirs, that
+                     ) -> tuple[tuple[str, Any], ...]:
+    """The ``memory`` table: keys of :data:`MEMORY_SETTINGS`, values among theirs (strings,
+    ``set_to_none`` a boolean, ``gradient_accumulation`` an integer), that
     :func:`vitprof.measure.training_memory.step_settings` accepts together."""
     for key, value in table.items():
         if key not in MEMORY_SETTINGS:
             raise where.error((*path, key), _unknown("memory setting", key, MEMORY_SETTINGS))
         allowed = MEMORY_SETTINGS[key]
+        if isinstance(allowed, type):
+            if type(value) is not allowed:
+                expected = "true or false" if allowed is bool else "an integer"
+                raise where.error((*path, key), f"expected {expected}, got {_describe(value)}")
+            continue
         if not isinstance(value, str) or (allowed is not None and value not in allowed):
             expected = f"one of {', '.join(allowed)}" if allowed else "a string"
             raise where.error((*path, key), f"expected {expected}, got {_describe(value)}")

@@ -46,3 +46,8 @@ AMP_DTYPES = ("bfloat16", "float16")
 MEMORY_TARGETS = ("cuda", "cpu")
 ATTENTION_PATHS = ("auto", "math", "efficient", "flash")  # auto: what torch dispatches to
 MEMORY_MODES = ("train", "inference")
+# the training loop a memory step models (:mod:`vitprof.measure.memory_loop`): the loss taken of
+# the output, where zero_grad() stands in the loop, and what of the model is frozen
+LOSSES = ("ones", "sum", "cross-entropy")
+ZERO_GRAD_PLACES = ("start", "before-backward", "end")
+FREEZES = ("none", "backbone")

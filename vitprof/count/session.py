@@ -16,7 +16,7 @@ it was, each module's mode, attributes and buffers, and so are the random number
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -40,6 +40,8 @@ from vitprof.count.trace import Trace
 from vitprof.count.training import first_output
 
 Inputs = tuple[tuple[Any, ...], dict[str, Any]]  # (args, kwargs) of one forward
+# a training step's backward: (output, leaves) -> the gradient of each leaf, by its id
+Backward = Callable[[torch.Tensor, Sequence[torch.Tensor]], dict[int, torch.Tensor]]
 
 
 def image_inputs(image: torch.Tensor) -> Inputs:
@@ -144,7 +146,7 @@ def count(
     backward: bool = True, on_event: Callable[[Event], None] | None = None,
     formulas: Mapping[Any, Formula] | None = None, live: Liveness | None = None,
     substitutes: dict[str, torch.Tensor] | None = None, keep_gradients: bool = False,
-    attention: Callable[..., Any] | None = None,
+    attention: Callable[..., Any] | None = None, backward_of: Backward | None = None,
 ) -> Run:
     """Run ``model`` on ``inputs`` once under the counter and return the :class:`Run`.
 
@@ -157,7 +159,8 @@ def count(
     model's own tensors, instead of meta stand-ins (fake tensors, for autocast); with
     ``keep_gradients`` the backward's gradients stay alive in ``Run.gradients``. ``attention``
     runs instead of every ``scaled_dot_product_attention`` call (a kernel chosen for a memory
-    step), at any depth; None: torch's own choice.
+    step), at any depth; None: torch's own choice. ``backward_of`` runs the backward instead of
+    :func:`ones_backward` (:func:`training_step`).
     A failing model raises :class:`~vitprof.count.running.CountFailed` with its error and the
     footprint the memory guard can know of it (:func:`vitprof.count.running.untraced`); a
     :class:`UserError` passes as it is.
@@ -193,7 +196,8 @@ def count(
                 with counter.mode_switch(own):
                     model.train(train)
                 if train:
-                    found = training_step(counter, forward, params.values(), backward=backward)
+                    found = training_step(counter, forward, params.values(), backward=backward,
+                                          backward_of=backward_of)
                     if keep_gradients:
                         gradients = _named(params, found)
                 else:
@@ -217,7 +221,7 @@ def _named(params: dict[str, torch.Tensor], gradients: dict[int, torch.Tensor]
 
 def training_step(
     counter: OpCounter, forward: Callable[[], Any], leaves: Iterable[torch.Tensor],
-    *, backward: bool = True,
+    *, backward: bool = True, backward_of: Backward | None = None,
 ) -> dict[int, torch.Tensor]:
     """Run ``forward()`` and the backward to ``leaves`` under ``counter`` (already running);
     return the gradients (by ``id`` of the leaf; none without the backward, or for a leaf the
@@ -225,7 +229,8 @@ def training_step(
 
     The forward runs with gradients enabled; the backward is the gradient of a ones gradient
     on the output (no loss function is charged) to every leaf that requires one, by
-    ``torch.autograd.grad``, so that no ``.grad`` of the user's model is written. The ratio of
+    ``torch.autograd.grad``, so that no ``.grad`` of the user's model is written
+    (:func:`ones_backward`; ``backward_of(out, leaves)`` instead, when given). The ratio of
     backward to forward is measured, not assumed (see :mod:`vitprof.count.training`).
     """
     leaves = [t for t in leaves if t.requires_grad]
@@ -240,5 +245,11 @@ def training_step(
         if not backward:
             return {}
         counter.begin_backward()
-        found = torch.autograd.grad(out, leaves, torch.ones_like(out), allow_unused=True)
+        return (backward_of or ones_backward)(out, leaves)
+
+
+def ones_backward(out: torch.Tensor, leaves: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
+    """The gradients of a ones gradient on ``out`` to ``leaves`` (``torch.autograd.grad``: no
+    ``.grad`` is written), by ``id`` of the leaf; none for a leaf ``out`` does not depend on."""
+    found = torch.autograd.grad(out, leaves, torch.ones_like(out), allow_unused=True)
     return {id(leaf): g for leaf, g in zip(leaves, found, strict=True) if g is not None}

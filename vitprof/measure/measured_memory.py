@@ -4,10 +4,13 @@ This module imports only torch and the standard library: it shares no code with
 :mod:`vitprof.measure.training_memory`, so that the tests and ``benchmarks/memory_accuracy.py``
 hold the prediction to something it did not compute.
 
-The step measured (the same loop the predictor models): ``optimizer.zero_grad(set_to_none=True)``,
-the forward (under ``torch.autocast("cpu", amp)`` when ``amp`` is given), ``out.backward(ones)``
-(a ones gradient on the first output: no loss function), ``optimizer.step()``; ``steps`` times,
-and the last step is the one reported (from the second step on, the optimizer state exists).
+The step measured (the loop the predictor models by default):
+``optimizer.zero_grad(set_to_none=True)``, the forward (under ``torch.autocast("cpu", amp)`` when
+``amp`` is given), ``out.backward(ones)`` (a ones gradient on the first output: no loss
+function), ``optimizer.step()``; ``steps`` times, and the last step is the one reported (from the
+second step on, the optimizer state exists).
+Another loop (:class:`TrainingLoop`: a loss, ``zero_grad`` elsewhere or to zeros, gradient
+accumulation) is written as its user writes it.
 
 * **Peak**: the CPU allocator's own events, ``torch.profiler.profile(profile_memory=True)``:
   every allocation and free of the CPU allocator is reported with its size and the running
@@ -234,41 +237,87 @@ def _op_holding(time: int, ops: list[tuple[int, int]]) -> int | None:
     return index if index >= 0 and time <= ops[index][1] else None
 
 
+@dataclass(frozen=True)
+class TrainingLoop:
+    """The loop a step runs, as its user writes it: ``loss`` (ones: ``out.backward(ones)``,
+    sum: ``out.sum().backward()``, cross-entropy: ``F.cross_entropy(out, labels)``, the labels
+    zeros), where ``opt.zero_grad(set_to_none=...)`` stands (start: before the first forward;
+    before-backward: before the first backward; end: after ``opt.step()``), and
+    ``accumulation`` forward and backward passes per ``opt.step()``. A frozen part of the model
+    is the caller's: a parameter without ``requires_grad`` is not optimized."""
+
+    loss: str = "ones"
+    zero_grad: str = "start"
+    set_to_none: bool = True
+    accumulation: int = 1
+
+
 def measure_training_memory(
     model: nn.Module, example: torch.Tensor | tuple[Any, ...], *, optimizer: str = "adamw",
     amp: str | None = None, checkpoint: str | int = "none", steps: int = 2,
+    loop: TrainingLoop = TrainingLoop(),
 ) -> MeasuredMemory:
     """Run ``steps`` real training steps of ``model`` (on the CPU, with weights) on ``example``
-    (a tensor, or a tuple of positional arguments) and measure the last one (see the module's
-    docstring). The model is left in train mode, without ``.grad``."""
+    (a tensor, or a tuple of positional arguments) as ``loop`` says and measure the last one
+    (see the module's docstring; any ``.grad`` the loop left is in the peak, and the saved
+    bytes are the last forward's). The model is left in train mode,
+    without ``.grad``."""
     args = example if isinstance(example, tuple) else (example,)
     opt = _optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
     model.train()
     saved = _SavedBytes({p.untyped_storage().data_ptr() for p in model.parameters()})
+    labels = torch.zeros(_first_tensor(args).shape[0], dtype=torch.int64) \
+        if loop.loss == "cross-entropy" else None
     with _checkpointing(model, _every(checkpoint)):
         for _ in range(steps - 1):
-            _step(model, args, opt, amp, None)
-        opt.zero_grad(set_to_none=True)
+            _step(model, args, labels, opt, amp, loop, None)
+        if loop.zero_grad == "start":  # the step's first op: the same bytes before it
+            opt.zero_grad(set_to_none=loop.set_to_none)
         held = _storages([*model.parameters(), *model.buffers(), *_state(opt),
-                          *(a for a in args if isinstance(a, torch.Tensor))])
-        peaks = allocation_peaks(lambda: _step(model, args, opt, amp, saved))
+                          *(a for a in args if isinstance(a, torch.Tensor)),
+                          *([labels] if labels is not None else [])])
+        graded = [p for p in model.parameters() if p.grad is not None]
+
+        def last_step() -> None:
+            # the profiler reports no free of a block allocated before it started: gradients
+            # the loop left are cloned inside the profile (each old one freed unseen, so the
+            # total counts each once), and the step frees the clones where it frees them
+            for p in graded:
+                p.grad = p.grad.clone()  # type: ignore[union-attr]
+            _step(model, args, labels, opt, amp, loop, saved)
+
+        peaks = allocation_peaks(last_step)
     opt.zero_grad(set_to_none=True)
     return MeasuredMemory(held + peaks.peak, saved.total, peaks.peak - peaks.between_ops)
 
 
-def _step(model: nn.Module, args: tuple[Any, ...], opt: torch.optim.Optimizer,
-          amp: str | None, saved: _SavedBytes | None) -> None:
-    """One training step: zero_grad (to None), forward, ones-gradient backward, step."""
-    opt.zero_grad(set_to_none=True)
-    with ExitStack() as stack:
-        if amp is not None:
-            stack.enter_context(torch.autocast("cpu", dtype=AMP_DTYPES[amp]))
-        if saved is not None:
-            stack.enter_context(torch.autograd.graph.saved_tensors_hooks(saved.pack, _same))
-        out = _first_tensor(model(*args))
-    out.backward(torch.ones_like(out))
-    del out
+def _step(model: nn.Module, args: tuple[Any, ...], labels: torch.Tensor | None,
+          opt: torch.optim.Optimizer, amp: str | None, loop: TrainingLoop,
+          saved: _SavedBytes | None) -> None:
+    """One optimizer step of ``loop``: its passes (forward, then the backward of the loss, the
+    last forward's saved tensors in ``saved``), ``opt.step()``, and ``zero_grad`` where it
+    stands."""
+    for i in range(loop.accumulation):
+        if i == 0 and loop.zero_grad == "start":
+            opt.zero_grad(set_to_none=loop.set_to_none)
+        with ExitStack() as stack:
+            if saved is not None and i == loop.accumulation - 1:
+                stack.enter_context(torch.autograd.graph.saved_tensors_hooks(saved.pack,
+                                                                              _same))
+            with torch.autocast("cpu", dtype=AMP_DTYPES[amp] if amp else torch.bfloat16,
+                                enabled=amp is not None):
+                out = _first_tensor(model(*args))
+            if loop.loss == "sum":  # the loss outside autocast
+                out = out.sum()
+            elif labels is not None:  # cross-entropy
+                out = torch.nn.functional.cross_entropy(out, labels)
+        if i == 0 and loop.zero_grad == "before-backward":
+            opt.zero_grad(set_to_none=loop.set_to_none)
+        out.backward(torch.ones_like(out))
+        del out
     opt.step()
+    if loop.zero_grad == "end":
+        opt.zero_grad(set_to_none=loop.set_to_none)
 
 
 def _same(tensor: torch.Tensor) -> torch.Tensor:

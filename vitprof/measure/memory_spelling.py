@@ -26,7 +26,8 @@ class Spelling:
 
 
 KEYWORDS = Spelling(lambda key: key, lambda key, value: f"{key}={value!r}")
-OPTIONS = Spelling(lambda key: f"--{key}", lambda key, value: f"--{key} {value}")
+OPTIONS = Spelling(lambda key: f"--{key.replace('_', '-')}",
+                   lambda key, value: f"--{key.replace('_', '-')} {value}")
 TABLE_KEYS = Spelling(lambda key: key, lambda key, value: f'{key} = "{value}"')
 
 

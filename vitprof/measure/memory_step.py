@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -47,6 +47,12 @@ from vitprof.count.session import Run, count
 from vitprof.count.timeline import Timeline
 from vitprof.measure.attention_kernels import AttentionChoice
 from vitprof.measure.cuda_autocast import cuda_policy, lower_precision_call
+from vitprof.measure.memory_loop import (
+    Loop,
+    backward_of,
+    loss_of_output,
+    trainable,
+)
 from vitprof.measure.memory_spelling import SettingError
 from vitprof.workload import Workload
 
@@ -58,7 +64,7 @@ class StepSettings:
     """What is run: ``optimizer`` (sgd, sgd-momentum, adam, adamw), ``amp`` (an autocast dtype
     or None), ``every`` (checkpoint one block in ``every``; None: none), ``target`` (cpu,
     cuda), ``attention`` (auto, math, efficient, flash), ``train`` (a training step, else a forward
-    without gradients)."""
+    without gradients), ``loop`` (the training loop: :mod:`vitprof.measure.memory_loop`)."""
 
     optimizer: str
     amp: torch.dtype | None
@@ -66,14 +72,16 @@ class StepSettings:
     target: str
     attention: str
     train: bool
+    loop: Loop = field(default_factory=Loop)
 
 
 @dataclass
 class Step:
     """What one step did: the ``timeline``, the counted ``run``, and the ids of the
     allocations that were ``inputs``, ``gradients`` and ``saved`` for the backward (id ->
-    bytes), the optimizer's ``state`` (parameter name -> its state tensors), and the
-    ``attention`` kernels its SDPA calls ran."""
+    bytes), the optimizer's ``state`` (parameter name -> its state tensors), the
+    ``attention`` kernels its SDPA calls ran, and the names of the parameters ``trained`` (none
+    in inference)."""
 
     timeline: Timeline
     run: Run
@@ -82,6 +90,7 @@ class Step:
     saved: dict[int, int]
     state: dict[str, list[torch.Tensor]]
     attention: AttentionChoice
+    trained: set[str]
 
 
 class _AttentionKernel(TorchFunctionMode):
@@ -126,13 +135,28 @@ def make_optimizer(name: str, params: Sequence[torch.Tensor], target: str) -> to
     return torch.optim.AdamW(params, foreach=foreach)
 
 
-def _stand_ins(module: nn.Module, fake: FakeTensorMode) -> dict[str, torch.Tensor]:
-    """Fake CPU tensors for every parameter and buffer (shape, strides, dtype,
-    ``requires_grad``)."""
+def _stand_ins(module: nn.Module, fake: FakeTensorMode, trained: set[str]
+               ) -> dict[str, torch.Tensor]:
+    """Fake CPU tensors for every parameter and buffer (shape, strides, dtype), those named in
+    ``trained`` requiring a gradient."""
     with fake:
         return {name: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu")
-                .requires_grad_(t.requires_grad)
+                .requires_grad_(name in trained)
                 for name, t in [*module.named_parameters(), *module.named_buffers()]}
+
+
+def _held_gradients(params: Sequence[torch.Tensor], fake: FakeTensorMode,
+                    timeline: Timeline) -> set[int]:
+    """The previous backward's gradients, alive from the start of the step (the loop keeps
+    them through the forward): a fake ``.grad`` of each of ``params``, held in ``timeline``;
+    the ids of their allocations."""
+    with fake:
+        for p in params:
+            p.grad = torch.zeros_like(p)
+    grads = [p.grad for p in params]
+    timeline.hold(grads)
+    return {i for i in (timeline.allocation_of(g) for g in grads if g is not None)
+            if i is not None}
 
 
 def _initial_state(opt: torch.optim.Optimizer, params: Sequence[torch.Tensor]) -> None:
@@ -227,13 +251,17 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
              ) -> Step:
     """Run one step of ``work``'s model at ``batch`` on fake tensors (see the module)."""
     fake = FakeTensorMode()
-    stand = _stand_ins(work.module, fake)
+    loop = settings.loop
+    trained = trainable(work.module, mapping, loop) if settings.train else set()
+    stand = _stand_ins(work.module, fake, trained)
     timeline = Timeline()
     spec = work.inputs.at_batch(batch)
     with fake:
         inputs = spec.example("cpu")
-    timeline.hold(inputs)
-    held = {timeline.allocation_of(t) for t in _tensors(inputs)} - {None}
+        labels = torch.zeros(batch, dtype=torch.int64) if loop.loss == "cross-entropy" \
+            else None
+    timeline.hold([inputs, labels])
+    held = {timeline.allocation_of(t) for t in _tensors([inputs, labels])} - {None}
     with _reparametrize_module(work.module, stand), ExitStack() as stack:
         params = [t for t in work.module.parameters() if t.requires_grad]
         if settings.train and not params:
@@ -244,6 +272,8 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
             else None
         if opt is not None:
             _initial_state(opt, params)
+        held_grads = _held_gradients(params, fake, timeline) \
+            if settings.train and loop.grads_through_forward else set()
         saved = _Saved(timeline)
         choice = AttentionChoice(settings.target, settings.attention)
         kernel = partial(lower_precision_call, choice)
@@ -251,16 +281,17 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         if settings.amp is not None and settings.target == "cuda":
             stack.enter_context(cuda_policy())  # backward too: a checkpoint's recomputation
         stack.enter_context(_autocast_forward(work.module, settings.amp))
+        stack.enter_context(loss_of_output(work.module, loop.loss, labels))
         stack.enter_context(fake)
         if not settings.train:
             stack.enter_context(torch.no_grad())
         with saved_tensors_hooks(saved.pack, _unpack), _quiet_fake_tensor_log():
             run = _counted(work, mapping, inputs, timeline, settings, spec.shape, kernel)
         stack.close()
-        gradients = _optimizer_step(timeline, run, opt, work.module)
+        gradients = _optimizer_step(timeline, run, opt, work.module) | held_grads
         state = _state_by_name(opt, work.module)
     return Step(timeline, run, {i for i in held if i is not None}, gradients, saved.found,
-                state, choice)
+                state, choice, trained)
 
 
 @contextmanager
@@ -283,7 +314,8 @@ def _counted(work: Workload, mapping: ComponentMap, inputs: Any, timeline: Timel
     ``attention``; a failure says what was tried, and on which input ``shape``."""
     try:
         return count(work.module, inputs, mapping, train=settings.train, live=timeline,
-                     keep_gradients=True, attention=attention)
+                     keep_gradients=True, attention=attention,
+                     backward_of=backward_of(settings.loop))
     except CountFailed as failed:
         tried = "a training step (forward in train mode, then backward)" if settings.train \
             else "a forward"

@@ -23,6 +23,9 @@ Conventions (bytes throughout):
   with ``amp``, CUDA autocast's casts (:mod:`vitprof.measure.cuda_autocast`).
   ``target="cpu"``: sizes as asked, no workspace, single-tensor optimizers.
 * ``mode="inference"``: one forward without gradients; parameters, inputs and activations only.
+* The training loop (``loss``, ``zero_grad``, ``set_to_none``, ``gradient_accumulation``,
+  ``freeze``): :mod:`vitprof.measure.memory_loop`; a loop other than the default is written out
+  in the convention.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
 from vitprof.measure.attention_kernels import AUTO
 from vitprof.measure.memory_fit import check_fit, largest_batch
+from vitprof.measure.memory_loop import DEFAULT_LOSS, Loop, make_loop
 from vitprof.measure.memory_spelling import SettingError
 from vitprof.measure.memory_step import Step, StepSettings, run_step
 from vitprof.workload import (
@@ -71,6 +75,14 @@ FIXED = ("parameters", "optimizer_state", "inputs", "workspace", "gradients")
 MEMORY_CONVENTION = (
     "bytes alive during the second training step (gradients set to None, forward, ones-gradient "
     "backward, optimizer step): parameters and buffers, optimizer state, inputs, gradients, and "
+    "each tensor from the op that allocates it until its last reference and autograd release it; "
+    "activations = saved for the backward, each storage once, by the component of the op that "
+    "made it"
+)
+# the convention of a step whose loop is not the default: the loop as its user writes it first
+LOOP_CONVENTION = (
+    "bytes alive during the second optimizer step (its last forward and backward, then the "
+    "step) of the loop `{code}`: parameters and buffers, optimizer state, inputs, gradients, and "
     "each tensor from the op that allocates it until its last reference and autograd release it; "
     "activations = saved for the backward, each storage once, by the component of the op that "
     "made it"
@@ -165,16 +177,24 @@ def _choice(what: str, value: object, choices: Sequence[str]) -> str:
 
 def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str | None = None,
                   checkpoint: str | int = "none", target: str = "cuda",
-                  attention: str = AUTO, mode: str = "train") -> StepSettings:
+                  attention: str = AUTO, mode: str = "train", loss: str = DEFAULT_LOSS,
+                  zero_grad: str = "start", set_to_none: bool = True,
+                  gradient_accumulation: int = 1, freeze: str = "none") -> StepSettings:
     """The settings checked, with :func:`memory`'s defaults (a budget's ``memory`` table gives
     only some): one UserError for the first bad one. ``optimizer`` None: adamw.
     In inference naming one is an error, as is checkpointing (a forward without gradients steps
     nothing and keeps nothing for a backward); the settings then hold the default, which no
-    step reads (``train`` is False), and the reports say ``optimizer none``."""
+    step reads (``train`` is False), and the reports say ``optimizer none``. So is any setting
+    of the training loop (``loss`` ... ``freeze``: :func:`~vitprof.measure.memory_loop.make_loop`)
+    but its default."""
     train = _choice("mode", mode, MEMORY_MODES) == "train"
+    loop = make_loop(loss, zero_grad, set_to_none, gradient_accumulation, freeze)
     if not train:
         given = [key for key, set_ in (("optimizer", optimizer is not None),
-                                       ("checkpoint", checkpoint != "none")) if set_]
+                                       ("checkpoint", checkpoint != "none"),
+                                       *((key, value != default) for (key, value), default in
+                                         zip(loop.names().items(), Loop().names().values(),
+                                             strict=True))) if set_]
         if given:
             raise SettingError(lambda s: f"{s.setting('mode', 'inference')} is one forward "
                                f"without gradients: {s.name(given[0])} does not apply")
@@ -186,7 +206,7 @@ def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str
                                f"needs {s.setting('dtype', 'float32')}, got {dtype}")
     return StepSettings(optimizer, dtype_named(amp), _every(checkpoint),
                         _choice("target", target, MEMORY_TARGETS),
-                        _choice("attention", attention, ATTENTION_PATHS), train)
+                        _choice("attention", attention, ATTENTION_PATHS), train, loop)
 
 
 def memory(
@@ -196,6 +216,8 @@ def memory(
     attention: str = AUTO, mode: str = "train", fit: int | None = None,
     frames: int | None = None, input_shape: Sequence[int] | None = None,
     num_classes: int | None = None, request: InputRequest | None = None,
+    loss: str = DEFAULT_LOSS, zero_grad: str = "start", set_to_none: bool = True,
+    gradient_accumulation: int = 1, freeze: str = "none",
 ) -> MemoryEstimate:
     """The predicted memory of one step of ``model`` (an ``nn.Module`` or a name
     :func:`vitprof.analyze` accepts) at ``batch_size``; see the module for the conventions.
@@ -210,8 +232,14 @@ def memory(
     ``scaled_dot_product_attention`` call runs, at any depth:
     :mod:`vitprof.measure.attention_kernels`); the estimate's ``settings["attention"]`` says
     which kernel ran and, under auto, why;
-    ``mode``: train or inference. ``fit`` (bytes): also find the largest batch whose peak is at
-    most ``fit`` (:func:`vitprof.measure.memory_fit.largest_batch`). ``frames``,
+    ``mode``: train or inference. The training loop (:mod:`vitprof.measure.memory_loop`):
+    ``loss`` ones (a ones gradient on the output, no loss function), sum or cross-entropy;
+    ``zero_grad`` start, before-backward or end (where ``opt.zero_grad()`` stands);
+    ``set_to_none`` (``zero_grad``'s: False keeps the gradients as zeros);
+    ``gradient_accumulation`` (forward and backward passes per optimizer step, each of
+    ``batch_size``); ``freeze``: none or backbone (all but the head). ``fit`` (bytes): also
+    find the largest batch whose peak is at most ``fit``
+    (:func:`vitprof.measure.memory_fit.largest_batch`). ``frames``,
     ``input_shape`` and ``num_classes`` are :func:`vitprof.analyze`'s (with ``input_shape``
     the batch is the shape's first size); ``request`` (:class:`vitprof.workload.InputRequest`)
     stands for them, ``dtype`` then the one a request that names none is in.
@@ -220,7 +248,8 @@ def memory(
                             in_chans=in_chans, frames=frames, input_shape=input_shape,
                             num_classes=num_classes).or_dtype(dtype)
     dtype = dtype_name(asked.dtype or torch.float32)
-    settings = step_settings(optimizer, dtype, amp, checkpoint, target, attention, mode)
+    settings = step_settings(optimizer, dtype, amp, checkpoint, target, attention, mode, loss,
+                             zero_grad, set_to_none, gradient_accumulation, freeze)
     if fit is not None:
         check_fit(fit)
     work = make_workload(model, asked)
@@ -230,10 +259,14 @@ def memory(
         mapping = _with_graph_blocks(work, mapping)
     names = {"optimizer": settings.optimizer if settings.train else "none", "dtype": dtype,
              "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
-             "attention": attention, "mode": mode}
+             "attention": attention, "mode": mode,
+             **(settings.loop.names() if settings.train else {})}
     estimate = predict(work, mapping, settings, batch_size, names)
     if not settings.train:
         estimate = replace(estimate, convention=INFERENCE_CONVENTION)
+    elif settings.loop != Loop():
+        estimate = replace(estimate, convention=LOOP_CONVENTION.format(
+            code=settings.loop.code()))
     if fit is None:
         return estimate
     found = largest_batch(lambda b: predict(work, mapping, settings, b, names).peak_bytes,
@@ -380,15 +413,14 @@ def _tables(module: nn.Module, step: Step, found: Found, rounded: Rounding,
     """Per component and per block: parameters, gradients, optimizer state (by the
     parameter records of the breakdown, a fused projection's share by its elements), and the
     saved activations (by the op record that made them)."""
-    sizes = {name: (p.numel(), _nbytes(p), p.requires_grad) for name, p in
-             module.named_parameters()}
+    sizes = {name: (p.numel(), _nbytes(p)) for name, p in module.named_parameters()}
     state = {name: sum(rounded(_nbytes(t)) for t in ts if _on_target(t, settings.target))
              for name, ts in step.state.items()}
     by_component = {str(c): ComponentMemory() for c in COMPONENTS}
     by_block: dict[int, ComponentMemory] = {}
     for record in found.params:
-        numel, nbytes, trainable = sizes[record.name]
-        nbytes, trainable = rounded(nbytes), trainable and settings.train
+        numel, nbytes = sizes[record.name]
+        nbytes, trainable = rounded(nbytes), record.name in step.trained
         share = ComponentMemory(
             nbytes * record.numel // numel, nbytes * record.numel // numel if trainable else 0,
             state.get(record.name, 0) * record.numel // numel, 0)

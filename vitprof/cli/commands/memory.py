@@ -19,9 +19,12 @@ from vitprof.cli.commands.outputs import check_figure_path, check_writable
 from vitprof.core.choices import (
     AMP_DTYPES,
     ATTENTION_PATHS,
+    FREEZES,
+    LOSSES,
     MEMORY_MODES,
     MEMORY_TARGETS,
     OPTIMIZERS,
+    ZERO_GRAD_PLACES,
 )
 from vitprof.core.errors import UserError
 from vitprof.core.parse import memory_size
@@ -60,6 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "keeps the scores, the fused ones a log-sum-exp; auto (default): "
                              "the one torch dispatches to on the target, named with why")
     parser.add_argument("--mode", choices=MEMORY_MODES, default="train")
+    add_loop_options(parser)
     parser.add_argument("--fit", type=memory_size, metavar="SIZE",
                         help="also find the largest batch whose peak fits SIZE (24GiB, 80GB)")
     parser.add_argument("--format", choices=choices("memory"), default="table")
@@ -68,6 +72,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="also write the timeline figure (bytes alive after each op, "
                              "stacked by component, the peak marked); markdown links it")
     parser.set_defaults(run=run)
+
+
+def add_loop_options(parser: argparse.ArgumentParser) -> None:
+    """The training loop the step models (see docs/memory.md, "The loop")."""
+    loop = parser.add_argument_group("the training loop modelled (the defaults: zero_grad() "
+                                     "first, out.backward(ones_like(out)), opt.step())")
+    loop.add_argument("--loss", choices=LOSSES, default="ones",
+                      help="ones: a ones gradient on the output, no loss function; sum: "
+                           "out.sum(); cross-entropy: F.cross_entropy(logits, labels)")
+    loop.add_argument("--zero-grad", choices=ZERO_GRAD_PLACES, default="start",
+                      help="where opt.zero_grad() stands: before the forward, between the "
+                           "forward and the backward (gradients alive through the forward), "
+                           "after opt.step()")
+    loop.add_argument("--set-to-none", choices=("true", "false"), default="true",
+                      help="zero_grad's set_to_none: false keeps the gradients as zeros")
+    loop.add_argument("--gradient-accumulation", type=positive_int, default=1, metavar="N",
+                      help="forward and backward passes per optimizer step (--batch-size is "
+                           "each one's)")
+    loop.add_argument("--freeze", choices=FREEZES, default="none",
+                      help="backbone: requires_grad False on all but the head")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
         estimate = memory(
             args.model, request=input_request(args), optimizer=args.optimizer, amp=args.amp,
             checkpoint=args.checkpoint, target=args.target, attention=args.attention,
-            mode=args.mode, fit=args.fit,
+            mode=args.mode, fit=args.fit, loss=args.loss, zero_grad=args.zero_grad,
+            set_to_none=args.set_to_none == "true",
+            gradient_accumulation=args.gradient_accumulation, freeze=args.freeze,
         )
     except SettingError as error:  # in the words of the options, not of memory()'s keywords
         raise error.spelled(OPTIONS) from None
