@@ -2,12 +2,12 @@
 a harness that shares no code with vitprof, beside vitprof's prediction; and ``--fit`` against a
 binary search over real steps.
 
-The measurement (:func:`measure`, :func:`largest_fitting_batch`) imports torch, timm and the
-standard library only. The loop is written as its user writes it (:func:`run_loop`): the loss,
+The measurement (:func:`measure`, :func:`largest_fitting_batch`) imports torch, timm, the
+standard library and independent_memory.py's heap reader only (no vitprof). The loop is written as its user writes it (:func:`run_loop`): the loss,
 where ``zero_grad()`` stands, its ``set_to_none``, gradient accumulation, a frozen backbone.
 The peak of the **second optimizer step** is the glibc heap (``mallinfo2()``: ``uordblks``, the
 bytes in use in the heap, plus ``hblkhd``, the bytes of the blocks malloc maps on its own: torch's
-large tensors) sampled after every aten op by a ``TorchDispatchMode`` of its own (forward,
+large tensors) sampled after every aten op by independent_memory.py's ``HeapPeak`` (forward,
 backward and the optimizer's step), less the heap just before that step, plus the bytes alive
 then (each storage once: parameters, buffers, the optimizer's state, the inputs and labels, and
 any ``.grad``). Sampled after each op, it is the peak between ops: a kernel's scratch freed
@@ -27,7 +27,6 @@ the page states the time its run took (1285 s on two cores shared by seven users
 from __future__ import annotations
 
 import argparse
-import ctypes
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from independent_memory import HeapPeak, heap_bytes
 from sections import write_section
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils._python_dispatch import TorchDispatchMode
 
 MODEL = "deit_tiny_patch16_224"
 IMAGE, BATCH = 224, 8
@@ -72,36 +71,6 @@ LOOPS = (
     Loop("gradient accumulation 2", {"gradient_accumulation": 2, "loss": "cross-entropy"}),
     Loop("backbone frozen, head trained", {"freeze": "backbone", "loss": "cross-entropy"}),
 )
-
-
-class _Mallinfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-        "fordblks", "keepcost")]
-
-
-_LIBC = ctypes.CDLL("libc.so.6")
-_LIBC.mallinfo2.restype = _Mallinfo2
-
-
-def heap_bytes() -> int:
-    """Bytes malloc has handed out and not taken back: in the heap and in its own maps."""
-    info = _LIBC.mallinfo2()
-    return int(info.uordblks + info.hblkhd)
-
-
-class HeapPeak(TorchDispatchMode):
-    """The largest :func:`heap_bytes` after any aten op run under it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.peak = heap_bytes()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                           kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        self.peak = max(self.peak, heap_bytes())
-        return out
 
 
 def build(model: str, image: int) -> nn.Module:
