@@ -3,8 +3,9 @@ a harness that shares no code with vitprof, beside vitprof's prediction; and ``-
 binary search over real steps.
 
 The measurement (:func:`measure`, :func:`largest_fitting_batch`) imports torch, timm, the
-standard library and independent_memory.py's heap reader only (no vitprof). The loop is written as its user writes it (:func:`run_loop`): the loss,
-where ``zero_grad()`` stands, its ``set_to_none``, gradient accumulation, a frozen backbone.
+standard library and independent_memory.py's heap reader only (no vitprof). The loop is
+written as its user writes it (:func:`run_loop`): the loss, where ``zero_grad()`` stands, its
+``set_to_none``, gradient accumulation, a frozen backbone.
 The peak of the **second optimizer step** is the glibc heap (``mallinfo2()``: ``uordblks``, the
 bytes in use in the heap, plus ``hblkhd``, the bytes of the blocks malloc maps on its own: torch's
 large tensors) sampled after every aten op by independent_memory.py's ``HeapPeak`` (forward,
