@@ -43,6 +43,7 @@ class Core:
     passed: frozenset[int] = frozenset()  # those of ``bias`` walked through to a projection
     feeding: frozenset[int] = frozenset()  # records feeding only the q/k/v projections
     gates: frozenset[int] = frozenset()  # input projections beside q/k/v, meeting the output
+    terms: frozenset[int] = frozenset()  # records from the projections to a score term
 
     @property
     def first(self) -> int:
@@ -304,6 +305,18 @@ def _gates(flow: Flow, passed: set[int], core: frozenset[int]) -> set[int]:
     return found - feeding
 
 
+def _query_terms(flow: Flow, beside: list[int], qkv: set[int]) -> set[int]:
+    """The records on a path from the projections ``qkv`` to the producers ``beside`` the
+    core's operands (:data:`~vitprof.count.graph.rules.QUERY_TERM`): a term of the scores
+    computed from q (q . R_h and q . R_w, decomposed relative positions)."""
+    found: set[int] = set()
+    for end in beside:
+        upstream = flow.ancestors(end, min(qkv)) if qkv else set()
+        for start in qkv & upstream:
+            found |= flow.descendants(start, end) & upstream
+    return found - qkv
+
+
 def find_cores(flow: Flow) -> list[Core]:
     """Every attention core of the trace, in execution order. Weighted records that make a bias
     of the scores (Swin v2's position MLP, SAM's decomposed relative positions) in the core's
@@ -324,8 +337,10 @@ def find_cores(flow: Flow) -> list[Core]:
         passed = frozenset(before | after) if rules.PASSED.on else frozenset()
         feeding = _feeding_only(flow, qkv) if rules.FEEDS_QKV.on and qkv else set()
         gates = _gates(flow, after, steps) if rules.GATE.on else set()
+        terms = _query_terms(flow, beside, qkv) if rules.QUERY_TERM.on else set()
         cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | passed, found_by,
-                          passed - bias, frozenset(feeding), frozenset(gates)))
+                          passed - bias, frozenset(feeding), frozenset(gates),
+                          frozenset(terms - bias - passed)))
     return _inputs_first(cores) if rules.NEXT_QKV.on else cores
 
 
