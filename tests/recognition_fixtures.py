@@ -884,6 +884,38 @@ class QueryTermBlk(Blk):
 QUERY_TERM = {C.ATTN_CORE: (2 * (2 * SIDE - 1) * D, 2 * N * SIDE * D)}
 
 
+FEATURES = 6  # random features of a kernelised attention
+
+
+class RandomFeatureBlk(Blk):
+    """Kernelised attention (as Performer's): separate q ``q``, k ``k``, v ``v`` linears (D -> D),
+    q and k through a random-feature buffer ``w`` (D x FEATURES) and exp (the keys' made stable
+    by their maximum), phi(K)^T V first, then phi(Q) (phi(K)^T V) normalised by phi(Q) times the
+    keys' features summed. The last product's output is as large as a D -> D linear's: no
+    scores map runs on through the output projection and the residual into the next block's
+    q/k/v linears."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d
+        self.q, self.k, self.v = (nn.Linear(D, D) for _ in range(3))
+        self.register_buffer("w", torch.ones(D, FEATURES))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        kf = k @ self.w
+        kf = torch.exp(kf - kf.amax(dim=(-1, -2), keepdim=True))
+        context = kf.transpose(-2, -1) @ v
+        qf = torch.exp(q @ self.w)
+        scale = 1.0 / (qf @ kf.sum(1).unsqueeze(-1))
+        return self.e((qf @ context) * scale)
+
+
+# per block: k w and q w (N * D * FEATURES each), phi(K)^T V (FEATURES * N * D), phi(Q) times
+# the summed keys (N * FEATURES), phi(Q) (phi(K)^T V) (N * FEATURES * D), for the standard core
+RANDOM_FEATURE = {C.ATTN_CORE: (0, 4 * N * D * FEATURES + N * FEATURES - 2 * N * N * D)}
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -937,10 +969,29 @@ FIXTURES: dict[str, Fixture] = {
     "one_block_stages": Fixture(StagesNet, net(STAGES)),
     "window_bias_block": Fixture(lambda: Net(WindowBiasBlk), net(_times(L, WINDOW_BIAS))),
     "query_term_block": Fixture(lambda: Net(QueryTermBlk), net(_times(L, QUERY_TERM))),
+    "random_feature_block": Fixture(lambda: Net(RandomFeatureBlk),
+                                    net(_times(L, RANDOM_FEATURE))),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
 }
+
+class SequencePooled(Net):
+    """Sequence pooling after the blocks (CCT's): a linear ``z`` (D -> 1) scores each token, a
+    softmax over the tokens weights them, their weighted sum is the pooled vector."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.z = nn.Linear(D, 1)
+
+    def after(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.z(x).softmax(1).transpose(-2, -1) @ x)[:, 0]
+
+
+# the score linear D + 1 params, N * D MACs, head; the weighted sum (1 x N by N x D) attn_core
+SEQUENCE_POOL = {C.HEAD: (D + 1, N * D), C.ATTN_CORE: (0, N * D)}
+
 
 # issue 35's classes whose fixture extends a rule that has a fixture of its own
 CLASS_FIXTURES: dict[str, Fixture] = {
     "memory_layout_block": Fixture(lambda: Net(MemLayoutBlk), net(_times(L, MEMORY))),
+    "sequence_pool": Fixture(SequencePooled, net(SEQUENCE_POOL)),
 }

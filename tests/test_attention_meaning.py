@@ -5,9 +5,10 @@ core, or the records around it, elsewhere."""
 from __future__ import annotations
 
 import pytest
-from recognition_fixtures import CLASS_FIXTURES, FIXTURES, IMAGE, Breakdown
+from recognition_fixtures import CLASS_FIXTURES, FIXTURES, IMAGE, SEQUENCE_POOL, Breakdown
 
 from vitprof import analyze
+from vitprof.core.records import Component as C
 from vitprof.count.graph.rules import disabled
 
 ALL = {**FIXTURES, **CLASS_FIXTURES}
@@ -18,6 +19,8 @@ CLASSES = {
         "query_term_block",
     "6: memory key/values per head, the keys' normalised, joined to k and v":
         "memory_layout_block",
+    "10: kernelised attention through a random-feature buffer, separate q/k/v linears":
+        "random_feature_block",
 }
 
 
@@ -37,3 +40,16 @@ def test_each_attention_class_is_its_closed_form(name: str) -> None:
 def test_the_memory_layout_needs_joined_parameter_operand() -> None:
     with disabled("joined-parameter-operand"):
         assert _breakdown("memory_layout_block") != ALL["memory_layout_block"].expected
+
+
+def test_sequence_pooling_is_an_attention_pool() -> None:
+    """Class 15, decided as every attention pool after the blocks is placed (README): the score
+    linear ``head``, the weighted sum ``attn_core`` in no block (as on main: this pins it)."""
+    fixture = ALL["sequence_pool"]
+    profile = analyze(fixture.build(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == fixture.expected
+    pooled = [op for op in profile.ops if op.component is C.ATTN_CORE and op.block is None]
+    assert sum(op.macs for op in pooled) == SEQUENCE_POOL[C.ATTN_CORE][1]
+    assert {p.placed_by for p in profile.params if p.name.startswith("z.")} == {
+        "pooling-head-attention"}

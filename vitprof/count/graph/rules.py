@@ -87,6 +87,15 @@ CORE_PRODUCT = _rule(
     an attention core: every record on that path is ``attn_core`` (softmax(QK^T)V and
     Q(K^TV) alike).""",
     "MACs without a parameter read, the consumers between two such products", "plain_block")
+STREAM_BOUND = _rule(
+    "core-within-residual", (C.ATTN_CORE,),
+    """The path from a core's first product to its second never crosses a residual add of the
+    stream (a join one of whose arms is its fork itself, ``x + f(x)``): kernelised attention's
+    last product (phi(Q) (phi(K)^T V), a random-feature buffer making its features) maps no
+    scores into the next block's q/k/v linears through the output projection and the
+    residual; a bias made from q added to the scores (both arms computed) is crossed.""",
+    "the joins between two free products, whether one arm is the fork itself",
+    "random_feature_block")
 SINGLE_KEY = _rule(
     "single-key-product", (C.ATTN_CORE,),
     """A product of two activations whose scores, through records mapping them, reach an
@@ -229,7 +238,11 @@ RESIDUAL_STACK = _rule(
 POOLING_HEAD = _rule(
     "pooling-head-attention", (C.HEAD,),
     """A core outside the list of blocks, after the last of them (an attention-pooling head),
-    is in no block: its projections are ``head``.""",
+    is in no block: its projections are ``head``. Every attention pool is one: a learned query
+    over the tokens (timm's attention-pooling heads) as a linear scoring each token, a softmax
+    over the tokens and their sum so weighted (CCT's sequence pooling, the
+    ``softmax-weighted-product`` core); its products stay ``attn_core``, in no block, the
+    records that make and mix its weights ``head``.""",
     "the module tree: the core's module is in no list of blocks, and runs after them",
     "pooling_head")
 
