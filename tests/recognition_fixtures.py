@@ -576,6 +576,28 @@ class MemMatmulBlk(MemBlk):
         return self.e(self.core(q, k, v))
 
 
+HEADS = 2  # heads of a multi-head fixture, D // HEADS features each
+
+
+class MemLayoutBlk(MemBlk):
+    """Memory key/values in a per-head layout, (HEADS, MEM, D // HEADS) each, expanded over the
+    batch and concatenated to the keys and values split into heads; the key memory normalised
+    first (an l2 norm of each vector, as a QK-norm treats the keys): a weight computed by
+    records, joined to activations, weights the product no more than one carried."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.k0, self.v0 = (nn.Parameter(torch.ones(HEADS, MEM, D // HEADS)) for _ in range(2))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        q, k, v = (t.reshape(b, N, HEADS, D // HEADS).transpose(1, 2)
+                   for t in self.d(x).chunk(3, -1))
+        k = torch.cat([F.normalize(self.k0, dim=-1).expand(b, -1, -1, -1), k], -2)
+        v = torch.cat([self.v0.expand(b, -1, -1, -1), v], -2)
+        return self.e(self.core(q, k, v).transpose(1, 2).reshape(b, N, D))
+
+
 class RawNormNet(Net):
     """A LayerNorm ``r`` over the rows of the raw image (IMAGE values) before the patch
     projection: 2 * IMAGE params, norm."""
@@ -796,6 +818,104 @@ class StagesNet(Net):
 STAGES = {C.PATCH_EMBED: (L * LIN, L * N * D * D)}  # the stages' linears, before each block
 
 
+WINDOWS, SPAN = 2, N // 2  # windows of the token sequence, tokens per window
+
+
+class WindowBiasBlk(Blk):
+    """Attention within WINDOWS windows of SPAN tokens, the scores made by ``baddbmm`` adding
+    a relative-position bias gathered from a table ``r`` (one value per offset, 2 * SPAN - 1)
+    by a buffer ``i`` of each pair's offset: the product of q and k is still one of two
+    activations, the table the scores' bias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.r = nn.Parameter(torch.zeros(2 * SPAN - 1))
+        self.register_buffer("i", torch.tensor([[SPAN - 1 + a - b for b in range(SPAN)]
+                                                for a in range(SPAN)]))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        windows = x.shape[0] * WINDOWS
+        q, k, v = self.d(x.reshape(windows, SPAN, D)).chunk(3, -1)
+        bias = self.r[self.i].expand(windows, SPAN, SPAN)
+        scores = torch.baddbmm(bias, q, k.transpose(-2, -1), alpha=0.5)
+        return self.e((scores.softmax(-1) @ v).reshape(x.shape))
+
+
+# per block: the table; q k^T and a v within each window, 2 * WINDOWS * SPAN^2 * D MACs in
+# place of the standard core's 2 * N^2 * D
+WINDOW_BIAS = {C.ATTN_CORE: (2 * SPAN - 1, 2 * WINDOWS * SPAN * SPAN * D - 2 * N * N * D)}
+
+
+SIDE = 2  # the token map's side: N = SIDE * SIDE
+
+
+class Scores(nn.Module):
+    """softmax(q k^T / 2 + a term added to the scores) v, run in a module of its own."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, term: torch.Tensor
+                ) -> torch.Tensor:
+        return ((q @ k.transpose(-2, -1)) * 0.5 + term).softmax(-1) @ v
+
+
+class QueryTermBlk(Blk):
+    """Decomposed relative positions from q, as SAM adds them: tables ``s`` (rows) and ``t``
+    (columns) of 2 * SIDE - 1 offsets x D, gathered by a buffer ``i`` of each pair's offset,
+    q . R along each axis, the two summed into a term of the scores, which the core (module
+    ``u``) adds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = Scores()
+        self.s, self.t = (nn.Parameter(torch.zeros(2 * SIDE - 1, D)) for _ in range(2))
+        self.register_buffer("i", torch.tensor([[SIDE - 1 + a - b for b in range(SIDE)]
+                                                for a in range(SIDE)]))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.d(x).chunk(3, -1)
+        grid_q = q.reshape(x.shape[0], SIDE, SIDE, D)
+        rows = torch.einsum("bhwc,hkc->bhwk", grid_q, self.s[self.i])
+        cols = torch.einsum("bhwc,wkc->bhwk", grid_q, self.t[self.i])
+        term = (rows[..., None] + cols[..., None, :]).reshape(x.shape[0], N, N)
+        return self.e(self.u(q, k, v, term))
+
+
+# per block: the two tables; q . R per axis, each N * SIDE * D MACs (every position's q against
+# the SIDE offsets along that axis)
+QUERY_TERM = {C.ATTN_CORE: (2 * (2 * SIDE - 1) * D, 2 * N * SIDE * D)}
+
+
+FEATURES = 6  # random features of a kernelised attention
+
+
+class RandomFeatureBlk(Blk):
+    """Kernelised attention (as Performer's): separate q ``q``, k ``k``, v ``v`` linears (D -> D),
+    q and k through a random-feature buffer ``w`` (D x FEATURES) and exp (the keys' made stable
+    by their maximum), phi(K)^T V first, then phi(Q) (phi(K)^T V) normalised by phi(Q) times the
+    keys' features summed. The last product's output is as large as a D -> D linear's: no
+    scores map runs on through the output projection and the residual into the next block's
+    q/k/v linears."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d
+        self.q, self.k, self.v = (nn.Linear(D, D) for _ in range(3))
+        self.register_buffer("w", torch.ones(D, FEATURES))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        kf = k @ self.w
+        kf = torch.exp(kf - kf.amax(dim=(-1, -2), keepdim=True))
+        context = kf.transpose(-2, -1) @ v
+        qf = torch.exp(q @ self.w)
+        scale = 1.0 / (qf @ kf.sum(1).unsqueeze(-1))
+        return self.e((qf @ context) * scale)
+
+
+# per block: k w and q w (N * D * FEATURES each), phi(K)^T V (FEATURES * N * D), phi(Q) times
+# the summed keys (N * FEATURES), phi(Q) (phi(K)^T V) (N * FEATURES * D), for the standard core
+RANDOM_FEATURE = {C.ATTN_CORE: (0, 4 * N * D * FEATURES + N * FEATURES - 2 * N * N * D)}
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -847,5 +967,31 @@ FIXTURES: dict[str, Fixture] = {
     "single_key_block": Fixture(lambda: Net(SingleKeyBlk), net(_times(L, SINGLE_KEY))),
     "merger_net": Fixture(MergerNet, _sum(OUTSIDE, block(), block(MERGED), MERGER)),
     "one_block_stages": Fixture(StagesNet, net(STAGES)),
+    "window_bias_block": Fixture(lambda: Net(WindowBiasBlk), net(_times(L, WINDOW_BIAS))),
+    "query_term_block": Fixture(lambda: Net(QueryTermBlk), net(_times(L, QUERY_TERM))),
+    "random_feature_block": Fixture(lambda: Net(RandomFeatureBlk),
+                                    net(_times(L, RANDOM_FEATURE))),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
+}
+
+class SequencePooled(Net):
+    """Sequence pooling after the blocks (CCT's): a linear ``z`` (D -> 1) scores each token, a
+    softmax over the tokens weights them, their weighted sum is the pooled vector."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.z = nn.Linear(D, 1)
+
+    def after(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.z(x).softmax(1).transpose(-2, -1) @ x)[:, 0]
+
+
+# the score linear D + 1 params, N * D MACs, head; the weighted sum (1 x N by N x D) attn_core
+SEQUENCE_POOL = {C.HEAD: (D + 1, N * D), C.ATTN_CORE: (0, N * D)}
+
+
+# issue 35's classes whose fixture extends a rule that has a fixture of its own
+CLASS_FIXTURES: dict[str, Fixture] = {
+    "memory_layout_block": Fixture(lambda: Net(MemLayoutBlk), net(_times(L, MEMORY))),
+    "sequence_pool": Fixture(SequencePooled, net(SEQUENCE_POOL)),
 }

@@ -43,6 +43,10 @@ STRUCTURAL = {
     "pooled-skip-join": "which adds are residual joins, read by residual-branch-conv",
     "joined-parameter-operand": "which products are products of two activations, read by "
                                 "core-product",
+    "added-term-beside-product": "which products are products of two activations, read by "
+                                 "core-product",
+    "core-within-residual": "where a core's path to its second product stops, read by "
+                            "core-product",
     "joined-span-block": "which module is a block, read by the rules inside and outside blocks",
     "next-core-qkv": "which records proj-after-core keeps, the rest placed by qkv-feeds-core",
 }

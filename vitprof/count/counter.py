@@ -77,6 +77,9 @@ from vitprof.count.module_stack import ModuleStack
 from vitprof.count.trace import Step, Trace
 
 _SDPA = F.scaled_dot_product_attention
+# products that add their first input to what they multiply (``beta * self + a @ b``): that
+# input is a term beside the product's operands (a bias of the scores, a linear's bias)
+_ADDED_TERM = frozenset({"aten.addmm", "aten.baddbmm", "aten.addbmm", "aten.addmv", "aten.addr"})
 
 
 def storage_key(tensor: torch.Tensor) -> int | None:
@@ -120,6 +123,8 @@ class _Pending:
     carried_beside: tuple[str, ...] = ()  # forward: those of ``carried`` reaching no operand
     # forward: those of ``carried`` in an operand that a record wrote too (joined to activations)
     carried_joined: tuple[str, ...] = ()
+    # forward: the producers of each operand that several records wrote (a concatenation)
+    joined: tuple[tuple[int, ...], ...] = ()
 
 
 def tensor_bytes(value: Any) -> int:
@@ -313,6 +318,8 @@ class OpCounter:
         apart = self._sources(extra) if forward and extra else ()
         beside_only = self._take_carried(extra, params) if forward else ()
         joined = self._joined(operands, params) if forward else ()
+        shared = tuple(group for key in operands if len(group := self.producer.get(key, ())) > 1
+                       ) if forward else ()
         carried = self._take_carried(operands, params) if forward else ()
         beside_only = tuple(name for name in beside_only if name not in carried)
         carried += beside_only
@@ -333,6 +340,7 @@ class OpCounter:
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape,
                     component is not None, apart, indexed, operand, read, beside_only, joined,
+                    shared,
                 )
             )
         if forward:
@@ -542,7 +550,7 @@ class OpCounter:
         steps = tuple(
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
                  p.cost.macs, p.component if p.fixed else None, p.beside, p.indexed,
-                 p.operand, p.parts, p.carried_beside, p.carried_joined)
+                 p.operand, p.parts, p.carried_beside, p.carried_joined, p.joined)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(
@@ -676,7 +684,10 @@ class _DispatchCounter(TorchDispatchMode):
             cost = formula(named, out)
             if formula in OWN_FORMULAS:
                 cost = in_real_arithmetic(func, cost, out)
-            self.counter.record(func, cost, args, traffic, out)
+            if op_name(func) in _ADDED_TERM and args:
+                self.counter.record(func, cost, args[1:], traffic, out, beside=args[:1])
+            else:
+                self.counter.record(func, cost, args, traffic, out)
             self.counter.note_floor(func, named, out)
         else:
             self.counter.pass_through(args, out)

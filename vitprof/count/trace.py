@@ -41,6 +41,9 @@ class Step:
     # those of ``carried`` in an operand that records wrote too: a parameter concatenated to
     # activations (memory key/values joined to the keys), which extends them and weights nothing
     carried_joined: tuple[str, ...] = ()
+    # the producers of each operand that several records wrote: a weight computed by records
+    # (memory key/values normalised) concatenated to activations in one operand
+    joined: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

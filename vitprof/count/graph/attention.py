@@ -43,6 +43,7 @@ class Core:
     passed: frozenset[int] = frozenset()  # those of ``bias`` walked through to a projection
     feeding: frozenset[int] = frozenset()  # records feeding only the q/k/v projections
     gates: frozenset[int] = frozenset()  # input projections beside q/k/v, meeting the output
+    terms: frozenset[int] = frozenset()  # records from the projections to a score term
 
     @property
     def first(self) -> int:
@@ -67,12 +68,20 @@ def _second_product(
                 if j in seen or j in taken or flow.fused_core(j):
                     continue
                 seen.add(j)
+                if _stream_join(flow, j):
+                    continue
                 if flow.free_product(j) or _spreads(flow, j, start):
                     return _between(flow, start, j, taken)
                 if flow.on_map(j, start) and (weighted or not flow.steps[j].macs):
                     following.append(j)
         frontier = following
     return None
+
+
+def _stream_join(flow: Flow, i: int) -> bool:
+    """Record ``i`` is a residual add of the stream, ``x + f(x)``, that no scores map crosses
+    (:data:`~vitprof.count.graph.rules.STREAM_BOUND`)."""
+    return rules.STREAM_BOUND.on and i in flow.joins and flow.free_skip(i)
 
 
 def _spreads(flow: Flow, i: int, scores: int) -> bool:
@@ -304,6 +313,24 @@ def _gates(flow: Flow, passed: set[int], core: frozenset[int]) -> set[int]:
     return found - feeding
 
 
+def _query_terms(flow: Flow, beside: list[int], qkv: set[int], steps: frozenset[int]
+                  ) -> set[int]:
+    """The records on a path from the projections ``qkv`` to the producers ``beside`` the
+    core's operands (:data:`~vitprof.count.graph.rules.QUERY_TERM`): a term of the scores
+    computed from q (q . R_h and q . R_w, decomposed relative positions), each feeding
+    nothing but that term and the core's ``steps``; norms aside."""
+    found: set[int] = set()
+    for end in beside:
+        upstream = flow.ancestors(end, min(qkv)) if qkv else set()
+        for start in qkv & upstream:
+            found |= flow.descendants(start, end) & upstream
+    found = {i for i in found - qkv if not flow.norm(i)}  # a QK-norm stays norm
+    while leaking := {i for i in found
+                      if any(j not in found and j not in steps for j in flow.consumers[i])}:
+        found -= leaking
+    return found
+
+
 def find_cores(flow: Flow) -> list[Core]:
     """Every attention core of the trace, in execution order. Weighted records that make a bias
     of the scores (Swin v2's position MLP, SAM's decomposed relative positions) in the core's
@@ -324,8 +351,10 @@ def find_cores(flow: Flow) -> list[Core]:
         passed = frozenset(before | after) if rules.PASSED.on else frozenset()
         feeding = _feeding_only(flow, qkv) if rules.FEEDS_QKV.on and qkv else set()
         gates = _gates(flow, after, steps) if rules.GATE.on else set()
+        terms = _query_terms(flow, beside, qkv, steps) if rules.QUERY_TERM.on else set()
         cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | passed, found_by,
-                          passed - bias, frozenset(feeding), frozenset(gates)))
+                          passed - bias, frozenset(feeding), frozenset(gates),
+                          frozenset(terms - bias - passed)))
     return _inputs_first(cores) if rules.NEXT_QKV.on else cores
 
 

@@ -79,17 +79,35 @@ class Flow:
 
     def _reads_weight(self, i: int) -> bool:
         step = self.steps[i]
+        joined = self.joined_weights(i)
         return bool(step.params or self._carried_weights(i)) or any(
-            self.weights[j] for j in step.sources)
+            self.weights[j] for j in step.sources if j not in joined)
+
+    def joined_weights(self, i: int) -> set[int]:
+        """The records computing a weight that step ``i`` reads only joined to activations in
+        one operand (a memory of keys normalised, then concatenated to the keys:
+        :data:`~vitprof.count.graph.rules.JOINED_OPERAND`, whatever the layout)."""
+        if not rules.JOINED_OPERAND.on:
+            return set()
+        mixed = [group for group in self.steps[i].joined
+                 if not all(self.weights[j] for j in group)]
+        alone = {j for j in self.steps[i].sources
+                 if not any(j in group for group in self.steps[i].joined)}
+        return {j for group in mixed for j in group} - alone
 
     def _carried_weights(self, i: int) -> set[str]:
         """The parameters reaching step ``i`` through free ops that weight it: all of them but
         those joined to activations in an operand (memory key/values concatenated to the keys:
-        :data:`~vitprof.count.graph.rules.JOINED_OPERAND`)."""
+        :data:`~vitprof.count.graph.rules.JOINED_OPERAND`) and those reaching it only beside
+        its operands (a bias table added to the scores by ``baddbmm``:
+        :data:`~vitprof.count.graph.rules.ADDED_TERM`)."""
         step = self.steps[i]
+        carried = set(step.carried)
+        if rules.ADDED_TERM.on:  # a term added beside the operands: a bias of the scores
+            carried -= set(step.carried_beside)
         if not rules.JOINED_OPERAND.on:
-            return set(step.carried)
-        return set(step.carried) - set(step.carried_joined)
+            return carried
+        return carried - set(step.carried_joined)
 
     def weighted(self, i: int) -> bool:
         return self.steps[i].macs > 0 and self._reads_weight(i)

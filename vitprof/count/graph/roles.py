@@ -139,6 +139,7 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str
         placing = ((core.steps, C.ATTN_CORE, R.RULES[core.found_by]),
                    (core.bias - core.passed, C.ATTN_CORE, R.SCORE_BIAS),
                    (core.passed, C.ATTN_CORE, R.PASSED),
+                   (core.terms, C.ATTN_CORE, R.QUERY_TERM),
                    (core.qkv, C.HEAD if head else C.ATTN_QKV, head or R.QKV),
                    (core.feeding, C.HEAD if head else C.ATTN_QKV, head or R.FEEDS_QKV),
                    (core.gates, C.HEAD if head else C.ATTN_QKV, head or R.GATE),
@@ -599,11 +600,16 @@ def _normalised(step: Step, sizes: Mapping[str, int]) -> str | None:
 def _enters_sequence(flow: Flow, first: int, name: str, owner: str, products: Set[int]) -> bool:
     """The parameter ``name`` (held by module ``owner``), first read by record ``first``, is a
     tensor of the sequence (:data:`~vitprof.count.graph.rules.SEQUENCE_PARAMETER`): carried
-    into one of the cores' ``products`` as an operand, or the input of a record without MACs
-    run by another module than its owner."""
+    into one of the cores' ``products`` as an operand, or computed by records into a weight
+    that such a product reads joined to activations in one operand (a memory of keys
+    normalised, then concatenated to the keys), or the input of a record without MACs run by
+    another module than its owner."""
     step = flow.steps[first]
     if first in products:
         return name in step.carried and name not in step.carried_beside
+    user = _weight_user(flow, first)
+    if user in products and flow.joined_weights(user) & flow.descendants(first, user):
+        return True
     return not step.macs and step.module != owner and name in step.params
 
 

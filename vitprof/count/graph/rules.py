@@ -87,6 +87,15 @@ CORE_PRODUCT = _rule(
     an attention core: every record on that path is ``attn_core`` (softmax(QK^T)V and
     Q(K^TV) alike).""",
     "MACs without a parameter read, the consumers between two such products", "plain_block")
+STREAM_BOUND = _rule(
+    "core-within-residual", (C.ATTN_CORE,),
+    """The path from a core's first product to its second never crosses a residual add of the
+    stream (a join one of whose arms is its fork itself, ``x + f(x)``): kernelised attention's
+    last product (phi(Q) (phi(K)^T V), a random-feature buffer making its features) maps no
+    scores into the next block's q/k/v linears through the output projection and the
+    residual; a bias made from q added to the scores (both arms computed) is crossed.""",
+    "the joins between two free products, whether one arm is the fork itself",
+    "random_feature_block")
 SINGLE_KEY = _rule(
     "single-key-product", (C.ATTN_CORE,),
     """A product of two activations whose scores, through records mapping them, reach an
@@ -124,10 +133,21 @@ JOINED_OPERAND = _rule(
     """A parameter concatenated to activations in one operand (learned memory key/values
     joined to the keys and values, then a plain matmul) extends the sequence, it weights
     nothing: a product whose operands are activations, one of them extended so, is still a
-    product of two activations (``core-product`` reads it). A parameter reaching a product
-    alone (expanded or repeated, no activation beside it) still weights it.""",
+    product of two activations (``core-product`` reads it), whatever the parameter's layout
+    and whether records computed it first (a memory normalised, then concatenated: a weight
+    joined to activations in one operand weights nothing either). A parameter reaching a
+    product alone (expanded or repeated, no activation beside it) still weights it.""",
     "per operand of a product, the parameters it carries and whether a record wrote it too",
     "memory_matmul_block")
+ADDED_TERM = _rule(
+    "added-term-beside-product", (C.ATTN_CORE,),
+    """A product that adds a term to what it multiplies (``baddbmm``, ``addmm``: ``bias + a @
+    b``) reads that term beside its two operands: a parameter reaching it only there (a
+    relative-position bias table indexed, then added to the scores by the product that makes
+    them) weights nothing, and the product is still one of two activations (``core-product``
+    reads it); the table is the core's, as the scores' bias.""",
+    "per product, the parameters reaching its added term apart from its two operands",
+    "window_bias_block")
 QKV = _rule(
     "qkv-feeds-core", (C.ATTN_QKV,),
     """The first weighted records upstream of a core's operands, walking through records
@@ -174,6 +194,14 @@ SCORE_BIAS = _rule(
     """The records in the core's module that make what is added beside its operands (a bias or
     a mask of the scores), weighted or not, are the core's.""",
     "the records upstream of a core's non-operand inputs, inside its module", "bias_block")
+QUERY_TERM = _rule(
+    "score-term-from-query", (C.ATTN_CORE,),
+    """The records on a path from a core's q/k/v projections to what it reads beside its
+    operands (a term added to the scores computed from q: decomposed relative positions, q
+    times a table of offsets along each axis, as SAM and MViTv2 add them) are the core's,
+    whatever module runs them: the core may run in a module of its own, the term beside it.""",
+    "the records between the core's q/k/v projections and its non-operand inputs",
+    "query_term_block")
 ATTENTION_MODULE = _rule(
     "inside-attention-module", (C.ATTN_QKV, C.ATTN_PROJ),
     """The attention module is the innermost module holding a core's records and its q/k/v
@@ -210,7 +238,11 @@ RESIDUAL_STACK = _rule(
 POOLING_HEAD = _rule(
     "pooling-head-attention", (C.HEAD,),
     """A core outside the list of blocks, after the last of them (an attention-pooling head),
-    is in no block: its projections are ``head``.""",
+    is in no block: its projections are ``head``. Every attention pool is one: a learned query
+    over the tokens (timm's attention-pooling heads) as a linear scoring each token, a softmax
+    over the tokens and their sum so weighted (CCT's sequence pooling, the
+    ``softmax-weighted-product`` core); its products stay ``attn_core``, in no block, the
+    records that make and mix its weights ``head``.""",
     "the module tree: the core's module is in no list of blocks, and runs after them",
     "pooling_head")
 
@@ -330,7 +362,8 @@ SEQUENCE_PARAMETER = _rule(
     """A parameter of two or more dimensions that enters the sequence as a tensor of it is
     ``tokens`` wherever the sequence goes next, in a block or in a core: one carried (through
     free ops: expand, cat) into a product of a core as an operand, not beside it as a bias of
-    the scores (memory key/values concatenated to k and v); one a record without MACs of another
+    the scores (memory key/values concatenated to k and v), or computed by records into a weight
+    joined so (a memory normalised first); one a record without MACs of another
     module than the parameter's takes as its input (Perceiver latents normed before their
     cross-attention).""",
     "the parameters a record reads or carries as operands, its MACs, the parameter's owner "

@@ -1,0 +1,55 @@
+"""Issue 35's attention classes, each on its neutral-name fixture (tests/recognition_fixtures.py):
+the breakdown is the closed form written beside the fixture, where main placed part of the
+core, or the records around it, elsewhere."""
+
+from __future__ import annotations
+
+import pytest
+from recognition_fixtures import CLASS_FIXTURES, FIXTURES, IMAGE, SEQUENCE_POOL, Breakdown
+
+from vitprof import analyze
+from vitprof.core.records import Component as C
+from vitprof.count.graph.rules import disabled
+
+ALL = {**FIXTURES, **CLASS_FIXTURES}
+# issue 35's defect class -> the fixture that reproduces it
+CLASSES = {
+    "3: a windowed core whose scores baddbmm adds a bias table to": "window_bias_block",
+    "4: decomposed relative positions from q, beside a core in a module of its own":
+        "query_term_block",
+    "6: memory key/values per head, the keys' normalised, joined to k and v":
+        "memory_layout_block",
+    "10: kernelised attention through a random-feature buffer, separate q/k/v linears":
+        "random_feature_block",
+}
+
+
+def _breakdown(name: str) -> Breakdown:
+    fixture = ALL[name]
+    profile = analyze(fixture.build(), image_size=IMAGE, recognizer="graph",
+                      overrides=list(fixture.overrides))
+    return {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)}
+
+
+@pytest.mark.parametrize("name", CLASSES.values(), ids=list(CLASSES))
+def test_each_attention_class_is_its_closed_form(name: str) -> None:
+    assert _breakdown(name) == ALL[name].expected
+
+
+def test_the_memory_layout_needs_joined_parameter_operand() -> None:
+    with disabled("joined-parameter-operand"):
+        assert _breakdown("memory_layout_block") != ALL["memory_layout_block"].expected
+
+
+def test_sequence_pooling_is_an_attention_pool() -> None:
+    """Class 15, decided as every attention pool after the blocks is placed (README): the score
+    linear ``head``, the weighted sum ``attn_core`` in no block (as on main: this pins it)."""
+    fixture = ALL["sequence_pool"]
+    profile = analyze(fixture.build(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == fixture.expected
+    pooled = [op for op in profile.ops if op.component is C.ATTN_CORE and op.block is None]
+    assert sum(op.macs for op in pooled) == SEQUENCE_POOL[C.ATTN_CORE][1]
+    assert {p.placed_by for p in profile.params if p.name.startswith("z.")} == {
+        "pooling-head-attention"}
