@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from vitprof.core.atomic_write import write_atomically
+
 
 def write_section(path: Path, heading: str, text: str, level: int = 1) -> None:
     """Replace the section of ``path`` that starts with the line ``heading`` (up to the next
@@ -15,9 +17,9 @@ def write_section(path: Path, heading: str, text: str, level: int = 1) -> None:
     old = path.read_text() if path.exists() else ""
     start = old.find(heading)
     if start < 0:
-        path.write_text(old.rstrip("\n") + "\n\n" + text if old else text)
+        write_atomically(path, old.rstrip("\n") + "\n\n" + text if old else text)
         return
     found = re.compile(rf"\n#{{1,{level}}} ").search(old, start + len(heading))
     end = found.start() if found else -1
     rest = old[end + 1:] if end >= 0 else ""
-    path.write_text(old[:start] + text + ("\n" + rest if rest else ""))
+    write_atomically(path, old[:start] + text + ("\n" + rest if rest else ""))
