@@ -96,6 +96,9 @@ def measure() -> dict[str, Any]:
         "torch": torch.__version__,
         "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
         "CUBLASLT_WORKSPACE_SIZE": os.environ.get("CUBLASLT_WORKSPACE_SIZE"),
+        "TORCH_CUBLASLT_UNIFIED_WORKSPACE": os.environ.get("TORCH_CUBLASLT_UNIFIED_WORKSPACE"),
+        "torch_cublas_workspace_size": torch.backends.cuda.cublas_workspace_size(),
+        "torch_cublaslt_workspace_size": torch.backends.cuda.cublaslt_workspace_size(),
         "workspace_blocks": found,
         "modelled_workspace_per_handle": cuda_model.cublas_workspace(capability),
         "modelled_training_workspaces": cuda_model.workspace_bytes(True, capability),
@@ -119,7 +122,9 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", f"Training step: measured {result['measured_training_workspaces']:,} bytes, "
               f"modelled {result['modelled_training_workspaces']:,} (2 handles x "
               f"{result['modelled_workspace_per_handle']:,}); the second step adds "
-              f"{result['second_step_adds']:,}.", "",
+              f"{result['second_step_adds']:,}. torch's own sizes: cuBLAS "
+              f"{result['torch_cublas_workspace_size']:,}, cuBLASLt "
+              f"{result['torch_cublaslt_workspace_size']:,} bytes a handle.", "",
               "| request (bytes) | memory_allocated counts | modelled |", "|---:|---:|---:|"]
     lines += [f"| {int(n):,} | {v['counted']:,} | {v['modelled']:,} |"
               for n, v in result["rounding"].items()]

@@ -74,3 +74,25 @@ def test_the_device_measurement_imports_and_refuses_without_cuda(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUDA device" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_device_measurements_page_puts_the_model_beside_it() -> None:
+    spec = importlib.util.spec_from_file_location("device_cuda_parts", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    parts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(parts)
+    result = {  # what an H200 would report if the model holds
+        "device": "NVIDIA H200", "capability": [9, 0], "torch": "2.14.1",
+        "CUBLAS_WORKSPACE_CONFIG": None, "CUBLASLT_WORKSPACE_SIZE": None,
+        "workspace_blocks": {"step 1 forward": [32 * MIB], "step 1 backward": [32 * MIB],
+                             "step 2 forward": [], "step 2 backward": []},
+        "modelled_workspace_per_handle": 32 * MIB, "modelled_training_workspaces": 64 * MIB,
+        "measured_training_workspaces": 64 * MIB, "second_step_adds": 0,
+        "torch_cublas_workspace_size": 32 * MIB, "torch_cublaslt_workspace_size": 32 * MIB,
+        "rounding": {"513": {"counted": 1024, "modelled": 1024}},
+    }
+    page = parts.markdown(result)
+    assert "# The CUDA model's parts on NVIDIA H200 (sm90, torch 2.14.1)" in page
+    # 2 x 33,554,432 = 67,108,864 bytes measured and modelled
+    assert "measured 67,108,864 bytes, modelled 67,108,864 (2 handles x 33,554,432)" in page
+    assert "| step 2 backward | none |" in page and "| 513 | 1,024 | 1,024 |" in page

@@ -16,9 +16,11 @@ measured these parts of the CUDA model (``benchmarks/device_cuda_parts.py`` meas
 * **The caching allocator's rounding**: every block is rounded up to a multiple of 512 bytes,
   as ``torch.cuda.max_memory_allocated`` counts it.
 
-Not charged: cuBLASLt's own workspace (``CUBLASLT_WORKSPACE_SIZE``, 1 MiB a handle by default,
-allocated where a matmul takes the Lt path), the cuDNN workspaces, the CUDA context and the
-allocator's cached but free bytes (none is in ``max_memory_allocated`` except the first two).
+cuBLASLt adds nothing: on open-source CUDA builds it reuses the cuBLAS workspace
+(``TORCH_CUBLASLT_UNIFIED_WORKSPACE``, on by default, as ``torch.backends.cuda.
+blas_workspace_size``'s documentation in torch 2.14 says); with it off, each handle would add
+``CUBLASLT_WORKSPACE_SIZE`` (1 MiB by default), which is not charged. Not charged either: the
+cuDNN workspaces, the CUDA context and the allocator's cached but free bytes.
 """
 
 from __future__ import annotations
