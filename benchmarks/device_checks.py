@@ -1,9 +1,15 @@
-"""Every CUDA check of vitprof in one short call: profile, training memory, MFU.
+"""Every CUDA check of vitprof in one short call: the CUDA model's parts, profile, training
+memory, MFU.
 
 Run on a machine with a GPU (the lent device: one call, minutes of budget):
 
-    python benchmarks/device_checks.py OUT_DIR [--peak-tflops T] [--only profile,memory,mfu]
+    python benchmarks/device_checks.py OUT_DIR [--peak-tflops T]
+        [--only cuda_parts,profile,memory,mfu]
 
+0. ``benchmarks/device_cuda_parts.py`` in a fresh process (no cuBLAS handle has a workspace
+   yet): the workspaces and the allocator's rounding that ``vitprof memory --target cuda``
+   charges as modelled, not measured, read from ``torch.cuda.memory_snapshot()``
+   (``OUT_DIR/cuda_parts.json``/``.md``);
 1. ``vitprof profile vit_b_16 --device cuda --format json``: measured time, peak device memory
    (``torch.cuda.max_memory_allocated``) and the matmul peak, to ``OUT_DIR/profile_vit_b_16.json``;
 2. :func:`device_memory.run`: the predicted training-step peaks against
@@ -11,7 +17,7 @@ Run on a machine with a GPU (the lent device: one call, minutes of budget):
    reads into the CUDA column of ``reports/memory.md``);
 3. :func:`device_mfu.run`: ViT-B/16, 20 bf16 steps, MFU through the plain loop, Lightning and the
    Hugging Face Trainer (``device_mfu.md``). ``--peak-tflops`` is needed where the peak table has
-   no dense figure for the GPU (the H200's datasheet prints sparse ones only).
+   no dense figure for the GPU and dtype.
 
 Each check runs even if an earlier one failed; ``OUT_DIR/device_checks.md`` lists each with its
 time and outcome, and the exit code is non-zero if any failed. Without CUDA it stops in one line.
@@ -27,7 +33,12 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-CHECKS = ("profile", "memory", "mfu")
+CHECKS = ("cuda_parts", "profile", "memory", "mfu")
+
+
+def _cuda_parts(out_dir: Path, _peak: float | None) -> None:
+    script = Path(__file__).parent / "device_cuda_parts.py"
+    subprocess.run([sys.executable, str(script), str(out_dir)], check=True)
 
 
 def _profile(out_dir: Path, _peak: float | None) -> None:
@@ -50,7 +61,7 @@ def _mfu(out_dir: Path, peak: float | None) -> None:
 
 
 RUNNERS: dict[str, Callable[[Path, float | None], None]] = {
-    "profile": _profile, "memory": _memory, "mfu": _mfu}
+    "cuda_parts": _cuda_parts, "profile": _profile, "memory": _memory, "mfu": _mfu}
 
 
 def run_checks(out_dir: Path, names: Sequence[str], peak: float | None) -> list[str]:

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from sections import write_section
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    sys.argv[1:] if argv is None else list(argv))
     print(text)
     if not args.no_page:
+        from sections import write_section  # the page is written atomically, by vitprof's writer
+
         write_section(args.out, HEADING, text, level=2)
         print(f"wrote the section '{HEADING[3:]}' of {args.out}")
     return 0

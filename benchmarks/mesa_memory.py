@@ -22,8 +22,6 @@ from typing import Any
 
 from memory_rows import Row
 
-from vitprof.measure.training_memory import CUDA_WORKSPACE
-
 MIB = 2**20
 HEADING = "## Mesa's DeiT figures"
 GRAD_BYTES = 4  # a float32 gradient (the master weights stay float32 under autocast)
@@ -60,6 +58,7 @@ class MesaRow:
     grads_at_peak: int  # gradients alive at vitprof's peak (early in the backward)
     grads: int  # all gradients, as the allocator holds them
     evaluation: int  # the most the evaluation pass between epochs holds (see eval_bytes)
+    workspace: int  # the cuBLAS workspaces vitprof charges (modelled, not measured)
 
 
 def eval_bytes(inference_peak: int, grads: int, optimizer_state: int, params: int) -> int:
@@ -71,16 +70,19 @@ def eval_bytes(inference_peak: int, grads: int, optimizer_state: int, params: in
 
 
 def then_and_now(m: MesaRow) -> dict[str, int]:
-    """What the 2021 run held at vitprof's peak that today's step does not (bytes; negative:
-    what today's step holds and the 2021 run did not), by cause:
+    """A hypothesis: what the 2021 run may have held at vitprof's peak that today's step does
+    not (bytes; negative: what today's step holds and the 2021 run did not), by cause. The four
+    causes were chosen after the gap was seen, each is arithmetic on the model, and none was
+    measured:
 
     * ``softmax_input``: torch 1.7 saved softmax's input for its backward as well as its output,
       which is all the backward reads (pytorch/pytorch#49600, filed December 2020 against that
       code; today's torch saves the output only); under CUDA autocast that input is the
       float32 copy of the scores, batch x heads x tokens^2 x 4 bytes per attention layer, all
       alive at a peak at the start of the backward;
-    * ``cublas_workspace``: the 32 MiB cuBLAS workspace that today's torch allocates through
-      its caching allocator (vitprof models it); torch 1.7.1 with CUDA 10.1 left it to cuBLAS
+    * ``cublas_workspace``: the cuBLAS workspaces that today's torch allocates through its
+      caching allocator, as vitprof charges them (``m.workspace``: two handles x 32 MiB,
+      modelled, not measured); torch 1.7.1 with CUDA 10.1 left them to cuBLAS
       (``cublasSetWorkspace`` came with CUDA 11.0 Update 1), outside ``max_memory_allocated``;
     * ``ddp_buckets``: ``DistributedDataParallel``'s flat gradient buckets (torch 1.7.1: not views
       of the gradients), a float32 copy of every gradient, alive from its construction;
@@ -91,7 +93,7 @@ def then_and_now(m: MesaRow) -> dict[str, int]:
     s, batch = m.shape, m.row.batch
     return {
         "softmax_input": s.blocks * batch * s.heads * s.tokens**2 * SCORE_BYTES,
-        "cublas_workspace": -CUDA_WORKSPACE,
+        "cublas_workspace": -m.workspace,
         "ddp_buckets": GRAD_BYTES * s.params,
         "kept_grads": m.grads - m.grads_at_peak,
     }
@@ -164,7 +166,8 @@ def mesa_verdict(rows: Sequence[MesaRow]) -> str:
     head = (f"Reproduced: vitprof's predictions are within {max(map(abs, ours)):.1f}% of "
             "Mesa's figures." if max(map(abs, ours)) <= 5 else
             f"Not reproduced as today's step: vitprof's predictions of it are {span(ours)} "
-            "off Mesa's figures; the 2021 run held more (below).")
+            "off Mesa's figures; the 2021 run held more, by the hypothesis below (its causes "
+            "chosen after the gap was seen, none measured).")
     return f"{head} The 34sbh + 5as²b formula alone is {span(formula)} off them."
 
 
@@ -177,7 +180,8 @@ def explained_table(rows: Sequence[MesaRow]) -> str:
     """Per model: vitprof's peak, each quantified cause (MiB), their sum against the published
     figure, and the residual per token-channel-block and per parameter."""
     lines = ["| model | vitprof (today) | " + " | ".join(CAUSES.values()) +
-             " | explained | vs published | residual (MiB) | residual / token-channel-block "
+             " | hypothesis (none measured) | vs published | residual (MiB) | "
+             "residual / token-channel-block "
              "(bytes) | residual / parameter (bytes) |",
              "| :--- | ---: | " + "---: | " * len(CAUSES) + "---: | ---: | ---: | ---: | ---: |"]
     for m in rows:
@@ -207,7 +211,8 @@ def findings(rows: Sequence[MesaRow]) -> list[str]:
              else "above the training peak of " + ", ".join(
                  m.row.model for m in rows if m.evaluation >= explained(m)))
     return [
-        f"With the four quantified causes, vitprof comes to {signed(min(errors))} to "
+        f"A hypothesis, not an explanation: the four causes were chosen after the gap was "
+        f"seen, and none was measured. With them, vitprof comes to {signed(min(errors))} to "
         f"{signed(max(errors))} of Mesa's figures. The largest cause is "
         "torch 1.7.1's softmax, which kept its float32 input for the backward beside its output "
         f"({mib(then_and_now(first)['softmax_input'])} MiB for {first.row.model}, "
@@ -225,8 +230,8 @@ def findings(rows: Sequence[MesaRow]) -> list[str]:
         "score-shaped tensor from a token-shaped one: it is also "
         f"{min(map(per_score, rows)):.2f} to {max(map(per_score, rows)):.2f} bytes per "
         "attention score per layer. No fudge factor is added for it.",
-        "Bounded, not in the residual: cudnn.benchmark's trial workspaces (torch 1.7.1 sizes "
-        "them to the largest cached free block, and they run at the patch embedding, first in "
+        "Bounded, not in the residual: cudnn.benchmark's trial workspaces (torch 1.7.1 caps "
+        "them by the largest cached free block, and they run at the patch embedding, first in "
         "the forward and last in the backward, when the least else is alive); the first step "
         "(no optimizer state yet, no gradients until its backward); mixup's flipped copy of "
         "the batch (freed before the forward); the loss (batch x classes); model EMA (off in "
@@ -279,11 +284,14 @@ def mesa_section(rows: Sequence[MesaRow]) -> str:
     """The page's section on Mesa's figures (markdown, ending in a newline)."""
     return "\n".join([
         HEADING, "", mesa_table(rows), "", mesa_verdict(rows), "", NOTES, "",
-        "### What the 2021 run held that today's step does not", "",
+        "### A hypothesis: what the 2021 run may have held that today's step does not", "",
         "Each cause in MiB at vitprof's peak (early in the backward, every block's activations "
-        "alive), by arithmetic on the model (`benchmarks/mesa_memory.py`, `then_and_now`); "
-        "none is measured. Added at that moment, they give a lower bound of the 2021 run's "
-        "peak (with them the peak could only move to a moment holding more).", "",
+        "alive), by arithmetic on the model (`benchmarks/mesa_memory.py`, `then_and_now`). "
+        "The four causes were chosen after the gap was seen, and none is measured: the "
+        "hypothesis column is what they would add up to, not an explanation, until a GPU run "
+        "measures them (last item below). Added at that moment, they would give a lower bound "
+        "of the 2021 run's peak (with them the peak could only move to a moment holding "
+        "more).", "",
         explained_table(rows), "", *[f"- {line}" for line in findings(rows)],
     ]) + "\n"
 
@@ -307,4 +315,4 @@ def make_row(row: Row, model: Any, estimate: Any, inference: Any, formula: int) 
     shape = shape_of(model)
     evaluation = eval_bytes(inference.peak_bytes, grads, peak["optimizer_state"], shape.params)
     return MesaRow(row, MESA_MB[row.model], estimate.peak_bytes, states, estimate.saved_bytes,
-                   formula, shape, peak["gradients"], grads, evaluation)
+                   formula, shape, peak["gradients"], grads, evaluation, peak["workspace"])

@@ -8,14 +8,16 @@
   ``ThroughputMonitor``): ``FlopCounterMode`` over a forward and a backward on a meta model.
 
 Each is run for the whole model trained and for a linear probe (only the head trains). The
-peaks: Lightning's table (``get_available_flops``' ``_CUDA_FLOPS``) beside vitprof's dense
-figures, for the GPUs both have; the Trainer's ``floating_point_ops``. Prints markdown, or with
-``--write docs/mfu.md`` replaces the page's generated section:
+peaks: Lightning's ``get_available_flops`` for each GPU of vitprof's table, called by its
+real device name (``"NVIDIA H200"``), beside vitprof's dense figures; the Trainer's
+``floating_point_ops``. Prints markdown, or with ``--write docs/mfu.md`` replaces the page's
+generated section:
 ``python benchmarks/mfu_anchors.py [--write docs/mfu.md]``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +27,7 @@ import torch
 from torch import nn
 
 from vitprof.analysis import analyze
+from vitprof.core.atomic_write import write_atomically
 from vitprof.count.training import phase_components
 from vitprof.measure.mfu.flops import count_step
 from vitprof.measure.mfu.peaks import peak_table
@@ -125,29 +128,63 @@ def attention_line(meta: nn.Module) -> str:
     return f"FlopCounterMode's ops on meta: {', '.join(ops)}"
 
 
-def peaks() -> list[str]:
+# each row's GPU as torch.cuda.get_device_name() names it (ROCm's torch too), and its compute
+# capability (Lightning reads it to decide whether float32 is TF32); AMD's: None (not CUDA)
+DEVICES: dict[str, tuple[str, tuple[int, int] | None]] = {
+    "A100 SXM": ("NVIDIA A100-SXM4-80GB", (8, 0)), "A100 PCIe": ("NVIDIA A100 80GB PCIe", (8, 0)),
+    "H100 SXM": ("NVIDIA H100 80GB HBM3", (9, 0)), "H100 PCIe": ("NVIDIA H100 PCIe", (9, 0)),
+    "H200 SXM": ("NVIDIA H200", (9, 0)), "L4": ("NVIDIA L4", (8, 9)), "A10": ("NVIDIA A10", (8, 6)),
+    "V100 SXM2": ("Tesla V100-SXM2-16GB", (7, 0)), "V100 PCIe": ("Tesla V100-PCIE-32GB", (7, 0)),
+    "RTX 4090": ("NVIDIA GeForce RTX 4090", (8, 9)), "MI300X": ("AMD Instinct MI300X", None),
+    "MI325X": ("AMD Instinct MI325X", None),
+}
+LIGHTNING_DTYPES = ("fp32", "tf32", "bf16", "fp16")  # Lightning's table has no fp8
+
+
+def lightning_peak(device_name: str, capability: tuple[int, int] | None,
+                   dtype: str) -> float | None:
+    """What Lightning's ``get_available_flops`` (what ``ThroughputMonitor`` divides by) returns
+    in TFLOP/s on a GPU named ``device_name``, or None (then Lightning logs no MFU): called as a
+    training run calls it, with ``torch.cuda`` answering as that GPU would; fp32 with PyTorch's
+    matmul precision "highest", tf32 as float32 under "high"."""
+    import warnings
+    from unittest import mock
+
+    from lightning.fabric.utilities.throughput import get_available_flops
+
+    asked: Any = torch.float32 if dtype in ("fp32", "tf32") else {
+        "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest" if dtype == "fp32" else "high")
     try:
-        from lightning.fabric.utilities.throughput import _CUDA_FLOPS
-    except ImportError:
+        with mock.patch("torch.cuda.get_device_name", return_value=device_name), \
+                mock.patch("torch.cuda.get_device_capability", return_value=capability or (9, 4)), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its "FLOPs not found" warning: the None says it
+            flops = get_available_flops(torch.device("cuda"), asked)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    return None if flops is None else flops / 1e12
+
+
+def peaks() -> list[str]:
+    """vitprof's dense peak beside Lightning's ``get_available_flops`` for each row of the
+    table (fp32, tf32, bf16, fp16), the GPU called by its real device name."""
+    if importlib.util.find_spec("lightning") is None:
         return ["(Lightning is not installed: no comparison of peaks)"]
-    # Lightning's keys for the same GPUs (it has no A10, only the A10G, a different part)
-    keys = {"H100 SXM": "h100 sxm", "H100 PCIe": "h100 pcie", "H200 SXM": "h200 sxm1",
-            "L4": "l4", "A100 SXM": "a100", "A100 PCIe": "a100", "V100 SXM2": "v100 sxm",
-            "V100 PCIe": "v100 pcie", "RTX 4090": "rtx 4090"}
-    dtypes: dict[str, Any] = {"fp32": torch.float32, "tf32": "tfloat32",
-                              "bf16": torch.bfloat16, "fp16": torch.float16}
-    lines = ["| GPU | dtype | vitprof dense TFLOP/s | Lightning TFLOP/s | Lightning / dense |",
+    lines = ["| GPU (torch.cuda.get_device_name) | dtype | vitprof dense TFLOP/s | "
+             "Lightning get_available_flops TFLOP/s | Lightning / dense |",
              "|---|---|---:|---:|---:|"]
     for row in peak_table():
-        theirs = _CUDA_FLOPS.get(keys.get(row.gpu, ""), {}).get(dtypes.get(row.dtype))
-        if theirs is None:
+        if row.dtype not in LIGHTNING_DTYPES:
             continue
-        ours = "" if row.dense_tflops is None else f"{row.dense_tflops:g}"
-        ratio = "" if row.dense_tflops is None else f"{theirs / 1e12 / row.dense_tflops:.2f}"
-        sparse = (f" (sparse {row.sparse_tflops:g})" if row.sparse_tflops is not None
-                  and row.dense_tflops is None else "")
-        lines.append(f"| {row.gpu} | {row.dtype} | {ours or 'none written'}{sparse} | "
-                     f"{theirs / 1e12:g} | {ratio} |")
+        name, capability = DEVICES[row.gpu]
+        theirs = lightning_peak(name, capability, row.dtype)
+        ours = "none written" if row.dense_tflops is None else f"{row.dense_tflops:g}"
+        lightning = "None (no MFU)" if theirs is None else f"{theirs:g}"
+        ratio = "" if theirs is None or row.dense_tflops is None \
+            else f"{theirs / row.dense_tflops:.2f}"
+        lines.append(f"| {row.gpu} (\"{name}\") | {row.dtype} | {ours} | {lightning} | {ratio} |")
     return lines
 
 
@@ -179,7 +216,7 @@ def main() -> None:
         page = Path(sys.argv[2])
         before, rest = page.read_text().split(BEGIN)
         after = rest.split(END)[1]
-        page.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")
+        write_atomically(page, f"{before}{BEGIN}\n{text}\n{END}{after}")
     else:
         print(text)
 

@@ -36,6 +36,7 @@ from torch import nn
 from torch.nn.functional import cross_entropy
 from torch.utils.data import DataLoader, TensorDataset
 
+from vitprof.core.atomic_write import write_atomically
 from vitprof.measure.mfu.peaks import measured_peak
 
 BATCH, TOKENS, CLASSES = 2, 197, 1000
@@ -149,7 +150,7 @@ def report(steps: int, window: int) -> str:
         row("ThroughputMonitor, measure_flops on the CPU model", cpu_flops, monitor_seconds,
             "its own"),
         row("6N rule", six_n, seconds, "vitprof's"),
-        row("vitprof MFUCallback", vitprof_flops, seconds, "its own"),
+        row("vitprof MFUCallback (compute-window MFU)", vitprof_flops, seconds, "its own"),
         "",
         f"- FLOPs: `measure_flops` on meta gives vitprof's count "
         f"({monitor_flops - vitprof_flops:+,}); on the CPU model it misses the attention "
@@ -159,7 +160,8 @@ def report(steps: int, window: int) -> str:
         f"- Time: ThroughputMonitor's {monitor_seconds:.3f} s run from one batch's end to the "
         f"next; vitprof's {seconds:.3f} s from each step's start to its end. The "
         f"{monitor_seconds - seconds:+.3f} s between them is what runs between two steps "
-        f"(loading the next batch, Lightning's hooks), so its MFU is vitprof's x "
+        f"(loading the next batch, Lightning's hooks), which vitprof's compute-window MFU "
+        f"leaves out: ThroughputMonitor's MFU is vitprof's x "
         f"{seconds:.3f} / {monitor_seconds:.3f} where the FLOPs agree.",
     ]
     return "\n".join(lines)
@@ -178,7 +180,7 @@ def main() -> None:
     page = args.write.read_text()
     before, rest = page.split(BEGIN)
     _, after = rest.split(END)
-    args.write.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")
+    write_atomically(args.write, f"{before}{BEGIN}\n{text}\n{END}{after}")
 
 
 if __name__ == "__main__":

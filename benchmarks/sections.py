@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from vitprof.core.atomic_write import write_atomically
+
 
 def write_section(path: Path, heading: str, text: str, level: int = 1) -> None:
     """Replace the section of ``path`` that starts with the line ``heading`` (up to the next
@@ -15,11 +17,11 @@ def write_section(path: Path, heading: str, text: str, level: int = 1) -> None:
     old = path.read_text() if path.exists() else ""
     span = _span(old, heading, level)
     if span is None:
-        path.write_text(old.rstrip("\n") + "\n\n" + text if old else text)
+        write_atomically(path, old.rstrip("\n") + "\n\n" + text if old else text)
         return
     start, end = span
     rest = old[end + 1:] if end < len(old) else ""
-    path.write_text(old[:start] + text + ("\n" + rest if rest else ""))
+    write_atomically(path, old[:start] + text + ("\n" + rest if rest else ""))
 
 
 def read_section(text: str, heading: str, level: int = 1) -> str | None:

@@ -96,6 +96,7 @@ def test_the_drawing_marks_the_peak_and_shades_each_phase() -> None:
     assert {"forward", "backward", "optimizer"} <= set(texts)
     assert ax.get_ylim()[1] == 1.2 * 4100 / 1024
     assert ax.get_ylabel() == "alive (GiB)"
+    assert ax.get_xlabel() == "operation index (not time)"  # one step per op, however long
     # three phase spans and one filled area per key (5 keys)
     assert len(ax.patches) == 3 and len(ax.collections) == 5
 
@@ -153,3 +154,25 @@ def test_a_key_that_is_no_component_gets_a_colour_of_its_own() -> None:
     # parameters, optimizer state, gradients, inputs, attn_qkv, mlp: six fills, six colours
     colours = {tuple(c.get_facecolor()[0]) for c in fig.axes[0].collections}
     assert len(colours) == 6
+
+
+def test_a_cuda_estimate_names_its_modelled_parts_in_every_format() -> None:
+    """The CUDA target's workspaces and rounding were never measured: the table, the markdown
+    and the JSON say so, line by line; a CPU estimate (held to real steps) has no such line."""
+    from vitprof.render.memory import memory_dict, memory_header
+
+    cuda = dataclasses.replace(ESTIMATE, settings={**ESTIMATE.settings, "target": "cuda"})
+    # two handles (the forward's thread, the backward's) x 32 MiB = 67,108,864 bytes
+    workspace = "cuBLAS workspace: 67,108,864 bytes = 2 handles"
+    rounding = "allocator rounding: every block rounded up to a multiple of 512 bytes"
+    for text in ("\n".join(memory_header(cuda)), render.memory_section(cuda)):
+        lines = [line for line in text.splitlines() if "modelled, not measured" in line]
+        assert len(lines) == 2 and workspace in lines[0] and rounding in lines[1]
+    parts = memory_dict(cuda)["modelled_not_measured"]
+    assert set(parts) == {"cublas_workspace", "allocator_rounding"}
+    assert all(words.endswith("modelled, not measured") for words in parts.values())
+    assert "modelled" not in render.memory_section(ESTIMATE)  # target cpu
+    assert "modelled_not_measured" not in memory_dict(ESTIMATE)
+    inference = dataclasses.replace(cuda, settings={**cuda.settings, "mode": "inference"})
+    # one handle, the forward's thread: 1 x 32 MiB = 33,554,432 bytes
+    assert "cuBLAS workspace: 33,554,432 bytes = 1 handle (" in render.memory_section(inference)

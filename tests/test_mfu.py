@@ -23,9 +23,11 @@ from vitprof.measure.mfu.peaks import (
     ChosenPeak,
     choose_peak,
     dtype_name,
+    given_peak,
     peak_table,
     table_peak,
 )
+from vitprof.measure.mfu.summary import summary
 from vitprof.measure.mfu.tracker import RunningMedian, Tracker, track
 
 B, N, D, L, R = 2, 3, 8, 3, 2  # batch, tokens, width, layers, adapter rank
@@ -314,6 +316,7 @@ DEVICE_NAMES = {  # each row's GPU as torch.cuda.get_device_name() calls it
     "H100 SXM": "NVIDIA H100 80GB HBM3", "H100 PCIe": "NVIDIA H100 PCIe", "H200 SXM": "NVIDIA H200",
     "L4": "NVIDIA L4", "A10": "NVIDIA A10", "V100 SXM2": "Tesla V100-SXM2-16GB",
     "V100 PCIe": "Tesla V100-PCIE-32GB", "RTX 4090": "NVIDIA GeForce RTX 4090",
+    "MI300X": "AMD Instinct MI300X", "MI325X": "AMD Instinct MI325X",  # ROCm's torch names them so
 }
 
 
@@ -357,6 +360,35 @@ def test_the_gpu_is_found_by_its_name(name: str, dtype: str, tflops: float) -> N
     assert peak.tflops == tflops and "dense" in peak.source
 
 
+@pytest.mark.parametrize(("dtype", "dense"), [
+    ("tf32", 989 / 2),  # the datasheet's "TF32 Tensor Core 989 TFLOPS" with sparsity = 494.5
+    ("bf16", 1979 / 2),  # "BFLOAT16 Tensor Core 1,979 TFLOPS" with sparsity = 989.5
+    ("fp16", 1979 / 2),  # "FP16 Tensor Core 1,979 TFLOPS" with sparsity = 989.5
+    ("fp8", 3958 / 2),  # "FP8 Tensor Core 3,958 TFLOPS" with sparsity = 1979
+])
+def test_the_h200s_dense_peaks_are_its_datasheets_sparse_figures_halved(dtype: str,
+                                                                        dense: float) -> None:
+    row = next(r for r in peak_table() if r.gpu == "H200 SXM" and r.dtype == dtype)
+    assert row.dense_tflops == dense == row.sparse_tflops / 2  # type: ignore[operator]
+    assert f"/ 2 = {dense:g}" in row.written  # the derivation is written beside the figure
+    assert table_peak("NVIDIA H200", dtype).tflops == dense
+    # the H100 SXM5's die and clocks: its whitepaper's dense figure is within 0.1 TFLOP/s
+    assert abs(dense - table_peak("NVIDIA H100 80GB HBM3", dtype).tflops) <= 0.2
+
+
+@pytest.mark.parametrize(("name", "dtype", "tflops"), [
+    ("AMD Instinct MI300X", "bf16", 1307.4),  # 1307.4 | 2614.9 with structured sparsity
+    ("AMD Instinct MI300X", "fp8", 2614.9),
+    ("AMD Instinct MI300X", "fp32", 163.4),  # matrix FP32
+    ("AMD Instinct MI325X", "fp16", 1307.4),  # the MI300X's compute, HBM3E memory
+    ("AMD Instinct MI325X", "tf32", 653.7),
+])
+def test_amds_instinct_gpus_are_found_by_their_rocm_names(name: str, dtype: str,
+                                                          tflops: float) -> None:
+    peak = choose_peak(None, torch.device("cuda"), dtype, device_name=name)
+    assert peak.tflops == tflops and "AMD" in peak.source
+
+
 @pytest.mark.parametrize("name", [
     "NVIDIA B200", "NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA H100 NVL", "NVIDIA A10G",
     "NVIDIA GeForce RTX 4090 D", "NVIDIA L40S", "Tesla V100S-PCIE-32GB",
@@ -394,6 +426,18 @@ def test_the_cpu_peak_is_measured_and_says_so(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr("vitprof.measure.mfu.peaks.matmul_flops", lambda *a, **k: 5e10)
     peak = choose_peak(None, torch.device("cpu"), torch.float32)
     assert peak.measured and peak.tflops == 0.05 and peak.source.startswith("measured")
+    assert "a matmul rate, not a theoretical peak" in peak.source
+
+
+def test_the_summary_calls_its_mfu_a_compute_window_mfu() -> None:
+    """vitprof's clock runs over each step's window, the time between steps left out: the
+    summary says so where it gives the MFU and defines it."""
+    history = [{"step": 1, "seconds": 1.0, "flops": 2e12, "vector_flops": 0, "tflops": 2.0,
+                "mfu": 0.5, "components": None, "time_components": None,
+                "optimizer_vector_flops": None, "counted_in_step": False}]
+    text = summary(history, given_peak(4.0), 1)
+    assert "- median compute-window MFU: 50.00%" in text  # 2 TFLOP/s / 4 TFLOP/s
+    assert "the time between steps is left out" in text
 
 
 # --- the integrations' shared pieces --------------------------------------------------------

@@ -1,5 +1,7 @@
 """PyTorch Lightning: ``Trainer(callbacks=[MFUCallback()])`` logs ``vitprof/mfu`` and
-``vitprof/tflops`` each training step through ``pl_module.log_dict``.
+``vitprof/tflops`` each training step through ``pl_module.log_dict``. ``vitprof/mfu`` is a
+compute-window MFU: the time between one step's end and the next one's start (Lightning
+fetching the next batch, its hooks) is in no step, where ``ThroughputMonitor``'s clock holds it.
 
 A step is one optimizer step (``trainer.global_step`` moved): with ``accumulate_grad_batches=k``
 it is timed from the start of its first micro-batch (``on_train_batch_start``, the batch is

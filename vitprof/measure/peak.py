@@ -89,7 +89,8 @@ def measure_peak(device: str, dtype: torch.dtype, given_tflops: float | None = N
                     "bandwidth measured by a copy")
     n = MATMUL_SIZES.get(device, 1024)
     flops = matmul_flops(device, dtype, n)
-    return Peak(flops, bandwidth, f"measured: best of 5 {n}x{n} {_name(dtype)} matmuls; "
+    return Peak(flops, bandwidth, f"measured: a matmul rate, not a theoretical peak: best of "
+                f"5 {n}x{n} {_name(dtype)} matmuls; "
                 "best of 5 float32 copies")
 
 

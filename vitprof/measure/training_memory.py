@@ -18,8 +18,10 @@ Conventions (bytes throughout):
   saved for the backward, each storage once, whole, under the component of the op that made it
   (the inputs under the first op's).
 * ``target="cuda"``: each allocation is rounded up to a multiple of 512 bytes, as the CUDA
-  caching allocator's ``max_memory_allocated`` counts it, and :data:`CUDA_WORKSPACE` bytes of
-  cuBLAS workspace are alive throughout; the optimizers run their multi-tensor (foreach) form;
+  caching allocator's ``max_memory_allocated`` counts it, and the cuBLAS workspaces of a Hopper
+  GPU (one a handle: two in training, one in inference) are alive throughout, both modelled,
+  not measured (:mod:`vitprof.measure.cuda_model`); the optimizers run their multi-tensor
+  (foreach) form;
   with ``amp``, CUDA autocast's casts (:mod:`vitprof.measure.cuda_autocast`).
   ``target="cpu"``: sizes as asked, no workspace, single-tensor optimizers.
 * ``mode="inference"``: one forward without gradients; parameters, inputs and activations only.
@@ -52,6 +54,7 @@ from vitprof.count.graph.roles import graph_breakdown
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
+from vitprof.measure import cuda_model
 from vitprof.measure.attention_kernels import AUTO
 from vitprof.measure.memory_fit import check_fit, largest_batch
 from vitprof.measure.memory_loop import DEFAULT_LOSS, Loop, make_loop
@@ -67,10 +70,6 @@ from vitprof.workload import (
 )
 
 Rounding = Callable[[int], int]  # bytes as an allocator counts a request of n
-CUDA_BLOCK = 512  # the CUDA caching allocator rounds every block up to a multiple of this
-# cuBLAS's workspace on Hopper (CUBLAS_WORKSPACE_CONFIG's default there, :4096:8 = 8 x 4 MiB),
-# allocated through the caching allocator at the first matmul and kept
-CUDA_WORKSPACE = 32 * 2**20
 FIXED = ("parameters", "optimizer_state", "inputs", "workspace", "gradients")
 MEMORY_CONVENTION = (
     "bytes alive during the second training step (gradients set to None, forward, ones-gradient "
@@ -329,7 +328,7 @@ def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch
 def _rounding(target: str) -> Rounding:
     """Bytes as the target's allocator counts a request of ``n``."""
     if target == "cuda":
-        return lambda n: -(-n // CUDA_BLOCK) * CUDA_BLOCK
+        return cuda_model.rounded
     return lambda n: n
 
 
@@ -364,7 +363,8 @@ def _fixed(module: nn.Module, step: Step, rounded: Rounding, settings: StepSetti
     live = dict.fromkeys(FIXED, 0)
     live["parameters"] = sum(rounded(_nbytes(t)) for t in tensors)
     live["optimizer_state"] = sum(rounded(_nbytes(t)) for t in state)
-    live["workspace"] = CUDA_WORKSPACE if settings.target == "cuda" and settings.train else 0
+    live["workspace"] = (cuda_model.workspace_bytes(settings.train)
+                         if settings.target == "cuda" else 0)
     return live
 
 

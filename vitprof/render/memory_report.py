@@ -12,7 +12,8 @@ It renders ``vitprof.MemoryEstimate`` (:mod:`vitprof.measure.training_memory`) a
 ``MemoryEvent`` and ``ComponentMemory`` values.
 
 The timeline figure (kind ``memory_timeline``, drawn by :func:`vitprof.render.figures.save`):
-the bytes alive after each operation against the operation's index, stacked by the keys of
+the bytes alive after each operation against the operation's index (not time: every
+operation is one step of the axis, however long it runs), stacked by the keys of
 ``MemoryEvent.live`` that hold bytes at some operation (parameters, optimizer state, gradients,
 any other key that is not a component alphabetically, such as the inputs or a workspace, then
 the components in :data:`~vitprof.core.records.COMPONENTS` order), each phase's run of
@@ -27,10 +28,12 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from vitprof.core.records import COMPONENTS
+from vitprof.measure.cuda_model import PART_NAMES
 from vitprof.measure.training_memory import ComponentMemory, MemoryEstimate, MemoryEvent
 from vitprof.render import figures
 from vitprof.render.figures import COLORS, FigureData
 from vitprof.render.formats import markdown_table
+from vitprof.render.memory import cuda_parts
 
 STEP = "one training step"  # what a training estimate's peak is of
 TRAINING_STEP = f"{STEP} (forward, backward, optimizer step)"
@@ -45,6 +48,7 @@ STATE_COLORS = {"parameters": "#4d4d4d", "optimizer_state": "#a6a6a6", "gradient
 EXTRA_COLORS = ("#c5b0d5", "#f7b6d2", "#dbdb8d", "#9edae5", "#c49c94")  # other keys, in turn
 PHASE_COLORS = {"forward": "#dbe9f6", "backward": "#fbe3d6", "optimizer": "#e2f0d9"}
 KIND = "memory_timeline"
+X_LABEL = "operation index (not time)"  # one step per op, whatever the op's duration
 
 
 # ------------------------------------------------------------------------------- figure
@@ -122,7 +126,7 @@ def _draw_timeline(fig: Figure, data: dict[str, Any]) -> None:
     ax.set_ylim(0, 1.2 * peak["bytes"] / scale or 1.0)
     if xs:
         ax.set_xlim(xs[0], xs[-1])
-    ax.set_xlabel("operation index")
+    ax.set_xlabel(X_LABEL)
     ax.set_ylabel(f"alive ({unit})")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="x-small")
 
@@ -186,6 +190,8 @@ def memory_section(estimate: MemoryEstimate, figure: str | None = None,
     ]
     if estimate.largest_batch is not None:
         lines.append(f"- largest batch that fits: {estimate.largest_batch}")
+    lines += [f"- {PART_NAMES[part]}: {words}"
+              for part, words in cuda_parts(estimate).items()]
     convention = CONVENTION.replace(TRAINING_STEP, FORWARD) if inference else CONVENTION
     lines += [f"- convention: {convention}", "",
               memory_table("component", estimate.by_component), ""]

@@ -5,7 +5,9 @@ fp16, fp8): the DENSE peak in TFLOP/s, the sparse figure kept in its own column 
 the figure as the vendor's document writes it and that document's name and address. A cell the
 document leaves empty stays empty: that GPU and dtype then need ``peak_tflops=``. The GPU is
 found by its name (``torch.cuda.get_device_name``) against each row's pattern; on the CPU the
-peak is measured (:func:`vitprof.measure.peak.matmul_flops`) and said to be measured.
+"peak" is a measured matmul rate (:func:`vitprof.measure.peak.matmul_flops`), not a theoretical
+peak, and its source says so. Where a datasheet prints a tensor-core figure with sparsity only
+(the H200's), the row's dense figure is that figure halved, the arithmetic in ``written``.
 """
 
 from __future__ import annotations
@@ -117,7 +119,8 @@ def measured_peak(device: str, dtype: torch.dtype) -> ChosenPeak:
     """The best FLOP/s of a square matmul in ``dtype`` on ``device``, measured now."""
     n = MATMUL_SIZES.get(device, 1024)
     tflops = matmul_flops(device, dtype, n) / 1e12
-    return ChosenPeak(tflops, f"measured: best of 5 {n}x{n} {_NAMES.get(dtype, dtype)} matmuls on "
+    return ChosenPeak(tflops, f"measured: a matmul rate, not a theoretical peak: best of 5 "
+                      f"{n}x{n} {_NAMES.get(dtype, dtype)} matmuls on "
                       f"{device}, {tflops:.3g} TFLOP/s", measured=True)
 
 

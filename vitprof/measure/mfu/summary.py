@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 CONVENTION = ("FLOPs = 2 x MACs of the training step (forward + backward, the backward to the "
               "parameters that require a gradient), counted once per input shape, on meta or "
               "as the step ran; "
-              "element-wise work apart as vector FLOPs; MFU = FLOPs / seconds / dense peak")
+              "element-wise work apart as vector FLOPs; compute-window MFU = FLOPs / the "
+              "step's own seconds (its start to its end: the time between steps is left out) "
+              "/ dense peak (on the CPU a measured matmul rate, not a theoretical peak)")
 
 
 def median_of(history: list[dict[str, Any]], key: str) -> float | None:
@@ -78,7 +80,7 @@ def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int)
         f"- steps: {len(history)}; input shapes counted: {counts}",
         f"- peak: {peak.source if peak else 'none (no MFU): pass peak_tflops='}",
         f"- median TFLOP/s: {'n/a' if tflops is None else f'{tflops:.4g}'}",
-        f"- median MFU: {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}",
+        f"- median compute-window MFU: {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}",
         f"- optimizer step: {_optimizer(history)}",
         *_uncounted(history),
         *_counted_in_step(history),

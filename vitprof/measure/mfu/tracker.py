@@ -13,13 +13,16 @@ with the batch the model was fed. Each step's entry in ``tracker.history``:
   the start is :meth:`Tracker.begin` if it was called, else the end of the tracker's own work
   after the previous step (or the entry of the ``with``), so data loading is in the step unless
   ``begin`` marks the start after it, and the tracker's own work (a count) is in no step;
-* ``tflops = flops / seconds / 1e12`` and ``mfu = flops / seconds / (peak_tflops x 1e12)``,
-  with running medians; ``peak_tflops``, the peak the step's MFU is against. No MFU is above 1,
-  and a step above the peak never stops the training: a MEASURED peak (the CPU's, measured when
-  the tracking starts, perhaps on a busy machine) is raised to the step's rate, the fastest seen
-  (its MFU is 1; one warning names the old and the new peak the first time, and the summary's
-  peak says at which step), while a peak given or from the table is wrong for the device and
-  dtype: the step has TFLOP/s but no MFU, and one warning names the peak and the FLOPs;
+* ``tflops = flops / seconds / 1e12`` and ``mfu = flops / seconds / (peak_tflops x 1e12)``, with
+  running medians: a **compute-window MFU**, over the step's own window, so the time between steps
+  (what runs before :meth:`Tracker.begin`, a framework's loop between two batches) is in no step,
+  and a wall-clock MFU over the run is lower where that time is not nothing; ``peak_tflops``, the
+  peak the step's MFU is against (on the CPU a measured matmul rate, not a theoretical peak). No
+  MFU is above 1, and a step above the peak never stops the training: a MEASURED peak (the CPU's,
+  measured when the tracking starts, perhaps on a busy machine) is raised to the step's rate, the
+  fastest seen (its MFU is 1; one warning names the old and the new peak the first time, and the
+  summary's peak says at which step), while a peak given or from the table is wrong for the device
+  and dtype: the step has TFLOP/s but no MFU, and one warning names the peak and the FLOPs;
 * ``components``: each component's share of the step's FLOPs;
 * ``time_components``: with ``timing=True``, each component's share of the forward's time
   (None without it);
