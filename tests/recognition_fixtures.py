@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils import parametrize
 
 from vitprof.core.records import Component as C
 
@@ -796,6 +797,70 @@ class StagesNet(Net):
 STAGES = {C.PATCH_EMBED: (L * LIN, L * N * D * D)}  # the stages' linears, before each block
 
 
+
+class Unitised(nn.Module):
+    """A parametrization (``torch.nn.utils.parametrize``): the weight it is given, its rows
+    scaled to unit length."""
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        return F.normalize(w, dim=-1)
+
+
+def parametrized_net() -> nn.Module:
+    """The standard net whose patch projection and block linears read their weights through
+    :class:`Unitised`: each weight (``...original``, as large as the plain one) is read by the
+    parametrization's module, not its owner, and reaches the product through records without
+    MACs; the breakdown is the plain net's."""
+    model = Net()
+    for module in (model.a, *(getattr(b, name) for b in model.m for name in "degh")):
+        parametrize.register_parametrization(module, "weight", Unitised())
+    return model
+
+
+class ScaledUnit(nn.Module):
+    """An RMS norm written with a vector norm: ``F.normalize(x) * sqrt(D) * w``, weight D."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, dim=-1) * D**0.5 * self.w
+
+
+class Gained(nn.Module):
+    """A LayerNorm ``u`` without affine, its gain ``w`` (D) applied beside it:
+    ``u(x) * (w + 1)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = nn.LayerNorm(D, elementwise_affine=False)
+        self.w = nn.Parameter(torch.zeros(D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.u(x) * (self.w + 1.0)
+
+
+class VectorNormBlk(Blk):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c, self.f = ScaledUnit(), Gained()
+
+
+class VectorNormNet(Net):
+    """The standard net with :class:`VectorNormBlk` blocks and a :class:`Gained` final norm
+    ``n`` (after the blocks, where a gain beside the norm would be ``head``)."""
+
+    def __init__(self) -> None:
+        super().__init__(VectorNormBlk)
+        self.n = Gained()
+
+
+VECTOR_NORM = {C.NORM: (2 * D, 0)}  # two norms with a weight of D each, no bias
+VECTOR_NORM_NET = _sum({**OUTSIDE, C.NORM: (D, 0)},  # the final norm's gain, D
+                       _times(L, {**block(), **VECTOR_NORM}))
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -848,4 +913,6 @@ FIXTURES: dict[str, Fixture] = {
     "merger_net": Fixture(MergerNet, _sum(OUTSIDE, block(), block(MERGED), MERGER)),
     "one_block_stages": Fixture(StagesNet, net(STAGES)),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
+    "parametrized_block": Fixture(parametrized_net, net()),
+    "vector_norm_block": Fixture(VectorNormNet, VECTOR_NORM_NET),
 }

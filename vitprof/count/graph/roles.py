@@ -76,7 +76,7 @@ from vitprof.count.graph import rules as R
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
 from vitprof.count.graph.blocks import within as _within
-from vitprof.count.graph.flow import Flow, norm_modules
+from vitprof.count.graph.flow import Flow, gain_modules, norm_modules, vector_norm_modules
 from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
@@ -542,6 +542,7 @@ def _param_roles(
     products = {i for core in cores for i in core.steps if flow.steps[i].macs}
     owner_block = module_blocks(blocks.paths)
     sizes = {name: p.numel() for name, p in parameters.items()}
+    shaped = {name for name, p in parameters.items() if p.dim() >= 2}
     roles: dict[str, _ParamRole] = {}
     for name, p in parameters.items():
         first = readers.get(name, carriers.get(name))
@@ -555,7 +556,10 @@ def _param_roles(
         joined = name not in readers or (p.dim() >= 2 and any(
             flow.steps[i].op in _JOINING for i in (first, reader)))
         token: tuple[C, str] | None = None
-        if p.dim() >= 2 and R.SEQUENCE_PARAMETER.on and _enters_sequence(
+        through = R.PARAMETRIZED.on and _computes_weight_of(flow, first, user, shaped)
+        if through:
+            rule = R.PARAMETRIZED.name
+        elif p.dim() >= 2 and R.SEQUENCE_PARAMETER.on and _enters_sequence(
                 flow, first, name, owner, products):
             token = C.TOKENS, R.SEQUENCE_PARAMETER.name
         elif joined and reader not in in_cores and not flow.weighted(reader) \
@@ -570,6 +574,17 @@ def _param_roles(
             block = blocks.of_step[reader]
         roles[name] = _ParamRole(role, block, rule)
     return roles
+
+
+def _computes_weight_of(flow: Flow, first: int, user: int, shaped: Set[str]) -> bool:
+    """Record ``first`` computes, through records without MACs, the weight of the product
+    ``user`` (:func:`_weight_user`), which reads no parameter of two or more dimensions itself
+    (:data:`~vitprof.count.graph.rules.PARAMETRIZED`: a parametrized linear's weight; learned
+    latents normed before a linear reading its own weight are its input, not its weight).
+    ``shaped``: the parameters of two or more dimensions."""
+    step = flow.steps[user]
+    return user != first and flow.weighted(user) and not (
+        shaped & {*step.params, *step.carried})
 
 
 def _affine(flow: Flow, i: int, owner: str, name: str, sizes: Mapping[str, int]) -> bool:
@@ -846,7 +861,13 @@ def graph_breakdown(
     parameters = dict(model.named_parameters())  # walked once, read by every step below
     kernels = {name for name, p in parameters.items()
                if p.dim() >= 3 and prod(p.shape[2:]) > 1}
-    flow = Flow(trace, norm_modules(trace) if R.NORM_COMPUTED.on else frozenset(), kernels)
+    norms = {**dict.fromkeys(vector_norm_modules(trace) if R.VECTOR_NORM.on else (),
+                             R.VECTOR_NORM.name),
+             **dict.fromkeys(norm_modules(trace) if R.NORM_COMPUTED.on else (),
+                             R.NORM_COMPUTED.name)}
+    if R.NORM_GAIN.on:
+        norms = {**dict.fromkeys(gain_modules(trace, norms.keys()), R.NORM_GAIN.name), **norms}
+    flow = Flow(trace, norms, kernels)
     cores = find_cores(flow)
     fused = fused_projections(flow, cores) if R.FUSED_SHARE.on else {}
     blocks = group_blocks(model, flow, cores) if cores else Blocks(

@@ -226,6 +226,20 @@ NORM_COMPUTED = _rule(
     records have no MACs and reduce a mean (or variance) of which they take a square root
     (an RMSNorm written as pow, mean, rsqrt and a multiply by its own weight).""",
     "the ops of the records a module runs itself, their MACs", "rms_block")
+VECTOR_NORM = _rule(
+    "norm-by-vector-norm", (C.NORM,),
+    """The records of a module that normalises by a vector norm are ``norm``: its own records
+    have no MACs, take the vector norm of a tensor a record computed and divide by it (an
+    RMSNorm or ScaleNorm written as ``F.normalize(x) * scale * g``), as the same model with a
+    LayerNorm places its norms.""",
+    "the ops of the records a module runs itself, their MACs and sources", "vector_norm_block")
+NORM_GAIN = _rule(
+    "norm-with-outer-gain", (C.NORM,),
+    """The records of a module that runs a norm and applies a gain to its output itself are
+    ``norm``: under it, only norm records and records of its own without MACs reading what
+    runs under it, the norm's output and a parameter among them (a LayerNorm without affine
+    and ``* gamma`` beside it), as a LayerNorm with its own affine places them.""",
+    "the records under a module, their ops, MACs, sources and parameters", "vector_norm_block")
 TOKEN_MIXER = _rule(
     "token-mixer-conv", (C.CONV,),
     """In a block, a child unit feeding the block's first core with a spatial convolution, or
@@ -335,6 +349,15 @@ SEQUENCE_PARAMETER = _rule(
     cross-attention).""",
     "the parameters a record reads or carries as operands, its MACs, the parameter's owner "
     "module and rank", "memory_block")
+PARAMETRIZED = _rule(
+    "parametrized-weight", tuple(C),
+    """A parameter whose records compute, with no MACs, the weight of a product that reads no
+    parameter of two or more dimensions itself (a parametrization: ``parametrize``'s
+    normalised or standardised weight, ``weight_norm``'s ``g * v / ||v||``) is that product's
+    weight: it takes the product's component, never ``tokens``, though a module other than its
+    owner reads it.""",
+    "the records computing a weight, the parameters the product reading it reads itself",
+    "parametrized_block")
 OWN_MODULE = _rule(
     "own-module-record", tuple(C),
     """The affine of a norm run by the parameter's own module (a parameter smaller than the
