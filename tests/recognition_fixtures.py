@@ -861,6 +861,22 @@ VECTOR_NORM_NET = _sum({**OUTSIDE, C.NORM: (D, 0)},  # the final norm's gain, D
                        _times(L, {**block(), **VECTOR_NORM}))
 
 
+
+class HeadBiasBlk(Blk):
+    """The q/k/v projection ``d`` without bias, its bias ``r`` kept as a (3, heads, head_dim)
+    tensor (3, 1, D: as many elements as ``d``'s 3D outputs) and added after it, in the block's
+    own forward: the breakdown is the standard block's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d = nn.Linear(D, 3 * D, bias=False)
+        self.r = nn.Parameter(torch.zeros(3, 1, D))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q, k, v = (self.d(x).view(b, n, 3, 1, D) + self.r).permute(2, 0, 3, 1, 4).unbind(0)
+        return self.e(self.core(q, k, v).transpose(1, 2).reshape(b, n, D))
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -915,4 +931,5 @@ FIXTURES: dict[str, Fixture] = {
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
     "parametrized_block": Fixture(parametrized_net, net()),
     "vector_norm_block": Fixture(VectorNormNet, VECTOR_NORM_NET),
+    "head_bias_block": Fixture(lambda: Net(HeadBiasBlk), net()),  # 3 D-element biases
 }

@@ -97,13 +97,15 @@ class Flow:
     whose records are norms whatever their ops (an ``nn.RMSNorm`` runs as pow, mean, rsqrt and
     muls), each with the name of the rule that found it. ``kernels``: the
     parameters that are convolution weights with a spatial kernel of more than one tap (a 3x3,
-    not a 1x1)."""
+    not a 1x1). ``param_sizes``: the elements of each parameter, by name."""
 
     def __init__(self, trace: Trace, norm_modules: Mapping[str, str] | None = None,
-                 kernels: Set[str] = frozenset()) -> None:
+                 kernels: Set[str] = frozenset(),
+                 param_sizes: Mapping[str, int] | None = None) -> None:
         self.steps = trace.steps
         self.norm_modules = norm_modules or {}
         self.kernels = kernels
+        self.param_sizes = param_sizes or {}
         self.sources = [step.sources for step in self.steps]
         self.consumers: list[list[int]] = [[] for _ in self.steps]
         for i, step in enumerate(self.steps):
@@ -185,7 +187,7 @@ class Flow:
         scale stops it)."""
         step = self.steps[i]
         return step.macs == 0 and i not in self.joins and (
-            not step.params or self.norm(i) or self.own_bias(i))
+            not step.params or self.norm(i) or self.own_bias(i) or self.projection_bias(i))
 
     def own_bias(self, i: int) -> bool:
         """Step ``i`` adds a linear's bias apart from its product, in the linear's own module
@@ -195,6 +197,33 @@ class Flow:
                 step.sources[0]):
             return False
         return self.steps[step.sources[0]].module == step.module
+
+    def projection_bias(self, i: int) -> bool:
+        """Step ``i`` adds a bias to a product's output wherever it runs
+        (:data:`~vitprof.count.graph.rules.PROJECTION_BIAS`): an add of parameters that no
+        earlier record read to the output of one weighted record, each parameter no larger
+        than that output's last dimension, the product's features (a q/k/v bias kept as a
+        (heads, head_dim) tensor and added after the projection); a position embedding varies
+        over the tokens, larger; a class token added back to its attention's output was read
+        before, by the attention."""
+        step = self.steps[i]
+        if step.op not in _ADDS or step.macs or not step.params or len(step.sources) != 1 \
+                or not rules.PROJECTION_BIAS.on:
+            return False
+        source = step.sources[0]
+        features = self.steps[source].shape[-1:] or (0,)
+        return self.weighted(source) and all(
+            self.param_sizes.get(name, features[0] + 1) <= features[0]
+            and self.first_readers[name] == i for name in step.params)
+
+    @cached_property
+    def first_readers(self) -> dict[str, int]:
+        """Per parameter, the first record reading it, directly or through free ops."""
+        found: dict[str, int] = {}
+        for i, step in enumerate(self.steps):
+            for name in (*step.params, *step.carried):
+                found.setdefault(name, i)
+        return found
 
     def on_map(self, i: int, scores: int) -> bool:
         """Step ``i`` maps the attention scores made by step ``scores``: not a join, and either

@@ -281,9 +281,10 @@ RESIDUAL_BRANCH = _rule(
     "residual joins outside blocks and their branches", "conv_stem_block")
 SKIPLESS = _rule(
     "skipless-conv-block", (C.CONV,),
-    """Records outside blocks in a module of the class of a convolutional block whose forward
-    runs a residual add, run without its skip, are ``conv``.""",
-    "the module tree: modules of a class that elsewhere runs a residual join",
+    """Records outside blocks in a module of the kind of a convolutional block whose forward
+    runs a residual add (the same forward code, whatever the class holding it), run without
+    its skip, are ``conv``.""",
+    "the module tree: modules whose forward code elsewhere runs a residual join",
     "skipless_block")
 MAP_CONV = _rule(
     "map-conv", (C.CONV,),
@@ -358,6 +359,15 @@ PARAMETRIZED = _rule(
     owner reads it.""",
     "the records computing a weight, the parameters the product reading it reads itself",
     "parametrized_block")
+PROJECTION_BIAS = _rule(
+    "projection-bias", tuple(C),
+    """A parameter added to the output of one weighted record, no larger than that output's
+    last dimension (a q/k/v bias kept as a (heads, head_dim) tensor and added after the
+    projection, in another module than the projection's), is that product's bias: the
+    projection searches walk through the add as through a linear's own bias, and the
+    parameter takes the product's component, never ``tokens``.""",
+    "the add's one source, whether it is weighted, its last dimension, the parameters' sizes",
+    "head_bias_block")
 OWN_MODULE = _rule(
     "own-module-record", tuple(C),
     """The affine of a norm run by the parameter's own module (a parameter smaller than the
