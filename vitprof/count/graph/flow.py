@@ -83,13 +83,15 @@ def gain_modules(trace: Trace, norm_modules: Set[str]) -> frozenset[str]:
     found = set()
     for module, records in under.items():
         own = [i for i in records if steps[i].module == module]
+        if not own or not all(i in normed or steps[i].module == module for i in records):
+            continue
         inside = set(records)
-        if own and normed & inside and inside <= normed | set(own) and all(
-                not steps[i].macs and set(steps[i].sources) <= inside for i in own) and any(
+        if all(not steps[i].macs and inside.issuperset(steps[i].sources) for i in own) and any(
                 steps[i].params for i in own) and any(
                 normed.intersection(steps[i].sources) for i in own):
             found.add(module)
     return frozenset(found)
+
 
 class Flow:
     """The steps of a trace with their consumers, and predicates on them. ``norm_modules``:

@@ -230,8 +230,9 @@ VECTOR_NORM = _rule(
     "norm-by-vector-norm", (C.NORM,),
     """The records of a module that normalises by a vector norm are ``norm``: its own records
     have no MACs, take the vector norm of a tensor a record computed and divide by it (an
-    RMSNorm or ScaleNorm written as ``F.normalize(x) * scale * g``), as the same model with a
-    LayerNorm places its norms.""",
+    RMSNorm or ScaleNorm written as ``F.normalize(x) * scale * g``, l2-normalised q and k in a
+    module of their own, a global response normalisation), as the same model with a LayerNorm
+    places its norms.""",
     "the ops of the records a module runs itself, their MACs and sources", "vector_norm_block")
 NORM_GAIN = _rule(
     "norm-with-outer-gain", (C.NORM,),
