@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils import parametrize
 
 from vitprof.core.records import Component as C
 
@@ -916,6 +917,87 @@ class RandomFeatureBlk(Blk):
 RANDOM_FEATURE = {C.ATTN_CORE: (0, 4 * N * D * FEATURES + N * FEATURES - 2 * N * N * D)}
 
 
+
+
+class Unitised(nn.Module):
+    """A parametrization (``torch.nn.utils.parametrize``): the weight it is given, its rows
+    scaled to unit length."""
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        return F.normalize(w, dim=-1)
+
+
+def parametrized_net() -> nn.Module:
+    """The standard net whose patch projection and block linears read their weights through
+    :class:`Unitised`: each weight (``...original``, as large as the plain one) is read by the
+    parametrization's module, not its owner, and reaches the product through records without
+    MACs; the breakdown is the plain net's."""
+    model = Net()
+    for module in (model.a, *(getattr(b, name) for b in model.m for name in "degh")):
+        parametrize.register_parametrization(module, "weight", Unitised())
+    return model
+
+
+class ScaledUnit(nn.Module):
+    """An RMS norm written with a vector norm: ``F.normalize(x) * sqrt(D) * w``, weight D."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, dim=-1) * D**0.5 * self.w
+
+
+class Gained(nn.Module):
+    """A LayerNorm ``u`` without affine, its gain ``w`` (D) applied beside it:
+    ``u(x) * (w + 1)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = nn.LayerNorm(D, elementwise_affine=False)
+        self.w = nn.Parameter(torch.zeros(D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.u(x) * (self.w + 1.0)
+
+
+class VectorNormBlk(Blk):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c, self.f = ScaledUnit(), Gained()
+
+
+class VectorNormNet(Net):
+    """The standard net with :class:`VectorNormBlk` blocks and a :class:`Gained` final norm
+    ``n`` (after the blocks, where a gain beside the norm would be ``head``)."""
+
+    def __init__(self) -> None:
+        super().__init__(VectorNormBlk)
+        self.n = Gained()
+
+
+VECTOR_NORM = {C.NORM: (2 * D, 0)}  # two norms with a weight of D each, no bias
+VECTOR_NORM_NET = _sum({**OUTSIDE, C.NORM: (D, 0)},  # the final norm's gain, D
+                       _times(L, {**block(), **VECTOR_NORM}))
+
+
+
+class HeadBiasBlk(Blk):
+    """The q/k/v projection ``d`` without bias, its bias ``r`` kept as a (3, heads, head_dim)
+    tensor (3, 1, D: as many elements as ``d``'s 3D outputs) and added after it, in the block's
+    own forward: the breakdown is the standard block's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d = nn.Linear(D, 3 * D, bias=False)
+        self.r = nn.Parameter(torch.zeros(3, 1, D))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q, k, v = (self.d(x).view(b, n, 3, 1, D) + self.r).permute(2, 0, 3, 1, 4).unbind(0)
+        return self.e(self.core(q, k, v).transpose(1, 2).reshape(b, n, D))
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -972,6 +1054,9 @@ FIXTURES: dict[str, Fixture] = {
     "random_feature_block": Fixture(lambda: Net(RandomFeatureBlk),
                                     net(_times(L, RANDOM_FEATURE))),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
+    "parametrized_block": Fixture(parametrized_net, net()),
+    "vector_norm_block": Fixture(VectorNormNet, VECTOR_NORM_NET),
+    "head_bias_block": Fixture(lambda: Net(HeadBiasBlk), net()),  # 3 D-element biases
 }
 
 class SequencePooled(Net):

@@ -926,3 +926,27 @@ def test_torchscan_counts_batch_norm_and_pooling_as_macs() -> None:
         "counts AdaptiveAvgPool2d as MACs (its AdaptiveAvgPool2d rule)": 80,
         "counts BatchNorm2d as MACs (its BatchNorm2d rule)": 128}
     assert row.residual_macs == 0
+
+
+class _Sampled(nn.Module):
+    """A 1x1 conv (3 -> 4 channels) on an 8x8 image, the map sampled bilinearly at a learned
+    (1, 2, 2, 2) grid: 4 channels x 2 x 2 = 16 outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+        self.grid = nn.Parameter(torch.zeros(1, 2, 2, 2))
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return F.grid_sample(self.conv(image), self.grid, align_corners=False)
+
+
+def test_grid_sampling_is_explained_to_fvcore_and_the_flop_counter() -> None:
+    rows = {row.peer: row for row in run_crosscheck(
+        _Sampled(), image_size=8, batch_size=1, peers=["fvcore", "flopcounter-meta"]).rows}
+    # vitprof: the conv's 64 outputs x 3 = 192 MACs; the sampling is vector work. fvcore counts
+    # it as 4 per output element: 4 x 16 = 64, the one cause; FlopCounterMode counts none
+    assert [(c.text.split(" (")[0], c.macs) for c in rows["fvcore"].causes] == [
+        ("counts grid_sampler as 4 flops per output element", 4 * 16)]
+    assert rows["fvcore"].residual_macs == rows["flopcounter-meta"].residual_macs == 0
+    assert rows["flopcounter-meta"].macs == 8 * 8 * 4 * 3  # 192

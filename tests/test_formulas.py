@@ -371,3 +371,54 @@ def test_variance_and_deviation_are_reductions_of_four_flops_per_input() -> None
     # var_mean: var's and the mean's divide per row; std_mean: and the root
     assert priced(lambda t: torch.var_mean(t, -1), x) == (0, 4 * 80 + 2 * 10, {})
     assert priced(lambda t: torch.std_mean(t, -1), x) == (0, 4 * 80 + 3 * 10, {})
+
+
+def test_masks_identities_and_index_writes_are_free() -> None:
+    # issue 35's ops without a formula that only make, keep or place elements
+    scores, mask = torch.empty(2, 5, 5), torch.empty(2, 5, 5, dtype=torch.bool)
+    values, rows = torch.empty(3, 5), torch.tensor([0, 2, 4])
+
+    def masks(s: torch.Tensor, m: torch.Tensor) -> None:
+        torch.eye(5, device=s.device)
+        s.tril().triu(-1).diagonal(dim1=-2, dim2=-1)
+        s.masked_fill_(m, 0.0)
+        s.tril_()
+
+    def index_writes(s: torch.Tensor, v: torch.Tensor, i: torch.Tensor) -> None:
+        s[0].index_put_((i,), v)
+        s[1].index_put((i,), v)
+
+    assert priced(masks, scores, mask) == (0, 0, {})
+    assert priced(index_writes, scores, values, rows) == (0, 0, {})
+
+
+def test_sign_and_isnan_are_one_flop_per_element() -> None:
+    x = torch.empty(4, 6)  # 24 elements, one operation or comparison each
+    assert priced(lambda x: (torch.sign(x), torch.isnan(x)), x) == (0, 24 + 24, {})
+
+
+def test_a_3d_max_pool_charges_its_window_as_the_2d_one() -> None:
+    clip = torch.empty(1, 2, 4, 8, 8)
+    # kernel 2 x 2 x 2, stride 2: 2 channels x 2 x 4 x 4 = 64 outputs, 8 comparisons each
+    assert priced(lambda c: F.max_pool3d(c, 2, 2, return_indices=True), clip) == (
+        0, 8 * 64, {})
+    # (1, 2, 2): 4 comparisons per output, 2 x 4 x 4 x 4 = 128 outputs
+    assert priced(lambda c: F.max_pool3d(c, (1, 2, 2)), clip) == (0, 4 * 2 * 4 * 4 * 4, {})
+    assert priced(lambda c: F.avg_pool3d(c, 2), clip) == (0, 8 * 64, {})
+
+
+def test_grid_sampling_charges_its_taps_and_its_coordinates() -> None:
+    image, grid = torch.empty(1, 3, 8, 8), torch.empty(1, 5, 6, 2)
+    # 3 channels x 5 x 6 samples = 90 outputs; the grid holds 5 x 6 x 2 = 60 coordinates, 2 each
+    bilinear = lambda i, g: F.grid_sample(i, g, mode="bilinear", align_corners=False)  # noqa: E731
+    bicubic = lambda i, g: F.grid_sample(i, g, mode="bicubic", align_corners=False)  # noqa: E731
+    nearest = lambda i, g: F.grid_sample(i, g, mode="nearest", align_corners=False)  # noqa: E731
+    assert priced(bilinear, image, grid) == (0, 2 * 4 * 90 + 2 * 60, {})  # 720 + 120
+    assert priced(bicubic, image, grid) == (0, 2 * 16 * 90 + 2 * 60, {})  # 2_880 + 120
+    assert priced(nearest, image, grid) == (0, 2 * 60, {})  # a select per output
+
+
+def test_weight_norm_is_three_flops_per_element_of_its_direction() -> None:
+    v, g = torch.empty(16, 8), torch.empty(16, 1)
+    # square and accumulate, then scale: 3 per element of v, 16 x 8 = 128
+    assert priced(lambda v, g: torch._weight_norm(v, g, 0), v, g) == (0, 3 * 128, {})

@@ -19,7 +19,8 @@ in the budget itself (an unknown key, a wrong type) or a model that cannot be an
 
 :func:`neutral_names` renames a model's modules, parameters, buffers and classes in place, so
 that a test can check that a breakdown depends on the computation, not on what things are
-called.
+called; :func:`own_classes` does the same and gives every module a class of its own, so that it
+can check that the breakdown reads the code that runs, not the class that holds it.
 """
 
 from __future__ import annotations
@@ -117,15 +118,28 @@ def neutral_names(model: nn.Module) -> nn.Module:
     in its attribute ``_neutral_aliases``), so ``self.attn``, ``self.weight`` and torch's own
     modules' reads of ``self.weight`` still work.
     """
-    classes: dict[type[nn.Module], type[nn.Module]] = {}
+    return _neutralised(model, class_per_module=False)
+
+
+def own_classes(model: nn.Module) -> nn.Module:
+    """:func:`neutral_names`, but every module becomes an instance of a class of its own
+    (``C0``, ``C1``, ..., one per module, each a subclass of its original class): what two
+    copies of one block class look like, so that a test can check that a breakdown reads the
+    code that runs, not which class holds it."""
+    return _neutralised(model, class_per_module=True)
+
+
+def _neutralised(model: nn.Module, class_per_module: bool) -> nn.Module:
+    classes: dict[object, type[nn.Module]] = {}  # by original class, or by module
     for module in list(model.modules()):
         original = type(module)
-        if original not in classes:
-            classes[original] = _aliasing_class(original, f"C{len(classes)}")
+        key = id(module) if class_per_module else original
+        if key not in classes:
+            classes[key] = _aliasing_class(original, f"C{len(classes)}")
         aliases = {old: new for kind in NEUTRAL_PREFIXES
                    for old, new in _renamed(module, kind)}
         object.__setattr__(module, _ALIASES, aliases)
-        module.__class__ = classes[original]
+        module.__class__ = classes[key]
     return model
 
 
@@ -190,13 +204,15 @@ class NameBlindness:
         return not self.changes or self.warned
 
 
-def name_blindness(build: Callable[[], nn.Module], **kwargs: Any) -> NameBlindness:
+def name_blindness(build: Callable[[], nn.Module],
+                   rename: Callable[[nn.Module], nn.Module] = neutral_names,
+                   **kwargs: Any) -> NameBlindness:
     """Analyze the model ``build`` makes (call it twice: one model keeps its names, the other
-    gets :func:`neutral_names`) with ``kwargs`` (those of :func:`vitprof.analyze`; give the
-    input, since nothing can be read from neutral names) and compare the per-component params
-    and MACs."""
+    is renamed by ``rename``: :func:`neutral_names`, or :func:`own_classes`) with ``kwargs``
+    (those of :func:`vitprof.analyze`; give the input, since nothing can be read from neutral
+    names) and compare the per-component params and MACs."""
     real = analyze(build(), **kwargs)
-    neutral = analyze(neutral_names(build()), **kwargs)
+    neutral = analyze(rename(build()), **kwargs)
     changes = tuple(
         f"{component}: {a.params:,} params {a.macs:,} MACs -> {b.params:,} params {b.macs:,} MACs"
         for component, a in real.components.items()

@@ -27,6 +27,10 @@ RMS_NORM_COST = 3  # square, accumulate, scale
 BATCH_NORM_EVAL_COST = 2  # subtract the running mean, scale by the running 1/std
 ADDCMUL_COST = 2  # multiply (or divide), add
 AA_TAP_COST = 2  # an antialiased resampling tap: multiply by its weight, accumulate
+TAP_COST = 2  # an interpolation tap: multiply by its weight, accumulate
+GRID_COORDINATE_COST = 2  # a sampling grid's coordinate unnormalised: multiply, add
+# grid_sampler_2d's interpolation_mode -> the taps per output element
+GRID_SAMPLER_TAPS = {0: 4, 1: 0, 2: 16}  # bilinear, nearest (a select, free), bicubic
 
 SDPA_KERNELS: tuple[str, ...] = (
     "scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
@@ -64,8 +68,15 @@ FORWARD_ROWS: tuple[CostRow, ...] = (
     CostRow(("_native_batch_norm_legit_no_training",),
             f"{BATCH_NORM_EVAL_COST} per input, +1 weight, +1 bias",
             "batch norm in eval: subtract the running mean, scale"),
-    CostRow(("max_pool2d_with_indices", "avg_pool2d"), "prod(kernel) per output",
+    CostRow(("max_pool2d_with_indices", "avg_pool2d", "max_pool3d_with_indices",
+             "avg_pool3d"), "prod(kernel) per output",
             "one comparison or add per window element"),
+    CostRow(("grid_sampler_2d",),
+            f"{TAP_COST} per tap per output + {GRID_COORDINATE_COST} per grid element",
+            "vector work, as upsample_bilinear2d (no MACs: torch's FlopCounterMode counts none "
+            "either): per output element (each channel) weight and accumulate each of 4 taps "
+            "(bilinear) or 16 (bicubic), nearest a select (0); each grid coordinate "
+            "unnormalised once, a multiply and an add"),
     CostRow(("_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa"),
             f"{AA_TAP_COST} per tap of each resampled axis",
             "antialiased resampling as PyTorch runs it: one pass per axis whose size changes (W "
@@ -275,10 +286,32 @@ def batch_norm_eval_cost(inputs: Arguments, out: Any) -> Cost:
 @register(aten.max_pool2d_with_indices, aten.avg_pool2d)
 def pool2d_cost(inputs: Arguments, out: Any) -> Cost:
     """One comparison or add per window element, per output element."""
+    return _pool_cost(inputs, out, 2)
+
+
+@register(aten.max_pool3d_with_indices, aten.avg_pool3d)
+def pool3d_cost(inputs: Arguments, out: Any) -> Cost:
+    """One comparison or add per window element (a 3-D window), per output element."""
+    return _pool_cost(inputs, out, 3)
+
+
+def _pool_cost(inputs: Arguments, out: Any, dims: int) -> Cost:
+    """prod(kernel) per output element; a kernel of one size is that size on ``dims`` axes."""
     kernel = inputs["kernel_size"]
     kernel = kernel if isinstance(kernel, list | tuple) else [kernel]
-    window = math.prod(kernel) if len(kernel) > 1 else int(kernel[0]) ** 2
+    window = math.prod(kernel) if len(kernel) > 1 else int(kernel[0]) ** dims
     return Cost(vector_flops=window * numel(first_tensor(out)))
+
+
+@register(aten.grid_sampler_2d)
+def grid_sampler_cost(inputs: Arguments, out: Any) -> Cost:
+    """Sampling a (N, C, H, W) map at a (N, H_out, W_out, 2) grid: per output element (each
+    channel) 2 per tap, 4 taps bilinear, 16 bicubic, 0 nearest (a select); 2 per grid
+    coordinate (unnormalised: a multiply and an add). Vector FLOPs, as an interpolation's,
+    not MACs: no weight is read."""
+    taps = GRID_SAMPLER_TAPS[int(inputs["interpolation_mode"])]
+    return Cost(vector_flops=TAP_COST * taps * numel(first_tensor(out))
+                + GRID_COORDINATE_COST * numel(inputs["grid"]))
 
 
 # ---------------------------------------------------------------------------------------------

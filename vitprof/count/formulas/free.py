@@ -33,6 +33,10 @@ FREE_OP_NAMES: tuple[str, ...] = (
     # gradients that only move data: a zero tensor with the gradient copied into a slice of it
     "select_backward", "slice_backward", "diagonal_backward", "unfold_backward",
     "as_strided_scatter", "slice_scatter", "select_scatter",
+    # masks made or applied (an identity, a triangle kept, masked elements overwritten), a
+    # diagonal viewed, values written at indices: they select or place, add nothing
+    "eye", "tril", "triu", "tril_", "triu_", "masked_fill_", "diagonal", "index_put",
+    "index_put_",
 )
 
 FREE_OPS: frozenset[Any] = frozenset(

@@ -216,7 +216,8 @@ def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
             continue
         beside = None if upstream else _beside_core(flow, i, max(core), inner)
         if flow.passes(i) or beside is not None:
-            if not flow.norm(i) and not flow.own_bias(i):  # a linear's bias stays its linear's
+            if not flow.norm(i) and not flow.own_bias(i) and not flow.projection_bias(i):
+                # a linear's bias stays its linear's
                 passed.add(i)
             passed.update(j for j in beside or () if not flow.norm(j))
             stack.extend(flow.steps[i].sources if upstream else flow.consumers[i])

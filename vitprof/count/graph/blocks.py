@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
+from types import CodeType
 
 from torch import nn
 
@@ -32,7 +33,24 @@ from vitprof.count.graph import rules
 from vitprof.count.graph.attention import Core
 from vitprof.count.graph.flow import ADDS, WINDOW, Flow
 
-LISTS = (nn.ModuleList, nn.Sequential)
+LISTS = (nn.ModuleList, nn.Sequential)  # containers, subclasses included (isinstance)
+
+
+def kind(module: nn.Module) -> object:
+    """What ``module`` runs, as the rules compare modules "of one class": the code of its
+    class's forward (bytecode, names, constants), not the class itself; a subclass that only
+    renames (:func:`vitprof.testing.own_classes` gives each module one) and a copy of a class
+    under another name are one kind, whatever their classes."""
+    forward = type(module).forward
+    code = getattr(forward, "__code__", None)
+    return forward if code is None else _code(code)
+
+
+def _code(code: CodeType) -> tuple[object, ...]:
+    """A code object as what it runs: its bytecode, names and constants (nested code, a
+    comprehension's, the same way), without its file and line numbers."""
+    consts = tuple(_code(c) if isinstance(c, CodeType) else c for c in code.co_consts)
+    return code.co_code, code.co_names, code.co_varnames, consts
 
 
 @dataclass(frozen=True)
@@ -109,13 +127,13 @@ def _narrowed(
     """A stage holding a single block is no container, so its core's block came out as the
     whole stage: where a module of the class of the other blocks lies on the core's path below
     it, that module is the block (EfficientViT-M0's one-block first stage)."""
-    classes = {type(model.get_submodule(block)) for block, _ in found if block is not None}
+    classes = {kind(model.get_submodule(block)) for block, _ in found if block is not None}
     narrowed = []
     for path, (block, is_list) in zip(paths, found, strict=True):
         if block is not None:
             deeper = [child for _, child in _chain(path)
                       if child.startswith(f"{block}.")
-                      and type(model.get_submodule(child)) in classes]
+                      and kind(model.get_submodule(child)) in classes]
             block = deeper[0] if deeper else block
         narrowed.append((block, is_list))
     return narrowed
@@ -129,7 +147,7 @@ def _one_cored_among_blocks(
     not the layers of one block: a norm beside its attention (torchvision MaxViT's
     ``Sequential(LayerNorm, attention)``) or an (attention, MLP) pair."""
     children = dict(container.named_children())
-    if len(children) < 3 or len({type(c) for c in children.values()}) < 2:
+    if len(children) < 3 or len({kind(c) for c in children.values()}) < 2:
         return False
     under = [p for p in paths if within(p, parent)]
     if any(not within(p, child) for p in under):
@@ -241,17 +259,17 @@ def _sublayers(
     core (``holding``: the modules that do):
     the MLP sub-layer of a stack that alternates attention and MLP layers (HF LeViT's
     ``layers = [Residual(attention), Residual(mlp), ...]``), part of the block before it."""
-    classes: dict[str, set[type]] = {}
+    classes: dict[str, set[object]] = {}
     for path in paths:
         parent = path.rpartition(".")[0]
-        classes.setdefault(parent, set()).add(type(model.get_submodule(path)))
+        classes.setdefault(parent, set()).add(kind(model.get_submodule(path)))
     found: dict[str, bool] = {}
 
     def sublayer(module: str) -> bool:
         if module not in found:
             found[module] = any(
                 child not in holding and parent in classes
-                and type(model.get_submodule(child)) in classes[parent]
+                and kind(model.get_submodule(child)) in classes[parent]
                 for parent, child in _chain(module)
             )
         return found[module]

@@ -13,7 +13,7 @@ the cost stays linear in the number of records.
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from functools import cached_property
 from math import prod
 
@@ -25,6 +25,8 @@ WINDOW = 256  # how many records back a fork is searched for
 _NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")
 _MOMENTS = ("aten.mean", "aten.var", "aten.var_mean", "aten.std", "aten.std_mean")
 _ROOTS = ("aten.rsqrt", "aten.sqrt")
+_VECTOR_NORMS = ("aten.linalg_vector_norm", "aten.norm")
+_DIVIDES = ("aten.div", "aten.div_")
 _ADDS = ("aten.add", "aten.add_")
 ADDS = _ADDS  # the ops of a residual add
 SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
@@ -46,18 +48,66 @@ def norm_modules(trace: Trace) -> frozenset[str]:
                      and names & set(_MOMENTS) and names & set(_ROOTS))
 
 
+def vector_norm_modules(trace: Trace) -> frozenset[str]:
+    """The modules that normalise by a vector norm (:data:`~vitprof.count.graph.rules.
+    VECTOR_NORM`): no MACs, the vector norm (``linalg_vector_norm``) of a tensor a record
+    computed, and a division (``F.normalize(x) * scale * g``: x-transformers' RMSNorm and
+    ScaleNorm, ``x / x.norm(...) * g``), whatever they are called. A parametrization
+    normalising a weight reads a parameter, which no record computed: it is no norm."""
+    ops: dict[str, set[str]] = {}
+    macs: set[str] = set()
+    for step in trace.steps:
+        if step.op not in _VECTOR_NORMS or step.sources:
+            ops.setdefault(step.module, set()).add(step.op)
+        if step.macs:
+            macs.add(step.module)
+    return frozenset(module for module, names in ops.items() if module and module not in macs
+                     and names & set(_VECTOR_NORMS) and names & set(_DIVIDES))
+
+
+
+def gain_modules(trace: Trace, norm_modules: Set[str]) -> frozenset[str]:
+    """The modules that apply a gain to a norm they run (:data:`~vitprof.count.graph.rules.
+    NORM_GAIN`): every record under them is a norm (a fused normalisation op, or a record of
+    one of ``norm_modules``) or one of their own, without MACs, that reads only records run
+    under them, a norm's output among them, and a parameter (x-transformers' LayerNorm: a
+    ``nn.LayerNorm`` without affine, then ``* (gamma + offset)`` in the module holding it)."""
+    under: dict[str, list[int]] = {}
+    for i, step in enumerate(trace.steps):
+        parts = step.module.split(".") if step.module else []
+        for k in range(1, len(parts) + 1):
+            under.setdefault(".".join(parts[:k]), []).append(i)
+    steps = trace.steps
+    normed = {i for i, step in enumerate(steps) if step.module in norm_modules
+              or any(name in step.op for name in _NORMS)}
+    found = set()
+    for module, records in under.items():
+        own = [i for i in records if steps[i].module == module]
+        if not own or not all(i in normed or steps[i].module == module for i in records):
+            continue
+        inside = set(records)
+        if all(not steps[i].macs and inside.issuperset(steps[i].sources) for i in own) and any(
+                steps[i].params for i in own) and any(
+                normed.intersection(steps[i].sources) for i in own):
+            found.add(module)
+    return frozenset(found)
+
+
 class Flow:
     """The steps of a trace with their consumers, and predicates on them. ``norm_modules``:
-    the paths of the modules that normalise (:func:`norm_modules`), whose records are norms
-    whatever their ops (an ``nn.RMSNorm`` runs as pow, mean, rsqrt and muls). ``kernels``: the
+    the paths of the modules that normalise (:func:`norm_modules`, :func:`vector_norm_modules`),
+    whose records are norms whatever their ops (an ``nn.RMSNorm`` runs as pow, mean, rsqrt and
+    muls), each with the name of the rule that found it. ``kernels``: the
     parameters that are convolution weights with a spatial kernel of more than one tap (a 3x3,
-    not a 1x1)."""
+    not a 1x1). ``param_sizes``: the elements of each parameter, by name."""
 
-    def __init__(self, trace: Trace, norm_modules: Set[str] = frozenset(),
-                 kernels: Set[str] = frozenset()) -> None:
+    def __init__(self, trace: Trace, norm_modules: Mapping[str, str] | None = None,
+                 kernels: Set[str] = frozenset(),
+                 param_sizes: Mapping[str, int] | None = None) -> None:
         self.steps = trace.steps
-        self.norm_modules = norm_modules
+        self.norm_modules = norm_modules or {}
         self.kernels = kernels
+        self.param_sizes = param_sizes or {}
         self.sources = [step.sources for step in self.steps]
         self.consumers: list[list[int]] = [[] for _ in self.steps]
         for i, step in enumerate(self.steps):
@@ -137,10 +187,11 @@ class Flow:
 
     def norm_rule(self, i: int) -> str | None:
         """The rule that makes step ``i`` a ``norm`` record, or None: its module normalises
-        (:data:`~vitprof.count.graph.rules.NORM_COMPUTED`) or its op is a fused normalisation
+        (:data:`~vitprof.count.graph.rules.NORM_COMPUTED`,
+        :data:`~vitprof.count.graph.rules.VECTOR_NORM`) or its op is a fused normalisation
         (:data:`~vitprof.count.graph.rules.NORM`)."""
         if self.steps[i].module in self.norm_modules:
-            return rules.NORM_COMPUTED.name
+            return self.norm_modules[self.steps[i].module]
         return rules.NORM.name if self.norm(i) and rules.NORM.on else None
 
     def fused_core(self, i: int) -> bool:
@@ -156,7 +207,7 @@ class Flow:
         scale stops it)."""
         step = self.steps[i]
         return step.macs == 0 and i not in self.joins and (
-            not step.params or self.norm(i) or self.own_bias(i))
+            not step.params or self.norm(i) or self.own_bias(i) or self.projection_bias(i))
 
     def own_bias(self, i: int) -> bool:
         """Step ``i`` adds a linear's bias apart from its product, in the linear's own module
@@ -166,6 +217,33 @@ class Flow:
                 step.sources[0]):
             return False
         return self.steps[step.sources[0]].module == step.module
+
+    def projection_bias(self, i: int) -> bool:
+        """Step ``i`` adds a bias to a product's output wherever it runs
+        (:data:`~vitprof.count.graph.rules.PROJECTION_BIAS`): an add of parameters that no
+        earlier record read to the output of one weighted record, each parameter no larger
+        than that output's last dimension, the product's features (a q/k/v bias kept as a
+        (heads, head_dim) tensor and added after the projection); a position embedding varies
+        over the tokens, larger; a class token added back to its attention's output was read
+        before, by the attention."""
+        step = self.steps[i]
+        if step.op not in _ADDS or step.macs or not step.params or len(step.sources) != 1 \
+                or not rules.PROJECTION_BIAS.on:
+            return False
+        source = step.sources[0]
+        features = self.steps[source].shape[-1:] or (0,)
+        return self.weighted(source) and all(
+            self.param_sizes.get(name, features[0] + 1) <= features[0]
+            and self.first_readers[name] == i for name in step.params)
+
+    @cached_property
+    def first_readers(self) -> dict[str, int]:
+        """Per parameter, the first record reading it, directly or through free ops."""
+        found: dict[str, int] = {}
+        for i, step in enumerate(self.steps):
+            for name in (*step.params, *step.carried):
+                found.setdefault(name, i)
+        return found
 
     def on_map(self, i: int, scores: int) -> bool:
         """Step ``i`` maps the attention scores made by step ``scores``: not a join, and either

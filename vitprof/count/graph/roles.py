@@ -74,9 +74,9 @@ from vitprof.count.families.base import (
 )
 from vitprof.count.graph import rules as R
 from vitprof.count.graph.attention import Core, find_cores
-from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
+from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, kind, module_blocks
 from vitprof.count.graph.blocks import within as _within
-from vitprof.count.graph.flow import Flow, norm_modules
+from vitprof.count.graph.flow import Flow, gain_modules, norm_modules, vector_norm_modules
 from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
@@ -280,19 +280,21 @@ def _embedding(flow: Flow, span: _Span) -> str | None:
 def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None],
                      outside: list[int]) -> set[int]:
     """Those of the records ``outside`` that run in a convolutional block run without its
-    skip: a module (not a list) that runs no residual add, of the class of one whose forward
-    runs one (MobileViT's MobileNetV2 blocks that change width or stride, ``stages.0.0``,
-    ``stages.1.0`` before its attention stages, ``stages.3.0`` and ``stages.4.0`` between
-    them, beside ``stages.1.1``). A downsampling layer between stages stays patch embedding
+    skip: a module (not a list) that runs no residual add, of the kind (:func:`~.blocks.kind`:
+    the forward code it runs, not its class) of one whose forward runs one (MobileViT's
+    MobileNetV2 blocks that change width or stride, ``stages.0.0``, ``stages.1.0`` before its
+    attention stages, ``stages.3.0`` and ``stages.4.0`` between them, beside
+    ``stages.1.1``). A downsampling layer between stages stays patch embedding
     unless built of such blocks (FastViT's, of MobileOne blocks that sum their branches, is
     conv; FastViT-T8's, without attention, as FastViT-SA12's). After the blocks, such a block
     is ``conv`` too (EfficientNet-B0's last MBConv, 192 to 320 channels), with the weightless
     records run in it (its activations, its squeeze-excitation's pooling and gate)."""
     joining = {flow.steps[i].module for i in flow.joins if of_step[i] is None}
     skipping = {module for path in joining for module in _holders(path)}
-    classes = {type(model.get_submodule(m)) for m in joining if m} - set(LISTS)
+    classes = {kind(module) for m in joining if m
+               and not isinstance(module := model.get_submodule(m), LISTS)}
     found = {m for i in outside for m in _holders(flow.steps[i].module)
-             if m not in skipping and type(model.get_submodule(m)) in classes}
+             if m not in skipping and kind(model.get_submodule(m)) in classes}
     return {i for i, block in enumerate(of_step) if block is None
             and any(_within(flow.steps[i].module, m) for m in found)}
 
@@ -351,8 +353,8 @@ def _one_unit(model: nn.Module, flow: Flow, records: tuple[int, int], embedding:
     ``stages.2.1``)."""
     a, b = (_parts(flow.steps[i].module) for i in records)
     unit = ".".join(a[: _shared(a, b)])
-    return bool(unit) and not _within(embedding, unit) and type(
-        model.get_submodule(unit)) not in LISTS
+    return bool(unit) and not _within(embedding, unit) and not isinstance(
+        model.get_submodule(unit), LISTS)
 
 
 def _shared(a: list[str], b: list[str]) -> int:
@@ -543,6 +545,7 @@ def _param_roles(
     products = {i for core in cores for i in core.steps if flow.steps[i].macs}
     owner_block = module_blocks(blocks.paths)
     sizes = {name: p.numel() for name, p in parameters.items()}
+    shaped = {name for name, p in parameters.items() if p.dim() >= 2}
     roles: dict[str, _ParamRole] = {}
     for name, p in parameters.items():
         first = readers.get(name, carriers.get(name))
@@ -556,7 +559,11 @@ def _param_roles(
         joined = name not in readers or (p.dim() >= 2 and any(
             flow.steps[i].op in _JOINING for i in (first, reader)))
         token: tuple[C, str] | None = None
-        if p.dim() >= 2 and R.SEQUENCE_PARAMETER.on and _enters_sequence(
+        if R.PARAMETRIZED.on and _computes_weight_of(flow, first, user, shaped):
+            rule = R.PARAMETRIZED.name
+        elif flow.projection_bias(first):
+            rule = R.PROJECTION_BIAS.name
+        elif p.dim() >= 2 and R.SEQUENCE_PARAMETER.on and _enters_sequence(
                 flow, first, name, owner, products):
             token = C.TOKENS, R.SEQUENCE_PARAMETER.name
         elif joined and reader not in in_cores and not flow.weighted(reader) \
@@ -571,6 +578,17 @@ def _param_roles(
             block = blocks.of_step[reader]
         roles[name] = _ParamRole(role, block, rule)
     return roles
+
+
+def _computes_weight_of(flow: Flow, first: int, user: int, shaped: Set[str]) -> bool:
+    """Record ``first`` computes, through records without MACs, the weight of the product
+    ``user`` (:func:`_weight_user`), which reads no parameter of two or more dimensions itself
+    (:data:`~vitprof.count.graph.rules.PARAMETRIZED`: a parametrized linear's weight; learned
+    latents normed before a linear reading its own weight are its input, not its weight).
+    ``shaped``: the parameters of two or more dimensions."""
+    step = flow.steps[user]
+    return user != first and flow.weighted(user) and not (
+        shaped & {*step.params, *step.carried})
 
 
 def _affine(flow: Flow, i: int, owner: str, name: str, sizes: Mapping[str, int]) -> bool:
@@ -634,7 +652,7 @@ def _by_class(model: nn.Module, roles: dict[str, _ParamRole]) -> dict[object, C 
         placed = {roles[f"{path}.{n}" if path else n].component
                   for n, _ in module.named_parameters(recurse=False)
                   if (f"{path}.{n}" if path else n) in roles}
-        seen.setdefault(type(module).forward, set()).update(placed)
+        seen.setdefault(kind(module), set()).update(placed)
     return {kind: next(iter(found)) if len(found) == 1 else None for kind, found in seen.items()}
 
 
@@ -657,9 +675,9 @@ def _unread(model: nn.Module, parameters: Mapping[str, nn.Parameter],
             found = next((r for n, r in roles.items() if n.startswith(prefix)), None)
         role, block, _ = found or _ParamRole(C.OTHER, None, "")
         rule = R.UNREAD.name if found else ""
-        kind = classes.get(type(model.get_submodule(name.rpartition(".")[0])).forward)
-        if kind is not None:
-            role, rule = kind, R.UNRUN_CLASS.name
+        like = classes.get(kind(model.get_submodule(name.rpartition(".")[0])))
+        if like is not None:
+            role, rule = like, R.UNRUN_CLASS.name
         records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape), rule))
     return records
 
@@ -852,7 +870,13 @@ def graph_breakdown(
     parameters = dict(model.named_parameters())  # walked once, read by every step below
     kernels = {name for name, p in parameters.items()
                if p.dim() >= 3 and prod(p.shape[2:]) > 1}
-    flow = Flow(trace, norm_modules(trace) if R.NORM_COMPUTED.on else frozenset(), kernels)
+    norms = {**dict.fromkeys(vector_norm_modules(trace) if R.VECTOR_NORM.on else (),
+                             R.VECTOR_NORM.name),
+             **dict.fromkeys(norm_modules(trace) if R.NORM_COMPUTED.on else (),
+                             R.NORM_COMPUTED.name)}
+    if R.NORM_GAIN.on:
+        norms = {**dict.fromkeys(gain_modules(trace, norms.keys()), R.NORM_GAIN.name), **norms}
+    flow = Flow(trace, norms, kernels, {name: p.numel() for name, p in parameters.items()})
     cores = find_cores(flow)
     fused = fused_projections(flow, cores) if R.FUSED_SHARE.on else {}
     blocks = group_blocks(model, flow, cores) if cores else Blocks(

@@ -258,6 +258,21 @@ NORM_COMPUTED = _rule(
     records have no MACs and reduce a mean (or variance) of which they take a square root
     (an RMSNorm written as pow, mean, rsqrt and a multiply by its own weight).""",
     "the ops of the records a module runs itself, their MACs", "rms_block")
+VECTOR_NORM = _rule(
+    "norm-by-vector-norm", (C.NORM,),
+    """The records of a module that normalises by a vector norm are ``norm``: its own records
+    have no MACs, take the vector norm of a tensor a record computed and divide by it (an
+    RMSNorm or ScaleNorm written as ``F.normalize(x) * scale * g``, l2-normalised q and k in a
+    module of their own, a global response normalisation), as the same model with a LayerNorm
+    places its norms.""",
+    "the ops of the records a module runs itself, their MACs and sources", "vector_norm_block")
+NORM_GAIN = _rule(
+    "norm-with-outer-gain", (C.NORM,),
+    """The records of a module that runs a norm and applies a gain to its output itself are
+    ``norm``: under it, only norm records and records of its own without MACs reading what
+    runs under it, the norm's output and a parameter among them (a LayerNorm without affine
+    and ``* gamma`` beside it), as a LayerNorm with its own affine places them.""",
+    "the records under a module, their ops, MACs, sources and parameters", "vector_norm_block")
 TOKEN_MIXER = _rule(
     "token-mixer-conv", (C.CONV,),
     """In a block, a child unit feeding the block's first core with a spatial convolution, or
@@ -299,9 +314,10 @@ RESIDUAL_BRANCH = _rule(
     "residual joins outside blocks and their branches", "conv_stem_block")
 SKIPLESS = _rule(
     "skipless-conv-block", (C.CONV,),
-    """Records outside blocks in a module of the class of a convolutional block whose forward
-    runs a residual add, run without its skip, are ``conv``.""",
-    "the module tree: modules of a class that elsewhere runs a residual join",
+    """Records outside blocks in a module of the kind of a convolutional block whose forward
+    runs a residual add (the same forward code, whatever the class holding it), run without
+    its skip, are ``conv``.""",
+    "the module tree: modules whose forward code elsewhere runs a residual join",
     "skipless_block")
 MAP_CONV = _rule(
     "map-conv", (C.CONV,),
@@ -368,6 +384,24 @@ SEQUENCE_PARAMETER = _rule(
     cross-attention).""",
     "the parameters a record reads or carries as operands, its MACs, the parameter's owner "
     "module and rank", "memory_block")
+PARAMETRIZED = _rule(
+    "parametrized-weight", tuple(C),
+    """A parameter whose records compute, with no MACs, the weight of a product that reads no
+    parameter of two or more dimensions itself (a parametrization: ``parametrize``'s
+    normalised or standardised weight, ``weight_norm``'s ``g * v / ||v||``) is that product's
+    weight: it takes the product's component, never ``tokens``, though a module other than its
+    owner reads it.""",
+    "the records computing a weight, the parameters the product reading it reads itself",
+    "parametrized_block")
+PROJECTION_BIAS = _rule(
+    "projection-bias", tuple(C),
+    """A parameter added to the output of one weighted record, no larger than that output's
+    last dimension (a q/k/v bias kept as a (heads, head_dim) tensor and added after the
+    projection, in another module than the projection's), is that product's bias: the
+    projection searches walk through the add as through a linear's own bias, and the
+    parameter takes the product's component, never ``tokens``.""",
+    "the add's one source, whether it is weighted, its last dimension, the parameters' sizes",
+    "head_bias_block")
 OWN_MODULE = _rule(
     "own-module-record", tuple(C),
     """The affine of a norm run by the parameter's own module (a parameter smaller than the

@@ -9,8 +9,9 @@ Rules (``fvcore/nn/jit_handles.py``): ``aten::linear``, ``matmul``, ``bmm``, ``e
 ``_convolution`` count products only, as vitprof does; ``aten::layer_norm`` and ``group_norm``
 count 5 per input element with a weight, 4 without (``norm_flop_counter``); any op with no
 handle (``aten::scaled_dot_product_attention``, the fused ``_native_multi_head_attention``)
-counts 0. Causes: every unsupported op that costs MACs in vitprof, priced by vitprof's records,
-and the norms' flops.
+counts 0; ``aten::grid_sampler`` counts 4 per output element ("assume bilinear"), where
+vitprof counts the taps as vector work, no MACs. Causes: every unsupported op that costs MACs in
+vitprof, priced by vitprof's records, the norms' flops and the grid sampling's.
 """
 
 from __future__ import annotations
@@ -146,6 +147,17 @@ def fvcore_norm_causes(
     return causes
 
 
+def fvcore_sampling_cause(by_operator: dict[str, int]) -> list[Cause]:
+    """fvcore counts ``grid_sampler`` as 4 "flops" (MACs) per output element, its bilinear
+    taps; vitprof prices them as vector FLOPs (:mod:`vitprof.count.formulas`), no MACs. The
+    amount is fvcore's own count for the operator."""
+    counted = by_operator.get("grid_sampler", 0)
+    if not counted:
+        return []
+    return [Cause("counts grid_sampler as 4 flops per output element (its bilinear taps; "
+                  "vector work in vitprof, no MACs)", counted)]
+
+
 def _norm_elements(record: OpRecord, model: nn.Module) -> tuple[int, bool]:
     module = model.get_submodule(record.module)
     weighted = getattr(module, "weight", None) is not None
@@ -157,6 +169,7 @@ def _row(subject: Subject, peer: Peer) -> PeerRow:
     profile = subject.profile
     causes = why.uncounted_causes(profile, run.unsupported, "does not count", "::")
     causes += fvcore_norm_causes(profile, model, run.unsupported)
+    causes += fvcore_sampling_cause(run.by_operator)
     note = (f"{grad_note(subject, peer, model, fast_path_blind=True)}; "
             f"by operator: {breakdown(run.by_operator)}")
     free = why.free_uncounted(profile, run.unsupported)
