@@ -40,24 +40,8 @@ from torch import nn
 from zoo_sweep import NEUTRAL, NO_EVIDENCE, neutral_changes, oracle_macs, unique_params
 
 from vitprof import Component as C
-from vitprof import testing
 from vitprof.core.atomic_write import write_atomically
-from vitprof.testing import neutral_names
-
-
-def _own_classes(model: nn.Module) -> nn.Module:
-    """:func:`neutral_names`, then every module an instance of a class of its own (a fresh
-    subclass of its renamed class, ``D0``, ``D1``, ...): two copies of one block class look
-    like two different classes. Used until :mod:`vitprof.testing` has its ``own_classes``
-    (issue 35); then that one is."""
-    for number, module in enumerate(neutral_names(model).modules()):
-        renamed = type(module)
-        module.__class__ = type(f"D{number}", (renamed,), {
-            "__qualname__": f"D{number}", "__module__": renamed.__module__})
-    return model
-
-
-own_classes: Callable[[nn.Module], nn.Module] = getattr(testing, "own_classes", _own_classes)
+from vitprof.testing import neutral_names, own_classes
 
 SMALL = {"num_classes": 10, "dim": 32, "depth": 2, "heads": 2, "mlp_dim": 64, "dim_head": 16}
 IMAGE = {"image_size": 32, "patch_size": 8}
