@@ -796,6 +796,85 @@ class StagesNet(Net):
 STAGES = {C.PATCH_EMBED: (L * LIN, L * N * D * D)}  # the stages' linears, before each block
 
 
+class ListAttn(nn.Module):
+    """The standard attention alone (q/k/v ``d``, the core, output ``e``): one entry of a
+    list of attentions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d, self.e = nn.Linear(D, 3 * D), nn.Linear(D, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.d(x).chunk(3, -1)
+        return self.e((q * 0.5 @ k.transpose(-2, -1)).softmax(-1) @ v)
+
+
+class ListFf(nn.Module):
+    """The standard MLP alone (``g``, GELU, ``h``): one entry of a list of feed-forwards."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.g, self.h = nn.Linear(D, HID), nn.Linear(HID, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.h(F.gelu(self.g(x)))
+
+
+class Lists(nn.Module):
+    """Every layer run by one module from parallel lists: the attentions in ``u``, the
+    feed-forwards in ``w``, the two LayerNorms ``c`` and ``f`` shared by all layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = nn.ModuleList([ListAttn() for _ in range(L)])
+        self.w = nn.ModuleList([ListFf() for _ in range(L)])
+        self.c, self.f = nn.LayerNorm(D), nn.LayerNorm(D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for attend, feed in zip(self.u, self.w, strict=True):
+            x = attend(self.c(x)) + x
+            x = feed(self.f(x)) + x
+        return x
+
+
+class ListsNet(Net):
+    """The standard net whose L layers one :class:`Lists` module runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.m = nn.ModuleList([Lists()])
+
+
+SHARED_NORMS = {C.NORM: (-(L - 1) * 2 * 2 * D, 0)}  # the two LayerNorms counted once, not L times
+
+
+class Tables(nn.Module):
+    """A position embedding made from parameters alone: a D x 3 x 3 table ``s`` resized to the
+    2x2 map, plus a 1-D table ``t`` (one temporal position) over every position."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = nn.Parameter(torch.zeros(1, D, 3, 3))
+        self.t = nn.Parameter(torch.zeros(D))
+
+    def forward(self) -> torch.Tensor:
+        return tokens(F.interpolate(self.s, size=(2, 2), mode="bicubic")) + self.t
+
+
+class TablesNet(Net):
+    """The standard net, the table of :class:`Tables` (``o``) added to the tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.o = Tables()
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.o()
+
+
+TABLES = {C.TOKENS: (D * 9 + D, 0)}  # the 3x3 table and the 1-D one; resizing has no MACs
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -847,5 +926,7 @@ FIXTURES: dict[str, Fixture] = {
     "single_key_block": Fixture(lambda: Net(SingleKeyBlk), net(_times(L, SINGLE_KEY))),
     "merger_net": Fixture(MergerNet, _sum(OUTSIDE, block(), block(MERGED), MERGER)),
     "one_block_stages": Fixture(StagesNet, net(STAGES)),
+    "parallel_lists": Fixture(ListsNet, net(SHARED_NORMS)),
+    "position_tables": Fixture(TablesNet, net(TABLES)),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
 }

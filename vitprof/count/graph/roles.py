@@ -76,7 +76,7 @@ from vitprof.count.graph import rules as R
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, module_blocks
 from vitprof.count.graph.blocks import within as _within
-from vitprof.count.graph.flow import Flow, norm_modules
+from vitprof.count.graph.flow import ADDS, Flow, norm_modules
 from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
@@ -458,6 +458,7 @@ def _step_roles(
     of_step = blocks.of_step
     last = span.last
     mixers = _token_mixers(flow, cores, blocks, roles) if R.TOKEN_MIXER.on else set()
+    tables = _position_tables(flow, of_step) if R.POSITION_TABLE.on else set()
     carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
     for i, step in enumerate(flow.steps):
         if roles[i] is None:
@@ -476,6 +477,8 @@ def _step_roles(
             elif flow.weighted(i) and (
                     placed := _weighted_outside(flow, i, not cores and i > span.start)):
                 roles[i], by[i] = placed[0], placed[1].name
+            elif i in tables:
+                roles[i], by[i] = C.TOKENS, R.POSITION_TABLE.name
             elif any(name in shaped for name in step.params) and R.TOKENS.on:
                 roles[i], by[i] = C.TOKENS, R.TOKENS.name
             else:
@@ -487,6 +490,27 @@ def _step_roles(
         passed = role if role is not None and role not in _KEEP_FLOW else None
         carried[i] = passed or (carried[step.sources[-1]] if step.sources else None)
     return roles
+
+
+def _position_tables(flow: Flow, of_step: list[int | None]) -> set[int]:
+    """The records outside blocks that compute a table from parameters alone (no input data:
+    :attr:`Flow.weights`) which an add without MACs then adds to the activations, and those
+    adds (:data:`~vitprof.count.graph.rules.POSITION_TABLE`): a position table resized, or
+    spatial and temporal tables summed, before it joins the tokens."""
+    found: set[int] = set()
+    for i, step in enumerate(flow.steps):
+        if of_step[i] is not None or step.macs or step.op not in ADDS:
+            continue
+        tables = [j for j in step.sources if flow.weights[j]]
+        if not tables or len(tables) == len(step.sources):
+            continue  # no table, or no activation it is added to
+        found.add(i)
+        while tables:
+            j = tables.pop()
+            if j not in found and of_step[j] is None and flow.weights[j]:
+                found.add(j)
+                tables.extend(flow.sources[j])
+    return found
 
 
 def _after_blocks(flow: Flow, i: int, roles: list[C | None]) -> tuple[C, R.Rule] | None:
