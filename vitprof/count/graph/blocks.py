@@ -46,6 +46,7 @@ class Blocks:
     paths: dict[str, int]
     loose: frozenset[int]  # indices of the cores in no block (attention-pooling heads)
     selected: frozenset[int] = frozenset()  # records a token selector put in a block
+    between: frozenset[int] = frozenset()  # records of a query selection between two stacks
 
 
 def _chain(path: str) -> list[tuple[str, str]]:

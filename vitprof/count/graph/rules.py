@@ -261,6 +261,17 @@ SELECTOR = _rule(
     ``mlp``.""",
     "which inputs of a block's records are indices", "selector_block")
 
+QUERY_SELECTION = _rule(
+    "query-selection-head", (C.HEAD,),
+    """A token selector (``token-selector``'s records) whose scored tokens, or what they are
+    computed from back to the last block's output, the block it reaches also reads by their
+    values (a decoder selecting its queries from the encoder's output by a linear or MLP score
+    and top-k, then attending over all of that output) is head-like work between two stacks,
+    in no block: its records take the rules outside blocks (its weighted ones ``head``, as a
+    head scoring tokens after the blocks is).""",
+    "the sources of the selector's records back to the last block, the sources of the first "
+    "block it reaches", "query_selection")
+
 # ----------------------------------------------------------------------------- outside blocks
 
 POOLED_SKIP = _rule(
