@@ -49,8 +49,9 @@ its weights (:func:`weight_reads`, from the trace of the data flow; without one 
   weight of products (read by products, or by records computing a weight from parameters
   alone that products read: a parametrized weight) placed in ``tokens``; a class token, a
   position table, memory key/values all meet activations in a record without MACs.
-* **norm affine elsewhere**: a module running a fused normalisation op whose own parameters
-  sit in another component than that op's record; or one that normalises by a vector norm
+* **norm affine elsewhere**: a module without MACs running a fused normalisation op whose own
+  parameters sit in another component than that op's record (a convolution standardising its
+  weight with ``batch_norm`` is no norm); or one that normalises by a vector norm
   (``linalg_vector_norm``, then its input divided by it: ``F.normalize``), no MACs of its own,
   whose own parameters sit outside ``norm`` (an RMSNorm written with ``F.normalize``, not
   recognized as a norm) in a model with blocks. A global response norm divides the norms by
@@ -409,9 +410,10 @@ _DIVISION_WITHIN = 4  # records from a vector norm to the division by it (a clam
 def norm_affine_elsewhere(ops: Sequence[OpRecord], params: Sequence[ParamRecord],
                           normalising: frozenset[str] = frozenset()) -> list[str]:
     forward = [op for op in ops if op.phase is Phase.FORWARD]
+    with_macs = {op.module for op in forward if op.macs}  # a conv standardising its weight
     fused: dict[str, set[Component]] = {}
     for op in forward:
-        if any(name in op.op for name in _FUSED_NORMS):
+        if any(name in op.op for name in _FUSED_NORMS) and op.module not in with_macs:
             fused.setdefault(op.module, set()).add(op.component)
     astray = [p for p in params if (
         _owner(p) in fused and p.component not in fused[_owner(p)]) or (
