@@ -49,20 +49,20 @@ its weights (:func:`weight_reads`, from the trace of the data flow; without one 
   weight of products (read by products, or by records computing a weight from parameters
   alone that products read: a parametrized weight) placed in ``tokens``; a class token, a
   position table, memory key/values all meet activations in a record without MACs.
-* **norm affine elsewhere**: a module without MACs running a fused normalisation op whose own
-  parameters sit in another component than that op's record (a convolution standardising its
-  weight with ``batch_norm`` is no norm); or one that normalises by a vector norm
-  (``linalg_vector_norm``, then its input divided by it: ``F.normalize``), no MACs of its own,
-  whose own parameters sit outside ``norm`` (an RMSNorm written with ``F.normalize``, not
-  recognized as a norm) in a model with blocks. A global response norm divides the norms by
-  their mean, not its input: no norm of the tokens.
+* **norm affine elsewhere**: a module that normalises by a vector norm (``linalg_vector_norm``,
+  then its input divided by it: ``F.normalize``), no MACs of its own, whose own parameters sit
+  outside ``norm`` (an RMSNorm written with ``F.normalize``, not recognized as a norm; ``other``
+  in a model without blocks passes). A global response norm divides the norms by their mean,
+  not its input: no norm of the tokens. A fused norm op's affine away from its record is
+  *one module in two components*.
 * **same computation split differently**: two blocks that run the same ops with the same MACs
   and vector FLOPs, record by record, whose records with MACs are placed in other components
   (records without MACs at a block's edge follow their producer, which differs between the
   first block of a stage and the others: not compared).
 * **feed-forwards outside blocks**: blocks with a core and no ``mlp`` while, between two of
-  them, weighted records in no block are ``conv`` or ``head``: a layer's feed-forward left out
-  of its block.
+  them, weighted records in no block, none a convolution, are ``conv`` or ``head``: a layer's
+  feed-forward left out of its block (MobileNetV4-hybrid's inverted residuals between its
+  attention blocks convolve).
 
 Each failed rule is one warning line naming the rule, the MACs involved and up to three module
 paths. An empty list means the breakdown passed every check.
@@ -71,7 +71,7 @@ paths. An empty list means the breakdown passed every check.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 
 from vitprof.core.records import Component, OpRecord, ParamRecord, Phase
 from vitprof.count.graph.flow import SOFTMAX, Flow
@@ -299,8 +299,8 @@ def components_without_blocks(ops: Sequence[OpRecord]) -> list[str]:
 Reads = Sequence[frozenset[str]]  # per op record, the parameters it reads as weights
 
 
-def weight_reads(ops: Sequence[OpRecord], trace: Trace | None, origins: Sequence[int] | None
-                 ) -> tuple[Reads, frozenset[str], frozenset[str]]:
+def weight_reads(ops: Sequence[OpRecord], params: Sequence[ParamRecord], trace: Trace | None,
+                 origins: Sequence[int] | None) -> tuple[Reads, frozenset[str], frozenset[str]]:
     """Per op record of ``ops``, the parameters its forward record reads as weights
     (:meth:`~vitprof.count.graph.flow.Flow.weight_params`; none for a backward record, a part
     of a fused op priced in parts, or without ``trace``), and the parameters whose values reach
@@ -322,28 +322,33 @@ def weight_reads(ops: Sequence[OpRecord], trace: Trace | None, origins: Sequence
             per_step[step] = frozenset(flow.weight_params(step)) if flow.weighted(step) \
                 else frozenset()
         reads.append(per_step[step])
-    return reads, _weights_only(flow), _vector_normalised(flow)
+    matrices = {p.name for p in params if len(p.shape) >= 2}
+    return reads, _weights_only(flow, matrices), _vector_normalised(flow)
 
 
-def _weights_only(flow: Flow) -> frozenset[str]:
+def _weights_only(flow: Flow, matrices: Set[str]) -> frozenset[str]:
     """The parameters read by products only, directly or through records computing a weight
-    from parameters alone (:attr:`Flow.weights`); one a record without MACs adds, joins or
-    multiplies to an activation is not."""
+    from parameters alone (:attr:`Flow.weights`), as their weight: a product that reads
+    another of the ``matrices`` (parameters of two or more dimensions) directly takes the
+    parameter as its input (learned queries normed, then projected). One a record without
+    MACs adds, joins or multiplies to an activation is not."""
     reach: dict[str, bool] = {}
     for i, step in enumerate(flow.steps):
         names = set(step.params) | (set(step.carried) - set(step.carried_joined))
         for name in names:
-            reach[name] = reach.get(name, True) and _only_products(flow, i)
+            reach[name] = reach.get(name, True) and _only_products(flow, i, name, matrices)
     return frozenset(name for name, only in reach.items() if only)
 
 
-def _only_products(flow: Flow, i: int) -> bool:
-    """Record ``i`` is a product, or computes a weight that only products use (through other
-    records computing weights)."""
+def _only_products(flow: Flow, i: int, name: str, matrices: Set[str]) -> bool:
+    """Record ``i`` is a product weighted by ``name``, or computes a weight that only such
+    products use (through other records computing weights)."""
     stack, seen = [i], {i}
     while stack:
         j = stack.pop()
         if flow.steps[j].macs:
+            if (set(flow.steps[j].params) & matrices) - {name}:
+                return False
             continue
         if not flow.weights[j] or not flow.consumers[j]:
             return False
@@ -385,9 +390,6 @@ def weight_operand_in_tokens(params: Sequence[ParamRecord], weights: frozenset[s
             f"params read only as the weights of products are in tokens, in {shown}"]
 
 
-_FUSED_NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")
-
-
 def _vector_normalised(flow: Flow) -> frozenset[str]:
     """The modules without MACs that divide a tensor by its vector norm (``F.normalize``:
     ``linalg_vector_norm``, a clamp, a division of the norm's input by it)."""
@@ -407,25 +409,18 @@ def _vector_normalised(flow: Flow) -> frozenset[str]:
 _DIVISION_WITHIN = 4  # records from a vector norm to the division by it (a clamp, an expand)
 
 
-def norm_affine_elsewhere(ops: Sequence[OpRecord], params: Sequence[ParamRecord],
-                          normalising: frozenset[str] = frozenset()) -> list[str]:
-    forward = [op for op in ops if op.phase is Phase.FORWARD]
-    with_macs = {op.module for op in forward if op.macs}  # a conv standardising its weight
-    fused: dict[str, set[Component]] = {}
-    for op in forward:
-        if any(name in op.op for name in _FUSED_NORMS) and op.module not in with_macs:
-            fused.setdefault(op.module, set()).add(op.component)
-    astray = [p for p in params if (
-        _owner(p) in fused and p.component not in fused[_owner(p)]) or (
-        _owner(p) in normalising and p.component not in (Component.NORM, Component.OTHER))]
+def norm_affine_elsewhere(params: Sequence[ParamRecord], normalising: frozenset[str]
+                          ) -> list[str]:
+    astray = [p for p in params if _owner(p) in normalising
+              and p.component not in (Component.NORM, Component.OTHER)]
     if not astray:
         return []
     modules = list(dict.fromkeys(_owner(p) for p in astray))
     shown = ", ".join(modules[:3]) + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
     where = sorted({str(p.component) for p in astray})
     return [f"self-check failed (norm affine elsewhere): {sum(p.numel for p in astray):,} "
-            f"params of modules that normalise are in {', '.join(where)}, not with their "
-            f"norm, in {shown}"]
+            f"params of modules that normalise by a vector norm are in {', '.join(where)}, "
+            f"not norm, in {shown}"]
 
 
 def same_computation_split_differently(ops: Sequence[OpRecord]) -> list[str]:
@@ -453,16 +448,18 @@ def feed_forwards_outside_blocks(ops: Sequence[OpRecord]) -> list[str]:
             and not any(op.component is Component.MLP and op.macs for op in records)}
     astray: list[OpRecord] = []
     between: list[OpRecord] = []
+    convolving = False  # a convolution between the blocks: a convolutional block, not an MLP
     previous = None
     for op in forward:
         if op.block is None:
             if previous in bare and op.macs and op.component in (Component.CONV, Component.HEAD):
                 between.append(op)
+                convolving = convolving or "convolution" in op.op
         else:
-            if op.block != previous and op.block in bare:
+            if op.block != previous and op.block in bare and not convolving:
                 astray.extend(between)
             if op.block != previous:
-                between = []
+                between, convolving = [], False
             previous = op.block
     if not astray:
         return []
@@ -481,8 +478,8 @@ def self_checks(ops: Sequence[OpRecord], params: Sequence[ParamRecord] = (),
     """One warning per failed rule (see the module docstring); empty when all pass. The rules
     on ``params`` (:func:`module_in_two_components`, the checks of meaning) need them, those
     on the weights records read the ``trace`` (:func:`weight_reads`, with ``origins``)."""
-    reads, weights, normalising = weight_reads(ops, trace, origins)
+    reads, weights, normalising = weight_reads(ops, params, trace, origins)
     return ([line for rule in RULES for line in rule(ops)] + module_in_two_components(ops, params)
             + weight_elsewhere(ops, params, reads) + weight_operand_in_tokens(params, weights)
-            + norm_affine_elsewhere(ops, params, normalising)
+            + norm_affine_elsewhere(params, normalising)
             + same_computation_split_differently(ops) + feed_forwards_outside_blocks(ops))
