@@ -998,6 +998,145 @@ class HeadBiasBlk(Blk):
         q, k, v = (self.d(x).view(b, n, 3, 1, D) + self.r).permute(2, 0, 3, 1, 4).unbind(0)
         return self.e(self.core(q, k, v).transpose(1, 2).reshape(b, n, D))
 
+
+class ListAttn(nn.Module):
+    """The standard attention alone (q/k/v ``d``, the core, output ``e``): one entry of a
+    list of attentions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d, self.e = nn.Linear(D, 3 * D), nn.Linear(D, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.d(x).chunk(3, -1)
+        return self.e((q * 0.5 @ k.transpose(-2, -1)).softmax(-1) @ v)
+
+
+class ListFf(nn.Module):
+    """The standard MLP alone (``g``, GELU, ``h``): one entry of a list of feed-forwards."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.g, self.h = nn.Linear(D, HID), nn.Linear(HID, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.h(F.gelu(self.g(x)))
+
+
+class Lists(nn.Module):
+    """Every layer run by one module from parallel lists: the attentions in ``u``, the
+    feed-forwards in ``w``, the two LayerNorms ``c`` and ``f`` shared by all layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = nn.ModuleList([ListAttn() for _ in range(L)])
+        self.w = nn.ModuleList([ListFf() for _ in range(L)])
+        self.c, self.f = nn.LayerNorm(D), nn.LayerNorm(D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for attend, feed in zip(self.u, self.w, strict=True):
+            x = attend(self.c(x)) + x
+            x = feed(self.f(x)) + x
+        return x
+
+
+class ListsNet(Net):
+    """The standard net whose L layers one :class:`Lists` module runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.m = nn.ModuleList([Lists()])
+
+
+SHARED_NORMS = {C.NORM: (-(L - 1) * 2 * 2 * D, 0)}  # the two LayerNorms counted once, not L times
+
+
+class Tables(nn.Module):
+    """A position embedding made from parameters alone: a D x 3 x 3 table ``s`` resized to the
+    2x2 map, plus a 1-D table ``t`` (one temporal position) over every position."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = nn.Parameter(torch.zeros(1, D, 3, 3))
+        self.t = nn.Parameter(torch.zeros(D))
+
+    def forward(self) -> torch.Tensor:
+        return tokens(F.interpolate(self.s, size=(2, 2), mode="bicubic")) + self.t
+
+
+class TablesNet(Net):
+    """The standard net, the table of :class:`Tables` (``o``) added to the tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.o = Tables()
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.o()
+
+
+TABLES = {C.TOKENS: (D * 9 + D, 0)}  # the 3x3 table and the 1-D one; resizing has no MACs
+
+
+SELECTED_QUERIES = 2  # K, the tokens a query selection keeps
+
+
+class CrossBlk(Blk):
+    """A decoder layer: the standard block's self-attention over its K queries, a
+    cross-attention (queries ``k2`` after the LayerNorm ``n2``, keys and values ``i`` from the
+    encoder's N tokens, output ``j``), then the standard MLP."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n2, self.k2 = nn.LayerNorm(D), nn.Linear(D, D)
+        self.i, self.j = nn.Linear(D, 2 * D), nn.Linear(D, D)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        x = x + self.attend(self.c(x))
+        x = x + self.j(self.core(self.k2(self.n2(x)), *self.i(memory).chunk(2, -1)))
+        return x + self.h(F.gelu(self.g(self.f(x))))
+
+
+class QuerySelectionNet(Net):
+    """An encoder (the standard net's blocks and norm ``n``), then a query selection: an MLP
+    ``s`` (D -> D -> 1) scoring the encoder's tokens, their top-K gathered and projected by
+    ``u`` into the queries of L decoder layers (:class:`CrossBlk`, ``w``) attending over all
+    the encoder's tokens; the head ``b`` reads the queries' mean."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = nn.Sequential(nn.Linear(D, D), nn.ReLU(), nn.Linear(D, 1))
+        self.u = nn.Linear(D, D)
+        self.w = nn.ModuleList([CrossBlk() for _ in range(L)])
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = tokens(self.a(image))
+        for k in self.m:
+            x = k(x)
+        memory = self.n(x)
+        index = self.s(memory)[..., 0].topk(SELECTED_QUERIES, -1).indices
+        queries = self.u(memory.gather(1, index[..., None].expand(-1, -1, D)))
+        for k in self.w:
+            queries = k(queries, memory)
+        return self.b(queries.mean(1))
+
+
+def decoder_layer(k: int = SELECTED_QUERIES, n: int = N) -> Breakdown:
+    """One :class:`CrossBlk` on ``k`` queries attending over ``n`` tokens."""
+    return _sum(block(k), {
+        C.NORM: (2 * D, 0),  # n2
+        C.ATTN_QKV: (LIN + 2 * LIN, k * D * D + n * D * 2 * D),  # k2 on the queries, i on memory
+        C.ATTN_CORE: (0, 2 * k * n * D),  # q k^T and a v over the n tokens
+        C.ATTN_PROJ: (LIN, k * D * D),  # j
+    })
+
+
+QUERY_SELECTION = {
+    C.HEAD: (LIN + D + 1, N * D * D + N * D),  # s: D -> D and D -> 1 on the N tokens
+    C.PATCH_EMBED: (LIN, SELECTED_QUERIES * D * D),  # u, the decoder's queries embedded
+}
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -1053,6 +1192,10 @@ FIXTURES: dict[str, Fixture] = {
     "query_term_block": Fixture(lambda: Net(QueryTermBlk), net(_times(L, QUERY_TERM))),
     "random_feature_block": Fixture(lambda: Net(RandomFeatureBlk),
                                     net(_times(L, RANDOM_FEATURE))),
+    "parallel_lists": Fixture(ListsNet, net(SHARED_NORMS)),
+    "position_tables": Fixture(TablesNet, net(TABLES)),
+    "query_selection": Fixture(QuerySelectionNet, _sum(
+        net(QUERY_SELECTION), _times(L, decoder_layer()))),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
     "parametrized_block": Fixture(parametrized_net, net()),
     "vector_norm_block": Fixture(VectorNormNet, VECTOR_NORM_NET),

@@ -48,6 +48,8 @@ STRUCTURAL = {
     "core-within-residual": "where a core's path to its second product stops, read by "
                             "core-product",
     "joined-span-block": "which module is a block, read by the rules inside and outside blocks",
+    "residual-segment-block": "which records a block's stream holds after its module, read by "
+                              "weighted-in-block",
     "next-core-qkv": "which records proj-after-core keeps, the rest placed by qkv-feeds-core",
 }
 

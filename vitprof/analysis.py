@@ -205,7 +205,7 @@ def profile_of(
     ``device``). Its warnings: the workload's, the run's (parameters it changed in place), the
     convolutions' unread input (floors), the breakdown's, the ops without a formula and the
     failed self-checks, in that order."""
-    checks = tuple(self_checks(found.ops, found.params))
+    checks = tuple(self_checks(found.ops, found.params, run.trace, found.origins))
     return Profile(
         model=work.name,
         input_shape=work.inputs.shape,

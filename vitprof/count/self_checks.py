@@ -40,6 +40,30 @@ module holds which), never a module's, parameter's or class's name, so they hold
   residual blocks in ``conv``, what follows them in ``head``), and leaves what it does not
   recognize in ``other``; MACs in attention, ``mlp`` or ``tokens`` fail.
 
+The checks of meaning read, besides the records, which parameters each forward record reads as
+its weights (:func:`weight_reads`, from the trace of the data flow; without one they pass):
+
+* **weight in another component**: a weighted record (MACs reading a weight) whose component
+  holds none of the parameters it reads as weights.
+* **weight operand in tokens**: a parameter whose values reach the activations only as the
+  weight of products (read by products, or by records computing a weight from parameters
+  alone that products read: a parametrized weight) placed in ``tokens``; a class token, a
+  position table, memory key/values all meet activations in a record without MACs.
+* **norm affine elsewhere**: a module that normalises by a vector norm (``linalg_vector_norm``,
+  then its input divided by it: ``F.normalize``), no MACs of its own, whose own parameters sit
+  outside ``norm`` (an RMSNorm written with ``F.normalize``, not recognized as a norm; ``other``
+  in a model without blocks passes). A global response norm divides the norms by their mean,
+  not its input: no norm of the tokens. A fused norm op's affine away from its record is
+  *one module in two components*.
+* **same computation split differently**: two blocks that run the same ops with the same MACs
+  and vector FLOPs, record by record, whose records with MACs are placed in other components
+  (records without MACs at a block's edge follow their producer, which differs between the
+  first block of a stage and the others: not compared).
+* **feed-forwards outside blocks**: blocks with a core and no ``mlp`` while, between two of
+  them, weighted records in no block, none a convolution, are ``conv`` or ``head``: a layer's
+  feed-forward left out of its block (MobileNetV4-hybrid's inverted residuals between its
+  attention blocks convolve).
+
 Each failed rule is one warning line naming the rule, the MACs involved and up to three module
 paths. An empty list means the breakdown passed every check.
 """
@@ -47,10 +71,11 @@ paths. An empty list means the breakdown passed every check.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 
 from vitprof.core.records import Component, OpRecord, ParamRecord, Phase
-from vitprof.count.graph.flow import SOFTMAX
+from vitprof.count.graph.flow import SOFTMAX, Flow
+from vitprof.count.trace import Trace
 
 _FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
@@ -269,12 +294,192 @@ def components_without_blocks(ops: Sequence[OpRecord]) -> list[str]:
                      f"in {', '.join(where)} of a model with no recognized blocks")]
 
 
+# ----------------------------------------------------------------------------- checks of meaning
+
+Reads = Sequence[frozenset[str]]  # per op record, the parameters it reads as weights
+
+
+def weight_reads(ops: Sequence[OpRecord], params: Sequence[ParamRecord], trace: Trace | None,
+                 origins: Sequence[int] | None) -> tuple[Reads, frozenset[str], frozenset[str]]:
+    """Per op record of ``ops``, the parameters its forward record reads as weights
+    (:meth:`~vitprof.count.graph.flow.Flow.weight_params`; none for a backward record, a part
+    of a fused op priced in parts, or without ``trace``), and the parameters whose values reach
+    the activations only as the weights of products (:func:`_weights_only`). ``origins``: per
+    record of ``ops``, the index of the counted record it is a share of (None: one for one);
+    and the modules that normalise by a vector norm (:func:`_vector_normalised`)."""
+    if trace is None:
+        return [frozenset()] * len(ops), frozenset(), frozenset()
+    flow = Flow(trace)
+    per_step: dict[int, frozenset[str]] = {}
+    reads: list[frozenset[str]] = []
+    for k, op in enumerate(ops):
+        step = trace.owners[origins[k] if origins is not None else k]
+        if op.phase is not Phase.FORWARD or step is None or not op.macs or (
+                trace.steps[step].fixed is not None):  # a fused op priced in parts names its own
+            reads.append(frozenset())
+            continue
+        if step not in per_step:
+            per_step[step] = frozenset(flow.weight_params(step)) if flow.weighted(step) \
+                else frozenset()
+        reads.append(per_step[step])
+    matrices = {p.name for p in params if len(p.shape) >= 2}
+    return reads, _weights_only(flow, matrices), _vector_normalised(flow)
+
+
+def _weights_only(flow: Flow, matrices: Set[str]) -> frozenset[str]:
+    """The parameters read by products only, directly or through records computing a weight
+    from parameters alone (:attr:`Flow.weights`), as their weight: a product that reads
+    another of the ``matrices`` (parameters of two or more dimensions) directly takes the
+    parameter as its input (learned queries normed, then projected). One a record without
+    MACs adds, joins or multiplies to an activation is not."""
+    reach: dict[str, bool] = {}
+    for i, step in enumerate(flow.steps):
+        names = set(step.params) | (set(step.carried) - set(step.carried_joined))
+        for name in names:
+            reach[name] = reach.get(name, True) and _only_products(flow, i, name, matrices)
+    return frozenset(name for name, only in reach.items() if only)
+
+
+def _only_products(flow: Flow, i: int, name: str, matrices: Set[str]) -> bool:
+    """Record ``i`` is a product weighted by ``name``, or computes a weight that only such
+    products use (through other records computing weights)."""
+    stack, seen = [i], {i}
+    while stack:
+        j = stack.pop()
+        if flow.steps[j].macs:
+            if (set(flow.steps[j].params) & matrices) - {name}:
+                return False
+            continue
+        if not flow.weights[j] or not flow.consumers[j]:
+            return False
+        for k in flow.consumers[j]:
+            if k not in seen:
+                seen.add(k)
+                stack.append(k)
+    return True
+
+
+def _components(params: Sequence[ParamRecord]) -> dict[str, set[Component]]:
+    found: dict[str, set[Component]] = {}
+    for p in params:
+        found.setdefault(p.name, set()).add(p.component)
+    return found
+
+
+def weight_elsewhere(ops: Sequence[OpRecord], params: Sequence[ParamRecord],
+                     reads: Reads) -> list[str]:
+    placed = _components(params)
+    astray = [op for op, names in zip(ops, reads, strict=True)
+              if names and not any(op.component in placed.get(n, ()) for n in names)]
+    if not astray:
+        return []
+    where = sorted({str(op.component) for op in astray})
+    return [_warning("weight in another component", astray,
+                     f"of weighted records in {', '.join(where)} whose component holds none "
+                     f"of the parameters they read")]
+
+
+def weight_operand_in_tokens(params: Sequence[ParamRecord], weights: frozenset[str]
+                             ) -> list[str]:
+    astray = [p for p in params if p.component is Component.TOKENS and p.name in weights]
+    if not astray:
+        return []
+    names = list(dict.fromkeys(_owner(p) or p.name for p in astray))
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return [f"self-check failed (weight operand in tokens): {sum(p.numel for p in astray):,} "
+            f"params read only as the weights of products are in tokens, in {shown}"]
+
+
+def _vector_normalised(flow: Flow) -> frozenset[str]:
+    """The modules without MACs that divide a tensor by its vector norm (``F.normalize``:
+    ``linalg_vector_norm``, a clamp, a division of the norm's input by it)."""
+    with_macs = {step.module for step in flow.steps if step.macs}
+    found = set()
+    for i, step in enumerate(flow.steps):
+        if "linalg_vector_norm" not in step.op or not step.sources or step.module in with_macs:
+            continue
+        normed = step.sources[0]
+        after = flow.descendants(i, i + _DIVISION_WITHIN)
+        if any(flow.steps[j].op.startswith("aten.div") and flow.steps[j].sources[:1] == (normed,)
+               and flow.steps[j].module == step.module for j in after):
+            found.add(step.module)
+    return frozenset(found)
+
+
+_DIVISION_WITHIN = 4  # records from a vector norm to the division by it (a clamp, an expand)
+
+
+def norm_affine_elsewhere(params: Sequence[ParamRecord], normalising: frozenset[str]
+                          ) -> list[str]:
+    astray = [p for p in params if _owner(p) in normalising
+              and p.component not in (Component.NORM, Component.OTHER)]
+    if not astray:
+        return []
+    modules = list(dict.fromkeys(_owner(p) for p in astray))
+    shown = ", ".join(modules[:3]) + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
+    where = sorted({str(p.component) for p in astray})
+    return [f"self-check failed (norm affine elsewhere): {sum(p.numel for p in astray):,} "
+            f"params of modules that normalise by a vector norm are in {', '.join(where)}, "
+            f"not norm, in {shown}"]
+
+
+def same_computation_split_differently(ops: Sequence[OpRecord]) -> list[str]:
+    forward = [op for op in ops if op.phase is Phase.FORWARD]
+    blocks = _by_block(forward)
+    split: dict[tuple[tuple[str, int, int], ...], dict[tuple[Component, ...], list[int]]] = {}
+    for block, records in blocks.items():
+        computation = tuple((op.op, op.macs, op.vector_flops) for op in records)
+        placed = tuple(op.component for op in records if op.macs)
+        split.setdefault(computation, {}).setdefault(placed, []).append(block)
+    astray = [op for ways in split.values() if len(ways) > 1
+              for others in list(ways.values())[1:] for block in others
+              for op in blocks[block] if op.macs]
+    if not astray:
+        return []
+    return [_warning("same computation split differently", astray,
+                     "in blocks that run the same ops as another block, split otherwise")]
+
+
+def feed_forwards_outside_blocks(ops: Sequence[OpRecord]) -> list[str]:
+    forward = [op for op in ops if op.phase is Phase.FORWARD]
+    blocks = _by_block(forward)
+    bare = {block for block, records in blocks.items()
+            if any(op.component is Component.ATTN_CORE for op in records)
+            and not any(op.component is Component.MLP and op.macs for op in records)}
+    astray: list[OpRecord] = []
+    between: list[OpRecord] = []
+    convolving = False  # a convolution between the blocks: a convolutional block, not an MLP
+    previous = None
+    for op in forward:
+        if op.block is None:
+            if previous in bare and op.macs and op.component in (Component.CONV, Component.HEAD):
+                between.append(op)
+                convolving = convolving or "convolution" in op.op
+        else:
+            if op.block != previous and op.block in bare and not convolving:
+                astray.extend(between)
+            if op.block != previous:
+                between, convolving = [], False
+            previous = op.block
+    if not astray:
+        return []
+    return [_warning("feed-forwards outside blocks", astray,
+                     "in conv / head, weighted and in no block, between blocks with a core "
+                     "and no mlp")]
+
+
 RULES = (attention_outside_core, projections_without_core, projections_out_of_order,
          patch_embed_inside_blocks, patch_embed_with_blocks, macs_in_tokens,
          components_without_blocks)
 
 
-def self_checks(ops: Sequence[OpRecord], params: Sequence[ParamRecord] = ()) -> list[str]:
+def self_checks(ops: Sequence[OpRecord], params: Sequence[ParamRecord] = (),
+                trace: Trace | None = None, origins: Sequence[int] | None = None) -> list[str]:
     """One warning per failed rule (see the module docstring); empty when all pass. The rules
-    on ``params`` (:func:`module_in_two_components`) need them."""
-    return [line for rule in RULES for line in rule(ops)] + module_in_two_components(ops, params)
+    on ``params`` (:func:`module_in_two_components`, the checks of meaning) need them, those
+    on the weights records read the ``trace`` (:func:`weight_reads`, with ``origins``)."""
+    reads, weights, normalising = weight_reads(ops, params, trace, origins)
+    return ([line for rule in RULES for line in rule(ops)] + module_in_two_components(ops, params)
+            + weight_elsewhere(ops, params, reads) + weight_operand_in_tokens(params, weights)
+            + norm_affine_elsewhere(params, normalising)
+            + same_computation_split_differently(ops) + feed_forwards_outside_blocks(ops))

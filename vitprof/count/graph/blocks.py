@@ -15,7 +15,10 @@ core outside any list that runs after them (an attention-pooling head) is in no 
 (residual add) run outside any block, in a parent's forward, whose branch lies in one block
 belongs to it, and so does a core-less sibling of the blocks of their class that runs after one
 (the MLP layer of a stack alternating attention and MLP layers), and any record run between
-two records of one block. Cores with no container (a flat, hand-written forward) get one block
+two records of one block. A block's residual stream goes on after its module: the residual
+segments that follow it, before the next block, whose branches mix no tokens (a feed-forward
+called from a parallel list, ``for a, f in zip(attns, ffs)``), are the block's
+(:func:`_stream_segments`). Cores with no container (a flat, hand-written forward) get one block
 each: from the norms feeding its q/k/v projections (or from the end of the previous block) to
 the last join of its residual stream before the next core starts (:func:`_span_end`). Blocks are
 numbered in execution order.
@@ -61,6 +64,7 @@ class Blocks:
     paths: dict[str, int]
     loose: frozenset[int]  # indices of the cores in no block (attention-pooling heads)
     selected: frozenset[int] = frozenset()  # records a token selector put in a block
+    between: frozenset[int] = frozenset()  # records of a query selection between two stacks
 
 
 def _chain(path: str) -> list[tuple[str, str]]:
@@ -287,6 +291,34 @@ def _absorb_sublayers(
         last = of_step[i] if of_step[i] is not None else last
 
 
+def _stream_segments(flow: Flow, cores: list[Core], of_step: list[int | None]) -> None:
+    """Extend each block over the unplaced records of the residual segments of its stream
+    after it (:data:`~vitprof.count.graph.rules.RESIDUAL_SEGMENT`): the joins of the stream of
+    the block's cores (:func:`_stream_joins`) before the next record of another block or core,
+    up to the first whose unplaced branch mixes tokens (a spatial convolution: a convolutional
+    block after the attention, not its feed-forward) or holds a core."""
+    if not rules.RESIDUAL_SEGMENT.on:
+        return
+    every = {i for core in cores for i in core.steps}
+    firsts = sorted(core.first for core in cores)
+    for core in cores:
+        block = of_step[core.first]
+        if block is None:
+            continue
+        last = max(core.steps)
+        limit = next((i for i in range(last + 1, len(of_step))
+                      if of_step[i] not in (None, block) or i in every), len(of_step))
+        limit = min(limit, next((f for f in firsts if f > core.first), len(of_step)))
+        for join in _stream_joins(flow, core, limit):
+            branch = {i for i in flow.joins[join] if of_step[i] is None}
+            if branch & every or any(flow.mixes_tokens(i) for i in branch):
+                break
+            for i in range(last + 1, join + 1):
+                if of_step[i] is None:
+                    of_step[i] = block
+            last = max(last, join)
+
+
 def _absorb_joins(flow: Flow, of_step: list[int | None]) -> None:
     for join, branch in sorted(flow.joins.items()):
         if of_step[join] is not None:
@@ -361,6 +393,7 @@ def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     of_step = [block(step.module) for step in flow.steps]
     holding = {prefix for c in cores for _, prefix in _chain(flow.steps[c.first].module)}
     _absorb_sublayers(flow, of_step, _sublayers(model, paths, holding))
+    _stream_segments(flow, [c for k, c in enumerate(cores) if k not in loose], of_step)
     flat = [c for k, (c, (path, _)) in enumerate(zip(cores, found, strict=True))
             if path is None and k not in loose]
     if flat:

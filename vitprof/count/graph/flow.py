@@ -177,6 +177,12 @@ class Flow:
             stack.extend(j for j in step.sources if self.weights[j])
         return names
 
+    def weight_params(self, i: int) -> set[str]:
+        """The parameters step ``i`` reads as weights: read directly, carried through free ops
+        but not joined to activations (memory key/values), or through the records computing
+        its weight (a parametrized or standardised weight)."""
+        return self._weight_params(i) - set(self.steps[i].carried_joined)
+
     def free_product(self, i: int) -> bool:
         step = self.steps[i]
         return step.macs > 0 and not self._reads_weight(i) and step.fixed is None

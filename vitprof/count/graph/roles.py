@@ -76,7 +76,7 @@ from vitprof.count.graph import rules as R
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, kind, module_blocks
 from vitprof.count.graph.blocks import within as _within
-from vitprof.count.graph.flow import Flow, gain_modules, norm_modules, vector_norm_modules
+from vitprof.count.graph.flow import ADDS, Flow, gain_modules, norm_modules, vector_norm_modules
 from vitprof.count.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
@@ -373,14 +373,16 @@ def _holders(module: str) -> list[str]:
     return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
 
 
-def _token_selectors(flow: Flow, of_step: list[int | None], last: int) -> list[int | None]:
+def _token_selectors(flow: Flow, of_step: list[int | None], last: int
+                     ) -> tuple[list[int | None], frozenset[int]]:
     """``of_step`` with each token selector in the block whose input it selects: a connected
     part (through the data flow) of the records outside blocks, before the last block, whose
     results reach a block only as indices (:attr:`~vitprof.count.trace.Step.indexed`), none
     through their values, holding a weighted record (DynamicViT's predictor: a LayerNorm and
     linears scoring the patches, whose ``topk`` indices gather the patches the next block
-    reads). It joins the first block any of its records reaches. ``last``: the last block's
-    last record."""
+    reads). It joins the first block any of its records reaches, but a query selection between
+    two stacks (:func:`_between_stacks`), whose records are returned apart. ``last``: the last
+    block's last record."""
     reached: list[int | None] = [None] * len(of_step)  # the first block reached, by any path
     valued = [False] * len(of_step)  # a block is reached through values
     for i in reversed(range(last)):
@@ -396,22 +398,52 @@ def _token_selectors(flow: Flow, of_step: list[int | None], last: int) -> list[i
                 reached[i] = block if earlier is None else min(earlier, block)
     first = {i: block for i in range(last) if (block := reached[i]) is not None and not valued[i]}
     placed = list(of_step)
+    between: set[int] = set()
     for part in _connected(flow, set(first)):
         if any(flow.weighted(i) for i in part):
             block = min(first[i] for i in part)
+            if R.QUERY_SELECTION.on and _between_stacks(flow, of_step, part, block):
+                between |= part  # head-like work between an encoder and a decoder
+                continue
             for i in part:
                 placed[i] = block
-    return placed
+    return placed, frozenset(between)
 
 
-def _selected(blocks: Blocks, of_step: list[int | None]) -> Blocks:
-    """``blocks`` with the token selectors placed in blocks (``of_step``, by
-    :func:`_token_selectors`; unchanged with its rule switched off), marked ``selected``."""
+def _between_stacks(flow: Flow, of_step: list[int | None], part: set[int], block: int) -> bool:
+    """The selector ``part`` scores tokens that ``block``, the first it reaches, also reads
+    directly by its values (:data:`~vitprof.count.graph.rules.QUERY_SELECTION`): the records
+    outside blocks the part reads, and those they read back to the last block's output, feed
+    a record of ``block`` that no index of the part selects (a gather is no record: the
+    record reading the gathered tokens reads their source, the part's indices beside): a
+    decoder that selects its queries
+    from the encoder's output and attends over all of it (a detection transformer's query
+    selection), not a selector inside one stack whose next block reads only what it kept
+    (DynamicViT's)."""
+    scored = {j for i in part for j in flow.steps[i].sources if j not in part}
+    stack = list(scored)
+    while stack:
+        i = stack.pop()
+        if of_step[i] is not None:
+            continue
+        for j in flow.steps[i].sources:
+            if j not in scored:
+                scored.add(j)
+                stack.append(j)
+    return any(j in scored and j not in step.indexed and not part & set(step.indexed)
+               for i, step in enumerate(flow.steps) if of_step[i] == block for j in step.sources)
+
+
+def _selected(blocks: Blocks, selectors: tuple[list[int | None], frozenset[int]]) -> Blocks:
+    """``blocks`` with the token selectors placed in blocks (``selectors``: ``of_step`` and the
+    query selections between stacks, by :func:`_token_selectors`; unchanged with its rule
+    switched off), marked ``selected`` (and ``between``)."""
     if not R.SELECTOR.on:
         return blocks
+    of_step, between = selectors
     moved = frozenset(i for i, (old, new) in enumerate(zip(blocks.of_step, of_step, strict=True))
                       if old is None and new is not None)
-    return replace(blocks, of_step=of_step, selected=moved)
+    return replace(blocks, of_step=of_step, selected=moved, between=between)
 
 
 def _connected(flow: Flow, members: set[int]) -> list[set[int]]:
@@ -461,6 +493,7 @@ def _step_roles(
     of_step = blocks.of_step
     last = span.last
     mixers = _token_mixers(flow, cores, blocks, roles) if R.TOKEN_MIXER.on else set()
+    tables = _position_tables(flow, of_step) if R.POSITION_TABLE.on else set()
     carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
     for i, step in enumerate(flow.steps):
         if roles[i] is None:
@@ -474,11 +507,15 @@ def _step_roles(
                     roles[i], by[i] = C.MLP, rule.name
             elif i in convs:
                 roles[i], by[i] = C.CONV, convs[i]
+            elif i in blocks.between and flow.weighted(i):
+                roles[i], by[i] = C.HEAD, R.QUERY_SELECTION.name
             elif i > last and (after := _after_blocks(flow, i, roles)) is not None:
                 roles[i], by[i] = after[0], after[1].name
             elif flow.weighted(i) and (
                     placed := _weighted_outside(flow, i, not cores and i > span.start)):
                 roles[i], by[i] = placed[0], placed[1].name
+            elif i in tables:
+                roles[i], by[i] = C.TOKENS, R.POSITION_TABLE.name
             elif any(name in shaped for name in step.params) and R.TOKENS.on:
                 roles[i], by[i] = C.TOKENS, R.TOKENS.name
             else:
@@ -490,6 +527,27 @@ def _step_roles(
         passed = role if role is not None and role not in _KEEP_FLOW else None
         carried[i] = passed or (carried[step.sources[-1]] if step.sources else None)
     return roles
+
+
+def _position_tables(flow: Flow, of_step: list[int | None]) -> set[int]:
+    """The records outside blocks that compute a table from parameters alone (no input data:
+    :attr:`Flow.weights`) which an add without MACs then adds to the activations, and those
+    adds (:data:`~vitprof.count.graph.rules.POSITION_TABLE`): a position table resized, or
+    spatial and temporal tables summed, before it joins the tokens."""
+    found: set[int] = set()
+    for i, step in enumerate(flow.steps):
+        if of_step[i] is not None or step.macs or step.op not in ADDS:
+            continue
+        tables = [j for j in step.sources if flow.weights[j]]
+        if not tables or len(tables) == len(step.sources):
+            continue  # no table, or no activation it is added to
+        found.add(i)
+        while tables:
+            j = tables.pop()
+            if j not in found and of_step[j] is None and flow.weights[j]:
+                found.add(j)
+                tables.extend(flow.sources[j])
+    return found
 
 
 def _after_blocks(flow: Flow, i: int, roles: list[C | None]) -> tuple[C, R.Rule] | None:

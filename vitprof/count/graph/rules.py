@@ -226,6 +226,15 @@ JOINED_SPAN = _rule(
     downsampling before or after the block's residual span is no part of it.""",
     "the module tree below the block, the residual adds after the core and their modules",
     "one_block_stages")
+RESIDUAL_SEGMENT = _rule(
+    "residual-segment-block", tuple(C),
+    """A block is its residual stream, not only its module: the residual segments after the
+    block's module (adds reading the stream, each an earlier one's output), before the next
+    block or core, whose branches neither mix tokens (a spatial convolution) nor hold a core,
+    are the block's: the feed-forward of a layer that one module runs from parallel lists
+    (``for a, f in zip(attns, ffs): x = a(norm(x)) + x; x = f(norm(x)) + x``).""",
+    "the residual adds after a block's records, their sources, the kernels in their branches",
+    "parallel_lists")
 RESIDUAL_STACK = _rule(
     "residual-attention-block", (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ, C.MLP),
     """A core outside the lists of blocks, after them, whose output is added back to what it
@@ -299,6 +308,17 @@ SELECTOR = _rule(
     ``mlp``.""",
     "which inputs of a block's records are indices", "selector_block")
 
+QUERY_SELECTION = _rule(
+    "query-selection-head", (C.HEAD,),
+    """A token selector (``token-selector``'s records) whose scored tokens, or what they are
+    computed from back to the last block's output, the block it reaches also reads by their
+    values (a decoder selecting its queries from the encoder's output by a linear or MLP score
+    and top-k, then attending over all of that output) is head-like work between two stacks,
+    in no block: its records take the rules outside blocks (its weighted ones ``head``, as a
+    head scoring tokens after the blocks is).""",
+    "the sources of the selector's records back to the last block, the sources of the first "
+    "block it reaches", "query_selection")
+
 # ----------------------------------------------------------------------------- outside blocks
 
 POOLED_SKIP = _rule(
@@ -340,6 +360,14 @@ WEIGHTED_OUTSIDE = _rule(
     """A weighted record before or between the blocks, no convolution on a map, is
     ``patch_embed`` (a stem, a patch merging).""",
     "MACs reading a parameter before the last block", "plain_block")
+POSITION_TABLE = _rule(
+    "parameter-only-table", (C.TOKENS,),
+    """Outside blocks, the records that compute a table from parameters alone (no input data
+    reaches them: a position table resized, spatial and temporal tables summed) and the add
+    joining that table to the activations are ``tokens``, as the tables are, whatever the rank
+    of each table.""",
+    "records computing from parameters only, the add consuming them and its other source",
+    "position_tables")
 POINTWISE = _rule(
     "pointwise-on-map", (C.CONV,),
     """In a convolutional network without attention, a convolution within the residual span

@@ -1,0 +1,164 @@
+"""Issue 35's defect classes 5, 8, 13 and 14 (query selection) on their neutral-name fixtures
+(tests/recognition_fixtures.py), and the self-checks of meaning (vitprof/count/self_checks.py)
+firing on the fixture of the class each guards, with that class's fix switched off."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from recognition_fixtures import (
+    FIXTURES,
+    IMAGE,
+    QUERY_SELECTION,
+    SHARED_NORMS,
+    TABLES,
+    Blk,
+    D,
+    L,
+    ListsNet,
+    Net,
+    QuerySelectionNet,
+    TablesNet,
+    _sum,
+    _times,
+    decoder_layer,
+    net,
+)
+from torch import nn
+from torch.nn.utils import parametrize
+
+from vitprof import analyze
+from vitprof.core.records import Component as C
+from vitprof.core.records import OpRecord
+from vitprof.count.graph.rules import disabled
+from vitprof.count.self_checks import self_checks
+
+MEANING = ("weight in another component", "weight operand in tokens", "norm affine elsewhere",
+           "same computation split differently", "feed-forwards outside blocks")
+
+
+def _breakdown(model: object) -> dict[C, tuple[int, int]]:
+    profile = analyze(model, image_size=IMAGE, recognizer="graph")
+    return {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)}
+
+
+def test_layers_run_from_parallel_lists_are_blocks_with_their_feed_forwards() -> None:
+    """Class 8: one module runs every layer from a list of attentions and a parallel list of
+    feed-forwards, norms shared. Main put the feed-forwards outside the blocks: the first
+    ``conv`` (280 params, 1,024 MACs), the last ``head``, ``mlp`` 0."""
+    assert _breakdown(ListsNet()) == net(SHARED_NORMS)
+
+
+def test_a_position_table_made_from_parameters_alone_is_tokens() -> None:
+    """Class 5: a D x 3 x 3 table resized to the map plus a 1-D table, added to the tokens.
+    Main placed the 1-D table (D = 8 params) and the add joining the sum to the tokens in
+    ``patch_embed`` (its params 392 + 8 = 400)."""
+    profile = analyze(TablesNet(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == net(TABLES)
+    joins = [op for op in profile.ops if op.module == "" and op.op == "aten.add"]
+    assert [op.component for op in joins] == [C.TOKENS]
+
+
+
+def test_a_query_selection_between_encoder_and_decoder_is_head_in_no_block() -> None:
+    """Class 14: an MLP scoring the encoder's tokens, top-K, the decoder attending over all
+    of them. Main put the scorer (81 params, 288 MACs) in the decoder's first block as
+    ``mlp`` (token-selector) and the queries' projection in ``patch_embed`` inside that block
+    (a self-check fired)."""
+    profile = analyze(QuerySelectionNet(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == _sum(net(QUERY_SELECTION),
+                                                     _times(L, decoder_layer()))
+    assert {op.block for op in profile.ops if op.module.startswith("s.")} == {None}
+    assert profile.self_checks == ()
+
+
+class Unit(nn.Module):
+    """A parametrization: the weight's rows scaled to unit length."""
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        return F.normalize(w, dim=-1)
+
+
+class UnitQkvBlk(Blk):
+    """The standard block, its q/k/v weight ``d`` parametrized (class 1); ``bare``: ``d``
+    without a bias, so that its records read no parameter but the parametrized weight."""
+
+    def __init__(self, bare: bool = False) -> None:
+        super().__init__()
+        if bare:
+            self.d = nn.Linear(D, 3 * D, bias=False)
+        parametrize.register_parametrization(self.d, "weight", Unit())
+
+
+class NormalizeRms(nn.Module):
+    """An RMSNorm written with ``F.normalize`` times a gain (class 2): no norm op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.g = nn.Parameter(torch.ones(D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, dim=-1) * self.g * D ** 0.5
+
+
+class NormalizeRmsBlk(Blk):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c, self.f = NormalizeRms(), NormalizeRms()
+
+
+def _two_blocks(second: C) -> tuple[OpRecord, ...]:
+    """Two blocks running the same ops on the same shapes (a q/k/v linear of 768 MACs, a core
+    product of 32, an MLP linear of 256), the second's MLP linear placed in ``second``."""
+    return tuple(OpRecord(op, "", component, block, macs, 0)
+                 for block in (0, 1)
+                 for op, component, macs in (("aten.addmm", C.ATTN_QKV, 768),
+                                             ("aten.bmm", C.ATTN_CORE, 32),
+                                             ("aten.addmm", C.MLP if block == 0 else second, 256)))
+
+
+def test_two_blocks_of_one_computation_split_differently_fail_a_check() -> None:
+    """Check 4 on records: the same ops, MACs and vector FLOPs record by record, the MLP
+    linear of one block placed as ``attn_proj`` (a lambda layer's next MLP layer)."""
+    assert self_checks(_two_blocks(C.MLP)) == []
+    fired = self_checks(_two_blocks(C.ATTN_PROJ))
+    assert fired == ["self-check failed (same computation split differently): 1,056 MACs in "
+                     "blocks that run the same ops as another block, split otherwise, in (root)"]
+    # 768 + 32 + 256 = 1_056: the MACs of the block split otherwise
+
+
+# each check of meaning, and a fixture of the class it guards as this branch places it (classes
+# 1 and 2 are other branches' fixes; class 8's fix switched off)
+GUARDED: dict[str, tuple[Callable[[], nn.Module], tuple[str, ...]]] = {
+    "weight in another component": (lambda: Net(lambda: UnitQkvBlk(bare=True)),
+                                    ("parametrized-weight",)),
+    "weight operand in tokens": (lambda: Net(UnitQkvBlk), ("parametrized-weight",)),
+    "norm affine elsewhere": (lambda: Net(NormalizeRmsBlk), ("norm-by-vector-norm",)),
+    "feed-forwards outside blocks": (ListsNet, ("residual-segment-block",)),
+}
+
+
+@pytest.mark.parametrize("check", list(GUARDED))
+def test_each_check_of_meaning_fires_on_the_class_it_guards(check: str) -> None:
+    build, switched_off = GUARDED[check]
+    with disabled(*switched_off):
+        profile = analyze(build(), image_size=IMAGE, recognizer="graph")
+    fired = [line for line in profile.self_checks if f"({check})" in line]
+    assert len(fired) == 1
+    assert fired[0] in profile.warnings
+
+
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_no_check_of_meaning_fires_on_a_fixture_placed_right(name: str) -> None:
+    fixture = FIXTURES[name]
+    with torch.no_grad() if fixture.no_grad else contextlib.nullcontext():
+        profile = analyze(fixture.build(), image_size=IMAGE, recognizer="graph",
+                          overrides=list(fixture.overrides))
+    assert [line for line in profile.self_checks if any(f"({c})" in line for c in MEANING)] == []
