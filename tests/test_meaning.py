@@ -134,8 +134,8 @@ def test_two_blocks_of_one_computation_split_differently_fail_a_check() -> None:
     # 768 + 32 + 256 = 1_056: the MACs of the block split otherwise
 
 
-# each check of meaning, and a fixture of the class it guards as this branch places it (classes
-# 1 and 2 are other branches' fixes; class 8's fix switched off)
+# each check of meaning, a fixture of the class it guards, and the rules whose fix of that class
+# is switched off (classes 1, 2 and 8)
 GUARDED: dict[str, tuple[Callable[[], nn.Module], tuple[str, ...]]] = {
     "weight in another component": (lambda: Net(lambda: UnitQkvBlk(bare=True)),
                                     ("parametrized-weight",)),
