@@ -88,13 +88,14 @@ def vformer_cct() -> Form:
     decoder_config 32): CVTEmbedding (Conv2d 3 -> 32, kernel = stride = 4, ReLU, MaxPool 3 / 2
     / 1: 8 x 8 -> 4 x 4 = 16 tokens), a learnable 16 x 32 position table, two VanillaEncoder
     blocks (as VanillaViT's), sequence pooling (attention_pool Linear(32, 1), softmax over the
-    tokens, (1 x 16) @ (16 x 32)) and MLPDecoder(32). The pooling runs after the last block:
-    head."""
+    tokens, (1 x 16) @ (16 x 32)) and MLPDecoder(32). The pooling runs after the last block,
+    an attention pool (docs/recognition.md, ``pooling-head-attention``): its score linear is
+    ``head``, its weighted sum (a product of the pool's core) ``attn_core``, in no block."""
     form = _pre_norm_vit(tokens=16, patches=64, patch_dim=3 * 4 * 4, dim=32, inner=32,
                          hidden=64, depth=2, qkv_bias=False, tables=16 * 32, norms=5,
                          classes=10)
-    pooling = plus(linear(16, 32, 1), (0, 16 * 32))  # the scores, then their weighted sum
-    form[C.HEAD] = plus(pooling, form[C.HEAD])
+    form[C.HEAD] = plus(linear(16, 32, 1), form[C.HEAD])  # the scores: 16 x 32 MACs, 33 params
+    form[C.ATTN_CORE] = plus(form[C.ATTN_CORE], (0, 16 * 32))  # their weighted sum
     return form
 
 
