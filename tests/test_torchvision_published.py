@@ -34,7 +34,7 @@ def test_a_vit_weight_reconciles_by_its_rounding_and_a_video_weight_at_its_clip_
     assert [c.macs for c in vit.peer.causes] == [4_409_000_000 - VIT_B_32_MACS]
     assert vit.reconciled
     # R3D_18_Weights.KINETICS400_V1's _docs: clip_len=16, crop 112
-    assert (video.kind, video.frames, video.image_size) == ("video", 16, 112)
+    assert (video.kind, video.frames, video.clip_length, video.image_size) == ("video", 16, 16, 112)
     assert video.reconciled
 
 

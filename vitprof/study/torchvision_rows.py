@@ -2,9 +2,11 @@
 ``meta["num_params"]`` and ``meta["_ops"]`` against vitprof's count of its model.
 
 Each weight's model is built by ``torchvision.models.get_model(name, weights=None)`` on the meta
-device with the weight's class count, counted at batch 1 at the weight's crop size
-(``weights.transforms.keywords["crop_size"]``), a video weight over the clip length its
-``_docs`` states (``clip_len=16``). The causes are those of the ``published`` peer
+device with the weight's class count and the sizes its weighted builder takes from it, counted
+at batch 1 at the weight's crop size (``weights.transforms.keywords["crop_size"]``), a video
+weight over :data:`OPS_FRAMES` frames: the clip ``_ops`` is counted over, whatever the clip
+length the weight's ``_docs`` state (``clip_len=32`` for Swin3D, 128 for S3D: the page gives
+vitprof's MACs at that length too). The causes are those of the ``published`` peer
 (:func:`~vitprof.checks.crosscheck.peers.published.published_causes`: ``_ops`` is GMACs rounded
 to the decimals printed; ``num_params`` must be exact), and the params of the modules a weighted
 builder drops after loading (:data:`DROPPED_AFTER_LOADING`).
@@ -36,6 +38,10 @@ DROPPED_AFTER_LOADING = {"googlenet": ("aux1", "aux2")}
 PEER = "torchvision weights"
 UNIT = "GMACs (torchvision _ops)"
 CLIP_LENGTH = re.compile(r"clip_len=(\d+)")
+# The frames of every video weight's _ops: its clip_len where that is 16 (R3D, MC3, R(2+1)D,
+# MViT), and Swin3D's and S3D's figures are vitprof's count at 16 frames to the last decimal,
+# not at their clip_len (Swin3D-T: 43,882,229,760 MACs at 16 frames, published 43.882).
+OPS_FRAMES = 16
 
 
 @dataclass(frozen=True)
@@ -47,11 +53,13 @@ class WeightResult:
     model: str  # resnet50
     kind: str  # classification or video
     image_size: int
-    frames: int | None
+    frames: int | None  # counted over (OPS_FRAMES for a video weight)
+    clip_length: int | None  # the frames its _docs state (clip_len)
     num_params: int
     ops: float  # GMACs, as printed
     peer: PeerRow | None
     error: str = ""
+    at_clip_length: int | None = None  # vitprof's MACs at clip_length, where it is not frames
 
     @property
     def reconciled(self) -> bool:
@@ -89,12 +97,15 @@ def explain_weight(kind: str, name: str, member: Any) -> WeightResult:
 
     meta = member.meta
     size = crop_size(member)
-    frames = clip_length(member) if kind == "video" else None
+    clip = clip_length(member) if kind == "video" else None
+    frames = OPS_FRAMES if kind == "video" else None
     published = Published(f"torchvision {member}", meta["num_params"], meta["_ops"])
-    head = (str(member), name, kind, size, frames, meta["num_params"], meta["_ops"])
+    head = (str(member), name, kind, size, frames, clip, meta["num_params"], meta["_ops"])
     try:
-        model = built(name, len(meta["categories"]))
+        model = built(name, meta)
         profile = analyze(model, image_size=size, frames=frames, name=name)
+        at_clip = (analyze(model, image_size=size, frames=clip, name=name).totals.macs
+                   if clip is not None and clip != frames else None)
     except Exception as error:  # a model whose build or forward raises
         lines = str(error).strip().splitlines()
         return WeightResult(*head, None, f"{type(error).__name__}: {lines[0] if lines else ''}")
@@ -102,20 +113,37 @@ def explain_weight(kind: str, name: str, member: Any) -> WeightResult:
     causes = dropped_causes(name, model) + published_causes(profile, published)
     row = peer_row(PEER, published.gmacs, UNIT, macs, published.params, profile.totals,
                    causes, published.source)
-    return WeightResult(*head, row)
+    return WeightResult(*head, row, at_clip_length=at_clip)
 
 
-def built(name: str, num_classes: int) -> nn.Module:
-    """``get_model(name, weights=None)`` on the meta device; a builder that reads tensor values
-    while it builds (RegNet's block widths: ``.tolist()`` of a tensor, which meta has not) is
-    run on the CPU, then moved to meta."""
+def sized_as_weighted(name: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The sizes a weighted builder of ``name`` takes from the weight's ``meta`` (its
+    ``_ovewrite_named_param`` calls), which ``weights=None`` leaves at their defaults: the ViTs'
+    ``image_size`` (518 for ``ViT_H_14_Weights.IMAGENET1K_SWAG_E2E_V1``) and MaxViT's
+    ``input_size`` (MViT's builders pass the sizes its weights have themselves)."""
     import torchvision.models as tvm
 
+    module = tvm.get_model_builder(name).__module__.rpartition(".")[2]
+    if module == "vision_transformer":
+        return {"image_size": meta["min_size"][0]}
+    if module == "maxvit":
+        return {"input_size": meta["min_size"]}
+    return {}
+
+
+def built(name: str, meta: dict[str, Any]) -> nn.Module:
+    """``get_model(name, weights=None)`` with the weight's class count and sizes
+    (:func:`sized_as_weighted`), on the meta device; a builder that reads tensor values while it
+    builds (RegNet's block widths: ``.tolist()`` of a tensor, which meta has not) is run on the
+    CPU, then moved to meta."""
+    import torchvision.models as tvm
+
+    arguments = {"num_classes": len(meta["categories"]), **sized_as_weighted(name, meta)}
     try:
         with torch.device("meta"):
-            return tvm.get_model(name, weights=None, num_classes=num_classes)
+            return tvm.get_model(name, weights=None, **arguments)
     except NotImplementedError:
-        return tvm.get_model(name, weights=None, num_classes=num_classes).to("meta")
+        return tvm.get_model(name, weights=None, **arguments).to("meta")
 
 
 def dropped_causes(name: str, model: nn.Module) -> list[Cause]:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 PAGE = "torchvision-published"
 FILES = ("torchvision_published.md",)
-HEADERS = ["weight", "kind", "px", "frames", "num_params", "vitprof params",
+HEADERS = ["weight", "kind", "px", "frames", "clip_len", "num_params", "vitprof params",
            "dropped modules (params)", "residual params",
            "_ops (GMACs)", "vitprof MACs", "rounding (MACs)", "residual MACs", "verdict"]
 
@@ -43,7 +43,7 @@ def verdict(result: WeightResult) -> str:
 def _cells(result: WeightResult) -> list[str]:
     peer = result.peer
     head = [result.weight, result.kind, str(result.image_size), str(result.frames or ""),
-            n(result.num_params)]
+            str(result.clip_length or ""), n(result.num_params)]
     if peer is None:
         return [*head, "", "", "", str(result.ops), "", "", "", verdict(result)]
     vitprof_params = result.num_params - (peer.delta_params or 0)
@@ -60,14 +60,19 @@ def torchvision_published_page(results: Sequence[WeightResult], version: str) ->
     counts = [f"{kind}: {sum(r.kind == kind for r in results)} weights, reconciled "
               f"{sum(r.reconciled for r in results if r.kind == kind)}" for kind in kinds]
     others = [f"- `{r.weight}`: {verdict(r)}" for r in results if not r.reconciled]
+    clips = [f"- `{r.weight}`: `_ops` {r.ops} G is a {r.frames}-frame clip; at its clip_len "
+             f"{r.clip_length} vitprof counts {n(r.at_clip_length)} MACs "
+             f"({r.at_clip_length / 1e9:.3f} G)" for r in results if r.at_clip_length]
     lines = [
         "# torchvision's published weights against vitprof", "",
         f"Source: torchvision {version}, `torchvision.models.get_model_weights(name)` of every "
         "model of `torchvision.models` (classification) and `torchvision.models.video`, "
         "each weight's `meta[\"num_params\"]` and `meta[\"_ops\"]` (no download).", "",
         "Each weight's model is built with `weights=None` on the meta device, with the weight's "
-        "class count, and counted by vitprof at batch 1 at the weight's crop size; a video "
-        "weight over the clip length its `_docs` state (`clip_len`). `_ops` is labelled GFLOPS "
+        "class count and the sizes its weighted builder takes from its meta (ViT `image_size`, "
+        "MaxViT `input_size`), counted by vitprof at batch 1 at the weight's crop size; a "
+        "video weight over 16 frames, the clip every video `_ops` is counted over (the page "
+        "names those whose `_docs` state another `clip_len`). `_ops` is labelled GFLOPS "
         "but is GMACs of matmuls and convolutions, bias excluded; its cause is the rounding "
         "to the decimals printed (three), computed from vitprof's count. `num_params` must "
         "equal vitprof's params, less the modules a weighted builder drops after loading "
@@ -76,7 +81,10 @@ def torchvision_published_page(results: Sequence[WeightResult], version: str) ->
         "## Summary", "", f"- weights: {len(results)}; reconciled (params and GMACs): "
         f"{sum(r.reconciled for r in results)}", *(f"- {c}" for c in counts), "",
         "Weights that do not reconcile, and why:", "",
-        *(others or ["- none: every weight reconciles"]), "", "## Every weight", "",
+        *(others or ["- none: every weight reconciles"]), "",
+        f"Video weights whose `_ops` is not for the clip their accuracy is measured on "
+        f"(`_docs`: `clip_len`): {len(clips)}", "", *(clips or ["- none"]), "",
+        "## Every weight", "",
         markdown_table(HEADERS, [_cells(r) for r in results]),
     ]
     return Page(FILES[0], "\n".join(lines) + "\n")
