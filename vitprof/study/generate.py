@@ -23,6 +23,8 @@ from vitprof.study.pages.note_models import dynamic_vit_about
 from vitprof.study.pages.open_clip_published import FILES as OPEN_CLIP_FILES
 from vitprof.study.pages.open_clip_published import PAGE as OPEN_CLIP_PAGE
 from vitprof.study.pages.open_clip_published import open_clip_published_page
+from vitprof.study.pages.published_figures import FILE as PUBLISHED_FIGURES
+from vitprof.study.pages.published_figures import published_figures_page
 from vitprof.study.pages.timm_published import FILES as TIMM_FILES
 from vitprof.study.pages.timm_published import PAGE, timm_published_page
 from vitprof.study.pages.torchvision_published import FILES as TORCHVISION_FILES
@@ -119,6 +121,9 @@ def index_page(models: Sequence[str]) -> Page:
         "regenerates them into a temporary folder and fails if anything here differs.", "",
         "- [corrections.md](corrections.md): every figure of the five source notes, corrected",
         "- [zoo.md](zoo.md): every built-in model, with published figures where there are some",
+        f"- [{PUBLISHED_FIGURES}]({PUBLISHED_FIGURES}): published figures in the wild (timm, "
+        "open_clip, torchvision): their conventions, the pages that reconcile them, the errors "
+        "found",
         *(f"- [{name}.md]({name}.md): {NOTE_MODELS.get(name, f'torchvision {name}')}"
           for name in models),
         "", "Written by other commands (a plain `vitprof report --check` leaves them alone):", "",
@@ -164,8 +169,9 @@ def pages(
 
 def folder_pages(models: Sequence[str]) -> list[Page]:
     """The pages of ``--all`` beside the model pages: the zoo table, the corrections to the
-    source notes and the index of the pages of ``models``."""
-    return [zoo_page(zoo_rows()), corrections_of_notes(), index_page(models)]
+    source notes, the index of published figures and the index of the pages of ``models``."""
+    return [zoo_page(zoo_rows()), corrections_of_notes(), published_figures_page(),
+            index_page(models)]
 
 
 def write(found: Sequence[Page], out: str | Path) -> list[Path]:

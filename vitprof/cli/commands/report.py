@@ -24,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "report", help="write markdown reports with figures (or check them)",
         description="Write one markdown report per model, figures beside it. --all writes the "
         "torchvision ViTs, note 002's Dynamic ViT, the zoo table, the corrections to the source "
-        "notes and an index.",
+        "notes, the index of published figures and an index.",
     )
     parser.add_argument("models", nargs="*", metavar="MODEL",
                         help="model names (see 'vitprof models'), timm:NAME, hf:..., or "
