@@ -44,3 +44,9 @@ def test_page_has_one_verdict_per_weight() -> None:
     (line,) = [t for t in page.text.splitlines() if t.startswith("| ViT_B_32_Weights")]
     assert line.endswith("| reconciled |")
     assert "- classification: 1 weights, reconciled 1" in page.text
+
+
+def test_a_weight_without_categories_is_counted_with_its_builders_classes() -> None:
+    # VGG16_Weights.IMAGENET1K_FEATURES has categories None: vgg16's own 1000 classes
+    features = [r for r in torchvision_rows(["vgg16"]) if r.weight.endswith("FEATURES")]
+    assert len(features) == 1 and features[0].reconciled

@@ -132,13 +132,16 @@ def sized_as_weighted(name: str, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def built(name: str, meta: dict[str, Any]) -> nn.Module:
-    """``get_model(name, weights=None)`` with the weight's class count and sizes
+    """``get_model(name, weights=None)`` with the weight's class count (the builder's own where
+    the weight has no categories) and sizes
     (:func:`sized_as_weighted`), on the meta device; a builder that reads tensor values while it
     builds (RegNet's block widths: ``.tolist()`` of a tensor, which meta has not) is run on the
     CPU, then moved to meta."""
     import torchvision.models as tvm
 
-    arguments = {"num_classes": len(meta["categories"]), **sized_as_weighted(name, meta)}
+    categories = meta["categories"]  # None for a feature extractor's weights (VGG16 FEATURES)
+    arguments = {**({"num_classes": len(categories)} if categories else {}),
+                 **sized_as_weighted(name, meta)}
     try:
         with torch.device("meta"):
             return tvm.get_model(name, weights=None, **arguments)
