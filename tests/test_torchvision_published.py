@@ -4,9 +4,15 @@ built on the meta device, no weights downloaded."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from vitprof.cli.main import main
 from vitprof.study.pages.torchvision_published import torchvision_published_page
 from vitprof.study.torchvision_rows import torchvision_rows, weights
 
+ROOT = Path(__file__).resolve().parents[1]
 # vit_b_32 at 224 px, 1000 classes: 49 patches of 32 x 32, 50 tokens of 768
 VIT_B_32_MACS = (49 * 3 * 32 * 32 * 768  # patch conv: 115_605_504
                  + 12 * (50 * 768 * 3 * 768 + 2 * 50 * 50 * 768 + 50 * 768 * 768
@@ -50,3 +56,11 @@ def test_a_weight_without_categories_is_counted_with_its_builders_classes() -> N
     # VGG16_Weights.IMAGENET1K_FEATURES has categories None: vgg16's own 1000 classes
     features = [r for r in torchvision_rows(["vgg16"]) if r.weight.endswith("FEATURES")]
     assert len(features) == 1 and features[0].reconciled
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive  # builds every torchvision model on meta: 2 min on 2 idle cores
+def test_the_committed_page_is_up_to_date() -> None:
+    if not (ROOT / "reports" / "torchvision_published.md").is_file():
+        pytest.skip("reports/torchvision_published.md not generated yet")
+    assert main(["report", "torchvision-published", "--check", "--out", str(ROOT / "reports")]) == 0
