@@ -10,8 +10,9 @@ compare.
   freetype or matplotlib version is not.
 * Every file generated must exist, and no page or figure of an earlier generation may be left
   over (a markdown file that starts with :data:`MARKER`, a PNG with a data digest), except the
-  files of pages written only when named (``timm_published.md``); other files
-  in the folder (``benchmark.md`` of ``benchmarks/peers_speed.py``) are not the check's business.
+  files of pages written only when named (``timm_published.md``,
+  ``open_clip_published.md``, ``torchvision_published.md``); other files in the folder
+  (``benchmark.md`` of ``benchmarks/peers_speed.py``) are not the check's business.
 """
 
 from __future__ import annotations

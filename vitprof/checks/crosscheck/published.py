@@ -136,14 +136,20 @@ class TimmTable:
 @cache
 def load_table(path: Path = DATA_FILE) -> TimmTable:
     """The shipped table (or another file in its format)."""
+    header, records = commented_csv(path)
+    rows = tuple(
+        TimmRow(r["model"], int(r["infer_img_size"]), r["param_count"], r["infer_gmacs"])
+        for r in records
+    )
+    return TimmTable(header["source"], header["commit"], header["date"], rows)
+
+
+def commented_csv(path: Path) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """A shipped table: its ``# key: value`` header lines as a dict, then its CSV rows."""
     header: dict[str, str] = {}
     with path.open(newline="") as handle:
         lines = [line for line in handle if not _comment(line, header)]
-    rows = tuple(
-        TimmRow(r["model"], int(r["infer_img_size"]), r["param_count"], r["infer_gmacs"])
-        for r in csv.DictReader(lines)
-    )
-    return TimmTable(header["source"], header["commit"], header["date"], rows)
+    return header, list(csv.DictReader(lines))
 
 
 def _comment(line: str, header: dict[str, str]) -> bool:

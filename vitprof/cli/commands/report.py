@@ -24,11 +24,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "report", help="write markdown reports with figures (or check them)",
         description="Write one markdown report per model, figures beside it. --all writes the "
         "torchvision ViTs, note 002's Dynamic ViT, the zoo table, the corrections to the source "
-        "notes and an index.",
+        "notes, the index of published figures and an index.",
     )
     parser.add_argument("models", nargs="*", metavar="MODEL",
                         help="model names (see 'vitprof models'), timm:NAME, hf:..., or "
-                        "timm-published: timm's results table against vitprof (slow)")
+                        "timm-published: timm's results table against vitprof (slow), "
+                        "open_clip-published: open_clip's model profile against vitprof, "
+                        "torchvision-published: every torchvision weight's figures")
     parser.add_argument("--all", action="store_true", dest="everything",
                         help="every torchvision ViT, note002_dynamic_vit, zoo.md, corrections.md "
                         "and README.md")
@@ -44,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "made the breakdown). The image-size sweep holds --frames, --in-chans and --dtype and "
         "sweeps square sizes from the width analysed; with --input-shape the page has no "
         "sweep. Not with --all or --check (pages at their own sizes, recognizer auto) nor "
-        "timm-published.")
+        "timm-published, open_clip-published or torchvision-published.")
     add_shape_options(inputs)
     add_recognizer_option(inputs)
     parser.set_defaults(run=run, validate=_usage_error)
