@@ -125,6 +125,9 @@ class _Pending:
     carried_joined: tuple[str, ...] = ()
     # forward: the producers of each operand that several records wrote (a concatenation)
     joined: tuple[tuple[int, ...], ...] = ()
+    # forward: an operand that no record, parameter or parameter carried through free ops made:
+    # the model's input data (a mask fed beside the image), or a constant made in the forward
+    unsourced: bool = False
 
 
 def tensor_bytes(value: Any) -> int:
@@ -324,6 +327,9 @@ class OpCounter:
         beside_only = tuple(name for name in beside_only if name not in carried)
         carried += beside_only
         read = self._parts(args) if forward else ()
+        unsourced = forward and any(
+            key is not None and key not in self.producer and key not in self.carried
+            and key not in self.param_of_storage for key in operands)
         owner = None
         if not forward:
             owner = self.owners.get(torch._C._current_autograd_node())
@@ -340,7 +346,7 @@ class OpCounter:
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape,
                     component is not None, apart, indexed, operand, read, beside_only, joined,
-                    shared,
+                    shared, unsourced,
                 )
             )
         if forward:
@@ -550,7 +556,8 @@ class OpCounter:
         steps = tuple(
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
                  p.cost.macs, p.component if p.fixed else None, p.beside, p.indexed,
-                 p.operand, p.parts, p.carried_beside, p.carried_joined, p.joined)
+                 p.operand, p.parts, p.carried_beside, p.carried_joined, p.joined,
+                 p.unsourced)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(

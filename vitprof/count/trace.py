@@ -44,6 +44,9 @@ class Step:
     # the producers of each operand that several records wrote: a weight computed by records
     # (memory key/values normalised) concatenated to activations in one operand
     joined: tuple[tuple[int, ...], ...] = ()
+    # an operand no record, parameter or parameter carried through free ops made: the model's
+    # input data (a patch mask), or a constant made in the forward
+    unsourced: bool = False
 
 
 @dataclass(frozen=True, slots=True)

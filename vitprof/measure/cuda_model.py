@@ -25,6 +25,9 @@ cuDNN workspaces, the CUDA context and the allocator's cached but free bytes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 KIB = 2**10
 MIB = 2**20
 CUDA_BLOCK = 512  # the CUDA caching allocator rounds every block up to a multiple of this
@@ -80,3 +83,12 @@ def modelled_parts(train: bool) -> dict[str, str]:
             f"every block rounded up to a multiple of {CUDA_BLOCK} bytes as the caching "
             f"allocator counts it, {MODELLED}"),
     }
+
+
+def estimate_parts(settings: Mapping[str, Any]) -> dict[str, str]:
+    """The modelled, not measured, parts of an estimate made with ``settings`` (a
+    :class:`~vitprof.measure.training_memory.MemoryEstimate`'s), in words: :func:`modelled_parts`
+    for the cuda target; none for the CPU target, whose model is held to real steps."""
+    if settings.get("target") != "cuda":
+        return {}
+    return modelled_parts(train=settings.get("mode") != "inference")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from vitprof.measure.cuda_model import PART_NAMES, modelled_parts
+from vitprof.measure.cuda_model import PART_NAMES, estimate_parts
 from vitprof.measure.training_memory import ComponentMemory, MemoryEstimate
 from vitprof.render.document import (
     Col,
@@ -49,16 +49,9 @@ def memory_header(estimate: MemoryEstimate) -> list[str]:
     if estimate.largest_batch is not None and estimate.fit_bytes is not None:
         out.append(f"fit: the largest batch whose peak is at most {_size(estimate.fit_bytes)} is "
                    f"{estimate.largest_batch}")
-    out += [f"{PART_NAMES[part]}: {words}" for part, words in cuda_parts(estimate).items()]
+    parts = estimate_parts(estimate.settings)
+    out += [f"{PART_NAMES[part]}: {words}" for part, words in parts.items()]
     return out
-
-
-def cuda_parts(estimate: MemoryEstimate) -> dict[str, str]:
-    """The parts of the estimate that are modelled, not measured (target cuda), in words;
-    none for the CPU target, whose model is held to real steps."""
-    if estimate.settings.get("target") != "cuda":
-        return {}
-    return modelled_parts(train=estimate.settings.get("mode") != "inference")
 
 
 def _rows(key: str, table: dict[Any, ComponentMemory]) -> tuple[dict[str, Any], ...]:
@@ -94,8 +87,8 @@ def memory_dict(estimate: MemoryEstimate) -> dict[str, Any]:
     if estimate.largest_batch is not None:
         data["largest_batch"] = estimate.largest_batch
         data["fit_bytes"] = estimate.fit_bytes
-    if cuda_parts(estimate):
-        data["modelled_not_measured"] = cuda_parts(estimate)
+    if estimate_parts(estimate.settings):
+        data["modelled_not_measured"] = estimate_parts(estimate.settings)
     return data
 
 

@@ -28,12 +28,11 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from vitprof.core.records import COMPONENTS
-from vitprof.measure.cuda_model import PART_NAMES
+from vitprof.measure.cuda_model import PART_NAMES, estimate_parts
 from vitprof.measure.training_memory import ComponentMemory, MemoryEstimate, MemoryEvent
 from vitprof.render import figures
 from vitprof.render.figures import COLORS, FigureData
 from vitprof.render.formats import markdown_table
-from vitprof.render.memory import cuda_parts
 
 STEP = "one training step"  # what a training estimate's peak is of
 TRAINING_STEP = f"{STEP} (forward, backward, optimizer step)"
@@ -191,7 +190,7 @@ def memory_section(estimate: MemoryEstimate, figure: str | None = None,
     if estimate.largest_batch is not None:
         lines.append(f"- largest batch that fits: {estimate.largest_batch}")
     lines += [f"- {PART_NAMES[part]}: {words}"
-              for part, words in cuda_parts(estimate).items()]
+              for part, words in estimate_parts(estimate.settings).items()]
     convention = CONVENTION.replace(TRAINING_STEP, FORWARD) if inference else CONVENTION
     lines += [f"- convention: {convention}", "",
               memory_table("component", estimate.by_component), ""]

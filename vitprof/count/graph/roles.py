@@ -538,16 +538,23 @@ def _position_tables(flow: Flow, of_step: list[int | None]) -> set[int]:
     for i, step in enumerate(flow.steps):
         if of_step[i] is not None or step.macs or step.op not in ADDS:
             continue
-        tables = [j for j in step.sources if flow.weights[j]]
+        tables = [j for j in step.sources if _table(flow, j)]
         if not tables or len(tables) == len(step.sources):
             continue  # no table, or no activation it is added to
         found.add(i)
         while tables:
             j = tables.pop()
-            if j not in found and of_step[j] is None and flow.weights[j]:
+            if j not in found and of_step[j] is None and _table(flow, j):
                 found.add(j)
                 tables.extend(flow.sources[j])
     return found
+
+
+def _table(flow: Flow, j: int) -> bool:
+    """Record ``j`` computes a weight (:attr:`Flow.weights`) that reads no input data: not a
+    mask token weighted by the patch mask fed beside the image (``t * w``), which is made per
+    input."""
+    return flow.weights[j] and not flow.steps[j].unsourced
 
 
 def _after_blocks(flow: Flow, i: int, roles: list[C | None]) -> tuple[C, R.Rule] | None:
