@@ -13,6 +13,7 @@ the cost stays linear in the number of records.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence, Set
 from functools import cached_property
 from math import prod
@@ -276,13 +277,10 @@ class Flow:
         step = self.steps[i]
         if step.op not in _ADDS or step.params or len(step.sources) < 2:
             return None
-        low = max(0, step.sources[0] - WINDOW)
-        sides = [self.ancestors(j, low) for j in step.sources]
-        common = set.intersection(*sides)
-        if not common:
+        found = _latest_common(step.sources, self.sources, max(0, step.sources[0] - WINDOW))
+        if found is None:
             return None
-        fork = max(common)
-        arms = [{j for j in side if j > fork} for side in sides]
+        fork, arms = found
         with_macs = [any(self.steps[j].macs for j in arm) for arm in arms]
         skip = any(j == fork for j in step.sources) or any(
             self._scaled_skip(arm, fork) for arm in arms)
@@ -329,3 +327,36 @@ def _reach(i: int, edges: Sequence[Sequence[int]], low: int, high: int) -> set[i
                 seen.add(j)
                 stack.append(j)
     return seen
+
+
+def _latest_common(starts: Sequence[int], edges: Sequence[Sequence[int]], low: int
+                   ) -> tuple[int, list[set[int]]] | None:
+    """The latest record (the highest index) that every one of ``starts`` reaches along
+    ``edges`` (per record, its sources: lower indices) through records from index ``low`` on,
+    and per start the records it reaches above that one; None when they share none.
+
+    Records are visited from the highest index down, so each is seen once with every start
+    that reaches it: the first reached by all is the latest common one, and only the records
+    above it are visited (a residual add's two arms, not the :data:`WINDOW` records below)."""
+    reached: dict[int, set[int]] = {}
+    heap: list[int] = []
+    for side, start in enumerate(starts):
+        if start not in reached:
+            reached[start] = set()
+            heapq.heappush(heap, -start)
+        reached[start].add(side)
+    arms: list[set[int]] = [set() for _ in starts]
+    while heap:
+        j = -heapq.heappop(heap)
+        sides = reached.pop(j)
+        if len(sides) == len(starts):
+            return j, arms
+        for side in sides:
+            arms[side].add(j)
+        for k in edges[j]:
+            if k >= low:
+                if k not in reached:
+                    reached[k] = set()
+                    heapq.heappush(heap, -k)
+                reached[k] |= sides
+    return None
