@@ -18,15 +18,14 @@ from torch import nn
 from tqdm import tqdm
 
 from vitprof.analysis import analyze
+from vitprof.checks.crosscheck import PeerRow
 from vitprof.checks.crosscheck.peers.open_clip_published import (
     OpenClipRow,
     OpenClipTable,
     explain,
     load_table,
 )
-from vitprof.checks.crosscheck.table import PeerRow
 from vitprof.core.errors import UserError
-from vitprof.models.family.open_clip import PREFIX
 from vitprof.models.zoo import build
 from vitprof.study.published_rows import TRANSFORMER_MODULES
 
@@ -64,7 +63,7 @@ def tower_kind(tower: nn.Module) -> tuple[str, bool]:
 def explain_row(row: OpenClipRow, table: OpenClipTable) -> TowerResult:
     """Count and explain one row; a tower that cannot be built or run is a result with its
     error (one line), not an exception."""
-    name = PREFIX + row.model
+    name = f"open_clip:{row.model}"  # the zoo's name of an open_clip tower
     try:
         tower = build(name, image_size=row.image_size, device="meta").module
         kind, vit = tower_kind(tower)
