@@ -27,12 +27,12 @@ from vitprof.study.pages.published_figures import FILE as PUBLISHED_FIGURES
 from vitprof.study.pages.published_figures import published_figures_page
 from vitprof.study.pages.timm_published import FILES as TIMM_FILES
 from vitprof.study.pages.timm_published import PAGE, timm_published_page
-from vitprof.study.pages.torchvision_published import FILES as TORCHVISION_FILES
-from vitprof.study.pages.torchvision_published import PAGE as TORCHVISION_PAGE
-from vitprof.study.pages.torchvision_published import torchvision_published_page
 from vitprof.study.pages.token_reduction import FILES as TOKEN_REDUCTION_FILES
 from vitprof.study.pages.token_reduction import PAGE as TOKEN_REDUCTION_PAGE
 from vitprof.study.pages.token_reduction import token_reduction_page
+from vitprof.study.pages.torchvision_published import FILES as TORCHVISION_FILES
+from vitprof.study.pages.torchvision_published import PAGE as TORCHVISION_PAGE
+from vitprof.study.pages.torchvision_published import torchvision_published_page
 from vitprof.study.pages.zoo_table import zoo_page
 from vitprof.study.published_rows import published_rows
 from vitprof.study.token_reduction.inputs import token_reduction_inputs
@@ -138,8 +138,8 @@ def index_page(models: Sequence[str]) -> Page:
         "- [corrections.md](corrections.md): every figure of the five source notes, corrected",
         "- [zoo.md](zoo.md): every built-in model, with published figures where there are some",
         f"- [{PUBLISHED_FIGURES}]({PUBLISHED_FIGURES}): published figures in the wild (timm, "
-        "open_clip, torchvision, token-reduction papers): their conventions, the pages that reconcile them, the errors "
-        "found",
+        "open_clip, torchvision, token-reduction papers): their conventions, the pages that "
+        "reconcile them, the errors found",
         *(f"- [{name}.md]({name}.md): {NOTE_MODELS.get(name, f'torchvision {name}')}"
           for name in models),
         "", "Written by other commands (a plain `vitprof report --check` leaves them alone):", "",
