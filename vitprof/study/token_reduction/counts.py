@@ -1,5 +1,6 @@
 """Token reduction counted by vitprof, block by block: each model of
-:mod:`vitprof.study.token_reduction.models` built on the meta device and analysed at batch 1,
+:mod:`vitprof.study.token_reduction.models` built on the meta device and analysed at batch 1 at
+its backbone's image size (224 px for every backbone of :data:`BACKBONES`),
 its MACs grouped by module path, the tokens each block's attention and MLP see read from the
 shapes of a meta forward.
 
@@ -28,7 +29,6 @@ from vitprof.analysis import analyze
 from vitprof.formulas import Cost, aten, numel
 from vitprof.study.token_reduction.models import dynamic_vit, evit, tome
 
-IMAGE_SIZE = 224
 REDUCTION_MODULES = ("predictor", "reorganize", "merge")
 _MODULE = re.compile(rf"^blocks\.(\d+)(?:\.({'|'.join(REDUCTION_MODULES)}))?(?:\.|$)")
 
@@ -129,7 +129,7 @@ class ReducedCount:
         return self.backbone_macs + self.reduction_macs
 
 
-def _tokens_seen(model: nn.Module) -> dict[tuple[int, str], int]:
+def _tokens_seen(model: nn.Module, image_size: int) -> dict[tuple[int, str], int]:
     """(block, "attention" or "mlp") -> tokens of the input of its q/k/v projection and of its
     MLP, from a forward on the meta device."""
     seen: dict[tuple[int, str], int] = {}
@@ -146,7 +146,7 @@ def _tokens_seen(model: nn.Module) -> dict[tuple[int, str], int]:
             handles.append(module.register_forward_pre_hook(record))
     try:
         with torch.no_grad():
-            model(torch.empty(1, 3, IMAGE_SIZE, IMAGE_SIZE, device="meta"))
+            model(torch.empty(1, 3, image_size, image_size, device="meta"))
     finally:
         for handle in handles:
             handle.remove()
@@ -156,17 +156,23 @@ def _tokens_seen(model: nn.Module) -> dict[tuple[int, str], int]:
 @cache
 def count(backbone: str, setting: str) -> ReducedCount:
     """``backbone`` (a key of :data:`BACKBONES`) under ``setting`` (:func:`with_reduction`),
-    built on meta and counted by vitprof at batch 1, ``IMAGE_SIZE`` px."""
+    built on meta and counted (:func:`count_built`)."""
     deit: Any
     with torch.device("meta"):
         deit = BACKBONES[backbone]()
+    return count_built(deit, setting, backbone)
+
+
+def count_built(deit: Any, setting: str, backbone: str) -> ReducedCount:
+    """``deit`` (a timm ``VisionTransformer`` with a class token, on meta) under ``setting``,
+    counted by vitprof at batch 1 at its own image size; ``backbone`` names it."""
     deit.eval()
     first = deit.blocks[0]
     width, heads = int(deit.embed_dim), int(first.attn.num_heads)
     mlp_width, classes = int(first.mlp.fc1.out_features), int(deit.head.out_features)
-    patch_size = int(deit.patch_embed.patch_size[0])
+    patch_size, image_size = int(deit.patch_embed.patch_size[0]), int(deit.patch_embed.img_size[0])
     model = with_reduction(deit, setting).eval()
-    profile = analyze(model, image_size=IMAGE_SIZE, device="meta", formulas=EXTRA_FORMULAS,
+    profile = analyze(model, image_size=image_size, device="meta", formulas=EXTRA_FORMULAS,
                       name=f"{backbone} {setting}")
     macs: dict[tuple[int, bool], int] = {}
     outside = 0
@@ -177,7 +183,7 @@ def count(backbone: str, setting: str) -> ReducedCount:
         else:
             key = (int(match[1]), match[2] is not None)
             macs[key] = macs.get(key, 0) + op.macs
-    tokens = _tokens_seen(model)
+    tokens = _tokens_seen(model, image_size)
     blocks = tuple(BlockCount(i, tokens[i, "attention"], tokens[i, "mlp"], macs.get((i, False), 0),
                               macs.get((i, True), 0)) for i in range(len(deit.blocks)))
     return ReducedCount(backbone, setting, width, mlp_width, heads,
