@@ -12,6 +12,7 @@ import pytest
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
+from vitprof.cli.main import main
 from vitprof.study.token_reduction.counts import BlockCount, ReducedCount, count_built
 from vitprof.study.token_reduction.published import PublishedRow, RowResult, load_rows
 
@@ -148,3 +149,9 @@ def test_the_page_reproduces_at_least_ten_rows_of_two_papers(page: str) -> None:
     dense = 20 * (4 * 197 * 512**2 + 2 * 197**2 * 512 + 2 * 197 * 512 * 1536)
     assert f"= {dense:,}" in page  # 11,123,281,920
     assert "![DeiT-S: MACs per block" in page
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive  # DeiT-S/B and 20 settings counted on meta: 2 min at load 17
+def test_the_committed_page_is_up_to_date() -> None:
+    assert main(["report", "token-reduction", "--check", "--out", str(REPORTS)]) == 0
