@@ -70,6 +70,9 @@ def test_evit_reorganizes_between_attention_and_mlp_and_fuses_the_rest_into_one_
     # 16 - 12 = 4, 13 - 10 = 3, 11 - 8 = 3
     assert [b.reduction_macs for b in fused.blocks] == [
         {3: 4 * 64, 6: 3 * 64, 9: 3 * 64}.get(i, 0) for i in range(12)]
+    # the [CLS] row's mean over 2 heads: one add per element, 2 x 16, 2 x 13, 2 x 11
+    assert [b.reduction_vector_flops for b in fused.blocks] == [
+        {3: 2 * 16, 6: 2 * 13, 9: 2 * 11}.get(i, 0) for i in range(12)]
     dropped = count_built(small_deit(), "keep=0.7", "small")
     # without fusion: ceil(0.7 x 16) = 12 -> 13, ceil(0.7 x 12) = 9 -> 10, ceil(0.7 x 9) = 7 -> 8
     assert [t for t in tokens(dropped) if t[0] != t[1]] == [(17, 13), (13, 10), (10, 8)]

@@ -92,7 +92,7 @@ def block_rows(found: ReducedCount) -> list[list[str]]:
                      n(block.backbone_macs), f"{arithmetic} = {n(closed)}",
                      n(block.reduction_macs),
                      f"{reduction} = {n(reduction_closed)}" if reduction else "",
-                     "yes" if agree else "**no**"])
+                     n(block.reduction_vector_flops), "yes" if agree else "**no**"])
         previous = block.mlp_tokens
     return rows
 
@@ -314,12 +314,17 @@ def token_reduction_page(inputs: TokenReductionInputs) -> Page:
         "## Per block", "",
         "Each block's tokens (attention, MLP), vitprof's MACs of the backbone's layers and of "
         "the reduction module, each beside its closed form "
-        "(`vitprof.study.token_reduction.closed_forms`).", "",
+        "(`vitprof.study.token_reduction.closed_forms`), and the reduction's element-wise work "
+        "(vector FLOPs, not in the MACs): DynamicViT's GELUs, pooling and softmax; EViT's "
+        "[CLS]-attention mean; ToMe's key mean and norms, best-match max and the merges' "
+        "size weighting, adds (`scatter_add`) and division. The top-k, sorts, gathers and "
+        "concatenations move tokens and cost nothing.", "",
     ]
     for found in inputs.per_block:
         lines += [f"### {found.backbone}: {_label(found)}", "", _tokens_text(found), "",
                   markdown_table(["block", "attention tokens", "MLP tokens", "backbone MACs",
-                                  "closed form", "reduction MACs", "closed form", "agree"],
+                                  "closed form", "reduction MACs", "closed form",
+                                  "reduction vector FLOPs", "agree"],
                                  block_rows(found)), "",
                   f"Outside the blocks (patch embedding {found.patches}·3·{found.patch_size}²·"
                   f"{found.width}, head {found.width}·{found.classes}): {n(found.outside_macs)};"

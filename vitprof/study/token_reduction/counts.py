@@ -86,13 +86,16 @@ def with_reduction(deit: nn.Module, setting: str) -> nn.Module:
 @dataclass(frozen=True)
 class BlockCount:
     """One block: the tokens its attention and its MLP see, its layers' MACs and those of the
-    reduction module in it."""
+    reduction module in it, and the reduction's element-wise work (vector FLOPs: scores'
+    softmax and pooling, the merges' weighting and adds; its top-k, sorts and gathers move
+    data and cost nothing)."""
 
     index: int
     attention_tokens: int
     mlp_tokens: int
     backbone_macs: int
     reduction_macs: int
+    reduction_vector_flops: int = 0
 
     @property
     def macs(self) -> int:
@@ -175,17 +178,21 @@ def count_built(deit: Any, setting: str, backbone: str) -> ReducedCount:
     profile = analyze(model, image_size=image_size, device="meta", formulas=EXTRA_FORMULAS,
                       name=f"{backbone} {setting}")
     macs: dict[tuple[int, bool], int] = {}
+    vector: dict[int, int] = {}  # the reduction's, per block
     outside = 0
     for op in profile.ops:
         match = _MODULE.match(op.module)
         if match is None:
             outside += op.macs
-        else:
-            key = (int(match[1]), match[2] is not None)
-            macs[key] = macs.get(key, 0) + op.macs
+            continue
+        index, reduction = int(match[1]), match[2] is not None
+        macs[index, reduction] = macs.get((index, reduction), 0) + op.macs
+        if reduction:
+            vector[index] = vector.get(index, 0) + op.vector_flops
     tokens = _tokens_seen(model, image_size)
     blocks = tuple(BlockCount(i, tokens[i, "attention"], tokens[i, "mlp"], macs.get((i, False), 0),
-                              macs.get((i, True), 0)) for i in range(len(deit.blocks)))
+                              macs.get((i, True), 0), vector.get(i, 0))
+                   for i in range(len(deit.blocks)))
     return ReducedCount(backbone, setting, width, mlp_width, heads,
                         int(deit.patch_embed.num_patches), patch_size, classes, blocks, outside,
                         profile.totals.params, profile.warnings)
