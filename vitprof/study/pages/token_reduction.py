@@ -79,6 +79,23 @@ def _reduction_arithmetic(found: ReducedCount, block: BlockCount, previous: int)
     return "", 0
 
 
+def agrees(found: ReducedCount) -> bool:
+    """Whether every block's MACs and its reduction's equal their closed forms, and the
+    patch embedding and head theirs."""
+    outside = found.patches * 3 * found.patch_size**2 * found.width + found.width * found.classes
+    return outside == found.outside_macs and all(row[-1] == "yes" for row in block_rows(found))
+
+
+def token_path(found: ReducedCount) -> str:
+    """The token counts in the order the blocks reach them: 197 -> 138 -> 97 -> 68."""
+    path = [1 + found.patches]
+    for block in found.blocks:
+        for tokens in (block.attention_tokens, block.mlp_tokens):
+            if tokens != path[-1]:
+                path.append(tokens)
+    return " -> ".join(map(str, path))
+
+
 def block_rows(found: ReducedCount) -> list[list[str]]:
     """One row per block: tokens, vitprof's MACs, the closed forms and whether they agree."""
     rows, previous = [], 1 + found.patches
@@ -171,11 +188,13 @@ def _published_cells(result: RowResult) -> list[str]:
     head = [row.paper, row.row, row.backbone, row.setting, row.published, row.unit]
     found = result.count
     if found is None:
-        return [*head, "", "", "", "", f"not counted: {row.backbone} is not built here", source]
+        return [*head, "", "", "", "", "", "", f"not counted: {row.backbone} is not built here",
+                source]
     verdict = "; ".join(result.causes) or ("within 2%" if result.reproduced else "")
     label = "**reproduced**" if result.reproduced else "**not reproduced**"
-    return [*head, n(found.backbone_macs), n(found.reduction_macs), n(found.macs),
-            f"{100 * result.off:+.1f}%", f"{label}: {verdict}" if verdict else label, source]
+    return [*head, token_path(found), n(found.backbone_macs), n(found.reduction_macs),
+            n(found.macs), "yes" if agrees(found) else "**no**", f"{100 * result.off:+.1f}%",
+            f"{label}: {verdict}" if verdict else label, source]
 
 
 def _note_lines(note: NoteRow) -> list[str]:
@@ -299,10 +318,14 @@ def token_reduction_page(inputs: TokenReductionInputs) -> Page:
         "## Published rows", "",
         f"A row is **reproduced** when vitprof's MACs (the reduction's own included) round to "
         f"the printed figure, or lie within {TOLERANCE:.0%} of it, or arithmetic named in the "
-        "verdict takes the one to the other.", "",
-        markdown_table(["paper", "row", "backbone", "setting", "published", "unit",
-                        "backbone MACs", "reduction MACs", "vitprof MACs", "off", "verdict",
-                        "source"], [_published_cells(r) for r in published]), "",
+        "verdict takes the one to the other. *tokens*: the token counts the blocks reach, "
+        "in order; *closed forms agree*: every block's MACs and its reduction's equal the "
+        "closed forms written out under Per block (and the patch embedding's and head's "
+        "theirs).", "",
+        markdown_table(["paper", "row", "backbone", "setting", "published", "unit", "tokens",
+                        "backbone MACs", "reduction MACs", "vitprof MACs", "closed forms agree",
+                        "off", "verdict", "source"], [_published_cells(r) for r in published]),
+        "",
         f"DynamicViT's {len(dynamic)} DeiT rows: one rule fits "
         f"{sum(r.rounds or r.cut for r in dynamic)} of them, the full count (predictors "
         "included) cut to one decimal rather than rounded; the predictors left out fits "
