@@ -96,7 +96,7 @@ def _count(backbone: int, reduction: int) -> ReducedCount:
 
 def _row(published: str) -> PublishedRow:
     return PublishedRow("DynamicViT", "README", "0" * 40, "row", "deit", "rho=0.7", published,
-                        "GFLOPs")
+                        "GFLOPs", "https://example.org")
 
 
 def test_a_figure_cut_rather_than_rounded_is_named() -> None:
@@ -120,9 +120,11 @@ def test_a_figure_cut_rather_than_rounded_is_named() -> None:
 
 def test_the_published_rows_are_the_readmes_with_their_commits() -> None:
     rows = load_rows()
-    assert len(rows) == 16 and {r.paper for r in rows} == {"DynamicViT", "EViT"}
+    assert len(rows) == 22 and {r.paper for r in rows} == {"DynamicViT", "EViT", "ToMe"}
+    # the READMEs at their commits; ToMe's paper, which has none
     assert {r.commit for r in rows} == {"1322e626d1e9eca18cc150569908fb4af29e15f7",
-                                        "5ca95a7cf4a8637193284895c5bc0dd9dc365982"}
+                                        "5ca95a7cf4a8637193284895c5bc0dd9dc365982", ""}
+    assert all(r.commit in r.url for r in rows)
     evit = [r for r in rows if r.paper == "EViT"]
     assert [r.value for r in evit[:5]] == [Decimal(v) for v in ("4.0", "3.5", "3.0", "2.6", "2.3")]
 
@@ -144,8 +146,8 @@ def test_the_page_starts_with_note_002s_dynamic_vit_and_the_note_links_it(page: 
 
 
 def test_the_page_reproduces_at_least_ten_rows_of_two_papers(page: str) -> None:
-    assert "counted by vitprof: 13; reproduced within 2% or the difference named as " \
-        "arithmetic: 13, from 2 papers (DynamicViT, EViT)" in page
+    assert "counted by vitprof: 19; reproduced within 2% or the difference named as " \
+        "arithmetic: 19, from 3 papers (DynamicViT, EViT, ToMe)" in page
     # LV-ViT-M's 20 dense blocks, as the fvcore issue's model left in training mode counts them
     dense = 20 * (4 * 197 * 512**2 + 2 * 197**2 * 512 + 2 * 197 * 512 * 1536)
     assert f"= {dense:,}" in page  # 11,123,281,920

@@ -84,10 +84,11 @@ SOURCES = (
     ),
     Source(
         "token-reduction papers", "raoyongming/DynamicViT and youweiliang/evit `README.md` "
-        "(Model Zoo: `FLOPs`, `MACs (G)`); facebookresearch/ToMe publishes no FLOPs",
+        "(Model Zoo: `FLOPs`, `MACs (G)`); ToMe's paper (arXiv 2210.09461, its README has no "
+        "FLOPs), as paperswithcode lists its DeiT rows",
         "MACs of the reduced model at inference (top-k, fewer tokens), one decimal; the "
         "DeiT and LV-ViT rows", TOKEN_REDUCTION_FILES[0],
-        (Finding("DynamicViT's `FLOPs` column in FLOPs", Verdict.WRONG,
+        (Finding("DynamicViT's `FLOPs` column and ToMe's GFLOPs in FLOPs", Verdict.WRONG,
                  "the figures are vitprof's MACs (twice them would be FLOPs), as EViT's column "
                  "says of its own"),
          Finding("DynamicViT's figures rounded to 0.1 G", Verdict.MISLEADING,

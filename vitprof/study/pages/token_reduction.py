@@ -183,8 +183,8 @@ figures.register("token_reduction_blocks", _draw_blocks)
 
 def _published_cells(result: RowResult) -> list[str]:
     row = result.row
-    source = (f"[{row.source.split(' ')[0]}@{row.commit[:7]}](https://github.com/"
-              f"{row.source.split(' ')[0]}/blob/{row.commit}/README.md)")
+    where = row.source.split(" (")[0].removesuffix(" README.md")
+    source = f"[{where}@{row.commit[:7]}]({row.url})" if row.commit else f"[{where}]({row.url})"
     head = [row.paper, row.row, row.backbone, row.setting, row.published, row.unit]
     found = result.count
     if found is None:
@@ -299,7 +299,7 @@ def token_reduction_page(inputs: TokenReductionInputs) -> Page:
         "soft matching on the keys (averaged over heads, cosine similarity) merges r tokens; "
         "proportional attention adds log(size) to each key's logits.", "",
         "Convention: MACs (FLOPs = 2 × MACs). The papers' \"FLOPs\" are MACs: DynamicViT's "
-        "FLOPs column holds MACs, EViT's says MACs (G).", "",
+        "FLOPs column and ToMe's GFLOPs hold MACs, EViT's column says MACs (G).", "",
         "## Summary", "",
         f"- published rows: {len(published)} ({', '.join(sorted({r.row.paper for r in published}))}"
         f"); counted by vitprof: {len(counted)}; reproduced within {TOLERANCE:.0%} or the "
@@ -307,8 +307,8 @@ def token_reduction_page(inputs: TokenReductionInputs) -> Page:
         f"{len(papers)} papers ({', '.join(papers)})",
         f"- not counted: {len(published) - len(counted)} (LV-ViT backbones: LV-ViT is not a "
         "timm model; their arithmetic for the fvcore issue is below)",
-        "- ToMe's README publishes accuracy and images per second, no FLOPs: its rows here are "
-        "vitprof's counts only", "",
+        "- ToMe's README publishes accuracy and images per second, no FLOPs: its rows are its "
+        "paper's DeiT rows (arXiv 2210.09461) as paperswithcode lists them", "",
         "## Note 002's Dynamic ViT, the first row", "",
         "[note002_dynamic_vit.md](note002_dynamic_vit.md): the note's CIFAR-ViT with vitprof's "
         "assumed predictors (LayerNorm, Linear(D, D/4), GELU, Linear(D/4, 1)) and keep ratios "
@@ -353,8 +353,6 @@ def token_reduction_page(inputs: TokenReductionInputs) -> Page:
                   f"{found.width}, head {found.width}·{found.classes}): {n(found.outside_macs)};"
                   f" total {n(found.macs)} MACs ({_g(found.macs)} G), the reduction's "
                   f"{n(found.reduction_macs)}.", ""]
-    lines += [f"![{figure.title}]({FILES[1]})", "", "## ToMe", ""]
-    lines += [f"- {c.backbone}, {_label(c)}: backbone {n(c.backbone_macs)} + matching "
-              f"{n(c.reduction_macs)} = {n(c.macs)} MACs ({_g(c.macs)} G)" for c in inputs.tome]
-    lines += ["", *_fvcore_issue_lines(dense, rho, lvvit_m.row.value)]
+    lines += [f"![{figure.title}]({FILES[1]})", "",
+              *_fvcore_issue_lines(dense, rho, lvvit_m.row.value)]
     return Page(FILES[0], "\n".join(lines) + "\n", ((FILES[1], figure),))

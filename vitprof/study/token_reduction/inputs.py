@@ -1,5 +1,5 @@
 """What ``token_reduction.md`` shows, computed: note 002's Dynamic ViT (its first row), DeiT-S
-dense and under each method block by block, every published row, and ToMe's settings."""
+dense and under each method block by block, and every published row."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from vitprof.study.token_reduction.published import RowResult, published_results
 
 NOTE_MODEL, NOTE_DENSE = "note002_dynamic_vit", "note002_cifar_vit"
 PER_BLOCK = ("dense", "rho=0.7", "keep=0.7 fuse", "r=13")  # on DeiT-S, the figure's lines
-TOME = (("deit_tiny_patch16_224", "r=13"), ("deit_small_patch16_224", "r=13"))  # its README's
 
 
 @dataclass(frozen=True)
@@ -32,12 +31,11 @@ class NoteRow:
 @dataclass(frozen=True)
 class TokenReductionInputs:
     """The page's results: the note's row, DeiT-S under :data:`PER_BLOCK` (dense first), the
-    published rows, ToMe's settings :data:`TOME`."""
+    published rows."""
 
     note: NoteRow
     per_block: tuple[ReducedCount, ...]
     published: tuple[RowResult, ...]
-    tome: tuple[ReducedCount, ...]
 
 
 def note_row() -> NoteRow:
@@ -55,4 +53,4 @@ def token_reduction_inputs() -> TokenReductionInputs:
     """Everything the page shows (a minute or two of counting on meta)."""
     return TokenReductionInputs(
         note_row(), tuple(count("deit_small_patch16_224", s) for s in PER_BLOCK),
-        tuple(published_results()), tuple(count(b, s) for b, s in TOME))
+        tuple(published_results()))

@@ -23,8 +23,9 @@ GIGA = 10**9
 
 @dataclass(frozen=True)
 class PublishedRow:
-    """One printed row: the paper, where it is (repository file and commit), the row's name,
-    the backbone and reduction setting it counts, the figure as printed and its unit."""
+    """One printed row: the paper, where it is (repository file and commit, or the paper), the
+    row's name, the backbone and reduction setting it counts, the figure as printed, its unit
+    and the address it was read at."""
 
     paper: str
     source: str
@@ -34,6 +35,7 @@ class PublishedRow:
     setting: str
     published: str  # as printed, in G
     unit: str
+    url: str
 
     @property
     def value(self) -> Decimal:
