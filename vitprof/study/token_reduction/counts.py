@@ -26,7 +26,8 @@ import torch
 from torch import nn
 
 from vitprof.analysis import analyze
-from vitprof.formulas import Cost, aten, numel
+from vitprof.core.records import Cost
+from vitprof.count.formulas import aten, numel
 from vitprof.study.token_reduction.models import dynamic_vit, evit, tome
 
 REDUCTION_MODULES = ("predictor", "reorganize", "merge")
