@@ -10,6 +10,8 @@ holds it to that). Its layer is above ``render`` and below ``cli``.
 * what each page shows, computed: :mod:`~vitprof.study.page_inputs` (one model's page),
   :mod:`~vitprof.study.zoo_rows` (the zoo table), :mod:`~vitprof.study.published_rows` (timm's
   published table, row by row, explained by the ``timm-published`` crosscheck peer's rules);
+* :mod:`~vitprof.study.token_reduction`: DynamicViT, EViT and ToMe written on timm's DeiT and
+  counted block by block against the papers' published rows;
 * :mod:`~vitprof.study.pages`: those results rendered to markdown and figures, counting nothing;
 * :mod:`~vitprof.study.generate`: the pages of ``vitprof report``, computed, rendered, written;
 * :mod:`~vitprof.study.page_check`: the page check, ``vitprof report --check`` (regenerate and

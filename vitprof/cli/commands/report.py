@@ -30,7 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="model names (see 'vitprof models'), timm:NAME, hf:..., or "
                         "timm-published: timm's results table against vitprof (slow), "
                         "open_clip-published: open_clip's model profile against vitprof, "
-                        "torchvision-published: every torchvision weight's figures")
+                        "torchvision-published: every torchvision weight's figures, "
+                        "token-reduction: DynamicViT, EViT and ToMe on DeiT against their "
+                        "papers' rows")
     parser.add_argument("--all", action="store_true", dest="everything",
                         help="every torchvision ViT, note002_dynamic_vit, zoo.md, corrections.md "
                         "and README.md")
@@ -46,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "made the breakdown). The image-size sweep holds --frames, --in-chans and --dtype and "
         "sweeps square sizes from the width analysed; with --input-shape the page has no "
         "sweep. Not with --all or --check (pages at their own sizes, recognizer auto) nor "
-        "timm-published, open_clip-published or torchvision-published.")
+        "timm-published, open_clip-published, torchvision-published or token-reduction.")
     add_shape_options(inputs)
     add_recognizer_option(inputs)
     parser.set_defaults(run=run, validate=_usage_error)

@@ -7,6 +7,7 @@ One job per module: :mod:`~vitprof.study.pages.markdown` (one model's page, from
 :mod:`~vitprof.study.pages.correction_figures` (the notes' claims, measured by
 :mod:`~vitprof.study.corrections`), :mod:`~vitprof.study.pages.zoo_table` (from
 :mod:`~vitprof.study.zoo_rows`), :mod:`~vitprof.study.pages.timm_published` (from
-:mod:`~vitprof.study.published_rows`) and :mod:`~vitprof.study.pages.note_models` (what the
+:mod:`~vitprof.study.published_rows`), :mod:`~vitprof.study.pages.token_reduction` (from
+:mod:`~vitprof.study.token_reduction`) and :mod:`~vitprof.study.pages.note_models` (what the
 note models with a page are). The figures are drawn by :mod:`vitprof.render.figures`.
 """

@@ -14,8 +14,8 @@ def dynamic_vit_about(model: Any) -> list[str]:
     """``note002_dynamic_vit`` (``model``, a :class:`~vitprof.models.notes.note002.
     DynamicCifarViT`; ``Any``, as torch types its submodules' attributes ``Tensor | Module``):
     the model, its keep ratios and the tokens each block sees,
-    what is vitprof's assumption, where the predictors are counted, and why its crossover is
-    not the closed form's N* = M.
+    what is vitprof's assumption, where the predictors are counted, why its crossover is
+    not the closed form's N* = M, and the token-reduction page whose first row it is.
 
     With block i seeing a fraction r_i of the input's tokens, the attention cores of the model
     grow as N^2 sum(r_i^2) and its MLPs as N sum(r_i): core = MLP at N* = M sum(r_i) /
@@ -46,4 +46,8 @@ def dynamic_vit_about(model: Any) -> list[str]:
         "attention cores grow as N^2 sum(r_i^2) and its MLPs as N sum(r_i), and they meet at "
         f"N* = M sum(r_i) / sum(r_i^2) = {crossover:,.1f} input tokens, a little more with the "
         "predictors' Linears counted as MLP (the sweep measures it).",
+        "This model is the first row of [token_reduction.md](token_reduction.md), where the "
+        "family the note's section follows (DynamicViT, EViT and ToMe, written on timm's DeiT) "
+        "is counted block by block, the predictors' and the matching's MACs apart, against "
+        "the papers' published rows.",
     ]

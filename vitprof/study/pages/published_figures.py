@@ -17,6 +17,7 @@ from vitprof.study.corrections import Verdict
 from vitprof.study.pages.markdown import Page
 from vitprof.study.pages.open_clip_published import FILES as OPEN_CLIP_FILES
 from vitprof.study.pages.timm_published import FILES as TIMM_FILES
+from vitprof.study.pages.token_reduction import FILES as TOKEN_REDUCTION_FILES
 from vitprof.study.pages.torchvision_published import FILES as TORCHVISION_FILES
 
 FILE = "published_figures.md"
@@ -81,6 +82,24 @@ SOURCES = (
                  "GoogLeNet's weighted builder drops its auxiliary classifiers after "
                  "loading; `weights=None` keeps them", "the weighted builders' models")),
     ),
+    Source(
+        "token-reduction papers", "raoyongming/DynamicViT and youweiliang/evit `README.md` "
+        "(Model Zoo: `FLOPs`, `MACs (G)`); ToMe's paper (arXiv 2210.09461, its README has no "
+        "FLOPs), as paperswithcode lists its DeiT rows",
+        "MACs of the reduced model at inference (top-k, fewer tokens), one decimal; the "
+        "DeiT and LV-ViT rows", TOKEN_REDUCTION_FILES[0],
+        (Finding("DynamicViT's `FLOPs` column and ToMe's GFLOPs in FLOPs", Verdict.WRONG,
+                 "the figures are vitprof's MACs (twice them would be FLOPs), as EViT's column "
+                 "says of its own"),
+         Finding("DynamicViT's figures rounded to 0.1 G", Verdict.MISLEADING,
+                 "they are the full count, predictors included, cut to one decimal, not "
+                 "rounded (DeiT-B/0.7); the predictors left out fits only two of three"),
+         Finding("fvcore's 12.96 G for DynamicViT-LVViT-M/0.7 (DynamicViT issue #35) is its "
+                 "cost", Verdict.WRONG,
+                 "a model left in training mode keeps every token and masks the attention; "
+                 "the dense blocks and the predictors on every token account for all but a few "
+                 "per cent of the gap (the page's arithmetic)")),
+    ),
 )
 
 
@@ -100,7 +119,7 @@ def published_figures_page() -> Page:
         "of its own: the page counts every row with vitprof and names every difference with an "
         "exact amount. How many rows reconcile is that page's summary, computed when it is "
         "generated (`vitprof report timm-published`, `open_clip-published`, "
-        "`torchvision-published`).", "",
+        "`torchvision-published`, `token-reduction`).", "",
         markdown_table(["source", "where", "convention", "rows reconciled"], rows), "",
         "## Errors found", "",
         "Verdicts as in [corrections.md](corrections.md).", "",
