@@ -73,11 +73,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence, Set
 
-from vitprof.core.records import Component, OpRecord, ParamRecord, Phase
-from vitprof.count.graph.flow import SOFTMAX, Flow
+from vitprof.core.records import Component, OpKind, OpRecord, ParamRecord, Phase
+from vitprof.count.graph.flow import DIVIDES, SOFTMAX, Flow
 from vitprof.count.trace import Trace
 
-_FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
+_FUSED_ATTENTION = (OpKind.ATTENTION, OpKind.MULTI_HEAD_ATTENTION)
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
 _PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
 _ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD, Component.PATCH_EMBED,
@@ -86,7 +86,7 @@ _LAYERS_PER_BLOCK = 3  # the fewest weighted layers of a repeated unit that make
 
 
 def _is_fused_attention(op: OpRecord) -> bool:
-    return any(name in op.op for name in _FUSED_ATTENTION)
+    return op.kind in _FUSED_ATTENTION
 
 
 def _paths(ops: Iterable[OpRecord]) -> str:
@@ -396,11 +396,11 @@ def _vector_normalised(flow: Flow) -> frozenset[str]:
     with_macs = {step.module for step in flow.steps if step.macs}
     found = set()
     for i, step in enumerate(flow.steps):
-        if "linalg_vector_norm" not in step.op or not step.sources or step.module in with_macs:
+        if step.kind is not OpKind.VECTOR_NORM or not step.sources or step.module in with_macs:
             continue
         normed = step.sources[0]
         after = flow.descendants(i, i + _DIVISION_WITHIN)
-        if any(flow.steps[j].op.startswith("aten.div") and flow.steps[j].sources[:1] == (normed,)
+        if any(flow.steps[j].op in DIVIDES and flow.steps[j].sources[:1] == (normed,)
                and flow.steps[j].module == step.module for j in after):
             found.add(step.module)
     return frozenset(found)
@@ -454,7 +454,7 @@ def feed_forwards_outside_blocks(ops: Sequence[OpRecord]) -> list[str]:
         if op.block is None:
             if previous in bare and op.macs and op.component in (Component.CONV, Component.HEAD):
                 between.append(op)
-                convolving = convolving or "convolution" in op.op
+                convolving = convolving or op.kind is OpKind.CONV
         else:
             if op.block != previous and op.block in bare and not convolving:
                 astray.extend(between)
