@@ -5,8 +5,10 @@ read only the op and parameter records, the component each got and the module tr
 module holds which), never a module's, parameter's or class's name, so they hold for any model:
 
 * **attention outside attn_core**: an attention product ran but its MACs are counted elsewhere.
-  Attention is a fused attention op (``scaled_dot_product_attention`` and its kernels,
-  ``_native_multi_head_attention``, ``flex_attention``) or, in one module's forward, a softmax
+  Attention is a fused attention op, by the kind its formula is registered with
+  (:class:`~vitprof.core.records.OpKind` ``attention``: ``scaled_dot_product_attention`` and
+  its kernels, ``flex_attention``; ``multi_head_attention``:
+  ``_native_multi_head_attention``) or, in one module's forward, a softmax
   between two batched activation products (``aten.bmm`` / ``aten.baddbmm``: a linear layer runs
   as ``addmm`` / ``mm``, so a ``bmm`` multiplies two activations).
 * **projections without a core**: a block with ``attn_qkv`` or ``attn_proj`` MACs and no

@@ -45,7 +45,6 @@ Arguments = Mapping[str, Any]
 Formula = Callable[[Arguments, Any], OpCost]
 
 
-
 @dataclass(frozen=True, slots=True)
 class CostRow:
     """One documented row of the cost table: the cost in words and why; ``backward`` rows go to
@@ -70,6 +69,7 @@ class Registered:
 FORMULAS: dict[Any, Registered] = {}
 
 _OP_TYPES = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+_FOREACH = "_foreach_"
 
 
 def packet(op: Any) -> Any:
@@ -165,6 +165,17 @@ def arguments(op: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict
         elif has_default:
             bound[name] = default
     return bound
+
+
+def foreach_base(op: Any) -> Any:
+    """The operation a ``_foreach_`` operation runs on each element of its lists
+    (``_foreach_mul_``: ``mul_``; ``_foreach_maximum_``, whose base has no in-place twin:
+    ``maximum``, which costs the same); None for any other operation."""
+    name = getattr(packet(op), "__name__", "")
+    if not name.startswith(_FOREACH):
+        return None
+    base = name.removeprefix(_FOREACH)
+    return getattr(aten, base, None) or getattr(aten, base.removesuffix("_"), None)
 
 
 def is_free(op: Any) -> bool:
