@@ -102,8 +102,9 @@ def test_records_of_a_training_step_carry_their_kinds() -> None:
     assert kinds["aten.avg_pool2d"] is OpKind.POOL
 
 
-# a string tested against an op's name: ``"conv" in step.op``, ``op.op.startswith("aten.div")``
-_SUBSTRING = re.compile(r'"[^"]*"\s+(not\s+)?in\s+[\w.\[\]]*\.op\b'
+# a string tested against an op's name: ``"conv" in step.op``, ``name in op.op`` (for each name
+# of a list), ``op.op.startswith("aten.div")``
+_SUBSTRING = re.compile(r'("[^"]*"|\w+)\s+(not\s+)?in\s+[\w.\[\]]*\.op\b'
                         r'|\.op\.(startswith|endswith)\(')
 
 
