@@ -12,6 +12,7 @@ from torch import nn
 
 from vitprof import analyze
 from vitprof.core.records import Component, OpRecord, ParamRecord
+from vitprof.count.formulas import kind_named
 from vitprof.count.self_checks import self_checks
 
 C = Component
@@ -19,7 +20,9 @@ C = Component
 
 def op(name: str, component: Component, block: int | None = None, macs: int = 10,
        module: str = "m") -> OpRecord:
-    return OpRecord(f"aten.{name}", module, component, block, macs, 0)
+    """A record of ``aten.name``, of the kind its formula is registered with, as counted."""
+    return OpRecord(f"aten.{name}", module, component, block, macs, 0,
+                    kind=kind_named(f"aten.{name}"))
 
 
 def rules_failed(ops: list[OpRecord]) -> list[str]:

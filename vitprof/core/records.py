@@ -42,6 +42,24 @@ class Phase(StrEnum):
     BACKWARD = "backward"
 
 
+class OpKind(StrEnum):
+    """What an aten operation is, as its formula's registration says
+    (:func:`vitprof.count.formulas.register`): the recognizer, the self-checks and the peers ask
+    a record for its kind, never its op name. A gradient operation has the kind of its forward
+    (``convolution_backward`` is a convolution); an operation registered without a kind is
+    ``other``."""
+
+    PRODUCT = "product"  # a matrix product: mm, bmm, addmm... (MACs)
+    CONV = "conv"  # a convolution, transposed or grouped
+    ATTENTION = "attention"  # one fused attention core: scaled-dot-product kernels, flex_attention
+    MULTI_HEAD_ATTENTION = "multi_head_attention"  # a whole attention module: projections, core
+    NORM = "norm"  # a normalisation by the data's statistics: layer, group, batch, RMS norm
+    VECTOR_NORM = "vector_norm"  # the norm of a vector (F.normalize's denominator)
+    POOL = "pool"  # a pooling window: max or average, fixed or adaptive
+    ELEMENTWISE = "elementwise"  # per-element work: arithmetic, activations, reductions, resampling
+    OTHER = "other"  # registered without a kind
+
+
 class Mode(StrEnum):
     """What is counted: one inference forward, or a training step (forward and backward)."""
 
@@ -156,6 +174,7 @@ class OpRecord:
     bytes_read: int = 0  # input tensors, parameters included, at their dtype's element size
     bytes_written: int = 0  # output tensors
     placed_by: str = ""  # the recognition rule that placed it (vitprof.count.graph.rules)
+    kind: OpKind = OpKind.OTHER  # what the op is, from its formula's registration
 
 
 @dataclass(frozen=True, slots=True)

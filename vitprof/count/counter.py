@@ -57,7 +57,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from vitprof.core.records import Component, Cost, OpRecord, Phase
+from vitprof.core.records import Component, Cost, OpKind, OpRecord, Phase
 from vitprof.count.families import ComponentMap
 from vitprof.count.flooring import Floor, floored
 from vitprof.count.formulas import (
@@ -68,6 +68,7 @@ from vitprof.count.formulas import (
     formula_for,
     in_real_arithmetic,
     is_free,
+    kind_of,
     op_name,
     overriding,
     sdpa_cost,
@@ -128,6 +129,7 @@ class _Pending:
     # forward: an operand that no record, parameter or parameter carried through free ops made:
     # the model's input data (a mask fed beside the image), or a constant made in the forward
     unsourced: bool = False
+    kind: OpKind = OpKind.OTHER  # what the op is (its formula's registration)
 
 
 def tensor_bytes(value: Any) -> int:
@@ -300,10 +302,12 @@ class OpCounter:
     def record(
         self, op: Any, cost: Cost | Mapping[Component, Cost], args: Any,
         traffic: tuple[int, int] = (0, 0), out: Any = None, beside: Any = (),
+        kind: OpKind | None = None,
     ) -> None:
         """Attribute ``cost`` of ``op`` (called with ``args``, returning ``out``) to the running
         context. ``beside`` are inputs that are not operands (an attention mask or bias): the
-        trace keeps their producers apart from the sources.
+        trace keeps their producers apart from the sources. ``kind`` is what the op is, by
+        default its registration's (:func:`~vitprof.count.formulas.kind_of`).
 
         ``traffic`` (bytes read, bytes written) of a fused op priced in parts is shared among the
         parts in proportion to their MACs; ``out`` is written by the last part.
@@ -346,7 +350,7 @@ class OpCounter:
                     name, module, component or self._component(params), block, part, self.phase,
                     share, owner, sources, tuple(params), carried, shape,
                     component is not None, apart, indexed, operand, read, beside_only, joined,
-                    shared, unsourced,
+                    shared, unsourced, kind_of(op) if kind is None else kind,
                 )
             )
         if forward:
@@ -546,7 +550,7 @@ class OpCounter:
                 component = resolved.get(p.owner)
             records.append(OpRecord(
                 p.op, p.module, component or p.component or Component.OTHER, p.block,
-                p.cost.macs, p.cost.vector_flops, p.phase, *p.traffic,
+                p.cost.macs, p.cost.vector_flops, p.phase, *p.traffic, kind=p.kind,
             ))
         return records
 
@@ -557,7 +561,7 @@ class OpCounter:
             Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
                  p.cost.macs, p.component if p.fixed else None, p.beside, p.indexed,
                  p.operand, p.parts, p.carried_beside, p.carried_joined, p.joined,
-                 p.unsourced)
+                 p.unsourced, p.kind)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(
@@ -813,7 +817,8 @@ def _priced_flex_attention(
     dense = {"query": query, "key": key, "value": value,
              "attn_mask": None if score_mod is None and block_mask is None else "score_mod"}
     traffic = (tensor_bytes((query, key, value)), tensor_bytes(out))
-    counter.record(FLEX_ATTENTION, sdpa_cost(dense, out), (query, key, value), traffic, out)
+    counter.record(FLEX_ATTENTION, sdpa_cost(dense, out), (query, key, value), traffic, out,
+                   kind=OpKind.ATTENTION)
     return out
 
 

@@ -5,8 +5,10 @@ read only the op and parameter records, the component each got and the module tr
 module holds which), never a module's, parameter's or class's name, so they hold for any model:
 
 * **attention outside attn_core**: an attention product ran but its MACs are counted elsewhere.
-  Attention is a fused attention op (``scaled_dot_product_attention`` and its kernels,
-  ``_native_multi_head_attention``, ``flex_attention``) or, in one module's forward, a softmax
+  Attention is a fused attention op, by the kind its formula is registered with
+  (:class:`~vitprof.core.records.OpKind` ``attention``: ``scaled_dot_product_attention`` and
+  its kernels, ``flex_attention``; ``multi_head_attention``:
+  ``_native_multi_head_attention``) or, in one module's forward, a softmax
   between two batched activation products (``aten.bmm`` / ``aten.baddbmm``: a linear layer runs
   as ``addmm`` / ``mm``, so a ``bmm`` multiplies two activations).
 * **projections without a core**: a block with ``attn_qkv`` or ``attn_proj`` MACs and no
@@ -73,11 +75,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence, Set
 
-from vitprof.core.records import Component, OpRecord, ParamRecord, Phase
-from vitprof.count.graph.flow import SOFTMAX, Flow
+from vitprof.core.records import Component, OpKind, OpRecord, ParamRecord, Phase
+from vitprof.count.graph.flow import DIVIDES, SOFTMAX, Flow
 from vitprof.count.trace import Trace
 
-_FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
+_FUSED_ATTENTION = (OpKind.ATTENTION, OpKind.MULTI_HEAD_ATTENTION)
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
 _PROJECTIONS = (Component.ATTN_QKV, Component.ATTN_PROJ)
 _ALLOWED_WITHOUT_BLOCKS = (Component.OTHER, Component.HEAD, Component.PATCH_EMBED,
@@ -86,7 +88,7 @@ _LAYERS_PER_BLOCK = 3  # the fewest weighted layers of a repeated unit that make
 
 
 def _is_fused_attention(op: OpRecord) -> bool:
-    return any(name in op.op for name in _FUSED_ATTENTION)
+    return op.kind in _FUSED_ATTENTION
 
 
 def _paths(ops: Iterable[OpRecord]) -> str:
@@ -396,11 +398,11 @@ def _vector_normalised(flow: Flow) -> frozenset[str]:
     with_macs = {step.module for step in flow.steps if step.macs}
     found = set()
     for i, step in enumerate(flow.steps):
-        if "linalg_vector_norm" not in step.op or not step.sources or step.module in with_macs:
+        if step.kind is not OpKind.VECTOR_NORM or not step.sources or step.module in with_macs:
             continue
         normed = step.sources[0]
         after = flow.descendants(i, i + _DIVISION_WITHIN)
-        if any(flow.steps[j].op.startswith("aten.div") and flow.steps[j].sources[:1] == (normed,)
+        if any(flow.steps[j].op in DIVIDES and flow.steps[j].sources[:1] == (normed,)
                and flow.steps[j].module == step.module for j in after):
             found.add(step.module)
     return frozenset(found)
@@ -454,7 +456,7 @@ def feed_forwards_outside_blocks(ops: Sequence[OpRecord]) -> list[str]:
         if op.block is None:
             if previous in bare and op.macs and op.component in (Component.CONV, Component.HEAD):
                 between.append(op)
-                convolving = convolving or "convolution" in op.op
+                convolving = convolving or op.kind is OpKind.CONV
         else:
             if op.block != previous and op.block in bare and not convolving:
                 astray.extend(between)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vitprof.core.records import Component
+from vitprof.core.records import Component, OpKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,7 @@ class Step:
     # an operand no record, parameter or parameter carried through free ops made: the model's
     # input data (a patch mask), or a constant made in the forward
     unsourced: bool = False
+    kind: OpKind = OpKind.OTHER  # what the op is (its formula's registration), never its name
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,20 +21,11 @@ from dataclasses import dataclass
 from torch import nn
 
 from vitprof.checks.crosscheck.harness import PatchRun, Uncounted
-from vitprof.core.records import OpRecord
-from vitprof.count.formulas import LAYER_NORM_COST
+from vitprof.core.records import OpKind, OpRecord
+from vitprof.count.formulas import LAYER_NORM_COST, kind_named
 from vitprof.count.result import Profile
 
 SDPA = "aten.scaled_dot_product_attention"
-# Kernels that compute one scaled_dot_product_attention call, which vitprof records as SDPA.
-SDPA_KERNELS = frozenset({
-    SDPA,
-    "aten._scaled_dot_product_flash_attention_for_cpu",
-    "aten._scaled_dot_product_flash_attention",
-    "aten._scaled_dot_product_efficient_attention",
-    "aten._scaled_dot_product_cudnn_attention",
-    "aten._scaled_dot_product_fused_attention_overrideable",
-})
 # Kernels that compute a whole module (vitprof counts that module's slow path on meta).
 FUSED_MODULE_KERNELS = {
     "aten._native_multi_head_attention": "the nn.MultiheadAttention fast path",
@@ -60,9 +51,15 @@ def vitprof_macs_for(profile: Profile, op: str, module: str) -> int:
     """MACs vitprof counts for the work a peer ran as one ``op`` kernel inside ``module``."""
     if op in FUSED_MODULE_KERNELS:
         return sum(r.macs for r in profile.ops if under(r.module, module))
-    if op in SDPA_KERNELS:
+    if _attention_kernel(op):
         return sum(r.macs for r in profile.ops if r.module == module and r.op == SDPA)
     return sum(r.macs for r in profile.ops if r.module == module and r.op == op)
+
+
+def _attention_kernel(op: str) -> bool:
+    """A kernel (``aten.name``) that computes one scaled_dot_product_attention call, which
+    vitprof records as :data:`SDPA`: a fused attention core by its registration."""
+    return kind_named(op) is OpKind.ATTENTION
 
 
 def uncounted_causes(
@@ -84,7 +81,7 @@ def uncounted_causes(
             continue
         if op in FUSED_MODULE_KERNELS:
             detail = f"{FUSED_MODULE_KERNELS[op]}: its projections and attention"
-        elif op in SDPA_KERNELS:
+        elif _attention_kernel(op):
             detail = "QK^T and AV, L x S x (E + Ev) MACs per batch and head"
         else:
             detail = "vitprof's MACs for it"
@@ -177,7 +174,7 @@ def sdpa_calls(run: PatchRun) -> Uncounted:
     to the function taken before the log began)."""
     fused = fused_modules(run.kernels)
     kernels = Counter({module: n for (op, module), n in run.kernels.items()
-                       if op in SDPA_KERNELS})
+                       if _attention_kernel(op)})
     calls = Counter({module: n for (name, module), n in run.calls.items()
                      if name == "F.scaled_dot_product_attention"})
     ran = kernels | calls  # per module, the larger count

@@ -7,17 +7,19 @@ output element.
 
 A formula is ``formula(inputs, out) -> Cost | Mapping[Component, Cost]``: ``inputs`` maps each
 argument name of the op's schema to its value, however it was passed and with defaults filled in;
-``out`` is the op's output. Add one for good with :func:`register`, or for one count with
+``out`` is the op's output. Add one for good with :func:`register` (with the op's kind, which its
+records carry, and its documented row), or for one count with
 ``vitprof.analyze(model, formulas={op: formula})``::
 
-    from vitprof.core.records import Cost
+    from vitprof.core.records import Cost, OpKind
     from vitprof.count.formulas import aten, numel, register
 
-    @register(aten.cumprod)
+    @register(aten.cumprod, kind=OpKind.ELEMENTWISE)
     def cumprod_cost(inputs, out):
         return Cost(vector_flops=numel(inputs["self"]))  # one multiply per element
 
-Modules: :mod:`.registry` (the registry, argument binding), :mod:`.elementwise` (the one table of
+Modules: :mod:`.registry` (the registry: formula, kind and documented row of each operation;
+argument binding), :mod:`.elementwise` (the one table of
 element-wise costs, per input and per output element), :mod:`.forward` and :mod:`.backward` (the
 other formulas), :mod:`.complex_numbers` (an operation with a complex output in real arithmetic),
 :mod:`.free` (the operations that cost nothing) and :mod:`.table` (the cost table of
@@ -48,27 +50,30 @@ from vitprof.count.formulas.free import FREE_OPS
 from vitprof.count.formulas.registry import (
     FORMULAS,
     Arguments,
+    CostRow,
     Formula,
     OpCost,
     arguments,
     aten,
     formula_for,
     is_free,
+    kind_named,
+    kind_of,
     op_name,
     overriding,
     register,
 )
 from vitprof.count.formulas.shapes import first_tensor, numel, shape
 
-OWN_FORMULAS: frozenset[Formula] = frozenset(FORMULAS.values())
+OWN_FORMULAS: frozenset[Formula] = frozenset(r.formula for r in FORMULAS.values())
 """vitprof's own formulas, those registered when this package is imported: they count per element
 whatever the dtype, and the counter prices an operation with a complex output in real arithmetic
 (:func:`in_real_arithmetic`). A formula registered or passed by a user prices what it returns."""
 
 __all__ = [
     "ELEMENTWISE", "FORMULAS", "FREE_OPS", "GELU_COST", "LAYER_NORM_COST", "OWN_FORMULAS",
-    "REDUCTION_COSTS", "SDPA_SCALE_COST", "SOFTMAX_COST", "VECTOR_COSTS", "Arguments",
+    "REDUCTION_COSTS", "SDPA_SCALE_COST", "SOFTMAX_COST", "VECTOR_COSTS", "Arguments", "CostRow",
     "Elementwise", "Formula", "OpCost", "arguments", "aten", "attention_backward_cost",
-    "attention_cost", "first_tensor", "formula_for", "in_real_arithmetic", "is_free", "numel",
-    "op_name", "overriding", "register", "sdpa_cost", "shape",
+    "attention_cost", "first_tensor", "formula_for", "in_real_arithmetic", "is_free",
+    "kind_named", "kind_of", "numel", "op_name", "overriding", "register", "sdpa_cost", "shape",
 ]

@@ -1,8 +1,9 @@
 """Formulas of backward operations (training counts) beyond the element-wise table.
 
 These price the aten operations an autograd backward runs, so that a training step is counted
-under the same dispatch counter as the forward. Arguments are read by schema name;
-:data:`BACKWARD_ROWS` documents the costs in the cost table, with the same constants.
+under the same dispatch counter as the forward. Arguments are read by schema name; a gradient
+operation has its forward's kind, and its registration gives its row of the cost table (among
+the backward rows), written with the same constants.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from vitprof.core.records import Cost
-from vitprof.count.formulas.elementwise import SOFTMAX_BACKWARD_COST, CostRow
+from vitprof.core.records import Cost, OpKind
+from vitprof.count.formulas.elementwise import SOFTMAX_BACKWARD_COST
 from vitprof.count.formulas.forward import attention_cost, convolution_macs
-from vitprof.count.formulas.registry import Arguments, aten, register
+from vitprof.count.formulas.registry import Arguments, CostRow, aten, register
 from vitprof.count.formulas.shapes import numel, shape
 
 LAYER_NORM_BACKWARD_COST = 8  # x-hat 2, two row sums 3, combine 3
@@ -27,29 +28,14 @@ SDPA_BACKWARD_KERNELS: tuple[str, ...] = (
     "_scaled_dot_product_cudnn_attention_backward",
 )
 
-BACKWARD_ROWS: tuple[CostRow, ...] = (
-    CostRow(("convolution_backward",), "forward MACs per gradient asked for",
-            "the input and the weight gradient each cost the forward MACs; the bias gradient "
-            "1 per output element"),
-    CostRow(("native_layer_norm_backward",),
-            f"{LAYER_NORM_BACKWARD_COST} per input, +1 weight; +{LAYER_NORM_WEIGHT_GRAD_COST} "
-            "weight gradient, +1 bias gradient",
-            "input gradient: recompute x-hat 2, two row sums 3, combine 3 (+1 with a weight: "
-            "g * w); weight gradient: multiply by x-hat and accumulate; bias gradient: accumulate"),
-    CostRow(SDPA_BACKWARD_KERNELS,
-            f"2 x the forward MACs; {SOFTMAX_BACKWARD_COST} per score, +1 per q and k element",
-            "four products; softmax backward per score (+"
-            f"{SDPA_DROPOUT_BACKWARD_COST} with dropout); the scaling's gradient per element of "
-            "q and k; no recomputation of the scores is charged"),
-)
-
-
 def _asked(output_mask: Any, index: int) -> bool:
     """Whether gradient ``index`` is asked for (all are when there is no mask)."""
     return bool(output_mask[index]) if output_mask is not None else True
 
 
-@register(aten.convolution_backward)
+@register(aten.convolution_backward, kind=OpKind.CONV, row=CostRow(
+    "forward MACs per gradient asked for", "the input and the weight gradient each cost the "
+    "forward MACs; the bias gradient 1 per output element", backward=True))
 def convolution_backward_cost(inputs: Arguments, out: Any) -> Cost:
     """The input and the weight gradient each cost the forward MACs; the bias gradient sums the
     output gradient (1 per element)."""
@@ -61,7 +47,12 @@ def convolution_backward_cost(inputs: Arguments, out: Any) -> Cost:
     return Cost(macs=forward * gradients, vector_flops=bias)
 
 
-@register(aten.native_layer_norm_backward)
+@register(aten.native_layer_norm_backward, kind=OpKind.NORM, row=CostRow(
+    f"{LAYER_NORM_BACKWARD_COST} per input, +1 weight; +{LAYER_NORM_WEIGHT_GRAD_COST} weight "
+    "gradient, +1 bias gradient",
+    "input gradient: recompute x-hat 2, two row sums 3, combine 3 (+1 with a weight: g * w); "
+    "weight gradient: multiply by x-hat and accumulate; bias gradient: accumulate",
+    backward=True))
 def layer_norm_backward_cost(inputs: Arguments, out: Any) -> Cost:
     """Input gradient 8 per element (+1 with a weight), weight gradient 2, bias gradient 1."""
     weight, mask = inputs["weight"], inputs["output_mask"]
@@ -103,6 +94,9 @@ def sdpa_backward_cost(inputs: Arguments, out: Any) -> Cost:
     )
 
 
-for _kernel in SDPA_BACKWARD_KERNELS:
-    if hasattr(aten, _kernel):
-        register(getattr(aten, _kernel), sdpa_backward_cost)
+register(*(getattr(aten, kernel) for kernel in SDPA_BACKWARD_KERNELS if hasattr(aten, kernel)),
+         sdpa_backward_cost, kind=OpKind.ATTENTION, row=CostRow(
+             f"2 x the forward MACs; {SOFTMAX_BACKWARD_COST} per score, +1 per q and k element",
+             f"four products; softmax backward per score (+{SDPA_DROPOUT_BACKWARD_COST} with "
+             "dropout); the scaling's gradient per element of q and k; no recomputation of the "
+             "scores is charged", backward=True))

@@ -3,9 +3,10 @@
 Each row of :data:`ELEMENTWISE` prices its operations as ``per_input`` vector FLOPs per element of
 the first argument plus ``per_output`` per element of the (first) output, as fvcore's
 ``elementwise_flop_counter(input_scale, output_scale)`` does. Each operation is registered with
-its in-place twin (``add`` and ``add_``). The per-element costs that other formulas share
-(softmax, GELU, layer norm) are named constants here, so the formulas and the documented table
-(:mod:`vitprof.count.formulas.table`) read the same numbers.
+its in-place twin (``add`` and ``add_``), of the row's kind (element-wise, unless the row says
+a pool or a vector norm), with the row as its documented one. The per-element costs that other
+formulas share (softmax, GELU, layer norm) are named constants here, so the formulas and the
+documented table (:mod:`vitprof.count.formulas.table`) read the same numbers.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vitprof.core.records import Cost
-from vitprof.count.formulas.registry import Arguments, Formula, aten, register
+from vitprof.core.records import Cost, OpKind
+from vitprof.count.formulas.registry import Arguments, CostRow, Formula, aten, register
 from vitprof.count.formulas.shapes import first_argument, first_tensor, numel
 
 SOFTMAX_COST = 5  # max, subtract, exp, sum, divide
@@ -35,15 +36,7 @@ class Elementwise:
     per_output: int
     why: str
     backward: bool = False  # a gradient operation (training counts)
-
-
-@dataclass(frozen=True, slots=True)
-class CostRow:
-    """One documented row of the cost table: operations, their cost in words, and why."""
-
-    ops: tuple[str, ...]
-    cost: str
-    why: str
+    kind: OpKind = OpKind.ELEMENTWISE
 
 
 def _out(cost: int, why: str, *ops: str) -> Elementwise:
@@ -85,10 +78,11 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     _in(1, "one add, multiply or comparison per input element", "sum", "mean", "prod", "amax",
         "amin", "all", "any", "_is_all_true", "_is_any_true"),
     _in(1, "fold: each input element is added into its pixel", "col2im"),
-    _in(1, "one add per input element (the windows tile the input)", "_adaptive_avg_pool2d",
-        "adaptive_avg_pool2d"),
+    Elementwise(("_adaptive_avg_pool2d", "adaptive_avg_pool2d"), 1, 0,
+                "one add per input element (the windows tile the input)", kind=OpKind.POOL),
     Elementwise(("linalg_vector_norm",), 2, 1,
-                "power and accumulate per input element, the root per output element"),
+                "power and accumulate per input element, the root per output element",
+                kind=OpKind.VECTOR_NORM),
     _in(3, "weight_norm's g v / ||v||: square and accumulate, then scale, per element of v",
         "_weight_norm_interface"),
     Elementwise(("var",), VARIANCE_COST, 1, "mean, subtract, square, accumulate per input "
@@ -142,16 +136,15 @@ def cost_in_words(row: Elementwise) -> str:
 
 def documented(row: Elementwise) -> CostRow:
     """``row`` as a row of the documented cost table."""
-    return CostRow(row.ops, cost_in_words(row), row.why)
+    return CostRow(cost_in_words(row), row.why, row.backward)
 
 
 def _register_table() -> None:
     for row in ELEMENTWISE:
         formula = elementwise_formula(row.per_input, row.per_output)
-        for name in row.ops:
-            for variant in (name, f"{name}_"):
-                if hasattr(aten, variant):
-                    register(getattr(aten, variant), formula)
+        variants = (variant for name in row.ops for variant in (name, f"{name}_"))
+        ops = [getattr(aten, variant) for variant in variants if hasattr(aten, variant)]
+        register(*ops, formula, kind=row.kind, row=documented(row))
 
 
 _register_table()

@@ -1,8 +1,8 @@
 """Formulas of forward operations that the element-wise table cannot express: products (MACs),
 attention, and element-wise work whose cost depends on an argument (norms, pools, ``max``).
 
-Every formula reads its arguments by schema name (:func:`.registry.arguments`).
-:data:`FORWARD_ROWS` documents them in the cost table, with the same constants.
+Every formula reads its arguments by schema name (:func:`.registry.arguments`); its
+registration gives its kind and its row of the cost table, written with the same constants.
 """
 
 from __future__ import annotations
@@ -12,15 +12,14 @@ from typing import Any
 
 import torch
 
-from vitprof.core.records import Component, Cost
+from vitprof.core.records import Component, Cost, OpKind
 from vitprof.count.formulas.elementwise import (
     GELU_COST,
     LAYER_NORM_COST,
     SDPA_SCALE_COST,
     SOFTMAX_COST,
-    CostRow,
 )
-from vitprof.count.formulas.registry import Arguments, aten, register
+from vitprof.count.formulas.registry import Arguments, CostRow, aten, register
 from vitprof.count.formulas.shapes import first_tensor, numel, shape
 
 RMS_NORM_COST = 3  # square, accumulate, scale
@@ -38,87 +37,55 @@ SDPA_KERNELS: tuple[str, ...] = (
     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
 )
 
-FORWARD_ROWS: tuple[CostRow, ...] = (
-    CostRow(("mm", "bmm", "mv", "dot", "vdot"), "1 MAC per multiply-accumulate",
-            "(b, m, k) @ (b, k, n) is b m k n MACs"),
-    CostRow(("addmm", "baddbmm"), "MACs + 1 per output",
-            "the product in MACs; the add (beta != 0) 1 per output element, and a scaling "
-            "alpha != 1 another (baddbmm)"),
-    CostRow(("_addmm_activation",), f"addmm + 1 or {GELU_COST} per output",
-            "addmm followed by relu, or gelu with use_gelu"),
-    CostRow(("convolution", "_convolution"), "C_in / groups x prod(kernel) MACs per output",
-            "per input element when transposed; the bias add 1 per output element"),
-    CostRow(SDPA_KERNELS, f"{SDPA_SCALE_COST + SOFTMAX_COST} per score + L S (E + Ev) MACs",
-            f"QK^T is L S E MACs, AV L S Ev; per score scale {SDPA_SCALE_COST} + softmax "
-            f"{SOFTMAX_COST}, +1 with a mask or causal, +1 with dropout; every kernel costs what "
-            "scaled_dot_product_attention costs"),
-    CostRow(("_native_multi_head_attention",), "as F.multi_head_attention_forward",
-            "projections in MACs (bias 1 per element); the core as scaled-dot-product attention, "
-            f"or with need_weights: q scaling 1 per q element, softmax {SOFTMAX_COST} (+1 with a "
-            "mask) and the mean over heads 1 per score"),
-    CostRow(("max", "min"), "1 per input, or 1 per output with a tensor other",
-            "a reduction, or an element-wise comparison"),
-    CostRow(("addcmul", "addcdiv"), f"{ADDCMUL_COST} per output, +1 when value != 1",
-            "multiply (or divide), add; the scaling by value"),
-    CostRow(("native_layer_norm", "native_group_norm", "native_batch_norm",
-             "_native_batch_norm_legit"), f"{LAYER_NORM_COST} per input, +1 weight, +1 bias",
-            "mean, subtract, square, accumulate, scale by 1/std; the affine weight and bias"),
-    CostRow(("_fused_rms_norm",), f"{RMS_NORM_COST} per input, +1 weight",
-            "square, accumulate, scale"),
-    CostRow(("_native_batch_norm_legit_no_training",),
-            f"{BATCH_NORM_EVAL_COST} per input, +1 weight, +1 bias",
-            "batch norm in eval: subtract the running mean, scale"),
-    CostRow(("max_pool2d_with_indices", "avg_pool2d", "max_pool3d_with_indices",
-             "avg_pool3d"), "prod(kernel) per output",
-            "one comparison or add per window element"),
-    CostRow(("grid_sampler_2d",),
-            f"{TAP_COST} per tap per output + {GRID_COORDINATE_COST} per grid element",
-            "vector work, as upsample_bilinear2d (no MACs: torch's FlopCounterMode counts none "
-            "either): per output element (each channel) weight and accumulate each of 4 taps "
-            "(bilinear) or 16 (bicubic), nearest a select (0); each grid coordinate "
-            "unnormalised once, a multiply and an add"),
-    CostRow(("_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa"),
-            f"{AA_TAP_COST} per tap of each resampled axis",
-            "antialiased resampling as PyTorch runs it: one pass per axis whose size changes (W "
-            "first), each output of a pass reads the input taps within support = 1 (bilinear) "
-            "or 2 (bicubic) x max(scale, 1) of its centre, clipped to the input; a tap is a "
-            "multiply and an accumulate"),
-)
+PRODUCT_ROW = CostRow("1 MAC per multiply-accumulate", "(b, m, k) @ (b, k, n) is b m k n MACs")
+ADDED_PRODUCT_ROW = CostRow(
+    "MACs + 1 per output", "the product in MACs; the add (beta != 0) 1 per output element, and a "
+    "scaling alpha != 1 another (baddbmm)")
+NORM_ROW = CostRow(f"{LAYER_NORM_COST} per input, +1 weight, +1 bias",
+                   "mean, subtract, square, accumulate, scale by 1/std; the affine weight and bias")
+POOL_ROW = CostRow("prod(kernel) per output", "one comparison or add per window element")
+AA_ROW = CostRow(
+    f"{AA_TAP_COST} per tap of each resampled axis",
+    "antialiased resampling as PyTorch runs it: one pass per axis whose size changes (W first), "
+    "each output of a pass reads the input taps within support = 1 (bilinear) or 2 (bicubic) x "
+    "max(scale, 1) of its centre, clipped to the input; a tap is a multiply and an accumulate")
 
 
 # ---------------------------------------------------------------------------------------------
 # matrix products
 
 
-@register(aten.mm)
+@register(aten.mm, kind=OpKind.PRODUCT, row=PRODUCT_ROW)
 def mm_cost(inputs: Arguments, out: Any) -> Cost:
     """(m, k) @ (k, n)."""
     (m, k), (_, n) = shape(inputs["self"]), shape(inputs["mat2"])
     return Cost(macs=m * k * n)
 
 
-@register(aten.addmm)
+@register(aten.addmm, kind=OpKind.PRODUCT, row=ADDED_PRODUCT_ROW)
 def addmm_cost(inputs: Arguments, out: Any) -> Cost:
     """bias + (m, k) @ (k, n): the product in MACs, the bias add in vector FLOPs."""
     (m, k), (_, n) = shape(inputs["mat1"]), shape(inputs["mat2"])
     return Cost(macs=m * k * n, vector_flops=m * n if inputs["beta"] != 0 else 0)
 
 
-@register(aten._addmm_activation)
+@register(aten._addmm_activation, kind=OpKind.PRODUCT,
+          row=CostRow(f"addmm + 1 or {GELU_COST} per output",
+                      "addmm followed by relu, or gelu with use_gelu"))
 def addmm_activation_cost(inputs: Arguments, out: Any) -> Cost:
     """addmm followed by relu (1 per element) or gelu (``use_gelu``, 5 per element)."""
     activation = GELU_COST if inputs["use_gelu"] else 1
     return addmm_cost(inputs, out) + Cost(vector_flops=numel(out) * activation)
 
 
-@register(aten.bmm)
+@register(aten.bmm, kind=OpKind.PRODUCT, row=PRODUCT_ROW)
 def bmm_cost(inputs: Arguments, out: Any) -> Cost:
     """(b, m, k) @ (b, k, n)."""
     (b, m, k), (_, _, n) = shape(inputs["self"]), shape(inputs["mat2"])
     return Cost(macs=b * m * k * n)
 
 
-@register(aten.baddbmm)
+@register(aten.baddbmm, kind=OpKind.PRODUCT, row=ADDED_PRODUCT_ROW)
 def baddbmm_cost(inputs: Arguments, out: Any) -> Cost:
     """beta * c + alpha * (b, m, k) @ (b, k, n): scaling and the add are vector FLOPs."""
     (b, m, k), (_, _, n) = shape(inputs["batch1"]), shape(inputs["batch2"])
@@ -127,14 +94,14 @@ def baddbmm_cost(inputs: Arguments, out: Any) -> Cost:
     return Cost(macs=b * m * k * n, vector_flops=vector)
 
 
-@register(aten.mv)
+@register(aten.mv, kind=OpKind.PRODUCT, row=PRODUCT_ROW)
 def mv_cost(inputs: Arguments, out: Any) -> Cost:
     """(m, k) @ (k,)."""
     m, k = shape(inputs["self"])
     return Cost(macs=m * k)
 
 
-@register(aten.dot, aten.vdot)
+@register(aten.dot, aten.vdot, kind=OpKind.PRODUCT, row=PRODUCT_ROW)
 def dot_cost(inputs: Arguments, out: Any) -> Cost:
     """(k,) . (k,)."""
     return Cost(macs=numel(inputs["self"]))
@@ -148,7 +115,9 @@ def convolution_macs(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     return (numel(x) if transposed else numel(out)) * w[1] * math.prod(w[2:])
 
 
-@register(aten.convolution, aten._convolution)
+@register(aten.convolution, aten._convolution, kind=OpKind.CONV,
+          row=CostRow("C_in / groups x prod(kernel) MACs per output",
+                      "per input element when transposed; the bias add 1 per output element"))
 def convolution_cost(inputs: Arguments, out: Any) -> Cost:
     """A (grouped, possibly transposed) convolution; the bias add is one vector FLOP per output
     element."""
@@ -192,12 +161,19 @@ def sdpa_cost(inputs: Arguments, out: Any) -> Cost:
     )
 
 
-for _kernel in SDPA_KERNELS:
-    if hasattr(aten, _kernel):
-        register(getattr(aten, _kernel), sdpa_cost)
+register(*(getattr(aten, kernel) for kernel in SDPA_KERNELS if hasattr(aten, kernel)), sdpa_cost,
+         kind=OpKind.ATTENTION,
+         row=CostRow(f"{SDPA_SCALE_COST + SOFTMAX_COST} per score + L S (E + Ev) MACs",
+                     f"QK^T is L S E MACs, AV L S Ev; per score scale {SDPA_SCALE_COST} + softmax "
+                     f"{SOFTMAX_COST}, +1 with a mask or causal, +1 with dropout; every kernel "
+                     "costs what scaled_dot_product_attention costs"))
 
 
-@register(aten._native_multi_head_attention)
+@register(aten._native_multi_head_attention, kind=OpKind.MULTI_HEAD_ATTENTION,
+          row=CostRow("as F.multi_head_attention_forward",
+                      "projections in MACs (bias 1 per element); the core as scaled-dot-product "
+                      f"attention, or with need_weights: q scaling 1 per q element, softmax "
+                      f"{SOFTMAX_COST} (+1 with a mask) and the mean over heads 1 per score"))
 def native_mha_cost(inputs: Arguments, out: Any) -> dict[Component, Cost]:
     """Fast path of ``nn.MultiheadAttention``, split into projection, core and output projection.
 
@@ -238,7 +214,9 @@ def native_mha_cost(inputs: Arguments, out: Any) -> dict[Component, Cost]:
 # element-wise work that depends on an argument
 
 
-@register(aten.max, aten.min)
+@register(aten.max, aten.min, kind=OpKind.ELEMENTWISE,
+          row=CostRow("1 per input, or 1 per output with a tensor other",
+                      "a reduction, or an element-wise comparison"))
 def max_min_cost(inputs: Arguments, out: Any) -> Cost:
     """``max(input[, dim])`` is a reduction, 1 per input element; ``max(input, other)`` is
     element-wise, 1 per output element."""
@@ -247,7 +225,9 @@ def max_min_cost(inputs: Arguments, out: Any) -> Cost:
     return Cost(vector_flops=numel(inputs["self"]))
 
 
-@register(aten.addcmul, aten.addcmul_, aten.addcdiv, aten.addcdiv_)
+@register(aten.addcmul, aten.addcmul_, aten.addcdiv, aten.addcdiv_, kind=OpKind.ELEMENTWISE,
+          row=CostRow(f"{ADDCMUL_COST} per output, +1 when value != 1",
+                      "multiply (or divide), add; the scaling by value"))
 def addcmul_cost(inputs: Arguments, out: Any) -> Cost:
     """``self + value * t1 * t2`` (or ``t1 / t2``): 2 per output element, +1 when ``value`` is
     not 1 (ResMLP's affine ``addcmul(beta, alpha, x)`` costs 2)."""
@@ -263,7 +243,7 @@ def _affine(inputs: Arguments, base: int) -> Cost:
 
 
 @register(aten.native_layer_norm, aten.native_group_norm, aten.native_batch_norm,
-          aten._native_batch_norm_legit)
+          aten._native_batch_norm_legit, kind=OpKind.NORM, row=NORM_ROW)
 def layer_norm_cost(inputs: Arguments, out: Any) -> Cost:
     """Normalisation from the data's own statistics: 5 per element, +1 each for weight, bias."""
     return _affine(inputs, LAYER_NORM_COST)
@@ -271,25 +251,28 @@ def layer_norm_cost(inputs: Arguments, out: Any) -> Cost:
 
 if hasattr(aten, "_fused_rms_norm"):
 
-    @register(aten._fused_rms_norm)
+    @register(aten._fused_rms_norm, kind=OpKind.NORM,
+              row=CostRow(f"{RMS_NORM_COST} per input, +1 weight", "square, accumulate, scale"))
     def rms_norm_cost(inputs: Arguments, out: Any) -> Cost:
         """3 per element, +1 with a weight (the schema has no bias)."""
         return _affine(inputs, RMS_NORM_COST)
 
 
-@register(aten._native_batch_norm_legit_no_training)
+@register(aten._native_batch_norm_legit_no_training, kind=OpKind.NORM,
+          row=CostRow(f"{BATCH_NORM_EVAL_COST} per input, +1 weight, +1 bias",
+                      "batch norm in eval: subtract the running mean, scale"))
 def batch_norm_eval_cost(inputs: Arguments, out: Any) -> Cost:
     """Batch norm from running statistics: 2 per element (+1/+1 affine)."""
     return _affine(inputs, BATCH_NORM_EVAL_COST)
 
 
-@register(aten.max_pool2d_with_indices, aten.avg_pool2d)
+@register(aten.max_pool2d_with_indices, aten.avg_pool2d, kind=OpKind.POOL, row=POOL_ROW)
 def pool2d_cost(inputs: Arguments, out: Any) -> Cost:
     """One comparison or add per window element, per output element."""
     return _pool_cost(inputs, out, 2)
 
 
-@register(aten.max_pool3d_with_indices, aten.avg_pool3d)
+@register(aten.max_pool3d_with_indices, aten.avg_pool3d, kind=OpKind.POOL, row=POOL_ROW)
 def pool3d_cost(inputs: Arguments, out: Any) -> Cost:
     """One comparison or add per window element (a 3-D window), per output element."""
     return _pool_cost(inputs, out, 3)
@@ -303,7 +286,12 @@ def _pool_cost(inputs: Arguments, out: Any, dims: int) -> Cost:
     return Cost(vector_flops=window * numel(first_tensor(out)))
 
 
-@register(aten.grid_sampler_2d)
+@register(aten.grid_sampler_2d, kind=OpKind.ELEMENTWISE, row=CostRow(
+    f"{TAP_COST} per tap per output + {GRID_COORDINATE_COST} per grid element",
+    "vector work, as upsample_bilinear2d (no MACs: torch's FlopCounterMode counts none either): "
+    "per output element (each channel) weight and accumulate each of 4 taps (bilinear) or 16 "
+    "(bicubic), nearest a select (0); each grid coordinate unnormalised once, a multiply and an "
+    "add"))
 def grid_sampler_cost(inputs: Arguments, out: Any) -> Cost:
     """Sampling a (N, C, H, W) map at a (N, H_out, W_out, 2) grid: per output element (each
     channel) 2 per tap, 4 taps bilinear, 16 bicubic, 0 nearest (a select); 2 per grid
@@ -359,5 +347,5 @@ def _antialiased(half_width: int) -> Any:
     return formula
 
 
-register(aten._upsample_bilinear2d_aa, _antialiased(1))
-register(aten._upsample_bicubic2d_aa, _antialiased(2))
+register(aten._upsample_bilinear2d_aa, _antialiased(1), kind=OpKind.ELEMENTWISE, row=AA_ROW)
+register(aten._upsample_bicubic2d_aa, _antialiased(2), kind=OpKind.ELEMENTWISE, row=AA_ROW)

@@ -18,16 +18,14 @@ from collections.abc import Mapping, Sequence, Set
 from functools import cached_property
 from math import prod
 
-from vitprof.core.records import Component
+from vitprof.core.records import Component, OpKind
 from vitprof.count.graph import rules
 from vitprof.count.trace import Trace
 
 WINDOW = 256  # how many records back a fork is searched for
-_NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")
 _MOMENTS = ("aten.mean", "aten.var", "aten.var_mean", "aten.std", "aten.std_mean")
 _ROOTS = ("aten.rsqrt", "aten.sqrt")
-_VECTOR_NORMS = ("aten.linalg_vector_norm", "aten.norm")
-_DIVIDES = ("aten.div", "aten.div_")
+DIVIDES = ("aten.div", "aten.div_")
 _ADDS = ("aten.add", "aten.add_")
 ADDS = _ADDS  # the ops of a residual add
 SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
@@ -55,15 +53,17 @@ def vector_norm_modules(trace: Trace) -> frozenset[str]:
     computed, and a division (``F.normalize(x) * scale * g``: x-transformers' RMSNorm and
     ScaleNorm, ``x / x.norm(...) * g``), whatever they are called. A parametrization
     normalising a weight reads a parameter, which no record computed: it is no norm."""
-    ops: dict[str, set[str]] = {}
+    normed: set[str] = set()
+    divides: set[str] = set()
     macs: set[str] = set()
     for step in trace.steps:
-        if step.op not in _VECTOR_NORMS or step.sources:
-            ops.setdefault(step.module, set()).add(step.op)
+        if step.kind is OpKind.VECTOR_NORM and step.sources:
+            normed.add(step.module)
+        if step.op in DIVIDES:
+            divides.add(step.module)
         if step.macs:
             macs.add(step.module)
-    return frozenset(module for module, names in ops.items() if module and module not in macs
-                     and names & set(_VECTOR_NORMS) and names & set(_DIVIDES))
+    return frozenset(module for module in normed & divides if module and module not in macs)
 
 
 
@@ -80,7 +80,7 @@ def gain_modules(trace: Trace, norm_modules: Set[str]) -> frozenset[str]:
             under.setdefault(".".join(parts[:k]), []).append(i)
     steps = trace.steps
     normed = {i for i, step in enumerate(steps) if step.module in norm_modules
-              or any(name in step.op for name in _NORMS)}
+              or step.kind is OpKind.NORM}
     found = set()
     for module, records in under.items():
         own = [i for i in records if steps[i].module == module]
@@ -165,7 +165,7 @@ class Flow:
 
     def mixes_tokens(self, i: int) -> bool:
         """A convolution with a spatial kernel: each output position reads its neighbours."""
-        return "convolution" in self.steps[i].op and bool(self._weight_params(i) & self.kernels)
+        return self.steps[i].kind is OpKind.CONV and bool(self._weight_params(i) & self.kernels)
 
     def _weight_params(self, i: int) -> set[str]:
         """The parameters step ``i`` reads, directly or through the records computing its weight
@@ -190,7 +190,7 @@ class Flow:
 
     def norm(self, i: int) -> bool:
         step = self.steps[i]
-        return step.module in self.norm_modules or any(name in step.op for name in _NORMS)
+        return step.module in self.norm_modules or step.kind is OpKind.NORM
 
     def norm_rule(self, i: int) -> str | None:
         """The rule that makes step ``i`` a ``norm`` record, or None: its module normalises
@@ -206,7 +206,7 @@ class Flow:
         step = self.steps[i]
         if step.fixed is not None:
             return step.fixed is Component.ATTN_CORE
-        return "scaled_dot_product" in step.op or "flex_attention" in step.op
+        return step.kind is OpKind.ATTENTION
 
     def passes(self, i: int) -> bool:
         """A projection search walks through step ``i``: no MACs, not a join, and no parameter
@@ -296,7 +296,7 @@ class Flow:
             return False
         step = self.steps[next(iter(arm))]
         return not step.macs and step.sources == (fork,) and (
-            bool(step.params) or ("pool" in step.op and rules.POOLED_SKIP.on))
+            bool(step.params) or (step.kind is OpKind.POOL and rules.POOLED_SKIP.on))
 
     @cached_property
     def forks(self) -> dict[int, tuple[int, list[set[int]]]]:

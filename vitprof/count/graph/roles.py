@@ -62,7 +62,7 @@ from typing import NamedTuple
 from torch import nn
 
 from vitprof.core.records import Component as C
-from vitprof.core.records import OpRecord, ParamRecord
+from vitprof.core.records import OpKind, OpRecord, ParamRecord
 from vitprof.count.counter import resolve_positions_by
 from vitprof.count.families.base import (
     ComponentMap,
@@ -315,7 +315,7 @@ def _map_convs(model: nn.Module, flow: Flow, outside: list[int], branches: set[i
 
     spatial = {i for i in outside if i not in branches and flow.mixes_tokens(i)
                and not _downsamples(flow, i) and reached(i)}
-    pointwise = {j for j in outside if "convolution" in flow.steps[j].op
+    pointwise = {j for j in outside if flow.steps[j].kind is OpKind.CONV
                  and not flow.mixes_tokens(j) and _keeps_resolution(flow.steps[j]) and reached(j)
                  and any(flow.steps[j].shape[2:] == flow.steps[i].shape[2:]
                          and _one_unit(model, flow, (i, j), embedding) for i in spatial)}
@@ -585,7 +585,7 @@ def _pointwise_on_map(flow: Flow, i: int) -> bool:
     without attention, between its first and last convolutional blocks, work of its stages
     (ConvMixer's pointwise convolutions after each residual depthwise one, CSPDarknet's
     transitions), not a downsampling."""
-    return "convolution" in flow.steps[i].op and not _downsamples(flow, i)
+    return flow.steps[i].kind is OpKind.CONV and not _downsamples(flow, i)
 
 
 def _param_roles(

@@ -26,11 +26,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from vitprof.core.records import op_calls
-from vitprof.count.formulas.registry import OpCost, arguments, formula_for, is_free
+from vitprof.count.formulas.registry import OpCost, arguments, foreach_base, formula_for, is_free
 from vitprof.measure.mfu.fused_optimizers import FUSED_STEPS
-
-aten = torch.ops.aten
-FOREACH = "_foreach_"
 
 
 def _vector(cost: OpCost) -> int:
@@ -85,16 +82,6 @@ def _run_any(packet: Any, values: Sequence[Any], kwargs: dict[str, Any]) -> tupl
     raise TypeError(f"no overload of {packet} accepts these arguments")
 
 
-def _foreach_base(name: str) -> Any:
-    """The operation a ``_foreach_`` operation called ``name`` runs on each element
-    (``_foreach_mul_``: ``mul_``; ``_foreach_maximum_``, whose base has no in-place twin:
-    ``maximum``, which costs the same); None for any other name."""
-    if not name.startswith(FOREACH):
-        return None
-    base = name.removeprefix(FOREACH)
-    return getattr(aten, base, None) or getattr(aten, base.removesuffix("_"), None)
-
-
 class _Pricing(TorchDispatchMode):
     """Runs every operation as it is and adds up its vector FLOPs."""
 
@@ -131,7 +118,7 @@ class _Pricing(TorchDispatchMode):
         formula = formula_for(func) or FUSED_STEPS.get(name)
         if formula is not None:
             return _vector(formula(arguments(func, args, kwargs), out))
-        base = _foreach_base(name)
+        base = foreach_base(func)
         if base is not None and formula_for(base) is not None:
             return self._foreach(base, args, kwargs)
         if not is_free(func):

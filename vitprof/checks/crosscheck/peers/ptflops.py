@@ -54,7 +54,7 @@ from vitprof.checks.crosscheck.harness import (
     patch_run,
 )
 from vitprof.checks.crosscheck.subject import Peer, patch_peer
-from vitprof.core.records import OpRecord
+from vitprof.core.records import OpKind, OpRecord
 from vitprof.count.formulas import GELU_COST, SOFTMAX_COST
 from vitprof.count.result import Profile
 from vitprof.count.session import Inputs
@@ -150,7 +150,7 @@ def _hook_extra(profile: Profile, module: nn.Module, path: str, calls: list) -> 
         bias = sum(r.macs for r in own) // per_output if module.bias is not None else 0
         return "convolution bias elements", bias
     if isinstance(module, nn.LayerNorm | nn.GroupNorm | nn.modules.batchnorm._BatchNorm):
-        elements = sum(elements_normed(r, module) for r in own if "norm" in r.op)
+        elements = sum(elements_normed(r, module) for r in own if r.kind is OpKind.NORM)
         factor = 2 if getattr(module, "affine", False) else 1
         return f"{type(module).__name__} input elements x{factor}", elements * factor
     if isinstance(module, nn.GELU):
