@@ -54,6 +54,16 @@ def test_baddbmm_scaling_and_add_are_vector_work() -> None:
     assert priced(lambda c, a, b: torch.baddbmm(c, a, b, alpha=0.5), c, a, b)[:2] == (360, 240)
 
 
+def test_a_scatter_sum_adds_each_source_element_once() -> None:
+    into, src = torch.empty(2, 9, 16), torch.empty(2, 5, 16)
+    index = torch.zeros(2, 5, 16, dtype=torch.long)
+    # ToMe's merge: 2 * 5 * 16 = 160 source elements, each added into a destination of 2 * 9 * 16
+    assert priced(lambda d, i, s: d.scatter_add(1, i, s), into, index, src) == (0, 160, {})
+    # index_add of 3 rows of 16 into a 9 x 16 table: 3 * 16 = 48 adds
+    rows, where = torch.empty(3, 16), torch.zeros(3, dtype=torch.long)
+    assert priced(lambda d, i, s: d.index_add(0, i, s), into[0], where, rows) == (0, 48, {})
+
+
 def test_patch_convolution() -> None:
     x, w, b = torch.empty(1, 3, 224, 224), torch.empty(768, 3, 16, 16), torch.empty(768)
     conv = lambda x, w, b: F.conv2d(x, w, b, stride=16)  # noqa: E731

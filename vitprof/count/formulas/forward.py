@@ -235,6 +235,17 @@ def addcmul_cost(inputs: Arguments, out: Any) -> Cost:
     return Cost(vector_flops=per_element * numel(first_tensor(out)))
 
 
+@register(aten.scatter_add, aten.scatter_add_, aten.index_add, aten.index_add_,
+          kind=OpKind.ELEMENTWISE,
+          row=CostRow("1 per source element", "each source element added into its destination "
+                      "(ToMe's token merge, a scatter-sum)"))
+def scatter_add_cost(inputs: Arguments, out: Any) -> Cost:
+    """``self.scatter_add(dim, index, src)`` and ``self.index_add(dim, index, source)``: one
+    add per element of the source, whatever the destination's size."""
+    source = inputs["src"] if "src" in inputs else inputs["source"]
+    return Cost(vector_flops=numel(source))
+
+
 def _affine(inputs: Arguments, base: int) -> Cost:
     """``base`` per element of ``input``, +1 with a ``weight``, +1 with a ``bias``."""
     per_element = (base + int(inputs["weight"] is not None)

@@ -9,9 +9,8 @@ Block i is everything under the module ``blocks.i``; the reduction's own modules
 backbone's layers. Outside the blocks: the patch embedding and the head (the final norm has no
 MACs).
 
-ToMe's merge adds tokens into their match with ``aten.scatter_add``, which vitprof's formula
-table does not price: the count passes a formula for it (:data:`EXTRA_FORMULAS`, one add per
-element added), so that nothing goes uncounted.
+ToMe's merge adds tokens into their match with ``aten.scatter_add``, priced by vitprof's formula
+table as one add per element added.
 """
 
 from __future__ import annotations
@@ -26,20 +25,10 @@ import torch
 from torch import nn
 
 from vitprof.analysis import analyze
-from vitprof.core.records import Cost
-from vitprof.count.formulas import aten, numel
 from vitprof.study.token_reduction.models import dynamic_vit, evit, tome
 
 REDUCTION_MODULES = ("predictor", "reorganize", "merge")
 _MODULE = re.compile(rf"^blocks\.(\d+)(?:\.({'|'.join(REDUCTION_MODULES)}))?(?:\.|$)")
-
-
-def _scatter_add_cost(inputs: Any, out: Any) -> Cost:
-    """One add per element of ``src``: each is added into its destination."""
-    return Cost(vector_flops=numel(inputs["src"]))
-
-
-EXTRA_FORMULAS = {aten.scatter_add: _scatter_add_cost}
 
 
 def _timm(name: str) -> Callable[[], nn.Module]:
@@ -176,7 +165,7 @@ def count_built(deit: Any, setting: str, backbone: str) -> ReducedCount:
     mlp_width, classes = int(first.mlp.fc1.out_features), int(deit.head.out_features)
     patch_size, image_size = int(deit.patch_embed.patch_size[0]), int(deit.patch_embed.img_size[0])
     model = with_reduction(deit, setting).eval()
-    profile = analyze(model, image_size=image_size, device="meta", formulas=EXTRA_FORMULAS,
+    profile = analyze(model, image_size=image_size, device="meta",
                       name=f"{backbone} {setting}")
     macs: dict[tuple[int, bool], int] = {}
     vector: dict[int, int] = {}  # the reduction's, per block
