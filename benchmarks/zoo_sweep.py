@@ -62,8 +62,8 @@ FIELDS = (
     "source", "module", "model", "status", "seconds", "input", "declared_input", "params",
     "oracle_params", "macs", "oracle_macs", "other_macs", "warnings", "error", "other_params",
     "unsupported", "self_checks", "attention", "device", "neutral", "neutral_changes",
-    "recognizer",
-)  # the last eight came later: a CSV written before them reads them as empty
+    "recognizer", "components", "own_classes", "own_classes_changes",
+)  # the last eleven came later: a CSV written before them reads them as empty
 NO_EVIDENCE = "placed without data-flow evidence"  # the warning that excuses a neutral change
 NEUTRAL = ("identical", "warned", "CHANGED", "failed")  # the values of the neutral column
 
@@ -112,11 +112,13 @@ def oracle_macs(model: Any, shape: tuple[int, ...], call: Any = None) -> int:
     return counter.get_total_flops() // 2  # FLOPs = 2 x MACs
 
 
-def child(source: str, name: str, neutral: bool = False) -> dict[str, Any]:
+def child(source: str, name: str, neutral: bool = False, own: bool = False) -> dict[str, Any]:
     """One model's row: vitprof's figures and the oracles'. The MAC oracle runs a fresh build on
     the very arguments vitprof fed (its workload's, made again on meta), so a model fed more than
     an image (a mask, a size table) is held to the same forward. ``neutral``: the breakdown of a
-    fresh build renamed by ``neutral_names`` compared too (:func:`neutral_fields`)."""
+    fresh build renamed by ``neutral_names`` compared too (:func:`neutral_fields`); ``own``: one
+    renamed by ``own_classes`` (every module a class of its own) too. ``components`` is the
+    breakdown itself, ``{component: [params, MACs]}`` as JSON, for comparing two sweeps."""
     import vitprof
     from vitprof.core.records import op_calls
     from vitprof.workload import make_workload
@@ -137,6 +139,8 @@ def child(source: str, name: str, neutral: bool = False) -> dict[str, Any]:
     fresh, _ = _build(source, name, device)
     call = make_workload(fresh).inputs.example(device)
     compared = neutral_fields(source, name, device, profile) if neutral else {}
+    if own:
+        compared |= neutral_fields(source, name, device, profile, "own_classes")
     return compared | {
         "input": "x".join(map(str, shape)),
         "declared_input": "x".join(map(str, declared)) if declared else "",
@@ -152,6 +156,7 @@ def child(source: str, name: str, neutral: bool = False) -> dict[str, Any]:
         "attention": profile.attention_implementation,
         "device": device,
         "recognizer": profile.recognizer,
+        "components": json.dumps(_breakdown(profile), separators=(",", ":")),
     }
 
 
@@ -182,27 +187,32 @@ def neutral_changes(real: Any, renamed: Any) -> str:
     return "; ".join(parts)
 
 
-def neutral_fields(source: str, name: str, device: str, real: Any) -> dict[str, str]:
-    """The ``neutral`` and ``neutral_changes`` fields: a fresh build on ``device``, renamed by
-    ``neutral_names``, analysed as ``real`` was and compared with it (``NEUTRAL``'s values)."""
+def neutral_fields(source: str, name: str, device: str, real: Any,
+                   renamer: str = "neutral_names") -> dict[str, str]:
+    """The ``neutral`` and ``neutral_changes`` fields (``own_classes`` and
+    ``own_classes_changes`` for ``renamer="own_classes"``): a fresh build on ``device``, renamed
+    by ``vitprof.testing.<renamer>``, analysed as ``real`` was and compared with it
+    (``NEUTRAL``'s values)."""
     import vitprof
-    from vitprof.testing import neutral_names
+    import vitprof.testing
 
+    column = "neutral" if renamer == "neutral_names" else renamer
     model, _ = _build(source, name, device)
     try:
-        renamed = vitprof.analyze(neutral_names(model), name=f"{source}:{name}")
+        renamed = vitprof.analyze(getattr(vitprof.testing, renamer)(model),
+                                  name=f"{source}:{name}")
     except Exception as error:  # the renamed model's failure is this column's, not the row's
-        return {"neutral": "failed", "neutral_changes": f"{type(error).__name__}: {error}"}
+        return {column: "failed", f"{column}_changes": f"{type(error).__name__}: {error}"}
     changes = neutral_changes(real, renamed)
     warned = any(NO_EVIDENCE in warning for warning in renamed.warnings)
     verdict = "identical" if not changes else "warned" if warned else "CHANGED"
-    return {"neutral": verdict, "neutral_changes": changes}
+    return {column: verdict, f"{column}_changes": changes}
 
 
-def _child_into(connection: Any, source: str, name: str, neutral: bool) -> None:
+def _child_into(connection: Any, source: str, name: str, neutral: bool, own: bool) -> None:
     """The forked child: sends ``("row", fields)`` or ``("error", the error's whole text)``."""
     try:
-        message = ("row", child(source, name, neutral))
+        message = ("row", child(source, name, neutral, own))
     except BaseException as error:  # any failure is this model's row
         message = ("error", f"{type(error).__name__}: {error}")
     connection.send(message)
@@ -238,14 +248,14 @@ def _failure(text: str) -> str:
 
 
 def run_one(source: str, module: str, name: str, limit_s: int,
-            neutral: bool = False) -> dict[str, Any]:
+            neutral: bool = False, own: bool = False) -> dict[str, Any]:
     """One model in a forked child of its own, killed after ``limit_s`` seconds; an error's
-    status is :func:`_failure`'s; ``neutral`` as :func:`child`'s."""
+    status is :func:`_failure`'s; ``neutral`` and ``own`` as :func:`child`'s."""
     row: dict[str, Any] = dict.fromkeys(FIELDS, "")
     row.update(source=source, module=module, model=name)
     start = time.monotonic()
     receiver, sender = _forks().Pipe(duplex=False)
-    process = _forks().Process(target=_child_into, args=(sender, source, name, neutral))
+    process = _forks().Process(target=_child_into, args=(sender, source, name, neutral, own))
     process.start()
     sender.close()
     try:
@@ -276,13 +286,13 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def sweep(todo: list[tuple[str, str, str]], csv_path: Path, jobs: int, limit_s: int,
-          neutral: bool = False) -> None:
+          neutral: bool = False, own: bool = False) -> None:
     new_file = not csv_path.exists()
     with csv_path.open("a", newline="") as handle, ThreadPoolExecutor(jobs) as pool:
         writer = csv.DictWriter(handle, FIELDS)
         if new_file:
             writer.writeheader()
-        futures = [pool.submit(run_one, *item, limit_s, neutral=neutral) for item in todo]
+        futures = [pool.submit(run_one, *item, limit_s, neutral=neutral, own=own) for item in todo]
         start = time.monotonic()
         for index, future in enumerate(futures, 1):
             row = future.result()
@@ -314,13 +324,15 @@ def _column_sum(rows: list[dict[str, str]], field: str) -> int:
     return sum(int(r[field] or 0) for r in rows)
 
 
-def summary(rows: list[dict[str, str]]) -> str:
+def summary(rows: list[dict[str, str]],
+            baseline: tuple[list[dict[str, str]], str] | None = None) -> str:
     """The markdown page: per module, then the models with unsupported ops, then every row that
-    falls short and why."""
+    falls short and why, then the renaming passes run, and the placements that moved against
+    ``baseline`` (another sweep's rows and its label) when one is given."""
     by_module: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
     for row in rows:
         by_module[row["source"], row["module"]].append(row)
-    compared = any(row["neutral"] for row in rows)  # a sweep run with --neutral-names
+    passes = [column for column in RENAMINGS if any(row[column] for row in rows)]
     lines = [
         "# Zoo sweep",
         "",
@@ -331,8 +343,9 @@ def summary(rows: list[dict[str, str]]) -> str:
         "",
         "| source | module | models | ok | failed | exact totals | params outside `other` "
         "| MACs outside `other` | with unsupported ops | with failed self-checks "
-        "| with warnings | input not the declared one |" + NEUTRAL_HEADER * compared,
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + "--:|" * compared,
+        "| with warnings | input not the declared one |"
+        + "".join(f" {RENAMINGS[c][0].lower()}: identical / warned / CHANGED |" for c in passes),
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + "--:|" * len(passes),
     ]
     for (source, module), group in sorted(by_module.items()):
         ok = [r for r in group if r["status"] == "ok"]
@@ -345,7 +358,7 @@ def summary(rows: list[dict[str, str]]) -> str:
             f"| {sum(bool(r['unsupported']) for r in ok)} "
             f"| {sum(int(r['self_checks'] or 0) > 0 for r in ok)} "
             f"| {sum(bool(r['warnings']) for r in ok)} | {sum(_wrong_input(r) for r in ok)} |"
-            + (f" {_neutral_cell(ok)} |" if compared else "")
+            + "".join(f" {_neutral_cell(ok, column)} |" for column in passes)
         )
     unsupported = [r for r in rows if r["status"] == "ok" and r["unsupported"]]
     lines += ["", "## Models with unsupported ops", ""]
@@ -365,8 +378,10 @@ def summary(rows: list[dict[str, str]]) -> str:
     short = [r for r in rows if _why(r)]
     lines += ["", "## Rows that fall short", ""]
     lines += [f"- {r['source']}:{r['model']}: {_why(r)}" for r in short] or ["None."]
-    if compared:
-        lines += _neutral_section([r for r in rows if r["status"] == "ok"])
+    for column in passes:
+        lines += _neutral_section([r for r in rows if r["status"] == "ok"], column)
+    if baseline is not None:
+        lines += _baseline_section(rows, *baseline)
     if any(row["recognizer"] for row in rows):
         lines += _tables_section([r for r in rows if r["status"] == "ok"])
     return "\n".join(lines) + "\n"
@@ -387,36 +402,79 @@ def _tables_section(ok: list[dict[str, str]]) -> list[str]:
                     or ["None differ."])
 
 
-NEUTRAL_HEADER = " neutral names: identical / warned / CHANGED |"
-
-
-def _neutral_cell(ok: list[dict[str, str]]) -> str:
-    """``identical / warned / CHANGED`` counts of a module's rows (a failed renamed run counts
-    as CHANGED: its breakdown is not the same); ``-`` when none was compared."""
-    verdicts = [r["neutral"] for r in ok if r["neutral"]]
+def _neutral_cell(ok: list[dict[str, str]], column: str = "neutral") -> str:
+    """``identical / warned / CHANGED`` counts of a module's rows in ``column`` (a failed
+    renamed run counts as CHANGED: its breakdown is not the same); ``-`` when none was
+    compared."""
+    verdicts = [r[column] for r in ok if r[column]]
     if not verdicts:
         return "-"
     changed = verdicts.count("CHANGED") + verdicts.count("failed")
     return f"{verdicts.count('identical')} / {verdicts.count('warned')} / {changed}"
 
 
-def _neutral_section(ok: list[dict[str, str]]) -> list[str]:
-    """The lines of the neutral-names section: the counts over every compared row, then each
+# the renaming passes: the CSV column, the page's section title, and what the pass renamed
+RENAMINGS = {
+    "neutral": ("Neutral names", "`vitprof.testing.neutral_names` renamed every module path "
+                "segment, parameter, buffer and class (`--neutral-names`)"),
+    "own_classes": ("A class per module", "`vitprof.testing.own_classes` renamed every name as "
+                    "`neutral_names` does and gave every module a class of its own "
+                    "(`--own-classes`): what two copies of one block class look like"),
+}
+
+
+def _neutral_section(ok: list[dict[str, str]], column: str = "neutral") -> list[str]:
+    """The lines of a renaming pass's section: the counts over every compared row, then each
     row whose breakdown moved, with what moved."""
-    compared = [r for r in ok if r["neutral"]]
-    counts = {verdict: sum(r["neutral"] == verdict for r in compared) for verdict in NEUTRAL}
-    lines = ["", "## Neutral names", "",
-             "Each model analysed again after `vitprof.testing.neutral_names` renamed every module "
-             "path segment, parameter, buffer and class (`--neutral-names`). identical: the same "
+    title, renamed = RENAMINGS[column]
+    compared = [r for r in ok if r[column]]
+    counts = {verdict: sum(r[column] == verdict for r in compared) for verdict in NEUTRAL}
+    lines = ["", f"## {title}", "",
+             f"Each model analysed again after {renamed}. identical: the same "
              "params and MACs in every component; warned: not the same, and the renamed run "
              f'warns "{NO_EVIDENCE}"; CHANGED: not the same, silently; failed: the renamed model '
              "could not be analysed.", "",
              f"{len(compared)} models compared: " + ", ".join(
                  f"{count} {verdict}" for verdict, count in counts.items()) + ".", ""]
-    moved = [r for r in compared if r["neutral"] != "identical"]
-    lines += [f"- {r['source']}:{r['model']}: {r['neutral']}: {r['neutral_changes']}"
+    moved = [r for r in compared if r[column] != "identical"]
+    lines += [f"- {r['source']}:{r['model']}: {r[column]}: {r[column + '_changes']}"
               for r in moved] or ["None moved."]
     return lines
+
+
+def placement_changes(rows: list[dict[str, str]], baseline: list[dict[str, str]]) -> list[str]:
+    """One line per model whose breakdown differs from its row in ``baseline`` (another sweep's
+    CSV, e.g. one run at an earlier commit): each component whose params or MACs moved, with the
+    signed difference. Models absent from either side, or without ``components``, are left
+    out; the caller says how many were compared."""
+    before = {(r["source"], r["model"]): json.loads(r["components"]) for r in baseline
+              if r["status"] == "ok" and r["components"]}
+    lines = []
+    for row in rows:
+        key = (row["source"], row["model"])
+        if row["status"] != "ok" or not row["components"] or key not in before:
+            continue
+        after, old = json.loads(row["components"]), before[key]
+        moved = []
+        for component in dict.fromkeys([*old, *after]):
+            params, macs = (after.get(component, (0, 0))[i] - old.get(component, (0, 0))[i]
+                            for i in (0, 1))
+            if params or macs:
+                moved.append(f"{component} {params:+,} params {macs:+,} MACs")
+        if moved:
+            lines.append(f"- {row['source']}:{row['model']}: " + "; ".join(moved))
+    return lines
+
+
+def _baseline_section(rows: list[dict[str, str]], baseline: list[dict[str, str]],
+                      label: str) -> list[str]:
+    """The section listing every placement that moved against the sweep ``label``."""
+    compared = {(r["source"], r["model"]) for r in baseline if r["components"]} & {
+        (r["source"], r["model"]) for r in rows if r["components"]}
+    moved = placement_changes(rows, baseline)
+    return ["", f"## Placements against {label}", "",
+            f"{len(compared)} models compared with the same sweep run at {label} "
+            f"(`--baseline`); {len(moved)} moved.", "", *(moved or ["None moved."])]
 
 
 def _wrong_input(row: dict[str, str]) -> bool:
@@ -461,15 +519,23 @@ def main() -> None:
     parser.add_argument("--neutral-names", action="store_true",
                         help="also analyse each model renamed by vitprof.testing.neutral_names "
                              "and compare the breakdowns (issue 24)")
+    parser.add_argument("--own-classes", action="store_true",
+                        help="also analyse each model renamed by vitprof.testing.own_classes "
+                             "(every module a class of its own) and compare the breakdowns")
+    parser.add_argument("--baseline", type=Path, metavar="CSV",
+                        help="list every placement that moved against this sweep's CSV")
+    parser.add_argument("--baseline-label", default="the baseline",
+                        help="how the page names the baseline (e.g. its commit)")
     parser.add_argument("--summary", action="store_true",
                         help="run nothing: write zoo_sweep.md again from the rows in the CSV")
     parser.add_argument("--child", nargs=2, metavar=("SOURCE", "NAME"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:  # one model in this process, its traceback shown: for reproducing a row
-        print(json.dumps(child(*args.child, neutral=args.neutral_names)))
+        print(json.dumps(child(*args.child, neutral=args.neutral_names, own=args.own_classes)))
         return
+    baseline = (read_rows(args.baseline), args.baseline_label) if args.baseline else None
     if args.summary:
-        write_summary(args.out)
+        write_summary(args.out, baseline)
         return
     todo = models(args.source or list(SWEEPS), args.per_module)
     if args.models:
@@ -477,19 +543,21 @@ def main() -> None:
         todo = [item for item in todo if item[2] in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / "zoo_sweep.csv"
-    # a row without the neutral comparison is not done for a sweep that wants one
+    # a row without a renaming pass is not done for a sweep that wants one
     done = {(r["source"], r["model"]) for r in read_rows(csv_path)
-            if r["neutral"] or not args.neutral_names}
+            if (r["neutral"] or not args.neutral_names)
+            and (r["own_classes"] or not args.own_classes)}
     if not args.redo:
         todo = [item for item in todo if (item[0], item[2]) not in done]
     print(f"{len(todo)} models to run, {len(done)} already in {csv_path}", file=sys.stderr)
-    sweep(todo, csv_path, args.jobs, args.limit_s, args.neutral_names)
-    write_summary(args.out)
+    sweep(todo, csv_path, args.jobs, args.limit_s, args.neutral_names, args.own_classes)
+    write_summary(args.out, baseline)
 
 
-def write_summary(out: Path) -> None:
-    """``<out>/zoo_sweep.md`` from the rows of ``<out>/zoo_sweep.csv``, printed too."""
-    page = summary(read_rows(out / "zoo_sweep.csv"))
+def write_summary(out: Path, baseline: tuple[list[dict[str, str]], str] | None = None) -> None:
+    """``<out>/zoo_sweep.md`` from the rows of ``<out>/zoo_sweep.csv`` (and ``baseline``, as
+    :func:`summary`'s), printed too."""
+    page = summary(read_rows(out / "zoo_sweep.csv"), baseline)
     (out / "zoo_sweep.md").write_text(page)
     print(page, end="")
 

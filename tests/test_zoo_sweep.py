@@ -241,3 +241,27 @@ def test_the_page_lists_the_models_whose_table_differs_from_the_graph() -> None:
     assert "2 models detected by a table, 1 agree, 1 differ." in page
     assert "- timm:differs: graph (timm table differs)" in page and "timm:agrees:" not in page
     assert "Library tables" not in zoo_sweep.summary([row("old")])  # a CSV without the column
+
+
+def test_an_own_classes_pass_gets_its_column_and_section() -> None:
+    rows = [row("same", own_classes="identical"),
+            row("split", own_classes="CHANGED", own_classes_changes="mlp +0 params +7 MACs")]
+    page = zoo_sweep.summary(rows)
+    # 1 identical, 0 warned, 1 changed; no neutral-names pass ran, so one extra column only
+    assert "| timm | m | 2 | 2 | 0 | 2 | 100% | 100% | 0 | 0 | 0 | 0 | 1 / 0 / 1 |" in page
+    assert "## A class per module" in page and "## Neutral names" not in page
+    assert "- timm:split: CHANGED: mlp +0 params +7 MACs" in page
+
+
+def test_placements_that_moved_against_a_baseline_sweep_are_listed() -> None:
+    old = [row("kept", components='{"mlp":[10,100]}'),
+           row("moved", components='{"mlp":[10,100]}'),
+           row("new_only")]  # no components in the baseline: not compared
+    new = [row("kept", components='{"mlp":[10,100]}'),
+           row("moved", components='{"mlp":[6,60],"norm":[4,40]}'),
+           row("new_only", components='{"mlp":[10,100]}')]
+    page = zoo_sweep.summary(new, (old, "abc1234"))
+    # moved: mlp 6 - 10 = -4 params, 60 - 100 = -40 MACs; norm +4, +40 (absent before)
+    assert "- timm:moved: mlp -4 params -40 MACs; norm +4 params +40 MACs" in page
+    assert "2 models compared with the same sweep run at abc1234 (`--baseline`); 1 moved." in page
+    assert "timm:kept:" not in page
