@@ -71,11 +71,27 @@ def _on_meta(inputs: Inputs) -> bool:
 
 def stand_ins(model: nn.Module) -> dict[str, torch.Tensor]:
     """Meta tensors for every parameter and buffer of ``model`` (same shape, dtype and
-    ``requires_grad``)."""
+    ``requires_grad``). A DTensor (``fully_shard``'s shard of a parameter) stands in as a plain
+    tensor of its whole shape: the tensor its rank all-gathers and computes with."""
     return {
-        name: torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
+        name: _stand_in(t).requires_grad_(t.requires_grad)
         for name, t in [*model.named_parameters(), *model.named_buffers()]
     }
+
+
+def _stand_in(tensor: torch.Tensor) -> torch.Tensor:
+    if is_dtensor(tensor):
+        return torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
+    return torch.empty_like(tensor, device="meta")
+
+
+def is_dtensor(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a ``torch.distributed.tensor.DTensor`` (False where torch has no
+    distributed package)."""
+    if not torch.distributed.is_available():
+        return False
+    from torch.distributed.tensor import DTensor
+    return isinstance(tensor, DTensor)
 
 
 def _substitutes(model: nn.Module, inputs: Inputs) -> dict[str, torch.Tensor] | None:

@@ -22,7 +22,8 @@ from vitprof.core.errors import UserError
 from vitprof.count.session import meta_twins
 
 DTYPES = {"bf16": "bf16", "fp16": "fp16", "16": "fp16", "8": "fp8"}
-KEYS = {"mfu": "vitprof/mfu", "tflops": "vitprof/tflops"}  # entry key -> logged name
+KEYS = {"mfu": "vitprof/mfu", "tflops": "vitprof/tflops",  # entry key -> logged name; the world's
+        "world_mfu": "vitprof/world_mfu", "world_tflops": "vitprof/world_tflops"}  # in DDP/FSDP2
 
 
 def require(module: str, extra: str) -> ModuleType:
