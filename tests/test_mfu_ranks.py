@@ -13,8 +13,11 @@ gather, with no process.
 
 from __future__ import annotations
 
+import csv
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +186,28 @@ def train_tracked(model: nn.Module, rank: int) -> dict[str, Any]:
     return {"reference": reference, "history": tracker.history}
 
 
+def tensor_parallel_warnings() -> list[str]:
+    """vitprof's warnings for a step of a column-parallel linear layer (tensor parallelism: each
+    rank multiplies by its slice of the weight), and the step's FLOPs (None: not counted)."""
+    import warnings
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+    from vitprof import track
+
+    mesh = init_device_mesh("cpu", (WORLD,))
+    model = parallelize_module(nn.Sequential(nn.Linear(8, 4)), mesh, {"0": ColwiseParallel()})
+    x = torch.randn(2, 3, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with track(model, peak_tflops=PEAK) as tracker:
+            model(x).sum().backward()
+            tracker.step(x)
+    return [str(w.message) for w in caught if "vitprof" in str(w.message)] + [
+        str(tracker.history[0]["flops"])]
+
+
 def rank_main(rank: int, port: int, out: str) -> None:
     """One rank: a DDP loop, then an FSDP2 loop (fully_shard on every block and the root), each
     on a fresh tiny ViT; the results in ``out/rank{rank}.json``."""
@@ -197,13 +222,15 @@ def rank_main(rank: int, port: int, out: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     try:
         torch.manual_seed(0)
-        results = {"ddp": train_tracked(DistributedDataParallel(tiny_vit()), rank)}
+        results: dict[str, Any] = {
+            "ddp": train_tracked(DistributedDataParallel(tiny_vit()), rank)}
         torch.manual_seed(0)
         model = tiny_vit()
         for block in model.blocks:  # type: ignore[union-attr]
             fully_shard(block)
         fully_shard(model)
         results["fsdp2"] = train_tracked(model, rank)
+        results["tensor_parallel"] = tensor_parallel_warnings()
     finally:
         dist.destroy_process_group()
     Path(out, f"rank{rank}.json").write_text(json.dumps(results))
@@ -247,3 +274,39 @@ def test_ddp_and_fsdp2_ranks_count_their_own_steps_and_the_world_is_arithmetic(
                 assert world["world_seconds"] == max(seconds)
                 assert world["world_tflops"] == sum(flops) / max(seconds) / 1e12
                 assert world["world_mfu"] == sum(flops) / max(seconds) / (WORLD * PEAK * 1e12)
+    for result in ranks:  # tensor parallelism is out of scope: said so, and no FLOPs
+        *warned, counted = result["tensor_parallel"]
+        assert counted == "None"
+        assert len(warned) == 1 and "tensor parallelism is out of" in warned[0], warned
+
+
+# --- Lightning: the DDP strategy and FSDP2 (ModelParallelStrategy), two CPU processes ---------
+
+@pytest.mark.slow  # Lightning's launcher starts a second interpreter; imports and fit: ~20 s
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+def test_lightning_ranks_log_their_own_steps_and_the_world(tmp_path: Path, strategy: str) -> None:
+    """tests/lightning_ranks.py: ``strategy="ddp"``, or FSDP2 through ``ModelParallelStrategy``
+    (Lightning's ``"fsdp"`` strategy is FSDP1 and refuses ``accelerator="cpu"``), batches of 2
+    and 4 images on ranks 0 and 1."""
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    pytest.importorskip("lightning.pytorch")
+    pytest.importorskip("timm")
+    script = Path(__file__).with_name("lightning_ranks.py")
+    subprocess.run([sys.executable, str(script), str(tmp_path), strategy], check=True,
+                   capture_output=True, timeout=600)
+    ranks = [json.loads((tmp_path / f"{strategy}-rank{r}.json").read_text()) for r in range(2)]
+    histories = [r["history"] for r in ranks]
+    for rank, result in enumerate(ranks):
+        assert result["reference"]  # FlopCounterMode saw every step
+        assert [e["flops"] for e in result["history"]] == result["reference"], rank
+    assert histories[1][0]["flops"] == 2 * histories[0][0]["flops"]  # 4 images against 2
+    for step, (mine, theirs) in enumerate(zip(*histories, strict=True)):
+        flops, seconds = mine["flops"] + theirs["flops"], max(mine["seconds"], theirs["seconds"])
+        for entry in (mine, theirs):
+            assert entry["world_flops"] == flops, step
+            assert entry["world_mfu"] == flops / seconds / (2 * 1.0 * 1e12), step  # peak 1.0 each
+    metrics = Path(ranks[0]["log_dir"], "metrics.csv").read_text().splitlines()
+    logged = [row for row in csv.DictReader(metrics) if row.get("vitprof/world_mfu")]
+    assert [float(row["vitprof/world_mfu"]) for row in logged] == pytest.approx(
+        [e["world_mfu"] for e in histories[0]], rel=1e-6)  # Lightning logs float32, rank 0's
