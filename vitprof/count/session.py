@@ -16,6 +16,7 @@ it was, each module's mode, attributes and buffers, and so are the random number
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -86,12 +87,10 @@ def _stand_in(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def is_dtensor(tensor: torch.Tensor) -> bool:
-    """Whether ``tensor`` is a ``torch.distributed.tensor.DTensor`` (False where torch has no
-    distributed package)."""
-    if not torch.distributed.is_available():
-        return False
-    from torch.distributed.tensor import DTensor
-    return isinstance(tensor, DTensor)
+    """Whether ``tensor`` is a ``torch.distributed.tensor.DTensor``; where that module was never
+    imported no tensor is one, and it is not imported here (it costs a count time)."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(tensor, module.DTensor)
 
 
 def _substitutes(model: nn.Module, inputs: Inputs) -> dict[str, torch.Tensor] | None:
