@@ -16,6 +16,7 @@ it was, each module's mode, attributes and buffers, and so are the random number
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -71,11 +72,25 @@ def _on_meta(inputs: Inputs) -> bool:
 
 def stand_ins(model: nn.Module) -> dict[str, torch.Tensor]:
     """Meta tensors for every parameter and buffer of ``model`` (same shape, dtype and
-    ``requires_grad``)."""
+    ``requires_grad``). A DTensor (``fully_shard``'s shard of a parameter) stands in as a plain
+    tensor of its whole shape: the tensor its rank all-gathers and computes with."""
     return {
-        name: torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
+        name: _stand_in(t).requires_grad_(t.requires_grad)
         for name, t in [*model.named_parameters(), *model.named_buffers()]
     }
+
+
+def _stand_in(tensor: torch.Tensor) -> torch.Tensor:
+    if is_dtensor(tensor):
+        return torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
+    return torch.empty_like(tensor, device="meta")
+
+
+def is_dtensor(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a ``torch.distributed.tensor.DTensor``; where that module was never
+    imported no tensor is one, and it is not imported here (it costs a count time)."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(tensor, module.DTensor)
 
 
 def _substitutes(model: nn.Module, inputs: Inputs) -> dict[str, torch.Tensor] | None:

@@ -10,7 +10,7 @@ per micro-batch under gradient accumulation, and none for evaluation).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -22,7 +22,8 @@ from vitprof.core.errors import UserError
 from vitprof.count.session import meta_twins
 
 DTYPES = {"bf16": "bf16", "fp16": "fp16", "16": "fp16", "8": "fp8"}
-KEYS = {"mfu": "vitprof/mfu", "tflops": "vitprof/tflops"}  # entry key -> logged name
+KEYS = {"mfu": "vitprof/mfu", "tflops": "vitprof/tflops",  # entry key -> logged name; the world's
+        "world_mfu": "vitprof/world_mfu", "world_tflops": "vitprof/world_tflops"}  # in DDP/FSDP2
 
 
 def require(module: str, extra: str) -> ModuleType:
@@ -54,15 +55,19 @@ def precision_dtype(precision: object) -> str | None:
 
 class ForwardInputs:
     """Catches the inputs of each training forward of ``model`` (meta twins); :meth:`take`
-    returns those caught since the last call, as ``(args, kwargs)`` pairs."""
+    returns those caught since the last call, as ``(args, kwargs)`` pairs. A call for which
+    ``redirected(model)`` is true runs another method through the forward (Lightning's
+    strategies call ``training_step`` so): it is no forward, and its inputs are not caught."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module,
+                 redirected: Callable[[nn.Module], bool] = lambda module: False) -> None:
+        self.redirected = redirected
         self.caught: list[Any] = []
         self.handle: RemovableHandle = model.register_forward_pre_hook(self._catch,
                                                                         with_kwargs=True)
 
     def _catch(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if module.training and torch.is_grad_enabled():
+        if module.training and torch.is_grad_enabled() and not self.redirected(module):
             self.caught.append(meta_twins((tuple(args), dict(kwargs))))
 
     def take(self) -> list[Any]:

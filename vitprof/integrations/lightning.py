@@ -20,6 +20,14 @@ gradient accumulation), so whatever ``training_step`` ran and its backward; that
 FLOPs but no MFU (its time holds the count). The matmul dtype follows the Trainer's precision
 (``"bf16-mixed"`` is bf16). On CUDA an entry is logged when its events are read, about one step
 late; the last one is in ``callback.tracker.history`` and ``callback.tracker.summary()``.
+
+Under the DDP strategy, or FSDP2 (``ModelParallelStrategy`` with ``fully_shard`` in
+``configure_model``; the ``"fsdp"`` strategy is FSDP1 and refuses the CPU), each rank counts its
+own step and logs ``vitprof/mfu`` and ``vitprof/tflops`` of it, and ``vitprof/world_mfu`` and
+``vitprof/world_tflops`` of the world's step (:mod:`vitprof.measure.mfu.ranks`); Lightning's
+loggers write rank 0's, every rank's entries are in its ``callback.tracker.history``. The
+strategy's call of ``training_step`` through the wrapper's forward is no forward
+(:func:`redirected`).
 """
 
 from __future__ import annotations
@@ -75,7 +83,7 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
                              optimizer=optimizers[0] if len(optimizers) == 1 else None,
                              timing=self.timing, summary=self.summary)
         self.tracker.__enter__()
-        self.forwards = ForwardInputs(pl_module)
+        self.forwards = ForwardInputs(pl_module, redirected)
         self.live = None if has_forward(pl_module) else LiveCount(pl_module)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
@@ -139,6 +147,15 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
                   if entry[name] is not None}
         if values:
             self._module.log_dict(values, on_step=True, on_epoch=False)
+
+
+def redirected(module: nn.Module) -> bool:
+    """Whether this call of ``module`` is Lightning's forward redirection, not its forward: the
+    DDP strategy (and FSDP's, DeepSpeed's) calls ``training_step`` through the wrapper's
+    forward, with the module's ``forward`` patched to ``training_step`` for that one call
+    (``lightning.pytorch.strategies.strategy._ForwardRedirection``)."""
+    patched = module.__dict__.get("forward")
+    return "_ForwardRedirection." in getattr(patched, "__qualname__", "")
 
 
 def has_forward(module: nn.Module) -> bool:

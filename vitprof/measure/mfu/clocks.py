@@ -20,6 +20,8 @@ import torch
 class Clock(Protocol):
     """Marks points of a run; says how many seconds lie between two marks once it can."""
 
+    lag: int  # how many steps late a mark is ready at the latest, for reads in lockstep
+
     def mark(self) -> Any: ...
 
     def ready(self, mark: Any) -> bool: ...
@@ -31,6 +33,8 @@ class Clock(Protocol):
 
 class WallClock:
     """Wall-clock marks (``now()``, ``time.perf_counter`` by default), ready at once."""
+
+    lag = 0
 
     def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
         self.now = now
@@ -55,7 +59,10 @@ def timing_event() -> Any:
 
 class CudaClock:
     """Events recorded on the current CUDA stream (``event()`` makes one); a mark is ready when
-    its event has completed, which is asked without waiting."""
+    its event has completed, which is asked without waiting; in lockstep (a world of ranks)
+    a step is read at the next one's end, its own end waited for."""
+
+    lag = 1
 
     def __init__(self, event: Callable[[], Any] = timing_event) -> None:
         self.event = event

@@ -14,6 +14,10 @@ Trainer's own ``compute_loss``) is counted by a callback as it runs instead
 here (:meth:`StepCounts.keep`) and hands the tracker a :class:`RanStep` for each such
 micro-batch, which reads it back.
 
+Inside DistributedDataParallel or FSDP2 (``fully_shard``) the count is the rank's own step, the
+unsharded matmuls it runs on its batch, with no collective
+(:func:`vitprof.measure.mfu.ranks.local_computation`).
+
 A model the meta device cannot run is counted by ``analyze``'s fallback, a real training step
 on the model's device under the memory guard (:func:`vitprof.count.running.ensure_fits`), and
 the count says so; one that cannot be counted at all gives None and one warning, so that the
@@ -35,6 +39,7 @@ from vitprof.analysis import analyze
 from vitprof.core.errors import UserError
 from vitprof.count.running import one_line
 from vitprof.count.training import phase_components, phase_totals
+from vitprof.measure.mfu.ranks import local_computation
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,8 @@ def count_step(model: nn.Module, inputs: Any) -> StepFlops:
     if inputs is None:
         raise UserError("the batch is None, not the inputs the model was fed (a tensor, a tuple "
                         "of positional arguments, a dict of keyword arguments or (args, kwargs))")
-    profile = analyze(model, mode="train", inputs=inputs)
+    with local_computation(model) as local:
+        profile = analyze(local, mode="train", inputs=inputs)
     totals = phase_totals(profile.ops)
     components = {str(c): 2 * v.total.macs for c, v in phase_components(profile.ops).items()}
     return StepFlops(totals.forward.macs, totals.backward.macs,

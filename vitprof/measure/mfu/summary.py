@@ -71,6 +71,20 @@ def _above_peak(history: list[dict[str, Any]], peak: ChosenPeak | None) -> list[
             f"for this device and dtype: vitprof warned)"]
 
 
+def _world(history: list[dict[str, Any]]) -> list[str]:
+    """The lines of the world's step in a DDP or FSDP2 run (none without a process group)."""
+    sized = [e for e in history if e.get("world_size") is not None]
+    if not sized:
+        return []
+    tflops, mfu = median_of(sized, "world_tflops"), median_of(sized, "world_mfu")
+    return [f"- world: {sized[-1]['world_size']} ranks (this summary is rank "
+            f"{sized[-1]['rank']}'s; the figures above are its own step)",
+            f"- median world TFLOP/s: {'n/a' if tflops is None else f'{tflops:.4g}'}",
+            f"- median world compute-window MFU: "
+            f"{'n/a' if mfu is None else f'{100 * mfu:.2f}%'} (the ranks' summed FLOPs over "
+            f"the slowest rank's seconds over the summed peaks)"]
+
+
 def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int) -> str:
     """Markdown for ``history`` (the tracker's entries), ``peak`` (None: no MFU) and the
     number of meta counts the run needed."""
@@ -82,6 +96,7 @@ def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int)
         f"- median TFLOP/s: {'n/a' if tflops is None else f'{tflops:.4g}'}",
         f"- median compute-window MFU: {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}",
         f"- optimizer step: {_optimizer(history)}",
+        *_world(history),
         *_uncounted(history),
         *_counted_in_step(history),
         *_above_peak(history, peak),

@@ -28,10 +28,18 @@ with the batch the model was fed. Each step's entry in ``tracker.history``:
   (None without it);
 * ``optimizer_vector_flops``: the element-wise work of the optimizer's step, apart (None until
   it is counted, on the optimizer's second step, and without ``optimizer=``;
-  :mod:`vitprof.measure.mfu.optimizer`).
+  :mod:`vitprof.measure.mfu.optimizer`);
+* ``rank``, ``world_size``, ``world_flops``, ``world_seconds``, ``world_tflops``,
+  ``world_mfu``: in a DDP or FSDP2 loop (a default process group initialised when the tracking
+  starts), this rank and the world's step, gathered from every rank: the sum of the ranks' FLOPs
+  over the slowest rank's seconds, ``world_mfu = sum(flops) / max(seconds) / (sum(peak_tflops)
+  x 1e12)`` (:mod:`vitprof.measure.mfu.ranks`, which also says how a wrapped model is counted:
+  the rank's own step); None without a process group.
 
 On CUDA the times come from events and are read when ready (:mod:`vitprof.measure.mfu.clocks`),
-so an entry appears about one step late and ``on_step`` is called then; leaving the ``with``
+so an entry appears about one step late and ``on_step`` is called then (in a world, exactly
+one step late on every rank: the previous step's end is waited for, so that every rank gathers
+the same step); leaving the ``with``
 reads the rest, and writes the markdown summary where ``summary=`` says. Nothing that goes
 wrong in vitprof stops the user's training: a step outside the ``with``, a step that cannot be
 counted, a step above the peak, a GPU with no peak in the table, a summary path that cannot be
@@ -64,6 +72,7 @@ from vitprof.measure.mfu.component_time import ComponentTimer
 from vitprof.measure.mfu.flops import RanStep, StepCounts, StepFlops
 from vitprof.measure.mfu.optimizer import OptimizerCount
 from vitprof.measure.mfu.peaks import ChosenPeak, choose_peak, given_peak, raised_to
+from vitprof.measure.mfu.ranks import World, default_world, no_world, world_figures
 from vitprof.measure.mfu.summary import summary
 
 StepEntry = dict[str, Any]
@@ -111,8 +120,9 @@ class Tracker:
                  on_step: Callable[[StepEntry], None] | None = None,
                  optimizer: torch.optim.Optimizer | None = None,
                  timer: ComponentTimer | None = None,
-                 summary_path: str | Path | None = None) -> None:
+                 summary_path: str | Path | None = None, world: World | None = None) -> None:
         self.model = model
+        self.world = world
         self.summary_path = summary_path
         self.timer = timer
         self.optimizer = None if optimizer is None else OptimizerCount(optimizer)
@@ -143,7 +153,7 @@ class Tracker:
         """Read every step still pending (waiting for the last one on CUDA) and stop."""
         if self._pending:
             self.clock.wait(self._pending[-1].end)
-        self._read()
+        self._read(final=True)
         if self.optimizer is not None:
             self.optimizer.remove()
         if self.timer is not None:
@@ -192,9 +202,19 @@ class Tracker:
                           f"after the run ended) is ignored", stacklevel=3)
         return not self.active
 
-    def _read(self) -> None:
-        """Enter every pending step whose end mark is ready, in order."""
-        while self._pending and self.clock.ready(self._pending[0].end):
+    def _read(self, final: bool = False) -> None:
+        """Enter every pending step whose end mark is ready, in order. In a world, the same
+        steps on every rank (the gather is a collective): all but the clock's ``lag`` newest,
+        waited for (all of them when ``final``)."""
+        if self.world is None:
+            count = 0
+            while count < len(self._pending) and self.clock.ready(self._pending[count].end):
+                count += 1
+        else:
+            count = len(self._pending) if final else max(len(self._pending) - self.clock.lag, 0)
+            if count:
+                self.clock.wait(self._pending[count - 1].end)
+        for _ in range(count):
             pending = self._pending.pop(0)
             entry = self._entry(pending, self.clock.seconds(pending.start, pending.end))
             self.history.append(entry)
@@ -219,7 +239,9 @@ class Tracker:
                 if self.peak is not None:
                     entry["mfu"] = self._mfu(pending.step, flops, seconds)
                     entry["peak_tflops"] = self.peak.tflops
-        return self._with_medians(entry)
+        entry = self._with_medians(entry)
+        entry.update(no_world() if self.world is None else world_figures(entry, self.world))
+        return entry
 
     def _with_medians(self, entry: StepEntry) -> StepEntry:
         """``entry`` with the running medians of TFLOP/s and MFU (the last ones where it has
@@ -277,7 +299,10 @@ def track(model: nn.Module, peak_tflops: float | None = None, *,
     ``optimizer``: its step's element-wise work is counted too, and reported apart;
     ``timing=True``: each component's share of the forward's time too, with ``profile``'s hooks
     (:mod:`vitprof.measure.mfu.component_time`; they cost time); ``summary``: a path the
-    markdown summary is written to when the tracking ends.
+    markdown summary is written to when the tracking ends. Inside DDP or FSDP2 (``model`` the
+    wrapped module or the one inside it), each rank counts its own step, and where a default
+    process group is initialised each entry holds the world's figures too, gathered from every
+    rank (:mod:`vitprof.measure.mfu.ranks`).
     A model that is not an ``nn.Module`` and a peak that is not a positive finite number are
     UserErrors; a GPU the table does not know is one warning, and the steps then have TFLOP/s
     but no MFU.
@@ -294,7 +319,7 @@ def track(model: nn.Module, peak_tflops: float | None = None, *,
         clock = CudaClock() if device.type == "cuda" else WallClock()
     timer = ComponentTimer(model, device.type) if timing else None
     return Tracker(model, peak, clock, on_step=on_step, optimizer=optimizer, timer=timer,
-                   summary_path=summary)
+                   summary_path=summary, world=default_world())
 
 
 def _default_peak(model: nn.Module, dtype: torch.dtype | str | None) -> ChosenPeak | None:
