@@ -44,7 +44,7 @@ from vitprof.count.running import one_line
 from vitprof.count.session import call
 from vitprof.models.declared_input import DeclaredInput, declared_input, square_or_pair
 from vitprof.models.deploy import deploy_form
-from vitprof.models.family.base import BuildSizes
+from vitprof.models.libraries.base import BuildSizes
 from vitprof.models.forward_inputs import OwnInput, TensorSpec, make_tensor, own_forward_input
 from vitprof.models.reached_channels import traced_channels
 from vitprof.models.zoo import (

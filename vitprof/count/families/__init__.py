@@ -1,7 +1,7 @@
 """Recognizers that name the component of every module and parameter of a model.
 
 The machinery lives here (:mod:`.base`: tables as :class:`ComponentTable`); the tables
-themselves belong to the model families of :mod:`vitprof.models.family`, each beside that
+themselves belong to the model families of :mod:`vitprof.models.libraries`, each beside that
 implementation's spec inferrer and zoo entries, which registers them here (:func:`register_tables`)
 when it is imported: the package's ``__init__`` imports it, so that every table is known before
 the first :func:`recognize`. A table is a fact about classes it detects by type: the graph
@@ -40,7 +40,7 @@ def recognize(model: nn.Module, overrides: Sequence[Rule] = ()) -> ComponentMap:
     ``overrides`` are ``(regex, component)`` pairs that win over any recognizer.
     """
     if not _TABLES:
-        raise RuntimeError("no component table registered: import vitprof.models.family first")
+        raise RuntimeError("no component table registered: import vitprof.models.libraries first")
     family = next((f for f in _TABLES if f.detect(model)), None)
     mapping = family.resolve(model) if family else ComponentMap(
         NO_TABLE, {}, {name: Component.OTHER for name, _ in model.named_parameters()}, {})

@@ -1,7 +1,7 @@
 """The model libraries vitprof knows, each one file, listed once in :data:`LIBRARIES`.
 
 A library file (:mod:`.torchvision`, :mod:`.timm`, :mod:`.hugging_face`, :mod:`.notes`,
-:mod:`.factory`) declares a :class:`~vitprof.models.family.base.ModelLibrary`: its component
+:mod:`.factory`) declares a :class:`~vitprof.models.libraries.base.ModelLibrary`: its component
 tables (read by :func:`vitprof.count.families.recognize`), its spec inferrers (read by
 :func:`vitprof.models.spec_inference.spec_from_model`), its zoo entries and the names it builds
 (read by :mod:`vitprof.models.zoo`, the dispatcher), the input its models declare
@@ -21,7 +21,7 @@ import importlib
 
 from vitprof.count.families import register_tables
 from vitprof.count.families.base import ComponentTable
-from vitprof.models.family.base import Inferrer, ModelFile, ModelLibrary, ZooEntry
+from vitprof.models.libraries.base import Inferrer, ModelFile, ModelLibrary, ZooEntry
 
 FILES = (  # the registry: one line per library file, each declaring a LIBRARY
     "torchvision",

@@ -6,7 +6,7 @@ modules (a component table), how to read its :class:`~vitprof.models.closed_form
 inferrers), which of its models the zoo builds by name (zoo entries), how it names the rest
 (``timm:NAME``), checks and builds them, what its models declare of their input, how a sweep
 rebuilds one at another depth or width, and its deploy step. Each lives in one file of
-:mod:`vitprof.models.family`, listed once in its registry.
+:mod:`vitprof.models.libraries`, listed once in its registry.
 """
 
 from __future__ import annotations
