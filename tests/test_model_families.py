@@ -11,12 +11,12 @@ import pytest
 import vitprof.models.libraries as registry
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
-from vitprof.count.families import NO_TABLE, recognize
 from vitprof.models.libraries.base import ModelLibrary
 from vitprof.models.libraries.hugging_face import HF_CONFIGS
 from vitprof.models.libraries.torchvision import HIERARCHICAL
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import ZOO, build
+from vitprof.recognize.tables import NO_TABLE, recognize
 
 BY_NAME = {family.name: family for family in registry.LIBRARIES}
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vitprof.core.errors import UserError, one_line
 from vitprof.core.records import Component as C
-from vitprof.count.families.base import ComponentTable
 from vitprof.models.libraries.base import (
     BuildSizes,
+    ComponentTable,
     Declaration,
     Factory,
     ModelFile,

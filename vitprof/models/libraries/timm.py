@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component as C
-from vitprof.count.families.base import ComponentTable
 from vitprof.models.libraries.base import (
     BuildSizes,
+    ComponentTable,
     Declaration,
     ModelLibrary,
     Variant,

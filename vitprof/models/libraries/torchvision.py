@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.records import Component as C
-from vitprof.count.families.base import ComponentTable
 from vitprof.models.libraries.base import (
+    ComponentTable,
     Factory,
     ModelLibrary,
     Published,
