@@ -26,7 +26,7 @@ from vitprof.checks.crosscheck.published import (
     timm_name,
 )
 from vitprof.cli.main import main
-from vitprof.models import family as registry
+from vitprof.models import libraries as registry
 from vitprof.models.libraries.base import ModelLibrary
 from vitprof.study.generate import MARKER
 from vitprof.study.page_check import compare
