@@ -46,18 +46,16 @@ baseline = status("VmRSS:")
 start = time.perf_counter()
 import vitprof
 from vitprof.count.session import count, image_inputs
-from vitprof.count.families import recognize
 from vitprof.models.zoo import build
 imported = time.perf_counter()
 name, size, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 built = build(name, image_size=size)
-mapping = recognize(built.module)
 example = torch.zeros(1, 3, size, size, device="meta")
 built_at = time.perf_counter()
 counts = []
 for _ in range(repeat):
     t0 = time.perf_counter()
-    run = count(built.module, image_inputs(example), mapping)
+    run = count(built.module, image_inputs(example))
     counts.append(time.perf_counter() - t0)
 analyses = []
 for _ in range(repeat):

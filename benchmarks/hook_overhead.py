@@ -22,7 +22,6 @@ import time
 import torch
 from torch import nn
 
-from vitprof.count.families import recognize
 from vitprof.count.session import image_inputs, meta_twins
 from vitprof.measure.timing import clock_for, marking, plan_intervals, time_forward
 from vitprof.workload import make_workload
@@ -64,8 +63,7 @@ def main() -> int:
                          device=args.device)
     model = work.module.eval()
     example = work.inputs.tensor(args.device, random=True)
-    mapping = recognize(model)
-    plan = plan_intervals(model, meta_twins(image_inputs(example)), mapping).plan
+    plan = plan_intervals(model, meta_twins(image_inputs(example))).plan
     t = time_forward(model, example, plan, clock_for(args.device), warmup=args.warmup,
                      iters=args.iters)
     print(f"model: {work.name}, input {work.inputs.describe()}, {args.device}, "

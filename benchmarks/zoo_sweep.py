@@ -53,7 +53,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from vitprof.models.family import LIBRARIES
+from vitprof.models.libraries import LIBRARIES
 
 # each library's part of the sweep (which models, how to build one), by the source its rows carry
 SWEEPS = {library.zoo_sweep.source: library.zoo_sweep
@@ -70,7 +70,7 @@ NEUTRAL = ("identical", "warned", "CHANGED", "failed")  # the values of the neut
 
 def models(sources: list[str], per_module: int | None) -> list[tuple[str, str, str]]:
     """``(source, module, model)`` of every model of the ``sources`` asked for, in their order
-    (each library's :class:`~vitprof.models.family.base.ZooSweep`)."""
+    (each library's :class:`~vitprof.models.libraries.base.ZooSweep`)."""
     return [(source, module, name) for source in sources
             for module, name in SWEEPS[source].models(per_module)]
 

@@ -28,7 +28,7 @@ from torch import nn
 import vitprof
 from vitprof import Component as C
 from vitprof.core.records import Counts
-from vitprof.models.family import LIBRARIES
+from vitprof.models.libraries import LIBRARIES
 from vitprof.models.zoo import ZOO
 from vitprof.models.zoo import build as zoo_build
 

@@ -15,10 +15,10 @@ import torch
 from vitprof import analyze
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component as C
-from vitprof.count.families import NO_TABLE, recognize
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.vit22b import ParallelViT
 from vitprof.models.zoo import ZOO
+from vitprof.recognize.tables import NO_TABLE, recognize
 
 
 def block(n: int, d: int, f: int, head: int) -> dict[C, tuple[int, int]]:

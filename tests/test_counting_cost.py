@@ -7,19 +7,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import import_module
 from typing import Any
 
 import pytest
 import torchvision
 from torch import nn
 
-from vitprof import analysis
 from vitprof.core.records import Recognizer
-from vitprof.count.families import recognize
 from vitprof.count.graph import graph_breakdown
 from vitprof.count.session import count
 from vitprof.count.state import ModelState
+from vitprof.recognize import breakdown
+from vitprof.recognize.tables import recognize
 from vitprof.workload import InputRequest, make_workload
+
+# the module, which its function of the same name shadows as an attribute of the package
+recognize_breakdown = import_module("vitprof.recognize.breakdown")
 
 
 @contextmanager
@@ -47,7 +51,7 @@ def counted_vit() -> tuple[Any, Any, Any]:
     """torchvision's ViT-B/16 on meta: its workload, table mapping and counted run."""
     work = make_workload("vit_b_16", InputRequest.of(None))
     mapping = recognize(work.module, work.rules)
-    return work, mapping, count(work.module, work.inputs.example("meta"), mapping)
+    return work, mapping, count(work.module, work.inputs.example("meta"))
 
 
 def test_the_graph_breakdown_walks_the_parameters_once(counted_vit: Any) -> None:
@@ -63,18 +67,18 @@ def test_auto_compares_the_table_without_relabelling_its_records(
         counted_vit: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # the table's records say what placed them only where they are the breakdown (--recognizer
     # tables); under auto the table is compared cell by cell, which reads no rule
-    work, mapping, run = counted_vit
+    work, _, run = counted_vit
     relabelled: list[None] = []
-    original = analysis._table_ops
+    original = recognize_breakdown._table_ops
 
     def table_ops(ops: Any, table: Any) -> Any:
         relabelled.append(None)
         return original(ops, table)
 
-    monkeypatch.setattr(analysis, "_table_ops", table_ops)
-    auto = analysis.breakdown(work.module, mapping, run, work.rules, Recognizer.AUTO)
+    monkeypatch.setattr(recognize_breakdown, "_table_ops", table_ops)
+    auto = breakdown(run, work.module, Recognizer.AUTO, work.rules)
     assert (auto.family, relabelled) == ("graph (torchvision table agrees)", [])
-    tables = analysis.breakdown(work.module, mapping, run, work.rules, Recognizer.TABLES)
+    tables = breakdown(run, work.module, Recognizer.TABLES, work.rules)
     assert (tables.family, len(relabelled)) == ("torchvision", 1)
     assert {op.placed_by for op in tables.ops} == {"torchvision"}
 
@@ -83,7 +87,8 @@ def test_a_table_rule_without_map_rules_names_the_table() -> None:
     model = torchvision.models.vit_b_16()
     mapping = recognize(model)
     assert not mapping.overridden
-    assert analysis._table_rule(mapping, "heads.head.weight", "heads.head") == "torchvision"
+    assert recognize_breakdown._table_rule(mapping, "heads.head.weight", "heads.head") \
+        == "torchvision"
 
 
 def test_the_state_guard_walks_the_modules_once() -> None:

@@ -75,20 +75,18 @@ def _total(counter) -> tuple[int, int]:
 def test_multihead_attention_fast_path_formula_matches_slow_path() -> None:
     """aten._native_multi_head_attention is charged what F.multi_head_attention_forward costs."""
     from vitprof.count.counter import OpCounter
-    from vitprof.count.families import ComponentMap
 
     mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
     x = torch.randn(2, 5, 16)
-    empty = ComponentMap("test", {}, {}, {})
     costs = {}
     for need_weights in (False, True):
-        fast = OpCounter(nn.Identity(), empty, {})
+        fast = OpCounter(nn.Identity(), {})
         with fast.running():
             torch._native_multi_head_attention(
                 x, x, x, 16, 4, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight,
                 mha.out_proj.bias, need_weights=need_weights,
             )
-        slow = OpCounter(nn.Identity(), empty, {})
+        slow = OpCounter(nn.Identity(), {})
         with slow.running():
             nn.functional.multi_head_attention_forward(
                 x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1), 16, 4,

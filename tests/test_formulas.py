@@ -14,19 +14,16 @@ from vitprof import Component as C
 from vitprof import UserError, analyze
 from vitprof.core.records import Cost
 from vitprof.count.counter import OpCounter
-from vitprof.count.families import ComponentMap
 from vitprof.count.formulas import FORMULAS, FREE_OPS, arguments, aten, numel, register
 from vitprof.count.formulas.forward import convolution_cost
 from vitprof.count.formulas.table import replace_cost_table
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "formulas.md"
 
-EMPTY = ComponentMap("test", {}, {}, {})
-
 
 def priced(fn, *tensors: torch.Tensor) -> tuple[int, int, dict[str, int]]:
     """(MACs, vector FLOPs, unsupported) of running ``fn`` on meta copies of ``tensors``."""
-    counter = OpCounter(nn.Identity(), EMPTY, {})
+    counter = OpCounter(nn.Identity(), {})
     with counter.running():
         fn(*[t.to("meta") for t in tensors])
     records = counter.records()
@@ -94,7 +91,7 @@ def test_sdpa_with_mask_charges_the_mask() -> None:
 
 def test_cpu_sdpa_kernel_has_a_formula() -> None:
     q = torch.randn(1, 2, 5, 4)
-    counter = OpCounter(nn.Identity(), EMPTY, {})
+    counter = OpCounter(nn.Identity(), {})
     with counter.running():
         torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)
     # 2 heads x 5 x 5 scores x (4 + 4) = 400 MACs
@@ -235,7 +232,7 @@ def test_no_op_is_both_free_and_priced() -> None:
 def test_fused_mha_parts_land_in_their_components() -> None:
     mha = nn.MultiheadAttention(16, 4, batch_first=True)
     x = torch.empty(1, 6, 16)
-    counter = OpCounter(nn.Identity(), EMPTY, {})
+    counter = OpCounter(nn.Identity(), {})
     with counter.running():
         torch._native_multi_head_attention(
             x.to("meta"), x.to("meta"), x.to("meta"), 16, 4, mha.in_proj_weight.to("meta"),
@@ -356,7 +353,7 @@ BIAS = torch.empty(2, 3, 8, 10, device="meta")
 def test_every_attention_kernel_costs_what_sdpa_costs(kernel, per_score) -> None:
     """2 x 3 heads x 8 x 10 = 480 scores; QK^T and AV 480 * 16 MACs each = 15_360; per score
     scale 1 + softmax 5, +1 with a mask or causal, +1 with dropout, read by argument name."""
-    counter = OpCounter(nn.Identity(), EMPTY, {})
+    counter = OpCounter(nn.Identity(), {})
     with counter.running():
         kernel()
     assert [(r.macs, r.vector_flops) for r in counter.records()] == [(15_360, 480 * per_score)]

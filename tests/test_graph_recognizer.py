@@ -713,10 +713,10 @@ def test_a_freed_storage_forgets_its_producer() -> None:
     # a tensor made outside the dispatch (ImageGPT's torch.tensor(mask_value)) can get the
     # address of a storage just freed; it must not inherit that storage's producer, which had
     # joined ImageGPT's third layer to its second (two blocks merged, 2 self-checks failed)
-    from vitprof.count.counter import OpCounter, storage_key
-    from vitprof.count.families import ComponentMap
 
-    counter = OpCounter(torch.nn.Identity(), ComponentMap("none", {}, {}, {}), {})
+    from vitprof.count.counter import OpCounter, storage_key
+
+    counter = OpCounter(torch.nn.Identity(), {})
     a = torch.empty(4, 4, device="meta")
     with counter.running():
         product = torch.mm(a, a)
@@ -727,10 +727,10 @@ def test_a_freed_storage_forgets_its_producer() -> None:
 
 
 def test_the_trace_keeps_the_sources_reaching_a_record_only_as_indices() -> None:
-    from vitprof.count.counter import OpCounter
-    from vitprof.count.families import ComponentMap
 
-    counter = OpCounter(torch.nn.Identity(), ComponentMap("none", {}, {}, {}), {})
+    from vitprof.count.counter import OpCounter
+
+    counter = OpCounter(torch.nn.Identity(), {})
     tokens, weight = torch.empty(2, 8, 4, device="meta"), torch.empty(4, 1, device="meta")
     with counter.running():
         scores = (tokens.reshape(16, 4) @ weight).reshape(2, 8)  # record 0

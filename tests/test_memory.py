@@ -227,9 +227,10 @@ def test_a_backward_op_belongs_to_the_forward_op_whose_node_runs_it(
     from collections import Counter
 
     from vitprof import analyze
-    from vitprof.count.families import recognize
     from vitprof.measure.memory_step import run_step
     from vitprof.measure.training_memory import step_settings
+    from vitprof.recognize.placement import place
+    from vitprof.recognize.tables import recognize
     from vitprof.workload import make_workload
 
     def backward(ops) -> Counter:
@@ -241,9 +242,11 @@ def test_a_backward_op_belongs_to_the_forward_op_whose_node_runs_it(
 
     work = make_workload(tiny(), batch_size=2)
     settings = step_settings("adamw", "float32", None, "none", "cpu", "flash", "train")
-    step = run_step(work, recognize(work.module, work.rules), settings, 2)
+    mapping = recognize(work.module, work.rules)
+    step = run_step(work, mapping, settings, 2)
     on_meta = backward(analyze(tiny(), mode="train", batch_size=2).ops)
-    assert backward(step.run.ops) == on_meta and on_meta[("attn_core", 1)] > 0
+    placed = place(step.run.ops, step.run.whereabouts, mapping)  # the count places nothing
+    assert backward(placed) == on_meta and on_meta[("attn_core", 1)] > 0
     assert "other" not in {e.component for e in tiny_estimate.timeline if e.phase == "backward"}
 
 

@@ -14,7 +14,6 @@ from vitprof import analyze
 from vitprof.cli.main import main
 from vitprof.core.errors import UserError
 from vitprof.count import running
-from vitprof.count.families import recognize
 from vitprof.count.liveness import Liveness
 from vitprof.count.running import CountFailed, Footprint, untraced
 from vitprof.count.session import count, image_inputs
@@ -58,7 +57,7 @@ def two_layers() -> nn.Module:
 def _footprint(model: nn.Module, batch: int, train: bool = False) -> Footprint:
     with torch.device("meta"):
         image = torch.zeros(batch, 3, 2, 2)
-    return count(model, image_inputs(image), recognize(model), train=train).footprint
+    return count(model, image_inputs(image), train=train).footprint
 
 
 # B = 16: input 16 * 12 * 4 = 768 bytes; the first linear's output h and the ReLU's r
@@ -103,8 +102,8 @@ def test_a_vit_estimate_is_within_a_factor_of_its_real_peak(grad: bool) -> None:
     image = cpu.inputs.tensor("cpu", random=True)
     model = cpu.module.eval()
     with torch.set_grad_enabled(grad):
-        estimate = count(meta.module, image_inputs(meta.inputs.tensor("meta")),
-                         recognize(meta.module)).footprint.activations
+        estimate = count(meta.module,
+                         image_inputs(meta.inputs.tensor("meta"))).footprint.activations
         real = allocation_peaks(lambda: model(image)).between_ops + image.nbytes
     assert real <= estimate <= 1.5 * real
 
@@ -140,7 +139,7 @@ def test_a_failed_meta_run_carries_the_bound_not_the_bytes_it_wrote() -> None:
     with torch.device("meta"):
         image = torch.zeros(512, 3, 2, 2)
     with pytest.raises(CountFailed) as failed:
-        count(Reads(), image_inputs(image), recognize(Reads()))
+        count(Reads(), image_inputs(image))
     # the sum wrote 4 bytes before the failure; one leaf module (the root): 24_576 * 2
     assert failed.value.footprint.activations == 24_576 * 2
 

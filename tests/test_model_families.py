@@ -1,4 +1,4 @@
-"""A model library is one file of vitprof/models/family: its component table, its spec inferrers,
+"""A model library is one file of vitprof/models/libraries: its component table, its spec inferrers,
 its zoo entries and the names it builds, listed once in the registry."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import pkgutil
 
 import pytest
 
-import vitprof.models.family as registry
+import vitprof.models.libraries as registry
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
-from vitprof.count.families import NO_TABLE, recognize
-from vitprof.models.family.base import ModelLibrary
-from vitprof.models.family.hugging_face import HF_CONFIGS
-from vitprof.models.family.torchvision import HIERARCHICAL
+from vitprof.models.libraries.base import ModelLibrary
+from vitprof.models.libraries.hugging_face import HF_CONFIGS
+from vitprof.models.libraries.torchvision import HIERARCHICAL
 from vitprof.models.spec_inference import spec_from_model
 from vitprof.models.zoo import ZOO, build
+from vitprof.recognize.tables import NO_TABLE, recognize
 
 BY_NAME = {family.name: family for family in registry.LIBRARIES}
 

@@ -1,6 +1,6 @@
 """The zoo dispatches over the registered model libraries: each library file owns its prefix,
 the check and build of its names, what its models declare of their input, its sweep variants,
-its deploy step and its help text (``vitprof.models.family``)."""
+its deploy step and its help text (``vitprof.models.libraries``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-import vitprof.models.family as registry
+import vitprof.models.libraries as registry
 from vitprof.checks.baseline import same_model
 from vitprof.checks.crosscheck.subject import Subject
 from vitprof.cli.commands.diff import is_saved_profile
@@ -21,7 +21,7 @@ from vitprof.models import deploy as deploy_module
 from vitprof.models import zoo
 from vitprof.models.declared_input import declared_input
 from vitprof.models.deploy import reparameterized
-from vitprof.models.family.base import BuildSizes, Declaration, ModelLibrary
+from vitprof.models.libraries.base import BuildSizes, Declaration, ModelLibrary
 from vitprof.render.formats import render
 from vitprof.sweep import variant_factory
 

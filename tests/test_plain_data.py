@@ -14,7 +14,6 @@ from vitprof.checks.crosscheck.table import CrossCheck
 from vitprof.checks.diff import Snapshot, compare
 from vitprof.core.display import Shown, show
 from vitprof.core.records import EventKind, Mode, Recognizer
-from vitprof.count.families import recognize
 from vitprof.count.session import Event, count, image_inputs
 from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.diff import diff_document
@@ -82,7 +81,7 @@ def test_recognizer_names_are_an_enum_the_api_takes_as_strings() -> None:
 def test_module_events_say_their_kind_as_an_enum() -> None:
     model = Outer()
     events: list[Event] = []
-    count(model, image_inputs(torch.zeros(3, 4, device="meta")), recognize(model),
+    count(model, image_inputs(torch.zeros(3, 4, device="meta")),
           on_event=events.append)
     assert {type(e.kind) for e in events} == {EventKind}
     # each of the 6 modules (root, wrap, wrap.inner, wrap.inner.fc, wrap.inner.act, head)

@@ -22,7 +22,6 @@ from torchvision.models.vision_transformer import VisionTransformer
 from vitprof import UserError, analyze
 from vitprof.cli.main import main
 from vitprof.core.records import COMPONENTS, Component, Counts
-from vitprof.count.families import recognize
 from vitprof.count.session import image_inputs
 from vitprof.count.training import phase_components, phase_totals
 from vitprof.measure.memory import (
@@ -43,6 +42,7 @@ from vitprof.measure.timing import (
     plan_intervals,
     time_forward,
 )
+from vitprof.recognize.tables import recognize
 from vitprof.render.formats import choices
 from vitprof.render.roofline import points, write_roofline
 
@@ -104,7 +104,7 @@ def test_component_times_add_up_to_end_to_end(measured: SpeedProfile) -> None:
     mark. A wall clock makes those two intervals a share of the forward that depends on the
     CPU (main held it to 10%), so the real profile is held to what is exact on any CPU."""
     model, example = small_vit().eval(), torch.randn(BATCH, 3, 32, 32)
-    plan = plan_intervals(model, image_inputs(example.to("meta")), recognize(model)).plan
+    plan = plan_intervals(model, image_inputs(example.to("meta"))).plan
     ticks = time_forward(model, example, plan, TickClock(), warmup=0, iters=4)
     # one mark per module event and one either side of the forward: events + 1 intervals
     assert ticks.hooked_latency == len(plan.events) + 1
@@ -186,9 +186,9 @@ def test_intensity_from_bytes_read_and_written(measured: SpeedProfile) -> None:
 def test_bytes_follow_the_dtype() -> None:
     model = small_vit().eval()
     x = torch.zeros(BATCH, 3, 32, 32)
-    fp32 = plan_intervals(model, image_inputs(x.to("meta")), recognize(model)).run.ops
-    bf16 = plan_intervals(model.to(torch.bfloat16), image_inputs(x.to("meta", torch.bfloat16)),
-                          recognize(model)).run.ops
+    fp32 = plan_intervals(model, image_inputs(x.to("meta"))).run.ops
+    bf16 = plan_intervals(model.to(torch.bfloat16),
+                          image_inputs(x.to("meta", torch.bfloat16))).run.ops
     assert [op.macs for op in fp32] == [op.macs for op in bf16]
     # Half the bytes, except that the 5 layer norms keep their mean and rstd (4 x 17 values
     # each) in float32: 2 extra bytes per value in bfloat16.
@@ -221,7 +221,7 @@ def test_a_fused_projection_is_shared_out_in_parameter_memory_and_timed_interval
     with torch.device("meta"):
         model = FusedViT()
     planned = plan_intervals(model, image_inputs(torch.zeros(1, 3, 16, 16, device="meta")),
-                             recognize(model), recognizer="graph")
+                             recognizer="graph")
     by_component = param_bytes_by_component(model, planned.found.params)
     assert by_component[C.ATTN_QKV] == 4 * 2 * (96 * 32 + 96)  # float32, two blocks: 25_344
     assert sum(by_component.values()) == 4 * sum(p.numel() for p in model.parameters())
@@ -333,7 +333,7 @@ def wall_clock_cuda_events(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_cuda_clock_with_wall_clock_events(wall_clock_cuda_events: list[int]) -> None:
     model, example = small_vit().eval(), torch.randn(BATCH, 3, 32, 32)
-    plan = plan_intervals(model, image_inputs(example.to("meta")), recognize(model)).plan
+    plan = plan_intervals(model, image_inputs(example.to("meta"))).plan
     clock = CudaClock()
     timings = time_forward(model, example, plan, clock, warmup=1, iters=4)
     assert 0 < timings.attributed <= timings.hooked_latency

@@ -26,8 +26,8 @@ from vitprof.checks.crosscheck.published import (
     timm_name,
 )
 from vitprof.cli.main import main
-from vitprof.models import family as registry
-from vitprof.models.family.base import ModelLibrary
+from vitprof.models import libraries as registry
+from vitprof.models.libraries.base import ModelLibrary
 from vitprof.study.generate import MARKER
 from vitprof.study.page_check import compare
 from vitprof.study.pages.timm_published import _why_not, timm_published_page

@@ -1,6 +1,6 @@
 """The docs that list a registry's members list every one of them, read from the registry: the
 crosscheck peers (one file each under ``vitprof/checks/crosscheck/peers/``) in
-docs/crosscheck.md and the README, the model libraries (``vitprof.models.family.FILES``) in the
+docs/crosscheck.md and the README, the model libraries (``vitprof.models.libraries.FILES``) in the
 README and docs/budgets.md. A peer or library file added without its docs fails here."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 import tomllib
 from pathlib import Path
 
-import vitprof.models.family as registry
+import vitprof.models.libraries as registry
 from vitprof.checks.crosscheck.peers import load, names
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,6 @@ from torch import nn
 
 from vitprof import UserError
 from vitprof.core.records import Component as C
-from vitprof.count.families import recognize
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import CountFailed, Footprint, MetaFailure, first_on_meta
 from vitprof.count.session import Event, count, image_inputs
@@ -77,7 +76,7 @@ def test_count_gives_the_macs_of_a_tiny_model_by_arithmetic() -> None:
     model = Outer()
     before = {name: t.clone() for name, t in model.state_dict().items()}
     x = torch.zeros(3, 4, device="meta")  # meta input, model with weights: meta stand-ins
-    run = count(model, image_inputs(x), recognize(model))
+    run = count(model, image_inputs(x))
     # fc: 3 rows x 4 in x 4 out = 48 MACs; head: 3 x 4 x 2 = 24 MACs; relu is free of MACs
     assert [(op.op, op.module, op.macs) for op in run.ops] == [
         ("aten.addmm", "inner.fc", 48), ("aten.relu", "inner.act", 0), ("aten.addmm", "head", 24),
@@ -92,7 +91,7 @@ def test_count_gives_the_macs_of_a_tiny_model_by_arithmetic() -> None:
 def test_count_a_training_step_with_backward_module_events() -> None:
     model = Outer()
     events: list[Event] = []
-    run = count(model, image_inputs(torch.zeros(3, 4, device="meta")), recognize(model),
+    run = count(model, image_inputs(torch.zeros(3, 4, device="meta")),
                 train=True, on_event=events.append)
     forward = [op for op in run.ops if op.phase == "forward"]
     backward = [op for op in run.ops if op.phase == "backward"]
@@ -129,7 +128,7 @@ class ReadsAValue(nn.Module):
 def test_a_meta_only_failure_falls_back_with_a_note() -> None:
     model = ReadsAValue()
     attempt = first_on_meta("m", (3, 4), lambda: count(
-        model, image_inputs(torch.zeros(3, 4, device="meta")), recognize(model)
+        model, image_inputs(torch.zeros(3, 4, device="meta"))
     ))
     assert isinstance(attempt, MetaFailure)
     assert attempt.note("cpu") == ("meta device failed (RuntimeError: Tensor.item() cannot be "

@@ -132,8 +132,8 @@ def test_the_mac_oracle_takes_a_view_of_a_parameter_into_a_child() -> None:
 
 def test_the_sweep_asks_each_library_for_its_models_and_builds(monkeypatch) -> None:
     """A library joins the sweep by its own file: the script reads the registry's ZooSweeps."""
-    import vitprof.models.family as registry
-    from vitprof.models.family.base import ModelLibrary, ZooSweep
+    import vitprof.models.libraries as registry
+    from vitprof.models.libraries.base import ModelLibrary, ZooSweep
 
     def toy_models(per_group: int | None) -> Iterator[tuple[str, str]]:
         names = {"linear": ["wide", "narrow"], "conv": ["small"]}

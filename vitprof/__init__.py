@@ -37,8 +37,6 @@ def _register_displays() -> None:
 
 
 on_first_display(_register_displays)
-# the families register their component tables with vitprof.count.families (read without torch)
-importlib.import_module("vitprof.models.family")
 
 
 def __getattr__(name: str) -> Any:

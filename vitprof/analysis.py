@@ -15,10 +15,7 @@ when the model fails.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -27,20 +24,15 @@ from torch import nn
 from vitprof.core.choices import RECOGNIZERS
 from vitprof.core.collector import collector_paused
 from vitprof.core.errors import UserError
+from vitprof.core.overrides import Override
 from vitprof.core.records import (
     DEVICES,
     MODES,
-    Component,
     Mode,
-    OpRecord,
-    ParamRecord,
     Recognizer,
 )
-from vitprof.count.families import NO_TABLE, ComponentMap, Rule, recognize
 from vitprof.count.flooring import floor_warnings
 from vitprof.count.formulas import Formula
-from vitprof.count.graph import graph_breakdown
-from vitprof.count.graph.rules import OVERRIDE
 from vitprof.count.result import Profile
 from vitprof.count.running import (
     CountFailed,
@@ -54,6 +46,7 @@ from vitprof.count.running import (
 )
 from vitprof.count.self_checks import self_checks
 from vitprof.count.session import Run, count
+from vitprof.recognize import Found, breakdown
 from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_workload
 
 
@@ -61,30 +54,6 @@ def _model_device(model: nn.Module) -> str:
     for tensor in [*model.parameters(), *model.buffers()]:
         return tensor.device.type
     return "cpu"
-
-
-def _param_records(model: nn.Module, mapping: ComponentMap) -> tuple[ParamRecord, ...]:
-    return tuple(
-        ParamRecord(name, p.numel(), mapping.params[name], mapping.block_of(name), tuple(p.shape),
-                    _table_rule(mapping, name, name))
-        for name, p in model.named_parameters()
-    )
-
-
-def _table_rule(mapping: ComponentMap, name: str, path: str) -> str:
-    """What placed a record of module ``path`` or the parameter ``name`` in a table's
-    breakdown: ``override`` where a ``--map`` rule set it or a module holding it, else the
-    table."""
-    if not mapping.overridden:  # no --map rule: the table placed everything
-        return mapping.family
-    holders = [path, *(path[:k] for k, c in enumerate(path) if c == ".")]
-    ruled = name in mapping.overridden or any(h in mapping.overridden for h in holders)
-    return OVERRIDE.name if ruled else mapping.family
-
-
-def _table_ops(ops: Sequence[OpRecord], mapping: ComponentMap) -> tuple[OpRecord, ...]:
-    """``ops`` as the counter placed them from a table, each saying so (:func:`_table_rule`)."""
-    return tuple(replace(op, placed_by=_table_rule(mapping, "", op.module)) for op in ops)
 
 
 def _check_arguments(device: str, mode: str, recognizer: str = Recognizer.AUTO) -> None:
@@ -100,7 +69,7 @@ def _check_arguments(device: str, mode: str, recognizer: str = Recognizer.AUTO) 
 
 def workload_of(
     model: nn.Module | str | Workload, request: InputRequest | None, *,
-    name: str | None = None, overrides: Sequence[Rule] = (), **keywords: Any,
+    name: str | None = None, overrides: Sequence[Override] = (), **keywords: Any,
 ) -> Workload:
     """``model`` if it is a :class:`~vitprof.workload.Workload` already (which carries its input,
     name and rules: none may be given beside it), else its workload at ``request`` or at the
@@ -121,7 +90,7 @@ def analyze(
     batch_size: int = 1,
     num_classes: int | None = None,
     device: str = "meta",
-    overrides: Sequence[Rule] = (),
+    overrides: Sequence[Override] = (),
     name: str | None = None,
     mode: str = Mode.INFERENCE,
     deploy: bool = False,
@@ -153,7 +122,8 @@ def analyze(
     a copy: re-parameterised, BatchNorm folded. ``formulas`` (``{torch.ops.aten.OP: formula}``)
     price those ops for this call only, over the registered formulas (signature and conventions
     in :mod:`vitprof.count.formulas`). ``recognizer`` picks who names the components
-    (:func:`breakdown`): ``"auto"``, ``"graph"`` or ``"tables"``; ``overrides`` win over either.
+    (:func:`vitprof.recognize.breakdown`): ``"auto"``, ``"graph"`` or ``"tables"``;
+    ``overrides`` win over either.
 
     Every model is counted on meta first. It is then run with real tensors when ``device`` is
     cpu or cuda, or when the meta run failed for a reason of the meta
@@ -174,11 +144,10 @@ def _analyze(
 ) -> Profile:
     """One analysis of ``work`` (see :func:`analyze`)."""
     built = deployed(_on_its_device(work, device), deploy)
-    mapping = recognize(built.module, built.rules)
     shape = built.inputs.shape
     train = mode == Mode.TRAIN
     run: Run | MetaFailure = first_on_meta(built.name, shape, lambda: count(
-        built.module, built.inputs.example("meta"), mapping, train=train, formulas=formulas
+        built.module, built.inputs.example("meta"), train=train, formulas=formulas
     ))
     run_device, fallback = "meta", None
     if isinstance(run, MetaFailure) or device != "meta":
@@ -188,12 +157,12 @@ def _analyze(
             fallback = failure.note(run_device)
         module = _real_module(built, run_device, run.footprint, failure)
         try:
-            run = count(module, built.inputs.example(run_device), mapping, train=train,
+            run = count(module, built.inputs.example(run_device), train=train,
                         formulas=formulas)
         except CountFailed as failed:
             raise run_failed(built.name, shape, run_device, failed.error) from None
     with collector_paused():  # a breakdown reads records and makes no cycles
-        found = breakdown(built.module, mapping, run, built.rules, recognizer)
+        found = breakdown(run, built.module, recognizer, built.rules)
     return profile_of(built, run, found, run_device, mode=Mode(mode), fallback=fallback)
 
 
@@ -223,70 +192,6 @@ def profile_of(
         self_checks=checks,
         inputs=work.inputs.records(),
     )
-
-
-@dataclass(frozen=True)
-class Found:
-    """A breakdown: who made it (``family``: a table's name, ``graph``, or under ``auto``
-    ``graph (NAME table agrees)`` / ``graph (NAME table differs)``: :func:`_label`), the
-    records and parameters with their components and blocks, and its warnings. ``origins``:
-    per record of ``ops``, the index in ``Run.ops`` of the counted record it is or is a share
-    of (a fused projection's); None when ``ops`` are the run's one for one."""
-
-    family: str
-    ops: tuple[OpRecord, ...]
-    params: tuple[ParamRecord, ...]
-    warnings: tuple[str, ...]
-    origins: tuple[int, ...] | None = None
-
-    def offset(self, index: int) -> int:
-        """The index in ``ops`` of the first record made from ``Run.ops[index]`` (the number of
-        records made from those before it): where a module event's ``ops`` falls in ``ops``."""
-        return index if self.origins is None else bisect_left(self.origins, index)
-
-
-def breakdown(
-    module: nn.Module, mapping: ComponentMap, run: Run, rules: Sequence[Rule], recognizer: str
-) -> Found:
-    """The breakdown ``recognizer`` asks for. ``graph`` and ``auto`` (the default): roles read
-    from the data flow (:mod:`vitprof.count.graph`), the one recognizer that decides; under
-    ``auto``, when a table detected the model too, the two are compared (:func:`_label`).
-    ``tables``: ``mapping`` as the counter applied it when a table detected the model, else the
-    graph's (kept to compare; the tables are facts about the classes they detect by type,
-    tested equal to the graph). ``rules`` (``--map``) win over either."""
-    detected = mapping.family != NO_TABLE
-    if detected and recognizer == Recognizer.TABLES:
-        return Found(mapping.family, _table_ops(run.ops, mapping),
-                     _param_records(module, mapping), mapping.warnings)
-    if run.trace is None:
-        raise UserError("the graph recognizer needs the trace of a forward; this run has none")
-    graph = graph_breakdown(module, run.ops, run.trace, rules)
-    found = Found(Recognizer.GRAPH, graph.ops, graph.params, graph.warnings, graph.origins)
-    if not detected or recognizer != Recognizer.AUTO:
-        return found
-    # compared cell by cell (:func:`_cells`), which reads no rule: the records as counted
-    table = Found(mapping.family, run.ops, _param_records(module, mapping), mapping.warnings)
-    return replace(found, family=_label(found, table))
-
-
-def _label(graph: Found, table: Found) -> str:
-    """Who made ``graph``, as the header and the JSON ``family`` say: ``graph``, and whether the
-    table that detected the model places the same params and MACs in every component of every
-    block (``graph (torchvision table agrees)``) or not (``... differs``). Vector FLOPs are not
-    compared: where an element-wise op between two modules goes (a hybrid backbone's GroupNorm
-    activations, a bias beside the scores) is the graph's to say; a table names modules."""
-    verdict = "agrees" if _cells(graph) == _cells(table) else "differs"
-    return f"{Recognizer.GRAPH} ({table.family} table {verdict})"
-
-
-def _cells(found: Found) -> Counter[tuple[int | None, Component, bool]]:
-    """Params (``False``) and MACs (``True``) per block (None: outside) and component."""
-    cells: Counter[tuple[int | None, Component, bool]] = Counter()
-    for p in found.params:
-        cells[p.block, p.component, False] += p.numel
-    for op in found.ops:
-        cells[op.block, op.component, True] += op.macs
-    return +cells
 
 
 def _fallback_device(module: nn.Module) -> str:

@@ -9,7 +9,7 @@ model follows that law (for a plain ViT, core = 2 N^2 D and MLP = 2 N D M per bl
 crossover is at N = M tokens).
 
 Depth and width sweeps rebuild the model with one dimension changed, by the model library that
-has a variant for it (:attr:`vitprof.models.family.base.ModelLibrary.variant`): the torchvision
+has a variant for it (:attr:`vitprof.models.libraries.base.ModelLibrary.variant`): the torchvision
 ``VisionTransformer`` (all ``vit_*`` names) and timm ViTs. A width sweep keeps the head width d
 (and torchvision's the MLP ratio M / D) of the original model.
 """
@@ -32,7 +32,7 @@ from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import UNITS, Component, Counts
 from vitprof.count.result import Profile
-from vitprof.models.family import LIBRARIES
+from vitprof.models.libraries import LIBRARIES
 from vitprof.models.zoo import build, infer_patch_size, published_sizes
 from vitprof.workload import InputRequest
 

@@ -36,7 +36,7 @@ from torch import nn
 from vitprof.analysis import analyze
 from vitprof.checks.budget import BudgetResult, check_profile, evaluate, load_budgets, parse_budget
 from vitprof.core.errors import UserError
-from vitprof.count.families import Rule
+from vitprof.core.overrides import Override
 from vitprof.count.graph.roles import NO_EVIDENCE
 from vitprof.count.result import Profile
 from vitprof.render.budget import budget_document
@@ -55,7 +55,7 @@ def assert_budget(
     image_size: int | tuple[int, int] | None = None,
     batch_size: int | None = None,
     num_classes: int | None = None,
-    overrides: Sequence[Rule] = (),
+    overrides: Sequence[Override] = (),
     **limits: Any,
 ) -> BudgetResult:
     """Analyze ``model`` (a name, a module, or an existing :class:`Profile`) and check

@@ -37,15 +37,15 @@ from torch.utils._pytree import tree_map
 
 from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
+from vitprof.core.overrides import Override
 from vitprof.core.records import InputRecord
 from vitprof.core.validate import check_elements, check_image_size, check_int, check_shape
-from vitprof.count.families import Rule
 from vitprof.count.running import one_line
 from vitprof.count.session import call
 from vitprof.models.declared_input import DeclaredInput, declared_input, square_or_pair
 from vitprof.models.deploy import deploy_form
-from vitprof.models.family.base import BuildSizes
 from vitprof.models.forward_inputs import OwnInput, TensorSpec, make_tensor, own_forward_input
+from vitprof.models.libraries.base import BuildSizes
 from vitprof.models.reached_channels import traced_channels
 from vitprof.models.zoo import (
     DEFAULT_FRAMES,
@@ -375,7 +375,7 @@ class Workload:
     name: str
     module: nn.Module
     inputs: InputSpec
-    rules: tuple[Rule, ...] = ()  # the zoo entry's overrides, then the caller's
+    rules: tuple[Override, ...] = ()  # the zoo entry's overrides, then the caller's
     entry: ZooEntry | None = None
     warnings: tuple[str, ...] = ()  # what the build noticed and the analysis should say
     input_source: str = "given"  # where the input's size and channels came from
@@ -387,7 +387,7 @@ def make_workload(
     request: InputRequest | None = None,
     *,
     name: str | None = None,
-    overrides: Sequence[Rule] = (),
+    overrides: Sequence[Override] = (),
     device: str = "meta",
     **keywords: Any,
 ) -> Workload:

@@ -30,7 +30,7 @@ from vitprof.core.atomic_write import StagedFiles
 from vitprof.core.errors import UserError
 from vitprof.core.schema import versioned
 from vitprof.count.result import Profile
-from vitprof.models.family import model_file
+from vitprof.models.libraries import model_file
 
 METRICS = ("params", "macs", "vector_flops")
 SCOPES = ("total", "component", "block")
@@ -79,7 +79,7 @@ def load(baseline: Baseline, current: Snapshot) -> Snapshot:
 
 def same_model(saved: str, current: str) -> bool:
     """Whether ``saved`` and ``current`` name the same model. A name that holds a path
-    (:func:`vitprof.models.family.model_file`) holds it as vitprof was given it, relative to
+    (:func:`vitprof.models.libraries.model_file`) holds it as vitprof was given it, relative to
     the folder it ran in: two such names with the same factory are the same model when one path
     ends with the other (``sub/models.py:build`` and ``/work/sub/models.py:build``). Other names
     are equal."""

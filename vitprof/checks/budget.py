@@ -74,9 +74,9 @@ from vitprof.core.choices import (
     ZERO_GRAD_PLACES,
 )
 from vitprof.core.errors import UserError, one_line, read_user_file
+from vitprof.core.overrides import Override
 from vitprof.core.parse import image_size
 from vitprof.core.records import Component, Counts
-from vitprof.count.families import Rule
 from vitprof.count.result import Profile
 from vitprof.measure.memory_spelling import TABLE_KEYS, SettingError
 from vitprof.measure.training_memory import memory, step_settings
@@ -202,7 +202,7 @@ class Budget:
     model: str | nn.Module
     checks: tuple[Check, ...]
     request: InputRequest = field(default_factory=InputRequest)  # the input it is checked at
-    overrides: tuple[Rule, ...] = ()
+    overrides: tuple[Override, ...] = ()
     recognizer: str = "auto"
     origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
     baseline: Baseline | None = None
@@ -578,7 +578,7 @@ def _image_size(value: Any, path: tuple[str, ...], where: _Source) -> int | tupl
     return _positive(value, path, where, Kind.IMAGE_SIZE)
 
 
-def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tuple[Rule, ...]:
+def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tuple[Override, ...]:
     rules = []
     for regex, name in table.items():
         try:

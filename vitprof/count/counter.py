@@ -1,4 +1,4 @@
-"""The counting engine: every aten op a model runs, priced and attributed to a component.
+"""The counting engine: every aten op a model runs, priced, with where it ran.
 
 A ``TorchDispatchMode`` sees each aten operation below autograd, so functional code
 (``q @ k.transpose(-2, -1)``, ``F.linear`` on a parameter nobody calls as a module) is seen as
@@ -15,17 +15,12 @@ generalises: a ``score_mod`` or a ``block_mask`` costs what SDPA's mask does, on
 op per score, and a block mask's skipped blocks are not subtracted. On meta it is not run: its
 output is made from the shapes.
 
-Attribution of one operation, in order:
-
-1. a fused operation that spans components (``_native_multi_head_attention``) names them itself;
-2. an operation that reads a parameter belongs to that parameter's component;
-3. otherwise, the innermost running module that has a component;
-4. otherwise (a residual add in a block's own ``forward``, pooling in the model's ``forward``),
-   where its data comes from: inside a block, the component of the latest counted operation
-   that produced one of its inputs (a residual add closes the branch whose output it adds:
-   ``x + attn(x)`` is ``attn_proj``, ``x + mlp(x)`` is ``mlp``), or failing that the previous
-   counted operation of the block; outside blocks, ``tokens`` before the first block and
-   ``head`` after it. Producers are followed through views and data movement by storage.
+The count is neutral: it places nothing. Each record keeps where it ran
+(:class:`~vitprof.count.trace.Whereabouts`: the running modules, the parameters it reads, the
+records that produced its inputs, its forward record, and the component a fused operation that
+spans components, ``_native_multi_head_attention``, names itself); the recognize layer places
+it afterwards (:mod:`vitprof.recognize`). Producers are followed through views and data movement
+by storage.
 
 Backward operations (``phase = "backward"``, with autograd tracked during the forward) run
 without a module stack: each belongs to the forward operation whose autograd node runs it. In
@@ -58,7 +53,6 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from vitprof.core.records import Component, Cost, OpKind, OpRecord, Phase
-from vitprof.count.families import ComponentMap
 from vitprof.count.flooring import Floor, floored
 from vitprof.count.formulas import (
     OWN_FORMULAS,
@@ -75,7 +69,7 @@ from vitprof.count.formulas import (
 )
 from vitprof.count.liveness import Liveness, allocates
 from vitprof.count.module_stack import ModuleStack
-from vitprof.count.trace import Step, Trace
+from vitprof.count.trace import Step, Trace, Whereabouts
 
 _SDPA = F.scaled_dot_product_attention
 # products that add their first input to what they multiply (``beta * self + a @ b``): that
@@ -105,9 +99,8 @@ class Placed(Protocol):
 @dataclass(slots=True)
 class _Pending:
     op: str
-    module: str
-    component: Component | None
-    block: int | None
+    stack: tuple[str, ...]  # the running modules' paths, innermost last
+    named: Component | None  # a part of a fused op that named its component itself
     cost: Cost
     phase: Phase
     traffic: tuple[int, int] = (0, 0)  # bytes read, bytes written
@@ -116,7 +109,6 @@ class _Pending:
     params: tuple[str, ...] = ()  # the parameters it reads
     carried: tuple[str, ...] = ()  # forward: parameters reaching it through free ops only
     shape: tuple[int, ...] = ()  # forward: shape of its (first) output
-    fixed: bool = False  # a part of a fused op that named its component itself
     beside: tuple[int, ...] = ()  # forward: producers of inputs that are not operands (a mask)
     indexed: tuple[int, ...] = ()  # forward: the sources reaching it only as indices
     operand: tuple[int, ...] = ()  # forward: shape of its first input tensor
@@ -213,7 +205,7 @@ class OpCounter:
     """
 
     def __init__(
-        self, model: nn.Module, mapping: ComponentMap, params: Mapping[str, torch.Tensor],
+        self, model: nn.Module, params: Mapping[str, torch.Tensor],
         formulas: Mapping[Any, Formula] | None = None,
         modules: ModuleStack | None = None, live: Liveness | None = None,
         real_step: bool = False, attention: Callable[..., Any] | None = None,
@@ -225,7 +217,6 @@ class OpCounter:
         self.attention = attention if attention is not None else _SDPA
         self.failed: Exception | None = None  # a real step's pricing that failed
         self.formulas = overriding(formulas)
-        self.mapping = mapping
         self.param_of_storage = {storage_key(t): name for name, t in params.items()}
         self.modules = modules if modules is not None else ModuleStack(model)
         self.pending: list[_Pending] = []
@@ -337,8 +328,7 @@ class OpCounter:
         owner = None
         if not forward:
             owner = self.owners.get(torch._C._current_autograd_node())
-        block = self.pending[owner].block if owner is not None else self._block(params)
-        module = self.stack[-1] if self.stack else ""
+        stack = tuple(self.stack)
         parts = list(cost.items()) if isinstance(cost, Mapping) else [(None, cost)]
         shares = _shares(traffic, [part.macs for _, part in parts])
         name = op_name(op)
@@ -347,10 +337,9 @@ class OpCounter:
         for (component, part), share in zip(parts, shares, strict=True):
             self.pending.append(
                 _Pending(
-                    name, module, component or self._component(params), block, part, self.phase,
-                    share, owner, sources, tuple(params), carried, shape,
-                    component is not None, apart, indexed, operand, read, beside_only, joined,
-                    shared, unsourced, kind_of(op) if kind is None else kind,
+                    name, stack, component, part, self.phase, share, owner, sources,
+                    tuple(params), carried, shape, apart, indexed, operand, read, beside_only,
+                    joined, shared, unsourced, kind_of(op) if kind is None else kind,
                 )
             )
         if forward:
@@ -518,48 +507,27 @@ class OpCounter:
         found = (self.param_of_storage.get(key) for key in keys)
         return [name for name in found if name is not None]
 
-    def _component(self, params: list[str]) -> Component | None:
-        if params:
-            return self.mapping.params[params[0]]
-        for path in reversed(self.stack):
-            component = self.mapping.modules.get(path)
-            if component is not None:
-                return component
-        return None
-
-    def _block(self, params: list[str]) -> int | None:
-        for path in reversed(self.stack):
-            index = self.mapping.blocks.get(path)
-            if index is not None:
-                return index
-        return self.mapping.block_of(params[0]) if params else None
-
     def records(self) -> list[OpRecord]:
-        """The counted operations, each with a component (resolved by position if need be).
+        """The counted operations, not placed: a record's component is the one a fused op
+        named for its part (else ``other``) and its block None, until the recognize layer
+        places it from its :meth:`whereabouts` (:func:`vitprof.recognize.placement.place`)."""
+        return [
+            OpRecord(p.op, p.stack[-1] if p.stack else "", p.named or Component.OTHER, None,
+                     p.cost.macs, p.cost.vector_flops, p.phase, *p.traffic)
+            for p in self.pending
+        ]
 
-        Backward operations take the component of their forward record.
-        """
-        forward = [i for i, p in enumerate(self.pending) if p.phase == Phase.FORWARD]
-        resolved = dict(zip(forward, resolve_positions(
-            [self.pending[i] for i in forward], has_blocks=bool(self.mapping.blocks)
-        ), strict=True))
-        records = []
-        for i, p in enumerate(self.pending):
-            component = resolved.get(i)
-            if component is None and p.owner is not None:
-                component = resolved.get(p.owner)
-            records.append(OpRecord(
-                p.op, p.module, component or p.component or Component.OTHER, p.block,
-                p.cost.macs, p.cost.vector_flops, p.phase, *p.traffic, kind=p.kind,
-            ))
-        return records
+    def whereabouts(self) -> tuple[Whereabouts, ...]:
+        """Where each counted operation ran, in the order of :meth:`records`."""
+        return tuple(Whereabouts(p.stack, p.params, p.sources, p.owner, p.named)
+                     for p in self.pending)
 
 
     def trace(self) -> Trace:
         """The data flow of the forward records (:class:`~vitprof.count.trace.Trace`)."""
         steps = tuple(
-            Step(p.op, p.module, p.params, p.carried, p.sources, p.shape,
-                 p.cost.macs, p.component if p.fixed else None, p.beside, p.indexed,
+            Step(p.op, p.stack[-1] if p.stack else "", p.params, p.carried, p.sources, p.shape,
+                 p.cost.macs, p.named, p.beside, p.indexed,
                  p.operand, p.parts, p.carried_beside, p.carried_joined, p.joined,
                  p.unsourced, p.kind)
             for p in self.pending if p.phase == Phase.FORWARD

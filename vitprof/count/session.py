@@ -30,14 +30,13 @@ from torch.utils._pytree import tree_leaves, tree_map
 from vitprof.core.errors import UserError
 from vitprof.core.records import EventKind, OpRecord, Phase
 from vitprof.count.counter import OpCounter
-from vitprof.count.families import ComponentMap
 from vitprof.count.flooring import Floor
 from vitprof.count.formulas import Formula
 from vitprof.count.liveness import Liveness
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import CountFailed, Footprint, on_meta, traced, untraced
 from vitprof.count.state import in_place_warning, untouched
-from vitprof.count.trace import Trace
+from vitprof.count.trace import Trace, Whereabouts
 from vitprof.count.training import first_output
 
 Inputs = tuple[tuple[Any, ...], dict[str, Any]]  # (args, kwargs) of one forward
@@ -130,9 +129,12 @@ class Event:
 
 @dataclass(frozen=True)
 class Run:
-    """What one counted run did.
+    """What one counted run did, placing nothing: the recognize layer places the records
+    afterwards (:func:`vitprof.recognize.breakdown`).
 
-    ``ops``: the op records in the order they ran; ``unsupported``: ``{op name: calls}`` of the
+    ``ops``: the op records in the order they ran, not placed (component ``other`` but where
+    a fused op named its parts', block None); ``whereabouts``: where each of them ran
+    (:class:`~vitprof.count.trace.Whereabouts`); ``unsupported``: ``{op name: calls}`` of the
     ops that ran without a formula; ``nodes``: autograd node -> index in ``ops`` of the forward
     op it belongs to (filled for a training count only; the nodes, and what autograd saved for
     them, stay alive as long as the Run); ``params``: the tensors that stood for the parameters
@@ -154,16 +156,18 @@ class Run:
     floors: tuple[Floor, ...] = ()
     gradients: dict[str, torch.Tensor] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # the parameters the run changed in place, named
+    whereabouts: tuple[Whereabouts, ...] = ()  # per record of ``ops``: where it ran
 
 
 def count(
-    model: nn.Module, inputs: Inputs, mapping: ComponentMap, *, train: bool = False,
+    model: nn.Module, inputs: Inputs, *, train: bool = False,
     backward: bool = True, on_event: Callable[[Event], None] | None = None,
     formulas: Mapping[Any, Formula] | None = None, live: Liveness | None = None,
     substitutes: dict[str, torch.Tensor] | None = None, keep_gradients: bool = False,
     attention: Callable[..., Any] | None = None, backward_of: Backward | None = None,
 ) -> Run:
-    """Run ``model`` on ``inputs`` once under the counter and return the :class:`Run`.
+    """Run ``model`` on ``inputs`` once under the counter and return the :class:`Run`; no
+    component map is read: the records are placed afterwards (:mod:`vitprof.recognize`).
 
     ``train=True`` counts a training step (:func:`training_step`); with ``backward=False`` it
     stops after the train-mode forward, with the autograd graph kept in ``Run.nodes``.
@@ -199,7 +203,7 @@ def count(
     modules = ModuleStack(model, on_enter=notify(EventKind.ENTER),
                           on_leave=notify(EventKind.LEAVE),
                           backward=train and backward and on_event is not None)
-    counter = OpCounter(model, mapping, params, formulas=formulas, modules=modules, live=live,
+    counter = OpCounter(model, params, formulas=formulas, modules=modules, live=live,
                         attention=attention)
     forward = partial(_forward, model, inputs, substitutes)
     counter.live.hold(inputs)
@@ -225,7 +229,7 @@ def count(
     warnings = (in_place_warning(changed, on_meta(model)),) if changed else ()
     return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params,
                traced(counter.live, train), counter.trace(), tuple(counter.floors), gradients,
-               warnings)
+               warnings, counter.whereabouts())
 
 
 def _named(params: dict[str, torch.Tensor], gradients: dict[int, torch.Tensor]

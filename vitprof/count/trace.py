@@ -58,3 +58,18 @@ class Trace:
 
     steps: tuple[Step, ...]
     owners: tuple[int | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Whereabouts:
+    """Where one record of ``Run.ops`` ran, for the recognize layer to place it: the paths of
+    the running modules, innermost last (``stack``), the parameters it reads, the records that
+    produced its inputs (forward), the forward record whose autograd node ran it (``owner``,
+    backward; None if unknown or forward) and the component a fused op that spans components
+    named for this part of it (``named``)."""
+
+    stack: tuple[str, ...]
+    params: tuple[str, ...]
+    sources: tuple[int, ...]
+    owner: int | None
+    named: Component | None

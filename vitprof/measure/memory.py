@@ -27,8 +27,9 @@ from torch.autograd.graph import saved_tensors_hooks
 
 from vitprof.core.records import COMPONENTS, Component, OpRecord, ParamRecord, Phase
 from vitprof.count.counter import storage_key
-from vitprof.count.families import ComponentMap
 from vitprof.count.session import Inputs, as_inputs, count, meta_twins
+from vitprof.recognize.placement import place
+from vitprof.recognize.tables import ComponentMap
 from vitprof.workload import dtype_name
 
 
@@ -69,7 +70,8 @@ def saved_for_backward(
     Counts a training step without its backward (:func:`vitprof.count.session.count`) on meta
     twins of ``example`` (the whole forward, ``(args, kwargs)``, or a tensor, its one positional
     argument) and meta stand-ins of the parameters (same dtypes, same
-    ``requires_grad``), so nothing is allocated; the model's mode is restored.
+    ``requires_grad``), so nothing is allocated; the model's mode is restored. Its records are
+    placed by ``mapping`` (:func:`vitprof.recognize.placement.place`).
     """
     saved: list[torch.Tensor] = []
     claims: dict[int, int] = {}  # token -> index of the first record whose node saved it
@@ -85,12 +87,11 @@ def saved_for_backward(
         return saved[token]
 
     with saved_tensors_hooks(pack, unpack):
-        run = count(model, meta_twins(as_inputs(example)), mapping, train=True,
-                    backward=False)
+        run = count(model, meta_twins(as_inputs(example)), train=True, backward=False)
     for node, index in sorted(run.nodes.items(), key=lambda item: item[1]):
         reader.append(index)
         _read_saved(node)
-    records = run.ops
+    records = place(run.ops, run.whereabouts, mapping)
     parameters = {storage_key(t) for t in run.params.values()}
     totals = dict.fromkeys(COMPONENTS, 0)
     seen: set[int | None] = set()

@@ -37,10 +37,10 @@ from torch import nn
 from vitprof.core.choices import FREEZES, LOSSES, ZERO_GRAD_PLACES
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component
-from vitprof.count.families import ComponentMap
 from vitprof.count.session import Backward, ones_backward
 from vitprof.count.training import first_output
 from vitprof.measure.memory_spelling import SettingError
+from vitprof.recognize.tables import ComponentMap
 
 DEFAULT_LOSS = "ones"
 

@@ -41,7 +41,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint as checkpointed
 
 from vitprof.core.errors import UserError
-from vitprof.count.families import ComponentMap
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import Run, count
 from vitprof.count.timeline import Timeline
@@ -54,6 +53,7 @@ from vitprof.measure.memory_loop import (
     trainable,
 )
 from vitprof.measure.memory_spelling import SettingError
+from vitprof.recognize.tables import ComponentMap
 from vitprof.workload import Workload
 
 _SDPA = torch.nn.functional.scaled_dot_product_attention
@@ -286,7 +286,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         if not settings.train:
             stack.enter_context(torch.no_grad())
         with saved_tensors_hooks(saved.pack, _unpack), _quiet_fake_tensor_log():
-            run = _counted(work, mapping, inputs, timeline, settings, spec.shape, kernel)
+            run = _counted(work, inputs, timeline, settings, spec.shape, kernel)
         stack.close()
         gradients = _optimizer_step(timeline, run, opt, work.module) | held_grads
         state = _state_by_name(opt, work.module)
@@ -307,13 +307,13 @@ def _quiet_fake_tensor_log() -> Iterator[None]:
         log.disabled = was
 
 
-def _counted(work: Workload, mapping: ComponentMap, inputs: Any, timeline: Timeline,
+def _counted(work: Workload, inputs: Any, timeline: Timeline,
              settings: StepSettings, shape: tuple[int, ...], attention: Callable[..., Any]
              ) -> Run:
     """The counted forward (and backward) on fake tensors, every SDPA call running
     ``attention``; a failure says what was tried, and on which input ``shape``."""
     try:
-        return count(work.module, inputs, mapping, train=settings.train, live=timeline,
+        return count(work.module, inputs, train=settings.train, live=timeline,
                      keep_gradients=True, attention=attention,
                      backward_of=backward_of(settings.loop))
     except CountFailed as failed:

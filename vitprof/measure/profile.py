@@ -23,9 +23,9 @@ from torch import nn
 from vitprof.analysis import profile_of, workload_of
 from vitprof.core.choices import RECOGNIZERS, peak_tflops_error
 from vitprof.core.errors import UserError
+from vitprof.core.overrides import Override
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import REAL_DEVICES, Recognizer
-from vitprof.count.families import Rule, recognize
 from vitprof.count.running import (
     CountFailed,
     MetaFailure,
@@ -77,7 +77,7 @@ def device_name(device: str) -> str:
 
 def _workload(
     model: nn.Module | str | Workload, device: str, request: InputRequest | None,
-    dtype: str, keywords: dict[str, Any], overrides: Sequence[Rule],
+    dtype: str, keywords: dict[str, Any], overrides: Sequence[Override],
 ) -> Workload:
     """The workload to measure: a workload as it is (nothing else may be given beside it); a
     name built on meta at ``request``, else at the request ``keywords`` make
@@ -153,7 +153,7 @@ def profile_model(
     warmup: int = 2,
     iters: int = 10,
     peak_tflops: float | None = None,
-    overrides: Sequence[Rule] = (),
+    overrides: Sequence[Override] = (),
     progress: bool = False,
     threads: int | None = None,
     frames: int | None = None,
@@ -187,9 +187,8 @@ def profile_model(
     work = _workload(model, device, request, dtype, keywords, overrides)
     name, module, shape = work.name, work.module, work.inputs.shape
     measured = work.inputs.dtype if work.inputs.dtype.is_floating_point else DTYPES[dtype]
-    mapping = recognize(module, work.rules)
     planned: Planned | MetaFailure = first_on_meta(name, shape, lambda: plan_intervals(
-        module, work.inputs.example("meta"), mapping, recognizer, work.rules))
+        module, work.inputs.example("meta"), recognizer, work.rules))
     module = on_device(name, module, device, planned.footprint)
     notes: tuple[str, ...] = ()
     counted_on, fallback = "meta", None
@@ -205,8 +204,7 @@ def profile_model(
             if isinstance(planned, MetaFailure):
                 counted_on, fallback = device, planned.note(device)
                 notes += (fallback,)
-                planned = plan_intervals(module, example, mapping, recognizer,
-                                         work.rules)
+                planned = plan_intervals(module, example, recognizer, work.rules)
             peak = measure_peak(device, measured, peak_tflops)
             if device == "cuda":
                 torch.cuda.synchronize()

@@ -10,7 +10,7 @@ partition the forward, so per-component times add up to the hooked end-to-end ti
 hooks of the root module itself).
 
 Intervals are attributed with the same breakdown as ``vitprof analyze``
-(:func:`vitprof.analysis.breakdown`: a table, else the graph recognizer, as ``recognizer``
+(:func:`vitprof.recognize.breakdown`: a table, else the graph recognizer, as ``recognizer``
 asks; ``--map`` rules win): the counting session (:func:`vitprof.count.session.count`) reports
 the same module events with the number of operations counted by each, which finds the counted
 operations of each interval, and each operation keeps the component and block the breakdown
@@ -49,15 +49,16 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
-from vitprof.analysis import Found, breakdown
 from vitprof.core.collector import collector_paused
 from vitprof.core.errors import UserError
+from vitprof.core.overrides import Override
 from vitprof.core.records import Component, EventKind, OpRecord, Recognizer
-from vitprof.count.families import ComponentMap, Rule
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import Footprint
 from vitprof.count.session import Event as SessionEvent
 from vitprof.count.session import Inputs, Run, as_inputs, count
+from vitprof.recognize import Found, breakdown
+from vitprof.recognize.tables import ComponentMap
 
 Key = tuple[Component, int | None]  # (component, block)
 Event = tuple[EventKind, str]  # (entered or left, module path)
@@ -97,12 +98,12 @@ class Planned:
 
 
 def plan_intervals(
-    model: nn.Module, inputs: Inputs, mapping: ComponentMap, recognizer: str = Recognizer.AUTO,
-    rules: Sequence[Rule] = (),
+    model: nn.Module, inputs: Inputs, recognizer: str = Recognizer.AUTO,
+    rules: Sequence[Override] = (),
 ) -> Planned:
     """Count ``model`` on ``inputs`` (:func:`vitprof.count.session.count`, in eval mode, without
-    gradients), break it down as ``recognizer`` asks (:func:`vitprof.analysis.breakdown`, with
-    ``mapping`` the tables' map and ``rules`` the ``--map`` ones) and map its operations to the
+    gradients), break it down as ``recognizer`` asks (:func:`vitprof.recognize.breakdown`, with
+    ``rules`` the ``--map`` ones) and map its operations to the
     intervals between module events.
 
     Meta inputs mean meta stand-ins of the weights; a failure raises
@@ -111,9 +112,9 @@ def plan_intervals(
     """
     events: list[SessionEvent] = []
     with torch.no_grad():
-        run = count(model, inputs, mapping, on_event=events.append)
-    found = breakdown(model, mapping, run, rules, recognizer)
-    implied = mapping if found.family == mapping.family else implied_map(found)
+        run = count(model, inputs, on_event=events.append)
+    found = breakdown(run, model, recognizer, rules)
+    implied = found.table if found.table is not None else implied_map(found)
     marks = [replace(event, ops=found.offset(event.ops)) for event in events]
     return Planned(run, _plan(list(found.ops), marks, implied), found, implied)
 

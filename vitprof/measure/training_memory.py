@@ -39,7 +39,6 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import nn
 
-from vitprof.analysis import Found, breakdown
 from vitprof.core.choices import (
     AMP_DTYPES,
     ATTENTION_PATHS,
@@ -48,9 +47,7 @@ from vitprof.core.choices import (
     OPTIMIZERS,
 )
 from vitprof.core.errors import UserError
-from vitprof.core.records import COMPONENTS
-from vitprof.count.families import ComponentMap, recognize
-from vitprof.count.graph.roles import graph_breakdown
+from vitprof.core.records import COMPONENTS, Recognizer
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
@@ -60,6 +57,8 @@ from vitprof.measure.memory_fit import check_fit, largest_batch
 from vitprof.measure.memory_loop import DEFAULT_LOSS, Loop, make_loop
 from vitprof.measure.memory_spelling import SettingError
 from vitprof.measure.memory_step import Step, StepSettings, run_step
+from vitprof.recognize import Found, breakdown
+from vitprof.recognize.tables import ComponentMap, recognize
 from vitprof.workload import (
     ImageSize,
     InputRequest,
@@ -280,13 +279,11 @@ def _with_graph_blocks(work: Workload, mapping: ComponentMap) -> ComponentMap:
     if mapping.blocks:
         return mapping
     try:
-        run = count(work.module, work.inputs.example("meta"), mapping)
+        run = count(work.module, work.inputs.example("meta"))
     except CountFailed as failed:
         raise UserError(f"{work.name}: a forward could not run on meta to find the blocks to "
                         f"checkpoint: {one_line(failed.error)}") from None
-    if run.trace is None:
-        return mapping
-    found = graph_breakdown(work.module, run.ops, run.trace, work.rules)
+    found = breakdown(run, work.module, Recognizer.GRAPH, work.rules)
     return replace(mapping, blocks=dict(found.blocks))
 
 
@@ -306,7 +303,7 @@ def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch
             names: Mapping[str, str]) -> MemoryEstimate:
     """The estimate of one step of ``work`` at ``batch``."""
     step = run_step(work, mapping, settings, batch)
-    found = breakdown(work.module, mapping, step.run, work.rules, "auto")
+    found = breakdown(step.run, work.module, Recognizer.AUTO, work.rules)
     rounded = _rounding(settings.target)
     kinds = _kinds(step, found)
     events, peak = _events(step, found, kinds, rounded, _fixed(work.module, step, rounded,

@@ -4,7 +4,7 @@ Sources, first found wins, each named in :attr:`DeclaredInput.source`:
 
 1. attributes of the model, then of its ``patch_embed``: ``img_size`` / ``image_size`` (an int
    or a pair) and ``in_chans`` / ``in_channels`` / ``num_channels``: what it was built for;
-2. what each model library reads (:attr:`vitprof.models.family.base.ModelLibrary.declares`),
+2. what each model library reads (:attr:`vitprof.models.libraries.base.ModelLibrary.declares`),
    in the registry's order: timm's ``pretrained_cfg["input_size"]`` (``(channels, height,
    width)``); a Hugging Face ``config``: ``image_size`` (an int or a pair), ``num_channels``
    and, for a video model, ``num_frames`` (its input is then ``B, T, C, H, W``, channels at axis
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from torch import nn
 from torch.nn.modules.conv import _ConvNd
 
-from vitprof.models.family import LIBRARIES
-from vitprof.models.family.base import Declaration, declared_count, declared_pair
+from vitprof.models.libraries import LIBRARIES
+from vitprof.models.libraries.base import Declaration, declared_count, declared_pair
 
 _SIZE_ATTRIBUTES = ("img_size", "image_size")
 _CHANNEL_ATTRIBUTES = ("in_chans", "in_channels", "num_channels")

@@ -3,7 +3,7 @@
 ``deploy_form(model)`` returns a *copy* (the caller's model is never touched) in which
 
 1. each model library's deploy step runs
-   (:attr:`vitprof.models.family.base.ModelLibrary.deploy`, in the registry's order): timm's
+   (:attr:`vitprof.models.libraries.base.ModelLibrary.deploy`, in the registry's order): timm's
    re-parameterisation where a module has it (:func:`timm.utils.reparameterize_model`:
    ``fuse()``, ``reparameterize()`` or ``switch_to_deploy()`` on every child that defines one,
    e.g. LeViT's ``ConvNorm`` / ``LinearNorm``, FastViT's MobileOne branches), skipped without
@@ -28,7 +28,7 @@ from itertools import pairwise
 import torch
 from torch import nn
 
-from vitprof.models.family import LIBRARIES
+from vitprof.models.libraries import LIBRARIES
 
 FOLDABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)

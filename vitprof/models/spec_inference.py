@@ -2,7 +2,7 @@
 Transformer.
 
 Known implementations, each read by the spec inferrers of its family
-(:mod:`vitprof.models.family`):
+(:mod:`vitprof.models.libraries`):
 
 * torchvision ``VisionTransformer`` (MHA without weights, so SDPA);
 * timm ``VisionTransformer`` and ``VisionTransformerDistilled``: class / distillation / register
@@ -25,8 +25,8 @@ from torch import nn
 from vitprof.core.errors import UserError
 from vitprof.models.closed_form import ViTSpec, closed_form
 from vitprof.models.declared_input import square_or_pair
-from vitprof.models.family import INFERRERS, KNOWN
-from vitprof.models.family.describe import require
+from vitprof.models.libraries import INFERRERS, KNOWN
+from vitprof.models.libraries.describe import require
 
 
 def _is_norm(module: nn.Module) -> bool:

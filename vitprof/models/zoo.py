@@ -1,6 +1,6 @@
 """Model names to ``nn.Module`` factories. Weights are never loaded: random init, or meta.
 
-The zoo dispatches over the registered model libraries (:data:`vitprof.models.family.LIBRARIES`):
+The zoo dispatches over the registered model libraries (:data:`vitprof.models.libraries.LIBRARIES`):
 a name goes to the first library that claims it, which checks and builds it; any other name,
 or one a library hands back, is one of the libraries' zoo entries. Accepted names:
 
@@ -31,8 +31,8 @@ from vitprof.core.slow_notice import notice_if_slow
 from vitprof.core.validate import check_image_size, check_int
 from vitprof.count.running import ZERO_ELEMENT_WARNING, meta_caused, one_line
 from vitprof.models.declared_input import declared_input
-from vitprof.models.family import ENTRIES, library_of, model_file, torchvision
-from vitprof.models.family.base import (
+from vitprof.models.libraries import ENTRIES, library_of, model_file, torchvision
+from vitprof.models.libraries.base import (
     BuildSizes,
     Factory,
     ImageSize,
@@ -74,7 +74,7 @@ ZOO: dict[str, ZooEntry] = {entry.name: entry for entry in ENTRIES}
 def _entry_key(name: str) -> str:
     """The zoo entry's name ``name`` stands for: a library's prefix taken off where its entries
     go without it (``torchvision:vit_b_16``:
-    :meth:`~vitprof.models.family.base.ModelLibrary.entry_name`)."""
+    :meth:`~vitprof.models.libraries.base.ModelLibrary.entry_name`)."""
     library = library_of(name)
     return library.entry_name(name) if library is not None else name
 

@@ -51,8 +51,8 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import OpRecord
 from vitprof.count.result import Profile
 from vitprof.models.deploy import reparameterized
-from vitprof.models.family import library_of
-from vitprof.models.family.timm import LIBRARY as TIMM
+from vitprof.models.libraries import library_of
+from vitprof.models.libraries.timm import LIBRARY as TIMM
 from vitprof.models.zoo import build
 
 if TYPE_CHECKING:
@@ -372,7 +372,7 @@ def subject_row(subject: Subject) -> PeerRow:
 
 def timm_name(name: str) -> str | None:
     """timm's own name of ``name`` where the model library registry gives it to timm's library
-    (:func:`vitprof.models.family.library_of`; ``timm:vit_base_patch16_224`` ->
+    (:func:`vitprof.models.libraries.library_of`; ``timm:vit_base_patch16_224`` ->
     ``vit_base_patch16_224``), else None: the prefix is the library's, never typed here."""
     if library_of(name) is not TIMM:
         return None

@@ -19,8 +19,8 @@ from vitprof.checks.crosscheck.peers import load, names
 from vitprof.checks.crosscheck.subject import NoNumber, Peer, Subject
 from vitprof.checks.crosscheck.table import CrossCheck, PeerRow, missing_row
 from vitprof.core.errors import UserError
+from vitprof.core.overrides import Override
 from vitprof.core.progress import progress
-from vitprof.count.families import Rule
 from vitprof.count.running import on_meta, one_line
 from vitprof.count.state import in_place_warning, untouched
 from vitprof.workload import ImageSize, InputRequest
@@ -62,7 +62,7 @@ def run_crosscheck(
     batch_size: int = 1,
     peers: Sequence[str] | None = None,
     grad: bool = True,
-    overrides: Sequence[Rule] = (),
+    overrides: Sequence[Override] = (),
     deploy: bool = False,
     frames: int | None = None,
     in_chans: int | None = None,

@@ -23,7 +23,7 @@ from vitprof.cli.commands.common import (
 )
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.records import MODES
-from vitprof.models.family import model_file
+from vitprof.models.libraries import model_file
 from vitprof.render.formats import choices, render
 
 
@@ -56,7 +56,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def is_saved_profile(spec: str) -> bool:
     """A ``.json`` path that is not a model named by its file (``hf:config.json``: a library's
-    :func:`~vitprof.models.family.model_file`)."""
+    :func:`~vitprof.models.libraries.model_file`)."""
     return spec.endswith(".json") and model_file(spec) is None
 
 

@@ -8,7 +8,7 @@ import textwrap
 from typing import Any
 
 from vitprof.cli.commands.common import write_output
-from vitprof.models.family import ENTRIES, LIBRARIES
+from vitprof.models.libraries import ENTRIES, LIBRARIES
 from vitprof.render.document import Col, Document, Table, columns, lines
 from vitprof.render.formats import choices, render
 

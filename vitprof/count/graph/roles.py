@@ -61,17 +61,16 @@ from typing import NamedTuple
 
 from torch import nn
 
-from vitprof.core.records import Component as C
-from vitprof.core.records import OpKind, OpRecord, ParamRecord
-from vitprof.count.counter import resolve_positions_by
-from vitprof.count.families.base import (
-    ComponentMap,
-    Rule,
-    apply_overrides,
-    compile_rules,
+from vitprof.core.overrides import (
+    Override,
+    apply_to_names,
+    compile_overrides,
     first_match,
     unrecognized_warnings,
 )
+from vitprof.core.records import Component as C
+from vitprof.core.records import OpKind, OpRecord, ParamRecord
+from vitprof.count.counter import resolve_positions_by
 from vitprof.count.graph import rules as R
 from vitprof.count.graph.attention import Core, find_cores
 from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, kind, module_blocks
@@ -835,15 +834,14 @@ def _param_shares(record: ParamRecord, share: _Share | None) -> tuple[ParamRecor
 
 
 def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, ParamRecord],
-              shared: tuple[dict[int, _Share], dict[str, _Share]], overrides: Sequence[Rule],
+              shared: tuple[dict[int, _Share], dict[str, _Share]], overrides: Sequence[Override],
               by: list[str]) -> tuple[list[C], tuple[str, ...]]:
     """``--map`` rules win: parameters they name (or a module holding them), and the records
     reading those parameters or running in modules they name (or under them), placed by
     :data:`~vitprof.count.graph.rules.OVERRIDE` (written in ``by`` for the records). A fused
     projection or parameter a rule reaches is not shared out (dropped from ``shared``)."""
-    graph = {name: record.component for name, record in params.items()}
-    mapped = apply_overrides(ComponentMap("graph", {}, graph, {}), model, overrides)
-    rules = compile_rules(overrides)
+    mapped = apply_to_names([path for path, _ in model.named_modules()], params, overrides)
+    rules = compile_overrides(overrides)
 
     def ruled(name: str) -> C | None:
         return first_match(rules, name) or _nearest(mapped.modules, name.rpartition(".")[0])
@@ -926,7 +924,7 @@ def _roles(
 
 
 def graph_breakdown(
-    model: nn.Module, ops: Sequence[OpRecord], trace: Trace, overrides: Sequence[Rule] = ()
+    model: nn.Module, ops: Sequence[OpRecord], trace: Trace, overrides: Sequence[Override] = ()
 ) -> Breakdown:
     """The components and blocks of ``ops`` (a counted run of ``model`` with its ``trace``) and
     of the parameters of ``model``, read from the data flow; ``overrides`` (``--map``) win.

@@ -21,7 +21,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.count.families import recognize
 from vitprof.count.running import one_line
 from vitprof.measure.mfu.flops import signature
 from vitprof.measure.timing import IntervalPlan, clock_for, marking, plan_intervals
@@ -92,8 +91,7 @@ class ComponentTimer:
             try:
                 with self.quiet():
                     inputs = given_inputs(batch, None).example("meta")
-                    self.plans[key] = plan_intervals(self.model, inputs,
-                                                     recognize(self.model)).plan
+                    self.plans[key] = plan_intervals(self.model, inputs).plan
             except Exception as error:  # UserError, CountFailed or vitprof's own: training goes on
                 warnings.warn(f"vitprof: no time per component: {one_line(error)}", stacklevel=4)
                 self.plans[key] = None

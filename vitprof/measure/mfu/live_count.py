@@ -28,9 +28,10 @@ from torch import nn
 from vitprof.core.errors import one_line
 from vitprof.core.records import Phase
 from vitprof.count.counter import OpCounter
-from vitprof.count.families import recognize
 from vitprof.count.training import phase_components
 from vitprof.measure.mfu.flops import StepFlops
+from vitprof.recognize.placement import place
+from vitprof.recognize.tables import recognize
 
 
 class LiveCount:
@@ -47,8 +48,7 @@ class LiveCount:
 
     def start(self) -> None:
         """Count every op from now on (the step's first op must come after)."""
-        counter = OpCounter(self.model, recognize(self.model),
-                            dict(self.model.named_parameters()), real_step=True)
+        counter = OpCounter(self.model, dict(self.model.named_parameters()), real_step=True)
         counter.track_autograd()
         self._running.enter_context(counter.running())
         self.counter = counter
@@ -60,7 +60,8 @@ class LiveCount:
         if counter is None:
             return None
         self._running.close()
-        records = counter.records() if counter.failed is None else []
+        records = place(counter.records(), counter.whereabouts(), recognize(self.model)) \
+            if counter.failed is None else ()
         if counter.failed is not None or not any(r.phase == Phase.BACKWARD for r in records):
             reason = ("it ran no backward while it was counted" if counter.failed is None else
                       f"vitprof's counter failed on it ({one_line(counter.failed)})")

@@ -40,7 +40,7 @@ from vitprof.checks.crosscheck.subject import Peer, Subject
 from vitprof.checks.crosscheck.table import PeerRow, missing_row, peer_row
 from vitprof.count.result import Profile
 from vitprof.count.session import Inputs
-from vitprof.models.family.open_clip import PREFIX
+from vitprof.models.libraries.open_clip import PREFIX
 
 RANK = 95
 PEER = "open_clip-published"

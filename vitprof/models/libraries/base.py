@@ -6,18 +6,18 @@ modules (a component table), how to read its :class:`~vitprof.models.closed_form
 inferrers), which of its models the zoo builds by name (zoo entries), how it names the rest
 (``timm:NAME``), checks and builds them, what its models declare of their input, how a sweep
 rebuilds one at another depth or width, and its deploy step. Each lives in one file of
-:mod:`vitprof.models.family`, listed once in its registry.
+:mod:`vitprof.models.libraries`, listed once in its registry.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError
-from vitprof.count.families.base import ComponentTable, Rule
+from vitprof.core.overrides import Override
 
 if TYPE_CHECKING:
     from torch import nn
@@ -41,6 +41,25 @@ class Published:
 
 
 @dataclass(frozen=True)
+class ComponentTable:
+    """A library's component table, a fact about the classes ``detect`` accepts: regexes
+    searched in module paths and parameter names.
+
+    ``blocks`` must fully match a block's module path; blocks are numbered in the order
+    ``named_modules`` yields them (registration order, which is execution order in the models
+    the tables describe), across stages: Swin's fourth stage's first block follows the third's
+    last. The first rule whose regex is found in a path wins; a parameter no rule names takes the
+    component of its nearest ancestor module that has one. The recognize layer reads the tables
+    (:mod:`vitprof.recognize.tables`) and compares them with the breakdown.
+    """
+
+    name: str
+    detect: Detect
+    blocks: str
+    rules: Sequence[Override]
+
+
+@dataclass(frozen=True)
 class ZooEntry:
     """How to build one named model; ``build(image_size, num_classes)`` returns the module.
 
@@ -53,7 +72,7 @@ class ZooEntry:
     image_size: int
     num_classes: int
     patch_size: int | None = None
-    overrides: tuple[Rule, ...] = ()
+    overrides: tuple[Override, ...] = ()
     published: Callable[[int, int], Published | None] = field(default=lambda size, classes: None)
     # the square image sizes the model's published weights are made for, where known
     published_sizes: Callable[[], tuple[int, ...]] = field(default=lambda: ())

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.records import Component as C
-from vitprof.count.families.base import ComponentTable
-from vitprof.models.family.base import (
+from vitprof.models.libraries.base import (
+    ComponentTable,
     Factory,
     ModelLibrary,
     Published,
@@ -23,7 +23,7 @@ from vitprof.models.family.base import (
     heads,
     is_class,
 )
-from vitprof.models.family.describe import require
+from vitprof.models.libraries.describe import require
 from vitprof.models.spec_kinds import AttentionImpl
 
 if TYPE_CHECKING:

@@ -1,8 +1,8 @@
 """The model libraries vitprof knows, each one file, listed once in :data:`LIBRARIES`.
 
 A library file (:mod:`.torchvision`, :mod:`.timm`, :mod:`.hugging_face`, :mod:`.notes`,
-:mod:`.factory`) declares a :class:`~vitprof.models.family.base.ModelLibrary`: its component
-tables (read by :func:`vitprof.count.families.recognize`), its spec inferrers (read by
+:mod:`.factory`) declares a :class:`~vitprof.models.libraries.base.ModelLibrary`: its component
+tables (facts, read by :func:`vitprof.recognize.tables.recognize`), its spec inferrers (read by
 :func:`vitprof.models.spec_inference.spec_from_model`), its zoo entries and the names it builds
 (read by :mod:`vitprof.models.zoo`, the dispatcher), the input its models declare
 (:mod:`vitprof.models.declared_input`), its sweep variants, its deploy step, the names that
@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import importlib
 
-from vitprof.count.families import register_tables
-from vitprof.count.families.base import ComponentTable
-from vitprof.models.family.base import Inferrer, ModelFile, ModelLibrary, ZooEntry
+from vitprof.models.libraries.base import (
+    ComponentTable,
+    Inferrer,
+    ModelFile,
+    ModelLibrary,
+    ZooEntry,
+)
 
 FILES = (  # the registry: one line per library file, each declaring a LIBRARY
     "torchvision",
@@ -38,8 +42,6 @@ TABLES: tuple[ComponentTable, ...] = tuple(t for f in LIBRARIES for t in f.table
 INFERRERS: tuple[Inferrer, ...] = tuple(i for f in LIBRARIES for i in f.inferrers)
 ENTRIES: tuple[ZooEntry, ...] = tuple(e for f in LIBRARIES for e in f.entries)
 KNOWN = "; ".join(f.known for f in LIBRARIES if f.known)
-
-register_tables(TABLES)
 
 
 def library_of(name: str) -> ModelLibrary | None:

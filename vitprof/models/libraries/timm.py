@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component as C
-from vitprof.count.families.base import ComponentTable
-from vitprof.models.family.base import (
+from vitprof.models.libraries.base import (
     BuildSizes,
+    ComponentTable,
     Declaration,
     ModelLibrary,
     Variant,
@@ -26,7 +26,7 @@ from vitprof.models.family.base import (
     is_class,
     require_package,
 )
-from vitprof.models.family.describe import gelu, identity, image_size, require, square
+from vitprof.models.libraries.describe import gelu, identity, image_size, require, square
 from vitprof.models.spec_kinds import AttentionImpl, FinalNorm, HeadKind
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vitprof.core.errors import UserError, one_line
 from vitprof.core.records import Component as C
-from vitprof.count.families.base import ComponentTable
-from vitprof.models.family.base import (
+from vitprof.models.libraries.base import (
     BuildSizes,
+    ComponentTable,
     Declaration,
     Factory,
     ModelFile,
@@ -29,7 +29,7 @@ from vitprof.models.family.base import (
     require_package,
     square_side,
 )
-from vitprof.models.family.describe import image_size, require, square
+from vitprof.models.libraries.describe import image_size, require, square
 from vitprof.models.spec_kinds import AttentionImpl, HeadKind
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError
-from vitprof.models.family.base import BuildSizes, ModelLibrary, require_package
+from vitprof.models.libraries.base import BuildSizes, ModelLibrary, require_package
 
 if TYPE_CHECKING:
     from torch import nn

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError, one_line
-from vitprof.models.family.base import BuildSizes, ModelFile, ModelLibrary
+from vitprof.models.libraries.base import BuildSizes, ModelFile, ModelLibrary
 
 if TYPE_CHECKING:
     from torch import nn
