@@ -513,7 +513,7 @@ class OpCounter:
         places it from its :meth:`whereabouts` (:func:`vitprof.recognize.placement.place`)."""
         return [
             OpRecord(p.op, p.stack[-1] if p.stack else "", p.named or Component.OTHER, None,
-                     p.cost.macs, p.cost.vector_flops, p.phase, *p.traffic)
+                     p.cost.macs, p.cost.vector_flops, p.phase, *p.traffic, kind=p.kind)
             for p in self.pending
         ]
 
