@@ -9,7 +9,7 @@ from recognition_fixtures import CLASS_FIXTURES, FIXTURES, IMAGE, SEQUENCE_POOL,
 
 from vitprof import analyze
 from vitprof.core.records import Component as C
-from vitprof.count.graph.rules import disabled
+from vitprof.recognize.graph.rules import disabled
 
 ALL = {**FIXTURES, **CLASS_FIXTURES}
 # issue 35's defect class -> the fixture that reproduces it

@@ -14,7 +14,7 @@ import pytest
 
 from vitprof import analyze
 from vitprof.cli.main import main
-from vitprof.count.graph.rules import RULES
+from vitprof.recognize.graph.rules import RULES
 from vitprof.count.result import Profile
 from vitprof.models.family import LIBRARIES
 from vitprof.render.formats import render

@@ -2,8 +2,10 @@
 imports itself back through others (no import cycle).
 
 Layers, lowest first: ``core`` (vocabulary, errors, JSON schemas) < ``count`` and ``models``
-(counting and the models it counts) < ``workload``, ``analysis`` and ``sweep`` (a model and its
-input, then one analysis of it, or a series of them along one axis) < ``measure`` < ``checks``
+(counting and the models it counts) < ``recognize`` (what the counted records and parameters
+are: components, blocks, the rules that place them, the self-checks of that meaning) <
+``workload``, ``analysis`` and ``sweep`` (a model and its input, then one analysis of it, or a
+series of them along one axis) < ``measure`` < ``checks``
 and ``integrations`` (the training frameworks' callbacks) < ``render`` < ``study`` (the notes'
 corrections, the model pages: a user of the public API) < ``cli``. A module may import from
 its own layer and those below it. Every import is read, lazy ones (inside a function, for
@@ -18,9 +20,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vitprof"
-LAYERS = {"core": 0, "count": 1, "models": 1, "workload": 2, "analysis": 2, "sweep": 2,
-          "measure": 3, "checks": 4, "integrations": 4, "render": 5, "study": 6, "cli": 7}
-TOP = 8  # the package's own __init__ and its public entry points (testing, pytest_plugin)
+LAYERS = {"core": 0, "count": 1, "models": 1, "recognize": 2, "workload": 3, "analysis": 3,
+          "sweep": 3, "measure": 4, "checks": 5, "integrations": 5, "render": 6, "study": 7,
+          "cli": 8}
+TOP = 9  # the package's own __init__ and its public entry points (testing, pytest_plugin)
 
 
 def module_name(path: Path) -> str:

@@ -1,5 +1,5 @@
 """Issue 35's defect classes 5, 8, 13 and 14 (query selection) on their neutral-name fixtures
-(tests/recognition_fixtures.py), and the self-checks of meaning (vitprof/count/self_checks.py)
+(tests/recognition_fixtures.py), and the self-checks of meaning (vitprof/recognize/self_checks.py)
 firing on the fixture of the class each guards, with that class's fix switched off."""
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from torch.nn.utils import parametrize
 from vitprof import analyze
 from vitprof.core.records import Component as C
 from vitprof.core.records import OpRecord
-from vitprof.count.graph.rules import disabled
-from vitprof.count.self_checks import self_checks
+from vitprof.recognize.graph.rules import disabled
+from vitprof.recognize.self_checks import self_checks
 
 MEANING = ("weight in another component", "weight operand in tokens", "norm affine elsewhere",
            "same computation split differently", "feed-forwards outside blocks")

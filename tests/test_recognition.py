@@ -1,6 +1,6 @@
 """Every recognition rule (docs/recognition.md) on its fixture (tests/recognition_fixtures.py):
 the fixture's breakdown is its closed form and names the rule in ``placed_by``; with the rule
-switched off (:func:`vitprof.count.graph.rules.disabled`) the breakdown differs.
+switched off (:func:`vitprof.recognize.graph.rules.disabled`) the breakdown differs.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from recognition_fixtures import (
 )
 
 from vitprof import analyze
-from vitprof.count.graph.rules import RULES, disabled
-from vitprof.count.graph.rules_page import recognition_page
+from vitprof.recognize.graph.rules import RULES, disabled
+from vitprof.recognize.graph.rules_page import recognition_page
 from vitprof.count.result import Profile
 
 DOCS = Path(__file__).parents[1] / "docs" / "recognition.md"
@@ -103,7 +103,7 @@ def test_every_fixture_serves_a_rule() -> None:
 
 def test_docs_recognition_is_the_generated_page() -> None:
     assert DOCS.read_text() == recognition_page(), (
-        "docs/recognition.md is stale: python -m vitprof.count.graph.rules_page "
+        "docs/recognition.md is stale: python -m vitprof.recognize.graph.rules_page "
         "docs/recognition.md")
 
 

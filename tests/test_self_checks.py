@@ -1,4 +1,4 @@
-"""Self-checks on the breakdown (vitprof.count.self_checks): each rule fails on a breakdown built
+"""Self-checks on the breakdown (vitprof.recognize.self_checks): each rule fails on a breakdown built
 to trip it and passes on its corrected twin."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from torch import nn
 
 from vitprof import analyze
 from vitprof.core.records import Component, OpRecord, ParamRecord
-from vitprof.count.self_checks import self_checks
+from vitprof.recognize.self_checks import self_checks
 
 C = Component
 

@@ -39,8 +39,8 @@ from vitprof.core.records import (
 from vitprof.count.families import NO_TABLE, ComponentMap, Rule, recognize
 from vitprof.count.flooring import floor_warnings
 from vitprof.count.formulas import Formula
-from vitprof.count.graph import graph_breakdown
-from vitprof.count.graph.rules import OVERRIDE
+from vitprof.recognize.graph import graph_breakdown
+from vitprof.recognize.graph.rules import OVERRIDE
 from vitprof.count.result import Profile
 from vitprof.count.running import (
     CountFailed,
@@ -52,7 +52,7 @@ from vitprof.count.running import (
     run_failed,
     unsupported_warning,
 )
-from vitprof.count.self_checks import self_checks
+from vitprof.recognize.self_checks import self_checks
 from vitprof.count.session import Run, count
 from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_workload
 
@@ -249,7 +249,7 @@ def breakdown(
     module: nn.Module, mapping: ComponentMap, run: Run, rules: Sequence[Rule], recognizer: str
 ) -> Found:
     """The breakdown ``recognizer`` asks for. ``graph`` and ``auto`` (the default): roles read
-    from the data flow (:mod:`vitprof.count.graph`), the one recognizer that decides; under
+    from the data flow (:mod:`vitprof.recognize.graph`), the one recognizer that decides; under
     ``auto``, when a table detected the model too, the two are compared (:func:`_label`).
     ``tables``: ``mapping`` as the counter applied it when a table detected the model, else the
     graph's (kept to compare; the tables are facts about the classes they detect by type,

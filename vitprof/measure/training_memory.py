@@ -50,7 +50,7 @@ from vitprof.core.choices import (
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
 from vitprof.count.families import ComponentMap, recognize
-from vitprof.count.graph.roles import graph_breakdown
+from vitprof.recognize.graph.roles import graph_breakdown
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment

@@ -5,7 +5,7 @@ themselves belong to the model families of :mod:`vitprof.models.family`, each be
 implementation's spec inferrer and zoo entries, which registers them here (:func:`register_tables`)
 when it is imported: the package's ``__init__`` imports it, so that every table is known before
 the first :func:`recognize`. A table is a fact about classes it detects by type: the graph
-recognizer (:mod:`vitprof.count.graph`, reading the data flow) names the components of every
+recognizer (:mod:`vitprof.recognize.graph`, reading the data flow) names the components of every
 model, and a table is only compared with it (:func:`vitprof.analysis.breakdown`, tested equal) or
 asked for (``--recognizer tables``). A model no table detects gets :data:`NO_TABLE`'s empty map.
 """

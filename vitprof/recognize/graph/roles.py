@@ -72,12 +72,12 @@ from vitprof.count.families.base import (
     first_match,
     unrecognized_warnings,
 )
-from vitprof.count.graph import rules as R
-from vitprof.count.graph.attention import Core, find_cores
-from vitprof.count.graph.blocks import LISTS, Blocks, group_blocks, kind, module_blocks
-from vitprof.count.graph.blocks import within as _within
-from vitprof.count.graph.flow import ADDS, Flow, gain_modules, norm_modules, vector_norm_modules
-from vitprof.count.graph.fused import Fused, fused_projections
+from vitprof.recognize.graph import rules as R
+from vitprof.recognize.graph.attention import Core, find_cores
+from vitprof.recognize.graph.blocks import LISTS, Blocks, group_blocks, kind, module_blocks
+from vitprof.recognize.graph.blocks import within as _within
+from vitprof.recognize.graph.flow import ADDS, Flow, gain_modules, norm_modules, vector_norm_modules
+from vitprof.recognize.graph.fused import Fused, fused_projections
 from vitprof.count.trace import Step, Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
@@ -412,7 +412,7 @@ def _token_selectors(flow: Flow, of_step: list[int | None], last: int
 
 def _between_stacks(flow: Flow, of_step: list[int | None], part: set[int], block: int) -> bool:
     """The selector ``part`` scores tokens that ``block``, the first it reaches, also reads
-    directly by its values (:data:`~vitprof.count.graph.rules.QUERY_SELECTION`): the records
+    directly by its values (:data:`~vitprof.recognize.graph.rules.QUERY_SELECTION`): the records
     outside blocks the part reads, and those they read back to the last block's output, feed
     a record of ``block`` that no index of the part selects (a gather is no record: the
     record reading the gathered tokens reads their source, the part's indices beside): a
@@ -532,7 +532,7 @@ def _step_roles(
 def _position_tables(flow: Flow, of_step: list[int | None]) -> set[int]:
     """The records outside blocks that compute a table from parameters alone (no input data:
     :attr:`Flow.weights`) which an add without MACs then adds to the activations, and those
-    adds (:data:`~vitprof.count.graph.rules.POSITION_TABLE`): a position table resized, or
+    adds (:data:`~vitprof.recognize.graph.rules.POSITION_TABLE`): a position table resized, or
     spatial and temporal tables summed, before it joins the tokens."""
     found: set[int] = set()
     for i, step in enumerate(flow.steps):
@@ -595,7 +595,7 @@ def _param_roles(
     """Each parameter read by a record: the component, and the rule, of the record that
     reads it with the most MACs (of the record using the weight it computes: a standardised
     conv weight), but a parameter joined to the sequence
-    (:data:`~vitprof.count.graph.rules.TOKENS`); its block is its owner module's, else its
+    (:data:`~vitprof.recognize.graph.rules.TOKENS`); its block is its owner module's, else its
     reader's. ``parameters``: the model's, by name."""
     readers: dict[str, int] = {}
     carriers: dict[str, int] = {}
@@ -648,7 +648,7 @@ def _param_roles(
 def _computes_weight_of(flow: Flow, first: int, user: int, shaped: Set[str]) -> bool:
     """Record ``first`` computes, through records without MACs, the weight of the product
     ``user`` (:func:`_weight_user`), which reads no parameter of two or more dimensions itself
-    (:data:`~vitprof.count.graph.rules.PARAMETRIZED`: a parametrized linear's weight; learned
+    (:data:`~vitprof.recognize.graph.rules.PARAMETRIZED`: a parametrized linear's weight; learned
     latents normed before a linear reading its own weight are its input, not its weight).
     ``shaped``: the parameters of two or more dimensions."""
     step = flow.steps[user]
@@ -682,7 +682,7 @@ def _normalised(step: Step, sizes: Mapping[str, int]) -> str | None:
 
 def _enters_sequence(flow: Flow, first: int, name: str, owner: str, products: Set[int]) -> bool:
     """The parameter ``name`` (held by module ``owner``), first read by record ``first``, is a
-    tensor of the sequence (:data:`~vitprof.count.graph.rules.SEQUENCE_PARAMETER`): carried
+    tensor of the sequence (:data:`~vitprof.recognize.graph.rules.SEQUENCE_PARAMETER`): carried
     into one of the cores' ``products`` as an operand, or computed by records into a weight
     that such a product reads joined to activations in one operand (a memory of keys
     normalised, then concatenated to the keys), or the input of a record without MACs run by
@@ -724,7 +724,7 @@ def _by_class(model: nn.Module, roles: dict[str, _ParamRole]) -> dict[object, C 
 def _unread(model: nn.Module, parameters: Mapping[str, nn.Parameter],
             roles: dict[str, _ParamRole]) -> list[ParamRecord]:
     """Parameters no record read: the component of the modules of their module's class that
-    ran (:data:`~vitprof.count.graph.rules.UNRUN_CLASS`), else the role of a parameter of the
+    ran (:data:`~vitprof.recognize.graph.rules.UNRUN_CLASS`), else the role of a parameter of the
     nearest module that has one (``other`` with the rules switched off); no data flow says
     more: :func:`unread_warnings`. ``parameters``: the model's, by name."""
     records = []
@@ -839,7 +839,7 @@ def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, Pa
               by: list[str]) -> tuple[list[C], tuple[str, ...]]:
     """``--map`` rules win: parameters they name (or a module holding them), and the records
     reading those parameters or running in modules they name (or under them), placed by
-    :data:`~vitprof.count.graph.rules.OVERRIDE` (written in ``by`` for the records). A fused
+    :data:`~vitprof.recognize.graph.rules.OVERRIDE` (written in ``by`` for the records). A fused
     projection or parameter a rule reaches is not shared out (dropped from ``shared``)."""
     graph = {name: record.component for name, record in params.items()}
     mapped = apply_overrides(ComponentMap("graph", {}, graph, {}), model, overrides)

@@ -32,9 +32,9 @@ from types import CodeType
 
 from torch import nn
 
-from vitprof.count.graph import rules
-from vitprof.count.graph.attention import Core
-from vitprof.count.graph.flow import ADDS, WINDOW, Flow
+from vitprof.recognize.graph import rules
+from vitprof.recognize.graph.attention import Core
+from vitprof.recognize.graph.flow import ADDS, WINDOW, Flow
 
 LISTS = (nn.ModuleList, nn.Sequential)  # containers, subclasses included (isinstance)
 
@@ -218,7 +218,7 @@ def _stream_joins(flow: Flow, core: Core, limit: int) -> list[int]:
 def _joined_spans(flow: Flow, cores: list[Core], found: list[tuple[str | None, bool]]
                   ) -> list[tuple[str | None, bool]]:
     """``found`` (per core, its block path) with a block holding one core narrowed to the
-    module that runs its residual span (:data:`~vitprof.count.graph.rules.JOINED_SPAN`): the
+    module that runs its residual span (:data:`~vitprof.recognize.graph.rules.JOINED_SPAN`): the
     innermost module holding the core and the residual adds of its stream run inside the
     block, up to the next core. A stage of one block is a container of no two cores, so the
     block came out as the stage, its downsampling with it (kornia's TinyViT and EfficientViT
@@ -293,7 +293,7 @@ def _absorb_sublayers(
 
 def _stream_segments(flow: Flow, cores: list[Core], of_step: list[int | None]) -> None:
     """Extend each block over the unplaced records of the residual segments of its stream
-    after it (:data:`~vitprof.count.graph.rules.RESIDUAL_SEGMENT`): the joins of the stream of
+    after it (:data:`~vitprof.recognize.graph.rules.RESIDUAL_SEGMENT`): the joins of the stream of
     the block's cores (:func:`_stream_joins`) before the next record of another block or core,
     up to the first whose unplaced branch mixes tokens (a spatial convolution: a convolutional
     block after the attention, not its feed-forward) or holds a core."""

@@ -19,7 +19,7 @@ from functools import cached_property
 from math import prod
 
 from vitprof.core.records import Component
-from vitprof.count.graph import rules
+from vitprof.recognize.graph import rules
 from vitprof.count.trace import Trace
 
 WINDOW = 256  # how many records back a fork is searched for
@@ -50,7 +50,7 @@ def norm_modules(trace: Trace) -> frozenset[str]:
 
 
 def vector_norm_modules(trace: Trace) -> frozenset[str]:
-    """The modules that normalise by a vector norm (:data:`~vitprof.count.graph.rules.
+    """The modules that normalise by a vector norm (:data:`~vitprof.recognize.graph.rules.
     VECTOR_NORM`): no MACs, the vector norm (``linalg_vector_norm``) of a tensor a record
     computed, and a division (``F.normalize(x) * scale * g``: x-transformers' RMSNorm and
     ScaleNorm, ``x / x.norm(...) * g``), whatever they are called. A parametrization
@@ -68,7 +68,7 @@ def vector_norm_modules(trace: Trace) -> frozenset[str]:
 
 
 def gain_modules(trace: Trace, norm_modules: Set[str]) -> frozenset[str]:
-    """The modules that apply a gain to a norm they run (:data:`~vitprof.count.graph.rules.
+    """The modules that apply a gain to a norm they run (:data:`~vitprof.recognize.graph.rules.
     NORM_GAIN`): every record under them is a norm (a fused normalisation op, or a record of
     one of ``norm_modules``) or one of their own, without MACs, that reads only records run
     under them, a norm's output among them, and a parameter (x-transformers' LayerNorm: a
@@ -137,7 +137,7 @@ class Flow:
     def joined_weights(self, i: int) -> set[int]:
         """The records computing a weight that step ``i`` reads only joined to activations in
         one operand (a memory of keys normalised, then concatenated to the keys:
-        :data:`~vitprof.count.graph.rules.JOINED_OPERAND`, whatever the layout)."""
+        :data:`~vitprof.recognize.graph.rules.JOINED_OPERAND`, whatever the layout)."""
         if not rules.JOINED_OPERAND.on:
             return set()
         mixed = [group for group in self.steps[i].joined
@@ -149,9 +149,9 @@ class Flow:
     def _carried_weights(self, i: int) -> set[str]:
         """The parameters reaching step ``i`` through free ops that weight it: all of them but
         those joined to activations in an operand (memory key/values concatenated to the keys:
-        :data:`~vitprof.count.graph.rules.JOINED_OPERAND`) and those reaching it only beside
+        :data:`~vitprof.recognize.graph.rules.JOINED_OPERAND`) and those reaching it only beside
         its operands (a bias table added to the scores by ``baddbmm``:
-        :data:`~vitprof.count.graph.rules.ADDED_TERM`)."""
+        :data:`~vitprof.recognize.graph.rules.ADDED_TERM`)."""
         step = self.steps[i]
         carried = set(step.carried)
         if rules.ADDED_TERM.on:  # a term added beside the operands: a bias of the scores
@@ -194,9 +194,9 @@ class Flow:
 
     def norm_rule(self, i: int) -> str | None:
         """The rule that makes step ``i`` a ``norm`` record, or None: its module normalises
-        (:data:`~vitprof.count.graph.rules.NORM_COMPUTED`,
-        :data:`~vitprof.count.graph.rules.VECTOR_NORM`) or its op is a fused normalisation
-        (:data:`~vitprof.count.graph.rules.NORM`)."""
+        (:data:`~vitprof.recognize.graph.rules.NORM_COMPUTED`,
+        :data:`~vitprof.recognize.graph.rules.VECTOR_NORM`) or its op is a fused normalisation
+        (:data:`~vitprof.recognize.graph.rules.NORM`)."""
         if self.steps[i].module in self.norm_modules:
             return self.norm_modules[self.steps[i].module]
         return rules.NORM.name if self.norm(i) and rules.NORM.on else None
@@ -227,7 +227,7 @@ class Flow:
 
     def projection_bias(self, i: int) -> bool:
         """Step ``i`` adds a bias to a product's output wherever it runs
-        (:data:`~vitprof.count.graph.rules.PROJECTION_BIAS`): an add of parameters that no
+        (:data:`~vitprof.recognize.graph.rules.PROJECTION_BIAS`): an add of parameters that no
         earlier record read to the output of one weighted record, each parameter no larger
         than that output's last dimension, the product's features (a q/k/v bias kept as a
         (heads, head_dim) tensor and added after the projection); a position embedding varies

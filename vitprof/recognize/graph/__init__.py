@@ -8,6 +8,6 @@ projections computing q/k/v and something else at once, :mod:`.blocks` groups th
 :mod:`.roles` gives every record and parameter its component and block.
 """
 
-from vitprof.count.graph.roles import Breakdown, graph_breakdown
+from vitprof.recognize.graph.roles import Breakdown, graph_breakdown
 
 __all__ = ["Breakdown", "graph_breakdown"]

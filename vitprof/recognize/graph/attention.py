@@ -23,8 +23,8 @@ from collections.abc import Set
 from dataclasses import dataclass, replace
 from math import prod
 
-from vitprof.count.graph import rules
-from vitprof.count.graph.flow import SOFTMAX, WINDOW, Flow
+from vitprof.recognize.graph import rules
+from vitprof.recognize.graph.flow import SOFTMAX, WINDOW, Flow
 
 DEPTH = 8  # records without MACs allowed between the two products of a core
 
@@ -80,13 +80,13 @@ def _second_product(
 
 def _stream_join(flow: Flow, i: int) -> bool:
     """Record ``i`` is a residual add of the stream, ``x + f(x)``, that no scores map crosses
-    (:data:`~vitprof.count.graph.rules.STREAM_BOUND`)."""
+    (:data:`~vitprof.recognize.graph.rules.STREAM_BOUND`)."""
     return rules.STREAM_BOUND.on and i in flow.joins and flow.free_skip(i)
 
 
 def _spreads(flow: Flow, i: int, scores: int) -> bool:
     """Record ``i`` multiplies, element-wise, two activations into more elements than the
-    ``scores`` it maps (:data:`~vitprof.count.graph.rules.SINGLE_KEY`): the scores spread over
+    ``scores`` it maps (:data:`~vitprof.recognize.graph.rules.SINGLE_KEY`): the scores spread over
     the values' features, as a product over one key runs (``einsum`` with a contraction of one
     is a broadcast ``mul``)."""
     step = flow.steps[i]
@@ -132,9 +132,9 @@ def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
 
 def _product_core(flow: Flow, i: int, taken: set[int]) -> tuple[list[int] | None, str]:
     """The core a free product ``i`` starts and the rule that found it: the records to a second
-    product (:data:`~vitprof.count.graph.rules.CORE_PRODUCT`), else the product alone when a
+    product (:data:`~vitprof.recognize.graph.rules.CORE_PRODUCT`), else the product alone when a
     softmax normalised one of its operands
-    (:data:`~vitprof.count.graph.rules.SOFTMAX_WEIGHTED`)."""
+    (:data:`~vitprof.recognize.graph.rules.SOFTMAX_WEIGHTED`)."""
     alone = _weighted_by_softmax(flow, i) if rules.SOFTMAX_WEIGHTED.on else None
     second = _second_product(flow, i, taken, weighted=not alone) if (
         rules.CORE_PRODUCT.on) else None
@@ -273,7 +273,7 @@ def _bias(flow: Flow, starts: list[int], known: frozenset[int], module: str) -> 
 
 def _feeding_only(flow: Flow, qkv: set[int]) -> set[int]:
     """Weighted records upstream of the projections ``qkv`` whose output reaches nothing else
-    (:data:`~vitprof.count.graph.rules.FEEDS_QKV`), chains of them included."""
+    (:data:`~vitprof.recognize.graph.rules.FEEDS_QKV`), chains of them included."""
     found: set[int] = set()
     frontier = set(qkv)
     while frontier:
@@ -304,7 +304,7 @@ def _only_into(flow: Flow, i: int, ends: Set[int]) -> bool:
 def _gates(flow: Flow, passed: set[int], core: frozenset[int]) -> set[int]:
     """The weighted records, feeding no record of ``core``, upstream of the other inputs of
     the records ``passed`` from the core to its output projections
-    (:data:`~vitprof.count.graph.rules.GATE`)."""
+    (:data:`~vitprof.recognize.graph.rules.GATE`)."""
     last = max(core)
     feeding = flow.ancestors(last, max(0, min(core) - WINDOW))
     others = [j for i in passed for j in flow.steps[i].sources
@@ -317,7 +317,7 @@ def _gates(flow: Flow, passed: set[int], core: frozenset[int]) -> set[int]:
 def _query_terms(flow: Flow, beside: list[int], qkv: set[int], steps: frozenset[int]
                   ) -> set[int]:
     """The records on a path from the projections ``qkv`` to the producers ``beside`` the
-    core's operands (:data:`~vitprof.count.graph.rules.QUERY_TERM`): a term of the scores
+    core's operands (:data:`~vitprof.recognize.graph.rules.QUERY_TERM`): a term of the scores
     computed from q (q . R_h and q . R_w, decomposed relative positions), each feeding
     nothing but that term and the core's ``steps``; norms aside."""
     found: set[int] = set()
@@ -361,7 +361,7 @@ def find_cores(flow: Flow) -> list[Core]:
 
 def _inputs_first(cores: list[Core]) -> list[Core]:
     """``cores`` with no output projection that is another core's q/k/v projection
-    (:data:`~vitprof.count.graph.rules.NEXT_QKV`): a core whose output goes straight into the
+    (:data:`~vitprof.recognize.graph.rules.NEXT_QKV`): a core whose output goes straight into the
     next attention's q/k/v linear (a patch merger's) has no output projection."""
     inputs = frozenset().union(*(core.qkv for core in cores))
     return [replace(core, proj=core.proj - (inputs - core.qkv)) for core in cores]
