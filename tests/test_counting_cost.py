@@ -16,9 +16,9 @@ from torch import nn
 from vitprof import analysis
 from vitprof.core.records import Recognizer
 from vitprof.count.families import recognize
-from vitprof.recognize.graph import graph_breakdown
 from vitprof.count.session import count
 from vitprof.count.state import ModelState
+from vitprof.recognize.graph import graph_breakdown
 from vitprof.workload import InputRequest, make_workload
 
 

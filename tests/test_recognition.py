@@ -25,9 +25,9 @@ from recognition_fixtures import (
 )
 
 from vitprof import analyze
+from vitprof.count.result import Profile
 from vitprof.recognize.graph.rules import RULES, disabled
 from vitprof.recognize.graph.rules_page import recognition_page
-from vitprof.count.result import Profile
 
 DOCS = Path(__file__).parents[1] / "docs" / "recognition.md"
 # rules whose removal leaves their fixture's breakdown as it is, and why

@@ -1,5 +1,5 @@
-"""Self-checks on the breakdown (vitprof.recognize.self_checks): each rule fails on a breakdown built
-to trip it and passes on its corrected twin."""
+"""Self-checks on the breakdown (vitprof.recognize.self_checks): each rule fails on a breakdown
+built to trip it and passes on its corrected twin."""
 
 from __future__ import annotations
 

@@ -39,8 +39,6 @@ from vitprof.core.records import (
 from vitprof.count.families import NO_TABLE, ComponentMap, Rule, recognize
 from vitprof.count.flooring import floor_warnings
 from vitprof.count.formulas import Formula
-from vitprof.recognize.graph import graph_breakdown
-from vitprof.recognize.graph.rules import OVERRIDE
 from vitprof.count.result import Profile
 from vitprof.count.running import (
     CountFailed,
@@ -52,8 +50,10 @@ from vitprof.count.running import (
     run_failed,
     unsupported_warning,
 )
-from vitprof.recognize.self_checks import self_checks
 from vitprof.count.session import Run, count
+from vitprof.recognize.graph import graph_breakdown
+from vitprof.recognize.graph.rules import OVERRIDE
+from vitprof.recognize.self_checks import self_checks
 from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_workload
 
 

@@ -50,7 +50,6 @@ from vitprof.core.choices import (
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
 from vitprof.count.families import ComponentMap, recognize
-from vitprof.recognize.graph.roles import graph_breakdown
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
@@ -60,6 +59,7 @@ from vitprof.measure.memory_fit import check_fit, largest_batch
 from vitprof.measure.memory_loop import DEFAULT_LOSS, Loop, make_loop
 from vitprof.measure.memory_spelling import SettingError
 from vitprof.measure.memory_step import Step, StepSettings, run_step
+from vitprof.recognize.graph.roles import graph_breakdown
 from vitprof.workload import (
     ImageSize,
     InputRequest,

@@ -74,8 +74,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence, Set
 
 from vitprof.core.records import Component, OpRecord, ParamRecord, Phase
-from vitprof.recognize.graph.flow import SOFTMAX, Flow
 from vitprof.count.trace import Trace
+from vitprof.recognize.graph.flow import SOFTMAX, Flow
 
 _FUSED_ATTENTION = ("scaled_dot_product", "_native_multi_head_attention", "flex_attention")
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")

@@ -19,8 +19,8 @@ from functools import cached_property
 from math import prod
 
 from vitprof.core.records import Component
-from vitprof.recognize.graph import rules
 from vitprof.count.trace import Trace
+from vitprof.recognize.graph import rules
 
 WINDOW = 256  # how many records back a fork is searched for
 _NORMS = ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")

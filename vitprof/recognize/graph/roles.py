@@ -72,13 +72,13 @@ from vitprof.count.families.base import (
     first_match,
     unrecognized_warnings,
 )
+from vitprof.count.trace import Step, Trace
 from vitprof.recognize.graph import rules as R
 from vitprof.recognize.graph.attention import Core, find_cores
 from vitprof.recognize.graph.blocks import LISTS, Blocks, group_blocks, kind, module_blocks
 from vitprof.recognize.graph.blocks import within as _within
 from vitprof.recognize.graph.flow import ADDS, Flow, gain_modules, norm_modules, vector_norm_modules
 from vitprof.recognize.graph.fused import Fused, fused_projections
-from vitprof.count.trace import Step, Trace
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
 # how resolve_positions_by placed a record the rules left unplaced -> the rule it applied
