@@ -15,18 +15,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parametrize
 
+from vitprof import analysis
 from vitprof.core.records import Component as C
+from vitprof.count.result import Profile
+from vitprof.recognize.graph import graph_breakdown
+from vitprof.recognize.rules.base import RuleSet
 
 D, HID, N, L = 8, 16, 4, 2
 IMAGE = 8
 
 Breakdown = dict[C, tuple[int, int]]  # component -> (params, MACs)
+
+
+def analyze_under(rules: RuleSet, model: nn.Module, **options: Any) -> Profile:
+    """``analyze(model, recognizer="graph", **options)``, the graph recognizer given the
+    recognition ``rules`` (some switched off: a removed rule changes its fixture)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(analysis, "graph_breakdown", partial(graph_breakdown, rules=rules))
+        return analysis.analyze(model, recognizer="graph", **options)
 
 
 def _sum(*parts: Breakdown) -> Breakdown:

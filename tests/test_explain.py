@@ -16,7 +16,7 @@ from vitprof import analyze
 from vitprof.cli.main import main
 from vitprof.count.result import Profile
 from vitprof.models.family import LIBRARIES
-from vitprof.recognize.graph.rules import RULES
+from vitprof.recognize.rules.registry import RULES
 from vitprof.render.formats import render
 from vitprof.render.tables import profile_document
 

@@ -66,23 +66,29 @@ from vitprof.core.records import OpRecord, ParamRecord
 from vitprof.count.counter import resolve_positions_by
 from vitprof.count.families.base import (
     ComponentMap,
-    Rule,
     apply_overrides,
     compile_rules,
     first_match,
     unrecognized_warnings,
 )
+from vitprof.count.families.base import Rule as Override
 from vitprof.count.trace import Step, Trace
-from vitprof.recognize.graph import rules as R
 from vitprof.recognize.graph.attention import Core, find_cores
 from vitprof.recognize.graph.blocks import LISTS, Blocks, group_blocks, kind, module_blocks
 from vitprof.recognize.graph.blocks import within as _within
 from vitprof.recognize.graph.flow import ADDS, Flow, gain_modules, norm_modules, vector_norm_modules
 from vitprof.recognize.graph.fused import Fused, fused_projections
+from vitprof.recognize.rules import blocks as block_rules
+from vitprof.recognize.rules import cores as core_rules
+from vitprof.recognize.rules import params as param_rules
+from vitprof.recognize.rules import positions as position_rules
+from vitprof.recognize.rules import records as record_rules
+from vitprof.recognize.rules.base import ALL, Rule, RuleSet
+from vitprof.recognize.rules.registry import RULES, check
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
 # how resolve_positions_by placed a record the rules left unplaced -> the rule it applied
-_RESOLVED = {"producer": R.PRODUCER.name, "neighbour": R.NEIGHBOUR.name}
+_RESOLVED = {"producer": position_rules.PRODUCER.name, "neighbour": position_rules.NEIGHBOUR.name}
 # the first words of the warning of a placement the data flow alone could not decide
 NO_EVIDENCE = "placed without data-flow evidence"
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
@@ -131,22 +137,22 @@ class Breakdown:
 def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str | None]
                      ) -> list[C | None]:
     """The records the attention rules place, their rules written in ``by``."""
-    fixed = R.PRICED_IN_PARTS.on
+    fixed = core_rules.PRICED_IN_PARTS in flow.rules
     roles: list[C | None] = [step.fixed if fixed else None for step in flow.steps]
-    by[:] = [R.PRICED_IN_PARTS.name if role else None for role in roles]
+    by[:] = [core_rules.PRICED_IN_PARTS.name if role else None for role in roles]
     for k, core in enumerate(cores):
-        head = R.POOLING_HEAD if k in blocks.loose and R.POOLING_HEAD.on else None
-        placing = ((core.steps, C.ATTN_CORE, R.RULES[core.found_by]),
-                   (core.bias - core.passed, C.ATTN_CORE, R.SCORE_BIAS),
-                   (core.passed, C.ATTN_CORE, R.PASSED),
-                   (core.terms, C.ATTN_CORE, R.QUERY_TERM),
-                   (core.qkv, C.HEAD if head else C.ATTN_QKV, head or R.QKV),
-                   (core.feeding, C.HEAD if head else C.ATTN_QKV, head or R.FEEDS_QKV),
-                   (core.gates, C.HEAD if head else C.ATTN_QKV, head or R.GATE),
-                   (core.proj, C.HEAD if head else C.ATTN_PROJ, head or R.PROJ))
+        head = core_rules.POOLING_HEAD if k in blocks.loose and core_rules.POOLING_HEAD in flow.rules else None
+        placing = ((core.steps, C.ATTN_CORE, RULES[core.found_by]),
+                   (core.bias - core.passed, C.ATTN_CORE, core_rules.SCORE_BIAS),
+                   (core.passed, C.ATTN_CORE, core_rules.PASSED),
+                   (core.terms, C.ATTN_CORE, core_rules.QUERY_TERM),
+                   (core.qkv, C.HEAD if head else C.ATTN_QKV, head or core_rules.QKV),
+                   (core.feeding, C.HEAD if head else C.ATTN_QKV, head or core_rules.FEEDS_QKV),
+                   (core.gates, C.HEAD if head else C.ATTN_QKV, head or core_rules.GATE),
+                   (core.proj, C.HEAD if head else C.ATTN_PROJ, head or core_rules.PROJ))
         for steps, role, rule in placing:
             for i in steps:
-                if roles[i] is None and rule.on:
+                if roles[i] is None and rule in flow.rules:
                     roles[i], by[i] = role, rule.name
     return roles
 
@@ -162,7 +168,7 @@ def _attention_modules(
     before its pooling and its output projection after the residual-pooling add, SwiftFormer's
     last linear after its residual add. An MLP beside the attention (timm MaxViT's
     ``attn_block.mlp``) lies outside that module."""
-    if not R.ATTENTION_MODULE.on:
+    if core_rules.ATTENTION_MODULE not in flow.rules:
         return
     block_paths = {index: path for path, index in blocks.paths.items()}
     in_block: dict[int, list[int]] = {}
@@ -180,7 +186,7 @@ def _attention_modules(
         for i in in_block[index]:
             if roles[i] is None and flow.weighted(i) and _within(flow.steps[i].module, attention):
                 roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ if i in fed else None
-                by[i] = R.ATTENTION_MODULE.name if roles[i] else None
+                by[i] = core_rules.ATTENTION_MODULE.name if roles[i] else None
 
 
 def _attention_module(flow: Flow, core: Core) -> str:
@@ -257,10 +263,10 @@ def _convs_outside_blocks(model: nn.Module, flow: Flow, of_step: list[int | None
     outside = [i for i, block in enumerate(of_step) if block is None and flow.weighted(i)
                and not _within(flow.steps[i].module, embedding)]
     found = dict.fromkeys(_map_convs(model, flow, outside, branches, span.last, embedding)
-                          if R.MAP_CONV.on else (), R.MAP_CONV.name)
-    if R.SKIPLESS.on:
+                          if record_rules.MAP_CONV in flow.rules else (), record_rules.MAP_CONV.name)
+    if record_rules.SKIPLESS in flow.rules:
         found.update(dict.fromkeys(_skipless_blocks(model, flow, of_step, outside),
-                                   R.SKIPLESS.name))
+                                   record_rules.SKIPLESS.name))
     return found
 
 
@@ -402,7 +408,7 @@ def _token_selectors(flow: Flow, of_step: list[int | None], last: int
     for part in _connected(flow, set(first)):
         if any(flow.weighted(i) for i in part):
             block = min(first[i] for i in part)
-            if R.QUERY_SELECTION.on and _between_stacks(flow, of_step, part, block):
+            if record_rules.QUERY_SELECTION in flow.rules and _between_stacks(flow, of_step, part, block):
                 between |= part  # head-like work between an encoder and a decoder
                 continue
             for i in part:
@@ -412,7 +418,7 @@ def _token_selectors(flow: Flow, of_step: list[int | None], last: int
 
 def _between_stacks(flow: Flow, of_step: list[int | None], part: set[int], block: int) -> bool:
     """The selector ``part`` scores tokens that ``block``, the first it reaches, also reads
-    directly by its values (:data:`~vitprof.recognize.graph.rules.QUERY_SELECTION`): the records
+    directly by its values (:data:`~vitprof.recognize.rules.records.QUERY_SELECTION`): the records
     outside blocks the part reads, and those they read back to the last block's output, feed
     a record of ``block`` that no index of the part selects (a gather is no record: the
     record reading the gathered tokens reads their source, the part's indices beside): a
@@ -434,11 +440,12 @@ def _between_stacks(flow: Flow, of_step: list[int | None], part: set[int], block
                for i, step in enumerate(flow.steps) if of_step[i] == block for j in step.sources)
 
 
-def _selected(blocks: Blocks, selectors: tuple[list[int | None], frozenset[int]]) -> Blocks:
+def _selected(blocks: Blocks, selectors: tuple[list[int | None], frozenset[int]],
+              rules: RuleSet) -> Blocks:
     """``blocks`` with the token selectors placed in blocks (``selectors``: ``of_step`` and the
     query selections between stacks, by :func:`_token_selectors`; unchanged with its rule
     switched off), marked ``selected`` (and ``between``)."""
-    if not R.SELECTOR.on:
+    if record_rules.SELECTOR not in rules:
         return blocks
     of_step, between = selectors
     moved = frozenset(i for i, (old, new) in enumerate(zip(blocks.of_step, of_step, strict=True))
@@ -492,8 +499,8 @@ def _step_roles(
     _attention_modules(flow, cores, blocks, roles, by)
     of_step = blocks.of_step
     last = span.last
-    mixers = _token_mixers(flow, cores, blocks, roles) if R.TOKEN_MIXER.on else set()
-    tables = _position_tables(flow, of_step) if R.POSITION_TABLE.on else set()
+    mixers = _token_mixers(flow, cores, blocks, roles) if record_rules.TOKEN_MIXER in flow.rules else set()
+    tables = _position_tables(flow, of_step) if record_rules.POSITION_TABLE in flow.rules else set()
     carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
     for i, step in enumerate(flow.steps):
         if roles[i] is None:
@@ -501,28 +508,28 @@ def _step_roles(
                 roles[i], by[i] = C.NORM, norm
             elif of_step[i] is not None:
                 if i in mixers:
-                    roles[i], by[i] = C.CONV, R.TOKEN_MIXER.name
-                elif flow.weighted(i) and R.IN_BLOCK.on:
-                    rule = R.SELECTOR if i in blocks.selected else R.IN_BLOCK
+                    roles[i], by[i] = C.CONV, record_rules.TOKEN_MIXER.name
+                elif flow.weighted(i) and record_rules.IN_BLOCK in flow.rules:
+                    rule = record_rules.SELECTOR if i in blocks.selected else record_rules.IN_BLOCK
                     roles[i], by[i] = C.MLP, rule.name
             elif i in convs:
                 roles[i], by[i] = C.CONV, convs[i]
             elif i in blocks.between and flow.weighted(i):
-                roles[i], by[i] = C.HEAD, R.QUERY_SELECTION.name
+                roles[i], by[i] = C.HEAD, record_rules.QUERY_SELECTION.name
             elif i > last and (after := _after_blocks(flow, i, roles)) is not None:
                 roles[i], by[i] = after[0], after[1].name
             elif flow.weighted(i) and (
                     placed := _weighted_outside(flow, i, not cores and i > span.start)):
                 roles[i], by[i] = placed[0], placed[1].name
             elif i in tables:
-                roles[i], by[i] = C.TOKENS, R.POSITION_TABLE.name
-            elif any(name in shaped for name in step.params) and R.TOKENS.on:
-                roles[i], by[i] = C.TOKENS, R.TOKENS.name
+                roles[i], by[i] = C.TOKENS, record_rules.POSITION_TABLE.name
+            elif any(name in shaped for name in step.params) and record_rules.TOKENS in flow.rules:
+                roles[i], by[i] = C.TOKENS, record_rules.TOKENS.name
             else:
-                source = carried[step.sources[-1]] if step.sources and R.PRODUCER.on else None
-                default = C.PATCH_EMBED if R.STEM_DEFAULT.on else None
+                source = carried[step.sources[-1]] if step.sources and position_rules.PRODUCER in flow.rules else None
+                default = C.PATCH_EMBED if position_rules.STEM_DEFAULT in flow.rules else None
                 roles[i] = source or default
-                by[i] = R.PRODUCER.name if source else R.STEM_DEFAULT.name if default else None
+                by[i] = position_rules.PRODUCER.name if source else position_rules.STEM_DEFAULT.name if default else None
         role = roles[i]
         passed = role if role is not None and role not in _KEEP_FLOW else None
         carried[i] = passed or (carried[step.sources[-1]] if step.sources else None)
@@ -532,7 +539,7 @@ def _step_roles(
 def _position_tables(flow: Flow, of_step: list[int | None]) -> set[int]:
     """The records outside blocks that compute a table from parameters alone (no input data:
     :attr:`Flow.weights`) which an add without MACs then adds to the activations, and those
-    adds (:data:`~vitprof.recognize.graph.rules.POSITION_TABLE`): a position table resized, or
+    adds (:data:`~vitprof.recognize.rules.records.POSITION_TABLE`): a position table resized, or
     spatial and temporal tables summed, before it joins the tokens."""
     found: set[int] = set()
     for i, step in enumerate(flow.steps):
@@ -557,27 +564,27 @@ def _table(flow: Flow, j: int) -> bool:
     return flow.weights[j] and not flow.steps[j].unsourced
 
 
-def _after_blocks(flow: Flow, i: int, roles: list[C | None]) -> tuple[C, R.Rule] | None:
+def _after_blocks(flow: Flow, i: int, roles: list[C | None]) -> tuple[C, Rule] | None:
     """A record after the last block outside any convolutional block: ``head``, but a
     weightless one (an activation) run in the module holding the convolution feeding it,
     which goes with that convolution (MobileViT's last ``conv_fusion.bn.act``); with the
     rule deciding (None when both are switched off)."""
     step = flow.steps[i]
-    if not flow.weighted(i) and step.sources and R.ACTIVATION_WITH_CONV.on:
+    if not flow.weighted(i) and step.sources and record_rules.ACTIVATION_WITH_CONV in flow.rules:
         source = step.sources[-1]
         holder = flow.steps[source].module.rpartition(".")[0]
         if roles[source] is C.CONV and holder and _within(step.module, holder):
-            return C.CONV, R.ACTIVATION_WITH_CONV
-    return (C.HEAD, R.AFTER_BLOCKS) if R.AFTER_BLOCKS.on else None
+            return C.CONV, record_rules.ACTIVATION_WITH_CONV
+    return (C.HEAD, record_rules.AFTER_BLOCKS) if record_rules.AFTER_BLOCKS in flow.rules else None
 
 
-def _weighted_outside(flow: Flow, i: int, conv_net: bool) -> tuple[C, R.Rule] | None:
+def _weighted_outside(flow: Flow, i: int, conv_net: bool) -> tuple[C, Rule] | None:
     """A weighted record before or between the blocks: in a convolutional network
     (``conv_net``: no core, after the span's start) a convolution keeping its map's
     resolution is ``conv``, else ``patch_embed``; with the rule deciding."""
-    if conv_net and R.POINTWISE.on and _pointwise_on_map(flow, i):
-        return C.CONV, R.POINTWISE
-    return (C.PATCH_EMBED, R.WEIGHTED_OUTSIDE) if R.WEIGHTED_OUTSIDE.on else None
+    if conv_net and record_rules.POINTWISE in flow.rules and _pointwise_on_map(flow, i):
+        return C.CONV, record_rules.POINTWISE
+    return (C.PATCH_EMBED, record_rules.WEIGHTED_OUTSIDE) if record_rules.WEIGHTED_OUTSIDE in flow.rules else None
 
 
 def _pointwise_on_map(flow: Flow, i: int) -> bool:
@@ -595,7 +602,7 @@ def _param_roles(
     """Each parameter read by a record: the component, and the rule, of the record that
     reads it with the most MACs (of the record using the weight it computes: a standardised
     conv weight), but a parameter joined to the sequence
-    (:data:`~vitprof.recognize.graph.rules.TOKENS`); its block is its owner module's, else its
+    (:data:`~vitprof.recognize.rules.records.TOKENS`); its block is its owner module's, else its
     reader's. ``parameters``: the model's, by name."""
     readers: dict[str, int] = {}
     carriers: dict[str, int] = {}
@@ -618,24 +625,24 @@ def _param_roles(
             continue
         owner, user = name.rpartition(".")[0], _weight_user(flow, first)
         affine = _affine(flow, first, owner, name, sizes)
-        own = user != first and affine and R.OWN_MODULE.on
+        own = user != first and affine and param_rules.OWN_MODULE in flow.rules
         reader = first if own else user
-        role, rule = steps[reader], R.OWN_MODULE.name if own else by[reader]
+        role, rule = steps[reader], param_rules.OWN_MODULE.name if own else by[reader]
         joined = name not in readers or (p.dim() >= 2 and any(
             flow.steps[i].op in _JOINING for i in (first, reader)))
         token: tuple[C, str] | None = None
-        if R.PARAMETRIZED.on and _computes_weight_of(flow, first, user, shaped):
-            rule = R.PARAMETRIZED.name
+        if param_rules.PARAMETRIZED in flow.rules and _computes_weight_of(flow, first, user, shaped):
+            rule = param_rules.PARAMETRIZED.name
         elif flow.projection_bias(first):
-            rule = R.PROJECTION_BIAS.name
-        elif p.dim() >= 2 and R.SEQUENCE_PARAMETER.on and _enters_sequence(
+            rule = param_rules.PROJECTION_BIAS.name
+        elif p.dim() >= 2 and param_rules.SEQUENCE_PARAMETER in flow.rules and _enters_sequence(
                 flow, first, name, owner, products):
-            token = C.TOKENS, R.SEQUENCE_PARAMETER.name
+            token = C.TOKENS, param_rules.SEQUENCE_PARAMETER.name
         elif joined and reader not in in_cores and not flow.weighted(reader) \
-                and role is not C.CONV and R.TOKENS.on:  # a conv block's own: a bias, a scale
-            token = C.HEAD if reader > last else C.TOKENS, R.TOKENS.name
-        if token and affine and reader == first and R.NORM_AFFINE.on:
-            rule = R.NORM_AFFINE.name  # the norm's own affine, not joined to the sequence
+                and role is not C.CONV and record_rules.TOKENS in flow.rules:  # a conv block's own: a bias, a scale
+            token = C.HEAD if reader > last else C.TOKENS, record_rules.TOKENS.name
+        if token and affine and reader == first and param_rules.NORM_AFFINE in flow.rules:
+            rule = param_rules.NORM_AFFINE.name  # the norm's own affine, not joined to the sequence
         elif token:
             role, rule = token
         block = owner_block(name.rpartition(".")[0])
@@ -648,7 +655,7 @@ def _param_roles(
 def _computes_weight_of(flow: Flow, first: int, user: int, shaped: Set[str]) -> bool:
     """Record ``first`` computes, through records without MACs, the weight of the product
     ``user`` (:func:`_weight_user`), which reads no parameter of two or more dimensions itself
-    (:data:`~vitprof.recognize.graph.rules.PARAMETRIZED`: a parametrized linear's weight; learned
+    (:data:`~vitprof.recognize.rules.params.PARAMETRIZED`: a parametrized linear's weight; learned
     latents normed before a linear reading its own weight are its input, not its weight).
     ``shaped``: the parameters of two or more dimensions."""
     step = flow.steps[user]
@@ -682,7 +689,7 @@ def _normalised(step: Step, sizes: Mapping[str, int]) -> str | None:
 
 def _enters_sequence(flow: Flow, first: int, name: str, owner: str, products: Set[int]) -> bool:
     """The parameter ``name`` (held by module ``owner``), first read by record ``first``, is a
-    tensor of the sequence (:data:`~vitprof.recognize.graph.rules.SEQUENCE_PARAMETER`): carried
+    tensor of the sequence (:data:`~vitprof.recognize.rules.params.SEQUENCE_PARAMETER`): carried
     into one of the cores' ``products`` as an operand, or computed by records into a weight
     that such a product reads joined to activations in one operand (a memory of keys
     normalised, then concatenated to the keys), or the input of a record without MACs run by
@@ -722,34 +729,34 @@ def _by_class(model: nn.Module, roles: dict[str, _ParamRole]) -> dict[object, C 
 
 
 def _unread(model: nn.Module, parameters: Mapping[str, nn.Parameter],
-            roles: dict[str, _ParamRole]) -> list[ParamRecord]:
+            roles: dict[str, _ParamRole], rules: RuleSet) -> list[ParamRecord]:
     """Parameters no record read: the component of the modules of their module's class that
-    ran (:data:`~vitprof.recognize.graph.rules.UNRUN_CLASS`), else the role of a parameter of the
+    ran (:data:`~vitprof.recognize.rules.params.UNRUN_CLASS`), else the role of a parameter of the
     nearest module that has one (``other`` with the rules switched off); no data flow says
     more: :func:`unread_warnings`. ``parameters``: the model's, by name."""
     records = []
-    classes = _by_class(model, roles) if R.UNRUN_CLASS.on else {}
+    classes = _by_class(model, roles) if param_rules.UNRUN_CLASS in rules else {}
     for name, p in parameters.items():
         if name in roles:
             continue
         owner = name
         found = None
-        while owner and found is None and R.UNREAD.on:
+        while owner and found is None and param_rules.UNREAD in rules:
             owner = owner.rpartition(".")[0]
             prefix = f"{owner}." if owner else ""
             found = next((r for n, r in roles.items() if n.startswith(prefix)), None)
         role, block, _ = found or _ParamRole(C.OTHER, None, "")
-        rule = R.UNREAD.name if found else ""
+        rule = param_rules.UNREAD.name if found else ""
         like = classes.get(kind(model.get_submodule(name.rpartition(".")[0])))
         if like is not None:
-            role, rule = like, R.UNRUN_CLASS.name
+            role, rule = like, param_rules.UNRUN_CLASS.name
         records.append(ParamRecord(name, p.numel(), role, block, tuple(p.shape), rule))
     return records
 
 
 # the evidence each rule placing parameters no record read used
-_EVIDENCE = {R.UNRUN_CLASS.name: "placed like the modules of their class that ran",
-             R.UNREAD.name: "placed as their nearest module's"}
+_EVIDENCE = {param_rules.UNRUN_CLASS.name: "placed like the modules of their class that ran",
+             param_rules.UNREAD.name: "placed as their nearest module's"}
 
 
 def unread_warnings(records: Sequence[ParamRecord]) -> tuple[str, ...]:
@@ -797,7 +804,7 @@ def _fused_shares(flow: Flow, cores: list[Core], blocks: Blocks, fused: dict[int
     record reads itself: its weight and bias). Their q/k/v share is ``attn_qkv``, ``head`` for
     the core of an attention-pooling head (in no block), as a projection's
     (:func:`_attention_roles`)."""
-    loose = blocks.loose if R.POOLING_HEAD.on else frozenset()
+    loose = blocks.loose if core_rules.POOLING_HEAD in flow.rules else frozenset()
     by_step = {i: (fused[i], C.HEAD if k in loose else C.ATTN_QKV)
                for k, core in enumerate(cores) for i in core.qkv if i in fused}
     by_param = {name: share for i, share in by_step.items() for name in flow.steps[i].params}
@@ -812,7 +819,7 @@ def _op_shares(op: OpRecord, fused: Fused, component: C) -> tuple[OpRecord, ...]
     counts = (op.macs, op.vector_flops, op.bytes_read, op.bytes_written)
     qkv, rest = zip(*map(fused.shares, counts), strict=True)
     fields = ("macs", "vector_flops", "bytes_read", "bytes_written")
-    return (replace(op, component=component, placed_by=R.FUSED_SHARE.name,
+    return (replace(op, component=component, placed_by=core_rules.FUSED_SHARE.name,
                     **dict(zip(fields, qkv, strict=True))),
             replace(op, **dict(zip(fields, rest, strict=True))))
 
@@ -827,7 +834,7 @@ def _param_shares(record: ParamRecord, share: _Share | None) -> tuple[ParamRecor
     axis = record.shape.index(fused.width)
     parts = []
     for columns, placed, rule in zip(fused.shares(fused.width), (component, record.component),
-                                     (R.FUSED_SHARE.name, record.placed_by), strict=True):
+                                     (core_rules.FUSED_SHARE.name, record.placed_by), strict=True):
         shape = (*record.shape[:axis], columns, *record.shape[axis + 1:])
         parts.append(replace(record, numel=prod(shape), component=placed, shape=shape,
                              placed_by=rule))
@@ -835,11 +842,11 @@ def _param_shares(record: ParamRecord, share: _Share | None) -> tuple[ParamRecor
 
 
 def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, ParamRecord],
-              shared: tuple[dict[int, _Share], dict[str, _Share]], overrides: Sequence[Rule],
+              shared: tuple[dict[int, _Share], dict[str, _Share]], overrides: Sequence[Override],
               by: list[str]) -> tuple[list[C], tuple[str, ...]]:
     """``--map`` rules win: parameters they name (or a module holding them), and the records
     reading those parameters or running in modules they name (or under them), placed by
-    :data:`~vitprof.recognize.graph.rules.OVERRIDE` (written in ``by`` for the records). A fused
+    :data:`~vitprof.recognize.rules.params.OVERRIDE` (written in ``by`` for the records). A fused
     projection or parameter a rule reaches is not shared out (dropped from ``shared``)."""
     graph = {name: record.component for name, record in params.items()}
     mapped = apply_overrides(ComponentMap("graph", {}, graph, {}), model, overrides)
@@ -852,7 +859,7 @@ def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, Pa
     for name, record in params.items():
         rule = ruled(name)
         if rule is not None:
-            params[name] = replace(record, component=rule, placed_by=R.OVERRIDE.name)
+            params[name] = replace(record, component=rule, placed_by=param_rules.OVERRIDE.name)
             by_param.pop(name, None)
     placed = []
     for i, (role, step) in enumerate(zip(roles, flow.steps, strict=True)):
@@ -860,7 +867,7 @@ def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, Pa
             mapped.modules, step.module)
         if rule is not None:
             by_step.pop(i, None)
-            by[i] = R.OVERRIDE.name
+            by[i] = param_rules.OVERRIDE.name
         placed.append(rule or role)
     return placed, mapped.warnings
 
@@ -906,64 +913,69 @@ def _roles(
     model's, by name."""
     shaped = {name for name, p in parameters.items() if p.dim() >= 2}
     branches = _residual_branches(flow, blocks.of_step, span.last) if (
-        R.RESIDUAL_BRANCH.on) else set()
-    convs = {**dict.fromkeys(branches, R.RESIDUAL_BRANCH.name),
+        record_rules.RESIDUAL_BRANCH in flow.rules) else set()
+    convs = {**dict.fromkeys(branches, record_rules.RESIDUAL_BRANCH.name),
              **_convs_outside_blocks(model, flow, blocks.of_step, span, branches)}
     by: list[str | None] = []
     partial = _step_roles(flow, cores, blocks, shaped, convs, span, by, fused)
     placed = [_Placed(role, block, step.sources)
               for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
-    resolved = resolve_positions_by(placed, True, R.PRODUCER.on, R.NEIGHBOUR.on)
+    resolved = resolve_positions_by(placed, True, position_rules.PRODUCER in flow.rules, position_rules.NEIGHBOUR in flow.rules)
     roles = [role for role, _ in resolved]
     rules = [rule or _RESOLVED.get(how, "") for rule, (_, how) in zip(by, resolved, strict=True)]
     param_roles = _param_roles(parameters, flow, roles, blocks, cores, span.last, rules)
     params = {name: ParamRecord(name, p.numel(), *param_roles[name][:2], tuple(p.shape),
                                 param_roles[name].placed_by)
               for name, p in parameters.items() if name in param_roles}
-    unread = _unread(model, parameters, param_roles)
+    unread = _unread(model, parameters, param_roles, flow.rules)
     params.update({record.name: record for record in unread})
     return roles, rules, params, unread_warnings(unread)
 
 
 def graph_breakdown(
-    model: nn.Module, ops: Sequence[OpRecord], trace: Trace, overrides: Sequence[Rule] = ()
+    model: nn.Module, ops: Sequence[OpRecord], trace: Trace, overrides: Sequence[Override] = (),
+    rules: RuleSet = ALL,
 ) -> Breakdown:
     """The components and blocks of ``ops`` (a counted run of ``model`` with its ``trace``) and
-    of the parameters of ``model``, read from the data flow; ``overrides`` (``--map``) win.
+    of the parameters of ``model``, read from the data flow by the recognition ``rules`` (all of them unless some are
+    switched off); ``overrides`` (``--map``) win.
     Without an attention core, a convolutional network's parts are placed as a hybrid's; any
     other model's are ``other`` (not a ViT) but what the rules name."""
     parameters = dict(model.named_parameters())  # walked once, read by every step below
     kernels = {name for name, p in parameters.items()
                if p.dim() >= 3 and prod(p.shape[2:]) > 1}
-    norms = {**dict.fromkeys(vector_norm_modules(trace) if R.VECTOR_NORM.on else (),
-                             R.VECTOR_NORM.name),
-             **dict.fromkeys(norm_modules(trace) if R.NORM_COMPUTED.on else (),
-                             R.NORM_COMPUTED.name)}
-    if R.NORM_GAIN.on:
-        norms = {**dict.fromkeys(gain_modules(trace, norms.keys()), R.NORM_GAIN.name), **norms}
-    flow = Flow(trace, norms, kernels, {name: p.numel() for name, p in parameters.items()})
+    rules = check(rules)
+    norms = {**dict.fromkeys(vector_norm_modules(trace) if record_rules.VECTOR_NORM in rules
+                             else (), record_rules.VECTOR_NORM.name),
+             **dict.fromkeys(norm_modules(trace) if record_rules.NORM_COMPUTED in rules else (),
+                             record_rules.NORM_COMPUTED.name)}
+    if record_rules.NORM_GAIN in rules:
+        norms = {**dict.fromkeys(gain_modules(trace, norms.keys()), record_rules.NORM_GAIN.name),
+                 **norms}
+    flow = Flow(trace, norms, kernels, {name: p.numel() for name, p in parameters.items()},
+                rules)
     cores = find_cores(flow)
-    fused = fused_projections(flow, cores) if R.FUSED_SHARE.on else {}
+    fused = fused_projections(flow, cores) if core_rules.FUSED_SHARE in flow.rules else {}
     blocks = group_blocks(model, flow, cores) if cores else Blocks(
         [None] * len(flow.steps), {}, frozenset())
     span = _block_span(blocks) if cores else _residual_span(flow) if (
-        R.RESIDUAL_SPAN.on) else None
+        block_rules.RESIDUAL_SPAN in flow.rules) else None
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
-        blocks = _selected(blocks, _token_selectors(flow, blocks.of_step, span.last))
+        blocks = _selected(blocks, _token_selectors(flow, blocks.of_step, span.last), rules)
         roles, by, params, unread = _roles(model, parameters, flow, cores, blocks, span,
                                            fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
         warnings = unrecognized_warnings(unknown) + unread
     else:
         roles = [C.OTHER] * len(flow.steps)
-        by = [R.NO_BLOCKS.name] * len(flow.steps)
+        by = [block_rules.NO_BLOCKS.name] * len(flow.steps)
         params = {name: ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape),
-                                    R.NO_BLOCKS.name)
+                                    block_rules.NO_BLOCKS.name)
                   for name, p in parameters.items()}
         warnings = (NO_BLOCKS,)
     of_step = blocks.of_step
-    if overrides and R.OVERRIDE.on:
+    if overrides and param_rules.OVERRIDE in flow.rules:
         roles, ruled = _override(model, flow, roles, params, shared, overrides, by)
         warnings += ruled
     ordered = tuple(record for name in parameters
