@@ -27,7 +27,7 @@ from torch.nn.utils import parametrize
 from vitprof import analysis
 from vitprof.core.records import Component as C
 from vitprof.count.result import Profile
-from vitprof.recognize.graph import graph_breakdown
+from vitprof.recognize.graph.roles import graph_breakdown
 from vitprof.recognize.rules.base import RuleSet
 
 D, HID, N, L = 8, 16, 4, 2

@@ -18,7 +18,7 @@ from vitprof.core.records import Recognizer
 from vitprof.count.families import recognize
 from vitprof.count.session import count
 from vitprof.count.state import ModelState
-from vitprof.recognize.graph import graph_breakdown
+from vitprof.recognize.graph.roles import graph_breakdown
 from vitprof.workload import InputRequest, make_workload
 
 

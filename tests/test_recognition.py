@@ -28,7 +28,7 @@ from recognition_fixtures import (
 
 from vitprof import analyze
 from vitprof.count.result import Profile
-from vitprof.recognize.rules.base import RuleSet
+from vitprof.recognize.rules.base import ALL, RuleSet
 from vitprof.recognize.rules.page import recognition_page
 from vitprof.recognize.rules.registry import RULES
 
@@ -57,7 +57,7 @@ STRUCTURAL = {
 }
 
 
-def _profile(fixture: Fixture, rules: RuleSet = RuleSet()) -> Profile:
+def _profile(fixture: Fixture, rules: RuleSet = ALL) -> Profile:
     with torch.no_grad() if fixture.no_grad else contextlib.nullcontext():
         return analyze_under(rules, fixture.build(), image_size=IMAGE,
                              overrides=list(fixture.overrides))

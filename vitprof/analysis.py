@@ -51,7 +51,7 @@ from vitprof.count.running import (
     unsupported_warning,
 )
 from vitprof.count.session import Run, count
-from vitprof.recognize.graph import graph_breakdown
+from vitprof.recognize.graph.roles import graph_breakdown
 from vitprof.recognize.rules.params import OVERRIDE
 from vitprof.recognize.self_checks import self_checks
 from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_workload

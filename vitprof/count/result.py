@@ -266,7 +266,7 @@ class Profile(Shown):
     def explain_rows(self) -> list[dict[str, Any]]:
         """One row per (module, component, block, rule) in the model's tree order
         (:meth:`module_rows`): what placed the module's parameters and ops there (``placed_by``,
-        a rule of :mod:`vitprof.recognize.rules.registry`, a table's name or ``override``), its block
+        a rule of :mod:`vitprof.recognize.rules`, a table's name or ``override``), its block
         (``outside`` for none) and, as ``evidence``, the warnings that name the module or one of
         its parameters ("" when none does)."""
         grouped: dict[str, dict[tuple[Component, int | None, str], Counts]] = {}

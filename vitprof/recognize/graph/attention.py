@@ -352,7 +352,8 @@ def find_cores(flow: Flow) -> list[Core]:
         passed = frozenset(before | after) if core_rules.PASSED in flow.rules else frozenset()
         feeding = _feeding_only(flow, qkv) if core_rules.FEEDS_QKV in flow.rules and qkv else set()
         gates = _gates(flow, after, steps) if core_rules.GATE in flow.rules else set()
-        terms = _query_terms(flow, beside, qkv, steps) if core_rules.QUERY_TERM in flow.rules else set()
+        terms = _query_terms(flow, beside, qkv, steps) if (
+            core_rules.QUERY_TERM in flow.rules) else set()
         cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | passed, found_by,
                           passed - bias, frozenset(feeding), frozenset(gates),
                           frozenset(terms - bias - passed)))

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from types import CodeType
+from typing import NamedTuple
 
 from torch import nn
 
@@ -244,6 +245,31 @@ def within(module: str, unit: str) -> bool:
     """``module`` is ``unit`` or runs under it."""
     return module == unit or module.startswith(f"{unit}.")
 
+
+
+def shared_parts(a: list[str], b: list[str]) -> int:
+    """How many leading parts two module paths share."""
+    return next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)))
+
+
+def path_parts(module: str) -> list[str]:
+    """The names along a module path (none for the root)."""
+    return module.split(".") if module else []
+
+
+def holders(module: str) -> list[str]:
+    """``module`` and the modules holding it, the root aside."""
+    parts = path_parts(module)
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
+
+
+class Span(NamedTuple):
+    """The records from the first block's first (``start``) to the last block's last
+    (``last``); in a convolutional network without blocks, its residual span."""
+
+    start: int
+    last: int
 
 def _common(modules: list[str]) -> str:
     """The innermost module holding every one of ``modules`` (paths)."""

@@ -23,7 +23,6 @@ from vitprof.count.trace import Trace
 from vitprof.recognize.rules import blocks as block_rules
 from vitprof.recognize.rules import cores as core_rules
 from vitprof.recognize.rules import params as param_rules
-from vitprof.recognize.rules import records as record_rules
 from vitprof.recognize.rules.base import ALL, RuleSet
 
 WINDOW = 256  # how many records back a fork is searched for
@@ -196,15 +195,6 @@ class Flow:
     def norm(self, i: int) -> bool:
         step = self.steps[i]
         return step.module in self.norm_modules or any(name in step.op for name in _NORMS)
-
-    def norm_rule(self, i: int) -> str | None:
-        """The rule that makes step ``i`` a ``norm`` record, or None: its module normalises
-        (:data:`~vitprof.recognize.rules.records.NORM_COMPUTED`,
-        :data:`~vitprof.recognize.rules.records.VECTOR_NORM`) or its op is a fused normalisation
-        (:data:`~vitprof.recognize.rules.records.NORM`)."""
-        if self.steps[i].module in self.norm_modules:
-            return self.norm_modules[self.steps[i].module]
-        return record_rules.NORM.name if self.norm(i) and record_rules.NORM in self.rules else None
 
     def fused_core(self, i: int) -> bool:
         """A fused attention op, or the attn_core part of one priced in parts."""

@@ -63,7 +63,6 @@ from torch import nn
 
 from vitprof.core.records import Component as C
 from vitprof.core.records import OpRecord, ParamRecord
-from vitprof.count.counter import resolve_positions_by
 from vitprof.count.families.base import (
     ComponentMap,
     apply_overrides,
@@ -74,16 +73,26 @@ from vitprof.count.families.base import (
 from vitprof.count.families.base import Rule as Override
 from vitprof.count.trace import Step, Trace
 from vitprof.recognize.graph.attention import Core, find_cores
-from vitprof.recognize.graph.blocks import LISTS, Blocks, group_blocks, kind, module_blocks
-from vitprof.recognize.graph.blocks import within as _within
-from vitprof.recognize.graph.flow import ADDS, Flow, gain_modules, norm_modules, vector_norm_modules
+from vitprof.recognize.graph.blocks import (
+    Blocks,
+    Span,
+    group_blocks,
+    kind,
+    module_blocks,
+    path_parts,
+    shared_parts,
+    within,
+)
+from vitprof.recognize.graph.flow import Flow, gain_modules, norm_modules, vector_norm_modules
 from vitprof.recognize.graph.fused import Fused, fused_projections
 from vitprof.recognize.rules import blocks as block_rules
 from vitprof.recognize.rules import cores as core_rules
 from vitprof.recognize.rules import params as param_rules
 from vitprof.recognize.rules import positions as position_rules
 from vitprof.recognize.rules import records as record_rules
-from vitprof.recognize.rules.base import ALL, Rule, RuleSet
+from vitprof.recognize.rules.base import ALL, Placement, RuleSet
+from vitprof.recognize.rules.positions import Pending, resolve_positions_by
+from vitprof.recognize.rules.records import Placing, RecordRule
 from vitprof.recognize.rules.registry import RULES, check
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
@@ -93,12 +102,9 @@ _RESOLVED = {"producer": position_rules.PRODUCER.name, "neighbour": position_rul
 NO_EVIDENCE = "placed without data-flow evidence"
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
 _JOINING = ("aten.add", "aten.add_")  # a token-shaped parameter added to the sequence: tokens
-
-
-class _Placed(NamedTuple):
-    component: C | None
-    block: int | None
-    sources: tuple[int, ...]
+# the rules placing records one by one, in the order they decide
+RECORD_ORDER: tuple[RecordRule, ...] = (*record_rules.RECORD_RULES, position_rules.PRODUCER,
+                                        position_rules.STEM_DEFAULT)
 
 
 # a fused projection's share of a record or parameter: how it is split, the q/k/v share's component
@@ -111,13 +117,6 @@ class _ParamRole(NamedTuple):
     component: C
     block: int | None
     placed_by: str
-
-
-class _Span(NamedTuple):
-    """The records from the first block's first (``start``) to the last block's last."""
-
-    start: int
-    last: int
 
 
 @dataclass(frozen=True)
@@ -134,14 +133,19 @@ class Breakdown:
     blocks: Mapping[str, int] = field(default_factory=dict)  # block module path -> index
 
 
-def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str | None]
-                     ) -> list[C | None]:
-    """The records the attention rules place, their rules written in ``by``."""
+def _attention_placements(cores: list[Core], blocks: Blocks, flow: Flow
+                           ) -> list[Placement | None]:
+    """The records the core rules place, in the order of :data:`core_rules.CORE_RULES`: a
+    fused op priced in parts first, then per core its records, its score bias, the records
+    passed on the way, the query terms, its q/k/v projections, the records feeding only them,
+    the gates and the output projections (``head`` ones for an attention-pooling head's)."""
     fixed = core_rules.PRICED_IN_PARTS in flow.rules
-    roles: list[C | None] = [step.fixed if fixed else None for step in flow.steps]
-    by[:] = [core_rules.PRICED_IN_PARTS.name if role else None for role in roles]
+    placed: list[Placement | None] = [
+        Placement(step.fixed, core_rules.PRICED_IN_PARTS.name) if fixed and step.fixed
+        else None for step in flow.steps]
+    pooling = core_rules.POOLING_HEAD in flow.rules
     for k, core in enumerate(cores):
-        head = core_rules.POOLING_HEAD if k in blocks.loose and core_rules.POOLING_HEAD in flow.rules else None
+        head = core_rules.POOLING_HEAD if k in blocks.loose and pooling else None
         placing = ((core.steps, C.ATTN_CORE, RULES[core.found_by]),
                    (core.bias - core.passed, C.ATTN_CORE, core_rules.SCORE_BIAS),
                    (core.passed, C.ATTN_CORE, core_rules.PASSED),
@@ -150,24 +154,22 @@ def _attention_roles(cores: list[Core], blocks: Blocks, flow: Flow, by: list[str
                    (core.feeding, C.HEAD if head else C.ATTN_QKV, head or core_rules.FEEDS_QKV),
                    (core.gates, C.HEAD if head else C.ATTN_QKV, head or core_rules.GATE),
                    (core.proj, C.HEAD if head else C.ATTN_PROJ, head or core_rules.PROJ))
-        for steps, role, rule in placing:
+        for steps, component, rule in placing:
             for i in steps:
-                if roles[i] is None and rule in flow.rules:
-                    roles[i], by[i] = role, rule.name
-    return roles
+                if placed[i] is None and rule in flow.rules:
+                    placed[i] = Placement(component, rule.name)
+    return placed
 
 
 def _attention_modules(
-    flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None], by: list[str | None]
+    flow: Flow, cores: list[Core], blocks: Blocks, placed: list[Placement | None]
 ) -> None:
     """Weighted records not yet placed that run inside a core's attention module, the innermost
     module holding the core and its projections (:func:`_attention_module`), when it lies below
     the core's block, are its projections too: ``attn_qkv`` where the core depends on them,
-    ``attn_proj`` where they depend on it. They are those the data-flow walks stop short of:
-    PVT's and Twins' spatial-reduction convolutions before the k/v linear, MViTv2's qkv linear
-    before its pooling and its output projection after the residual-pooling add, SwiftFormer's
-    last linear after its residual add. An MLP beside the attention (timm MaxViT's
-    ``attn_block.mlp``) lies outside that module."""
+    ``attn_proj`` where they depend on it (:data:`core_rules.ATTENTION_MODULE`: the records
+    the data-flow walks stop short of). An MLP beside the attention lies outside that
+    module."""
     if core_rules.ATTENTION_MODULE not in flow.rules:
         return
     block_paths = {index: path for path, index in blocks.paths.items()}
@@ -184,199 +186,17 @@ def _attention_modules(
         feeding = flow.ancestors(max(core.steps), in_block[index][0])
         fed = flow.descendants(core.first, in_block[index][-1])
         for i in in_block[index]:
-            if roles[i] is None and flow.weighted(i) and _within(flow.steps[i].module, attention):
-                roles[i] = C.ATTN_QKV if i in feeding else C.ATTN_PROJ if i in fed else None
-                by[i] = core_rules.ATTENTION_MODULE.name if roles[i] else None
+            if placed[i] is None and flow.weighted(i) and within(flow.steps[i].module, attention):
+                component = C.ATTN_QKV if i in feeding else C.ATTN_PROJ if i in fed else None
+                if component is not None:
+                    placed[i] = Placement(component, core_rules.ATTENTION_MODULE.name)
 
 
 def _attention_module(flow: Flow, core: Core) -> str:
     """The innermost module holding the records of ``core`` and its projections."""
-    paths = [_parts(flow.steps[i].module) for i in core.steps | core.qkv | core.proj]
-    shared = min(_shared(paths[0], path) for path in paths)
+    paths = [path_parts(flow.steps[i].module) for i in core.steps | core.qkv | core.proj]
+    shared = min(shared_parts(paths[0], path) for path in paths)
     return ".".join(paths[0][:shared])
-
-
-def _token_mixers(
-    flow: Flow, cores: list[Core], blocks: Blocks, roles: list[C | None]
-) -> set[int]:
-    """Weighted records of a block, not yet placed, in a token-mixing unit of the block (its
-    child module, not one running a core): upstream of the block's first core (feeding it,
-    through the residual stream), a unit with a spatial convolution among them (EfficientViT-M's
-    ``dw0``, DaViT's and SwiftFormer's convolutional position encodings before their
-    attention); downstream of that core, a unit whose weighted records all mix tokens with a
-    spatial kernel, no pointwise layer among them (EfficientViT-M's ``dw1``, DaViT's position
-    encoding before its MLP). A unit of pointwise layers before the core (EfficientViT-M's FFN)
-    stays ``mlp``, and so does, after it, one with pointwise layers around a spatial conv (an
-    MLP with a depthwise conv inside: PVTv2's, FastViT's ConvMlp)."""
-    paths = {index: path for path, index in blocks.paths.items()}
-    first: dict[int, Core] = {}  # block -> its first core
-    for core in cores:
-        block = blocks.of_step[core.first]
-        if block in paths and (block not in first or core.first < first[block].first):
-            first[block] = core
-    last = {block: i for i, block in enumerate(blocks.of_step) if block is not None}
-    found: set[int] = set()
-    for block, core in first.items():
-        prefix = f"{paths[block]}."
-        running = {_unit(flow.steps[i].module, prefix) for other in cores
-                   if blocks.of_step[other.first] == block for i in other.steps}
-        feeding = flow.ancestors(core.first, blocks.of_step.index(block))
-        before = _units(flow, {i for i in feeding if roles[i] is None}, prefix, running)
-        found.update(i for unit in before.values() if any(map(flow.mixes_tokens, unit))
-                     for i in unit)
-        after = _units(flow, flow.descendants(max(core.steps), last[block]), prefix, running)
-        found.update(i for unit in after.values()
-                     if all(roles[i] is None and flow.mixes_tokens(i) for i in unit)
-                     for i in unit)
-    return found
-
-
-def _units(flow: Flow, records: set[int], prefix: str, running: set[str]
-           ) -> dict[str, set[int]]:
-    """The weighted ones of ``records`` that run under the block with path ``prefix`` (with
-    its dot), by the unit (child of the block) they run in, but units in ``running``."""
-    units: dict[str, set[int]] = {}
-    for i in records:
-        module = flow.steps[i].module
-        if flow.weighted(i) and module.startswith(prefix):
-            unit = _unit(module, prefix)
-            if unit not in running:
-                units.setdefault(unit, set()).add(i)
-    return units
-
-
-def _unit(module: str, prefix: str) -> str:
-    """The child of the block (path ``prefix`` with its dot) that ``module`` lies in."""
-    return module.removeprefix(prefix).partition(".")[0]
-
-
-def _convs_outside_blocks(model: nn.Module, flow: Flow, of_step: list[int | None], span: _Span,
-                          branches: set[int]) -> dict[int, str]:
-    """Records outside blocks and outside the patch embedding proper (:func:`_embedding`)
-    that are convolutional work besides the residual ``branches``: those of the convolutional
-    blocks run without their skip (:func:`_skipless_blocks`) and the convolutions on a map that
-    are no downsampling (:func:`_map_convs`). Every record is read: such a block or convolution
-    before, between or after the blocks is ``conv``. By record, the rule that found it."""
-    embedding = _embedding(flow, span)
-    if embedding is None:
-        return {}
-    outside = [i for i, block in enumerate(of_step) if block is None and flow.weighted(i)
-               and not _within(flow.steps[i].module, embedding)]
-    found = dict.fromkeys(_map_convs(model, flow, outside, branches, span.last, embedding)
-                          if record_rules.MAP_CONV in flow.rules else (), record_rules.MAP_CONV.name)
-    if record_rules.SKIPLESS in flow.rules:
-        found.update(dict.fromkeys(_skipless_blocks(model, flow, of_step, outside),
-                                   record_rules.SKIPLESS.name))
-    return found
-
-
-def _embedding(flow: Flow, span: _Span) -> str | None:
-    """The patch embedding proper: the module running the first weighted record, as a child of
-    the deepest module holding both it and the first block's first record (MobileViT's
-    ``stem``; LeViT's ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole);
-    None when it runs in a module holding the blocks (no unit of its own)."""
-    first = next((i for i in range(span.start) if flow.weighted(i)), None)
-    if first is None:
-        return None
-    stem, block = (_parts(flow.steps[i].module) for i in (first, span.start))
-    shared = _shared(stem, block)
-    return None if len(stem) == shared else ".".join(stem[: shared + 1])
-
-
-def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None],
-                     outside: list[int]) -> set[int]:
-    """Those of the records ``outside`` that run in a convolutional block run without its
-    skip: a module (not a list) that runs no residual add, of the kind (:func:`~.blocks.kind`:
-    the forward code it runs, not its class) of one whose forward runs one (MobileViT's
-    MobileNetV2 blocks that change width or stride, ``stages.0.0``, ``stages.1.0`` before its
-    attention stages, ``stages.3.0`` and ``stages.4.0`` between them, beside
-    ``stages.1.1``). A downsampling layer between stages stays patch embedding
-    unless built of such blocks (FastViT's, of MobileOne blocks that sum their branches, is
-    conv; FastViT-T8's, without attention, as FastViT-SA12's). After the blocks, such a block
-    is ``conv`` too (EfficientNet-B0's last MBConv, 192 to 320 channels), with the weightless
-    records run in it (its activations, its squeeze-excitation's pooling and gate)."""
-    joining = {flow.steps[i].module for i in flow.joins if of_step[i] is None}
-    skipping = {module for path in joining for module in _holders(path)}
-    classes = {kind(module) for m in joining if m
-               and not isinstance(module := model.get_submodule(m), LISTS)}
-    found = {m for i in outside for m in _holders(flow.steps[i].module)
-             if m not in skipping and kind(model.get_submodule(m)) in classes}
-    return {i for i, block in enumerate(of_step) if block is None
-            and any(_within(flow.steps[i].module, m) for m in found)}
-
-
-def _map_convs(model: nn.Module, flow: Flow, outside: list[int], branches: set[int], last: int,
-               embedding: str) -> set[int]:
-    """Those of the records ``outside``, but the residual ``branches``, that convolve a map
-    with a spatial kernel and are no downsampling (:func:`_downsamples`), before or between
-    the blocks, or after the last one in a unit holding it (:func:`_one_unit`: MobileViT's
-    last ``stages.4.1``, not a convolution of the model's own after it); and, as far, the
-    pointwise convolutions that keep the resolution and run in one unit with one of them, on a
-    map of its size: MobileViT's local representation (``conv_kxk``, then ``conv_1x1`` into the
-    transformer's width) and fusion (``conv_proj`` out of it, ``conv_fusion``), MobileViTv2's
-    ``conv_proj`` after its transformer. A residual branch is ``conv`` anyway: its pointwise
-    neighbours are not taken (NextViT's ``patch_embed`` 1x1 before a block's MHCA)."""
-    def reached(i: int) -> bool:
-        return i < last or _one_unit(model, flow, (i, last), embedding)
-
-    spatial = {i for i in outside if i not in branches and flow.mixes_tokens(i)
-               and not _downsamples(flow, i) and reached(i)}
-    pointwise = {j for j in outside if "convolution" in flow.steps[j].op
-                 and not flow.mixes_tokens(j) and _keeps_resolution(flow.steps[j]) and reached(j)
-                 and any(flow.steps[j].shape[2:] == flow.steps[i].shape[2:]
-                         and _one_unit(model, flow, (i, j), embedding) for i in spatial)}
-    return spatial | pointwise
-
-
-def _keeps_resolution(step: Step) -> bool:
-    """The record outputs a map of the spatial size of its input map (``(N, C, *size)``)."""
-    return len(step.operand) == len(step.shape) > 2 and step.operand[2:] == step.shape[2:]
-
-
-def _downsamples(flow: Flow, i: int) -> bool:
-    """Record ``i`` shrinks its map, or a record without MACs carrying its output to the next
-    records with MACs pools it to a smaller map (NesT's ``ConvPool``: a 3x3 conv, a norm, a
-    max pooling of stride 2); a global pooling to one position (a head's) is none."""
-    if not _keeps_resolution(flow.steps[i]):
-        return True
-    stack, seen = list(flow.consumers[i]), set()
-    while stack:
-        j = stack.pop()
-        step = flow.steps[j]
-        if j in seen or step.macs:
-            continue
-        seen.add(j)
-        if len(step.operand) == len(step.shape) > 2 and 1 < prod(step.shape[2:]) < prod(
-                step.operand[2:]):
-            return True
-        stack.extend(flow.consumers[j])
-    return False
-
-
-def _one_unit(model: nn.Module, flow: Flow, records: tuple[int, int], embedding: str) -> bool:
-    """The two records run under one module that is neither the model, nor a list, nor one
-    holding the patch embedding proper ``embedding`` (a block of a hybrid's stage: MobileViT's
-    ``stages.2.1``)."""
-    a, b = (_parts(flow.steps[i].module) for i in records)
-    unit = ".".join(a[: _shared(a, b)])
-    return bool(unit) and not _within(embedding, unit) and not isinstance(
-        model.get_submodule(unit), LISTS)
-
-
-def _shared(a: list[str], b: list[str]) -> int:
-    """How many leading parts two module paths share."""
-    return next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
-                min(len(a), len(b)))
-
-
-def _parts(module: str) -> list[str]:
-    return module.split(".") if module else []
-
-
-def _holders(module: str) -> list[str]:
-    """``module`` and the modules holding it, the root aside."""
-    parts = _parts(module)
-    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
 
 
 def _token_selectors(flow: Flow, of_step: list[int | None], last: int
@@ -408,7 +228,8 @@ def _token_selectors(flow: Flow, of_step: list[int | None], last: int
     for part in _connected(flow, set(first)):
         if any(flow.weighted(i) for i in part):
             block = min(first[i] for i in part)
-            if record_rules.QUERY_SELECTION in flow.rules and _between_stacks(flow, of_step, part, block):
+            if record_rules.QUERY_SELECTION in flow.rules and _between_stacks(
+                    flow, of_step, part, block):
                 between |= part  # head-like work between an encoder and a decoder
                 continue
             for i in part:
@@ -471,128 +292,32 @@ def _connected(flow: Flow, members: set[int]) -> list[set[int]]:
     return parts
 
 
-def _residual_branches(flow: Flow, of_step: list[int | None], last: int) -> set[int]:
-    """Records outside blocks in the branch of a join outside blocks; after the last block
-    (record ``last``), of a join whose branch convolves with a spatial kernel (a convolutional
-    block after the attention stages: MobileNetV4-hybrid's last inverted residual, FastViT's
-    ``final_conv``; not an attention-pooling head's residual MLP)."""
-    return {j for join, branch in flow.joins.items() if of_step[join] is None and (
-                join <= last or any(flow.mixes_tokens(i) for i in branch))
-            for j in branch if of_step[j] is None}
-
-
-def _step_roles(
-    flow: Flow, cores: list[Core], blocks: Blocks, shaped: set[str], convs: Mapping[int, str],
-    span: _Span, by: list[str | None], fused: Set[int] = frozenset(),
-) -> list[C | None]:
-    """Each record's component; None for a weightless record in a block (resolved later).
-    ``shaped``: the parameters of two or more dimensions (a 1-D one added outside blocks is a
-    bias or a scale of what it is added to, not a token); ``convs``: the convolutional records
-    outside blocks and the patch embedding proper (:func:`_residual_branches` and
-    :func:`_convs_outside_blocks`); ``span``: from the first block's first record to the last
-    block's last. A ``fused`` projection is
-    placed as the part of it that is no projection (:func:`_fused_shares`: its q/k/v share).
-    The rule placing each record is written in ``by`` (None: not placed yet)."""
-    roles = [None if i in fused else role
-             for i, role in enumerate(_attention_roles(cores, blocks, flow, by))]
-    by[:] = [None if i in fused else rule for i, rule in enumerate(by)]
-    _attention_modules(flow, cores, blocks, roles, by)
-    of_step = blocks.of_step
-    last = span.last
-    mixers = _token_mixers(flow, cores, blocks, roles) if record_rules.TOKEN_MIXER in flow.rules else set()
-    tables = _position_tables(flow, of_step) if record_rules.POSITION_TABLE in flow.rules else set()
-    carried: list[C | None] = [None] * len(roles)  # the component passed on by the data flow
+def _record_placements(at: Placing, fused: Set[int]) -> list[Placement]:
+    """Each record's placement: the core rules' (a ``fused`` projection placed as the part
+    of it that is no projection: :func:`_fused_shares` shares out its q/k/v), then record by
+    record the first of the record rules on to place it (:data:`RECORD_ORDER`), then the
+    position rules for the records in blocks left unplaced
+    (:func:`~vitprof.recognize.rules.positions.resolve_positions_by`)."""
+    flow = at.flow
+    at.placed[:] = [None if i in fused else placement for i, placement in
+                    enumerate(_attention_placements(at.cores, at.blocks, flow))]
+    _attention_modules(flow, at.cores, at.blocks, at.placed)
+    on = [rule for rule in RECORD_ORDER if rule in flow.rules]
+    facts = {rule.name: rule.prepare(at) for rule in on}
     for i, step in enumerate(flow.steps):
-        if roles[i] is None:
-            if (norm := flow.norm_rule(i)) is not None:
-                roles[i], by[i] = C.NORM, norm
-            elif of_step[i] is not None:
-                if i in mixers:
-                    roles[i], by[i] = C.CONV, record_rules.TOKEN_MIXER.name
-                elif flow.weighted(i) and record_rules.IN_BLOCK in flow.rules:
-                    rule = record_rules.SELECTOR if i in blocks.selected else record_rules.IN_BLOCK
-                    roles[i], by[i] = C.MLP, rule.name
-            elif i in convs:
-                roles[i], by[i] = C.CONV, convs[i]
-            elif i in blocks.between and flow.weighted(i):
-                roles[i], by[i] = C.HEAD, record_rules.QUERY_SELECTION.name
-            elif i > last and (after := _after_blocks(flow, i, roles)) is not None:
-                roles[i], by[i] = after[0], after[1].name
-            elif flow.weighted(i) and (
-                    placed := _weighted_outside(flow, i, not cores and i > span.start)):
-                roles[i], by[i] = placed[0], placed[1].name
-            elif i in tables:
-                roles[i], by[i] = C.TOKENS, record_rules.POSITION_TABLE.name
-            elif any(name in shaped for name in step.params) and record_rules.TOKENS in flow.rules:
-                roles[i], by[i] = C.TOKENS, record_rules.TOKENS.name
-            else:
-                source = carried[step.sources[-1]] if step.sources and position_rules.PRODUCER in flow.rules else None
-                default = C.PATCH_EMBED if position_rules.STEM_DEFAULT in flow.rules else None
-                roles[i] = source or default
-                by[i] = position_rules.PRODUCER.name if source else position_rules.STEM_DEFAULT.name if default else None
-        role = roles[i]
-        passed = role if role is not None and role not in _KEEP_FLOW else None
-        carried[i] = passed or (carried[step.sources[-1]] if step.sources else None)
-    return roles
-
-
-def _position_tables(flow: Flow, of_step: list[int | None]) -> set[int]:
-    """The records outside blocks that compute a table from parameters alone (no input data:
-    :attr:`Flow.weights`) which an add without MACs then adds to the activations, and those
-    adds (:data:`~vitprof.recognize.rules.records.POSITION_TABLE`): a position table resized, or
-    spatial and temporal tables summed, before it joins the tokens."""
-    found: set[int] = set()
-    for i, step in enumerate(flow.steps):
-        if of_step[i] is not None or step.macs or step.op not in ADDS:
-            continue
-        tables = [j for j in step.sources if _table(flow, j)]
-        if not tables or len(tables) == len(step.sources):
-            continue  # no table, or no activation it is added to
-        found.add(i)
-        while tables:
-            j = tables.pop()
-            if j not in found and of_step[j] is None and _table(flow, j):
-                found.add(j)
-                tables.extend(flow.sources[j])
-    return found
-
-
-def _table(flow: Flow, j: int) -> bool:
-    """Record ``j`` computes a weight (:attr:`Flow.weights`) that reads no input data: not a
-    mask token weighted by the patch mask fed beside the image (``t * w``), which is made per
-    input."""
-    return flow.weights[j] and not flow.steps[j].unsourced
-
-
-def _after_blocks(flow: Flow, i: int, roles: list[C | None]) -> tuple[C, Rule] | None:
-    """A record after the last block outside any convolutional block: ``head``, but a
-    weightless one (an activation) run in the module holding the convolution feeding it,
-    which goes with that convolution (MobileViT's last ``conv_fusion.bn.act``); with the
-    rule deciding (None when both are switched off)."""
-    step = flow.steps[i]
-    if not flow.weighted(i) and step.sources and record_rules.ACTIVATION_WITH_CONV in flow.rules:
-        source = step.sources[-1]
-        holder = flow.steps[source].module.rpartition(".")[0]
-        if roles[source] is C.CONV and holder and _within(step.module, holder):
-            return C.CONV, record_rules.ACTIVATION_WITH_CONV
-    return (C.HEAD, record_rules.AFTER_BLOCKS) if record_rules.AFTER_BLOCKS in flow.rules else None
-
-
-def _weighted_outside(flow: Flow, i: int, conv_net: bool) -> tuple[C, Rule] | None:
-    """A weighted record before or between the blocks: in a convolutional network
-    (``conv_net``: no core, after the span's start) a convolution keeping its map's
-    resolution is ``conv``, else ``patch_embed``; with the rule deciding."""
-    if conv_net and record_rules.POINTWISE in flow.rules and _pointwise_on_map(flow, i):
-        return C.CONV, record_rules.POINTWISE
-    return (C.PATCH_EMBED, record_rules.WEIGHTED_OUTSIDE) if record_rules.WEIGHTED_OUTSIDE in flow.rules else None
-
-
-def _pointwise_on_map(flow: Flow, i: int) -> bool:
-    """Record ``i`` is a convolution that keeps its map's resolution: in a convolutional network
-    without attention, between its first and last convolutional blocks, work of its stages
-    (ConvMixer's pointwise convolutions after each residual depthwise one, CSPDarknet's
-    transitions), not a downsampling."""
-    return "convolution" in flow.steps[i].op and not _downsamples(flow, i)
+        if at.placed[i] is None:
+            at.placed[i] = next((Placement(component, rule.name) for rule in on
+                                 if (component := rule.place(at, i, facts[rule.name]))
+                                 is not None), None)
+        own = at.component(i)
+        passed = own if own is not None and own not in _KEEP_FLOW else None
+        at.carried[i] = passed or (at.carried[step.sources[-1]] if step.sources else None)
+    pending = [Pending(at.component(i), block, step.sources)
+               for i, (block, step) in enumerate(zip(at.blocks.of_step, flow.steps, strict=True))]
+    resolved = resolve_positions_by(pending, True, position_rules.PRODUCER in flow.rules,
+                                    position_rules.NEIGHBOUR in flow.rules)
+    return [placement or Placement(component, _RESOLVED.get(how, ""))
+            for placement, (component, how) in zip(at.placed, resolved, strict=True)]
 
 
 def _param_roles(
@@ -631,7 +356,8 @@ def _param_roles(
         joined = name not in readers or (p.dim() >= 2 and any(
             flow.steps[i].op in _JOINING for i in (first, reader)))
         token: tuple[C, str] | None = None
-        if param_rules.PARAMETRIZED in flow.rules and _computes_weight_of(flow, first, user, shaped):
+        if param_rules.PARAMETRIZED in flow.rules and _computes_weight_of(
+                flow, first, user, shaped):
             rule = param_rules.PARAMETRIZED.name
         elif flow.projection_bias(first):
             rule = param_rules.PROJECTION_BIAS.name
@@ -639,7 +365,7 @@ def _param_roles(
                 flow, first, name, owner, products):
             token = C.TOKENS, param_rules.SEQUENCE_PARAMETER.name
         elif joined and reader not in in_cores and not flow.weighted(reader) \
-                and role is not C.CONV and record_rules.TOKENS in flow.rules:  # a conv block's own: a bias, a scale
+                and role is not C.CONV and record_rules.TOKENS in flow.rules:  # a conv's bias
             token = C.HEAD if reader > last else C.TOKENS, record_rules.TOKENS.name
         if token and affine and reader == first and param_rules.NORM_AFFINE in flow.rules:
             rule = param_rules.NORM_AFFINE.name  # the norm's own affine, not joined to the sequence
@@ -779,19 +505,19 @@ def _unread_warning(records: Sequence[ParamRecord], evidence: str) -> str:
             f"{evidence} ({components})")
 
 
-def _relabel(ops: Sequence[OpRecord], trace: Trace, roles: list[C], by: list[str],
+def _relabel(ops: Sequence[OpRecord], trace: Trace, placements: Sequence[Placement],
              of_step: list[int | None], shared: dict[int, _Share]
              ) -> tuple[tuple[OpRecord, ...], tuple[int, ...]]:
-    """``ops`` with the graph's components, blocks and rules (``by``); a backward record follows
-    its forward owner (one with no known owner keeps the counter's labels). A record of a fused
-    projection
-    (``shared``: by forward record), forward or backward, is one record per share; with the
-    records, the index in ``ops`` of the one each comes from."""
+    """``ops`` with the graph's placements (components and rules) and blocks; a backward record
+    follows its forward owner (one with no known owner keeps the counter's labels). A record
+    of a fused projection (``shared``: by forward record), forward or backward, is one record
+    per share; with the records, the index in ``ops`` of the one each comes from."""
     relabelled: list[OpRecord] = []
     origins: list[int] = []
     for index, (op, owner) in enumerate(zip(ops, trace.owners, strict=True)):
-        placed = op if owner is None else replace(op, component=roles[owner],
-                                                  block=of_step[owner], placed_by=by[owner])
+        placed = op if owner is None else replace(
+            op, component=placements[owner].component, block=of_step[owner],
+            placed_by=placements[owner].rule)
         parts = _op_shares(placed, *shared[owner]) if owner in shared else (placed,)
         relabelled.extend(parts)
         origins.extend([index] * len(parts))
@@ -841,12 +567,12 @@ def _param_shares(record: ParamRecord, share: _Share | None) -> tuple[ParamRecor
     return tuple(parts)
 
 
-def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, ParamRecord],
-              shared: tuple[dict[int, _Share], dict[str, _Share]], overrides: Sequence[Override],
-              by: list[str]) -> tuple[list[C], tuple[str, ...]]:
+def _override(model: nn.Module, flow: Flow, placements: Sequence[Placement],
+              params: dict[str, ParamRecord], shared: tuple[dict[int, _Share], dict[str, _Share]],
+              overrides: Sequence[Override]) -> tuple[list[Placement], tuple[str, ...]]:
     """``--map`` rules win: parameters they name (or a module holding them), and the records
     reading those parameters or running in modules they name (or under them), placed by
-    :data:`~vitprof.recognize.rules.params.OVERRIDE` (written in ``by`` for the records). A fused
+    :data:`~vitprof.recognize.rules.params.OVERRIDE`. A fused
     projection or parameter a rule reaches is not shared out (dropped from ``shared``)."""
     graph = {name: record.component for name, record in params.items()}
     mapped = apply_overrides(ComponentMap("graph", {}, graph, {}), model, overrides)
@@ -862,13 +588,13 @@ def _override(model: nn.Module, flow: Flow, roles: list[C], params: dict[str, Pa
             params[name] = replace(record, component=rule, placed_by=param_rules.OVERRIDE.name)
             by_param.pop(name, None)
     placed = []
-    for i, (role, step) in enumerate(zip(roles, flow.steps, strict=True)):
+    for i, (placement, step) in enumerate(zip(placements, flow.steps, strict=True)):
         rule = next(filter(None, map(ruled, step.params)), None) or _nearest(
             mapped.modules, step.module)
         if rule is not None:
             by_step.pop(i, None)
-            by[i] = param_rules.OVERRIDE.name
-        placed.append(rule or role)
+            placement = Placement(rule, param_rules.OVERRIDE.name)
+        placed.append(placement)
     return placed, mapped.warnings
 
 
@@ -880,13 +606,13 @@ def _nearest(modules: dict[str, C], path: str) -> C | None:
     return None
 
 
-def _block_span(blocks: Blocks) -> _Span:
+def _block_span(blocks: Blocks) -> Span:
     """The span of a ViT's blocks: from the first record in a block to the last."""
     inside = [i for i, block in enumerate(blocks.of_step) if block is not None]
-    return _Span(inside[0], inside[-1])
+    return Span(inside[0], inside[-1])
 
 
-def _residual_span(flow: Flow) -> _Span | None:
+def _residual_span(flow: Flow) -> Span | None:
     """The residual blocks of a convolutional network (no attention): from the first record of
     the first branch of a join that convolves with a spatial kernel, a residual ``x + f(x)``
     (or ``res_scale(x) + f(x)``) if there is one (a stem's multi-branch MobileOne block is
@@ -899,37 +625,30 @@ def _residual_span(flow: Flow) -> _Span | None:
         return None
     skipping = [branch for join, branch in convolving if flow.free_skip(join)]
     first = skipping[0] if skipping else convolving[0][1]
-    return _Span(min(first), max(flow.joins))
+    return Span(min(first), max(flow.joins))
 
 
 def _roles(
     model: nn.Module, parameters: Mapping[str, nn.Parameter], flow: Flow, cores: list[Core],
-    blocks: Blocks, span: _Span, fused: Set[int] = frozenset(),
-) -> tuple[list[C], list[str], dict[str, ParamRecord], tuple[str, ...]]:
-    """Components of the records, the rules that placed them and the parameters' records,
-    given the blocks and their span (with no block at all, a convolutional network's:
-    :func:`_residual_span`); the ``fused`` projections as their part that is no projection;
-    the warning for parameters never read (:func:`unread_warnings`). ``parameters``: the
-    model's, by name."""
+    blocks: Blocks, span: Span, fused: Set[int] = frozenset(),
+) -> tuple[list[Placement], dict[str, ParamRecord], tuple[str, ...]]:
+    """The placements of the records and the parameters' records, given the blocks and their
+    span (with no block at all, a convolutional network's: :func:`_residual_span`); the
+    ``fused`` projections as their part that is no projection; the warning for parameters
+    never read (:func:`unread_warnings`). ``parameters``: the model's, by name."""
     shaped = {name for name, p in parameters.items() if p.dim() >= 2}
-    branches = _residual_branches(flow, blocks.of_step, span.last) if (
-        record_rules.RESIDUAL_BRANCH in flow.rules) else set()
-    convs = {**dict.fromkeys(branches, record_rules.RESIDUAL_BRANCH.name),
-             **_convs_outside_blocks(model, flow, blocks.of_step, span, branches)}
-    by: list[str | None] = []
-    partial = _step_roles(flow, cores, blocks, shaped, convs, span, by, fused)
-    placed = [_Placed(role, block, step.sources)
-              for role, block, step in zip(partial, blocks.of_step, flow.steps, strict=True)]
-    resolved = resolve_positions_by(placed, True, position_rules.PRODUCER in flow.rules, position_rules.NEIGHBOUR in flow.rules)
-    roles = [role for role, _ in resolved]
-    rules = [rule or _RESOLVED.get(how, "") for rule, (_, how) in zip(by, resolved, strict=True)]
+    at = Placing(model, flow, cores, blocks, span, shaped, [None] * len(flow.steps),
+                 [None] * len(flow.steps))
+    placements = _record_placements(at, fused)
+    roles = [placement.component for placement in placements]
+    rules = [placement.rule for placement in placements]
     param_roles = _param_roles(parameters, flow, roles, blocks, cores, span.last, rules)
     params = {name: ParamRecord(name, p.numel(), *param_roles[name][:2], tuple(p.shape),
                                 param_roles[name].placed_by)
               for name, p in parameters.items() if name in param_roles}
     unread = _unread(model, parameters, param_roles, flow.rules)
     params.update({record.name: record for record in unread})
-    return roles, rules, params, unread_warnings(unread)
+    return placements, params, unread_warnings(unread)
 
 
 def graph_breakdown(
@@ -937,8 +656,8 @@ def graph_breakdown(
     rules: RuleSet = ALL,
 ) -> Breakdown:
     """The components and blocks of ``ops`` (a counted run of ``model`` with its ``trace``) and
-    of the parameters of ``model``, read from the data flow by the recognition ``rules`` (all of them unless some are
-    switched off); ``overrides`` (``--map``) win.
+    of the parameters of ``model``, read from the data flow by the recognition
+    ``rules`` (all unless some are switched off); ``overrides`` (``--map``) win.
     Without an attention core, a convolutional network's parts are placed as a hybrid's; any
     other model's are ``other`` (not a ViT) but what the rules name."""
     parameters = dict(model.named_parameters())  # walked once, read by every step below
@@ -963,22 +682,21 @@ def graph_breakdown(
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
         blocks = _selected(blocks, _token_selectors(flow, blocks.of_step, span.last), rules)
-        roles, by, params, unread = _roles(model, parameters, flow, cores, blocks, span,
-                                           fused.keys())
+        placements, params, unread = _roles(model, parameters, flow, cores, blocks, span,
+                                            fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
         warnings = unrecognized_warnings(unknown) + unread
     else:
-        roles = [C.OTHER] * len(flow.steps)
-        by = [block_rules.NO_BLOCKS.name] * len(flow.steps)
+        placements = [Placement(C.OTHER, block_rules.NO_BLOCKS.name)] * len(flow.steps)
         params = {name: ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape),
                                     block_rules.NO_BLOCKS.name)
                   for name, p in parameters.items()}
         warnings = (NO_BLOCKS,)
     of_step = blocks.of_step
-    if overrides and param_rules.OVERRIDE in flow.rules:
-        roles, ruled = _override(model, flow, roles, params, shared, overrides, by)
+    if overrides and param_rules.OVERRIDE in rules:
+        placements, ruled = _override(model, flow, placements, params, shared, overrides)
         warnings += ruled
     ordered = tuple(record for name in parameters
                     for record in _param_shares(params[name], shared[1].get(name)))
-    records, origins = _relabel(ops, trace, roles, by, of_step, shared[0])
+    records, origins = _relabel(ops, trace, placements, of_step, shared[0])
     return Breakdown(records, ordered, warnings, origins, dict(blocks.paths))
