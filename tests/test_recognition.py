@@ -7,6 +7,7 @@ run in the order of their registry, which the page lists.
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from recognition_fixtures import (
 
 from vitprof import analyze
 from vitprof.count.result import Profile
+from vitprof.recognize.graph.roles import RECORD_ORDER
 from vitprof.recognize.rules.base import ALL, RuleSet
 from vitprof.recognize.rules.page import recognition_page
 from vitprof.recognize.rules.registry import RULES
@@ -102,6 +104,14 @@ def test_a_rule_set_refuses_an_unknown_rule() -> None:
 
 def test_every_fixture_serves_a_rule() -> None:
     assert {rule.fixture for rule in RULES.values()} == set(FIXTURES)
+
+
+def test_the_rules_decide_in_the_order_of_the_page() -> None:
+    # the page lists the registry; the records are placed by the record rules in that order
+    listed = re.findall(r"^\| `([a-z-]+)` \|", DOCS.read_text(), re.M)
+    assert listed == list(RULES)
+    ranks = [listed.index(rule.name) for rule in RECORD_ORDER]
+    assert ranks == sorted(ranks)
 
 
 def test_docs_recognition_is_the_generated_page() -> None:
