@@ -29,10 +29,9 @@ from recognition_fixtures import (
 
 from vitprof import analyze
 from vitprof.count.result import Profile
-from vitprof.recognize.graph.roles import RECORD_ORDER
 from vitprof.recognize.rules.base import ALL, RuleSet
 from vitprof.recognize.rules.page import recognition_page
-from vitprof.recognize.rules.registry import RULES
+from vitprof.recognize.rules.registry import PARAM_ORDER, RECORD_ORDER, RULES
 
 DOCS = Path(__file__).parents[1] / "docs" / "recognition.md"
 # rules whose removal leaves their fixture's breakdown as it is, and why
@@ -107,11 +106,15 @@ def test_every_fixture_serves_a_rule() -> None:
 
 
 def test_the_rules_decide_in_the_order_of_the_page() -> None:
-    # the page lists the registry; the records are placed by the record rules in that order
+    # the page lists the registry; records and parameters are placed by their rules in its
+    # order, the first that places one deciding
     listed = re.findall(r"^\| `([a-z-]+)` \|", DOCS.read_text(), re.M)
     assert listed == list(RULES)
-    ranks = [listed.index(rule.name) for rule in RECORD_ORDER]
-    assert ranks == sorted(ranks)
+    for order in (RECORD_ORDER, PARAM_ORDER):
+        ranks = [listed.index(rule.name) for rule in order]
+        assert ranks == sorted(ranks)
+    assert {"token-parameter", "producer"} <= {rule.name for rule in RECORD_ORDER}
+    assert {"token-parameter", "projection-bias"} <= {rule.name for rule in PARAM_ORDER}
 
 
 def test_docs_recognition_is_the_generated_page() -> None:

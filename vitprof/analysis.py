@@ -52,7 +52,7 @@ from vitprof.count.running import (
 )
 from vitprof.count.session import Run, count
 from vitprof.recognize.graph.roles import graph_breakdown
-from vitprof.recognize.rules.params import OVERRIDE
+from vitprof.recognize.rules.overrides import OVERRIDE
 from vitprof.recognize.self_checks import self_checks
 from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_workload
 

@@ -22,7 +22,6 @@ from vitprof.core.records import Component
 from vitprof.count.trace import Trace
 from vitprof.recognize.rules import blocks as block_rules
 from vitprof.recognize.rules import cores as core_rules
-from vitprof.recognize.rules import params as param_rules
 from vitprof.recognize.rules.base import ALL, RuleSet
 
 WINDOW = 256  # how many records back a fork is searched for
@@ -222,7 +221,7 @@ class Flow:
 
     def projection_bias(self, i: int) -> bool:
         """Step ``i`` adds a bias to a product's output wherever it runs
-        (:data:`~vitprof.recognize.rules.params.PROJECTION_BIAS`): an add of parameters that no
+        (:data:`~vitprof.recognize.rules.cores.PROJECTION_BIAS`): an add of parameters that no
         earlier record read to the output of one weighted record, each parameter no larger
         than that output's last dimension, the product's features (a q/k/v bias kept as a
         (heads, head_dim) tensor and added after the projection); a position embedding varies
@@ -230,7 +229,7 @@ class Flow:
         before, by the attention."""
         step = self.steps[i]
         if step.op not in _ADDS or step.macs or not step.params or len(step.sources) != 1 \
-                or param_rules.PROJECTION_BIAS not in self.rules:
+                or core_rules.PROJECTION_BIAS not in self.rules:
             return False
         source = step.sources[0]
         features = self.steps[source].shape[-1:] or (0,)

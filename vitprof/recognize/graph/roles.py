@@ -71,7 +71,7 @@ from vitprof.count.families.base import (
     unrecognized_warnings,
 )
 from vitprof.count.families.base import Rule as Override
-from vitprof.count.trace import Step, Trace
+from vitprof.count.trace import Trace
 from vitprof.recognize.graph.attention import Core, find_cores
 from vitprof.recognize.graph.blocks import (
     Blocks,
@@ -90,10 +90,12 @@ from vitprof.recognize.rules import cores as core_rules
 from vitprof.recognize.rules import params as param_rules
 from vitprof.recognize.rules import positions as position_rules
 from vitprof.recognize.rules import records as record_rules
-from vitprof.recognize.rules.base import ALL, Placement, RuleSet
+from vitprof.recognize.rules.base import ALL, Parameters, Placement, Reading, RuleSet
+from vitprof.recognize.rules.overrides import OVERRIDE
+from vitprof.recognize.rules.params import is_affine, weight_user
 from vitprof.recognize.rules.positions import Pending, resolve_positions_by
-from vitprof.recognize.rules.records import Placing, RecordRule
-from vitprof.recognize.rules.registry import RULES, check
+from vitprof.recognize.rules.records import Placing
+from vitprof.recognize.rules.registry import PARAM_ORDER, RECORD_ORDER, RULES, check
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
 # how resolve_positions_by placed a record the rules left unplaced -> the rule it applied
@@ -102,10 +104,6 @@ _RESOLVED = {"producer": position_rules.PRODUCER.name, "neighbour": position_rul
 NO_EVIDENCE = "placed without data-flow evidence"
 _KEEP_FLOW = (C.NORM, C.TOKENS)  # components that do not pass on along the data flow
 _JOINING = ("aten.add", "aten.add_")  # a token-shaped parameter added to the sequence: tokens
-# the rules placing records one by one, in the order they decide
-RECORD_ORDER: tuple[RecordRule, ...] = (*record_rules.RECORD_RULES, position_rules.PRODUCER,
-                                        position_rules.STEM_DEFAULT)
-
 
 # a fused projection's share of a record or parameter: how it is split, the q/k/v share's component
 _Share = tuple[Fused, C]
@@ -321,14 +319,13 @@ def _record_placements(at: Placing, fused: Set[int]) -> list[Placement]:
 
 
 def _param_roles(
-    parameters: Mapping[str, nn.Parameter], flow: Flow, steps: list[C], blocks: Blocks,
-    cores: list[Core], last: int, by: list[str],
+    parameters: Mapping[str, nn.Parameter], flow: Flow, placed: Sequence[Placement],
+    blocks: Blocks, cores: list[Core], last: int,
 ) -> dict[str, _ParamRole]:
-    """Each parameter read by a record: the component, and the rule, of the record that
-    reads it with the most MACs (of the record using the weight it computes: a standardised
-    conv weight), but a parameter joined to the sequence
-    (:data:`~vitprof.recognize.rules.records.TOKENS`); its block is its owner module's, else its
-    reader's. ``parameters``: the model's, by name."""
+    """Each parameter read by a record: placed by the first parameter rule on to place it
+    (:data:`PARAM_ORDER`), else as the record reading it with the most MACs (the record
+    using the weight it computes: a standardised conv weight; :class:`Reading`); its block is
+    its owner module's, else its reader's. ``parameters``: the model's, by name."""
     readers: dict[str, int] = {}
     carriers: dict[str, int] = {}
     for i, step in enumerate(flow.steps):
@@ -338,106 +335,35 @@ def _param_roles(
                 readers[name] = i
         for name in step.carried:
             carriers.setdefault(name, i)
-    in_cores = {i for core in cores for i in core.steps | core.bias}
-    products = {i for core in cores for i in core.steps if flow.steps[i].macs}
+    at = Parameters(
+        flow, placed, last,
+        in_cores={i for core in cores for i in core.steps | core.bias},
+        products={i for core in cores for i in core.steps if flow.steps[i].macs},
+        shaped={name for name, p in parameters.items() if p.dim() >= 2},
+        sizes={name: p.numel() for name, p in parameters.items()})
+    on = [rule for rule in PARAM_ORDER if rule in flow.rules]
+    owning = param_rules.OWN_MODULE in flow.rules
     owner_block = module_blocks(blocks.paths)
-    sizes = {name: p.numel() for name, p in parameters.items()}
-    shaped = {name for name, p in parameters.items() if p.dim() >= 2}
     roles: dict[str, _ParamRole] = {}
     for name, p in parameters.items():
         first = readers.get(name, carriers.get(name))
         if first is None:
             continue
-        owner, user = name.rpartition(".")[0], _weight_user(flow, first)
-        affine = _affine(flow, first, owner, name, sizes)
-        own = user != first and affine and param_rules.OWN_MODULE in flow.rules
+        owner, user = name.rpartition(".")[0], weight_user(flow, first)
+        affine = is_affine(flow, first, owner, name, at.sizes)
+        own = owning and param_rules.OWN_MODULE.owns(user, first, affine)
         reader = first if own else user
-        role, rule = steps[reader], param_rules.OWN_MODULE.name if own else by[reader]
         joined = name not in readers or (p.dim() >= 2 and any(
             flow.steps[i].op in _JOINING for i in (first, reader)))
-        token: tuple[C, str] | None = None
-        if param_rules.PARAMETRIZED in flow.rules and _computes_weight_of(
-                flow, first, user, shaped):
-            rule = param_rules.PARAMETRIZED.name
-        elif flow.projection_bias(first):
-            rule = param_rules.PROJECTION_BIAS.name
-        elif p.dim() >= 2 and param_rules.SEQUENCE_PARAMETER in flow.rules and _enters_sequence(
-                flow, first, name, owner, products):
-            token = C.TOKENS, param_rules.SEQUENCE_PARAMETER.name
-        elif joined and reader not in in_cores and not flow.weighted(reader) \
-                and role is not C.CONV and record_rules.TOKENS in flow.rules:  # a conv's bias
-            token = C.HEAD if reader > last else C.TOKENS, record_rules.TOKENS.name
-        if token and affine and reader == first and param_rules.NORM_AFFINE in flow.rules:
-            rule = param_rules.NORM_AFFINE.name  # the norm's own affine, not joined to the sequence
-        elif token:
-            role, rule = token
-        block = owner_block(name.rpartition(".")[0])
-        if block is None and role is not C.TOKENS:
+        read = Reading(name, p.dim(), owner, first, user, reader, affine, joined)
+        placement = next((found for rule in on
+                          if (found := rule.place_parameter(at, read)) is not None),
+                         placed[reader])
+        block = owner_block(owner)
+        if block is None and placement.component is not C.TOKENS:
             block = blocks.of_step[reader]
-        roles[name] = _ParamRole(role, block, rule)
+        roles[name] = _ParamRole(placement.component, block, placement.rule)
     return roles
-
-
-def _computes_weight_of(flow: Flow, first: int, user: int, shaped: Set[str]) -> bool:
-    """Record ``first`` computes, through records without MACs, the weight of the product
-    ``user`` (:func:`_weight_user`), which reads no parameter of two or more dimensions itself
-    (:data:`~vitprof.recognize.rules.params.PARAMETRIZED`: a parametrized linear's weight; learned
-    latents normed before a linear reading its own weight are its input, not its weight).
-    ``shaped``: the parameters of two or more dimensions."""
-    step = flow.steps[user]
-    return user != first and flow.weighted(user) and not (
-        shaped & {*step.params, *step.carried})
-
-
-def _affine(flow: Flow, i: int, owner: str, name: str, sizes: Mapping[str, int]) -> bool:
-    """Record ``i`` is a norm run by module ``owner`` and the parameter ``name`` it reads is
-    its affine, not the input it normalises (a weight standardisation normalises the conv
-    weight itself: BiT's StdConv): smaller than that input, or beside another parameter that
-    is that input (a class token normed alone, as large as the norm's weight: CaiT's and
-    XCiT's class attention). ``sizes``: the elements of each parameter."""
-    step = flow.steps[i]
-    if not flow.norm(i) or step.module != owner:
-        return False
-    normalised = _normalised(step, sizes)
-    return name != normalised and (normalised is not None or sizes[name] < prod(step.operand))
-
-
-def _normalised(step: Step, sizes: Mapping[str, int]) -> str | None:
-    """The parameter a record takes as its first input (the tensor a norm normalises), when no
-    record made any of its inputs and none reaches it through free ops: the first parameter
-    it reads (parameters are read in the order of the arguments) when as large as that input,
-    else None (the model's input, made by no record)."""
-    if step.sources or step.carried or not step.params:
-        return None
-    first = step.params[0]
-    return first if sizes[first] == prod(step.operand) else None
-
-
-def _enters_sequence(flow: Flow, first: int, name: str, owner: str, products: Set[int]) -> bool:
-    """The parameter ``name`` (held by module ``owner``), first read by record ``first``, is a
-    tensor of the sequence (:data:`~vitprof.recognize.rules.params.SEQUENCE_PARAMETER`): carried
-    into one of the cores' ``products`` as an operand, or computed by records into a weight
-    that such a product reads joined to activations in one operand (a memory of keys
-    normalised, then concatenated to the keys), or the input of a record without MACs run by
-    another module than its owner."""
-    step = flow.steps[first]
-    if first in products:
-        return name in step.carried and name not in step.carried_beside
-    user = _weight_user(flow, first)
-    if user in products and flow.joined_weights(user) & flow.descendants(first, user):
-        return True
-    return not step.macs and step.module != owner and name in step.params
-
-
-def _weight_user(flow: Flow, i: int) -> int:
-    """The record that uses the weight record ``i`` computes (a standardised conv weight: the
-    conv), ``i`` itself when it computes no weight."""
-    while flow.weights[i]:
-        users = [j for j in flow.consumers[i] if not flow.weights[j]] or flow.consumers[i]
-        if not users:
-            break
-        i = users[0]
-    return i
 
 
 def _by_class(model: nn.Module, roles: dict[str, _ParamRole]) -> dict[object, C | None]:
@@ -572,7 +498,7 @@ def _override(model: nn.Module, flow: Flow, placements: Sequence[Placement],
               overrides: Sequence[Override]) -> tuple[list[Placement], tuple[str, ...]]:
     """``--map`` rules win: parameters they name (or a module holding them), and the records
     reading those parameters or running in modules they name (or under them), placed by
-    :data:`~vitprof.recognize.rules.params.OVERRIDE`. A fused
+    :data:`~vitprof.recognize.rules.OVERRIDE`. A fused
     projection or parameter a rule reaches is not shared out (dropped from ``shared``)."""
     graph = {name: record.component for name, record in params.items()}
     mapped = apply_overrides(ComponentMap("graph", {}, graph, {}), model, overrides)
@@ -585,7 +511,7 @@ def _override(model: nn.Module, flow: Flow, placements: Sequence[Placement],
     for name, record in params.items():
         rule = ruled(name)
         if rule is not None:
-            params[name] = replace(record, component=rule, placed_by=param_rules.OVERRIDE.name)
+            params[name] = replace(record, component=rule, placed_by=OVERRIDE.name)
             by_param.pop(name, None)
     placed = []
     for i, (placement, step) in enumerate(zip(placements, flow.steps, strict=True)):
@@ -593,7 +519,7 @@ def _override(model: nn.Module, flow: Flow, placements: Sequence[Placement],
             mapped.modules, step.module)
         if rule is not None:
             by_step.pop(i, None)
-            placement = Placement(rule, param_rules.OVERRIDE.name)
+            placement = Placement(rule, OVERRIDE.name)
         placed.append(placement)
     return placed, mapped.warnings
 
@@ -640,9 +566,7 @@ def _roles(
     at = Placing(model, flow, cores, blocks, span, shaped, [None] * len(flow.steps),
                  [None] * len(flow.steps))
     placements = _record_placements(at, fused)
-    roles = [placement.component for placement in placements]
-    rules = [placement.rule for placement in placements]
-    param_roles = _param_roles(parameters, flow, roles, blocks, cores, span.last, rules)
+    param_roles = _param_roles(parameters, flow, placements, blocks, cores, span.last)
     params = {name: ParamRecord(name, p.numel(), *param_roles[name][:2], tuple(p.shape),
                                 param_roles[name].placed_by)
               for name, p in parameters.items() if name in param_roles}
@@ -693,7 +617,7 @@ def graph_breakdown(
                   for name, p in parameters.items()}
         warnings = (NO_BLOCKS,)
     of_step = blocks.of_step
-    if overrides and param_rules.OVERRIDE in rules:
+    if overrides and OVERRIDE in rules:
         placements, ruled = _override(model, flow, placements, params, shared, overrides)
         warnings += ruled
     ordered = tuple(record for name in parameters

@@ -15,11 +15,14 @@ holds which), never from what a module, parameter or class is called.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from vitprof.core.records import Component
+
+if TYPE_CHECKING:
+    from vitprof.recognize.graph.flow import Flow
 
 
 @dataclass(frozen=True)
@@ -61,3 +64,48 @@ class Placement(NamedTuple):
 
     component: Component
     rule: str
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """What the parameter rules read: the data ``flow``, the records' ``placed`` placements,
+    the last block's ``last`` record, the records of the cores (``in_cores``: theirs and their
+    score bias; ``products``: those with MACs), the parameters of two or more dimensions
+    (``shaped``) and every parameter's elements (``sizes``)."""
+
+    flow: Flow
+    placed: Sequence[Placement]
+    last: int
+    in_cores: Set[int]
+    products: Set[int]
+    shaped: Set[str]
+    sizes: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How parameter ``name`` (of ``dim`` dimensions, held by module ``owner``) is read: the
+    record reading it with the most MACs (``first``; else the first carrying it through free
+    ops), the product using the weight ``first`` computes (``user``, ``first`` itself when it
+    computes none), the record whose placement it takes (``reader``: ``first`` when it is the
+    affine of a norm its own module runs, ``own-module-record``, else ``user``), whether it is
+    that norm's affine (``affine``) and whether it joins the sequence (``joined``: only carried,
+    or added or concatenated whole, two or more dimensions)."""
+
+    name: str
+    dim: int
+    owner: str
+    first: int
+    user: int
+    reader: int
+    affine: bool
+    joined: bool
+
+
+@dataclass(frozen=True)
+class ParamRule(Rule):
+    """A rule that places parameters one by one."""
+
+    def place_parameter(self, at: Parameters, read: Reading) -> Placement | None:
+        """The placement of the parameter ``read``, or None: the rule does not place it."""
+        raise NotImplementedError

@@ -7,8 +7,10 @@ whether each is on; :data:`CORE_RULES` places a core's records in its order.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from vitprof.core.records import Component as C
-from vitprof.recognize.rules.base import Rule
+from vitprof.recognize.rules.base import Parameters, ParamRule, Placement, Reading, Rule
 
 PRICED_IN_PARTS = Rule(
     "priced-in-parts", (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ),
@@ -163,6 +165,28 @@ FUSED_SHARE = Rule(
     are ``attn_qkv``, the rest is placed as a record that is no projection.""",
     "the column slices of the projection's output and which of them reach the core",
     "fused_block")
+
+
+@dataclass(frozen=True)
+class _ProjectionBias(ParamRule):
+    """Its parameters: the bias takes the product's component (the searches walking through its
+    add: :meth:`~vitprof.recognize.graph.flow.Flow.projection_bias`)."""
+
+    def place_parameter(self, at: Parameters, read: Reading) -> Placement | None:
+        if not at.flow.projection_bias(read.first):
+            return None
+        return Placement(at.placed[read.reader].component, self.name)
+
+
+PROJECTION_BIAS = _ProjectionBias(
+    "projection-bias", tuple(C),
+    """A parameter added to the output of one weighted record, no larger than that output's
+    last dimension (a q/k/v bias kept as a (heads, head_dim) tensor and added after the
+    projection, in another module than the projection's), is that product's bias: the
+    projection searches walk through the add as through a linear's own bias, and the
+    parameter takes the product's component, never ``tokens``.""",
+    "the add's one source, whether it is weighted, its last dimension, the parameters' sizes",
+    "head_bias_block")
 
 # the order they decide in
 CORE_RULES: tuple[Rule, ...] = (

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from vitprof.core.records import Component as C
+from vitprof.recognize.rules.base import Rule
 from vitprof.recognize.rules.records import Placing, RecordRule
 
 
@@ -95,11 +96,11 @@ STEM_DEFAULT = _StemDefault(
     """A weightless record outside blocks with no placed producer (the input's reshaping
     into patches) is ``patch_embed``.""",
     "the record's producers", "plain_block")
-NEIGHBOUR = RecordRule(
+NEIGHBOUR = Rule(
     "block-neighbour", tuple(C),
     """A record in a block whose producers have no component takes that of the record before
     it in the block, else of the one after it.""",
     "the order of the block's records", "neighbour_block")
 
 # the order they decide in
-POSITION_RULES: tuple[RecordRule, ...] = (PRODUCER, STEM_DEFAULT, NEIGHBOUR)
+POSITION_RULES: tuple[Rule, ...] = (PRODUCER, STEM_DEFAULT, NEIGHBOUR)

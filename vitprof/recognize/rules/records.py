@@ -190,13 +190,6 @@ class _PositionTable(RecordRule):
         return C.TOKENS if i in facts else None
 
 
-@dataclass(frozen=True)
-class _TokenParameter(RecordRule):
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        reads = any(name in at.shaped for name in at.flow.steps[i].params)
-        return C.TOKENS if reads and not at.in_block(i) else None
-
-
 def _outside(at: Placing, embedding: str) -> list[int]:
     """The weighted records outside blocks and outside the patch embedding proper."""
     return [i for i, block in enumerate(at.blocks.of_step) if block is None
@@ -497,19 +490,9 @@ POSITION_TABLE = _PositionTable(
     of each table.""",
     "records computing from parameters only, the add consuming them and its other source",
     "position_tables")
-TOKENS = _TokenParameter(
-    "token-parameter", (C.TOKENS, C.HEAD),
-    """A parameter joined to the sequence is ``tokens`` (``head`` after the blocks): outside
-    blocks, a record without MACs reading a parameter of two or more dimensions (a class
-    token concatenated, a position embedding added) is ``tokens``, and so is a parameter read
-    only through free ops, or joined whole (added or concatenated, two or more dimensions),
-    unless the record consuming it is in a core, weighted or ``conv``.""",
-    "records without MACs reading a parameter, the parameter's rank, how it reaches its first "
-    "reader (add, cat, expand)", "plain_block")
-
 # the order they decide in
 RECORD_RULES: tuple[RecordRule, ...] = (
     NORM_COMPUTED, VECTOR_NORM, NORM_GAIN, NORM, TOKEN_MIXER, SELECTOR, IN_BLOCK, SKIPLESS,
     RESIDUAL_BRANCH, MAP_CONV, QUERY_SELECTION, ACTIVATION_WITH_CONV, AFTER_BLOCKS, POINTWISE,
-    WEIGHTED_OUTSIDE, POSITION_TABLE, TOKENS,
+    WEIGHTED_OUTSIDE, POSITION_TABLE,
 )
