@@ -89,10 +89,9 @@ POOLING_HEAD = Rule(
     "pooling-head-attention", (C.HEAD,),
     """A core outside the list of blocks, after the last of them (an attention-pooling head),
     is in no block: its projections are ``head``. Every attention pool is one: a learned query
-    over the tokens (timm's attention-pooling heads) as a linear scoring each token, a softmax
-    over the tokens and their sum so weighted (CCT's sequence pooling, the
-    ``softmax-weighted-product`` core); its products stay ``attn_core``, in no block, the
-    records that make and mix its weights ``head``.""",
+    over the tokens as a linear scoring each token, a softmax over the tokens and their sum so
+    weighted (the ``softmax-weighted-product`` core); its products stay ``attn_core``, in no
+    block, the records that make and mix its weights ``head``.""",
     "the module tree: the core's module is in no list of blocks, and runs after them",
     "pooling_head")
 SCORE_BIAS = Rule(
@@ -110,7 +109,7 @@ QUERY_TERM = Rule(
     "score-term-from-query", (C.ATTN_CORE,),
     """The records on a path from a core's q/k/v projections to what it reads beside its
     operands (a term added to the scores computed from q: decomposed relative positions, q
-    times a table of offsets along each axis, as SAM and MViTv2 add them) are the core's,
+    times a table of offsets along each axis) are the core's,
     whatever module runs them: the core may run in a module of its own, the term beside it.""",
     "the records between the core's q/k/v projections and its non-operand inputs",
     "query_term_block")
@@ -161,8 +160,9 @@ ATTENTION_MODULE = Rule(
 FUSED_SHARE = Rule(
     "fused-projection-share", (C.ATTN_QKV,),
     """A q/k/v projection whose output is split into parts some of which never reach the core
-    (ViT-22B's fused in_proj) is shared out by output columns: the columns reaching the core
-    are ``attn_qkv``, the rest is placed as a record that is no projection.""",
+    (q, k, v and the MLP's first layer in one linear) is shared out by output columns: the
+    columns reaching the core are ``attn_qkv``, the rest is placed as a record that is no
+    projection.""",
     "the column slices of the projection's output and which of them reach the core",
     "fused_block")
 

@@ -206,13 +206,12 @@ def _token_mixers(
 ) -> set[int]:
     """Weighted records of a block, not yet placed, in a token-mixing unit of the block (its
     child module, not one running a core): upstream of the block's first core (feeding it,
-    through the residual stream), a unit with a spatial convolution among them (EfficientViT-M's
-    ``dw0``, DaViT's and SwiftFormer's convolutional position encodings before their
-    attention); downstream of that core, a unit whose weighted records all mix tokens with a
-    spatial kernel, no pointwise layer among them (EfficientViT-M's ``dw1``, DaViT's position
-    encoding before its MLP). A unit of pointwise layers before the core (EfficientViT-M's FFN)
-    stays ``mlp``, and so does, after it, one with pointwise layers around a spatial conv (an
-    MLP with a depthwise conv inside: PVTv2's, FastViT's ConvMlp)."""
+    through the residual stream), a unit with a spatial convolution among them (a convolutional
+    position encoding); downstream of that core, a unit whose weighted records all mix tokens
+    with a spatial kernel, no pointwise layer among them. A unit of pointwise layers before the
+    core stays ``mlp``, and so does, after it, one with pointwise layers around a spatial conv
+    (an MLP with a depthwise conv inside). The models showing it:
+    ``tests/recognition_fixtures.py``'s ``MixerBlk``."""
     paths = {index: path for path, index in blocks.paths.items()}
     first: dict[int, Core] = {}  # block -> its first core
     for core in cores:
@@ -257,9 +256,9 @@ def _unit(module: str, prefix: str) -> str:
 
 def _embedding(flow: Flow, span: Span) -> str | None:
     """The patch embedding proper: the module running the first weighted record, as a child of
-    the deepest module holding both it and the first block's first record (MobileViT's
-    ``stem``; LeViT's ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole);
-    None when it runs in a module holding the blocks (no unit of its own)."""
+    the deepest module holding both it and the first block's first record (a stem of several
+    convolutions is one unit); None when it runs in a module holding the blocks (no unit of its
+    own)."""
     first = next((i for i in range(span.start) if flow.weighted(i)), None)
     if first is None:
         return None
@@ -272,14 +271,11 @@ def _skipless_blocks(model: nn.Module, flow: Flow, of_step: list[int | None],
                      outside: list[int]) -> set[int]:
     """Those of the records ``outside`` that run in a convolutional block run without its
     skip: a module (not a list) that runs no residual add, of the kind (:func:`~.blocks.kind`:
-    the forward code it runs, not its class) of one whose forward runs one (MobileViT's
-    MobileNetV2 blocks that change width or stride, ``stages.0.0``, ``stages.1.0`` before its
-    attention stages, ``stages.3.0`` and ``stages.4.0`` between them, beside
-    ``stages.1.1``). A downsampling layer between stages stays patch embedding
-    unless built of such blocks (FastViT's, of MobileOne blocks that sum their branches, is
-    conv; FastViT-T8's, without attention, as FastViT-SA12's). After the blocks, such a block
-    is ``conv`` too (EfficientNet-B0's last MBConv, 192 to 320 channels), with the weightless
-    records run in it (its activations, its squeeze-excitation's pooling and gate)."""
+    the forward code it runs, not its class) of one whose forward runs one (a block that
+    changes width or stride beside those that keep them). A downsampling layer between stages
+    stays patch embedding unless built of such blocks. After the blocks, such a block is
+    ``conv`` too, with the weightless records run in it (its activations, a squeeze-excitation's
+    pooling and gate). The models showing it: ``tests/recognition_fixtures.py``'s ``Units``."""
     joining = {flow.steps[i].module for i in flow.joins if of_step[i] is None}
     skipping = {module for path in joining for module in holders(path)}
     classes = {kind(module) for m in joining if m
@@ -294,13 +290,12 @@ def _map_convs(model: nn.Module, flow: Flow, outside: list[int], branches: set[i
                embedding: str) -> set[int]:
     """Those of the records ``outside``, but the residual ``branches``, that convolve a map
     with a spatial kernel and are no downsampling (:func:`_downsamples`), before or between
-    the blocks, or after the last one in a unit holding it (:func:`_one_unit`: MobileViT's
-    last ``stages.4.1``, not a convolution of the model's own after it); and, as far, the
-    pointwise convolutions that keep the resolution and run in one unit with one of them, on a
-    map of its size: MobileViT's local representation (``conv_kxk``, then ``conv_1x1`` into the
-    transformer's width) and fusion (``conv_proj`` out of it, ``conv_fusion``), MobileViTv2's
-    ``conv_proj`` after its transformer. A residual branch is ``conv`` anyway: its pointwise
-    neighbours are not taken (NextViT's ``patch_embed`` 1x1 before a block's MHCA)."""
+    the blocks, or after the last one in a unit holding it (:func:`_one_unit`; not a
+    convolution of the model's own after it); and, as far, the pointwise convolutions that keep
+    the resolution and run in one unit with one of them, on a map of its size (a local
+    representation into the transformer's width and a fusion out of it). A residual branch is
+    ``conv`` anyway: its pointwise neighbours are not taken. The models showing it:
+    ``tests/recognition_fixtures.py``'s ``MapNet``."""
     def reached(i: int) -> bool:
         return i < last or _one_unit(model, flow, (i, last), embedding)
 
@@ -320,8 +315,8 @@ def _keeps_resolution(step: Step) -> bool:
 
 def _downsamples(flow: Flow, i: int) -> bool:
     """Record ``i`` shrinks its map, or a record without MACs carrying its output to the next
-    records with MACs pools it to a smaller map (NesT's ``ConvPool``: a 3x3 conv, a norm, a
-    max pooling of stride 2); a global pooling to one position (a head's) is none."""
+    records with MACs pools it to a smaller map (a 3x3 conv, a norm, a max pooling of stride
+    2); a global pooling to one position (a head's) is none."""
     if not _keeps_resolution(flow.steps[i]):
         return True
     stack, seen = list(flow.consumers[i]), set()
@@ -340,8 +335,7 @@ def _downsamples(flow: Flow, i: int) -> bool:
 
 def _one_unit(model: nn.Module, flow: Flow, records: tuple[int, int], embedding: str) -> bool:
     """The two records run under one module that is neither the model, nor a list, nor one
-    holding the patch embedding proper ``embedding`` (a block of a hybrid's stage: MobileViT's
-    ``stages.2.1``)."""
+    holding the patch embedding proper ``embedding`` (a block of a hybrid's stage)."""
     a, b = (path_parts(flow.steps[i].module) for i in records)
     unit = ".".join(a[: shared_parts(a, b)])
     return bool(unit) and not within(embedding, unit) and not isinstance(
@@ -351,8 +345,8 @@ def _one_unit(model: nn.Module, flow: Flow, records: tuple[int, int], embedding:
 def _residual_branches(flow: Flow, of_step: list[int | None], last: int) -> set[int]:
     """Records outside blocks in the branch of a join outside blocks; after the last block
     (record ``last``), of a join whose branch convolves with a spatial kernel (a convolutional
-    block after the attention stages: MobileNetV4-hybrid's last inverted residual, FastViT's
-    ``final_conv``; not an attention-pooling head's residual MLP)."""
+    block after the attention stages, not an attention-pooling head's residual MLP). The models
+    showing it: ``tests/recognition_fixtures.py``'s ``FinalNet``."""
     return {j for join, branch in flow.joins.items() if of_step[join] is None and (
                 join <= last or any(flow.mixes_tokens(i) for i in branch))
             for j in branch if of_step[j] is None}
@@ -389,8 +383,8 @@ def _table(flow: Flow, j: int) -> bool:
 def _pointwise_on_map(flow: Flow, i: int) -> bool:
     """Record ``i`` is a convolution that keeps its map's resolution: in a convolutional network
     without attention, between its first and last convolutional blocks, work of its stages
-    (ConvMixer's pointwise convolutions after each residual depthwise one, CSPDarknet's
-    transitions), not a downsampling."""
+    (pointwise convolutions after each residual depthwise one, transitions), not a
+    downsampling. The models showing it: ``tests/recognition_fixtures.py``'s ``ConvNet``."""
     return "convolution" in flow.steps[i].op and not _downsamples(flow, i)
 
 
