@@ -86,13 +86,19 @@ class _FusedNorm(RecordRule):
 
 
 @dataclass(frozen=True)
-class _TokenMixer(RecordRule):
+class _FoundRecords(RecordRule):
+    """A rule that finds its records once, before the records are decided, and places them as
+    its one component."""
+
+    def place(self, at: Placing, i: int, facts: Any) -> C | None:
+        return self.components[0] if i in facts else None
+
+
+@dataclass(frozen=True)
+class _TokenMixer(_FoundRecords):
     def prepare(self, at: Placing) -> set[int]:
         roles = [at.component(i) for i in range(len(at.placed))]
         return _token_mixers(at.flow, at.cores, at.blocks, roles)
-
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.CONV if i in facts else None
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,7 @@ class _InBlock(RecordRule):
 
 
 @dataclass(frozen=True)
-class _Skipless(RecordRule):
+class _Skipless(_FoundRecords):
     def prepare(self, at: Placing) -> set[int]:
         embedding = _embedding(at.flow, at.span)
         if embedding is None:
@@ -116,21 +122,15 @@ class _Skipless(RecordRule):
         return _skipless_blocks(at.model, at.flow, at.blocks.of_step,
                                 _outside(at, embedding))
 
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.CONV if i in facts else None
-
 
 @dataclass(frozen=True)
-class _ResidualBranch(RecordRule):
+class _ResidualBranch(_FoundRecords):
     def prepare(self, at: Placing) -> set[int]:
         return _residual_branches(at.flow, at.blocks.of_step, at.span.last)
 
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.CONV if i in facts else None
-
 
 @dataclass(frozen=True)
-class _MapConv(RecordRule):
+class _MapConv(_FoundRecords):
     def prepare(self, at: Placing) -> set[int]:
         embedding = _embedding(at.flow, at.span)
         if embedding is None:
@@ -138,9 +138,6 @@ class _MapConv(RecordRule):
         branches = RESIDUAL_BRANCH.prepare(at) if RESIDUAL_BRANCH in at.flow.rules else set()
         return _map_convs(at.model, at.flow, _outside(at, embedding), branches, at.span.last,
                           embedding)
-
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.CONV if i in facts else None
 
 
 @dataclass(frozen=True)
@@ -182,12 +179,9 @@ class _WeightedOutside(RecordRule):
 
 
 @dataclass(frozen=True)
-class _PositionTable(RecordRule):
+class _PositionTable(_FoundRecords):
     def prepare(self, at: Placing) -> set[int]:
         return _position_tables(at.flow, at.blocks.of_step)
-
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.TOKENS if i in facts else None
 
 
 def _outside(at: Placing, embedding: str) -> list[int]:
