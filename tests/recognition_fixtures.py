@@ -15,18 +15,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parametrize
 
+from vitprof import analysis
 from vitprof.core.records import Component as C
+from vitprof.count.result import Profile
+from vitprof.recognize import breakdown
+from vitprof.recognize.rules.base import RuleSet
 
 D, HID, N, L = 8, 16, 4, 2
 IMAGE = 8
 
 Breakdown = dict[C, tuple[int, int]]  # component -> (params, MACs)
+
+
+def analyze_under(rules: RuleSet, model: nn.Module, **options: Any) -> Profile:
+    """``analyze(model, recognizer="graph", **options)``, the graph recognizer given the
+    recognition ``rules`` (some switched off: a removed rule changes its fixture)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(analysis, "breakdown", partial(breakdown, rules=rules))
+        return analysis.analyze(model, recognizer="graph", **options)
 
 
 def _sum(*parts: Breakdown) -> Breakdown:
@@ -305,7 +320,8 @@ REDUCED = {
 
 class FusedBlk(Blk):
     """A parallel block with one in-projection ``d`` (D -> 3D + HID): q, k, v and the MLP's
-    hidden layer, split by columns; out = e(core) + h(gelu(hidden))."""
+    hidden layer, split by columns; out = e(core) + h(gelu(hidden)) (``fused-projection-share``:
+    ViT-22B's fused ``in_proj``, timm's ``vit_*_xp_224``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -329,7 +345,9 @@ def fused_block() -> Breakdown:
 
 class Pooled(Net):
     """An attention-pooling head ``z`` after the blocks: a learned query ``t`` through ``zq``,
-    keys and values ``zkv`` of the N tokens, output ``zo``."""
+    keys and values ``zkv`` of the N tokens, output ``zo`` (``pooling-head-attention``: timm's
+    attention-pooling heads; CCT's sequence pooling is one too, a linear scoring each token, a
+    softmax over the tokens and their sum so weighted)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -349,7 +367,11 @@ POOLED = {
 
 
 class MixerBlk(Blk):
-    """A depthwise 3x3 conv ``a`` on the token map before the attention, residual."""
+    """A depthwise 3x3 conv ``a`` on the token map before the attention, residual
+    (``token-mixer-conv``). Seen in EfficientViT-M's ``dw0`` (and ``dw1`` after the core),
+    DaViT's and SwiftFormer's convolutional position encodings; EfficientViT-M's FFN of
+    pointwise layers stays ``mlp``, as do PVTv2's and FastViT's ConvMlp (pointwise layers
+    around a depthwise conv)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -444,7 +466,12 @@ POINTWISE = {C.CONV: (D * D + D, N * D * D)}
 
 
 class Units(Net):
-    """Two units before the blocks: ``r0`` with its skip, ``r1`` of its class without."""
+    """Two units before the blocks: ``r0`` with its skip, ``r1`` of its class without
+    (``skipless-conv-block``). Seen in MobileViT's MobileNetV2 blocks that change width or
+    stride (``stages.0.0``, ``stages.1.0``, ``stages.3.0``, ``stages.4.0`` beside
+    ``stages.1.1``), FastViT's downsampling of MobileOne blocks (FastViT-T8's and
+    FastViT-SA12's alike) and EfficientNet-B0's last MBConv (192 to 320 channels) after the
+    blocks, with its activations and squeeze-excitation."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -455,7 +482,14 @@ class Units(Net):
 
 
 class MapNet(Net):
-    """A 3x3 conv ``k`` on the map between the patch projection and the blocks."""
+    """A 3x3 conv ``k`` on the map between the patch projection and the blocks (``map-conv``).
+    Seen in MobileViT: its local representation (``conv_kxk``, then ``conv_1x1`` into the
+    transformer's width), its fusion (``conv_proj``, ``conv_fusion``) and its last
+    ``stages.4.1`` in a unit holding the last block (``stages.2.1``: a block of a hybrid's
+    stage), MobileViTv2's ``conv_proj``; its patch embedding proper is its ``stem`` (LeViT's
+    ``stem`` of four convs and crossvit_9_dagger's ``patch_embed`` whole); NextViT's
+    ``patch_embed`` 1x1 beside a residual branch is not taken; NesT's ``ConvPool`` (3x3 conv,
+    norm, max pooling of stride 2) downsamples."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -489,7 +523,10 @@ class Final(nn.Module):
 
 
 class FinalNet(Net):
-    """After the blocks, a residual 3x3 conv ``z.u`` on the map, its ReLU run in ``z``."""
+    """After the blocks, a residual 3x3 conv ``z.u`` on the map, its ReLU run in ``z``
+    (``residual-branch-conv``, ``activation-with-conv``). Seen in MobileNetV4-hybrid's last
+    inverted residual and FastViT's ``final_conv``; MobileViT's last ``conv_fusion.bn.act``
+    goes with its conv."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -501,7 +538,9 @@ class FinalNet(Net):
 
 class ConvNet(nn.Module):
     """No attention: patch conv ``a``, residual depthwise ``r0``, pointwise ``w``, residual
-    depthwise ``r1``, mean, classifier ``b``."""
+    depthwise ``r1``, mean, classifier ``b`` (``pointwise-on-map``, ``residual-span``). Seen in
+    ConvMixer's pointwise convolutions after each residual depthwise one and CSPDarknet's
+    transitions."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -859,9 +898,9 @@ class Scores(nn.Module):
 
 
 class QueryTermBlk(Blk):
-    """Decomposed relative positions from q, as SAM adds them: tables ``s`` (rows) and ``t``
-    (columns) of 2 * SIDE - 1 offsets x D, gathered by a buffer ``i`` of each pair's offset,
-    q . R along each axis, the two summed into a term of the scores, which the core (module
+    """Decomposed relative positions from q, as SAM and MViTv2 add them: tables ``s`` (rows)
+    and ``t`` (columns) of 2 * SIDE - 1 offsets x D, gathered by a buffer ``i`` of each pair's
+    offset, q . R along each axis, the two summed into a term of the scores, which the core (module
     ``u``) adds."""
 
     def __init__(self) -> None:

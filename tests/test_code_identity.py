@@ -28,7 +28,7 @@ from torch import nn
 
 from vitprof import analyze
 from vitprof.core.records import Component as C
-from vitprof.count.graph.blocks import kind
+from vitprof.recognize.graph.blocks import kind
 from vitprof.testing import name_blindness, neutral_names, own_classes
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))

@@ -15,10 +15,10 @@ import torchvision
 from torch import nn
 
 from vitprof.core.records import Recognizer
-from vitprof.count.graph import graph_breakdown
 from vitprof.count.session import count
 from vitprof.count.state import ModelState
 from vitprof.recognize import breakdown
+from vitprof.recognize.graph.roles import graph_breakdown
 from vitprof.recognize.tables import recognize
 from vitprof.workload import InputRequest, make_workload
 

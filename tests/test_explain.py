@@ -14,9 +14,9 @@ import pytest
 
 from vitprof import analyze
 from vitprof.cli.main import main
-from vitprof.count.graph.rules import RULES
 from vitprof.count.result import Profile
 from vitprof.models.libraries import LIBRARIES
+from vitprof.recognize.rules.registry import RULES
 from vitprof.render.formats import render
 from vitprof.render.tables import profile_document
 

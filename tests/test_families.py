@@ -14,7 +14,7 @@ from vitprof import Component as C
 from vitprof import analyze
 from vitprof.core.errors import UserError
 from vitprof.core.records import Counts
-from vitprof.count.graph.roles import NO_EVIDENCE
+from vitprof.recognize.graph.roles import NO_EVIDENCE
 
 NOTHING = (0, 0)
 

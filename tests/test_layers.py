@@ -2,9 +2,10 @@
 imports itself back through others (no import cycle).
 
 Layers, lowest first: ``core`` (vocabulary, errors, JSON schemas) < ``count`` and ``models``
-(counting and the models it counts) < ``recognize`` (which component and block each counted
-record and parameter belongs to) < ``workload``, ``analysis`` and ``sweep`` (a model and its
-input, then one analysis of it, or a series of them along one axis) < ``measure`` < ``checks``
+(counting and the models it counts) < ``recognize`` (what the counted records and parameters
+are: components, blocks, the rules that place them, the self-checks of that meaning) <
+``workload``, ``analysis`` and ``sweep`` (a model and its input, then one analysis of it, or a
+series of them along one axis) < ``measure`` < ``checks``
 and ``integrations`` (the training frameworks' callbacks) < ``render`` < ``study`` (the notes'
 corrections, the model pages: a user of the public API) < ``cli``. A module may import from
 its own layer and those below it. Every import is read, lazy ones (inside a function, for

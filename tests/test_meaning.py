@@ -1,5 +1,5 @@
 """Issue 35's defect classes 5, 8, 13 and 14 (query selection) on their neutral-name fixtures
-(tests/recognition_fixtures.py), and the self-checks of meaning (vitprof/count/self_checks.py)
+(tests/recognition_fixtures.py), and the self-checks of meaning (vitprof/recognize/self_checks.py)
 firing on the fixture of the class each guards, with that class's fix switched off."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from recognition_fixtures import (
     TablesNet,
     _sum,
     _times,
+    analyze_under,
     decoder_layer,
     net,
 )
@@ -34,8 +35,8 @@ from torch.nn.utils import parametrize
 from vitprof import analyze
 from vitprof.core.records import Component as C
 from vitprof.core.records import OpRecord
-from vitprof.count.graph.rules import disabled
-from vitprof.count.self_checks import self_checks
+from vitprof.recognize.rules.base import RuleSet
+from vitprof.recognize.self_checks import self_checks
 
 MEANING = ("weight in another component", "weight operand in tokens", "norm affine elsewhere",
            "same computation split differently", "feed-forwards outside blocks")
@@ -148,8 +149,7 @@ GUARDED: dict[str, tuple[Callable[[], nn.Module], tuple[str, ...]]] = {
 @pytest.mark.parametrize("check", list(GUARDED))
 def test_each_check_of_meaning_fires_on_the_class_it_guards(check: str) -> None:
     build, switched_off = GUARDED[check]
-    with disabled(*switched_off):
-        profile = analyze(build(), image_size=IMAGE, recognizer="graph")
+    profile = analyze_under(RuleSet(off=switched_off), build(), image_size=IMAGE)
     fired = [line for line in profile.self_checks if f"({check})" in line]
     assert len(fired) == 1
     assert fired[0] in profile.warnings

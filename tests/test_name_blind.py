@@ -16,7 +16,7 @@ from torch import nn
 
 from vitprof import analyze
 from vitprof.core.records import Component as C
-from vitprof.count.graph.roles import NO_EVIDENCE
+from vitprof.recognize.graph.roles import NO_EVIDENCE
 from vitprof.testing import name_blindness, neutral_names
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))

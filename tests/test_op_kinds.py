@@ -18,7 +18,7 @@ from vitprof.core.records import Cost, OpKind
 from vitprof.count.formulas import FORMULAS, kind_named, kind_of, register, shape
 from vitprof.count.formulas.registry import CostRow, packet
 from vitprof.count.formulas.table import documented_rows
-from vitprof.count.self_checks import attention_outside_core
+from vitprof.recognize.self_checks import attention_outside_core
 
 ROOT = Path(__file__).resolve().parents[1]
 

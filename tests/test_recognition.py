@@ -1,11 +1,13 @@
 """Every recognition rule (docs/recognition.md) on its fixture (tests/recognition_fixtures.py):
 the fixture's breakdown is its closed form and names the rule in ``placed_by``; with the rule
-switched off (:func:`vitprof.count.graph.rules.disabled`) the breakdown differs.
+switched off (``RuleSet(off=...)``, given to the recognizer) the breakdown differs; the rules
+run in the order of their registry, which the page lists.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 import pytest
@@ -21,13 +23,15 @@ from recognition_fixtures import (
     L,
     Net,
     TokenNormNet,
+    analyze_under,
     net,
 )
 
 from vitprof import analyze
-from vitprof.count.graph.rules import RULES, disabled
-from vitprof.count.graph.rules_page import recognition_page
 from vitprof.count.result import Profile
+from vitprof.recognize.rules.base import ALL, RuleSet
+from vitprof.recognize.rules.page import recognition_page
+from vitprof.recognize.rules.registry import PARAM_ORDER, RECORD_ORDER, RULES
 
 DOCS = Path(__file__).parents[1] / "docs" / "recognition.md"
 # rules whose removal leaves their fixture's breakdown as it is, and why
@@ -54,10 +58,10 @@ STRUCTURAL = {
 }
 
 
-def _profile(fixture: Fixture) -> Profile:
+def _profile(fixture: Fixture, rules: RuleSet = ALL) -> Profile:
     with torch.no_grad() if fixture.no_grad else contextlib.nullcontext():
-        return analyze(fixture.build(), image_size=IMAGE, recognizer="graph",
-                       overrides=list(fixture.overrides))
+        return analyze_under(rules, fixture.build(), image_size=IMAGE,
+                             overrides=list(fixture.overrides))
 
 
 def _breakdown(profile: Profile) -> Breakdown:
@@ -86,24 +90,36 @@ def test_the_fixture_of_each_rule_is_its_closed_form_and_names_it(name: str) -> 
 def test_removing_a_rule_changes_its_fixture(name: str) -> None:
     fixture = FIXTURES[RULES[name].fixture]
     kept = _whole(_profile(fixture))
-    with disabled(name):
-        removed = _whole(_profile(fixture))
+    removed = _whole(_profile(fixture, RuleSet(off={name})))
     assert removed != kept
-    assert _whole(_profile(fixture)) == kept  # switched back on after the with
+    assert _whole(_profile(fixture)) == kept  # a rule set is an argument: no state left behind
 
 
-def test_disabled_refuses_an_unknown_rule() -> None:
-    with pytest.raises(KeyError, match="no recognition rule"), disabled("no-such-rule"):
-        pass
+def test_a_rule_set_refuses_an_unknown_rule() -> None:
+    with pytest.raises(KeyError, match="no recognition rule no-such-rule"):
+        analyze_under(RuleSet(off={"no-such-rule"}), FIXTURES["plain_block"].build(),
+                      image_size=IMAGE)
 
 
 def test_every_fixture_serves_a_rule() -> None:
     assert {rule.fixture for rule in RULES.values()} == set(FIXTURES)
 
 
+def test_the_rules_decide_in_the_order_of_the_page() -> None:
+    # the page lists the registry; records and parameters are placed by their rules in its
+    # order, the first that places one deciding
+    listed = re.findall(r"^\| `([a-z-]+)` \|", DOCS.read_text(), re.M)
+    assert listed == list(RULES)
+    for order in (RECORD_ORDER, PARAM_ORDER):
+        ranks = [listed.index(rule.name) for rule in order]
+        assert ranks == sorted(ranks)
+    assert {"token-parameter", "producer"} <= {rule.name for rule in RECORD_ORDER}
+    assert {"token-parameter", "projection-bias"} <= {rule.name for rule in PARAM_ORDER}
+
+
 def test_docs_recognition_is_the_generated_page() -> None:
     assert DOCS.read_text() == recognition_page(), (
-        "docs/recognition.md is stale: python -m vitprof.count.graph.rules_page "
+        "docs/recognition.md is stale: python -m vitprof.recognize.rules.page "
         "docs/recognition.md")
 
 

@@ -1,5 +1,5 @@
-"""Self-checks on the breakdown (vitprof.count.self_checks): each rule fails on a breakdown built
-to trip it and passes on its corrected twin."""
+"""Self-checks on the breakdown (vitprof.recognize.self_checks): each rule fails on a breakdown
+built to trip it and passes on its corrected twin."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from torch import nn
 from vitprof import analyze
 from vitprof.core.records import Component, OpRecord, ParamRecord
 from vitprof.count.formulas import kind_named
-from vitprof.count.self_checks import self_checks
+from vitprof.recognize.self_checks import self_checks
 
 C = Component
 

@@ -145,15 +145,8 @@ def test_any_other_failure_is_a_user_error_not_a_fallback() -> None:
 
 
 def test_an_op_without_a_component_looks_through_norms_to_its_producer() -> None:
-    from typing import NamedTuple
-
-    from vitprof.count.counter import resolve_positions
-
-    class Placed(NamedTuple):
-        component: C | None
-        block: int | None
-        sources: tuple[int, ...]
+    from vitprof.recognize.rules.positions import Pending, resolve_positions_by
 
     # a post-norm branch: proj -> norm -> residual add (x + norm(proj(...))) is attn_proj
-    ops = [Placed(C.ATTN_PROJ, 0, ()), Placed(C.NORM, 0, (0,)), Placed(None, 0, (1,))]
-    assert resolve_positions(ops, has_blocks=True)[2] is C.ATTN_PROJ
+    ops = [Pending(C.ATTN_PROJ, 0, ()), Pending(C.NORM, 0, (0,)), Pending(None, 0, (1,))]
+    assert resolve_positions_by(ops, has_blocks=True)[2] == (C.ATTN_PROJ, "producer")

@@ -44,9 +44,9 @@ from vitprof.count.running import (
     run_failed,
     unsupported_warning,
 )
-from vitprof.count.self_checks import self_checks
 from vitprof.count.session import Run, count
 from vitprof.recognize import Found, breakdown
+from vitprof.recognize.self_checks import self_checks
 from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_workload
 
 

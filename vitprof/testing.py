@@ -37,8 +37,8 @@ from vitprof.analysis import analyze
 from vitprof.checks.budget import BudgetResult, check_profile, evaluate, load_budgets, parse_budget
 from vitprof.core.errors import UserError
 from vitprof.core.overrides import Override
-from vitprof.count.graph.roles import NO_EVIDENCE
 from vitprof.count.result import Profile
+from vitprof.recognize.graph.roles import NO_EVIDENCE
 from vitprof.render.budget import budget_document
 from vitprof.render.formats import render
 

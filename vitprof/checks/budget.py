@@ -25,7 +25,7 @@ Conventions:
   smallest; ``min_count``/``max_count`` bound the number of blocks.
 * ``max_unsupported_ops`` (op calls without a formula) defaults to 0: an uncounted op would make
   every ``max_`` limit too easy to meet.
-* ``max_self_checks`` (the breakdown's failed self-checks, :mod:`vitprof.count.self_checks`)
+* ``max_self_checks`` (the breakdown's failed self-checks, :mod:`vitprof.recognize.self_checks`)
   defaults to 0: a component limit means nothing on a breakdown that puts attention in the MLP.
 
 Fail closed: an empty file, a key outside the schema, a value of the wrong type, an integer

@@ -173,7 +173,7 @@ class OpRecord:
     phase: Phase = Phase.FORWARD
     bytes_read: int = 0  # input tensors, parameters included, at their dtype's element size
     bytes_written: int = 0  # output tensors
-    placed_by: str = ""  # the recognition rule that placed it (vitprof.count.graph.rules)
+    placed_by: str = ""  # the recognition rule that placed it (vitprof.recognize.rules.registry)
     kind: OpKind = OpKind.OTHER  # what the op is, from its formula's registration
 
 
@@ -188,7 +188,7 @@ class ParamRecord:
     component: Component
     block: int | None
     shape: tuple[int, ...] = ()
-    placed_by: str = ""  # the recognition rule that placed it (vitprof.count.graph.rules)
+    placed_by: str = ""  # the recognition rule that placed it (vitprof.recognize.rules.registry)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,12 +39,12 @@ from __future__ import annotations
 import sys
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -83,17 +83,6 @@ def storage_key(tensor: torch.Tensor) -> int | None:
         return tensor.untyped_storage()._cdata
     except (RuntimeError, NotImplementedError):
         return None
-
-
-class Placed(Protocol):
-    """A forward record as :func:`resolve_positions` reads it."""
-
-    @property
-    def component(self) -> Component | None: ...
-    @property
-    def block(self) -> int | None: ...
-    @property
-    def sources(self) -> tuple[int, ...]: ...
 
 
 @dataclass(slots=True)
@@ -545,61 +534,6 @@ def _shares(traffic: tuple[int, int], macs: list[int]) -> list[tuple[int, int]]:
     total = sum(macs)
     weights = [m / total for m in macs] if total else [1.0] + [0.0] * (len(macs) - 1)
     return [(round(traffic[0] * w), round(traffic[1] * w)) for w in weights]
-
-
-def resolve_positions(pending: Sequence[Placed], has_blocks: bool) -> list[Component]:
-    """Components of ops no parameter or module names, by data flow then position
-    (:func:`resolve_positions_by`, without saying how)."""
-    return [component for component, _ in resolve_positions_by(pending, has_blocks)]
-
-
-def resolve_positions_by(
-    pending: Sequence[Placed], has_blocks: bool, producers: bool = True, neighbours: bool = True
-) -> list[tuple[Component, str]]:
-    """Components of ops no parameter or module names, by data flow then position, each with
-    how it was found: ``given`` (it had one), ``producer``, ``neighbour`` (the op before it in
-    its block, else after it), ``position`` (outside blocks: ``tokens`` before the first block,
-    ``head`` after it) or ``none`` (``other``).
-
-    Data flow: an op without a component takes that of the latest op that produced one of its
-    inputs, looking through norms (``x + norm(attn(x))`` is ``attn_proj``, not ``norm``).
-    ``pending`` are the forward records, indexed as in the counter (sources refer to them), each
-    with its component if known (else None) and its block. ``producers`` / ``neighbours``
-    False skip those two ways (the graph recognizer's rules switched off, for tests).
-    """
-    resolved: list[Component | None] = [p.component for p in pending]
-    how = ["given" if c is not None else "none" for c in resolved]
-    passed: list[Component | None] = [None] * len(pending)  # a norm passes on its input's
-    last_in_block: dict[int, Component] = {}
-    seen_block = False
-    for i, p in enumerate(pending):
-        found_by = [j for j in p.sources if j < i and passed[j] is not None] if producers else []
-        if p.block is not None:
-            seen_block = True
-            if resolved[i] is None:
-                resolved[i] = passed[found_by[-1]] if found_by else (
-                    last_in_block.get(p.block) if neighbours else None)
-                how[i] = "producer" if found_by else "neighbour"
-            if (found := resolved[i]) is not None:
-                last_in_block[p.block] = found
-        elif resolved[i] is None and has_blocks:
-            resolved[i] = Component.HEAD if seen_block else Component.TOKENS
-            how[i] = "position"
-        passed[i] = resolved[i]
-        if resolved[i] is Component.NORM and found_by:
-            passed[i] = passed[found_by[-1]]
-    next_in_block: dict[int, Component] = {}
-    for i in reversed(range(len(pending))):
-        block = pending[i].block
-        if block is None:
-            continue
-        if resolved[i] is None and neighbours:
-            resolved[i] = next_in_block.get(block)
-            how[i] = "neighbour"
-        if (found := resolved[i]) is not None:
-            next_in_block[block] = found
-    return [(c, h) if c is not None else (Component.OTHER, "none")
-            for c, h in zip(resolved, how, strict=True)]
 
 
 class _DispatchCounter(TorchDispatchMode):

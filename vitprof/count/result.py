@@ -77,7 +77,7 @@ class Profile(Shown):
     warnings: tuple[str, ...] = ()  # every warning, the failed self-checks included
     mode: Mode = Mode.INFERENCE
     input_source: str = ""  # where the input's size and channels came from (Workload)
-    self_checks: tuple[str, ...] = ()  # the breakdown's failed self-checks (count.self_checks)
+    self_checks: tuple[str, ...] = ()  # the breakdown's failed self-checks (recognize.self_checks)
     inputs: tuple[InputRecord, ...] = ()  # every tensor of the forward (input_shape's among them)
 
     @property
@@ -266,7 +266,7 @@ class Profile(Shown):
     def explain_rows(self) -> list[dict[str, Any]]:
         """One row per (module, component, block, rule) in the model's tree order
         (:meth:`module_rows`): what placed the module's parameters and ops there (``placed_by``,
-        a rule of :mod:`vitprof.count.graph.rules`, a table's name or ``override``), its block
+        a rule of :mod:`vitprof.recognize.rules`, a table's name or ``override``), its block
         (``outside`` for none) and, as ``evidence``, the warnings that name the module or one of
         its parameters ("" when none does)."""
         grouped: dict[str, dict[tuple[Component, int | None, str], Counts]] = {}

@@ -3,7 +3,7 @@
 A count places nothing (:func:`vitprof.count.session.count`); every feature (``analyze``,
 ``profile``, ``memory``, the MFU tracker's time per component) passes its run here once and
 reads the placements back: the records and parameters with their components and blocks, the
-block paths and the warnings (:class:`Found`). The graph recognizer (:mod:`vitprof.count.graph`,
+block paths and the warnings (:class:`Found`). The graph recognizer (:mod:`vitprof.recognize.graph`,
 reading the data flow) decides; the component tables the model libraries declare are facts,
 read here (:mod:`vitprof.recognize.tables`) and compared with it.
 """
@@ -20,10 +20,11 @@ from torch import nn
 from vitprof.core.errors import UserError
 from vitprof.core.overrides import Override
 from vitprof.core.records import Component, OpRecord, ParamRecord, Recognizer
-from vitprof.count.graph import graph_breakdown
-from vitprof.count.graph.rules import OVERRIDE
 from vitprof.count.session import Run
+from vitprof.recognize.graph.roles import graph_breakdown
 from vitprof.recognize.placement import place
+from vitprof.recognize.rules.base import ALL, RuleSet
+from vitprof.recognize.rules.overrides import OVERRIDE
 from vitprof.recognize.tables import NO_TABLE, ComponentMap, recognize
 
 
@@ -54,15 +55,16 @@ class Found:
 
 def breakdown(
     run: Run, model: nn.Module, recognizer: str = Recognizer.AUTO,
-    overrides: Sequence[Override] = (),
+    overrides: Sequence[Override] = (), rules: RuleSet = ALL,
 ) -> Found:
     """The breakdown of ``run`` (a count of ``model``) that ``recognizer`` asks for. ``graph``
-    and ``auto`` (the default): roles read from the data flow (:mod:`vitprof.count.graph`), the
+    and ``auto`` (the default): roles read from the data flow (:mod:`vitprof.recognize.graph`), the
     one recognizer that decides; under ``auto``, when a table detected the model too, the two
     are compared (:func:`_label`). ``tables``: the records placed by the table that detects the
     model (:func:`vitprof.recognize.placement.place`), else the graph's (kept to compare; the
     tables are facts about the classes they detect by type, tested equal to the graph).
-    ``overrides`` (``--map``) win over either."""
+    ``overrides`` (``--map``) win over either. ``rules``: the graph's recognition rules (all,
+    unless a test switches some off: :class:`~vitprof.recognize.rules.base.RuleSet`)."""
     mapping = recognize(model, overrides)
     tabled = place(run.ops, run.whereabouts, mapping)
     detected = mapping.family != NO_TABLE
@@ -71,7 +73,7 @@ def breakdown(
                      mapping.warnings, blocks=mapping.blocks, table=mapping)
     if run.trace is None:
         raise UserError("the graph recognizer needs the trace of a forward; this run has none")
-    graph = graph_breakdown(model, tabled, run.trace, overrides)
+    graph = graph_breakdown(model, tabled, run.trace, overrides, rules)
     found = Found(Recognizer.GRAPH, graph.ops, graph.params, graph.warnings, graph.origins,
                   graph.blocks)
     if not detected or recognizer != Recognizer.AUTO:

@@ -11,7 +11,7 @@ The count places nothing (:mod:`vitprof.count.counter`); each record keeps where
    that produced one of its inputs (a residual add closes the branch whose output it adds:
    ``x + attn(x)`` is ``attn_proj``, ``x + mlp(x)`` is ``mlp``), or failing that the previous
    counted operation of the block; outside blocks, ``tokens`` before the first block and
-   ``head`` after it (:func:`vitprof.count.counter.resolve_positions`).
+   ``head`` after it (:func:`vitprof.recognize.rules.positions.resolve_positions_by`).
 
 A record's block is that of its innermost running module that is a block, else that of the
 first parameter it reads. A backward record takes the component and block of the forward record
@@ -21,21 +21,12 @@ whose autograd node ran it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from vitprof.core.records import Component, OpRecord, Phase
-from vitprof.count.counter import resolve_positions
 from vitprof.count.trace import Whereabouts
+from vitprof.recognize.rules.positions import Pending, resolve_positions_by
 from vitprof.recognize.tables import ComponentMap
-
-
-@dataclass(frozen=True, slots=True)
-class _Placed:
-    """A forward record as :func:`~vitprof.count.counter.resolve_positions` reads it."""
-
-    component: Component | None
-    block: int | None
-    sources: tuple[int, ...]
 
 
 def place(ops: Sequence[OpRecord], where: Sequence[Whereabouts], mapping: ComponentMap
@@ -48,10 +39,10 @@ def place(ops: Sequence[OpRecord], where: Sequence[Whereabouts], mapping: Compon
         found.append(here.named or _component(mapping, here))
         blocks.append(blocks[here.owner] if here.owner is not None else _block(mapping, here))
     forward = [i for i, op in enumerate(ops) if op.phase == Phase.FORWARD]
-    resolved = dict(zip(forward, resolve_positions(
-        [_Placed(found[i], blocks[i], where[i].sources) for i in forward],
+    resolved = dict(zip(forward, (component for component, _ in resolve_positions_by(
+        [Pending(found[i], blocks[i], where[i].sources) for i in forward],
         has_blocks=bool(mapping.blocks),
-    ), strict=True))
+    )), strict=True))
     placed = []
     for i, (op, here) in enumerate(zip(ops, where, strict=True)):
         component = resolved.get(i)

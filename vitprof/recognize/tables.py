@@ -3,7 +3,7 @@
 The tables are declared by the model libraries (:data:`vitprof.models.libraries.TABLES`, each
 beside its library's spec inferrers and zoo entries) and read here when a model is recognized:
 nothing is registered at import. A table is a fact about the classes it detects by type: the
-graph recognizer (:mod:`vitprof.count.graph`, reading the data flow) names the components of
+graph recognizer (:mod:`vitprof.recognize.graph`, reading the data flow) names the components of
 every model, and a table is compared with it (:func:`vitprof.recognize.breakdown`, tested equal)
 or asked for (``--recognizer tables``). A model no table detects gets :data:`NO_TABLE`'s empty
 map.

@@ -163,7 +163,7 @@ class ModelLibrary:
 
     ``tables`` holds one table per module layout (torchvision's ViT, Swin and MaxViT each have
     their own); the first whose detector accepts a model places it. ``tables`` is empty for a
-    library whose models the graph recognizer (:mod:`vitprof.count.graph`)
+    library whose models the graph recognizer (:mod:`vitprof.recognize.graph`)
     places, component by component, with nothing left in ``other``. ``known`` names what the
     inferrers read, for the error that lists them. Every zoo entry's ``family`` is ``name``.
 

@@ -19,8 +19,10 @@ from functools import cached_property
 from math import prod
 
 from vitprof.core.records import Component, OpKind
-from vitprof.count.graph import rules
 from vitprof.count.trace import Trace
+from vitprof.recognize.rules import blocks as block_rules
+from vitprof.recognize.rules import cores as core_rules
+from vitprof.recognize.rules.base import ALL, RuleSet
 
 WINDOW = 256  # how many records back a fork is searched for
 _MOMENTS = ("aten.mean", "aten.var", "aten.var_mean", "aten.std", "aten.std_mean")
@@ -48,7 +50,7 @@ def norm_modules(trace: Trace) -> frozenset[str]:
 
 
 def vector_norm_modules(trace: Trace) -> frozenset[str]:
-    """The modules that normalise by a vector norm (:data:`~vitprof.count.graph.rules.
+    """The modules that normalise by a vector norm (:data:`~vitprof.recognize.rules.records.
     VECTOR_NORM`): no MACs, the vector norm (``linalg_vector_norm``) of a tensor a record
     computed, and a division (``F.normalize(x) * scale * g``: x-transformers' RMSNorm and
     ScaleNorm, ``x / x.norm(...) * g``), whatever they are called. A parametrization
@@ -68,7 +70,7 @@ def vector_norm_modules(trace: Trace) -> frozenset[str]:
 
 
 def gain_modules(trace: Trace, norm_modules: Set[str]) -> frozenset[str]:
-    """The modules that apply a gain to a norm they run (:data:`~vitprof.count.graph.rules.
+    """The modules that apply a gain to a norm they run (:data:`~vitprof.recognize.rules.records.
     NORM_GAIN`): every record under them is a norm (a fused normalisation op, or a record of
     one of ``norm_modules``) or one of their own, without MACs, that reads only records run
     under them, a norm's output among them, and a parameter (x-transformers' LayerNorm: a
@@ -104,8 +106,9 @@ class Flow:
 
     def __init__(self, trace: Trace, norm_modules: Mapping[str, str] | None = None,
                  kernels: Set[str] = frozenset(),
-                 param_sizes: Mapping[str, int] | None = None) -> None:
+                 param_sizes: Mapping[str, int] | None = None, rules: RuleSet = ALL) -> None:
         self.steps = trace.steps
+        self.rules = rules  # the recognition rules on
         self.norm_modules = norm_modules or {}
         self.kernels = kernels
         self.param_sizes = param_sizes or {}
@@ -137,8 +140,8 @@ class Flow:
     def joined_weights(self, i: int) -> set[int]:
         """The records computing a weight that step ``i`` reads only joined to activations in
         one operand (a memory of keys normalised, then concatenated to the keys:
-        :data:`~vitprof.count.graph.rules.JOINED_OPERAND`, whatever the layout)."""
-        if not rules.JOINED_OPERAND.on:
+        :data:`~vitprof.recognize.rules.cores.JOINED_OPERAND`, whatever the layout)."""
+        if core_rules.JOINED_OPERAND not in self.rules:
             return set()
         mixed = [group for group in self.steps[i].joined
                  if not all(self.weights[j] for j in group)]
@@ -149,14 +152,14 @@ class Flow:
     def _carried_weights(self, i: int) -> set[str]:
         """The parameters reaching step ``i`` through free ops that weight it: all of them but
         those joined to activations in an operand (memory key/values concatenated to the keys:
-        :data:`~vitprof.count.graph.rules.JOINED_OPERAND`) and those reaching it only beside
+        :data:`~vitprof.recognize.rules.cores.JOINED_OPERAND`) and those reaching it only beside
         its operands (a bias table added to the scores by ``baddbmm``:
-        :data:`~vitprof.count.graph.rules.ADDED_TERM`)."""
+        :data:`~vitprof.recognize.rules.cores.ADDED_TERM`)."""
         step = self.steps[i]
         carried = set(step.carried)
-        if rules.ADDED_TERM.on:  # a term added beside the operands: a bias of the scores
+        if core_rules.ADDED_TERM in self.rules:  # a term beside the operands: a bias of the scores
             carried -= set(step.carried_beside)
-        if not rules.JOINED_OPERAND.on:
+        if core_rules.JOINED_OPERAND not in self.rules:
             return carried
         return carried - set(step.carried_joined)
 
@@ -192,15 +195,6 @@ class Flow:
         step = self.steps[i]
         return step.module in self.norm_modules or step.kind is OpKind.NORM
 
-    def norm_rule(self, i: int) -> str | None:
-        """The rule that makes step ``i`` a ``norm`` record, or None: its module normalises
-        (:data:`~vitprof.count.graph.rules.NORM_COMPUTED`,
-        :data:`~vitprof.count.graph.rules.VECTOR_NORM`) or its op is a fused normalisation
-        (:data:`~vitprof.count.graph.rules.NORM`)."""
-        if self.steps[i].module in self.norm_modules:
-            return self.norm_modules[self.steps[i].module]
-        return rules.NORM.name if self.norm(i) and rules.NORM.on else None
-
     def fused_core(self, i: int) -> bool:
         """A fused attention op, or the attn_core part of one priced in parts."""
         step = self.steps[i]
@@ -227,7 +221,7 @@ class Flow:
 
     def projection_bias(self, i: int) -> bool:
         """Step ``i`` adds a bias to a product's output wherever it runs
-        (:data:`~vitprof.count.graph.rules.PROJECTION_BIAS`): an add of parameters that no
+        (:data:`~vitprof.recognize.rules.cores.PROJECTION_BIAS`): an add of parameters that no
         earlier record read to the output of one weighted record, each parameter no larger
         than that output's last dimension, the product's features (a q/k/v bias kept as a
         (heads, head_dim) tensor and added after the projection); a position embedding varies
@@ -235,7 +229,7 @@ class Flow:
         before, by the attention."""
         step = self.steps[i]
         if step.op not in _ADDS or step.macs or not step.params or len(step.sources) != 1 \
-                or not rules.PROJECTION_BIAS.on:
+                or core_rules.PROJECTION_BIAS not in self.rules:
             return False
         source = step.sources[0]
         features = self.steps[source].shape[-1:] or (0,)
@@ -296,7 +290,8 @@ class Flow:
             return False
         step = self.steps[next(iter(arm))]
         return not step.macs and step.sources == (fork,) and (
-            bool(step.params) or (step.kind is OpKind.POOL and rules.POOLED_SKIP.on))
+            bool(step.params)
+            or (step.kind is OpKind.POOL and block_rules.POOLED_SKIP in self.rules))
 
     @cached_property
     def forks(self) -> dict[int, tuple[int, list[set[int]]]]:

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from vitprof.count.graph.attention import Core
-from vitprof.count.graph.flow import Flow
+from vitprof.recognize.graph.attention import Core
+from vitprof.recognize.graph.flow import Flow
 
 
 @dataclass(frozen=True)

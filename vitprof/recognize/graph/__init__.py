@@ -5,9 +5,6 @@ compared with it); it reads the :class:`~vitprof.count.trace.Trace` of the
 run itself, never a name. :mod:`.flow` answers questions about the data flow (consumers, residual
 joins), :mod:`.attention` finds the attention cores and their projections, :mod:`.fused` finds the
 projections computing q/k/v and something else at once, :mod:`.blocks` groups the cores into blocks,
-:mod:`.roles` gives every record and parameter its component and block.
+:mod:`.roles` gives every record and parameter its component and block
+(:func:`~.roles.graph_breakdown`), running the rules of :mod:`vitprof.recognize.rules`.
 """
-
-from vitprof.count.graph.roles import Breakdown, graph_breakdown
-
-__all__ = ["Breakdown", "graph_breakdown"]

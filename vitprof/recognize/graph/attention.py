@@ -23,8 +23,8 @@ from collections.abc import Set
 from dataclasses import dataclass, replace
 from math import prod
 
-from vitprof.count.graph import rules
-from vitprof.count.graph.flow import SOFTMAX, WINDOW, Flow
+from vitprof.recognize.graph.flow import SOFTMAX, WINDOW, Flow
+from vitprof.recognize.rules import cores as core_rules
 
 DEPTH = 8  # records without MACs allowed between the two products of a core
 
@@ -39,7 +39,7 @@ class Core:
     # records of the core beside the products: those making a bias or mask of the scores, and
     # the element-wise ones between the projections and the products (scaling, rotary)
     bias: frozenset[int] = frozenset()
-    found_by: str = rules.CORE_PRODUCT.name  # the rule that found the core (its steps)
+    found_by: str = core_rules.CORE_PRODUCT.name  # the rule that found the core (its steps)
     passed: frozenset[int] = frozenset()  # those of ``bias`` walked through to a projection
     feeding: frozenset[int] = frozenset()  # records feeding only the q/k/v projections
     gates: frozenset[int] = frozenset()  # input projections beside q/k/v, meeting the output
@@ -80,17 +80,17 @@ def _second_product(
 
 def _stream_join(flow: Flow, i: int) -> bool:
     """Record ``i`` is a residual add of the stream, ``x + f(x)``, that no scores map crosses
-    (:data:`~vitprof.count.graph.rules.STREAM_BOUND`)."""
-    return rules.STREAM_BOUND.on and i in flow.joins and flow.free_skip(i)
+    (:data:`~vitprof.recognize.rules.cores.STREAM_BOUND`)."""
+    return core_rules.STREAM_BOUND in flow.rules and i in flow.joins and flow.free_skip(i)
 
 
 def _spreads(flow: Flow, i: int, scores: int) -> bool:
     """Record ``i`` multiplies, element-wise, two activations into more elements than the
-    ``scores`` it maps (:data:`~vitprof.count.graph.rules.SINGLE_KEY`): the scores spread over
+    ``scores`` it maps (:data:`~vitprof.recognize.rules.cores.SINGLE_KEY`): the scores spread over
     the values' features, as a product over one key runs (``einsum`` with a contraction of one
     is a broadcast ``mul``)."""
     step = flow.steps[i]
-    return (rules.SINGLE_KEY.on and step.op == "aten.mul" and not step.params
+    return (core_rules.SINGLE_KEY in flow.rules and step.op == "aten.mul" and not step.params
             and not step.carried and len(set(step.sources)) == 2
             and not any(flow.weights[j] for j in step.sources)
             and prod(step.shape) > prod(flow.steps[scores].shape))
@@ -115,13 +115,13 @@ def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
     for i in range(len(flow.steps)):
         if i in taken:
             continue
-        if flow.fused_core(i) and rules.FUSED_CORE.on:
+        if flow.fused_core(i) and core_rules.FUSED_CORE in flow.rules:
             found: list[int] | None = [i]
-            rule = rules.FUSED_CORE.name
+            rule = core_rules.FUSED_CORE.name
         elif flow.free_product(i):
             found, rule = _product_core(flow, i, taken)
-        elif rules.AGGREGATION.on:
-            found, rule = _aggregation(flow, i, taken), rules.AGGREGATION.name
+        elif core_rules.AGGREGATION in flow.rules:
+            found, rule = _aggregation(flow, i, taken), core_rules.AGGREGATION.name
         else:
             continue
         if found:
@@ -132,16 +132,16 @@ def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
 
 def _product_core(flow: Flow, i: int, taken: set[int]) -> tuple[list[int] | None, str]:
     """The core a free product ``i`` starts and the rule that found it: the records to a second
-    product (:data:`~vitprof.count.graph.rules.CORE_PRODUCT`), else the product alone when a
+    product (:data:`~vitprof.recognize.rules.cores.CORE_PRODUCT`), else the product alone when a
     softmax normalised one of its operands
-    (:data:`~vitprof.count.graph.rules.SOFTMAX_WEIGHTED`)."""
-    alone = _weighted_by_softmax(flow, i) if rules.SOFTMAX_WEIGHTED.on else None
+    (:data:`~vitprof.recognize.rules.cores.SOFTMAX_WEIGHTED`)."""
+    alone = _weighted_by_softmax(flow, i) if core_rules.SOFTMAX_WEIGHTED in flow.rules else None
     second = _second_product(flow, i, taken, weighted=not alone) if (
-        rules.CORE_PRODUCT.on) else None
+        core_rules.CORE_PRODUCT in flow.rules) else None
     if second:
         spread = not flow.free_product(second[-1])
-        return second, (rules.SINGLE_KEY if spread else rules.CORE_PRODUCT).name
-    return alone, rules.SOFTMAX_WEIGHTED.name
+        return second, (core_rules.SINGLE_KEY if spread else core_rules.CORE_PRODUCT).name
+    return alone, core_rules.SOFTMAX_WEIGHTED.name
 
 
 def _weighted_by_softmax(flow: Flow, i: int) -> list[int] | None:
@@ -273,7 +273,7 @@ def _bias(flow: Flow, starts: list[int], known: frozenset[int], module: str) -> 
 
 def _feeding_only(flow: Flow, qkv: set[int]) -> set[int]:
     """Weighted records upstream of the projections ``qkv`` whose output reaches nothing else
-    (:data:`~vitprof.count.graph.rules.FEEDS_QKV`), chains of them included."""
+    (:data:`~vitprof.recognize.rules.cores.FEEDS_QKV`), chains of them included."""
     found: set[int] = set()
     frontier = set(qkv)
     while frontier:
@@ -304,7 +304,7 @@ def _only_into(flow: Flow, i: int, ends: Set[int]) -> bool:
 def _gates(flow: Flow, passed: set[int], core: frozenset[int]) -> set[int]:
     """The weighted records, feeding no record of ``core``, upstream of the other inputs of
     the records ``passed`` from the core to its output projections
-    (:data:`~vitprof.count.graph.rules.GATE`)."""
+    (:data:`~vitprof.recognize.rules.cores.GATE`)."""
     last = max(core)
     feeding = flow.ancestors(last, max(0, min(core) - WINDOW))
     others = [j for i in passed for j in flow.steps[i].sources
@@ -317,7 +317,7 @@ def _gates(flow: Flow, passed: set[int], core: frozenset[int]) -> set[int]:
 def _query_terms(flow: Flow, beside: list[int], qkv: set[int], steps: frozenset[int]
                   ) -> set[int]:
     """The records on a path from the projections ``qkv`` to the producers ``beside`` the
-    core's operands (:data:`~vitprof.count.graph.rules.QUERY_TERM`): a term of the scores
+    core's operands (:data:`~vitprof.recognize.rules.cores.QUERY_TERM`): a term of the scores
     computed from q (q . R_h and q . R_w, decomposed relative positions), each feeding
     nothing but that term and the core's ``steps``; norms aside."""
     found: set[int] = set()
@@ -348,20 +348,21 @@ def find_cores(flow: Flow) -> list[Core]:
         inner = set().union(*(flow.ancestors(i, min(qkv)) for i in operands)) if qkv else set()
         proj, after = _walk(flow, outputs, steps, upstream=False, inner=inner)
         bias = _bias(flow, beside, steps | qkv, flow.steps[min(steps)].module) if (
-            rules.SCORE_BIAS.on) else frozenset()
-        passed = frozenset(before | after) if rules.PASSED.on else frozenset()
-        feeding = _feeding_only(flow, qkv) if rules.FEEDS_QKV.on and qkv else set()
-        gates = _gates(flow, after, steps) if rules.GATE.on else set()
-        terms = _query_terms(flow, beside, qkv, steps) if rules.QUERY_TERM.on else set()
+            core_rules.SCORE_BIAS in flow.rules) else frozenset()
+        passed = frozenset(before | after) if core_rules.PASSED in flow.rules else frozenset()
+        feeding = _feeding_only(flow, qkv) if core_rules.FEEDS_QKV in flow.rules and qkv else set()
+        gates = _gates(flow, after, steps) if core_rules.GATE in flow.rules else set()
+        terms = _query_terms(flow, beside, qkv, steps) if (
+            core_rules.QUERY_TERM in flow.rules) else set()
         cores.append(Core(steps, frozenset(qkv), frozenset(proj), bias | passed, found_by,
                           passed - bias, frozenset(feeding), frozenset(gates),
                           frozenset(terms - bias - passed)))
-    return _inputs_first(cores) if rules.NEXT_QKV.on else cores
+    return _inputs_first(cores) if core_rules.NEXT_QKV in flow.rules else cores
 
 
 def _inputs_first(cores: list[Core]) -> list[Core]:
     """``cores`` with no output projection that is another core's q/k/v projection
-    (:data:`~vitprof.count.graph.rules.NEXT_QKV`): a core whose output goes straight into the
+    (:data:`~vitprof.recognize.rules.cores.NEXT_QKV`): a core whose output goes straight into the
     next attention's q/k/v linear (a patch merger's) has no output projection."""
     inputs = frozenset().union(*(core.qkv for core in cores))
     return [replace(core, proj=core.proj - (inputs - core.qkv)) for core in cores]

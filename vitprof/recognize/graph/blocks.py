@@ -29,12 +29,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from types import CodeType
+from typing import NamedTuple
 
 from torch import nn
 
-from vitprof.count.graph import rules
-from vitprof.count.graph.attention import Core
-from vitprof.count.graph.flow import ADDS, WINDOW, Flow
+from vitprof.recognize.graph.attention import Core
+from vitprof.recognize.graph.flow import ADDS, WINDOW, Flow
+from vitprof.recognize.rules import blocks as block_rules
 
 LISTS = (nn.ModuleList, nn.Sequential)  # containers, subclasses included (isinstance)
 
@@ -218,12 +219,12 @@ def _stream_joins(flow: Flow, core: Core, limit: int) -> list[int]:
 def _joined_spans(flow: Flow, cores: list[Core], found: list[tuple[str | None, bool]]
                   ) -> list[tuple[str | None, bool]]:
     """``found`` (per core, its block path) with a block holding one core narrowed to the
-    module that runs its residual span (:data:`~vitprof.count.graph.rules.JOINED_SPAN`): the
+    module that runs its residual span (:data:`~vitprof.recognize.rules.blocks.JOINED_SPAN`): the
     innermost module holding the core and the residual adds of its stream run inside the
     block, up to the next core. A stage of one block is a container of no two cores, so the
     block came out as the stage, its downsampling with it (kornia's TinyViT and EfficientViT
     with one block per stage); the adds inside it say where the block is."""
-    if not rules.JOINED_SPAN.on:
+    if block_rules.JOINED_SPAN not in flow.rules:
         return found
     firsts = sorted(core.first for core in cores)
     narrowed = []
@@ -244,6 +245,31 @@ def within(module: str, unit: str) -> bool:
     """``module`` is ``unit`` or runs under it."""
     return module == unit or module.startswith(f"{unit}.")
 
+
+
+def shared_parts(a: list[str], b: list[str]) -> int:
+    """How many leading parts two module paths share."""
+    return next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)))
+
+
+def path_parts(module: str) -> list[str]:
+    """The names along a module path (none for the root)."""
+    return module.split(".") if module else []
+
+
+def holders(module: str) -> list[str]:
+    """``module`` and the modules holding it, the root aside."""
+    parts = path_parts(module)
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
+
+
+class Span(NamedTuple):
+    """The records from the first block's first (``start``) to the last block's last
+    (``last``); in a convolutional network without blocks, its residual span."""
+
+    start: int
+    last: int
 
 def _common(modules: list[str]) -> str:
     """The innermost module holding every one of ``modules`` (paths)."""
@@ -293,11 +319,11 @@ def _absorb_sublayers(
 
 def _stream_segments(flow: Flow, cores: list[Core], of_step: list[int | None]) -> None:
     """Extend each block over the unplaced records of the residual segments of its stream
-    after it (:data:`~vitprof.count.graph.rules.RESIDUAL_SEGMENT`): the joins of the stream of
+    after it (:data:`~vitprof.recognize.rules.blocks.RESIDUAL_SEGMENT`): the joins of the stream of
     the block's cores (:func:`_stream_joins`) before the next record of another block or core,
     up to the first whose unplaced branch mixes tokens (a spatial convolution: a convolutional
     block after the attention, not its feed-forward) or holds a core."""
-    if not rules.RESIDUAL_SEGMENT.on:
+    if block_rules.RESIDUAL_SEGMENT not in flow.rules:
         return
     every = {i for core in cores for i in core.steps}
     firsts = sorted(core.first for core in cores)
@@ -383,7 +409,7 @@ def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     loose = frozenset(
         k for k, (c, (path, is_list)) in enumerate(zip(cores, found, strict=True))
         if listed and not is_list and c.first > max(listed)
-        and not (rules.RESIDUAL_STACK.on and _added_back(flow, c))
+        and not (block_rules.RESIDUAL_STACK in flow.rules and _added_back(flow, c))
     )
     paths: dict[str, int] = {}
     for k, (path, _) in enumerate(found):

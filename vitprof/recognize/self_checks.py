@@ -76,8 +76,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence, Set
 
 from vitprof.core.records import Component, OpKind, OpRecord, ParamRecord, Phase
-from vitprof.count.graph.flow import DIVIDES, SOFTMAX, Flow
 from vitprof.count.trace import Trace
+from vitprof.recognize.graph.flow import DIVIDES, SOFTMAX, Flow
 
 _FUSED_ATTENTION = (OpKind.ATTENTION, OpKind.MULTI_HEAD_ATTENTION)
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")
@@ -304,7 +304,7 @@ Reads = Sequence[frozenset[str]]  # per op record, the parameters it reads as we
 def weight_reads(ops: Sequence[OpRecord], params: Sequence[ParamRecord], trace: Trace | None,
                  origins: Sequence[int] | None) -> tuple[Reads, frozenset[str], frozenset[str]]:
     """Per op record of ``ops``, the parameters its forward record reads as weights
-    (:meth:`~vitprof.count.graph.flow.Flow.weight_params`; none for a backward record, a part
+    (:meth:`~vitprof.recognize.graph.flow.Flow.weight_params`; none for a backward record, a part
     of a fused op priced in parts, or without ``trace``), and the parameters whose values reach
     the activations only as the weights of products (:func:`_weights_only`). ``origins``: per
     record of ``ops``, the index of the counted record it is a share of (None: one for one);

@@ -1,0 +1,4 @@
+"""The recognition rules as objects, by what they do: :mod:`.cores` find attention cores and
+place their records, :mod:`.blocks` group records into blocks, :mod:`.records` and
+:mod:`.positions` place records, :mod:`.params` place parameters. :mod:`.registry` lists them
+all in the order they decide (the precedence); :class:`~.base.RuleSet` says which are on."""
