@@ -14,7 +14,7 @@ import torchvision
 from torch import nn
 
 from vitprof import analysis
-from vitprof.core.records import Recognizer
+from vitprof.core.vocab import Recognizer
 from vitprof.count.families import recognize
 from vitprof.count.graph import graph_breakdown
 from vitprof.count.session import count

@@ -24,18 +24,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.core.choices import RECOGNIZERS
 from vitprof.core.collector import collector_paused
 from vitprof.core.errors import UserError
-from vitprof.core.records import (
-    DEVICES,
-    MODES,
-    Component,
-    Mode,
-    OpRecord,
-    ParamRecord,
-    Recognizer,
-)
+from vitprof.core.records import Component, OpRecord, ParamRecord
+from vitprof.core.validate import check_word
+from vitprof.core.vocab import Device, Mode, Recognizer
 from vitprof.count.families import NO_TABLE, ComponentMap, Rule, recognize
 from vitprof.count.flooring import floor_warnings
 from vitprof.count.formulas import Formula
@@ -60,7 +53,7 @@ from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_w
 def _model_device(model: nn.Module) -> str:
     for tensor in [*model.parameters(), *model.buffers()]:
         return tensor.device.type
-    return "cpu"
+    return Device.CPU
 
 
 def _param_records(model: nn.Module, mapping: ComponentMap) -> tuple[ParamRecord, ...]:
@@ -88,13 +81,9 @@ def _table_ops(ops: Sequence[OpRecord], mapping: ComponentMap) -> tuple[OpRecord
 
 
 def _check_arguments(device: str, mode: str, recognizer: str = Recognizer.AUTO) -> None:
-    if recognizer not in RECOGNIZERS:
-        raise UserError(f"unknown recognizer '{recognizer}'; choose from {', '.join(RECOGNIZERS)}")
-    if mode not in MODES:
-        raise UserError(f"unknown mode '{mode}'; choose from {', '.join(MODES)}")
-    if device not in DEVICES:
-        raise UserError(f"unknown device '{device}'; choose from {', '.join(DEVICES)}")
-    if device == "cuda" and not torch.cuda.is_available():
+    check_word("recognizer", recognizer, Recognizer)
+    check_word("mode", mode, Mode)
+    if check_word("device", device, Device) is Device.CUDA and not torch.cuda.is_available():
         raise UserError("device cuda requested but no CUDA device is available")
 
 
@@ -120,7 +109,7 @@ def analyze(
     image_size: ImageSize | None = None,
     batch_size: int = 1,
     num_classes: int | None = None,
-    device: str = "meta",
+    device: str = Device.META,
     overrides: Sequence[Rule] = (),
     name: str | None = None,
     mode: str = Mode.INFERENCE,
@@ -178,11 +167,12 @@ def _analyze(
     shape = built.inputs.shape
     train = mode == Mode.TRAIN
     run: Run | MetaFailure = first_on_meta(built.name, shape, lambda: count(
-        built.module, built.inputs.example("meta"), mapping, train=train, formulas=formulas
+        built.module, built.inputs.example(Device.META), mapping, train=train, formulas=formulas
     ))
-    run_device, fallback = "meta", None
-    if isinstance(run, MetaFailure) or device != "meta":
-        run_device = device if device != "meta" else _fallback_device(built.module)
+    run_device: str = Device.META
+    fallback: str | None = None
+    if isinstance(run, MetaFailure) or device != Device.META:
+        run_device = device if device != Device.META else _fallback_device(built.module)
         failure = run if isinstance(run, MetaFailure) else None
         if failure is not None:
             fallback = failure.note(run_device)
@@ -291,7 +281,7 @@ def _cells(found: Found) -> Counter[tuple[int | None, Component, bool]]:
 
 def _fallback_device(module: nn.Module) -> str:
     """Where a model that failed on meta runs: where its weights live, else the CPU."""
-    return "cpu" if on_meta(module) else _model_device(module)
+    return Device.CPU if on_meta(module) else _model_device(module)
 
 
 def _real_module(
@@ -309,7 +299,7 @@ def _real_module(
 def _on_its_device(work: Workload, device: str) -> Workload:
     """``work`` (:func:`vitprof.workload.make_workload`, built on meta); a caller's module must
     live on ``device`` unless that is meta."""
-    if not work.owned and device != "meta" and _model_device(work.module) != device:
+    if not work.owned and device != Device.META and _model_device(work.module) != device:
         raise UserError(f"the model lives on {_model_device(work.module)}; move it to {device} "
                         f"or use device meta")
     return work

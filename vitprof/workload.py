@@ -26,6 +26,7 @@ decided, and names every guess that did.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
@@ -35,10 +36,10 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
 from vitprof.core.records import InputRecord
 from vitprof.core.validate import check_elements, check_image_size, check_int, check_shape
+from vitprof.core.vocab import Dtype
 from vitprof.count.families import Rule
 from vitprof.count.running import one_line
 from vitprof.count.session import call
@@ -58,7 +59,7 @@ from vitprof.models.zoo import (
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
 ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)
 
-DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in PROFILE_DTYPES}
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in Dtype}
 """The dtypes a model and its input can be counted in, by name."""
 
 
@@ -350,6 +351,24 @@ class InputRequest:
         defaults = {f.name: f.default for f in fields(cls)}
         return [key for key, value in keywords.items()
                 if value is not None and not _same(value, defaults[key])]
+
+
+def request_of(request: InputRequest | None, inputs: Mapping[str, Any], caller: str
+               ) -> InputRequest:
+    """The input of ``caller(model, request=None, *, ...)``: ``request``, else the request the
+    input keywords ``inputs`` make, the way ``caller`` took its input before it took a request
+    (a DeprecationWarning names them; a keyword that is no field of a request is a TypeError,
+    as for any function)."""
+    if request is not None and not isinstance(request, InputRequest):
+        raise UserError(f"{caller}'s request is an InputRequest, got {type(request).__name__} "
+                        f"{request!r}")
+    known = {f.name for f in fields(InputRequest)}
+    if unknown := [name for name in inputs if name not in known]:
+        raise TypeError(f"{caller}() got an unexpected keyword argument '{unknown[0]}'")
+    if inputs:
+        warnings.warn(f"{caller}({'=..., '.join(inputs)}=...) is deprecated: pass "
+                      f"{caller}(model, InputRequest(...))", DeprecationWarning, stacklevel=3)
+    return InputRequest.of(request, **inputs)
 
 
 def _extra_shape(shape: object, what: str = "extra input shape") -> tuple[int, ...]:

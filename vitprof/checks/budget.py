@@ -49,7 +49,6 @@ import tomllib
 from argparse import ArgumentTypeError
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -61,76 +60,33 @@ from vitprof.analysis import analyze
 from vitprof.checks.baseline import Baseline, Limit, baseline_limits, load, model_file
 from vitprof.checks.diff import Snapshot, parse_percent
 from vitprof.checks.toml_lines import key_line, table_at
-from vitprof.core.choices import (
-    AMP_DTYPES,
-    ATTENTION_PATHS,
-    FREEZES,
-    LOSSES,
-    MEMORY_MODES,
-    MEMORY_TARGETS,
-    OPTIMIZERS,
-    PROFILE_DTYPES,
-    RECOGNIZERS,
-    ZERO_GRAD_PLACES,
-)
 from vitprof.core.errors import UserError, one_line, read_user_file
 from vitprof.core.parse import image_size
 from vitprof.core.records import Component, Counts
+from vitprof.core.vocab import (
+    AmpDtype,
+    AttentionPath,
+    Bound,
+    DiffScope,
+    Dtype,
+    Freeze,
+    Loss,
+    MemoryTarget,
+    Metric,
+    Mode,
+    Optimizer,
+    Recognizer,
+    Scope,
+    ValueKind,
+    Verdict,
+    ZeroGrad,
+)
 from vitprof.count.families import Rule
 from vitprof.count.result import Profile
 from vitprof.measure.memory_spelling import TABLE_KEYS, SettingError
 from vitprof.measure.training_memory import memory, step_settings
 from vitprof.models.zoo import check_zoo_size, validate_name
 from vitprof.workload import InputRequest, dtype_name
-
-
-class Scope(StrEnum):
-    """What a limit measures: the whole model, one component, or every block."""
-
-    MODEL = "model"
-    COMPONENT = "component"
-    BLOCKS = "blocks"
-
-
-class Bound(StrEnum):
-    MAX = "max"
-    MIN = "min"
-
-
-class Metric(StrEnum):
-    PARAMS = "params"
-    MACS = "macs"
-    FLOPS = "flops"
-    VECTOR_FLOPS = "vector_flops"
-    SHARE = "share"  # share of the model's total MACs
-    PARAMS_SHARE = "params_share"  # share of the model's total params
-    COUNT = "count"  # number of blocks
-    UNSUPPORTED_OPS = "unsupported_ops"  # op calls without a formula
-    SELF_CHECKS = "self_checks"  # failed self-checks of the breakdown
-    PEAK_BYTES = "peak_bytes"  # a training step's predicted peak (vitprof.memory), bytes
-
-
-class Verdict(StrEnum):
-    PASS = "pass"
-    FAIL = "fail"
-
-
-class Kind(StrEnum):
-    """Type of a budget value."""
-
-    TEXT = "text"
-    POSITIVE = "positive integer"
-    IMAGE_SIZE = 'positive integer, "HxW" or [height, width]'
-    DTYPE = f"dtype ({', '.join(PROFILE_DTYPES)})"
-    COUNT = "whole number >= 0"
-    SHARE = "share in [0, 1]"
-    RULES = "table of REGEX = COMPONENT"
-    TABLE = "table"
-    PERCENT = "percentage such as \"1%\""
-    RECOGNIZER = "recognizer"  # one of vitprof.core.choices.RECOGNIZERS
-    MEMORY = ("table of memory settings (optimizer, amp, checkpoint, target, attention, mode, "
-              "loss, zero_grad, set_to_none, gradient_accumulation, freeze)")
-
 
 SHARES = frozenset({Metric.SHARE, Metric.PARAMS_SHARE})
 _COMPONENTS: dict[str, Component] = {c.value: c for c in Component}
@@ -144,30 +100,30 @@ def _limit_keys(*metrics: Metric) -> dict[str, tuple[Bound, Metric]]:
 
 
 # The closed schema: every key an entry may use, once, with its type. A limit key's value is a
-# Kind.SHARE for the SHARES metrics and a Kind.COUNT for the others.
-SETTINGS: dict[str, Kind] = {
-    "model": Kind.TEXT,
-    "image_size": Kind.IMAGE_SIZE,
-    "frames": Kind.POSITIVE,
-    "in_chans": Kind.POSITIVE,
-    "dtype": Kind.DTYPE,
-    "batch_size": Kind.POSITIVE,
-    "num_classes": Kind.POSITIVE,
-    "map": Kind.RULES,
-    "recognizer": Kind.RECOGNIZER,
-    "components": Kind.TABLE,
-    "blocks": Kind.TABLE,
-    "baseline": Kind.TEXT,  # a saved profile (vitprof.checks.baseline), with max_increase
-    "max_increase": Kind.PERCENT,
-    "memory": Kind.MEMORY,  # the settings of vitprof.memory, for max_peak_bytes
+# ValueKind.SHARE for the SHARES metrics and a ValueKind.COUNT for the others.
+SETTINGS: dict[str, ValueKind] = {
+    "model": ValueKind.TEXT,
+    "image_size": ValueKind.IMAGE_SIZE,
+    "frames": ValueKind.POSITIVE,
+    "in_chans": ValueKind.POSITIVE,
+    "dtype": ValueKind.DTYPE,
+    "batch_size": ValueKind.POSITIVE,
+    "num_classes": ValueKind.POSITIVE,
+    "map": ValueKind.RULES,
+    "recognizer": ValueKind.RECOGNIZER,
+    "components": ValueKind.TABLE,
+    "blocks": ValueKind.TABLE,
+    "baseline": ValueKind.TEXT,  # a saved profile (vitprof.checks.baseline), with max_increase
+    "max_increase": ValueKind.PERCENT,
+    "memory": ValueKind.MEMORY,  # the settings of vitprof.memory, for max_peak_bytes
 }
 # the settings a budget's memory table may hold, and the values each takes (None: any string,
 # checked by vitprof.memory itself; bool and int: a TOML boolean, a TOML integer)
 MEMORY_SETTINGS: dict[str, tuple[str, ...] | type | None] = {
-    "optimizer": OPTIMIZERS, "amp": AMP_DTYPES, "checkpoint": None, "target": MEMORY_TARGETS,
-    "attention": ATTENTION_PATHS, "mode": MEMORY_MODES, "loss": LOSSES,
-    "zero_grad": ZERO_GRAD_PLACES, "set_to_none": bool, "gradient_accumulation": int,
-    "freeze": FREEZES,
+    "optimizer": tuple(Optimizer), "amp": tuple(AmpDtype), "checkpoint": None,
+    "target": tuple(MemoryTarget), "attention": tuple(AttentionPath), "mode": tuple(Mode),
+    "loss": tuple(Loss), "zero_grad": tuple(ZeroGrad), "set_to_none": bool,
+    "gradient_accumulation": int, "freeze": tuple(Freeze),
 }
 LIMITS: dict[Scope, dict[str, tuple[Bound, Metric]]] = {
     Scope.MODEL: {
@@ -500,26 +456,26 @@ def _table(value: Any, path: tuple[str, ...], where: _Source) -> dict[str, Any]:
     return value
 
 
-def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> Any:
-    if kind is Kind.TEXT:
+def _setting(kind: ValueKind, value: Any, path: tuple[str, ...], where: _Source) -> Any:
+    if kind is ValueKind.TEXT:
         if not isinstance(value, str) or not value:
             raise where.error(path, f"expected a non-empty string, got {_describe(value)}")
         return value
-    if kind is Kind.POSITIVE:
+    if kind is ValueKind.POSITIVE:
         return _positive(value, path, where)
-    if kind is Kind.IMAGE_SIZE:
+    if kind is ValueKind.IMAGE_SIZE:
         return _image_size(value, path, where)
-    if kind is Kind.DTYPE:
-        if value not in PROFILE_DTYPES:
-            raise where.error(path, f"expected a {Kind.DTYPE}, got {_describe(value)}")
+    if kind is ValueKind.DTYPE:
+        if value not in list(Dtype):
+            raise where.error(path, f"expected a {ValueKind.DTYPE}, got {_describe(value)}")
         return value
-    if kind is Kind.PERCENT:
+    if kind is ValueKind.PERCENT:
         return _percent(value, path, where)
-    if kind is Kind.MEMORY:
+    if kind is ValueKind.MEMORY:
         return _memory_settings(_table(value, path, where), path, where)
-    if kind is Kind.RECOGNIZER:
-        if value not in RECOGNIZERS:
-            raise where.error(path, _unknown("recognizer", str(value), list(RECOGNIZERS)))
+    if kind is ValueKind.RECOGNIZER:
+        if value not in list(Recognizer):
+            raise where.error(path, _unknown("recognizer", str(value), list(Recognizer)))
         return value
     return _rules(_table(value, path, where), path, where)
 
@@ -555,7 +511,7 @@ def _in_table_keys(error: UserError) -> UserError:
 
 
 def _positive(value: Any, path: tuple[str, ...], where: _Source,
-              expected: Kind = Kind.POSITIVE) -> int:
+              expected: ValueKind = ValueKind.POSITIVE) -> int:
     number = _count(value, path, where, expected)
     if number < 1:
         raise where.error(path, f"expected a {expected}, got {number}")
@@ -567,15 +523,15 @@ def _image_size(value: Any, path: tuple[str, ...], where: _Source) -> int | tupl
     takes it: ``"224"`` or ``"224x320"``."""
     if isinstance(value, list | tuple):
         if len(value) != 2:
-            raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {len(value)} sizes")
+            raise where.error(path, f"expected a {ValueKind.IMAGE_SIZE}, got {len(value)} sizes")
         return (_positive(value[0], path, where), _positive(value[1], path, where))
     if isinstance(value, str):
         try:
             return image_size(value)
         except ArgumentTypeError:
-            raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {_describe(value)}") \
+            raise where.error(path, f"expected a {ValueKind.IMAGE_SIZE}, got {_describe(value)}") \
                 from None
-    return _positive(value, path, where, Kind.IMAGE_SIZE)
+    return _positive(value, path, where, ValueKind.IMAGE_SIZE)
 
 
 def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tuple[Rule, ...]:
@@ -594,7 +550,8 @@ def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tupl
     return tuple(rules)
 
 
-def _count(value: Any, path: tuple[str, ...], where: _Source, expected: Kind = Kind.COUNT) -> int:
+def _count(value: Any, path: tuple[str, ...], where: _Source,
+           expected: ValueKind = ValueKind.COUNT) -> int:
     """A whole number >= 0; an integral float below 2**53 is exact and accepted. ``expected``
     names the value's kind in the messages."""
     if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_FLOAT:
@@ -613,7 +570,7 @@ def _count(value: Any, path: tuple[str, ...], where: _Source, expected: Kind = K
 def _percent(value: Any, path: tuple[str, ...], where: _Source) -> Fraction:
     """``"1%"`` or a number of percent >= 0, exact."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise where.error(path, f"expected a {Kind.PERCENT}, got {_describe(value)}")
+        raise where.error(path, f"expected a {ValueKind.PERCENT}, got {_describe(value)}")
     try:
         return parse_percent(str(value))
     except ValueError as error:
@@ -622,7 +579,7 @@ def _percent(value: Any, path: tuple[str, ...], where: _Source) -> Fraction:
 
 def _share(value: Any, path: tuple[str, ...], where: _Source) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise where.error(path, f"expected a {Kind.SHARE}, got {_describe(value)}")
+        raise where.error(path, f"expected a {ValueKind.SHARE}, got {_describe(value)}")
     return value
 
 
@@ -784,17 +741,17 @@ def _baseline_results(budget: Budget, profile: Profile,
         verdict = Verdict.PASS if limit.actual <= limit.limit else Verdict.FAIL
         note = f"baseline {budget.baseline.path}: {limit.before:,} + {percent}"
         results.append(CheckResult(_baseline_check(limit), limit.actual, verdict,
-                                   int(limit.name) if limit.scope == "block" else None,
+                                   int(limit.name) if limit.scope == DiffScope.BLOCK else None,
                                    note if verdict is Verdict.FAIL else ""))
     return tuple(results)
 
 
 def _baseline_check(limit: Limit) -> Check:
     """``max_increase.macs``, ``max_increase.components.mlp.macs``, ``max_increase.blocks.macs``."""
-    if limit.scope == "total":
+    if limit.scope == DiffScope.TOTAL:
         return Check(f"max_increase.{limit.metric}", Scope.MODEL, Bound.MAX,
                      Metric(limit.metric), limit.limit)
-    if limit.scope == "block":
+    if limit.scope == DiffScope.BLOCK:
         return Check(f"max_increase.blocks.{limit.metric}", Scope.BLOCKS, Bound.MAX,
                      Metric(limit.metric), limit.limit)
     return Check(f"max_increase.components.{limit.name}.{limit.metric}", Scope.COMPONENT,

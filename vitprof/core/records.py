@@ -14,71 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class Component(StrEnum):
-    """Where an operation or a parameter belongs in a Vision Transformer."""
-
-    PATCH_EMBED = "patch_embed"
-    CONV = "conv"  # convolutional blocks and stages of hybrids (MBConv, RepMixer, conv mixers)
-    TOKENS = "tokens"  # class / distillation / register tokens and the position embedding
-    ATTN_QKV = "attn_qkv"
-    ATTN_CORE = "attn_core"  # QK^T, softmax, AV, or one fused scaled-dot-product attention
-    ATTN_PROJ = "attn_proj"
-    MLP = "mlp"
-    NORM = "norm"
-    HEAD = "head"
-    OTHER = "other"
-
+from vitprof.core.vocab import Component, Phase
 
 COMPONENTS: tuple[Component, ...] = tuple(Component)
-
-
-class Phase(StrEnum):
-    """Which pass an operation ran in: the forward, or the backward of a training step."""
-
-    FORWARD = "forward"
-    BACKWARD = "backward"
-
-
-class Mode(StrEnum):
-    """What is counted: one inference forward, or a training step (forward and backward)."""
-
-    INFERENCE = "inference"
-    TRAIN = "train"
-
-
-MODES: tuple[str, ...] = tuple(m.value for m in Mode)  # plain strings: argparse shows repr()
-
-
-class Recognizer(StrEnum):
-    """Who names the components: ``auto`` (the graph, compared with the table that detects the
-    model if one does), ``graph`` (roles read from the data flow), ``tables`` (a table, else
-    the graph: to compare)."""
-
-    AUTO = "auto"
-    GRAPH = "graph"
-    TABLES = "tables"
-
-
-class EventKind(StrEnum):
-    """A module event of a counted run: the module is entered, or left."""
-
-    ENTER = "enter"
-    LEAVE = "leave"
-
-
-class Device(StrEnum):
-    """Where a model runs: ``meta`` counts without allocating weights; the others are real."""
-
-    META = "meta"
-    CPU = "cpu"
-    CUDA = "cuda"
-
-
-DEVICES: tuple[str, ...] = tuple(d.value for d in Device)
-REAL_DEVICES: tuple[str, ...] = (Device.CPU.value, Device.CUDA.value)  # where timing runs
 
 UNITS: dict[str, str] = {
     "params": "number of parameter elements, each shared tensor counted once",

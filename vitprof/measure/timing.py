@@ -52,7 +52,8 @@ from torch.utils._pytree import tree_leaves
 from vitprof.analysis import Found, breakdown
 from vitprof.core.collector import collector_paused
 from vitprof.core.errors import UserError
-from vitprof.core.records import Component, EventKind, OpRecord, Recognizer
+from vitprof.core.records import Component, OpRecord
+from vitprof.core.vocab import Device, EventKind, Recognizer
 from vitprof.count.families import ComponentMap, Rule
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import Footprint
@@ -225,7 +226,7 @@ Clock = CpuClock | CudaClock
 
 
 def clock_for(device: str) -> Clock:
-    return CudaClock() if device == "cuda" else CpuClock()
+    return CudaClock() if device == Device.CUDA else CpuClock()
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from torch import nn
 from vitprof.core.errors import UserError
 from vitprof.core.slow_notice import notice_if_slow
 from vitprof.core.validate import check_image_size, check_int
+from vitprof.core.vocab import Device
 from vitprof.count.running import ZERO_ELEMENT_WARNING, meta_caused, one_line
 from vitprof.models.declared_input import declared_input
 from vitprof.models.family import ENTRIES, library_of, model_file, torchvision
@@ -136,7 +137,7 @@ def _construct(name: str, factory: Callable[[], nn.Module], device: str) -> nn.M
     except UserError:
         raise
     except Exception as error:
-        if device != "meta" or not meta_caused(error):
+        if device != Device.META or not meta_caused(error):
             raise _build_failed(name, error) from None
         try:
             module = _quietly(factory, "cpu").to("meta")
@@ -150,7 +151,7 @@ def _construct(name: str, factory: Callable[[], nn.Module], device: str) -> nn.M
 def _on_one_device(module: nn.Module, device: str) -> nn.Module:
     """``module`` built on ``device``; on meta, its parameters and buffers made elsewhere (by the
     legacy ``torch.Tensor(shape)`` constructor) moved to meta, in place."""
-    if device == "meta" and any(t.device.type != "meta"
+    if device == Device.META and any(t.device.type != Device.META
                                 for t in chain(module.parameters(), module.buffers())):
         module.to("meta")
     return module

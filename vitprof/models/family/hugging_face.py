@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vitprof.core.errors import UserError, one_line
 from vitprof.core.records import Component as C
+from vitprof.core.vocab import AttentionImpl, HeadKind
 from vitprof.count.families.base import ComponentTable
 from vitprof.models.family.base import (
     BuildSizes,
@@ -30,7 +31,6 @@ from vitprof.models.family.base import (
     square_side,
 )
 from vitprof.models.family.describe import image_size, require, square
-from vitprof.models.spec_kinds import AttentionImpl, HeadKind
 
 if TYPE_CHECKING:
     from torch import nn

@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from vitprof.core.vocab import AttentionImpl, AttentionKind, FinalNorm, HeadKind
 from vitprof.models.family.base import Factory, ModelLibrary, ZooEntry, is_class
 from vitprof.models.family.describe import grid_image_size, require
-from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
 
 if TYPE_CHECKING:
     from torch import nn

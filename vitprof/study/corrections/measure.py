@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 from vitprof.analysis import analyze
-from vitprof.core.records import Component, Counts
+from vitprof.core.records import Counts
+from vitprof.core.vocab import Component
 from vitprof.count.result import Profile
 from vitprof.models.closed_form import ViTSpec
 from vitprof.models.spec_inference import spec_from_model
