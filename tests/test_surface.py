@@ -4,17 +4,21 @@ took before still make the request, with a DeprecationWarning, and give the same
 
 from __future__ import annotations
 
+import ast
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from torch import nn
 
+import vitprof
 from vitprof import InputRequest, UserError, memory
 from vitprof.checks.crosscheck import run_crosscheck
 from vitprof.measure.profile import profile_model
+from vitprof.models.family.base import BuildSizes
 
 SURFACE = [profile_model, memory, run_crosscheck]
 
@@ -66,3 +70,17 @@ def test_a_request_that_is_not_one_is_one_line() -> None:
     # image_size was run_crosscheck's second positional parameter
     with pytest.raises(UserError, match="run_crosscheck's request is an InputRequest, got int"):
         run_crosscheck(tiny(), 8)  # type: ignore[arg-type]
+
+
+def test_the_channels_are_typed_once_in_the_request_and_once_in_analyzes_wrapper() -> None:
+    # in_chans: int | None was in 7 signatures (analyze, profile_model, memory, run_crosscheck,
+    # zoo.build, BuildSizes, InputRequest): the request's sizes are now BuildSizes' own
+    package = Path(vitprof.__file__).parent
+    typed = [f"{path.relative_to(package)}:{node.lineno}"
+             for path in package.rglob("*.py") for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None
+             and (node.arg if isinstance(node, ast.arg) else getattr(node.target, "id", ""))
+             == "in_chans" and ast.unparse(node.annotation) == "int | None"]
+    assert len(typed) <= 2, typed
+    assert issubclass(InputRequest, BuildSizes)
+    assert InputRequest(in_chans=1).in_chans == 1

@@ -217,8 +217,10 @@ def _parsed(name: str, form: Callable[[Sequence[str]], Any], texts: Sequence[str
 
 
 @dataclass(frozen=True)
-class InputRequest:
+class InputRequest(BuildSizes):
     """What a caller asks of the input, as one value; a field left None is the model's own.
+    Its first fields, the sizes a model is built for (``image_size``, ``frames``,
+    ``in_chans``), are a :class:`~vitprof.models.family.base.BuildSizes`'.
 
     ``image_size`` is an int (a square) or ``(H, W)``; ``frames`` makes a video input;
     ``in_chans`` the channels; ``dtype`` (a ``torch.dtype`` or its name) the model's and the
@@ -245,9 +247,6 @@ class InputRequest:
     keywords (:meth:`of`) each build one.
     """
 
-    image_size: ImageSize | None = None
-    frames: int | None = None
-    in_chans: int | None = None
     dtype: torch.dtype | None = None
     input_shape: tuple[int, ...] | None = None
     inputs: Any = None

@@ -211,22 +211,21 @@ def build(
     image_size: ImageSize | None = None,
     num_classes: int | None = None,
     device: str = "meta",
-    frames: int | None = None,
-    in_chans: int | None = None,
 ) -> BuiltModel:
     """Build the model called ``name`` on ``device`` without loading any weights; a build still
     running after 2 s says so once on stderr, if that is a terminal.
 
     ``image_size`` is a positive int (a square) or ``(height, width)``; ``num_classes=0``
-    means no head. Each size given is passed to the builder: timm's ``img_size`` and
-    ``in_chans``; a Hugging Face config's ``image_size``, ``num_frames`` and ``num_channels``;
-    a factory's keywords of those names (:class:`BuildSizes`); a zoo entry's image size (a
-    non-square one only where the entry takes it).
+    means no head. The image size is passed to the builder: timm's ``img_size``, a Hugging
+    Face config's ``image_size``, a factory's keyword of that name; a zoo entry's image size (a
+    non-square one only where the entry takes it). Frames and channels too go through
+    :func:`build_sized` (its :class:`BuildSizes`; an :class:`vitprof.workload.InputRequest` is
+    one), as every input size does from a request.
     """
     image_size = check_image_size(image_size)
     if num_classes is not None:
         check_int("number of classes", num_classes, 0)
-    return build_sized(name, BuildSizes(image_size, frames, in_chans), num_classes, device)
+    return build_sized(name, BuildSizes(image_size), num_classes, device)
 
 
 def build_sized(
