@@ -56,9 +56,10 @@ def test_the_old_input_keywords_make_the_request_with_a_deprecation_warning(name
     function, own, result = CALLS[name]
     new = function(tiny(), InputRequest(batch_size=2, image_size=8), **own)
     with pytest.warns(DeprecationWarning, match=rf"{name}\(batch_size=..., image_size=...\) is "
-                                                 "deprecated"):
+                                                 "deprecated") as warned:
         old = function(tiny(), batch_size=2, image_size=8, **own)
     assert result(old) == result(new)
+    assert {w.filename for w in warned if w.category is DeprecationWarning} == {__file__}
 
 
 def test_a_keyword_that_is_no_option_and_no_input_is_a_type_error() -> None:

@@ -352,12 +352,13 @@ class InputRequest(BuildSizes):
                 if value is not None and not _same(value, defaults[key])]
 
 
-def request_of(request: InputRequest | None, inputs: Mapping[str, Any], caller: str
-               ) -> InputRequest:
+def request_of(request: InputRequest | None, inputs: Mapping[str, Any], caller: str,
+               depth: int = 1) -> InputRequest:
     """The input of ``caller(model, request=None, *, ...)``: ``request``, else the request the
     input keywords ``inputs`` make, the way ``caller`` took its input before it took a request
     (a DeprecationWarning names them; a keyword that is no field of a request is a TypeError,
-    as for any function)."""
+    as for any function). ``depth``: how many calls down from ``caller`` this one is, so that
+    the warning points at ``caller``'s caller."""
     if request is not None and not isinstance(request, InputRequest):
         raise UserError(f"{caller}'s request is an InputRequest, got {type(request).__name__} "
                         f"{request!r}")
@@ -366,7 +367,8 @@ def request_of(request: InputRequest | None, inputs: Mapping[str, Any], caller: 
         raise TypeError(f"{caller}() got an unexpected keyword argument '{unknown[0]}'")
     if inputs:
         warnings.warn(f"{caller}({'=..., '.join(inputs)}=...) is deprecated: pass "
-                      f"{caller}(model, InputRequest(...))", DeprecationWarning, stacklevel=3)
+                      f"{caller}(model, InputRequest(...))", DeprecationWarning,
+                      stacklevel=2 + depth)
     return InputRequest.of(request, **inputs)
 
 

@@ -88,7 +88,7 @@ def _workload(
         work = workload_of(model, request, overrides=overrides, **inputs)
         _check_placed(work.module, device, work.inputs.dtype)
         return work
-    request = request_of(request, inputs, "profile_model").or_dtype(torch.float32)
+    request = request_of(request, inputs, "profile_model", depth=2).or_dtype(torch.float32)
     if isinstance(model, nn.Module):
         _check_placed(model, device, request.dtype)
     return make_workload(model, request, overrides=overrides)
