@@ -62,7 +62,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="the kernel every scaled_dot_product_attention call runs: math "
                              "keeps the scores, the fused ones a log-sum-exp; auto (default): "
                              "the one torch dispatches to on the target, named with why")
-    parser.add_argument("--mode", choices=list(Mode), default=Mode.TRAIN)
+    parser.add_argument("--mode", choices=[Mode.TRAIN, Mode.INFERENCE],  # the default first
+                        default=Mode.TRAIN)
     add_loop_options(parser)
     parser.add_argument("--fit", type=memory_size, metavar="SIZE",
                         help="also find the largest batch whose peak fits SIZE (24GiB, 80GB)")
