@@ -47,7 +47,7 @@ def plain(batch: int, steps: int, peak: float | None) -> Tracker:
     model = timm_vit_b().cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x, y = images(batch, steps)
-    with track(model, peak, dtype="bf16", optimizer=optimizer) as tracker:
+    with track(model, peak, measure_dtype="bf16", optimizer=optimizer) as tracker:
         for xb, yb in zip(x.split(batch), y.split(batch), strict=True):
             xb, yb = xb.cuda(non_blocking=True), yb.cuda(non_blocking=True)
             tracker.begin()

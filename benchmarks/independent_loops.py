@@ -181,10 +181,11 @@ def largest_fitting_batch(budget: int, image: int, attention: str) -> tuple[int,
 
 def predict(loop: Loop, batch: int, image: int, attention: str, fit: int | None = None) -> Any:
     """vitprof's prediction of the same step (the one import of vitprof)."""
-    from vitprof import memory
+    from vitprof import InputRequest, memory
 
-    return memory(build(MODEL, image), batch_size=batch, image_size=image, target="cpu",
-                  attention=attention, optimizer="adamw", fit=fit, **loop.settings)
+    return memory(build(MODEL, image), InputRequest(batch_size=batch, image_size=image),
+                  target="cpu", attention=attention, optimizer="adamw", fit=fit,
+                  **loop.settings)
 
 
 def _mib(n: int) -> str:

@@ -118,8 +118,8 @@ def predict(row: Row, target: str, mode: str = "train") -> Any:
 
     attention = "auto" if row.attention == "explicit" else row.attention  # no SDPA to pick
     step = {"optimizer": "adamw", "checkpoint": row.checkpoint} if mode == "train" else {}
-    return vitprof.memory(build(row), batch_size=row.batch, amp=row.amp, target=target,
-                          attention=attention, mode=mode, **step)
+    return vitprof.memory(build(row), vitprof.InputRequest(batch_size=row.batch), amp=row.amp,
+                          target=target, attention=attention, mode=mode, **step)
 
 
 def measure(row: Row) -> tuple[Any, float]:

@@ -210,7 +210,11 @@ def generated() -> str:
 
 
 def main() -> None:
-    """Print the figures; ``--write PAGE`` puts them between the page's markers instead."""
+    """Print the figures; ``--write PAGE`` puts them between the page's markers instead;
+    ``--peaks`` prints the comparison of peaks alone (what tests/test_mfu_anchors.py reads)."""
+    if sys.argv[1:] == ["--peaks"]:
+        print("\n".join(peaks()))
+        return
     text = generated()
     if len(sys.argv) == 3 and sys.argv[1] == "--write":
         page = Path(sys.argv[2])

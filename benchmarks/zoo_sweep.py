@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from vitprof.models.libraries import LIBRARIES
+from vitprof.testing import oracle_macs, unique_params
 
 # each library's part of the sweep (which models, how to build one), by the source its rows carry
 SWEEPS = {library.zoo_sweep.source: library.zoo_sweep
@@ -86,30 +87,6 @@ def _build(source: str, name: str, device: str = "meta") -> tuple[Any, tuple[int
     with torch.device(device):
         model, declared = SWEEPS[source].build(name)
     return model.to(device), declared
-
-
-def unique_params(model: Any) -> int:
-    """The oracle of params: the elements of every parameter tensor, each shared one once."""
-    seen: dict[int, int] = {}
-    for p in model.parameters():
-        seen[id(p)] = p.numel()
-    return sum(seen.values())
-
-
-def oracle_macs(model: Any, shape: tuple[int, ...], call: Any = None) -> int:
-    """The oracle of MACs: ``FlopCounterMode`` over one eval forward of ``model`` on meta, fed
-    ``call`` (``(args, kwargs)`` of meta tensors) or else one meta tensor of ``shape``; its
-    FLOPs are 2 x MACs. The parameters are frozen first: a view of a parameter made under
-    ``no_grad`` (CaiT's expanded class token) still requires grad and has no grad_fn, which
-    FlopCounterMode's module tracker refuses as a child's input."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    args, kwargs = call if call is not None else ((torch.empty(shape, device="meta"),), {})
-    model.eval().requires_grad_(False)
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(*args, **kwargs)
-    return counter.get_total_flops() // 2  # FLOPs = 2 x MACs
 
 
 def child(source: str, name: str, neutral: bool = False, own: bool = False) -> dict[str, Any]:

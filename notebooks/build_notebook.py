@@ -109,12 +109,12 @@ the meta device) at batch 32, in a few seconds of CPU; the section below is the 
 import timm
 import torch
 
-from vitprof import memory
+from vitprof import InputRequest, memory
 from vitprof.render.memory_report import memory_section, timeline_figure
 
 with torch.device("meta"):  # no weights are made
     deit_tiny = timm.create_model("deit_tiny_patch16_224", pretrained=False)
-estimate = memory(deit_tiny, batch_size=32, optimizer="adamw")
+estimate = memory(deit_tiny, InputRequest(batch_size=32), optimizer="adamw")
 figures.save(timeline_figure(estimate), folder / "memory.png")
 Markdown(memory_section(estimate, figure="memory.png").split("| block |")[0])"""),
     ("code", "Image(filename=folder / \"memory.png\")"),

@@ -204,16 +204,3 @@ def pages_reuse_crosschecks(
                                                or r.peer in peers])
 
     monkeypatch.setattr(page_inputs, "check_subject", shared)
-
-
-@pytest.fixture(scope="session")
-def zoo_sweep() -> object:
-    """benchmarks/zoo_sweep.py as a module: its oracles (``unique_params``, ``oracle_macs``)
-    are the ones the acceptance tests on real models use."""
-    import importlib.util
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo_sweep.py"
-    spec = importlib.util.spec_from_file_location("zoo_sweep", script)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module

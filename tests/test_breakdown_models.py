@@ -3,7 +3,7 @@
 For every Vision Transformer below, from torchvision, timm, transformers and the notes: ``other``
 holds 0 params and 0 MACs, no "no transformer blocks recognized" warning, attention is seen
 (``attn_core`` MACs > 0), the MLPs are in ``mlp``, no self-check fails, and the totals equal two
-oracles computed here on a fresh build on meta (benchmarks/zoo_sweep.py's: the unique parameter
+oracles computed here on a fresh build on meta (:mod:`vitprof.testing`'s: the unique parameter
 elements, and ``FlopCounterMode`` FLOPs / 2 at the input vitprof used). Hybrids with convolutional
 stages (or depthwise-convolution token mixers) also have ``conv`` MACs, the others none.
 timm's fastvit_t8, named among the ViTs in issue 11, runs no attention (RepMixer in all four
@@ -31,6 +31,7 @@ from vitprof.core.records import Counts
 from vitprof.models.libraries import LIBRARIES
 from vitprof.models.zoo import ZOO
 from vitprof.models.zoo import build as zoo_build
+from vitprof.testing import oracle_macs, unique_params
 
 NO_BLOCKS = "no transformer blocks recognized"
 SLOW = pytest.mark.slow
@@ -134,19 +135,19 @@ def _analyzed(make: Callable[[], nn.Module | str], name: str) -> vitprof.Profile
     return vitprof.analyze(_build(make), name=name)
 
 
-def _assert_totals_exact(profile: vitprof.Profile, make: Callable[[], nn.Module | str],
-                         zoo_sweep: Any) -> None:
+def _assert_totals_exact(profile: vitprof.Profile, make: Callable[[], nn.Module | str]
+                         ) -> None:
     """Totals equal the oracles on a fresh build, at the input vitprof used."""
     fresh = _build(make)
     if isinstance(fresh, str):
         fresh = zoo_build(fresh, device="meta").module
-    assert profile.totals.params == zoo_sweep.unique_params(fresh)
-    assert profile.totals.macs == zoo_sweep.oracle_macs(fresh, profile.input_shape)
+    assert profile.totals.params == unique_params(fresh)
+    assert profile.totals.macs == oracle_macs(fresh, profile.input_shape)
 
 
 @pytest.mark.parametrize(("make", "hybrid"), VITS)
 def test_a_vit_is_broken_down_into_known_components(
-    make: Callable[[], nn.Module | str], hybrid: bool, zoo_sweep: Any,
+    make: Callable[[], nn.Module | str], hybrid: bool,
     request: pytest.FixtureRequest,
 ) -> None:
     profile = _analyzed(make, request.node.callspec.id)
@@ -158,7 +159,7 @@ def test_a_vit_is_broken_down_into_known_components(
     assert parts[C.MLP].macs > 0  # the MLPs in mlp
     assert (parts[C.CONV].macs > 0) is hybrid  # convolutional stages in conv, and only there
     assert profile.self_checks == ()
-    _assert_totals_exact(profile, make, zoo_sweep)
+    _assert_totals_exact(profile, make)
 
 
 def _placed(profile: vitprof.Profile) -> dict[str, tuple[C, int | None]]:
@@ -175,7 +176,7 @@ def _placed(profile: vitprof.Profile) -> dict[str, tuple[C, int | None]]:
                  id="metaformer"),
 ])
 def test_a_network_without_attention_is_broken_down_as_its_attention_sibling(
-        name: str, sibling: str, apart: tuple[str, ...], zoo_sweep: Any) -> None:
+        name: str, sibling: str, apart: tuple[str, ...]) -> None:
     """Every parameter of a module the two models share lands in the same component, and the
     network without attention leaves nothing in other, with no warning, though it has no
     transformer block."""
@@ -191,7 +192,7 @@ def test_a_network_without_attention_is_broken_down_as_its_attention_sibling(
               if not name.startswith(apart) and name in theirs}
     assert len(shared) > 50  # the stem, the first stages, the downsampling, the head
     assert shared == {name: theirs[name] for name in shared}
-    _assert_totals_exact(profile, make, zoo_sweep)
+    _assert_totals_exact(profile, make)
 
 
 @pytest.mark.parametrize("name", ["fastvit_t8", "convnext_tiny", "resnetv2_50x1_bit"])

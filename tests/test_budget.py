@@ -18,18 +18,10 @@ from conftest import BUDGET_MODELS_PY, MARKING_FACTORY_PY
 from torch import nn
 
 from vitprof import UserError, analyze
-from vitprof.checks.budget import (
-    Bound,
-    Metric,
-    Scope,
-    Verdict,
-    check_profile,
-    evaluate,
-    load_budgets,
-    parse_budget,
-)
+from vitprof.checks.budget import check_profile, evaluate, load_budgets, parse_budget
 from vitprof.checks.toml_lines import key_line, table_at
 from vitprof.core.records import Component, OpRecord, ParamRecord
+from vitprof.core.vocab import Bound, Metric, Scope, Verdict
 from vitprof.count.result import Profile
 from vitprof.render.budget import budget_document
 from vitprof.render.formats import render

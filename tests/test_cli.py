@@ -29,8 +29,8 @@ from test_readme import subparsers
 from vitprof import analyze
 from vitprof.cli import main as cli_main
 from vitprof.cli.main import build_parser, main
-from vitprof.core.choices import VIEWS
 from vitprof.core.records import COMPONENTS, Counts
+from vitprof.core.vocab import View
 from vitprof.models.zoo import ZOO
 from vitprof.render.formats import choices
 
@@ -164,7 +164,7 @@ def view_totals(text: str, fmt: str, by: str) -> dict[str, int]:
 
 @pytest.mark.parametrize("mode", ["inference", "train"])
 @pytest.mark.parametrize("fmt", choices("analyze"))
-@pytest.mark.parametrize("by", VIEWS)
+@pytest.mark.parametrize("by", list(View))
 def test_every_view_in_every_format_adds_up(factory_file: Path, by: str, fmt: str, mode: str,
                                             capsys) -> None:
     """Each view parses in each format and its total row is the component total."""

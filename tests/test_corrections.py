@@ -11,14 +11,16 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from vitprof import analyze
+from vitprof.models.zoo import ZOO
 from vitprof.study.corrections import Claim, Lab, Verdict, claims, correct, notes
 from vitprof.study.corrections.affine import affine
 from vitprof.study.corrections.claims import (
+    ClaimRule,
     Judge,
     OwnCode,
-    Rule,
     expression,
     measurement,
     parse,
@@ -29,7 +31,7 @@ REPORT = Path(__file__).resolve().parents[1] / "reports" / "corrections.md"
 
 def constructed(value: float | None, measured: float, *, tolerance: float = 0.0,
                 own: float | None = None, declared: bool = False,
-                judge: tuple[Rule, float, dict[str, float]] | None = None,
+                judge: tuple[ClaimRule, float, dict[str, float]] | None = None,
                 quote: str = "q") -> Claim:
     """A claim measuring the constant ``measured``; ``judge`` is (rule, parameter, {role: x})."""
     reads = {} if judge is None else judge[2]
@@ -153,7 +155,7 @@ def test_rule_4_wrong_otherwise() -> None:
     ],
 )
 def test_rule_5_scales_as(power: int, exponent: float, share: float, verdict: str) -> None:
-    claim = constructed(None, 0, judge=(Rule.SCALES_AS, power,
+    claim = constructed(None, 0, judge=(ClaimRule.SCALES_AS, power,
                                         {"exponent": exponent, "share": share}))
     assert label(claim) == verdict
 
@@ -168,7 +170,7 @@ def test_rule_5_scales_as(power: int, exponent: float, share: float, verdict: st
     ],
 )
 def test_rule_5_saves(saving: float, verdict: str) -> None:
-    claim = constructed(None, 0, judge=(Rule.SAVES, 10, {"saving": saving}))
+    claim = constructed(None, 0, judge=(ClaimRule.SAVES, 10, {"saving": saving}))
     assert label(claim) == verdict
 
 
@@ -180,7 +182,7 @@ def test_rule_5_saves(saving: float, verdict: str) -> None:
     ],
 )
 def test_rule_5_fits(residual: int, verdict: str) -> None:
-    claim = constructed(None, residual, judge=(Rule.FITS, 0, {"residual": residual}))
+    claim = constructed(None, residual, judge=(ClaimRule.FITS, 0, {"residual": residual}))
     assert label(claim) == verdict
 
 
@@ -198,7 +200,7 @@ def test_rule_5_fits(residual: int, verdict: str) -> None:
     ],
 )
 def test_rule_6_exceeds(larger: int, smaller: int, named: int, verdict: str) -> None:
-    claim = constructed(None, 0, judge=(Rule.EXCEEDS, 0, {"larger": larger, "smaller": smaller,
+    claim = constructed(None, 0, judge=(ClaimRule.EXCEEDS, 0, {"larger": larger, "smaller": smaller,
                                                           "named": named}))
     assert label(claim) == verdict
 
@@ -221,7 +223,7 @@ def test_rule_6_exceeds(larger: int, smaller: int, named: int, verdict: str) -> 
     ],
 )
 def test_rule_7_reaches(typical: float, largest: float, level: float, verdict: str) -> None:
-    claim = constructed(None, 0, judge=(Rule.REACHES, level,
+    claim = constructed(None, 0, judge=(ClaimRule.REACHES, level,
                                         {"typical": typical, "largest": largest}))
     assert label(claim) == verdict
 
@@ -563,3 +565,14 @@ def test_differences_in_points_have_one_format() -> None:
     for claim, text in shown.items():
         digits = re.sub(r"^[+-]0?\.?0*", "", text.removesuffix(" pt")).replace(".", "")
         assert len(digits) == 2, (claim, text)
+
+
+def test_the_study_builds_the_note_models_through_the_zoo() -> None:
+    # the study's measurements build note models with their builders' further options (note
+    # 002's one (D, D) context: num_heads=1) through the zoo's entry, not by importing the note
+    source = (Path(__file__).resolve().parents[1] / "vitprof" / "study" / "corrections"
+              / "measure.py").read_text()
+    assert "importlib" not in source
+    with torch.device("meta"):
+        one_head = ZOO["note002_linear_attention"].build(32, 10, num_heads=1)
+    assert {m.num_heads for m in one_head.modules() if hasattr(m, "num_heads")} == {1}

@@ -14,7 +14,7 @@ import pytest
 import torchvision
 from torch import nn
 
-from vitprof.core.records import Recognizer
+from vitprof.core.vocab import Recognizer
 from vitprof.count.session import count
 from vitprof.count.state import ModelState
 from vitprof.recognize import breakdown

@@ -151,7 +151,7 @@ def test_so400m_at_its_own_384_reconciles_with_timms_row(name: str, macs: int) -
     """The two rows of timm's table the page listed as "not counted": counted at 384 on
     meta, and reconciled with the published param_count and infer_gmacs."""
     pytest.importorskip("timm")
-    from vitprof.checks.crosscheck.published import explain, load_table
+    from vitprof.checks.crosscheck.peers.timm_published import explain, load_table
     from vitprof.study.published_rows import count_row
 
     table = load_table()

@@ -28,6 +28,7 @@ from models_styles import (
 from vitprof import Component as C
 from vitprof import Counts, analyze
 from vitprof.cli.main import main
+from vitprof.testing import oracle_macs, unique_params
 
 QKV, CORE, PROJ, MLP = 3 * 16 * 32 * 32, 2 * 16 * 16 * 32, 16 * 32 * 32, 2 * 16 * 32 * 64
 PATCH = 16 * 48 * 32  # 16 patches of 3*4*4 = 48 values into D = 32: 24_576
@@ -271,7 +272,7 @@ def test_a_map_rule_wins_over_a_fused_projection(rule: tuple[str, str], qkv: tup
 
 @pytest.mark.parametrize("qkv_bias", [False, True], ids=["mlp_bias", "qkv_bias"])
 def test_timm_parallel_scaling_block_shares_its_in_proj_between_attn_qkv_and_mlp(
-    qkv_bias: bool, zoo_sweep
+    qkv_bias: bool,
 ) -> None:
     """timm's ParallelScalingBlock (vit_*_xp_224, ViT-22B's parallel block): in_proj D ->
     3D + H computes the MLP's hidden layer (its first H columns) and q, k, v. Here D = 64,
@@ -292,8 +293,8 @@ def test_timm_parallel_scaling_block_shares_its_in_proj_between_attn_qkv_and_mlp
         assert (parts[C.MLP].params, parts[C.MLP].macs) == (
             256 * 64 + 256 + 256 * 64 + 64, hidden + 17 * 256 * 64)
     assert counts(profile, C.OTHER) == (0, 0) and profile.self_checks == ()
-    assert profile.totals.params == zoo_sweep.unique_params(model)
-    assert profile.totals.macs == zoo_sweep.oracle_macs(model, profile.input_shape)
+    assert profile.totals.params == unique_params(model)
+    assert profile.totals.macs == oracle_macs(model, profile.input_shape)
 
 
 def test_a_qkv_projection_unbound_into_q_k_v_is_not_shared_out() -> None:

@@ -404,10 +404,23 @@ def test_an_unknown_gpu_in_track_warns_and_logs_no_mfu(monkeypatch: pytest.Monke
                         lambda model: torch.device("cuda"))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Mystery GPU")
     with pytest.warns(UserWarning, match="no MFU, only TFLOP/s"):
-        tracker = track(stack(), dtype="bf16", clock=clock(0.0, 1.0, 1.0))
+        tracker = track(stack(), measure_dtype="bf16", clock=clock(0.0, 1.0, 1.0))
     with tracker:
         tracker.step(torch.randn(B, N, D))
     assert tracker.history[0]["mfu"] is None and tracker.history[0]["tflops"] > 0
+
+
+def test_track_takes_the_peaks_dtype_as_measure_dtype_and_dtype_still_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the dtype track() takes is the matmuls' (the peak's), not a request's: measure_dtype
+    monkeypatch.setattr("vitprof.measure.mfu.tracker.model_device",
+                        lambda model: torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    tracker = track(stack(), measure_dtype="bf16", clock=clock(0.0, 1.0))
+    assert tracker.peak == table_peak("NVIDIA H100 80GB HBM3", "bf16")
+    with pytest.warns(DeprecationWarning, match="measure_dtype"):
+        old = track(stack(), dtype="bf16", clock=clock(0.0, 1.0))
+    assert old.peak == tracker.peak
 
 
 def test_fp32_is_tf32_when_matmuls_may_use_it() -> None:

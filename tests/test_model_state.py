@@ -14,7 +14,7 @@ import torch
 import torchvision
 from torch import nn
 
-from vitprof import analyze, memory
+from vitprof import InputRequest, analyze, memory
 from vitprof.checks.crosscheck import run_crosscheck
 from vitprof.cli.main import main
 from vitprof.measure.profile import profile_model
@@ -123,7 +123,7 @@ def test_profile_leaves_model_and_generators_as_they_were() -> None:
     noisy = Noisy().train()
     noisy.norm.eval()
     modes, before, generators = _modes(noisy), _state(noisy), Generators()
-    profile_model(noisy, image_size=2, batch_size=4, warmup=0, iters=1)
+    profile_model(noisy, InputRequest(image_size=2, batch_size=4), warmup=0, iters=1)
     assert generators.unchanged()  # the random example and the forwards drew from them
     assert _identical(noisy, before) == []
     assert _modes(noisy) == modes
@@ -136,8 +136,8 @@ def test_crosscheck_peers_leave_model_and_generators_as_they_were() -> None:
     model.fc.train()
     modes, before, generators = _modes(model), _state(model), Generators()
     attributes = {name: set(vars(m)) for name, m in model.named_modules()}
-    run_crosscheck(model, image_size=32, peers=["torchinfo", "ptflops-pytorch", "calflops",
-                                                "flopcounter-cpu"])
+    run_crosscheck(model, InputRequest(image_size=32),
+                   peers=["torchinfo", "ptflops-pytorch", "calflops", "flopcounter-cpu"])
     # ptflops bound start_flops_count, stop_flops_count, reset_flops_count,
     # compute_average_flops_cost and __batch_counter__ to the root module
     assert {name: set(vars(m)) for name, m in model.named_modules()} == attributes
@@ -203,7 +203,7 @@ def test_memorys_fake_run_changes_nothing_and_says_nothing() -> None:
     before = model.scale.clone()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        estimate = memory(model, input_shape=(1, 4, 1))
+        estimate = memory(model, InputRequest(input_shape=(1, 4, 1)))
     assert not any("in place" in line for line in estimate.warnings)
     assert torch.equal(model.scale, before)
 
@@ -236,7 +236,8 @@ def test_crosscheck_and_profile_name_a_parameter_changed_in_place_in_their_own_l
     vitprof's count and each peer changed it."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        checked = run_crosscheck(Drifting(), image_size=2, peers=["fvcore", "torchinfo"])
-        timed = profile_model(Drifting(), image_size=2, warmup=0, iters=1)
+        checked = run_crosscheck(Drifting(), InputRequest(image_size=2),
+                                 peers=["fvcore", "torchinfo"])
+        timed = profile_model(Drifting(), InputRequest(image_size=2), warmup=0, iters=1)
     assert checked.warnings.count(CHANGED) == 1
     assert CHANGED in timed.notes

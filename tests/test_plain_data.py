@@ -4,6 +4,7 @@ module totals and the folded module table, on tiny models counted on meta."""
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ from vitprof import UserError, analyze
 from vitprof.checks.crosscheck.table import CrossCheck
 from vitprof.checks.diff import Snapshot, compare
 from vitprof.core.display import Shown, show
-from vitprof.core.records import EventKind, Mode, Recognizer
+from vitprof.core.vocab import EventKind, Mode, Recognizer
 from vitprof.count.session import Event, count, image_inputs
 from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.diff import diff_document
@@ -96,6 +97,14 @@ def test_family_is_a_deprecated_alias_of_recognizer() -> None:
     with pytest.warns(DeprecationWarning, match="Profile.recognizer"):
         assert profile.family == profile.recognizer
     assert profile.to_dict()["family"] == "graph"  # the JSON key stays (schema_version 2)
+
+
+def test_the_json_names_the_recognizer_beside_the_deprecated_family() -> None:
+    data = analyze(Outer(), input_shape=SHAPE).to_dict()
+    assert data["recognizer"] == data["family"] == "graph"
+    schema = json.loads((files("vitprof") / "schemas" / "profile.json").read_text())
+    assert "recognizer" in schema["required"]
+    assert schema["properties"]["family"]["deprecated"] is True
 
 
 # ------------------------------------------------------------------ displays

@@ -12,7 +12,7 @@ from torch import nn
 
 from vitprof import analyze
 from vitprof.checks.crosscheck import run_crosscheck
-from vitprof.checks.crosscheck.published import (
+from vitprof.checks.crosscheck.peers.timm_published import (
     PEER,
     TimmRow,
     TimmTable,
@@ -291,3 +291,13 @@ def test_check_of_everything_keeps_the_figures_of_pages_others_write(tmp_path: P
     (kept / "memory_timeline.png").write_bytes(drawn.read_bytes())
     (kept / "orphan.png").write_bytes(drawn.read_bytes())
     assert compare(fresh, kept) == ["orphan.png is not generated any more (stale)"]
+
+
+def test_timms_published_rules_live_in_their_peers_file() -> None:
+    # as every peer's rules do (open_clip-published's included): one file, the peer's
+    from vitprof.checks.crosscheck.peers import timm_published
+
+    crosscheck = Path(timm_published.__file__).parents[1]
+    assert not (crosscheck / "published.py").exists()
+    assert [peer.name for peer in timm_published.PEERS] == ["timm-published"]
+    assert timm_published.DATA_FILE.is_file() and timm_published.explain is explain

@@ -11,8 +11,9 @@ import pytest
 
 from vitprof import analyze
 from vitprof.core.records import COMPONENTS, Component, Counts, OpRecord, ParamRecord
+from vitprof.core.vocab import CellKind
 from vitprof.count.result import Profile
-from vitprof.render.document import COLUMNS, Col, Column, Kind, cell, giga
+from vitprof.render.document import COLUMNS, Col, Column, cell, giga
 from vitprof.render.formats import FORMATS, render, text_table
 from vitprof.render.sweep import sweep_cells
 from vitprof.render.tables import profile_document
@@ -114,29 +115,29 @@ def test_csv_keeps_a_comma_inside_a_cell(by: str) -> None:
 @pytest.mark.parametrize(
     ("kind", "value", "shown"),
     [
-        pytest.param(Kind.TEXT, "attn_core", "attn_core", id="text"),
-        pytest.param(Kind.COUNT, 1_234_567, "1,234,567", id="count"),
-        pytest.param(Kind.COUNT, 17.564, "17.564", id="count-float-as-reported"),
-        pytest.param(Kind.SIGNED, -1_000, "-1,000", id="signed-negative"),
-        pytest.param(Kind.SIGNED, 1_000, "+1,000", id="signed-positive"),
-        pytest.param(Kind.SIGNED, 0, "0", id="signed-zero-has-no-sign"),
-        pytest.param(Kind.SHARE, 0.0407, "4.07%", id="share"),
-        pytest.param(Kind.PERCENT, 0.407, "40.7%", id="percent"),
-        pytest.param(Kind.GIGA, 17_563_828_224, "17.564", id="giga"),
-        pytest.param(Kind.MS, 0.0125, "12.500", id="ms"),
-        pytest.param(Kind.RATE, 2.5e9, "2.50", id="rate"),
-        pytest.param(Kind.RATIO, 2.0, "2.00", id="ratio"),
-        pytest.param(Kind.MIB, 3 * 2**20, "3.00", id="mib"),
-        pytest.param(Kind.COUNT, None, "", id="none-is-empty"),
+        pytest.param(CellKind.TEXT, "attn_core", "attn_core", id="text"),
+        pytest.param(CellKind.COUNT, 1_234_567, "1,234,567", id="count"),
+        pytest.param(CellKind.COUNT, 17.564, "17.564", id="count-float-as-reported"),
+        pytest.param(CellKind.SIGNED, -1_000, "-1,000", id="signed-negative"),
+        pytest.param(CellKind.SIGNED, 1_000, "+1,000", id="signed-positive"),
+        pytest.param(CellKind.SIGNED, 0, "0", id="signed-zero-has-no-sign"),
+        pytest.param(CellKind.SHARE, 0.0407, "4.07%", id="share"),
+        pytest.param(CellKind.PERCENT, 0.407, "40.7%", id="percent"),
+        pytest.param(CellKind.GIGA, 17_563_828_224, "17.564", id="giga"),
+        pytest.param(CellKind.MS, 0.0125, "12.500", id="ms"),
+        pytest.param(CellKind.RATE, 2.5e9, "2.50", id="rate"),
+        pytest.param(CellKind.RATIO, 2.0, "2.00", id="ratio"),
+        pytest.param(CellKind.MIB, 3 * 2**20, "3.00", id="mib"),
+        pytest.param(CellKind.COUNT, None, "", id="none-is-empty"),
     ],
 )
-def test_a_cell_is_written_by_its_column_kind(kind: Kind, value: object, shown: str) -> None:
+def test_a_cell_is_written_by_its_column_kind(kind: CellKind, value: object, shown: str) -> None:
     assert cell(Column("x", "x", kind), value) == shown
 
 
 def test_every_column_of_the_vocabulary_has_a_header_and_a_kind() -> None:
     assert set(COLUMNS) == set(Col)
-    assert all(header and isinstance(kind, Kind) for header, kind in COLUMNS.values())
+    assert all(header and isinstance(kind, CellKind) for header, kind in COLUMNS.values())
 
 
 def test_render_refuses_an_unknown_format_and_a_form_the_result_lacks() -> None:

@@ -13,6 +13,7 @@ import torch
 from strangers.parallel import Net as Tiny
 
 from vitprof import analyze
+from vitprof.testing import oracle_macs, unique_params
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo_sweep.py"
 _spec = importlib.util.spec_from_file_location("zoo_sweep", SCRIPT)
@@ -126,8 +127,8 @@ def test_the_mac_oracle_takes_a_view_of_a_parameter_into_a_child() -> None:
     with torch.device("meta"):
         model = TokenIntoChild()
     # one token of width 4 through a 4 -> 3 linear, batch 2: 2 * 4 * 3 = 24 MACs
-    assert zoo_sweep.oracle_macs(model, (2, 4)) == 24
-    assert zoo_sweep.unique_params(model) == 4 + 4 * 3
+    assert oracle_macs(model, (2, 4)) == 24
+    assert unique_params(model) == 4 + 4 * 3
 
 
 def test_the_sweep_asks_each_library_for_its_models_and_builds(monkeypatch) -> None:
@@ -153,7 +154,7 @@ def test_the_sweep_asks_each_library_for_its_models_and_builds(monkeypatch) -> N
     assert script.models(["toy"], 1) == [("toy", "linear", "wide"), ("toy", "conv", "small")]
     model, declared = script._build("toy", "wide")
     # built on meta by default: 4 * 8 + 8 = 40 parameters, none with data
-    assert declared == (4,) and script.unique_params(model) == 40
+    assert declared == (4,) and unique_params(model) == 40
     assert {p.device.type for p in model.parameters()} == {"meta"}
 
 

@@ -9,8 +9,8 @@ Usage::
 SRC.csv is one of the ``results/benchmark-infer-*.csv`` files of
 https://github.com/huggingface/pytorch-image-models at commit SHA (downloaded by you: this
 script reads a local file and downloads nothing). Only the columns vitprof needs are kept
-(:data:`vitprof.checks.crosscheck.published.COLUMNS`), rows sorted by model and image size, under a
-header of ``#`` lines naming the source, the commit and its date.
+(:data:`vitprof.checks.crosscheck.peers.timm_published.COLUMNS`), rows sorted by model and image
+size, under a header of ``#`` lines naming the source, the commit and its date.
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ import csv
 import sys
 from pathlib import Path
 
-from vitprof.checks.crosscheck.published import COLUMNS, DATA_FILE, REPOSITORY, header_lines
+from vitprof.checks.crosscheck.peers.timm_published import (
+    COLUMNS,
+    DATA_FILE,
+    REPOSITORY,
+    header_lines,
+)
 
 DEFAULT_PATH = "results/benchmark-infer-amp-nchw-pt291-cu130-pro6000maxq.csv"
 

@@ -14,7 +14,7 @@ from vitprof.core.display import on_first_display
 # public name -> the module defining it, imported on first use: ``vitprof.cli.main`` then starts
 # without torch, so that an interrupt during the long imports ends in main's one line
 _EXPORTS = {
-    "Component": "vitprof.core.records", "Counts": "vitprof.core.records",
+    "Component": "vitprof.core.vocab", "Counts": "vitprof.core.records",
     "Profile": "vitprof.count.result",
     "memory": "vitprof.measure.training_memory",
     "MemoryEstimate": "vitprof.measure.training_memory",

@@ -21,16 +21,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.core.choices import RECOGNIZERS
 from vitprof.core.collector import collector_paused
 from vitprof.core.errors import UserError
 from vitprof.core.overrides import Override
-from vitprof.core.records import (
-    DEVICES,
-    MODES,
-    Mode,
-    Recognizer,
-)
+from vitprof.core.validate import check_word
+from vitprof.core.vocab import Device, Mode, Recognizer
 from vitprof.count.flooring import floor_warnings
 from vitprof.count.formulas import Formula
 from vitprof.count.result import Profile
@@ -53,17 +48,13 @@ from vitprof.workload import ImageSize, InputRequest, Workload, deployed, make_w
 def _model_device(model: nn.Module) -> str:
     for tensor in [*model.parameters(), *model.buffers()]:
         return tensor.device.type
-    return "cpu"
+    return Device.CPU
 
 
 def _check_arguments(device: str, mode: str, recognizer: str = Recognizer.AUTO) -> None:
-    if recognizer not in RECOGNIZERS:
-        raise UserError(f"unknown recognizer '{recognizer}'; choose from {', '.join(RECOGNIZERS)}")
-    if mode not in MODES:
-        raise UserError(f"unknown mode '{mode}'; choose from {', '.join(MODES)}")
-    if device not in DEVICES:
-        raise UserError(f"unknown device '{device}'; choose from {', '.join(DEVICES)}")
-    if device == "cuda" and not torch.cuda.is_available():
+    check_word("recognizer", recognizer, Recognizer)
+    check_word("mode", mode, Mode)
+    if check_word("device", device, Device) is Device.CUDA and not torch.cuda.is_available():
         raise UserError("device cuda requested but no CUDA device is available")
 
 
@@ -89,7 +80,7 @@ def analyze(
     image_size: ImageSize | None = None,
     batch_size: int = 1,
     num_classes: int | None = None,
-    device: str = "meta",
+    device: str = Device.META,
     overrides: Sequence[Override] = (),
     name: str | None = None,
     mode: str = Mode.INFERENCE,
@@ -147,11 +138,12 @@ def _analyze(
     shape = built.inputs.shape
     train = mode == Mode.TRAIN
     run: Run | MetaFailure = first_on_meta(built.name, shape, lambda: count(
-        built.module, built.inputs.example("meta"), train=train, formulas=formulas
+        built.module, built.inputs.example(Device.META), train=train, formulas=formulas
     ))
-    run_device, fallback = "meta", None
-    if isinstance(run, MetaFailure) or device != "meta":
-        run_device = device if device != "meta" else _fallback_device(built.module)
+    run_device: str = Device.META
+    fallback: str | None = None
+    if isinstance(run, MetaFailure) or device != Device.META:
+        run_device = device if device != Device.META else _fallback_device(built.module)
         failure = run if isinstance(run, MetaFailure) else None
         if failure is not None:
             fallback = failure.note(run_device)
@@ -196,7 +188,7 @@ def profile_of(
 
 def _fallback_device(module: nn.Module) -> str:
     """Where a model that failed on meta runs: where its weights live, else the CPU."""
-    return "cpu" if on_meta(module) else _model_device(module)
+    return Device.CPU if on_meta(module) else _model_device(module)
 
 
 def _real_module(
@@ -214,7 +206,7 @@ def _real_module(
 def _on_its_device(work: Workload, device: str) -> Workload:
     """``work`` (:func:`vitprof.workload.make_workload`, built on meta); a caller's module must
     live on ``device`` unless that is meta."""
-    if not work.owned and device != "meta" and _model_device(work.module) != device:
+    if not work.owned and device != Device.META and _model_device(work.module) != device:
         raise UserError(f"the model lives on {_model_device(work.module)}; move it to {device} "
                         f"or use device meta")
     return work

@@ -26,11 +26,12 @@ from typing import Any
 from torch import nn
 
 from vitprof.analysis import analyze
-from vitprof.core.choices import SWEEP_AXES as AXES
 from vitprof.core.display import Shown
 from vitprof.core.errors import UserError
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.records import UNITS, Component, Counts
+from vitprof.core.vocab import SWEEP_AXES as AXES
+from vitprof.core.vocab import SweepAxis
 from vitprof.count.result import Profile
 from vitprof.models.libraries import LIBRARIES
 from vitprof.models.zoo import build, infer_patch_size, published_sizes
@@ -97,7 +98,7 @@ class Sweep(Shown):
 
     def crossover(self) -> Crossover | None:
         """The attention-core / MLP crossover of an image-size sweep, if the sweep brackets it."""
-        if self.axis != "image_size" or self.patch_size is None:
+        if self.axis != SweepAxis.IMAGE_SIZE or self.patch_size is None:
             return None
         measured = [(p, _core_ratio(p)) for p in sorted(self.points, key=lambda p: p.value)]
         for (a, ra), (b, rb) in pairwise(measured):
@@ -193,7 +194,7 @@ def sweep(
         raise ValueError(f"unknown sweep axis {axis}")
     if not values:
         raise UserError("a sweep needs at least one value")
-    make = variant_factory(name, axis) if axis != "image_size" else None
+    make = variant_factory(name, axis) if axis != SweepAxis.IMAGE_SIZE else None
     built = build(name, device="meta")
     patch_size = infer_patch_size(built.module)
     profiles = []
@@ -228,7 +229,8 @@ def sweep_from(
     points = []
     warnings: dict[str, None] = {}
     for value, profile in profiles:
-        patches = (value // patch_size) ** 2 if axis == "image_size" and patch_size else None
+        image = axis == SweepAxis.IMAGE_SIZE
+        patches = (value // patch_size) ** 2 if image and patch_size else None
         points.append(SweepPoint(value, patches, dict(profile.components), profile.input_shape,
                                  profile.input_dtype))
         warnings.update(dict.fromkeys(profile.warnings))

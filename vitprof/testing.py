@@ -21,6 +21,10 @@ in the budget itself (an unknown key, a wrong type) or a model that cannot be an
 that a test can check that a breakdown depends on the computation, not on what things are
 called; :func:`own_classes` does the same and gives every module a class of its own, so that it
 can check that the breakdown reads the code that runs, not the class that holds it.
+
+:func:`unique_params` and :func:`oracle_macs` count a model independently of vitprof's counter
+(the elements of its parameters; torch's ``FlopCounterMode``), the oracles a profile's totals
+are held to (the zoo sweep, the third-party page, the acceptance tests on real models).
 """
 
 from __future__ import annotations
@@ -220,3 +224,27 @@ def name_blindness(build: Callable[[], nn.Module],
     moved = sum(abs(a.macs - neutral.components[c].macs) for c, a in real.components.items())
     return NameBlindness(changes, any(w.startswith(NO_EVIDENCE) for w in neutral.warnings),
                          real.totals.macs, moved // 2)
+
+
+def unique_params(model: nn.Module) -> int:
+    """The oracle of params: the elements of every parameter tensor, each shared one once."""
+    seen: dict[int, int] = {}
+    for p in model.parameters():
+        seen[id(p)] = p.numel()
+    return sum(seen.values())
+
+
+def oracle_macs(model: nn.Module, shape: tuple[int, ...], call: Any = None) -> int:
+    """The oracle of MACs: ``FlopCounterMode`` over one eval forward of ``model`` on meta, fed
+    ``call`` (``(args, kwargs)`` of meta tensors) or else one meta tensor of ``shape``; its
+    FLOPs are 2 x MACs. The parameters are frozen first: a view of a parameter made under
+    ``no_grad`` (CaiT's expanded class token) still requires grad and has no grad_fn, which
+    FlopCounterMode's module tracker refuses as a child's input."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    args, kwargs = call if call is not None else ((torch.empty(shape, device="meta"),), {})
+    model.eval().requires_grad_(False)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(*args, **kwargs)
+    return counter.get_total_flops() // 2  # FLOPs = 2 x MACs

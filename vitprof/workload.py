@@ -26,6 +26,7 @@ decided, and names every guess that did.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
@@ -35,11 +36,11 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from vitprof.core.choices import PROFILE_DTYPES
 from vitprof.core.errors import UserError
 from vitprof.core.overrides import Override
 from vitprof.core.records import InputRecord
 from vitprof.core.validate import check_elements, check_image_size, check_int, check_shape
+from vitprof.core.vocab import Dtype
 from vitprof.count.running import one_line
 from vitprof.count.session import call
 from vitprof.models.declared_input import DeclaredInput, declared_input, square_or_pair
@@ -58,7 +59,7 @@ from vitprof.models.zoo import (
 CallArgs = tuple[tuple[Any, ...], dict[str, Any]]
 ImageSize = int | tuple[int, int]  # an int: a square image; a pair: (height, width)
 
-DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in PROFILE_DTYPES}
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in Dtype}
 """The dtypes a model and its input can be counted in, by name."""
 
 
@@ -216,8 +217,10 @@ def _parsed(name: str, form: Callable[[Sequence[str]], Any], texts: Sequence[str
 
 
 @dataclass(frozen=True)
-class InputRequest:
+class InputRequest(BuildSizes):
     """What a caller asks of the input, as one value; a field left None is the model's own.
+    Its first fields, the sizes a model is built for (``image_size``, ``frames``,
+    ``in_chans``), are a :class:`~vitprof.models.libraries.base.BuildSizes`'.
 
     ``image_size`` is an int (a square) or ``(H, W)``; ``frames`` makes a video input;
     ``in_chans`` the channels; ``dtype`` (a ``torch.dtype`` or its name) the model's and the
@@ -244,9 +247,6 @@ class InputRequest:
     keywords (:meth:`of`) each build one.
     """
 
-    image_size: ImageSize | None = None
-    frames: int | None = None
-    in_chans: int | None = None
     dtype: torch.dtype | None = None
     input_shape: tuple[int, ...] | None = None
     inputs: Any = None
@@ -350,6 +350,26 @@ class InputRequest:
         defaults = {f.name: f.default for f in fields(cls)}
         return [key for key, value in keywords.items()
                 if value is not None and not _same(value, defaults[key])]
+
+
+def request_of(request: InputRequest | None, inputs: Mapping[str, Any], caller: str,
+               depth: int = 1) -> InputRequest:
+    """The input of ``caller(model, request=None, *, ...)``: ``request``, else the request the
+    input keywords ``inputs`` make, the way ``caller`` took its input before it took a request
+    (a DeprecationWarning names them; a keyword that is no field of a request is a TypeError,
+    as for any function). ``depth``: how many calls down from ``caller`` this one is, so that
+    the warning points at ``caller``'s caller."""
+    if request is not None and not isinstance(request, InputRequest):
+        raise UserError(f"{caller}'s request is an InputRequest, got {type(request).__name__} "
+                        f"{request!r}")
+    known = {f.name for f in fields(InputRequest)}
+    if unknown := [name for name in inputs if name not in known]:
+        raise TypeError(f"{caller}() got an unexpected keyword argument '{unknown[0]}'")
+    if inputs:
+        warnings.warn(f"{caller}({'=..., '.join(inputs)}=...) is deprecated: pass "
+                      f"{caller}(model, InputRequest(...))", DeprecationWarning,
+                      stacklevel=2 + depth)
+    return InputRequest.of(request, **inputs)
 
 
 def _extra_shape(shape: object, what: str = "extra input shape") -> tuple[int, ...]:

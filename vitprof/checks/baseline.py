@@ -29,11 +29,11 @@ from vitprof.checks.diff import Change, Snapshot, compare, read_profile
 from vitprof.core.atomic_write import StagedFiles
 from vitprof.core.errors import UserError
 from vitprof.core.schema import versioned
+from vitprof.core.vocab import DiffScope
 from vitprof.count.result import Profile
 from vitprof.models.libraries import model_file
 
 METRICS = ("params", "macs", "vector_flops")
-SCOPES = ("total", "component", "block")
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Baseline:
 class Limit:
     """The binding row of one scope and metric: ``actual`` may not exceed ``limit``."""
 
-    scope: str  # total, component or block
+    scope: DiffScope  # total, component or block
     name: str  # "total", the component, or the block index
     metric: str
     before: int  # the baseline's count
@@ -150,7 +150,7 @@ def baseline_limits(saved: Snapshot, current: Snapshot, percent: Fraction) -> li
     except UserError as error:
         raise UserError(f"baseline {error}") from None
     binding = []
-    for scope in SCOPES:
+    for scope in (DiffScope.TOTAL, DiffScope.COMPONENT, DiffScope.BLOCK):
         for metric in METRICS:
             rows = [c for c in diff.rows(scope) if c.value("a", metric) or c.value("b", metric)]
             if rows:

@@ -29,6 +29,7 @@ from vitprof.core.display import Shown
 from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.records import COMPONENTS, Counts, op_calls
 from vitprof.core.schema import SCHEMA_VERSION, schema_errors
+from vitprof.core.vocab import DiffScope
 
 if TYPE_CHECKING:  # a live profile is read, never built, here: `vitprof diff --help` needs no torch
     from vitprof.count.result import Profile
@@ -186,7 +187,7 @@ class Change:
     ``name`` is ``total``, the component, the block index, or ``INDEX.component``.
     """
 
-    scope: str
+    scope: DiffScope
     name: str
     a: Counts
     b: Counts
@@ -236,13 +237,13 @@ class Diff(Shown):
 
     @property
     def total(self) -> Change:
-        return self.rows("total")[0]
+        return self.rows(DiffScope.TOTAL)[0]
 
     def exceeded(self, limits: Mapping[str, Fraction]) -> list[Exceeded]:
         """Every total, component and block whose increase in a metric of ``limits`` is above
         its percentage (blocks' components are not held to it: their blocks are)."""
         return [Exceeded(change, metric, percent)
-                for change in self.rows("total", "component", "block")
+                for change in self.rows(DiffScope.TOTAL, DiffScope.COMPONENT, DiffScope.BLOCK)
                 for metric, percent in limits.items() if change.above(metric, percent)]
 
 
@@ -252,19 +253,20 @@ def compare(a: Snapshot, b: Snapshot) -> Diff:
         differ = sorted(k for k in {*a.units, *b.units} if a.units.get(k) != b.units.get(k))
         raise UserError(f"{a.label} and {b.label} count in other units ({', '.join(differ)} "
                         "differ); comparing them would mislead")
-    changes = [Change("total", "total", a.totals, b.totals)]
-    changes += _keyed("component", a.components, b.components)
+    changes = [Change(DiffScope.TOTAL, "total", a.totals, b.totals)]
+    changes += _keyed(DiffScope.COMPONENT, a.components, b.components)
     block_totals = {side: {i: sum(c.values(), Counts()) for i, c in s.blocks.items()}
                     for side, s in (("a", a), ("b", b))}
-    changes += _keyed("block", block_totals["a"], block_totals["b"])
+    changes += _keyed(DiffScope.BLOCK, block_totals["a"], block_totals["b"])
     for index in sorted({*a.blocks, *b.blocks}):
-        changes += _keyed("block_component", a.blocks.get(index, {}), b.blocks.get(index, {}),
+        changes += _keyed(DiffScope.BLOCK_COMPONENT, a.blocks.get(index, {}),
+                          b.blocks.get(index, {}),
                           prefix=f"{index}.")
     return Diff(a, b, tuple(changes), tuple(_notes(a, b)))
 
 
 def _keyed(
-    scope: str, a: Mapping[Any, Counts], b: Mapping[Any, Counts], prefix: str = ""
+    scope: DiffScope, a: Mapping[Any, Counts], b: Mapping[Any, Counts], prefix: str = ""
 ) -> list[Change]:
     """A row per key of either side, in A's order then B's new keys; absent is zeros."""
     keys = [*a, *(k for k in b if k not in a)]

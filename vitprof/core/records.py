@@ -14,89 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class Component(StrEnum):
-    """Where an operation or a parameter belongs in a Vision Transformer."""
-
-    PATCH_EMBED = "patch_embed"
-    CONV = "conv"  # convolutional blocks and stages of hybrids (MBConv, RepMixer, conv mixers)
-    TOKENS = "tokens"  # class / distillation / register tokens and the position embedding
-    ATTN_QKV = "attn_qkv"
-    ATTN_CORE = "attn_core"  # QK^T, softmax, AV, or one fused scaled-dot-product attention
-    ATTN_PROJ = "attn_proj"
-    MLP = "mlp"
-    NORM = "norm"
-    HEAD = "head"
-    OTHER = "other"
-
+from vitprof.core.vocab import Component, OpKind, Phase
 
 COMPONENTS: tuple[Component, ...] = tuple(Component)
-
-
-class Phase(StrEnum):
-    """Which pass an operation ran in: the forward, or the backward of a training step."""
-
-    FORWARD = "forward"
-    BACKWARD = "backward"
-
-
-class OpKind(StrEnum):
-    """What an aten operation is, as its formula's registration says
-    (:func:`vitprof.count.formulas.register`): the recognizer, the self-checks and the peers ask
-    a record for its kind, never its op name. A gradient operation has the kind of its forward
-    (``convolution_backward`` is a convolution); an operation registered without a kind is
-    ``other``."""
-
-    PRODUCT = "product"  # a matrix product: mm, bmm, addmm... (MACs)
-    CONV = "conv"  # a convolution, transposed or grouped
-    ATTENTION = "attention"  # one fused attention core: scaled-dot-product kernels, flex_attention
-    MULTI_HEAD_ATTENTION = "multi_head_attention"  # a whole attention module: projections, core
-    NORM = "norm"  # a normalisation by the data's statistics: layer, group, batch, RMS norm
-    VECTOR_NORM = "vector_norm"  # the norm of a vector (F.normalize's denominator)
-    POOL = "pool"  # a pooling window: max or average, fixed or adaptive
-    ELEMENTWISE = "elementwise"  # per-element work: arithmetic, activations, reductions, resampling
-    OTHER = "other"  # registered without a kind
-
-
-class Mode(StrEnum):
-    """What is counted: one inference forward, or a training step (forward and backward)."""
-
-    INFERENCE = "inference"
-    TRAIN = "train"
-
-
-MODES: tuple[str, ...] = tuple(m.value for m in Mode)  # plain strings: argparse shows repr()
-
-
-class Recognizer(StrEnum):
-    """Who names the components: ``auto`` (the graph, compared with the table that detects the
-    model if one does), ``graph`` (roles read from the data flow), ``tables`` (a table, else
-    the graph: to compare)."""
-
-    AUTO = "auto"
-    GRAPH = "graph"
-    TABLES = "tables"
-
-
-class EventKind(StrEnum):
-    """A module event of a counted run: the module is entered, or left."""
-
-    ENTER = "enter"
-    LEAVE = "leave"
-
-
-class Device(StrEnum):
-    """Where a model runs: ``meta`` counts without allocating weights; the others are real."""
-
-    META = "meta"
-    CPU = "cpu"
-    CUDA = "cuda"
-
-
-DEVICES: tuple[str, ...] = tuple(d.value for d in Device)
-REAL_DEVICES: tuple[str, ...] = (Device.CPU.value, Device.CUDA.value)  # where timing runs
 
 UNITS: dict[str, str] = {
     "params": "number of parameter elements, each shared tensor counted once",

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeVar
 
 from vitprof.core.errors import UserError
+from vitprof.core.vocab import Word
+
+W = TypeVar("W", bound=Word)
 
 TENSOR_ELEMENTS = 2**63 - 1
 """The most elements a tensor's sizes describe: torch holds sizes and their product in int64."""
@@ -23,6 +27,14 @@ def check_int(what: str, value: object, minimum: int) -> int:
     if value < minimum:
         raise UserError(f"{what} must be at least {minimum}, got {value}")
     return value
+
+
+def check_word(what: str, value: object, words: type[W]) -> W:
+    """``value`` (a word of ``words`` or its string) as that word, else a UserError naming the
+    choices."""
+    if not isinstance(value, str) or value not in words.__members__.values():
+        raise UserError(f"unknown {what} '{value}'; choose from {', '.join(words)}")
+    return words(value)
 
 
 def check_image_size(value: object) -> int | tuple[int, int] | None:

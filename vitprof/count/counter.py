@@ -53,6 +53,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from vitprof.core.records import Component, Cost, OpKind, OpRecord, Phase
+from vitprof.core.vocab import Device
 from vitprof.count.flooring import Floor, floored
 from vitprof.count.formulas import (
     OWN_FORMULAS,
@@ -611,7 +612,7 @@ class _DispatchCounter(TorchDispatchMode):
 def _signature(value: Any) -> Any:
     """A hashable stand-in for an op argument; tensors by metadata. Raises TypeError if none."""
     if isinstance(value, torch.Tensor):
-        if value.device.type != "meta":
+        if value.device.type != Device.META:
             raise TypeError("not a meta tensor")
         return (tuple(value.shape), value.stride(), value.dtype)
     if isinstance(value, list | tuple):

@@ -23,10 +23,10 @@ from vitprof.core.records import (
     Component,
     Counts,
     InputRecord,
-    Mode,
     OpRecord,
     ParamRecord,
 )
+from vitprof.core.vocab import Mode
 from vitprof.count.training import training_dict
 
 if TYPE_CHECKING:
@@ -334,7 +334,8 @@ class Profile(Shown):
             "input_shape": list(self.input_shape),
             "device": self.device,
             "torch_version": self.torch_version,
-            "family": self.recognizer,
+            "recognizer": self.recognizer,
+            "family": self.recognizer,  # deprecated: the same as "recognizer"
             "mode": self.mode,
             "attention_implementation": self.attention_implementation,
             "units": dict(UNITS),

@@ -36,6 +36,7 @@ from vitprof.core.collector import collector_paused
 from vitprof.core.errors import UserError, one_line
 from vitprof.core.records import op_calls
 from vitprof.core.validate import check_int
+from vitprof.core.vocab import Device
 from vitprof.count.liveness import Liveness
 from vitprof.count.state import untouched
 
@@ -105,7 +106,8 @@ def raised_for_meta(error: BaseException) -> bool:
 
 def _names_meta(device: object) -> bool:
     """``device`` is the meta device, as a string or a ``torch.device``."""
-    return device == "meta" or (isinstance(device, torch.device) and device.type == "meta")
+    return device == Device.META or (isinstance(device, torch.device)
+                                    and device.type == Device.META)
 
 
 def unsupported_warning(unsupported: dict[str, int]) -> tuple[str, ...]:
@@ -232,7 +234,7 @@ def available_bytes(device: str) -> int | None:
         except ValueError:
             message = f"{MEMORY_LIMIT_ENV} must be a number of bytes, got '{limit}'"
             raise UserError(message) from None
-    if device == "cuda":
+    if device == Device.CUDA:
         return int(torch.cuda.mem_get_info()[0])
     try:
         import psutil
@@ -277,7 +279,7 @@ def ensure_fits(name: str, device: str, weights: int, footprint: Footprint) -> N
 def on_meta(module: nn.Module) -> bool:
     """True for a module whose parameters and buffers (at least one) all live on meta."""
     tensors = [*module.parameters(), *module.buffers()]
-    return bool(tensors) and all(t.device.type == "meta" for t in tensors)
+    return bool(tensors) and all(t.device.type == Device.META for t in tensors)
 
 
 def on_device(name: str, module: nn.Module, device: str, footprint: Footprint) -> nn.Module:

@@ -28,7 +28,8 @@ from torch.func import functional_call
 from torch.utils._pytree import tree_leaves, tree_map
 
 from vitprof.core.errors import UserError
-from vitprof.core.records import EventKind, OpRecord, Phase
+from vitprof.core.records import OpRecord, Phase
+from vitprof.core.vocab import EventKind
 from vitprof.count.counter import OpCounter
 from vitprof.count.flooring import Floor
 from vitprof.count.formulas import Formula

@@ -79,7 +79,7 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
         self._module = pl_module
         optimizers = trainer.optimizers
         self.tracker = track(pl_module, self.peak_tflops,
-                             dtype=precision_dtype(trainer.precision), on_step=self._log,
+                             measure_dtype=precision_dtype(trainer.precision), on_step=self._log,
                              optimizer=optimizers[0] if len(optimizers) == 1 else None,
                              timing=self.timing, summary=self.summary)
         self.tracker.__enter__()

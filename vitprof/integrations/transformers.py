@@ -58,9 +58,10 @@ class MFUCallback(hf.TrainerCallback):  # type: ignore[name-defined]
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        optimizer: Any = None, **kwargs: Any) -> None:
-        dtype = "bf16" if args.bf16 else "fp16" if args.fp16 else None
+        measure_dtype = "bf16" if args.bf16 else "fp16" if args.fp16 else None
         inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer
-        self.tracker = track(model, self.peak_tflops, dtype=dtype, on_step=self._keep,
+        self.tracker = track(model, self.peak_tflops, measure_dtype=measure_dtype,
+                             on_step=self._keep,
                              optimizer=inner if isinstance(inner, torch.optim.Optimizer)
                              else None, timing=self.timing, summary=self.summary)
         self.tracker.__enter__()

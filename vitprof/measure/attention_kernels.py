@@ -32,10 +32,10 @@ from typing import Any
 
 import torch
 
+from vitprof.core.vocab import AttentionPath, MemoryTarget
 from vitprof.measure.memory_spelling import SettingError
 from vitprof.workload import dtype_name
 
-AUTO = "auto"
 NO_CALL = "math (explicit softmax attention, no SDPA call)"  # auto, where no SDPA ran
 CPU_FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 CUDA_FLASH_DTYPES = (torch.float16, torch.bfloat16)
@@ -77,41 +77,45 @@ def _cuda_flash(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float 
 # (target, path) -> the kernel F.scaled_dot_product_attention runs: the CPU has one fused
 # kernel (a flash attention) for both fused paths
 KERNELS: dict[tuple[str, str], Kernel] = {
-    ("cpu", "math"): _math, ("cpu", "efficient"): _cpu_fused, ("cpu", "flash"): _cpu_fused,
-    ("cuda", "math"): _math, ("cuda", "efficient"): _cuda_efficient,
-    ("cuda", "flash"): _cuda_flash,
+    (MemoryTarget.CPU, AttentionPath.MATH): _math,
+    (MemoryTarget.CPU, AttentionPath.EFFICIENT): _cpu_fused,
+    (MemoryTarget.CPU, AttentionPath.FLASH): _cpu_fused,
+    (MemoryTarget.CUDA, AttentionPath.MATH): _math,
+    (MemoryTarget.CUDA, AttentionPath.EFFICIENT): _cuda_efficient,
+    (MemoryTarget.CUDA, AttentionPath.FLASH): _cuda_flash,
 }
 
 
 def cpu_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None,
-             dropout_p: float = 0.0) -> tuple[str, str]:
+             dropout_p: float = 0.0) -> tuple[AttentionPath, str]:
     """The path torch's CPU dispatch takes for this call, and why (see the module)."""
     dtype = dtype_name(q.dtype)
     if not torch.backends.cuda.flash_sdp_enabled():
-        return "math", "flash SDP is disabled (torch.backends / sdpa_kernel)"
+        return AttentionPath.MATH, "flash SDP is disabled (torch.backends / sdpa_kernel)"
     if q.dtype not in CPU_FUSED_DTYPES:
-        return "math", f"the CPU's fused kernel takes no {dtype}"
+        return AttentionPath.MATH, f"the CPU's fused kernel takes no {dtype}"
     if dropout_p > 0:
-        return "math", f"the CPU's fused kernel takes no dropout (p={dropout_p:g})"
+        return AttentionPath.MATH, f"the CPU's fused kernel takes no dropout (p={dropout_p:g})"
     if not q.shape[-1] == k.shape[-1] == v.shape[-1]:
-        return "math", "the CPU's fused kernel needs one head dim for query, key and value"
+        return AttentionPath.MATH, ("the CPU's fused kernel needs one head dim for query, key "
+                                    "and value")
     if any(t.stride(-1) != 1 for t in (q, k, v)):
-        return "math", "the CPU's fused kernel needs a last-dim stride of 1"
+        return AttentionPath.MATH, "the CPU's fused kernel needs a last-dim stride of 1"
     if 0 in (q.shape[-2], k.shape[-2]):
-        return "math", "an empty sequence"
+        return AttentionPath.MATH, "an empty sequence"
     mask = "no mask" if attn_mask is None else "a mask"
-    return "flash", f"the CPU's fused kernel applies to {dtype}, {mask}"
+    return AttentionPath.FLASH, f"the CPU's fused kernel applies to {dtype}, {mask}"
 
 
 def cuda_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None
-              ) -> tuple[str, str]:
+              ) -> tuple[AttentionPath, str]:
     """The path torch's CUDA dispatch takes for this call on sm80 or later, and why (see the
     module; modelled, not measured)."""
     dtype, dim = dtype_name(q.dtype), q.shape[-1]
     same = q.shape[-1] == k.shape[-1] == v.shape[-1]
     if q.dtype in CUDA_FLASH_DTYPES and same and dim <= CUDA_FLASH_HEAD_DIM \
             and attn_mask is None:
-        return "flash", f"{dtype}, head dim {dim} <= {CUDA_FLASH_HEAD_DIM}, no mask"
+        return AttentionPath.FLASH, f"{dtype}, head dim {dim} <= {CUDA_FLASH_HEAD_DIM}, no mask"
     if q.dtype not in CUDA_FLASH_DTYPES:
         why_not_flash = f"flash takes float16 or bfloat16, not {dtype}"
     elif attn_mask is not None:
@@ -120,8 +124,8 @@ def cuda_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any 
         why_not_flash = f"flash takes one head dim of at most {CUDA_FLASH_HEAD_DIM}"
     if q.dtype in CUDA_EFFICIENT_DTYPES and q.shape[-1] == k.shape[-1] \
             and q.shape[:-2] == k.shape[:-2]:
-        return "efficient", why_not_flash
-    return "math", f"{why_not_flash}, and the efficient kernel does not apply"
+        return AttentionPath.EFFICIENT, why_not_flash
+    return AttentionPath.MATH, f"{why_not_flash}, and the efficient kernel does not apply"
 
 
 class AttentionChoice:
@@ -136,9 +140,9 @@ class AttentionChoice:
 
     def __call__(self, q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
                  is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
-        if self.path != AUTO:
+        if self.path != AttentionPath.AUTO:
             path, why = self.path, ""
-        elif self.target == "cpu":
+        elif self.target == MemoryTarget.CPU:
             path, why = cpu_rule(q, k, v, attn_mask, dropout_p)
         else:
             path, why = cuda_rule(q, k, v, attn_mask)
@@ -155,7 +159,7 @@ class AttentionChoice:
         """The attention setting as reports print it: the path named, or what ``auto`` chose
         and why (``flash (auto: the CPU's fused kernel applies to float32, no mask)``; several
         paths joined by ``; ``), or :data:`NO_CALL` where ``auto`` had no call to choose for."""
-        if self.path != AUTO:
+        if self.path != AttentionPath.AUTO:
             return self.path
         if not self.chosen:
             return NO_CALL
@@ -163,7 +167,7 @@ class AttentionChoice:
 
     def unused_warning(self) -> str | None:
         """One line where a path was named and no SDPA call ran for it to act on."""
-        if self.path == AUTO or self.ran:
+        if self.path == AttentionPath.AUTO or self.ran:
             return None
         return (f"attention {self.path} changed nothing: this model calls no "
                 "scaled_dot_product_attention (it computes its attention itself, e.g. "

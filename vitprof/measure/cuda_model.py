@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vitprof.core.vocab import MemoryTarget, Mode
+
 KIB = 2**10
 MIB = 2**20
 CUDA_BLOCK = 512  # the CUDA caching allocator rounds every block up to a multiple of this
@@ -89,6 +91,6 @@ def estimate_parts(settings: Mapping[str, Any]) -> dict[str, str]:
     """The modelled, not measured, parts of an estimate made with ``settings`` (a
     :class:`~vitprof.measure.training_memory.MemoryEstimate`'s), in words: :func:`modelled_parts`
     for the cuda target; none for the CPU target, whose model is held to real steps."""
-    if settings.get("target") != "cuda":
+    if settings.get("target") != MemoryTarget.CUDA:
         return {}
-    return modelled_parts(train=settings.get("mode") != "inference")
+    return modelled_parts(train=settings.get("mode") != Mode.INFERENCE)

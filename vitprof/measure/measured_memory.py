@@ -50,7 +50,10 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint as checkpointed
 
-AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+from vitprof.core.vocab import AmpDtype, Device, Loss, Optimizer, ZeroGrad
+
+AMP_DTYPES: dict[str, torch.dtype] = {AmpDtype.BFLOAT16: torch.bfloat16,
+                                      AmpDtype.FLOAT16: torch.float16}
 
 
 @dataclass(frozen=True)
@@ -75,13 +78,13 @@ class MeasuredMemory:
 def _optimizer(name: str, params: list[nn.Parameter]) -> torch.optim.Optimizer:
     """torch's optimizer of ``name`` with its default settings (momentum 0.9 for
     sgd-momentum)."""
-    if name == "sgd":
+    if name == Optimizer.SGD:
         return torch.optim.SGD(params, lr=1e-3)
-    if name == "sgd-momentum":
+    if name == Optimizer.SGD_MOMENTUM:
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
-    if name == "adam":
+    if name == Optimizer.ADAM:
         return torch.optim.Adam(params)
-    if name == "adamw":
+    if name == Optimizer.ADAMW:
         return torch.optim.AdamW(params)
     raise ValueError(f"unknown optimizer {name!r}")
 
@@ -212,7 +215,7 @@ def _peaks(prof: profile) -> AllocationPeaks:
         event = stack.pop()
         stack.extend(event.children)
         fields = event.extra_fields
-        if type(fields).__name__ == "_ExtraFields_Allocation" and fields.device.type == "cpu":
+        if type(fields).__name__ == "_ExtraFields_Allocation" and fields.device.type == Device.CPU:
             events.append((event.start_time_ns, fields.total_allocated, fields.alloc_size))
         elif event.name == _OP_RANGE:
             ops.append((event.start_time_ns, event.end_time_ns))
@@ -267,11 +270,11 @@ def measure_training_memory(
     model.train()
     saved = _SavedBytes({p.untyped_storage().data_ptr() for p in model.parameters()})
     labels = torch.zeros(_first_tensor(args).shape[0], dtype=torch.int64) \
-        if loop.loss == "cross-entropy" else None
+        if loop.loss == Loss.CROSS_ENTROPY else None
     with _checkpointing(model, _every(checkpoint)):
         for _ in range(steps - 1):
             _step(model, args, labels, opt, amp, loop, None)
-        if loop.zero_grad == "start":  # the step's first op: the same bytes before it
+        if loop.zero_grad == ZeroGrad.START:  # the step's first op: the same bytes before it
             opt.zero_grad(set_to_none=loop.set_to_none)
         held = _storages([*model.parameters(), *model.buffers(), *_state(opt),
                           *(a for a in args if isinstance(a, torch.Tensor)),
@@ -298,7 +301,7 @@ def _step(model: nn.Module, args: tuple[Any, ...], labels: torch.Tensor | None,
     last forward's saved tensors in ``saved``), ``opt.step()``, and ``zero_grad`` where it
     stands."""
     for i in range(loop.accumulation):
-        if i == 0 and loop.zero_grad == "start":
+        if i == 0 and loop.zero_grad == ZeroGrad.START:
             opt.zero_grad(set_to_none=loop.set_to_none)
         with ExitStack() as stack:
             if saved is not None and i == loop.accumulation - 1:
@@ -307,16 +310,16 @@ def _step(model: nn.Module, args: tuple[Any, ...], labels: torch.Tensor | None,
             with torch.autocast("cpu", dtype=AMP_DTYPES[amp] if amp else torch.bfloat16,
                                 enabled=amp is not None):
                 out = _first_tensor(model(*args))
-            if loop.loss == "sum":  # the loss outside autocast
+            if loop.loss == Loss.SUM:  # the loss outside autocast
                 out = out.sum()
             elif labels is not None:  # cross-entropy
                 out = torch.nn.functional.cross_entropy(out, labels)
-        if i == 0 and loop.zero_grad == "before-backward":
+        if i == 0 and loop.zero_grad == ZeroGrad.BEFORE_BACKWARD:
             opt.zero_grad(set_to_none=loop.set_to_none)
         out.backward(torch.ones_like(out))
         del out
     opt.step()
-    if loop.zero_grad == "end":
+    if loop.zero_grad == ZeroGrad.END:
         opt.zero_grad(set_to_none=loop.set_to_none)
 
 

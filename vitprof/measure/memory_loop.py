@@ -34,15 +34,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.core.choices import FREEZES, LOSSES, ZERO_GRAD_PLACES
-from vitprof.core.errors import UserError
 from vitprof.core.records import Component
+from vitprof.core.validate import check_word
+from vitprof.core.vocab import Freeze, Loss, ZeroGrad
 from vitprof.count.session import Backward, ones_backward
 from vitprof.count.training import first_output
 from vitprof.measure.memory_spelling import SettingError
 from vitprof.recognize.tables import ComponentMap
 
-DEFAULT_LOSS = "ones"
+DEFAULT_LOSS = Loss.ONES
 
 
 @dataclass(frozen=True)
@@ -50,16 +50,16 @@ class Loop:
     """The training loop of a memory step (see the module); the defaults are the step vitprof
     modelled before these settings existed."""
 
-    loss: str = DEFAULT_LOSS
-    zero_grad: str = "start"
+    loss: Loss = DEFAULT_LOSS
+    zero_grad: ZeroGrad = ZeroGrad.START
     set_to_none: bool = True
     accumulation: int = 1
-    freeze: str = "none"
+    freeze: Freeze = Freeze.NONE
 
     @property
     def grads_through_forward(self) -> bool:
         """Whether the previous backward's gradients are alive through the forward."""
-        return self.grads_at_backward or self.zero_grad == "before-backward"
+        return self.grads_at_backward or self.zero_grad is ZeroGrad.BEFORE_BACKWARD
 
     @property
     def grads_at_backward(self) -> bool:
@@ -76,33 +76,31 @@ class Loop:
         """The loop as its user writes it, on one line."""
         zero = "opt.zero_grad()" if self.set_to_none else "opt.zero_grad(set_to_none=False)"
         forward, backward = {
-            "ones": ("out = model(x)", "out.backward(torch.ones_like(out))"),
-            "sum": ("loss = model(x).sum()", "loss.backward()"),
-            "cross-entropy": ("loss = F.cross_entropy(model(x), y)", "loss.backward()"),
+            Loss.ONES: ("out = model(x)", "out.backward(torch.ones_like(out))"),
+            Loss.SUM: ("loss = model(x).sum()", "loss.backward()"),
+            Loss.CROSS_ENTROPY: ("loss = F.cross_entropy(model(x), y)", "loss.backward()"),
         }[self.loss]
         n = self.accumulation
         passes = f"{forward}; {backward}" if n == 1 else f"{n} x ({forward}; {backward})"
-        if self.zero_grad == "start":
+        if self.zero_grad is ZeroGrad.START:
             body = f"{zero}; {passes}; opt.step()"
-        elif self.zero_grad == "end":
+        elif self.zero_grad is ZeroGrad.END:
             body = f"{passes}; opt.step(); {zero}"
         else:
             more = f"; {n - 1} more x ({forward}; {backward})" if n > 1 else ""
             body = f"{forward}; {zero}; {backward}{more}; opt.step()"
         frozen = "the backbone frozen (requires_grad False but the head); " \
-            if self.freeze == "backbone" else ""
+            if self.freeze is Freeze.BACKBONE else ""
         return f"{frozen}for each step: {body}"
 
 
-def make_loop(loss: str = DEFAULT_LOSS, zero_grad: str = "start", set_to_none: bool = True,
-              gradient_accumulation: int = 1, freeze: str = "none") -> Loop:
+def make_loop(loss: str = DEFAULT_LOSS, zero_grad: str = ZeroGrad.START,
+              set_to_none: bool = True, gradient_accumulation: int = 1,
+              freeze: str = Freeze.NONE) -> Loop:
     """The :class:`Loop` of these settings, each checked (one UserError for the first bad
     one)."""
-    for what, value, choices in (("loss", loss, LOSSES), ("zero_grad", zero_grad,
-                                                          ZERO_GRAD_PLACES),
-                                 ("freeze", freeze, FREEZES)):
-        if value not in choices:
-            raise UserError(f"unknown {what} {value!r}; choose from {', '.join(choices)}")
+    loop = Loop(check_word("loss", loss, Loss), check_word("zero_grad", zero_grad, ZeroGrad),
+                set_to_none, gradient_accumulation, check_word("freeze", freeze, Freeze))
     if not isinstance(set_to_none, bool):
         raise SettingError(lambda s: f"{s.name('set_to_none')} must be true or false, got "
                            f"{set_to_none!r}")
@@ -111,14 +109,14 @@ def make_loop(loss: str = DEFAULT_LOSS, zero_grad: str = "start", set_to_none: b
         raise SettingError(lambda s: f"{s.name('gradient_accumulation')} must be a positive "
                            f"int (forward and backward passes per optimizer step), got "
                            f"{gradient_accumulation!r}")
-    return Loop(loss, zero_grad, set_to_none, gradient_accumulation, freeze)
+    return loop
 
 
 def trainable(module: nn.Module, mapping: ComponentMap, loop: Loop) -> set[str]:
     """The names of the parameters the loop trains: those that require a gradient, and of
     those only the head's when the backbone is frozen."""
     names = {name for name, p in module.named_parameters() if p.requires_grad}
-    if loop.freeze == "none":
+    if loop.freeze is Freeze.NONE:
         return names
     head = {name for name, component in mapping.params.items() if component == Component.HEAD}
     if not head & names:
@@ -139,7 +137,7 @@ def loss_of_output(module: nn.Module, loss: str, labels: torch.Tensor | None
 
     def taken(_module: nn.Module, _args: Any, out: Any) -> torch.Tensor:
         logits = first_output(out)
-        if loss == "sum":
+        if loss == Loss.SUM:
             return logits.sum()
         if logits.dim() != 2 or labels is None:
             shape = "x".join(map(str, logits.shape))

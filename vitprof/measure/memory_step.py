@@ -41,6 +41,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint as checkpointed
 
 from vitprof.core.errors import UserError
+from vitprof.core.vocab import AttentionPath, Loss, MemoryTarget, Optimizer
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import Run, count
 from vitprof.count.timeline import Timeline
@@ -66,11 +67,11 @@ class StepSettings:
     cuda), ``attention`` (auto, math, efficient, flash), ``train`` (a training step, else a forward
     without gradients), ``loop`` (the training loop: :mod:`vitprof.measure.memory_loop`)."""
 
-    optimizer: str
+    optimizer: Optimizer
     amp: torch.dtype | None
     every: int | None
-    target: str
-    attention: str
+    target: MemoryTarget
+    attention: AttentionPath
     train: bool
     loop: Loop = field(default_factory=Loop)
 
@@ -125,12 +126,12 @@ def make_optimizer(name: str, params: Sequence[torch.Tensor], target: str) -> to
     """torch's optimizer ``name`` with its defaults (momentum 0.9 for sgd-momentum); on cuda
     the multi-tensor (foreach) implementation torch picks there by default, on the CPU the
     single-tensor one it picks there."""
-    foreach = target == "cuda"
-    if name == "sgd":
+    foreach = target == MemoryTarget.CUDA
+    if name == Optimizer.SGD:
         return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
-    if name == "sgd-momentum":
+    if name == Optimizer.SGD_MOMENTUM:
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
-    if name == "adam":
+    if name == Optimizer.ADAM:
         return torch.optim.Adam(params, foreach=foreach)
     return torch.optim.AdamW(params, foreach=foreach)
 
@@ -258,7 +259,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
     spec = work.inputs.at_batch(batch)
     with fake:
         inputs = spec.example("cpu")
-        labels = torch.zeros(batch, dtype=torch.int64) if loop.loss == "cross-entropy" \
+        labels = torch.zeros(batch, dtype=torch.int64) if loop.loss == Loss.CROSS_ENTROPY \
             else None
     timeline.hold([inputs, labels])
     held = {timeline.allocation_of(t) for t in _tensors([inputs, labels])} - {None}
@@ -278,7 +279,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         choice = AttentionChoice(settings.target, settings.attention)
         kernel = partial(lower_precision_call, choice)
         stack.enter_context(_checkpointed_blocks(work.module, mapping, settings.every, kernel))
-        if settings.amp is not None and settings.target == "cuda":
+        if settings.amp is not None and settings.target == MemoryTarget.CUDA:
             stack.enter_context(cuda_policy())  # backward too: a checkpoint's recomputation
         stack.enter_context(_autocast_forward(work.module, settings.amp))
         stack.enter_context(loss_of_output(work.module, loop.loss, labels))

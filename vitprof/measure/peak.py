@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from vitprof.core.vocab import Device
+
 MATMUL_SIZES = {"cpu": 1024, "cuda": 8192}
 COPY_BYTES = {"cpu": 64 * 2**20, "cuda": 1 * 2**30}
 
@@ -41,7 +43,7 @@ def best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
     fn()  # warm-up: allocation, kernel selection
     best = float("inf")
     for _ in range(repeats):
-        if device == "cuda":
+        if device == Device.CUDA:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn()

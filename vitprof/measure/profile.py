@@ -21,11 +21,12 @@ import torch
 from torch import nn
 
 from vitprof.analysis import profile_of, workload_of
-from vitprof.core.choices import RECOGNIZERS, peak_tflops_error
+from vitprof.core.choices import peak_tflops_error
 from vitprof.core.errors import UserError
 from vitprof.core.overrides import Override
 from vitprof.core.progress import progress as progress_bar
-from vitprof.core.records import REAL_DEVICES, Recognizer
+from vitprof.core.validate import check_word
+from vitprof.core.vocab import REAL_DEVICES, Device, Recognizer
 from vitprof.count.running import (
     CountFailed,
     MetaFailure,
@@ -52,18 +53,17 @@ from vitprof.measure.timing import (
     time_forward,
 )
 from vitprof.workload import (
-    DTYPES,
-    ImageSize,
     InputRequest,
     Workload,
     dtype_name,
     make_workload,
+    request_of,
 )
 
 
 def device_name(device: str) -> str:
     """The GPU's name, or the CPU's model name where Linux says it."""
-    if device == "cuda":
+    if device == Device.CUDA:
         return torch.cuda.get_device_name()
     try:
         with open("/proc/cpuinfo") as info:
@@ -77,18 +77,18 @@ def device_name(device: str) -> str:
 
 def _workload(
     model: nn.Module | str | Workload, device: str, request: InputRequest | None,
-    dtype: str, keywords: dict[str, Any], overrides: Sequence[Override],
+    inputs: dict[str, Any], overrides: Sequence[Override],
 ) -> Workload:
     """The workload to measure: a workload as it is (nothing else may be given beside it); a
-    name built on meta at ``request``, else at the request ``keywords`` make
-    (:meth:`vitprof.workload.InputRequest.of`), in ``dtype`` where it names none (materialised
-    later, after the memory guard). A caller's module must already be on ``device`` in that
-    dtype."""
+    name built on meta at ``request``, else at the request the deprecated keywords ``inputs``
+    make (:func:`vitprof.workload.request_of`), in float32 where it names no dtype
+    (materialised later, after the memory guard). A caller's module must already be on
+    ``device`` in that dtype."""
     if isinstance(model, Workload):
-        work = workload_of(model, request, overrides=overrides, **keywords)
+        work = workload_of(model, request, overrides=overrides, **inputs)
         _check_placed(work.module, device, work.inputs.dtype)
         return work
-    request = InputRequest.of(request, **keywords).or_dtype(dtype)
+    request = request_of(request, inputs, "profile_model", depth=2).or_dtype(torch.float32)
     if isinstance(model, nn.Module):
         _check_placed(model, device, request.dtype)
     return make_workload(model, request, overrides=overrides)
@@ -105,18 +105,15 @@ def _check_placed(module: nn.Module, device: str, dtype: torch.dtype | None) -> 
 
 
 def _check_arguments(
-    device: str, dtype: str, warmup: int, iters: int, threads: int | None, recognizer: str,
+    device: str, warmup: int, iters: int, threads: int | None, recognizer: str,
     peak_tflops: float | None,
 ) -> None:
-    if recognizer not in RECOGNIZERS:
-        raise UserError(f"unknown recognizer '{recognizer}'; choose from {', '.join(RECOGNIZERS)}")
+    check_word("recognizer", recognizer, Recognizer)
     if device not in REAL_DEVICES:
         raise UserError(
             f"profile measures on a real device: choose from {', '.join(REAL_DEVICES)}")
-    if device == "cuda" and not torch.cuda.is_available():
+    if device == Device.CUDA and not torch.cuda.is_available():
         raise UserError("no CUDA device: torch.cuda.is_available() is False; use --device cpu")
-    if dtype not in DTYPES:
-        raise UserError(f"unknown dtype '{dtype}'; choose from {', '.join(DTYPES)}")
     if iters < 1 or warmup < 0 or (threads is not None and threads < 1):
         raise UserError("iterations and threads must be at least 1, warmup at least 0")
     if threads is not None and threads > (cores := os.cpu_count() or 1):
@@ -144,23 +141,17 @@ def _timed(
 
 def profile_model(
     model: nn.Module | str | Workload,
+    request: InputRequest | None = None,
     *,
-    device: str = "cpu",
-    dtype: str = "float32",
-    batch_size: int = 1,
-    image_size: ImageSize | None = None,
-    num_classes: int | None = None,
+    device: str = Device.CPU,
     warmup: int = 2,
     iters: int = 10,
     peak_tflops: float | None = None,
     overrides: Sequence[Override] = (),
     progress: bool = False,
     threads: int | None = None,
-    frames: int | None = None,
-    in_chans: int | None = None,
-    input_shape: Sequence[int] | None = None,
     recognizer: str = Recognizer.AUTO,
-    request: InputRequest | None = None,
+    **inputs: Any,
 ) -> SpeedProfile:
     """Measure ``model`` (a name, an ``nn.Module`` or a :class:`vitprof.workload.Workload`
     already on ``device`` in its dtype).
@@ -168,10 +159,10 @@ def profile_model(
     Counts on meta, then times on ``device``; a module is left as it was, and so are the random
     number generators (:func:`vitprof.count.state.untouched`).
     ``threads`` (at most ``os.cpu_count()``) sets ``torch.set_num_threads`` for the run
-    (restored after). The input is ``request`` (:class:`vitprof.workload.InputRequest`), else
-    the one ``image_size`` (an int or ``(H, W)``), ``batch_size``, ``num_classes``, ``frames``,
-    ``in_chans`` and ``input_shape`` make, as in :func:`vitprof.analysis.analyze`; ``dtype`` is
-    the one a request that names none is measured in. Every forward is fed the workload's whole
+    (restored after). The input is ``request`` (:class:`vitprof.workload.InputRequest`; None:
+    the model's own), measured in float32 where it names no dtype; the input keywords it took
+    before (``image_size``, ``batch_size``, ``dtype``, ...: the fields of a request) still make
+    one, with a DeprecationWarning. Every forward is fed the workload's whole
     example, ``model(*args, **kwargs)`` (keyword inputs included). A model named is built
     once, on meta, and materialised on ``device`` after the memory guard
     (:func:`vitprof.count.running.ensure_fits`: weights + the peak of the tensors the meta pass
@@ -181,12 +172,11 @@ def profile_model(
     (:func:`vitprof.count.running.first_on_meta`). ``recognizer`` (``"auto"``, ``"graph"``,
     ``"tables"``) picks the breakdown the times are attributed with, as in ``analyze``.
     """
-    _check_arguments(device, dtype, warmup, iters, threads, recognizer, peak_tflops)
-    keywords = {"image_size": image_size, "batch_size": batch_size, "num_classes": num_classes,
-                "frames": frames, "in_chans": in_chans, "input_shape": input_shape}
-    work = _workload(model, device, request, dtype, keywords, overrides)
+    _check_arguments(device, warmup, iters, threads, recognizer, peak_tflops)
+    work = _workload(model, device, request, inputs, overrides)
     name, module, shape = work.name, work.module, work.inputs.shape
-    measured = work.inputs.dtype if work.inputs.dtype.is_floating_point else DTYPES[dtype]
+    measured = work.inputs.dtype if work.inputs.dtype.is_floating_point else next(
+        (p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
     planned: Planned | MetaFailure = first_on_meta(name, shape, lambda: plan_intervals(
         module, work.inputs.example("meta"), recognizer, work.rules))
     module = on_device(name, module, device, planned.footprint)
@@ -206,12 +196,12 @@ def profile_model(
                 notes += (fallback,)
                 planned = plan_intervals(module, example, recognizer, work.rules)
             peak = measure_peak(device, measured, peak_tflops)
-            if device == "cuda":
+            if device == Device.CUDA:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
             timings = _timed(name, shape, module, example, device, planned.plan, warmup, iters,
                              bar.update)
-            peak_device = torch.cuda.max_memory_allocated() if device == "cuda" else None
+            peak_device = torch.cuda.max_memory_allocated() if device == Device.CUDA else None
             try:
                 saved = saved_for_backward(module, example, planned.mapping)
             except (CountFailed, UserError) as error:

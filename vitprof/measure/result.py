@@ -159,7 +159,8 @@ class SpeedProfile(Shown):
         t = self.timings
         return {
             "model": self.model,
-            "family": self.recognizer,
+            "recognizer": self.recognizer,
+            "family": self.recognizer,  # deprecated: the same as "recognizer"
             "device": self.device,
             "device_name": self.device_name,
             "dtype": self.dtype,

@@ -52,7 +52,8 @@ from torch.utils._pytree import tree_leaves
 from vitprof.core.collector import collector_paused
 from vitprof.core.errors import UserError
 from vitprof.core.overrides import Override
-from vitprof.core.records import Component, EventKind, OpRecord, Recognizer
+from vitprof.core.records import Component, OpRecord
+from vitprof.core.vocab import Device, EventKind, Recognizer
 from vitprof.count.module_stack import ModuleStack
 from vitprof.count.running import Footprint
 from vitprof.count.session import Event as SessionEvent
@@ -226,7 +227,7 @@ Clock = CpuClock | CudaClock
 
 
 def clock_for(device: str) -> Clock:
-    return CudaClock() if device == "cuda" else CpuClock()
+    return CudaClock() if device == Device.CUDA else CpuClock()
 
 
 @dataclass(frozen=True)

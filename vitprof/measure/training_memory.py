@@ -35,24 +35,28 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 from torch import nn
 
-from vitprof.core.choices import (
-    AMP_DTYPES,
-    ATTENTION_PATHS,
-    MEMORY_MODES,
-    MEMORY_TARGETS,
-    OPTIMIZERS,
-)
 from vitprof.core.errors import UserError
-from vitprof.core.records import COMPONENTS, Recognizer
+from vitprof.core.records import COMPONENTS
+from vitprof.core.validate import check_word
+from vitprof.core.vocab import (
+    AmpDtype,
+    AttentionPath,
+    Freeze,
+    MemoryTarget,
+    Mode,
+    Optimizer,
+    Recognizer,
+    ZeroGrad,
+)
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
 from vitprof.measure import cuda_model
-from vitprof.measure.attention_kernels import AUTO
 from vitprof.measure.memory_fit import check_fit, largest_batch
 from vitprof.measure.memory_loop import DEFAULT_LOSS, Loop, make_loop
 from vitprof.measure.memory_spelling import SettingError
@@ -60,12 +64,12 @@ from vitprof.measure.memory_step import Step, StepSettings, run_step
 from vitprof.recognize import Found, breakdown
 from vitprof.recognize.tables import ComponentMap, recognize
 from vitprof.workload import (
-    ImageSize,
     InputRequest,
     Workload,
     dtype_name,
     dtype_named,
     make_workload,
+    request_of,
 )
 
 Rounding = Callable[[int], int]  # bytes as an allocator counts a request of n
@@ -90,7 +94,7 @@ INFERENCE_CONVENTION = (
     "tensor from the op that allocates it until its last reference goes; nothing is saved for a "
     "backward"
 )
-DEFAULT_OPTIMIZER = "adamw"
+DEFAULT_OPTIMIZER = Optimizer.ADAMW
 
 
 @dataclass(frozen=True)
@@ -167,17 +171,12 @@ def _every(checkpoint: str | int) -> int | None:
     return int(text)
 
 
-def _choice(what: str, value: object, choices: Sequence[str]) -> str:
-    if value not in choices:
-        raise UserError(f"unknown {what} {value!r}; choose from {', '.join(choices)}")
-    return str(value)
-
-
 def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str | None = None,
-                  checkpoint: str | int = "none", target: str = "cuda",
-                  attention: str = AUTO, mode: str = "train", loss: str = DEFAULT_LOSS,
-                  zero_grad: str = "start", set_to_none: bool = True,
-                  gradient_accumulation: int = 1, freeze: str = "none") -> StepSettings:
+                  checkpoint: str | int = "none", target: str = MemoryTarget.CUDA,
+                  attention: str = AttentionPath.AUTO, mode: str = Mode.TRAIN,
+                  loss: str = DEFAULT_LOSS, zero_grad: str = ZeroGrad.START,
+                  set_to_none: bool = True, gradient_accumulation: int = 1,
+                  freeze: str = Freeze.NONE) -> StepSettings:
     """The settings checked, with :func:`memory`'s defaults (a budget's ``memory`` table gives
     only some): one UserError for the first bad one. ``optimizer`` None: adamw.
     In inference naming one is an error, as is checkpointing (a forward without gradients steps
@@ -185,7 +184,7 @@ def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str
     step reads (``train`` is False), and the reports say ``optimizer none``. So is any setting
     of the training loop (``loss`` ... ``freeze``: :func:`~vitprof.measure.memory_loop.make_loop`)
     but its default."""
-    train = _choice("mode", mode, MEMORY_MODES) == "train"
+    train = check_word("mode", mode, Mode) is Mode.TRAIN
     loop = make_loop(loss, zero_grad, set_to_none, gradient_accumulation, freeze)
     if not train:
         given = [key for key, set_ in (("optimizer", optimizer is not None),
@@ -196,33 +195,32 @@ def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str
         if given:
             raise SettingError(lambda s: f"{s.setting('mode', 'inference')} is one forward "
                                f"without gradients: {s.name(given[0])} does not apply")
-    optimizer = _choice("optimizer", optimizer or DEFAULT_OPTIMIZER, OPTIMIZERS)
+    chosen = check_word("optimizer", optimizer or DEFAULT_OPTIMIZER, Optimizer)
     if amp is not None:
-        _choice("amp dtype", amp, AMP_DTYPES)
+        check_word("amp dtype", amp, AmpDtype)
         if dtype_named(dtype) != torch.float32:
             raise SettingError(lambda s: f"{s.name('amp')} keeps float32 master weights: it "
                                f"needs {s.setting('dtype', 'float32')}, got {dtype}")
-    return StepSettings(optimizer, dtype_named(amp), _every(checkpoint),
-                        _choice("target", target, MEMORY_TARGETS),
-                        _choice("attention", attention, ATTENTION_PATHS), train, loop)
+    return StepSettings(chosen, dtype_named(amp), _every(checkpoint),
+                        check_word("target", target, MemoryTarget),
+                        check_word("attention", attention, AttentionPath), train, loop)
 
 
 def memory(
-    model: nn.Module | str, *, batch_size: int = 1, image_size: ImageSize | None = None,
-    in_chans: int | None = None, optimizer: str | None = None, dtype: str = "float32",
-    amp: str | None = None, checkpoint: str | int = "none", target: str = "cuda",
-    attention: str = AUTO, mode: str = "train", fit: int | None = None,
-    frames: int | None = None, input_shape: Sequence[int] | None = None,
-    num_classes: int | None = None, request: InputRequest | None = None,
-    loss: str = DEFAULT_LOSS, zero_grad: str = "start", set_to_none: bool = True,
-    gradient_accumulation: int = 1, freeze: str = "none",
+    model: nn.Module | str, request: InputRequest | None = None, *,
+    optimizer: str | None = None, amp: str | None = None, checkpoint: str | int = "none",
+    target: str = MemoryTarget.CUDA, attention: str = AttentionPath.AUTO,
+    mode: str = Mode.TRAIN, fit: int | None = None, loss: str = DEFAULT_LOSS,
+    zero_grad: str = ZeroGrad.START, set_to_none: bool = True, gradient_accumulation: int = 1,
+    freeze: str = Freeze.NONE, **inputs: Any,
 ) -> MemoryEstimate:
     """The predicted memory of one step of ``model`` (an ``nn.Module`` or a name
-    :func:`vitprof.analyze` accepts) at ``batch_size``; see the module for the conventions.
+    :func:`vitprof.analyze` accepts) at ``request`` (:class:`vitprof.workload.InputRequest`:
+    its batch size, sizes and dtype, the parameters' dtype, float32 where it names none; None:
+    the model's own input, batch 1); see the module for the conventions.
 
     ``optimizer``: sgd, sgd-momentum, adam, adamw (a training step's; default adamw);
-    ``dtype``: the parameters' (float32,
-    bfloat16, float16); ``amp``: bfloat16 or float16 autocast of the forward (float32 master
+    ``amp``: bfloat16 or float16 autocast of the forward (float32 master
     weights); ``checkpoint``: none, blocks, or ``"every N"`` (one block in N, from the first,
     under activation checkpointing); ``target``: cuda or cpu (whose allocator and kernels);
     ``attention``: auto (the kernel torch would dispatch to on the target for each call's
@@ -237,14 +235,11 @@ def memory(
     ``gradient_accumulation`` (forward and backward passes per optimizer step, each of
     ``batch_size``); ``freeze``: none or backbone (all but the head). ``fit`` (bytes): also
     find the largest batch whose peak is at most ``fit``
-    (:func:`vitprof.measure.memory_fit.largest_batch`). ``frames``,
-    ``input_shape`` and ``num_classes`` are :func:`vitprof.analyze`'s (with ``input_shape``
-    the batch is the shape's first size); ``request`` (:class:`vitprof.workload.InputRequest`)
-    stands for them, ``dtype`` then the one a request that names none is in.
+    (:func:`vitprof.measure.memory_fit.largest_batch`; with an ``input_shape`` the batch is
+    the shape's first size). The input keywords it took before (``batch_size``, ``image_size``,
+    ``dtype``, ...: the fields of a request) still make one, with a DeprecationWarning.
     """
-    asked = InputRequest.of(request, image_size=image_size, batch_size=batch_size,
-                            in_chans=in_chans, frames=frames, input_shape=input_shape,
-                            num_classes=num_classes).or_dtype(dtype)
+    asked = request_of(request, inputs, "memory").or_dtype(torch.float32)
     dtype = dtype_name(asked.dtype or torch.float32)
     settings = step_settings(optimizer, dtype, amp, checkpoint, target, attention, mode, loss,
                              zero_grad, set_to_none, gradient_accumulation, freeze)
@@ -324,7 +319,7 @@ def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch
 
 def _rounding(target: str) -> Rounding:
     """Bytes as the target's allocator counts a request of ``n``."""
-    if target == "cuda":
+    if target == MemoryTarget.CUDA:
         return cuda_model.rounded
     return lambda n: n
 
@@ -361,7 +356,7 @@ def _fixed(module: nn.Module, step: Step, rounded: Rounding, settings: StepSetti
     live["parameters"] = sum(rounded(_nbytes(t)) for t in tensors)
     live["optimizer_state"] = sum(rounded(_nbytes(t)) for t in state)
     live["workspace"] = (cuda_model.workspace_bytes(settings.train)
-                         if settings.target == "cuda" else 0)
+                         if settings.target == MemoryTarget.CUDA else 0)
     return live
 
 
@@ -370,7 +365,7 @@ def _on_target(tensor: torch.Tensor, target: str) -> bool:
     optimizer's ``step`` counts) is on the CPU target only (CUDA keeps them on the host)."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    return isinstance(tensor, FakeTensor) or target == "cpu"
+    return isinstance(tensor, FakeTensor) or target == MemoryTarget.CPU
 
 
 def _nbytes(tensor: torch.Tensor) -> int:

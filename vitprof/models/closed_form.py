@@ -50,6 +50,7 @@ from typing import Any
 
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS, UNITS, Component, Counts
+from vitprof.core.vocab import AttentionImpl, AttentionKind, FinalNorm, HeadKind
 from vitprof.count.flooring import Floor, unread_tail
 from vitprof.count.formulas import (
     GELU_COST,
@@ -59,7 +60,6 @@ from vitprof.count.formulas import (
     SOFTMAX_COST,
     VECTOR_COSTS,
 )
-from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
 
 LAYER_NORM_AFFINE_COST = LAYER_NORM_COST + 2  # normalise 5, weight 1, bias 1
 

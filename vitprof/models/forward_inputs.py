@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from vitprof.core.errors import UserError
+from vitprof.core.vocab import Device
 from vitprof.count.running import one_line
 
 
@@ -55,8 +56,8 @@ def _tensor(shape: tuple[int, ...], dtype: torch.dtype, device: str, random: boo
             fill: int | None) -> torch.Tensor:
     if fill is not None:
         return torch.full(shape, fill, dtype=dtype, device=device)
-    if device == "meta":
-        return torch.empty(shape, dtype=dtype, device="meta")
+    if device == Device.META:
+        return torch.empty(shape, dtype=dtype, device=Device.META)
     if random and dtype.is_floating_point:
         return torch.randn(shape, device=device).to(dtype)
     return torch.zeros(shape, dtype=dtype, device=device)
@@ -74,7 +75,7 @@ class TensorSpec:
     host: bool = False
 
     def make(self, device: str = "meta", *, random: bool = False) -> torch.Tensor:
-        on = "cpu" if self.host and device == "meta" else device
+        on = Device.CPU if self.host and device == Device.META else device
         return make_tensor(self.shape, self.dtype, on, random, self.fill)
 
 

@@ -29,6 +29,7 @@ from torch import nn
 from vitprof.core.errors import UserError
 from vitprof.core.slow_notice import notice_if_slow
 from vitprof.core.validate import check_image_size, check_int
+from vitprof.core.vocab import Device
 from vitprof.count.running import ZERO_ELEMENT_WARNING, meta_caused, one_line
 from vitprof.models.declared_input import declared_input
 from vitprof.models.libraries import ENTRIES, library_of, model_file, torchvision
@@ -136,7 +137,7 @@ def _construct(name: str, factory: Callable[[], nn.Module], device: str) -> nn.M
     except UserError:
         raise
     except Exception as error:
-        if device != "meta" or not meta_caused(error):
+        if device != Device.META or not meta_caused(error):
             raise _build_failed(name, error) from None
         try:
             module = _quietly(factory, "cpu").to("meta")
@@ -150,7 +151,7 @@ def _construct(name: str, factory: Callable[[], nn.Module], device: str) -> nn.M
 def _on_one_device(module: nn.Module, device: str) -> nn.Module:
     """``module`` built on ``device``; on meta, its parameters and buffers made elsewhere (by the
     legacy ``torch.Tensor(shape)`` constructor) moved to meta, in place."""
-    if device == "meta" and any(t.device.type != "meta"
+    if device == Device.META and any(t.device.type != Device.META
                                 for t in chain(module.parameters(), module.buffers())):
         module.to("meta")
     return module
@@ -210,22 +211,21 @@ def build(
     image_size: ImageSize | None = None,
     num_classes: int | None = None,
     device: str = "meta",
-    frames: int | None = None,
-    in_chans: int | None = None,
 ) -> BuiltModel:
     """Build the model called ``name`` on ``device`` without loading any weights; a build still
     running after 2 s says so once on stderr, if that is a terminal.
 
     ``image_size`` is a positive int (a square) or ``(height, width)``; ``num_classes=0``
-    means no head. Each size given is passed to the builder: timm's ``img_size`` and
-    ``in_chans``; a Hugging Face config's ``image_size``, ``num_frames`` and ``num_channels``;
-    a factory's keywords of those names (:class:`BuildSizes`); a zoo entry's image size (a
-    non-square one only where the entry takes it).
+    means no head. The image size is passed to the builder: timm's ``img_size``, a Hugging
+    Face config's ``image_size``, a factory's keyword of that name; a zoo entry's image size (a
+    non-square one only where the entry takes it). Frames and channels too go through
+    :func:`build_sized` (its :class:`BuildSizes`; an :class:`vitprof.workload.InputRequest` is
+    one), as every input size does from a request.
     """
     image_size = check_image_size(image_size)
     if num_classes is not None:
         check_int("number of classes", num_classes, 0)
-    return build_sized(name, BuildSizes(image_size, frames, in_chans), num_classes, device)
+    return build_sized(name, BuildSizes(image_size), num_classes, device)
 
 
 def build_sized(

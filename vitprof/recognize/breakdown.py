@@ -19,7 +19,8 @@ from torch import nn
 
 from vitprof.core.errors import UserError
 from vitprof.core.overrides import Override
-from vitprof.core.records import Component, OpRecord, ParamRecord, Recognizer
+from vitprof.core.records import Component, OpRecord, ParamRecord
+from vitprof.core.vocab import Recognizer
 from vitprof.count.session import Run
 from vitprof.recognize.graph.roles import graph_breakdown
 from vitprof.recognize.placement import place

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from vitprof.checks.budget import SHARES, Bound, BudgetResult, CheckResult, Verdict
+from vitprof.checks.budget import SHARES, BudgetResult, CheckResult
+from vitprof.core.vocab import Bound, Verdict
 from vitprof.render.document import BLANK, Block, Case, Col, Document, Suite, Table, columns, lines
 from vitprof.render.tables import CONVENTION, inputs_text
 

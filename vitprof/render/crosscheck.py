@@ -8,13 +8,13 @@ residuals; below it, each peer's explanation (amount, cause) ends in its residua
 from __future__ import annotations
 
 from vitprof.checks.crosscheck.table import CONVENTION, CrossCheck, PeerRow
+from vitprof.core.vocab import CellKind
 from vitprof.render.document import (
     BLANK,
     Block,
     Col,
     Column,
     Document,
-    Kind,
     Table,
     cell,
     columns,
@@ -24,7 +24,7 @@ from vitprof.render.tables import input_text
 
 _COLUMNS = columns(Col.PEER, Col.REPORTED, Col.UNIT, Col.MACS, Col.DELTA_MACS,
                    Col.RESIDUAL_MACS, Col.PARAMS, Col.DELTA_PARAMS, Col.RESIDUAL_PARAMS)
-_AMOUNT = Column("amount", "", Kind.SIGNED)
+_AMOUNT = Column("amount", "", CellKind.SIGNED)
 
 
 def _header(check: CrossCheck) -> list[str]:

@@ -15,12 +15,13 @@ from typing import Any
 
 from vitprof.checks.diff import METRICS, Change, Diff, Exceeded, Snapshot
 from vitprof.core.records import Counts
+from vitprof.core.vocab import DiffScope
 from vitprof.render.document import BLANK, Block, Col, Document, Table, columns, lines
 from vitprof.render.tables import CONVENTION
 
 _TITLES = {"params": "params", "macs": "MACs", "flops": "FLOPs", "vector_flops": "vector FLOPs"}
 _COLUMNS = columns(Col.ROW, Col.A, Col.B, Col.CHANGE, Col.RELATIVE)
-_SHOWN = ("total", "component", "block")
+_SHOWN = (DiffScope.TOTAL, DiffScope.COMPONENT, DiffScope.BLOCK)
 
 
 def relative_text(change: Change, metric: str) -> str:
@@ -31,7 +32,7 @@ def relative_text(change: Change, metric: str) -> str:
 
 
 def _row_name(change: Change) -> str:
-    return change.name if change.scope != "block" else f"block {change.name}"
+    return change.name if change.scope != DiffScope.BLOCK else f"block {change.name}"
 
 
 def _side(label: str, snapshot: Snapshot) -> str:
@@ -61,12 +62,12 @@ def highlights(diff: Diff, metric: str = "macs", count: int = 5) -> list[str]:
     summed over the run) or outside the blocks (``patch_embed MACs ... outside the blocks``)."""
     items = [(c, f"in {_blocks_text(run)}") for c, run in _block_runs(diff, metric)]
     inside: dict[str, tuple[Counts, Counts]] = {}
-    for c in diff.rows("block_component"):
+    for c in diff.rows(DiffScope.BLOCK_COMPONENT):
         a, b = inside.get(c.name.partition(".")[2], (Counts(), Counts()))
         inside[c.name.partition(".")[2]] = (a + c.a, b + c.b)
-    for c in diff.rows("component"):
+    for c in diff.rows(DiffScope.COMPONENT):
         a, b = inside.get(c.name, (Counts(), Counts()))
-        outside = Change("component", c.name, c.a - a, c.b - b)
+        outside = Change(DiffScope.COMPONENT, c.name, c.a - a, c.b - b)
         items.append((outside, "outside the blocks"))
     items = sorted((i for i in items if i[0].delta(metric)),
                    key=lambda i: -abs(i[0].delta(metric)))
@@ -77,10 +78,10 @@ def highlights(diff: Diff, metric: str = "macs", count: int = 5) -> list[str]:
 def _block_runs(diff: Diff, metric: str) -> list[tuple[Change, list[int]]]:
     """Per component, each run of blocks that changed alike, as one summed row."""
     per_component: dict[str, list[tuple[int | None, Change]]] = {}
-    for c in diff.rows("block_component"):
+    for c in diff.rows(DiffScope.BLOCK_COMPONENT):
         index, _, component = c.name.partition(".")
         per_component.setdefault(component, []).append((int(index), c))
-    return [(Change("block_component", component, sum((c.a for _, c in run), Counts()),
+    return [(Change(DiffScope.BLOCK_COMPONENT, component, sum((c.a for _, c in run), Counts()),
                     sum((c.b for _, c in run), Counts())), [int(i or 0) for i, _ in run])
             for component, rows in per_component.items() for run in _alike_runs(rows, metric)]
 
@@ -135,7 +136,7 @@ def _growth(change: Change, metric: str) -> float:
 def _runs(changes: Sequence[Change], metric: str) -> list[tuple[str, Change]]:
     """(row name, row), consecutive blocks that changed alike merged (``blocks 0-11 (each)``);
     rows zero on both sides left out."""
-    rows = [(int(c.name) if c.scope == "block" else None, c) for c in changes
+    rows = [(int(c.name) if c.scope == DiffScope.BLOCK else None, c) for c in changes
             if c.value("a", metric) or c.value("b", metric)]
     return [(_row_name(run[0][1]) if len(run) == 1
              else f"blocks {run[0][0]}-{run[-1][0]} (each)", run[0][1])

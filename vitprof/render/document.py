@@ -7,7 +7,7 @@ write documents; results are turned into documents by the ``*_document`` functio
 render modules (``profile_document``, ``budget_document``, ...). Renders; never counts.
 
 Column vocabulary: every table's columns come from :class:`Col`, one entry per column name,
-with its header and its :class:`Kind` in :data:`COLUMNS`. A cell is written by its column's
+with its header and its :class:`CellKind` in :data:`COLUMNS`. A cell is written by its column's
 kind; ``None`` is an empty cell in every kind.
 """
 
@@ -15,23 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Any
 
-
-class Kind(StrEnum):
-    """How a column's cells are written (``None``: an empty cell)."""
-
-    TEXT = "text"  # str(value); a total row leaves it empty (its first column says "total")
-    COUNT = "count"  # an exact integer with thousands separators (a float: %g); totals sum it
-    SIGNED = "signed"  # a change: +1,234 or -1,234, and 0 without a sign
-    SHARE = "share"  # a fraction as a percentage, two decimals (0.0407 -> 4.07%); totals sum it
-    PERCENT = "percent"  # a fraction as a percentage, one decimal (0.407 -> 40.7%)
-    GIGA = "giga"  # a count in billions, three decimals (:func:`giga`)
-    MS = "ms"  # seconds written in milliseconds, three decimals
-    RATE = "rate"  # per second, in billions (GFLOP/s), two decimals
-    RATIO = "ratio"  # a plain ratio, two decimals
-    MIB = "mib"  # bytes in MiB, two decimals
+from vitprof.core.vocab import CellKind, Col
 
 
 def giga(count: int) -> str:
@@ -48,130 +34,70 @@ def _count(value: int | float) -> str:
     return f"{value:g}" if isinstance(value, float) else f"{value:,}"
 
 
-_WRITE: dict[Kind, Callable[[Any], str]] = {
-    Kind.TEXT: str,
-    Kind.COUNT: _count,
-    Kind.SIGNED: lambda v: f"{v:+,}" if v else "0",
-    Kind.SHARE: lambda v: f"{v:.2%}",
-    Kind.PERCENT: lambda v: f"{v:.1%}",
-    Kind.GIGA: giga,
-    Kind.MS: lambda v: f"{v * 1e3:.3f}",
-    Kind.RATE: lambda v: f"{v / 1e9:.2f}",
-    Kind.RATIO: lambda v: f"{v:.2f}",
-    Kind.MIB: lambda v: f"{v / 2**20:.2f}",
+_WRITE: dict[CellKind, Callable[[Any], str]] = {
+    CellKind.TEXT: str,
+    CellKind.COUNT: _count,
+    CellKind.SIGNED: lambda v: f"{v:+,}" if v else "0",
+    CellKind.SHARE: lambda v: f"{v:.2%}",
+    CellKind.PERCENT: lambda v: f"{v:.1%}",
+    CellKind.GIGA: giga,
+    CellKind.MS: lambda v: f"{v * 1e3:.3f}",
+    CellKind.RATE: lambda v: f"{v / 1e9:.2f}",
+    CellKind.RATIO: lambda v: f"{v:.2f}",
+    CellKind.MIB: lambda v: f"{v / 2**20:.2f}",
 }
 
 
-class Col(StrEnum):
-    """Every column name of every table; the value is the row key (and the CSV header)."""
-
-    # analysis views (analyze, formula)
-    COMPONENT = "component"
-    BLOCK = "block"
-    MODULE = "module"
-    PLACED_BY = "placed_by"  # the recognition rule that placed a row's records
-    EVIDENCE = "evidence"
-    OP = "op"
-    CALLS = "calls"
-    PARAMS = "params"
-    MACS = "macs"
-    FLOPS = "flops"
-    VECTOR_FLOPS = "vector_flops"
-    MACS_SHARE = "macs_share"
-    # a training step's phases
-    FORWARD_MACS = "forward_macs"
-    BACKWARD_MACS = "backward_macs"
-    MACS_RATIO = "macs_ratio"
-    FORWARD_VECTOR = "forward_vector_flops"
-    BACKWARD_VECTOR = "backward_vector_flops"
-    VECTOR_RATIO = "vector_flops_ratio"
-    # profile (measured)
-    SECONDS = "seconds"
-    TIME_SHARE = "time_share"
-    GFLOPS = "gflops"
-    ACHIEVED = "achieved"
-    PEAK_SHARE = "peak_share"
-    INTENSITY = "intensity"
-    PARAM_BYTES = "param_bytes"
-    ACTIVATION_BYTES = "activation_bytes"
-    SAVED_BYTES = "saved_bytes"
-    # crosscheck
-    PEER = "peer"
-    REPORTED = "reported"
-    UNIT = "unit"
-    DELTA_MACS = "delta_macs"
-    RESIDUAL_MACS = "residual_macs"
-    DELTA_PARAMS = "delta_params"
-    RESIDUAL_PARAMS = "residual_params"
-    # diff
-    ROW = "row"
-    A = "a"
-    B = "b"
-    CHANGE = "change"
-    RELATIVE = "relative"
-    # check (budgets): limits and values are written in their check's own unit
-    CHECK = "check"
-    LIMIT = "limit"
-    ACTUAL = "actual"
-    HEADROOM = "headroom"
-    VERDICT = "verdict"
-    # models
-    NAME = "name"
-    FAMILY = "family"
-    SIZE = "size"
-    DESCRIPTION = "description"
-
-
 # the one header and format table: column -> (header, kind)
-COLUMNS: dict[Col, tuple[str, Kind]] = {
-    Col.COMPONENT: ("component", Kind.TEXT),
-    Col.BLOCK: ("block", Kind.TEXT),
-    Col.MODULE: ("module", Kind.TEXT),
-    Col.PLACED_BY: ("rule", Kind.TEXT),
-    Col.EVIDENCE: ("evidence", Kind.TEXT),
-    Col.OP: ("op", Kind.TEXT),
-    Col.CALLS: ("calls", Kind.COUNT),
-    Col.PARAMS: ("params", Kind.COUNT),
-    Col.MACS: ("MACs", Kind.COUNT),
-    Col.FLOPS: ("FLOPs", Kind.COUNT),
-    Col.VECTOR_FLOPS: ("vector FLOPs", Kind.COUNT),
-    Col.MACS_SHARE: ("% MACs", Kind.SHARE),
-    Col.FORWARD_MACS: ("forward MACs", Kind.COUNT),
-    Col.BACKWARD_MACS: ("backward MACs", Kind.COUNT),
-    Col.MACS_RATIO: ("bwd/fwd MACs", Kind.RATIO),
-    Col.FORWARD_VECTOR: ("forward vector FLOPs", Kind.COUNT),
-    Col.BACKWARD_VECTOR: ("backward vector FLOPs", Kind.COUNT),
-    Col.VECTOR_RATIO: ("bwd/fwd vector", Kind.RATIO),
-    Col.SECONDS: ("time ms", Kind.MS),
-    Col.TIME_SHARE: ("% time", Kind.PERCENT),
-    Col.GFLOPS: ("GFLOPs", Kind.GIGA),
-    Col.ACHIEVED: ("GFLOP/s", Kind.RATE),
-    Col.PEAK_SHARE: ("% peak", Kind.PERCENT),
-    Col.INTENSITY: ("FLOP/B", Kind.RATIO),
-    Col.PARAM_BYTES: ("params MiB", Kind.MIB),
-    Col.ACTIVATION_BYTES: ("activ. MiB", Kind.MIB),
-    Col.SAVED_BYTES: ("saved MiB", Kind.MIB),
-    Col.PEER: ("peer", Kind.TEXT),
-    Col.REPORTED: ("reported", Kind.COUNT),
-    Col.UNIT: ("unit", Kind.TEXT),
-    Col.DELTA_MACS: ("delta MACs", Kind.COUNT),
-    Col.RESIDUAL_MACS: ("residual MACs", Kind.COUNT),
-    Col.DELTA_PARAMS: ("delta params", Kind.COUNT),
-    Col.RESIDUAL_PARAMS: ("residual params", Kind.COUNT),
-    Col.ROW: ("row", Kind.TEXT),
-    Col.A: ("A", Kind.COUNT),
-    Col.B: ("B", Kind.COUNT),
-    Col.CHANGE: ("change", Kind.SIGNED),
-    Col.RELATIVE: ("relative", Kind.TEXT),
-    Col.CHECK: ("check", Kind.TEXT),
-    Col.LIMIT: ("limit", Kind.TEXT),
-    Col.ACTUAL: ("actual", Kind.TEXT),
-    Col.HEADROOM: ("headroom", Kind.TEXT),
-    Col.VERDICT: ("verdict", Kind.TEXT),
-    Col.NAME: ("name", Kind.TEXT),
-    Col.FAMILY: ("family", Kind.TEXT),
-    Col.SIZE: ("size", Kind.TEXT),
-    Col.DESCRIPTION: ("description", Kind.TEXT),
+COLUMNS: dict[Col, tuple[str, CellKind]] = {
+    Col.COMPONENT: ("component", CellKind.TEXT),
+    Col.BLOCK: ("block", CellKind.TEXT),
+    Col.MODULE: ("module", CellKind.TEXT),
+    Col.PLACED_BY: ("rule", CellKind.TEXT),
+    Col.EVIDENCE: ("evidence", CellKind.TEXT),
+    Col.OP: ("op", CellKind.TEXT),
+    Col.CALLS: ("calls", CellKind.COUNT),
+    Col.PARAMS: ("params", CellKind.COUNT),
+    Col.MACS: ("MACs", CellKind.COUNT),
+    Col.FLOPS: ("FLOPs", CellKind.COUNT),
+    Col.VECTOR_FLOPS: ("vector FLOPs", CellKind.COUNT),
+    Col.MACS_SHARE: ("% MACs", CellKind.SHARE),
+    Col.FORWARD_MACS: ("forward MACs", CellKind.COUNT),
+    Col.BACKWARD_MACS: ("backward MACs", CellKind.COUNT),
+    Col.MACS_RATIO: ("bwd/fwd MACs", CellKind.RATIO),
+    Col.FORWARD_VECTOR: ("forward vector FLOPs", CellKind.COUNT),
+    Col.BACKWARD_VECTOR: ("backward vector FLOPs", CellKind.COUNT),
+    Col.VECTOR_RATIO: ("bwd/fwd vector", CellKind.RATIO),
+    Col.SECONDS: ("time ms", CellKind.MS),
+    Col.TIME_SHARE: ("% time", CellKind.PERCENT),
+    Col.GFLOPS: ("GFLOPs", CellKind.GIGA),
+    Col.ACHIEVED: ("GFLOP/s", CellKind.RATE),
+    Col.PEAK_SHARE: ("% peak", CellKind.PERCENT),
+    Col.INTENSITY: ("FLOP/B", CellKind.RATIO),
+    Col.PARAM_BYTES: ("params MiB", CellKind.MIB),
+    Col.ACTIVATION_BYTES: ("activ. MiB", CellKind.MIB),
+    Col.SAVED_BYTES: ("saved MiB", CellKind.MIB),
+    Col.PEER: ("peer", CellKind.TEXT),
+    Col.REPORTED: ("reported", CellKind.COUNT),
+    Col.UNIT: ("unit", CellKind.TEXT),
+    Col.DELTA_MACS: ("delta MACs", CellKind.COUNT),
+    Col.RESIDUAL_MACS: ("residual MACs", CellKind.COUNT),
+    Col.DELTA_PARAMS: ("delta params", CellKind.COUNT),
+    Col.RESIDUAL_PARAMS: ("residual params", CellKind.COUNT),
+    Col.ROW: ("row", CellKind.TEXT),
+    Col.A: ("A", CellKind.COUNT),
+    Col.B: ("B", CellKind.COUNT),
+    Col.CHANGE: ("change", CellKind.SIGNED),
+    Col.RELATIVE: ("relative", CellKind.TEXT),
+    Col.CHECK: ("check", CellKind.TEXT),
+    Col.LIMIT: ("limit", CellKind.TEXT),
+    Col.ACTUAL: ("actual", CellKind.TEXT),
+    Col.HEADROOM: ("headroom", CellKind.TEXT),
+    Col.VERDICT: ("verdict", CellKind.TEXT),
+    Col.NAME: ("name", CellKind.TEXT),
+    Col.FAMILY: ("family", CellKind.TEXT),
+    Col.SIZE: ("size", CellKind.TEXT),
+    Col.DESCRIPTION: ("description", CellKind.TEXT),
 }
 COUNT_COLUMNS = (Col.PARAMS, Col.MACS, Col.FLOPS, Col.VECTOR_FLOPS)
 
@@ -182,7 +108,7 @@ class Column:
 
     key: str
     header: str
-    kind: Kind
+    kind: CellKind
 
 
 def column(col: Col, header: str | None = None) -> Column:
@@ -205,7 +131,7 @@ def total_row(cols: Sequence[Column], rows: Sequence[dict[str, Any]]) -> dict[st
     """The sums of the non-text columns (Python ints: no overflow), "total" first."""
     total: dict[str, Any] = {}
     for col in cols:
-        if col.kind is Kind.TEXT:
+        if col.kind is CellKind.TEXT:
             total[col.key] = "" if total else "total"
         else:
             total[col.key] = sum(row[col.key] for row in rows)
@@ -240,7 +166,7 @@ class Table:
     def of_cells(cls, headers: Sequence[str], cells: Sequence[Sequence[str]]) -> Table:
         """A table of cells written already (text columns keyed by position): for views
         that other pages write the same way (a sweep's)."""
-        cols = tuple(Column(str(i), h, Kind.TEXT) for i, h in enumerate(headers))
+        cols = tuple(Column(str(i), h, CellKind.TEXT) for i, h in enumerate(headers))
         return cls(cols, tuple({c.key: v for c, v in zip(cols, row, strict=True)}
                                for row in cells))
 

@@ -34,6 +34,7 @@ from PIL import Image
 
 from vitprof.core.atomic_write import write_atomically
 from vitprof.core.records import COMPONENTS
+from vitprof.core.vocab import SweepAxis
 from vitprof.count.result import Profile
 from vitprof.sweep import AXES, Sweep
 
@@ -105,7 +106,7 @@ def sweep_macs(result: Sweep) -> FigureData:
     values = [p.value for p in points]
     attention = [p.attention.macs for p in points]
     marks = [s for s in result.marks if values[0] <= s <= values[-1]] \
-        if result.axis == "image_size" else []
+        if result.axis == SweepAxis.IMAGE_SIZE else []
     return FigureData("sweep", f"{result.model}: MACs against {AXES[result.axis]}", {
         "axis": result.axis,
         "values": values,

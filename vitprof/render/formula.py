@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from vitprof.core.records import Counts
+from vitprof.core.vocab import View
 from vitprof.models.closed_form import ClosedForm, ViTSpec
 from vitprof.models.zoo import size_text
 from vitprof.render.document import BLANK, Document, Table, giga, lines
@@ -35,7 +36,7 @@ def formula_table(form: ClosedForm, by: str) -> Table:
     """One view (``component`` or ``block``: the blocks, then ``outside``), rows zero in every
     count left out of the block view; the total row is the closed form's total."""
     macs = form.totals.macs
-    if by == "component":
+    if by == View.COMPONENT:
         rows = [_row({"component": str(c)}, v, macs) for c, v in form.components.items()]
         return Table(view_columns(by), tuple(rows), _row({"component": "total"}, form.totals,
                                                          macs))

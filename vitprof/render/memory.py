@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from vitprof.core.vocab import CellKind
 from vitprof.measure.cuda_model import PART_NAMES, estimate_parts
 from vitprof.measure.training_memory import ComponentMemory, MemoryEstimate
 from vitprof.render.document import (
     Col,
     Column,
     Document,
-    Kind,
     Lines,
     Table,
     columns,
@@ -24,9 +24,10 @@ from vitprof.render.document import (
     only,
 )
 
-MEMORY_COLUMNS = (Column("params", "params B", Kind.COUNT), Column("grads", "grads B", Kind.COUNT),
-                  Column("optimizer_state", "optimizer B", Kind.COUNT),
-                  Column("activations", "saved B", Kind.COUNT))
+MEMORY_COLUMNS = (Column("params", "params B", CellKind.COUNT),
+                  Column("grads", "grads B", CellKind.COUNT),
+                  Column("optimizer_state", "optimizer B", CellKind.COUNT),
+                  Column("activations", "saved B", CellKind.COUNT))
 
 
 def _size(n: int) -> str:

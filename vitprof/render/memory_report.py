@@ -28,6 +28,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from vitprof.core.records import COMPONENTS
+from vitprof.core.vocab import Mode
 from vitprof.measure.cuda_model import PART_NAMES, estimate_parts
 from vitprof.measure.training_memory import ComponentMemory, MemoryEstimate, MemoryEvent
 from vitprof.render import figures
@@ -77,7 +78,7 @@ def phase_spans(timeline: Sequence[MemoryEvent]) -> list[tuple[str, int, int]]:
 def _run_of(estimate: MemoryEstimate) -> str:
     """What the estimate's peak is of: :data:`STEP`, or with ``mode inference``
     :data:`FORWARD`."""
-    return FORWARD if estimate.settings.get("mode") == "inference" else STEP
+    return FORWARD if estimate.settings.get("mode") == Mode.INFERENCE else STEP
 
 
 def timeline_figure(estimate: MemoryEstimate) -> FigureData:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from vitprof.core.vocab import SweepAxis
 from vitprof.render.document import BLANK, Block, Document, Table, lines
 from vitprof.render.tables import CONVENTION, thousands
 from vitprof.sweep import AXES, Sweep
@@ -31,7 +32,7 @@ def sweep_cells(result: Sweep) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of a sweep: the swept value (and patches, for image sizes), params,
     attention-core / MLP / other MACs, total MACs (the three before it add up to it) and the
     attention-core / MLP ratio."""
-    image = result.axis == "image_size"
+    image = result.axis == SweepAxis.IMAGE_SIZE
     headers = [AXES[result.axis], *(["patches"] if image else []), "params", "attn_core MACs",
                "MLP MACs", "other MACs", "total MACs", "attn_core / MLP"]
     cells = []
@@ -65,6 +66,6 @@ def sweep_document(result: Sweep) -> Document:
     head = [f"model: {result.model}, sweeping the {AXES[result.axis]}", _input_line(result),
             f"convention: {CONVENTION}"]
     crossover: list[Block] = ([BLANK, lines([crossover_text(result)], bullets=False)]
-                 if result.axis == "image_size" else [])
+                 if result.axis == SweepAxis.IMAGE_SIZE else [])
     blocks = (lines(head), BLANK, Table.of_cells(*sweep_cells(result)), *crossover)
     return Document(blocks, result.to_dict(), "sweep")

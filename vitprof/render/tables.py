@@ -3,7 +3,7 @@ uses. Renders; never counts.
 
 Every view is a list of rows of Python ints (exact at any size, never a fixed-width integer)
 whose count columns add up to the profile's totals. Cells are formatted by their column's kind
-(:class:`vitprof.render.document.Kind`): text as is, counts with thousands separators, shares
+(:class:`vitprof.core.vocab.CellKind`): text as is, counts with thousands separators, shares
 as percentages.
 
 CSV: one row per view row, no total row. When the count fell back from meta to the CPU, the
@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from vitprof.core.records import COMPONENTS, Counts, InputRecord, Mode
+from vitprof.core.records import COMPONENTS, Counts, InputRecord
+from vitprof.core.vocab import Dtype, Mode, View
 from vitprof.count.result import Profile
 from vitprof.count.training import PhaseCounts, phase_components, phase_totals
 from vitprof.render.document import (
@@ -115,7 +116,7 @@ def input_text(shape: Sequence[int]) -> str:
 def inputs_text(inputs: Sequence[InputRecord]) -> str:
     """The tensors of the forward, ``" (pixel_values 1x3x224x224 bfloat16, ...)"``; nothing for
     the plain case, one float32 tensor."""
-    if len(inputs) == 1 and inputs[0].dtype == "float32":
+    if len(inputs) == 1 and inputs[0].dtype == Dtype.FLOAT32:
         return ""
     return f" ({', '.join(i.describe() for i in inputs)})" if inputs else ""
 
@@ -151,10 +152,10 @@ def profile_document(profile: Profile, by: str = "component", explain: bool = Fa
     into forward and backward (:func:`training_blocks`); CSV is the view alone (one table per
     file), its counts forward + backward. A fallback is the CSV's first line, a comment."""
     data = profile.to_dict()
-    if by in ("module", "op") and not explain:
+    if by in (View.MODULE, View.OP) and not explain:
         data[f"by_{by}"] = view_rows(profile, by)
     if explain:
-        data["by_op" if by == "op" else "by_module"] = view_rows(profile, explained(by))
+        data["by_op" if by == View.OP else "by_module"] = view_rows(profile, explained(by))
         by = explained(by)
     blocks: list[Lines | Table] = [lines(header_lines(profile)),
                                    lines([summary_line(profile)], only=("table", "html")),

@@ -19,7 +19,7 @@ from torch import nn
 from vitprof.analysis import analyze
 from vitprof.checks.crosscheck import TABLE, CrossCheck, Subject, check_subject
 from vitprof.core.errors import UserError
-from vitprof.core.records import Component
+from vitprof.core.vocab import Component
 from vitprof.count.result import Profile
 from vitprof.models.closed_form import AttentionKind, block_counts
 from vitprof.models.spec_inference import spec_from_model

@@ -1,9 +1,9 @@
 """timm's published table, row by row: each transformer row counted by vitprof and explained.
 
-The rows are those of the shipped table (:mod:`vitprof.checks.crosscheck.published`) whose model is
-defined in one of :data:`TRANSFORMER_MODULES` of the installed timm, each counted by vitprof as
-built, at the row's ``infer_img_size``, batch 1, on the meta device, and explained by
-:func:`~vitprof.checks.crosscheck.published.explain`.
+The rows are those of the shipped table (:mod:`vitprof.checks.crosscheck.peers.timm_published`)
+whose model is defined in one of :data:`TRANSFORMER_MODULES` of the installed timm, each counted
+by vitprof as built, at the row's ``infer_img_size``, batch 1, on the meta device, and explained by
+:func:`~vitprof.checks.crosscheck.peers.timm_published.explain`.
 :func:`vitprof.study.pages.timm_published.timm_published_page` renders the results.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from vitprof.analysis import analyze
-from vitprof.checks.crosscheck.published import (
+from vitprof.checks.crosscheck.peers.timm_published import (
     Explained,
     TimmRow,
     TimmTable,

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from torch import nn
 
 from vitprof.analysis import analyze
@@ -21,9 +20,10 @@ from vitprof.checks.crosscheck.table import CrossCheck, PeerRow, missing_row
 from vitprof.core.errors import UserError
 from vitprof.core.overrides import Override
 from vitprof.core.progress import progress
+from vitprof.core.vocab import Recognizer
 from vitprof.count.running import on_meta, one_line
 from vitprof.count.state import in_place_warning, untouched
-from vitprof.workload import ImageSize, InputRequest
+from vitprof.workload import InputRequest, request_of
 
 TABLE = load()
 PEERS = names()
@@ -58,19 +58,14 @@ def _row(peer: Peer, subject: Subject, changed: list[str]) -> PeerRow:
 
 def run_crosscheck(
     model: str | nn.Module,
-    image_size: ImageSize | None = None,
-    batch_size: int = 1,
+    request: InputRequest | None = None,
+    *,
     peers: Sequence[str] | None = None,
     grad: bool = True,
     overrides: Sequence[Override] = (),
     deploy: bool = False,
-    frames: int | None = None,
-    in_chans: int | None = None,
-    dtype: torch.dtype | str | None = None,
-    input_shape: Sequence[int] | None = None,
-    recognizer: str = "auto",
-    inputs: Any = None,
-    request: InputRequest | None = None,
+    recognizer: str = Recognizer.AUTO,
+    **inputs: Any,
 ) -> CrossCheck:
     """vitprof's count of ``model`` next to each peer's, every difference decomposed.
 
@@ -79,15 +74,14 @@ def run_crosscheck(
     ``grad=False`` runs the peers that run a forward under ``torch.no_grad()``, where
     ``nn.MultiheadAttention`` takes its fused fast path (torchinfo always runs that way). With
     ``deploy``, vitprof and every peer count the deploy form (:mod:`vitprof.models.deploy`).
-    The input is ``request`` (:class:`vitprof.workload.InputRequest`), else the one
-    ``image_size``, ``batch_size``, ``frames``, ``in_chans``, ``dtype``, ``input_shape`` and
-    ``inputs`` make, as in :func:`vitprof.analysis.analyze`: every peer that runs the model gets
-    the whole forward, keyword inputs included, or says in its row that it cannot take it.
+    The input is ``request`` (:class:`vitprof.workload.InputRequest`; None: the model's own):
+    every peer that runs the model gets the whole forward, keyword inputs included, or says in
+    its row that it cannot take it. The input keywords it took before (``image_size``,
+    ``batch_size``, ``in_chans``, ...: the fields of a request) still make one, with a
+    DeprecationWarning.
     """
     chosen = check_peers(peers)
-    asked = InputRequest.of(request, image_size=image_size, batch_size=batch_size,
-                            frames=frames, in_chans=in_chans, dtype=dtype,
-                            input_shape=input_shape, inputs=inputs)
+    asked = request_of(request, inputs, "run_crosscheck")
     profile = analyze(model, request=asked, overrides=overrides, deploy=deploy,
                       recognizer=recognizer)
     return _check(Subject(profile, model, asked, grad=grad, deploy=deploy), chosen)

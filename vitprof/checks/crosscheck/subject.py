@@ -21,6 +21,7 @@ from torch import nn
 from vitprof.checks.crosscheck import causes as why
 from vitprof.checks.crosscheck.harness import CannotTake, PatchRun, PeerUnavailable
 from vitprof.checks.crosscheck.table import PeerRow, peer_row
+from vitprof.core.vocab import Device
 from vitprof.count.result import Profile
 from vitprof.count.running import one_line
 from vitprof.count.session import Inputs
@@ -76,7 +77,7 @@ class Subject:
                         f"this machine's memory")
             return ""
         devices = {t.device.type for t in [*self.source.parameters(), *self.source.buffers()]}
-        if devices <= {"cpu"}:
+        if devices <= {Device.CPU}:
             return ""
         return f"the model lives on {', '.join(sorted(devices))}, not with weights on the cpu"
 

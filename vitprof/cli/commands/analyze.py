@@ -14,19 +14,18 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.core.choices import VIEWS
 from vitprof.core.errors import UserError
-from vitprof.core.records import MODES
+from vitprof.core.vocab import Mode, View
 from vitprof.render.formats import choices, render
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("analyze", help="count params and MACs per component")
     add_model_arguments(parser)
-    parser.add_argument("--by", choices=VIEWS, default="component")
+    parser.add_argument("--by", choices=list(View), default=View.COMPONENT)
     parser.add_argument("--format", choices=choices("analyze"), default="table")
     parser.add_argument("--output", type=output_path, metavar="FILE")
-    parser.add_argument("--mode", choices=MODES, default="inference",
+    parser.add_argument("--mode", choices=list(Mode), default=Mode.INFERENCE,
                         help="train: count forward + backward, with the ratio per component")
     parser.add_argument("--deploy", action="store_true", help=DEPLOY_HELP)
     parser.add_argument("--explain", action="store_true",
@@ -42,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from vitprof.analysis import analyze
     from vitprof.render.tables import profile_document
 
-    if args.explain and args.by == "block":
+    if args.explain and args.by == View.BLOCK:
         raise UserError("--explain lists modules, each with its block (or ops with --by op); "
                         "it has no view by block: drop --by block")
     if args.output:

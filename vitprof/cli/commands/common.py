@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from vitprof.core.atomic_write import write_atomically
-from vitprof.core.choices import PROFILE_DTYPES, RECOGNIZERS
 from vitprof.core.errors import UserError
 from vitprof.core.parse import image_size, non_negative_int, positive_int
 from vitprof.core.records import Component
+from vitprof.core.vocab import Device, Dtype, Recognizer
 
 if TYPE_CHECKING:
     from vitprof.workload import InputRequest
@@ -81,14 +81,14 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
     add_shape_options(parser)
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")
-    parser.add_argument("--device", choices=("meta", "cpu", "cuda"), default="meta")
+    parser.add_argument("--device", choices=list(Device), default=Device.META)
     add_map_option(parser)
     add_recognizer_option(parser)
 
 
 def add_recognizer_option(parser: argparse.ArgumentParser) -> None:
     """``--recognizer auto|graph|tables``: who names the components (``--map`` wins)."""
-    parser.add_argument("--recognizer", choices=RECOGNIZERS, default="auto",
+    parser.add_argument("--recognizer", choices=list(Recognizer), default=Recognizer.AUTO,
                         help="auto: the graph, compared with the table that detects the "
                              "model (the header says if it agrees); graph: roles from the data "
                              "flow alone; tables: a table's breakdown, else the graph")
@@ -110,7 +110,7 @@ def add_shape_options(parser: argparse.ArgumentParser,
                         help="frames of a video input (B,C,T,H,W; B,T,C,H,W for transformers' "
                              "video models)")
     parser.add_argument("--in-chans", type=positive_int, metavar="C", help="input channels")
-    parser.add_argument("--dtype", choices=PROFILE_DTYPES,
+    parser.add_argument("--dtype", choices=list(Dtype),
                         help=f"model and input dtype (default: {dtype_default}; MACs do not "
                              "change, bytes do)")
     parser.add_argument("--input-shape", type=input_shape, metavar="B,C,...", action="append",

@@ -22,7 +22,7 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_writable
-from vitprof.core.records import MODES
+from vitprof.core.vocab import Device, Mode, Recognizer
 from vitprof.models.libraries import model_file
 from vitprof.render.formats import choices, render
 
@@ -44,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         parser.add_argument(side, metavar=side.upper(),
                             help="model name, FILE.py:FACTORY, or a saved profile FILE.json")
     add_input_options(parser)
-    parser.add_argument("--mode", choices=MODES, default="inference")
+    parser.add_argument("--mode", choices=list(Mode), default=Mode.INFERENCE)
     parser.add_argument("--format", choices=choices("diff"), default="table")
     parser.add_argument("--output", type=output_path, metavar="FILE")
     parser.add_argument("--fail-above", type=_fail_above, action="append", default=[],
@@ -90,9 +90,9 @@ def _snapshot(spec: str, saved: Snapshot | None, args: argparse.Namespace) -> Sn
 def _options_given(args: argparse.Namespace) -> list[str]:
     shapes = dict.fromkeys(given_shape_options(args), True)
     given = {**shapes, "--batch-size": args.batch_size != 1,
-             "--num-classes": args.num_classes is not None, "--device": args.device != "meta",
-             "--map": bool(args.map), "--mode": args.mode != "inference",
-             "--recognizer": args.recognizer != "auto"}
+             "--num-classes": args.num_classes is not None, "--device": args.device != Device.META,
+             "--map": bool(args.map), "--mode": args.mode != Mode.INFERENCE,
+             "--recognizer": args.recognizer != Recognizer.AUTO}
     return [option for option, set_ in given.items() if set_]
 
 

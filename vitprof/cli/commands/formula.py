@@ -19,7 +19,7 @@ from vitprof.cli.commands.common import (
 )
 from vitprof.cli.commands.outputs import check_writable
 from vitprof.core.errors import UserError
-from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
+from vitprof.core.vocab import AttentionImpl, AttentionKind, FinalNorm, HeadKind
 from vitprof.render.formats import choices, render
 
 if TYPE_CHECKING:

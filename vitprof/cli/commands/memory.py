@@ -16,18 +16,18 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
-from vitprof.core.choices import (
-    AMP_DTYPES,
-    ATTENTION_PATHS,
-    FREEZES,
-    LOSSES,
-    MEMORY_MODES,
-    MEMORY_TARGETS,
-    OPTIMIZERS,
-    ZERO_GRAD_PLACES,
-)
 from vitprof.core.errors import UserError
 from vitprof.core.parse import memory_size
+from vitprof.core.vocab import (
+    AmpDtype,
+    AttentionPath,
+    Freeze,
+    Loss,
+    MemoryTarget,
+    Mode,
+    Optimizer,
+    ZeroGrad,
+)
 from vitprof.render.formats import choices, render
 
 
@@ -47,22 +47,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     add_shape_options(parser, dtype_default="float32, a model built by a factory converted")
     parser.add_argument("--batch-size", type=positive_int, default=1)
-    parser.add_argument("--optimizer", choices=OPTIMIZERS,
+    parser.add_argument("--optimizer", choices=list(Optimizer),
                         help="the training step's optimizer (default adamw; not with --mode "
                              "inference)")
-    parser.add_argument("--amp", choices=AMP_DTYPES,
+    parser.add_argument("--amp", choices=list(AmpDtype),
                         help="autocast the forward to this dtype (float32 master weights)")
     parser.add_argument("--checkpoint", type=checkpoint, default="none", metavar="none|blocks|"
                         "'every N'", help="activation checkpointing of the transformer blocks "
                         "(every N: one block in N, from the first)")
-    parser.add_argument("--target", choices=MEMORY_TARGETS, default="cuda",
+    parser.add_argument("--target", choices=list(MemoryTarget), default=MemoryTarget.CUDA,
                         help="whose kernels and allocator are modelled (the prediction runs on "
                              "fake tensors either way)")
-    parser.add_argument("--attention", choices=ATTENTION_PATHS, default="auto",
+    parser.add_argument("--attention", choices=list(AttentionPath), default=AttentionPath.AUTO,
                         help="the kernel every scaled_dot_product_attention call runs: math "
                              "keeps the scores, the fused ones a log-sum-exp; auto (default): "
                              "the one torch dispatches to on the target, named with why")
-    parser.add_argument("--mode", choices=MEMORY_MODES, default="train")
+    parser.add_argument("--mode", choices=[Mode.TRAIN, Mode.INFERENCE],  # the default first
+                        default=Mode.TRAIN)
     add_loop_options(parser)
     parser.add_argument("--fit", type=memory_size, metavar="SIZE",
                         help="also find the largest batch whose peak fits SIZE (24GiB, 80GB)")
@@ -78,10 +79,10 @@ def add_loop_options(parser: argparse.ArgumentParser) -> None:
     """The training loop the step models (see docs/memory.md, "The loop")."""
     loop = parser.add_argument_group("the training loop modelled (the defaults: zero_grad() "
                                      "first, out.backward(ones_like(out)), opt.step())")
-    loop.add_argument("--loss", choices=LOSSES, default="ones",
+    loop.add_argument("--loss", choices=list(Loss), default=Loss.ONES,
                       help="ones: a ones gradient on the output, no loss function; sum: "
                            "out.sum(); cross-entropy: F.cross_entropy(logits, labels)")
-    loop.add_argument("--zero-grad", choices=ZERO_GRAD_PLACES, default="start",
+    loop.add_argument("--zero-grad", choices=list(ZeroGrad), default=ZeroGrad.START,
                       help="where opt.zero_grad() stands: before the forward, between the "
                            "forward and the backward (gradients alive through the forward), "
                            "after opt.step()")
@@ -90,7 +91,7 @@ def add_loop_options(parser: argparse.ArgumentParser) -> None:
     loop.add_argument("--gradient-accumulation", type=positive_int, default=1, metavar="N",
                       help="forward and backward passes per optimizer step (--batch-size is "
                            "each one's)")
-    loop.add_argument("--freeze", choices=FREEZES, default="none",
+    loop.add_argument("--freeze", choices=list(Freeze), default=Freeze.NONE,
                       help="backbone: requires_grad False on all but the head")
 
 

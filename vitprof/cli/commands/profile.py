@@ -17,7 +17,7 @@ from vitprof.cli.commands.common import (
 )
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
 from vitprof.core.choices import peak_tflops_error
-from vitprof.core.records import REAL_DEVICES
+from vitprof.core.vocab import REAL_DEVICES, Device
 from vitprof.render.formats import choices, render
 
 
@@ -38,7 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "profile", help="measure time, FLOP/s and memory per component on cpu or cuda"
     )
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
-    parser.add_argument("--device", choices=REAL_DEVICES, default="cpu")
+    parser.add_argument("--device", choices=list(REAL_DEVICES), default=Device.CPU)
     add_shape_options(parser, dtype_default="float32, a model built by a factory converted")
     parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--num-classes", type=non_negative_int, help="0: no classification head")

@@ -17,6 +17,7 @@ from vitprof.cli.commands.common import (
     write_output,
 )
 from vitprof.cli.commands.outputs import check_folder
+from vitprof.core.vocab import Recognizer
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -56,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _page_options(args: argparse.Namespace) -> list[str]:
     """The options given that change how model pages are counted, as written."""
-    return [*given_shape_options(args), *(["--recognizer"] if args.recognizer != "auto" else [])]
+    recognizer = ["--recognizer"] if args.recognizer != Recognizer.AUTO else []
+    return [*given_shape_options(args), *recognizer]
 
 
 def _usage_error(args: argparse.Namespace) -> str | None:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from vitprof.cli.commands.common import output_path, positive_int, warn, write_output
 from vitprof.cli.commands.outputs import check_figure_path, check_folder
-from vitprof.core.choices import SWEEP_AXES as AXES
 from vitprof.core.errors import UserError
+from vitprof.core.vocab import SWEEP_AXES as AXES
 from vitprof.render.formats import choices, render
 
 if TYPE_CHECKING:

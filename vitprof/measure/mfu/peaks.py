@@ -22,6 +22,7 @@ from importlib import resources
 import torch
 
 from vitprof.core.errors import UserError
+from vitprof.core.vocab import Device
 from vitprof.measure.peak import MATMUL_SIZES, matmul_flops
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -145,7 +146,7 @@ def choose_peak(peak_tflops: float | None, device: torch.device, dtype: torch.dt
     name, read from torch when None); else one measured on the spot."""
     if peak_tflops is not None:
         return given_peak(peak_tflops)
-    if device.type == "cuda":
+    if device.type == Device.CUDA:
         name = device_name if device_name is not None else torch.cuda.get_device_name(device)
         return table_peak(name, dtype_name(dtype))
     return measured_peak(device.type, measured_dtype(dtype))

@@ -67,6 +67,7 @@ from torch import nn
 
 from vitprof.core.atomic_write import write_atomically
 from vitprof.core.errors import UserError
+from vitprof.core.vocab import Device
 from vitprof.measure.mfu.clocks import Clock, CudaClock, WallClock
 from vitprof.measure.mfu.component_time import ComponentTimer
 from vitprof.measure.mfu.flops import RanStep, StepCounts, StepFlops
@@ -286,15 +287,17 @@ class Tracker:
 
 
 def track(model: nn.Module, peak_tflops: float | None = None, *,
-          dtype: torch.dtype | str | None = None, clock: Clock | None = None,
+          measure_dtype: torch.dtype | str | None = None, clock: Clock | None = None,
           on_step: Callable[[StepEntry], None] | None = None,
           optimizer: torch.optim.Optimizer | None = None, timing: bool = False,
-          summary: str | Path | None = None) -> Tracker:
+          summary: str | Path | None = None, dtype: torch.dtype | str | None = None) -> Tracker:
     """A :class:`Tracker` for ``model``, used as ``with track(model) as tracker:``.
 
     ``peak_tflops``: the dense peak to divide by; None takes the GPU's from vitprof's table
-    (:mod:`vitprof.measure.mfu.peaks`), or measures the CPU's now. ``dtype`` is what the matmuls
-    run in (``"bf16"`` or ``torch.bfloat16`` under autocast; default: the model's parameters').
+    (:mod:`vitprof.measure.mfu.peaks`), or measures the CPU's now. ``measure_dtype`` is what the
+    matmuls run in, the dtype of the peak (``"bf16"`` or ``torch.bfloat16`` under autocast;
+    default: the model's parameters'); ``dtype``, its former name, is deprecated (a
+    DeprecationWarning).
     ``clock`` replaces the device's clock; ``on_step(entry)`` is called with each entry;
     ``optimizer``: its step's element-wise work is counted too, and reported apart;
     ``timing=True``: each component's share of the forward's time too, with ``profile``'s hooks
@@ -310,24 +313,29 @@ def track(model: nn.Module, peak_tflops: float | None = None, *,
     if not isinstance(model, nn.Module):
         raise UserError(f"vitprof.track needs the nn.Module being trained, got "
                         f"{type(model).__name__}")
+    if dtype is not None:
+        warnings.warn("vitprof.track(dtype=...) is deprecated; use measure_dtype=",
+                      DeprecationWarning, stacklevel=2)
+        measure_dtype = measure_dtype if measure_dtype is not None else dtype
     if peak_tflops is not None:
         peak: ChosenPeak | None = given_peak(peak_tflops)
     else:
-        peak = _default_peak(model, dtype)
+        peak = _default_peak(model, measure_dtype)
     device = model_device(model)
     if clock is None:
-        clock = CudaClock() if device.type == "cuda" else WallClock()
+        clock = CudaClock() if device.type == Device.CUDA else WallClock()
     timer = ComponentTimer(model, device.type) if timing else None
     return Tracker(model, peak, clock, on_step=on_step, optimizer=optimizer, timer=timer,
                    summary_path=summary, world=default_world())
 
 
-def _default_peak(model: nn.Module, dtype: torch.dtype | str | None) -> ChosenPeak | None:
+def _default_peak(model: nn.Module, measure_dtype: torch.dtype | str | None
+                  ) -> ChosenPeak | None:
     device = model_device(model)
-    if dtype is None:
-        dtype = next((p.dtype for p in model.parameters()), torch.float32)
+    if measure_dtype is None:
+        measure_dtype = next((p.dtype for p in model.parameters()), torch.float32)
     try:
-        return choose_peak(None, device, dtype)
+        return choose_peak(None, device, measure_dtype)
     except UserError as error:
         warnings.warn(f"vitprof: no MFU, only TFLOP/s: {error}", stacklevel=3)
         return None

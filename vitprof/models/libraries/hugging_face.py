@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vitprof.core.errors import UserError, one_line
 from vitprof.core.records import Component as C
+from vitprof.core.vocab import AttentionImpl, HeadKind
 from vitprof.models.libraries.base import (
     BuildSizes,
     ComponentTable,
@@ -30,7 +31,6 @@ from vitprof.models.libraries.base import (
     square_side,
 )
 from vitprof.models.libraries.describe import image_size, require, square
-from vitprof.models.spec_kinds import AttentionImpl, HeadKind
 
 if TYPE_CHECKING:
     from torch import nn

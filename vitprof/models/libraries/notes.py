@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from vitprof.core.vocab import AttentionImpl, AttentionKind, FinalNorm, HeadKind
 from vitprof.models.libraries.base import Factory, ModelLibrary, ZooEntry, is_class
 from vitprof.models.libraries.describe import grid_image_size, require
-from vitprof.models.spec_kinds import AttentionImpl, AttentionKind, FinalNorm, HeadKind
 
 if TYPE_CHECKING:
     from torch import nn
@@ -104,10 +104,12 @@ def _reference(model: Any) -> ViTSpec:
 
 
 def _lazy(module: str, function: str, **fixed: Any) -> Factory:
-    """A factory that imports ``module`` (and torch) only when it builds."""
-    def build(image_size: int, num_classes: int) -> nn.Module:
+    """A factory that imports ``module`` (and torch) only when it builds; ``options``: further
+    keywords of the note's builder (note 001's ``batch_size``, note 002's ``num_heads``), over
+    the ``fixed`` ones."""
+    def build(image_size: int, num_classes: int, **options: Any) -> nn.Module:
         factory = getattr(importlib.import_module(module), function)
-        return factory(image_size=image_size, num_classes=num_classes, **fixed)
+        return factory(image_size=image_size, num_classes=num_classes, **{**fixed, **options})
 
     return build
 

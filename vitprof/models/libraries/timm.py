@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from vitprof.core.errors import UserError
 from vitprof.core.records import Component as C
+from vitprof.core.vocab import AttentionImpl, FinalNorm, HeadKind, SweepAxis
 from vitprof.models.libraries.base import (
     BuildSizes,
     ComponentTable,
@@ -27,7 +28,6 @@ from vitprof.models.libraries.base import (
     require_package,
 )
 from vitprof.models.libraries.describe import gelu, identity, image_size, require, square
-from vitprof.models.spec_kinds import AttentionImpl, FinalNorm, HeadKind
 
 if TYPE_CHECKING:
     from torch import nn
@@ -197,7 +197,7 @@ def _variant(name: str, module: Any, axis: str) -> Variant | None:
 
     def make(value: int) -> nn.Module:
         kwargs: dict[str, Any]
-        if axis == "depth":
+        if axis == SweepAxis.DEPTH:
             kwargs = {"depth": value}
         else:
             kwargs = {"embed_dim": value, "num_heads": heads(value, head_dim)}

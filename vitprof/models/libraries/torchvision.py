@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.records import Component as C
+from vitprof.core.vocab import AttentionImpl, SweepAxis
 from vitprof.models.libraries.base import (
     ComponentTable,
     Factory,
@@ -24,7 +25,6 @@ from vitprof.models.libraries.base import (
     is_class,
 )
 from vitprof.models.libraries.describe import require
-from vitprof.models.spec_kinds import AttentionImpl
 
 if TYPE_CHECKING:
     from torch import nn
@@ -222,7 +222,7 @@ def _variant(name: str, module: Any, axis: str) -> Variant | None:
 
     def make(value: int) -> nn.Module:
         changed = dict(config)
-        if axis == "depth":
+        if axis == SweepAxis.DEPTH:
             changed["num_layers"] = value
         else:
             changed.update(hidden_dim=value, num_heads=heads(value, head_dim),

@@ -20,7 +20,7 @@ from pathlib import Path
 from string import Formatter
 from typing import Any
 
-from vitprof.core.records import Component
+from vitprof.core.vocab import Component
 
 DATA = "corrections.toml"
 DATA_FILE = Path(__file__).resolve().parents[2] / "data" / DATA
@@ -110,7 +110,7 @@ class OwnCode:
     measure: Spec
 
 
-class Rule(StrEnum):
+class ClaimRule(StrEnum):
     """The rules of :mod:`.verdicts` that decide a claim without a value."""
 
     SCALES_AS = "scales_as"  # reads the exponent and the term's share of its layer; a power
@@ -123,12 +123,12 @@ class Rule(StrEnum):
 
 
 # For each rule: the name of its parameter and the roles of the values it reads.
-RULE_INPUTS: dict[Rule, tuple[str, frozenset[str]]] = {
-    Rule.SCALES_AS: ("power", frozenset({"exponent", "share"})),
-    Rule.SAVES: ("percent", frozenset({"saving"})),
-    Rule.FITS: ("within", frozenset({"residual"})),
-    Rule.EXCEEDS: ("by", frozenset({"larger", "smaller", "named"})),
-    Rule.REACHES: ("level", frozenset({"typical", "largest"})),
+RULE_INPUTS: dict[ClaimRule, tuple[str, frozenset[str]]] = {
+    ClaimRule.SCALES_AS: ("power", frozenset({"exponent", "share"})),
+    ClaimRule.SAVES: ("percent", frozenset({"saving"})),
+    ClaimRule.FITS: ("within", frozenset({"residual"})),
+    ClaimRule.EXCEEDS: ("by", frozenset({"larger", "smaller", "named"})),
+    ClaimRule.REACHES: ("level", frozenset({"typical", "largest"})),
 }
 
 # What a note writes before a figure it gives as approximate ("~86M", "约 86M", "≈ 85.8"): such a
@@ -141,14 +141,14 @@ class Judge:
     """A rule of :mod:`.verdicts` that decides a claim without a value: its parameter and the
     named values it reads, by role."""
 
-    rule: Rule
+    rule: ClaimRule
     parameter: float
     reads: Mapping[str, str]
 
 
 def judge(table: Mapping[str, Any]) -> Judge:
     """A :class:`Judge` from ``{rule = ..., <parameter> = ..., <role> = "value name", ...}``."""
-    rule = Rule(table["rule"])
+    rule = ClaimRule(table["rule"])
     parameter, roles = RULE_INPUTS[rule]
     reads = {k: v for k, v in table.items() if k not in ("rule", parameter)}
     if set(reads) != roles:

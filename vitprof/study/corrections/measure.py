@@ -9,7 +9,6 @@ reads the values it names, ``value`` is the note's figure and ``measured`` the c
 from __future__ import annotations
 
 import ast
-import importlib
 import math
 import operator
 import re
@@ -20,11 +19,12 @@ from typing import Any
 import torch
 
 from vitprof.analysis import analyze
-from vitprof.core.records import Component, Counts
+from vitprof.core.records import Counts
+from vitprof.core.vocab import Component
 from vitprof.count.result import Profile
 from vitprof.models.closed_form import ViTSpec
 from vitprof.models.spec_inference import spec_from_model
-from vitprof.models.zoo import build
+from vitprof.models.zoo import ZOO, build
 from vitprof.study.corrections.affine import affine
 from vitprof.study.corrections.claims import (
     COUNTED,
@@ -39,21 +39,13 @@ from vitprof.study.corrections.claims import (
 Number = int | float
 
 
-def _factory(module: str, function: str) -> Callable[..., torch.nn.Module]:
-    def build(**options: int) -> torch.nn.Module:
-        factory = getattr(importlib.import_module(f"vitprof.models.notes.{module}"), function)
-        return factory(**options)
-
-    return build
-
-
-# The factories of the note models a measurement may build with ``options``: note 001 for
-# another BATCH_SIZE (its parameters carry that axis), note 002's linear attention as written
-# (num_heads = 1: one (D, D) context).
-FACTORIES: dict[str, Callable[..., torch.nn.Module]] = {
-    "note001_vit_b16": _factory("note001", "build_note001_vit"),
-    "note002_linear_attention": _factory("note002", "build_linear_attention_vit"),
-}
+def _built(name: str, image_size: int | None, options: dict[str, int]) -> torch.nn.Module:
+    """The note model ``name`` of the zoo built with its builder's further ``options``: note
+    001 for another BATCH_SIZE (its parameters carry that axis), note 002's linear attention
+    as written (num_heads = 1: one (D, D) context)."""
+    entry = ZOO[name]
+    size = entry.image_size if image_size is None else image_size
+    return entry.build(size, entry.num_classes, **options)
 
 
 class Lab:
@@ -70,9 +62,8 @@ class Lab:
             if not options:
                 self._profiles[key] = analyze(name, image_size=image_size)
             else:
-                sized = {} if image_size is None else {"image_size": image_size}
                 with torch.device("meta"):
-                    model = FACTORIES[name](**dict(options), **sized)
+                    model = _built(name, image_size, dict(options))
                 batch = dict(options).get("batch_size", 1)
                 self._profiles[key] = analyze(model, batch_size=batch, name=name)
         return self._profiles[key]

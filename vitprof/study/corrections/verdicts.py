@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from vitprof.study.corrections.claims import Claim, Rule
+from vitprof.study.corrections.claims import Claim, ClaimRule
 from vitprof.study.corrections.measure import Figures, Lab, Number, reason
 
 
@@ -106,9 +106,9 @@ def _reaches(read: Mapping[str, Number], level: float) -> Verdict:
     return Verdict.MISLEADING if read["largest"] >= level else Verdict.WRONG
 
 
-JUDGES: dict[Rule, Callable[[Mapping[str, Number], float], Verdict]] = {
-    Rule.SCALES_AS: _scales_as, Rule.SAVES: _saves, Rule.FITS: _fits, Rule.EXCEEDS: _exceeds,
-    Rule.REACHES: _reaches,
+JUDGES: dict[ClaimRule, Callable[[Mapping[str, Number], float], Verdict]] = {
+    ClaimRule.SCALES_AS: _scales_as, ClaimRule.SAVES: _saves, ClaimRule.FITS: _fits,
+    ClaimRule.EXCEEDS: _exceeds, ClaimRule.REACHES: _reaches,
 }
 
 

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vitprof.core.records import Component, Counts
+from vitprof.core.records import Counts
+from vitprof.core.vocab import Component
 from vitprof.count.result import Profile
 from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.figures import FigureData, block_macs, component_shares, file_stem, sweep_macs

@@ -25,7 +25,7 @@ from vitprof.study.published_rows import TRANSFORMER_MODULES
 
 if TYPE_CHECKING:
     from vitprof.checks.crosscheck import Cause
-    from vitprof.checks.crosscheck.published import TimmTable
+    from vitprof.checks.crosscheck.peers.timm_published import TimmTable
     from vitprof.study.published_rows import RowResult
 
 PAGE = "timm-published"
@@ -164,7 +164,7 @@ def _preamble(table: TimmTable, rows: int) -> list[str]:
         f"(the transformer family): {', '.join(f'`{m}`' for m in TRANSFORMER_MODULES)}. Each is "
         "counted by vitprof as built, at the row's `infer_img_size`, batch 1, meta device.", "",
         "Causes, each an exact amount from vitprof's op records (see "
-        "`vitprof.checks.crosscheck.published`):", "",
+        "`vitprof.checks.crosscheck.peers.timm_published`):", "",
         "- **deploy form**: timm counts the model after `timm.utils.reparameterize_model` "
         "(BatchNorm fused, branches merged), built with timm's non-fused attention (the "
         "differential attention of the `vit_d*` models computes A @ V once there, twice on "

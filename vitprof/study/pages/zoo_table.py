@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
 
-from vitprof.core.records import Component
+from vitprof.core.vocab import Component
 from vitprof.render import figures
 from vitprof.render.figures import FigureData
 from vitprof.render.tables import CONVENTION, markdown_table

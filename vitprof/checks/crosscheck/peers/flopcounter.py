@@ -25,6 +25,7 @@ from vitprof.checks.crosscheck.causes import Cause
 from vitprof.checks.crosscheck.harness import KernelLog, Uncounted, evaluating, quiet
 from vitprof.checks.crosscheck.subject import Peer, Subject, breakdown, grad_note
 from vitprof.checks.crosscheck.table import PeerRow, missing_row, peer_row
+from vitprof.core.vocab import Device
 from vitprof.count.formulas import op_name
 from vitprof.count.result import Profile
 from vitprof.count.session import Inputs, call
@@ -64,14 +65,14 @@ def flop_counter_causes(profile: Profile, uncounted: Uncounted) -> list[Cause]:
 
 
 def _row(subject: Subject, peer: Peer, device: str) -> PeerRow:
-    model = subject.meta_model if device == "meta" else subject.cpu_model
+    model = subject.meta_model if device == Device.META else subject.cpu_model
     if model is None:
         return missing_row(peer.name, peer.unit, f"needs a model with weights on the cpu: "
                                                  f"{subject.no_cpu_model}")
     run = run_flop_counter(model, subject.example(device), subject.grad)
     causes = flop_counter_causes(subject.profile, run.uncounted)
     # the fast path runs on real devices only: on meta every op is seen in either grad mode
-    grad = grad_note(subject, peer, model, fast_path_blind=True) if device != "meta" else ""
+    grad = grad_note(subject, peer, model, fast_path_blind=True) if device != Device.META else ""
     return peer_row(peer.name, run.total_flops, peer.unit, run.total_flops // 2, None,
                     subject.profile.totals, causes,
                     "; ".join(filter(None, [

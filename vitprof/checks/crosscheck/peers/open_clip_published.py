@@ -16,7 +16,8 @@ causes here:
 * **the image size**: each row is the tower at its configured ``image_size``; another size has
   no row.
 * **rounding**: ``round(flops / 1e9, 2)`` and ``round(params / 1e6, 2)``
-  (:func:`~vitprof.checks.crosscheck.published.rounded`), each the rounding of vitprof's count.
+  (:func:`~vitprof.checks.crosscheck.peers.timm_published.rounded`), each the rounding of
+  vitprof's count.
 
 A row is reconciled when these take vitprof's count exactly to the printed figures (residual 0).
 The ``image_width`` column is not a count: it is ``CLIPVisionCfg(**vision_cfg).width``, which for
@@ -35,7 +36,7 @@ from torch import nn
 
 from vitprof.checks.crosscheck.causes import Cause
 from vitprof.checks.crosscheck.peers.flopcounter import flop_counter_causes, run_flop_counter
-from vitprof.checks.crosscheck.published import commented_csv, rounded
+from vitprof.checks.crosscheck.peers.timm_published import commented_csv, rounded
 from vitprof.checks.crosscheck.subject import Peer, Subject
 from vitprof.checks.crosscheck.table import PeerRow, missing_row, peer_row
 from vitprof.count.result import Profile

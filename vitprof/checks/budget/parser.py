@@ -1,45 +1,6 @@
-"""Budgets: limits on a model's counts, read from TOML, validated closed, checked exactly.
-
-A budget file holds one table per entry (the format, with a complete example, is in
-``docs/budgets.md``)::
-
-    [vit_b_16]                      # entry name; the model defaults to it
-    image_size = 224                # or "HxW", [height, width]; frames, in_chans, dtype too
-    max_params = 86_600_000
-    max_macs = 17_600_000_000
-    [vit_b_16.components]
-    attn_core = { min_macs = 715_000_000, max_share = 0.041 }
-    [vit_b_16.blocks]
-    max_macs = 1_460_000_000
-    min_count = 12
-
-Conventions:
-
-* Limits are ``max_<metric>`` (actual <= limit) or ``min_<metric>`` (actual >= limit).
-* ``params``, ``macs``, ``flops`` (= 2 x MACs) and ``vector_flops`` are exact integers. A limit on
-  them is a whole number >= 0; a float is accepted only when it is integral and exact
-  (``1.8e10``), so ``1.5`` or a boolean is an error, never rounded.
-* ``share`` is a component's share of the model's total MACs, ``params_share`` its share of the
-  total params: numbers in [0, 1], compared exactly against the decimal as written.
-* ``[entry.blocks]`` limits hold for every block: ``max_`` binds the largest block, ``min_`` the
-  smallest; ``min_count``/``max_count`` bound the number of blocks.
-* ``max_unsupported_ops`` (op calls without a formula) defaults to 0: an uncounted op would make
-  every ``max_`` limit too easy to meet.
-* ``max_self_checks`` (the breakdown's failed self-checks, :mod:`vitprof.recognize.self_checks`)
-  defaults to 0: a component limit means nothing on a breakdown that puts attention in the MLP.
-
-Fail closed: an empty file, a key outside the schema, a value of the wrong type, an integer
-outside TOML's 64-bit range, a component outside the taxonomy, a table without limits, a ``min``
-above its ``max``, a model name that does not resolve, an image size a built-in model cannot take,
-and a model that fails to build or to run are :class:`~vitprof.core.errors.UserError` naming
-the file, the entry, the key and, where it can be found, the line. Everything but building and
-running is checked for every entry when the file is read, before any model is analysed. A limit with
-nothing to measure (no blocks, a zero total under a share) fails its check.
-
-:func:`at_input` checks an entry at another input than the one it names (``vitprof check
---image-size ...``); the result says so (``input_override``), since its limits were written for
-the entry's own input.
-"""
+"""Reading budget files: TOML parsed, every key and value checked against the closed schema
+(:mod:`.schema`), errors placed at their file, line, entry and key; :func:`at_input` moves an
+entry to another input."""
 
 from __future__ import annotations
 
@@ -48,8 +9,7 @@ import re
 import tomllib
 from argparse import ArgumentTypeError
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -57,202 +17,35 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitprof.analysis import analyze
-from vitprof.checks.baseline import Baseline, Limit, baseline_limits, load, model_file
-from vitprof.checks.diff import Snapshot, parse_percent
-from vitprof.checks.toml_lines import key_line, table_at
-from vitprof.core.choices import (
-    AMP_DTYPES,
-    ATTENTION_PATHS,
-    FREEZES,
-    LOSSES,
-    MEMORY_MODES,
-    MEMORY_TARGETS,
-    OPTIMIZERS,
-    PROFILE_DTYPES,
-    RECOGNIZERS,
-    ZERO_GRAD_PLACES,
+from vitprof.checks.baseline import Baseline, model_file
+from vitprof.checks.budget.schema import (
+    _EXACT_FLOAT,
+    LIMITS,
+    MEMORY_SETTINGS,
+    SETTINGS,
+    SHARES,
+    TOML_INTEGERS,
+    Budget,
+    Check,
 )
-from vitprof.core.errors import UserError, one_line, read_user_file
+from vitprof.checks.diff import parse_percent
+from vitprof.checks.toml_lines import key_line, table_at
+from vitprof.core.errors import UserError, read_user_file
 from vitprof.core.overrides import Override
 from vitprof.core.parse import image_size
-from vitprof.core.records import Component, Counts
-from vitprof.count.result import Profile
+from vitprof.core.records import Component
+from vitprof.core.vocab import (
+    Bound,
+    Dtype,
+    Metric,
+    Recognizer,
+    Scope,
+    ValueKind,
+)
 from vitprof.measure.memory_spelling import TABLE_KEYS, SettingError
-from vitprof.measure.training_memory import memory, step_settings
+from vitprof.measure.training_memory import step_settings
 from vitprof.models.zoo import check_zoo_size, validate_name
 from vitprof.workload import InputRequest, dtype_name
-
-
-class Scope(StrEnum):
-    """What a limit measures: the whole model, one component, or every block."""
-
-    MODEL = "model"
-    COMPONENT = "component"
-    BLOCKS = "blocks"
-
-
-class Bound(StrEnum):
-    MAX = "max"
-    MIN = "min"
-
-
-class Metric(StrEnum):
-    PARAMS = "params"
-    MACS = "macs"
-    FLOPS = "flops"
-    VECTOR_FLOPS = "vector_flops"
-    SHARE = "share"  # share of the model's total MACs
-    PARAMS_SHARE = "params_share"  # share of the model's total params
-    COUNT = "count"  # number of blocks
-    UNSUPPORTED_OPS = "unsupported_ops"  # op calls without a formula
-    SELF_CHECKS = "self_checks"  # failed self-checks of the breakdown
-    PEAK_BYTES = "peak_bytes"  # a training step's predicted peak (vitprof.memory), bytes
-
-
-class Verdict(StrEnum):
-    PASS = "pass"
-    FAIL = "fail"
-
-
-class Kind(StrEnum):
-    """Type of a budget value."""
-
-    TEXT = "text"
-    POSITIVE = "positive integer"
-    IMAGE_SIZE = 'positive integer, "HxW" or [height, width]'
-    DTYPE = f"dtype ({', '.join(PROFILE_DTYPES)})"
-    COUNT = "whole number >= 0"
-    SHARE = "share in [0, 1]"
-    RULES = "table of REGEX = COMPONENT"
-    TABLE = "table"
-    PERCENT = "percentage such as \"1%\""
-    RECOGNIZER = "recognizer"  # one of vitprof.core.choices.RECOGNIZERS
-    MEMORY = ("table of memory settings (optimizer, amp, checkpoint, target, attention, mode, "
-              "loss, zero_grad, set_to_none, gradient_accumulation, freeze)")
-
-
-SHARES = frozenset({Metric.SHARE, Metric.PARAMS_SHARE})
-_COMPONENTS: dict[str, Component] = {c.value: c for c in Component}
-_COUNTS = (Metric.PARAMS, Metric.MACS, Metric.FLOPS, Metric.VECTOR_FLOPS)
-_EXACT_FLOAT = 2**53
-TOML_INTEGERS = (-(2**63), 2**63 - 1)  # the range of a TOML integer
-
-
-def _limit_keys(*metrics: Metric) -> dict[str, tuple[Bound, Metric]]:
-    return {f"{bound}_{metric}": (bound, metric) for metric in metrics for bound in Bound}
-
-
-# The closed schema: every key an entry may use, once, with its type. A limit key's value is a
-# Kind.SHARE for the SHARES metrics and a Kind.COUNT for the others.
-SETTINGS: dict[str, Kind] = {
-    "model": Kind.TEXT,
-    "image_size": Kind.IMAGE_SIZE,
-    "frames": Kind.POSITIVE,
-    "in_chans": Kind.POSITIVE,
-    "dtype": Kind.DTYPE,
-    "batch_size": Kind.POSITIVE,
-    "num_classes": Kind.POSITIVE,
-    "map": Kind.RULES,
-    "recognizer": Kind.RECOGNIZER,
-    "components": Kind.TABLE,
-    "blocks": Kind.TABLE,
-    "baseline": Kind.TEXT,  # a saved profile (vitprof.checks.baseline), with max_increase
-    "max_increase": Kind.PERCENT,
-    "memory": Kind.MEMORY,  # the settings of vitprof.memory, for max_peak_bytes
-}
-# the settings a budget's memory table may hold, and the values each takes (None: any string,
-# checked by vitprof.memory itself; bool and int: a TOML boolean, a TOML integer)
-MEMORY_SETTINGS: dict[str, tuple[str, ...] | type | None] = {
-    "optimizer": OPTIMIZERS, "amp": AMP_DTYPES, "checkpoint": None, "target": MEMORY_TARGETS,
-    "attention": ATTENTION_PATHS, "mode": MEMORY_MODES, "loss": LOSSES,
-    "zero_grad": ZERO_GRAD_PLACES, "set_to_none": bool, "gradient_accumulation": int,
-    "freeze": FREEZES,
-}
-LIMITS: dict[Scope, dict[str, tuple[Bound, Metric]]] = {
-    Scope.MODEL: {
-        **_limit_keys(*_COUNTS),
-        "max_unsupported_ops": (Bound.MAX, Metric.UNSUPPORTED_OPS),
-        "max_self_checks": (Bound.MAX, Metric.SELF_CHECKS),
-        **_limit_keys(Metric.PEAK_BYTES),
-    },
-    Scope.COMPONENT: _limit_keys(*_COUNTS, Metric.SHARE, Metric.PARAMS_SHARE),
-    Scope.BLOCKS: _limit_keys(*_COUNTS, Metric.COUNT),
-}
-
-
-@dataclass(frozen=True)
-class Check:
-    """One limit of one entry. ``key`` is its dotted key inside the entry, as written."""
-
-    key: str
-    scope: Scope
-    bound: Bound
-    metric: Metric
-    limit: int | float
-    component: Component | None = None
-    implicit: bool = False  # the defaults max_unsupported_ops = 0 and max_self_checks = 0
-
-
-@dataclass(frozen=True)
-class Budget:
-    """One entry: which model, on which input, and its checks."""
-
-    name: str
-    model: str | nn.Module
-    checks: tuple[Check, ...]
-    request: InputRequest = field(default_factory=InputRequest)  # the input it is checked at
-    overrides: tuple[Override, ...] = ()
-    recognizer: str = "auto"
-    origin: str = ""  # "file:line: entry 'name', key 'model'": where errors about the model point
-    baseline: Baseline | None = None
-    input_override: str = ""  # what at_input put in place of the entry's input, "" if nothing
-    memory: tuple[tuple[str, Any], ...] = ()  # the settings of vitprof.memory (peak_bytes)
-
-    @property
-    def where(self) -> str:
-        """Where errors about this entry's model point: its origin, else its name."""
-        return self.origin or f"entry '{self.name}'"
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """A check against an analysis. ``actual`` is None when there was nothing to measure."""
-
-    check: Check
-    actual: int | float | None
-    verdict: Verdict
-    block: int | None = None  # the block that binds a per-block limit
-    note: str = ""
-
-    @property
-    def headroom(self) -> int | float | None:
-        """How far ``actual`` is inside the limit (negative: past it)."""
-        if self.actual is None:
-            return None
-        if self.check.bound is Bound.MAX:
-            return self.check.limit - self.actual
-        return self.actual - self.check.limit
-
-
-@dataclass(frozen=True)
-class BudgetResult:
-    """Every check of one budget against one analysis of its model."""
-
-    budget: Budget
-    profile: Profile
-    results: tuple[CheckResult, ...] = field(default=())
-
-    @property
-    def passed(self) -> bool:
-        return all(r.verdict is Verdict.PASS for r in self.results)
-
-    @property
-    def failures(self) -> list[CheckResult]:
-        return [r for r in self.results if r.verdict is Verdict.FAIL]
-
-
-# ---------------------------------------------------------------------------- parsing
 
 
 @dataclass(frozen=True)
@@ -500,26 +293,26 @@ def _table(value: Any, path: tuple[str, ...], where: _Source) -> dict[str, Any]:
     return value
 
 
-def _setting(kind: Kind, value: Any, path: tuple[str, ...], where: _Source) -> Any:
-    if kind is Kind.TEXT:
+def _setting(kind: ValueKind, value: Any, path: tuple[str, ...], where: _Source) -> Any:
+    if kind is ValueKind.TEXT:
         if not isinstance(value, str) or not value:
             raise where.error(path, f"expected a non-empty string, got {_describe(value)}")
         return value
-    if kind is Kind.POSITIVE:
+    if kind is ValueKind.POSITIVE:
         return _positive(value, path, where)
-    if kind is Kind.IMAGE_SIZE:
+    if kind is ValueKind.IMAGE_SIZE:
         return _image_size(value, path, where)
-    if kind is Kind.DTYPE:
-        if value not in PROFILE_DTYPES:
-            raise where.error(path, f"expected a {Kind.DTYPE}, got {_describe(value)}")
+    if kind is ValueKind.DTYPE:
+        if value not in list(Dtype):
+            raise where.error(path, f"expected a {ValueKind.DTYPE}, got {_describe(value)}")
         return value
-    if kind is Kind.PERCENT:
+    if kind is ValueKind.PERCENT:
         return _percent(value, path, where)
-    if kind is Kind.MEMORY:
+    if kind is ValueKind.MEMORY:
         return _memory_settings(_table(value, path, where), path, where)
-    if kind is Kind.RECOGNIZER:
-        if value not in RECOGNIZERS:
-            raise where.error(path, _unknown("recognizer", str(value), list(RECOGNIZERS)))
+    if kind is ValueKind.RECOGNIZER:
+        if value not in list(Recognizer):
+            raise where.error(path, _unknown("recognizer", str(value), list(Recognizer)))
         return value
     return _rules(_table(value, path, where), path, where)
 
@@ -555,7 +348,7 @@ def _in_table_keys(error: UserError) -> UserError:
 
 
 def _positive(value: Any, path: tuple[str, ...], where: _Source,
-              expected: Kind = Kind.POSITIVE) -> int:
+              expected: ValueKind = ValueKind.POSITIVE) -> int:
     number = _count(value, path, where, expected)
     if number < 1:
         raise where.error(path, f"expected a {expected}, got {number}")
@@ -567,15 +360,15 @@ def _image_size(value: Any, path: tuple[str, ...], where: _Source) -> int | tupl
     takes it: ``"224"`` or ``"224x320"``."""
     if isinstance(value, list | tuple):
         if len(value) != 2:
-            raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {len(value)} sizes")
+            raise where.error(path, f"expected a {ValueKind.IMAGE_SIZE}, got {len(value)} sizes")
         return (_positive(value[0], path, where), _positive(value[1], path, where))
     if isinstance(value, str):
         try:
             return image_size(value)
         except ArgumentTypeError:
-            raise where.error(path, f"expected a {Kind.IMAGE_SIZE}, got {_describe(value)}") \
+            raise where.error(path, f"expected a {ValueKind.IMAGE_SIZE}, got {_describe(value)}") \
                 from None
-    return _positive(value, path, where, Kind.IMAGE_SIZE)
+    return _positive(value, path, where, ValueKind.IMAGE_SIZE)
 
 
 def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tuple[Override, ...]:
@@ -594,7 +387,8 @@ def _rules(table: dict[str, Any], path: tuple[str, ...], where: _Source) -> tupl
     return tuple(rules)
 
 
-def _count(value: Any, path: tuple[str, ...], where: _Source, expected: Kind = Kind.COUNT) -> int:
+def _count(value: Any, path: tuple[str, ...], where: _Source,
+           expected: ValueKind = ValueKind.COUNT) -> int:
     """A whole number >= 0; an integral float below 2**53 is exact and accepted. ``expected``
     names the value's kind in the messages."""
     if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_FLOAT:
@@ -613,7 +407,7 @@ def _count(value: Any, path: tuple[str, ...], where: _Source, expected: Kind = K
 def _percent(value: Any, path: tuple[str, ...], where: _Source) -> Fraction:
     """``"1%"`` or a number of percent >= 0, exact."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise where.error(path, f"expected a {Kind.PERCENT}, got {_describe(value)}")
+        raise where.error(path, f"expected a {ValueKind.PERCENT}, got {_describe(value)}")
     try:
         return parse_percent(str(value))
     except ValueError as error:
@@ -622,7 +416,7 @@ def _percent(value: Any, path: tuple[str, ...], where: _Source) -> Fraction:
 
 def _share(value: Any, path: tuple[str, ...], where: _Source) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise where.error(path, f"expected a {Kind.SHARE}, got {_describe(value)}")
+        raise where.error(path, f"expected a {ValueKind.SHARE}, got {_describe(value)}")
     return value
 
 
@@ -717,130 +511,3 @@ def _check_override_size(budget: Budget, image_size: int | tuple[int, int]) -> N
         check_zoo_size(entry, image_size)
     except UserError as error:
         raise UserError(f"{budget.where}: {error}") from None
-
-
-# ---------------------------------------------------------------------------- checking
-
-
-def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:
-    """Analyze the budget's model (meta device, CPU fallback) and run every check;
-    ``update_baseline``: this analysis is the entry's baseline (see :func:`check_profile`)."""
-    try:
-        profile = analyze(
-            budget.model, request=budget.request, overrides=budget.overrides,
-            recognizer=budget.recognizer,
-            name=budget.name if isinstance(budget.model, nn.Module) else None,
-        )
-    except UserError as error:
-        raise UserError(f"{budget.where}: {error}") from None
-    except Exception as error:  # fail closed: any failure to analyze is an error, never a pass
-        raise UserError(f"{budget.where}: analysis failed: {one_line(error)}") from None
-    return check_profile(budget, profile, update_baseline, _peak_bytes(budget))
-
-
-def _peak_bytes(budget: Budget) -> int | None:
-    """The predicted peak of a training step (:func:`vitprof.memory` with the entry's input and
-    ``memory`` settings), when a check bounds it; else None."""
-    if not any(check.metric is Metric.PEAK_BYTES for check in budget.checks):
-        return None
-    try:
-        settings: dict[str, Any] = dict(budget.memory)
-        return memory(budget.model, request=budget.request, **settings).peak_bytes
-    except UserError as error:
-        raise UserError(f"{budget.where}: {_in_table_keys(error)}") from None
-    except Exception as error:  # fail closed, as evaluate() does for the analysis
-        raise UserError(f"{budget.where}: memory prediction failed: {one_line(error)}"
-                        ) from None
-
-
-def check_profile(budget: Budget, profile: Profile, update_baseline: bool = False,
-                  peak_bytes: int | None = None) -> BudgetResult:
-    """Every check of ``budget`` against an existing analysis, its baseline's included.
-    ``update_baseline``: the baseline is ``profile`` itself, as it is once the caller has
-    written it (:func:`vitprof.checks.baseline.updated_baselines`), not the file. ``peak_bytes``:
-    the predicted peak a ``max_peak_bytes`` check bounds (without it, such a check fails)."""
-    results = tuple(_peak_check(check, peak_bytes) if check.metric is Metric.PEAK_BYTES
-                    else _run(check, profile) for check in budget.checks)
-    return BudgetResult(budget, profile,
-                        results + _baseline_results(budget, profile, update_baseline))
-
-
-def _baseline_results(budget: Budget, profile: Profile,
-                      update_baseline: bool) -> tuple[CheckResult, ...]:
-    """The binding row of each scope and metric against the baseline (the file, or
-    ``profile`` itself when it is being updated), as a ``max_`` check; a failed one notes the
-    baseline's count."""
-    if budget.baseline is None:
-        return ()
-    current = Snapshot.from_profile(profile)
-    try:
-        saved = current if update_baseline else load(budget.baseline, current)
-        binding = baseline_limits(saved, current, budget.baseline.max_increase)
-    except UserError as error:
-        raise UserError(f"{budget.origin or budget.name}: {error}") from None
-    percent = f"{float(budget.baseline.max_increase):g}%"
-    results = []
-    for limit in binding:
-        verdict = Verdict.PASS if limit.actual <= limit.limit else Verdict.FAIL
-        note = f"baseline {budget.baseline.path}: {limit.before:,} + {percent}"
-        results.append(CheckResult(_baseline_check(limit), limit.actual, verdict,
-                                   int(limit.name) if limit.scope == "block" else None,
-                                   note if verdict is Verdict.FAIL else ""))
-    return tuple(results)
-
-
-def _baseline_check(limit: Limit) -> Check:
-    """``max_increase.macs``, ``max_increase.components.mlp.macs``, ``max_increase.blocks.macs``."""
-    if limit.scope == "total":
-        return Check(f"max_increase.{limit.metric}", Scope.MODEL, Bound.MAX,
-                     Metric(limit.metric), limit.limit)
-    if limit.scope == "block":
-        return Check(f"max_increase.blocks.{limit.metric}", Scope.BLOCKS, Bound.MAX,
-                     Metric(limit.metric), limit.limit)
-    return Check(f"max_increase.components.{limit.name}.{limit.metric}", Scope.COMPONENT,
-                 Bound.MAX, Metric(limit.metric), limit.limit, _COMPONENTS.get(limit.name))
-
-
-def _peak_check(check: Check, peak_bytes: int | None) -> CheckResult:
-    if peak_bytes is None:
-        return CheckResult(check, None, Verdict.FAIL, note="no memory prediction was made")
-    return _judge(check, peak_bytes)
-
-
-def _run(check: Check, profile: Profile) -> CheckResult:
-    if check.scope is Scope.BLOCKS:
-        return _run_blocks(check, profile)
-    if check.metric is Metric.UNSUPPORTED_OPS:
-        return _judge(check, sum(profile.unsupported_ops.values()))
-    if check.metric is Metric.SELF_CHECKS:
-        return _judge(check, len(profile.self_checks))
-    counts = profile.totals if check.component is None else profile.components[check.component]
-    if check.metric in SHARES:
-        key = "params" if check.metric is Metric.PARAMS_SHARE else "macs"
-        total = getattr(profile.totals, key)
-        if total == 0:
-            return CheckResult(check, None, Verdict.FAIL, note=f"the model's total {key} is 0")
-        return _judge(check, Fraction(getattr(counts, key), total))
-    return _judge(check, _metric(counts, check.metric))
-
-
-def _run_blocks(check: Check, profile: Profile) -> CheckResult:
-    if check.metric is Metric.COUNT:
-        return _judge(check, len(profile.blocks))
-    if not profile.blocks:
-        return CheckResult(check, None, Verdict.FAIL, note="no transformer blocks recognized")
-    values = [(_metric(b.total, check.metric), b.index) for b in profile.blocks]
-    value, index = (max if check.bound is Bound.MAX else min)(values, key=lambda v: v[0])
-    return _judge(check, value, index)
-
-
-def _metric(counts: Counts, metric: Metric) -> int:
-    return int(getattr(counts, metric.value))
-
-
-def _judge(check: Check, actual: int | Fraction, block: int | None = None) -> CheckResult:
-    """Compare exactly: a share as a fraction against the limit's decimal as written."""
-    limit = Fraction(repr(check.limit)) if isinstance(check.limit, float) else check.limit
-    holds = actual <= limit if check.bound is Bound.MAX else actual >= limit
-    shown = float(actual) if isinstance(actual, Fraction) else actual
-    return CheckResult(check, shown, Verdict.PASS if holds else Verdict.FAIL, block)
