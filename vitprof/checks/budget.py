@@ -71,6 +71,7 @@ from vitprof.core.choices import (
     OPTIMIZERS,
     PROFILE_DTYPES,
     RECOGNIZERS,
+    STRATEGIES,
     ZERO_GRAD_PLACES,
 )
 from vitprof.core.errors import UserError, one_line, read_user_file
@@ -167,8 +168,10 @@ MEMORY_SETTINGS: dict[str, tuple[str, ...] | type | None] = {
     "optimizer": OPTIMIZERS, "amp": AMP_DTYPES, "checkpoint": None, "target": MEMORY_TARGETS,
     "attention": ATTENTION_PATHS, "mode": MEMORY_MODES, "loss": LOSSES,
     "zero_grad": ZERO_GRAD_PLACES, "set_to_none": bool, "gradient_accumulation": int,
-    "freeze": FREEZES,
+    "freeze": FREEZES, "strategy": STRATEGIES, "world_size": int,
 }
+# the keys of the memory table that say how the step is spread over ranks, not how it runs
+RANK_SETTINGS = ("strategy", "world_size")
 LIMITS: dict[Scope, dict[str, tuple[Bound, Metric]]] = {
     Scope.MODEL: {
         **_limit_keys(*_COUNTS),
@@ -542,7 +545,7 @@ def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Sourc
             expected = f"one of {', '.join(allowed)}" if allowed else "a string"
             raise where.error((*path, key), f"expected {expected}, got {_describe(value)}")
     try:  # together: a checkpoint's N, an optimizer or checkpoint with mode inference
-        step_settings(**table)
+        step_settings(**{k: v for k, v in table.items() if k not in RANK_SETTINGS})
     except UserError as error:
         raise where.error(path, str(_in_table_keys(error))) from None
     return tuple(table.items())

@@ -51,3 +51,7 @@ MEMORY_MODES = ("train", "inference")
 LOSSES = ("ones", "sum", "cross-entropy")
 ZERO_GRAD_PLACES = ("start", "before-backward", "end")
 FREEZES = ("none", "backbone")
+# the data-parallel strategy of each rank's step (:mod:`vitprof.measure.distributed`): none (one
+# process), DDP, DDP with ZeroRedundancyOptimizer, FSDP2 without and with resharding after the
+# forward
+STRATEGIES = ("none", "ddp", "zero1", "zero2", "fsdp")

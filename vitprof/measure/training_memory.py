@@ -46,6 +46,7 @@ from vitprof.core.choices import (
     MEMORY_MODES,
     MEMORY_TARGETS,
     OPTIMIZERS,
+    STRATEGIES,
 )
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
@@ -56,6 +57,8 @@ from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
 from vitprof.measure import cuda_model
 from vitprof.measure.attention_kernels import AUTO
+from vitprof.measure.distributed.estimate import RankMemory, check_world_size, rank_memory
+from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
 from vitprof.measure.memory_fit import check_fit, largest_batch
 from vitprof.measure.memory_loop import DEFAULT_LOSS, Loop, make_loop
 from vitprof.measure.memory_spelling import SettingError
@@ -216,8 +219,9 @@ def memory(
     frames: int | None = None, input_shape: Sequence[int] | None = None,
     num_classes: int | None = None, request: InputRequest | None = None,
     loss: str = DEFAULT_LOSS, zero_grad: str = "start", set_to_none: bool = True,
-    gradient_accumulation: int = 1, freeze: str = "none",
-) -> MemoryEstimate:
+    gradient_accumulation: int = 1, freeze: str = "none", strategy: str = "none",
+    world_size: int = 1,
+) -> MemoryEstimate | RankMemory:
     """The predicted memory of one step of ``model`` (an ``nn.Module`` or a name
     :func:`vitprof.analyze` accepts) at ``batch_size``; see the module for the conventions.
 
@@ -242,6 +246,10 @@ def memory(
     ``input_shape`` and ``num_classes`` are :func:`vitprof.analyze`'s (with ``input_shape``
     the batch is the shape's first size); ``request`` (:class:`vitprof.workload.InputRequest`)
     stands for them, ``dtype`` then the one a request that names none is in.
+    ``strategy``: none (one process), ddp, zero1, zero2 or fsdp, each rank's step at
+    ``world_size`` ranks, ``batch_size`` each rank's: a :class:`RankMemory`
+    (:mod:`vitprof.measure.distributed.estimate`; the training loop's defaults, no ``amp``
+    nor ``checkpoint``).
     """
     asked = InputRequest.of(request, image_size=image_size, batch_size=batch_size,
                             in_chans=in_chans, frames=frames, input_shape=input_shape,
@@ -251,15 +259,26 @@ def memory(
                              zero_grad, set_to_none, gradient_accumulation, freeze)
     if fit is not None:
         check_fit(fit)
+    strategy = _choice("strategy", strategy, STRATEGIES)
+    world_size = check_world_size(world_size)
+    if strategy != "none":
+        _check_strategy_settings(settings, strategy)
+    elif world_size != 1:
+        raise SettingError(lambda s: f"{s.setting('world_size', world_size)} needs a "
+                           f"{s.name('strategy')} (ddp, zero1, zero2, fsdp): "
+                           f"{s.setting('strategy', 'none')} is one process")
     work = make_workload(model, asked)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
-    if settings.every is not None:
+    if settings.every is not None or strategy in FSDP_STRATEGIES:
         mapping = _with_graph_blocks(work, mapping)
     names = {"optimizer": settings.optimizer if settings.train else "none", "dtype": dtype,
              "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
              "attention": attention, "mode": mode,
              **(settings.loop.names() if settings.train else {})}
+    if strategy != "none":
+        return rank_memory(work, mapping, settings, strategy, world_size, batch_size, names,
+                           fit)
     estimate = predict(work, mapping, settings, batch_size, names)
     if not settings.train:
         estimate = replace(estimate, convention=INFERENCE_CONVENTION)
@@ -271,6 +290,18 @@ def memory(
     found = largest_batch(lambda b: predict(work, mapping, settings, b, names).peak_bytes,
                           fit, estimate, fixed_bytes(estimate))
     return _with_fit(estimate, found, fit)
+
+
+def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
+    """Under a strategy the step is the default loop's training step without autocast or
+    checkpointing: a UserError naming the first setting that departs."""
+    departs = [key for key, set_ in (("mode", not settings.train), ("amp", settings.amp),
+                                     ("checkpoint", settings.every is not None),
+                                     ("loss ... freeze", settings.loop != Loop())) if set_]
+    if departs:
+        raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts the default "
+                           f"training step on each rank; {s.name(departs[0])} is not predicted "
+                           "with a strategy yet")
 
 
 def _with_graph_blocks(work: Workload, mapping: ComponentMap) -> ComponentMap:

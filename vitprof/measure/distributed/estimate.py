@@ -20,7 +20,7 @@ Conventions (bytes, per rank; rank 0, whose share is the largest where shares di
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from vitprof.core.errors import UserError
@@ -152,8 +152,11 @@ def _phase(event: RankEvent) -> str:
 def _events(step: RankStep, workspace: int) -> list[RankEvent]:
     """One event per op of the logged step, with the bytes alive after it by kind."""
     log = step.log
-    kinds: Callable[[int], str] = lambda i: log.allocations[i].kind or kind_of_phase(
-        log.allocations[i].phase)
+
+    def kinds(i: int) -> str:
+        made = log.allocations[i]
+        return made.kind or kind_of_phase(made.phase)
+
     live = dict.fromkeys(KINDS, 0)
     live["workspace"] = workspace
     events: list[RankEvent] = []

@@ -6,7 +6,8 @@ registered before the step: parameters, optimizer state, inputs) is logged as al
 the bytes it has, and as freed when its last tensor goes (a weak reference's callback). FSDP2
 allocates and frees the unsharded parameters by resizing their storages in place
 (``untyped_storage().resize_``): while the log is on, each resize is logged as a change of that
-storage's bytes. Each entry is replayed later with the kind its allocation turned out to be
+storage's bytes. Meta tensors are not logged: DTensor propagates shapes on them, and no rank
+allocates them. Each entry is replayed later with the kind its allocation turned out to be
 (:meth:`RankLog.replay`), once the step has shown which storages were gradients.
 """
 
@@ -16,6 +17,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -121,7 +123,7 @@ class RankLog(TorchDispatchMode):
                 log._sizes[found] = log.rounded(size)
             return result
 
-        torch.UntypedStorage.resize_ = logged  # type: ignore[method-assign]
+        torch.UntypedStorage.resize_ = logged  # type: ignore[method-assign,assignment]
         try:
             yield
         finally:
@@ -137,6 +139,8 @@ class RankLog(TorchDispatchMode):
                 yield entry, kind(entry[0]), entry[1]
 
     def _seen(self, tensor: torch.Tensor, made: Allocation) -> None:
+        if tensor.device.type == "meta":  # DTensor's shape propagation: no rank allocates it
+            return
         try:
             storage = tensor.untyped_storage()
         except (RuntimeError, NotImplementedError):  # no storage (nested, sparse)
@@ -149,7 +153,7 @@ class RankLog(TorchDispatchMode):
         self.allocations.append(made)
         self._ids[key] = index
         self._sizes[index] = self.rounded(storage.nbytes())
-        self._refs[key] = weakref.ref(storage, lambda ref, k=key: self._on_free(k, ref))
+        self._refs[key] = weakref.ref(storage, partial(self._on_free, key))
         self.log.append((index, self._sizes[index]))
 
     def _freed(self, key: int, ref: weakref.ref[torch.UntypedStorage]) -> None:

@@ -38,8 +38,8 @@ from vitprof.workload import Workload
 
 @dataclass
 class RankStep:
-    """What one rank's logged step did: the ``log``, the ids of the allocations that were the
-    gradients, and the attention kernels its SDPA calls ran."""
+    """What one rank's logged step did: the ``log`` (its allocations' kinds settled), and the
+    attention kernels its SDPA calls ran."""
 
     log: RankLog
     attention: AttentionChoice
