@@ -6,9 +6,11 @@ registered before the step: parameters, optimizer state, inputs) is logged as al
 the bytes it has, and as freed when its last tensor goes (a weak reference's callback). FSDP2
 allocates and frees the unsharded parameters by resizing their storages in place
 (``untyped_storage().resize_``): while the log is on, each resize is logged as a change of that
-storage's bytes. Meta tensors are not logged: DTensor propagates shapes on them, and no rank
-allocates them. Each entry is replayed later with the kind its allocation turned out to be
-(:meth:`RankLog.replay`), once the step has shown which storages were gradients.
+storage's bytes. Meta tensors are not logged, nor anything while :meth:`RankLog.paused`: DTensor
+propagates shapes by running each op on fake tensors of the global shapes (under the fake mode
+it finds, here the step's), which no rank allocates. Each entry is replayed later with the
+kind its allocation turned out to be (:meth:`RankLog.replay`), once the step has shown which
+storages were gradients.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class RankLog(TorchDispatchMode):
         self.kind_of_op = kind_of_op
         self.claims = claims
         self.rounded = rounded
+        self._pauses = 0
         self.allocations: list[Allocation] = []
         self.log: list[Entry] = []
         self._ids: dict[int, int] = {}  # storage key -> allocation id, while alive
@@ -93,8 +96,14 @@ class RankLog(TorchDispatchMode):
         """The allocation holding ``tensor``'s storage now, if it was logged."""
         return self._ids.get(_key(tensor))
 
+    def paused(self) -> _Paused:
+        """A context (reusable, reentrant) inside which nothing is logged."""
+        return _Paused(self)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        if self._pauses:
+            return out
         name = op_name(func)
         made = Allocation(name, self.phase, self.kind_of_op(name))
         for tensor in tree_leaves(out):
@@ -162,6 +171,19 @@ class RankLog(TorchDispatchMode):
         del self._refs[key]
         index = self._ids.pop(key)
         self.log.append((index, -self._sizes.pop(index)))
+
+
+class _Paused:
+    """See :meth:`RankLog.paused`."""
+
+    def __init__(self, log: RankLog) -> None:
+        self.log = log
+
+    def __enter__(self) -> None:
+        self.log._pauses += 1
+
+    def __exit__(self, *_: object) -> None:
+        self.log._pauses -= 1
 
 
 def _key(tensor: torch.Tensor) -> int:
