@@ -133,7 +133,7 @@ def _estimate(work: Workload, step: RankStep, settings: StepSettings, strategy: 
     at = max(events, key=lambda e: e.total)
     most = {kind: max(e.live[kind] for e in events) for kind in KINDS}
     unused = step.attention.unused_warning()
-    warnings = (unused,) if unused else ()
+    warnings: tuple[str, ...] = (unused,) if unused else ()
     if strategy in FSDP_STRATEGIES and at.phase == "optimizer":
         warnings += (f"the per-rank peak is in the optimizer step, whose temporaries under "
                      f"{strategy} come out at the parameters' global sizes, not their shards: "
