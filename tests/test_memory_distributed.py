@@ -179,3 +179,20 @@ def test_deit_tiny_at_world_size_2_is_within_3_percent_of_the_measured_peak(
                    strategy=strategy, world_size=2)
     measured = MEASURED_DEIT_TI_WS2[strategy]
     assert abs(found.peak_bytes - measured) <= 0.03 * measured
+
+
+def test_a_list_of_world_sizes_tables_the_per_rank_peak_and_draws_it(tmp_path, capsys) -> None:
+    path = tmp_path / "small.py"
+    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
+                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    figure = tmp_path / "peaks.png"
+    assert main(["memory", f"{path}:small", "--strategy", "zero2", "--world-size", "2,8",
+                 "--batch-size", "2", "--target", "cpu", "--format", "json",
+                 "--figure", str(figure)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    two, eight = data["world_sizes"]
+    assert (two["world_size"], eight["world_size"]) == (2, 8)
+    # each rank's shards: ceil(rows / world) rows of every parameter
+    assert two["peak_live"]["parameters"] == rank0_shard_bytes(small(), 2)
+    assert eight["peak_live"]["parameters"] == rank0_shard_bytes(small(), 8)
+    assert figure.stat().st_size > 0
