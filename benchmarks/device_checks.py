@@ -4,7 +4,7 @@ memory, MFU.
 Run on a machine with a GPU (the lent device: one call, minutes of budget):
 
     python benchmarks/device_checks.py OUT_DIR [--peak-tflops T]
-        [--only cuda_parts,profile,memory,mfu]
+        [--only cuda_parts,profile,memory,mfu,fsdp]
 
 0. ``benchmarks/device_cuda_parts.py`` in a fresh process (no cuBLAS handle has a workspace
    yet): the workspaces and the allocator's rounding that ``vitprof memory --target cuda``
@@ -18,6 +18,9 @@ Run on a machine with a GPU (the lent device: one call, minutes of budget):
 3. :func:`device_mfu.run`: ViT-B/16, 20 bf16 steps, MFU through the plain loop, Lightning and the
    Hugging Face Trainer (``device_mfu.md``). ``--peak-tflops`` is needed where the peak table has
    no dense figure for the GPU and dtype.
+4. :func:`device_fsdp.run`: FSDP2 at world size 1 (DeiT-S, batch 32), ``vitprof memory
+   --strategy fsdp --target cuda`` against ``max_memory_allocated`` (``fsdp_cuda.json``/``.md``).
+   Multi-GPU rows stay unmeasured until a multi-GPU machine is lent.
 
 Each check runs even if an earlier one failed; ``OUT_DIR/device_checks.md`` lists each with its
 time and outcome, and the exit code is non-zero if any failed. Without CUDA it stops in one line.
@@ -33,7 +36,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-CHECKS = ("cuda_parts", "profile", "memory", "mfu")
+CHECKS = ("cuda_parts", "profile", "memory", "mfu", "fsdp")
 
 
 def _cuda_parts(out_dir: Path, _peak: float | None) -> None:
@@ -60,8 +63,15 @@ def _mfu(out_dir: Path, peak: float | None) -> None:
     device_mfu.run(out_dir, peak_tflops=peak)
 
 
+def _fsdp(out_dir: Path, _peak: float | None) -> None:
+    import device_fsdp
+
+    device_fsdp.run(out_dir)
+
+
 RUNNERS: dict[str, Callable[[Path, float | None], None]] = {
-    "cuda_parts": _cuda_parts, "profile": _profile, "memory": _memory, "mfu": _mfu}
+    "cuda_parts": _cuda_parts, "profile": _profile, "memory": _memory, "mfu": _mfu,
+    "fsdp": _fsdp}
 
 
 def run_checks(out_dir: Path, names: Sequence[str], peak: float | None) -> list[str]:

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from referencing import Registry
 
 SCHEMA_VERSION = 2
-SCHEMAS = ("profile", "diff", "check", "crosscheck", "formula", "sweep", "speed", "memory")
+SCHEMAS = ("profile", "diff", "check", "crosscheck", "formula", "sweep", "speed", "memory",
+           "distributed_memory")
 CHECK_OUTPUTS = False  # validate every output against its schema as it is made (tests set it)
 
 

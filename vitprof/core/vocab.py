@@ -198,6 +198,18 @@ class Freeze(Word):
 # ---- budgets (`vitprof check`) ----
 
 
+class Strategy(Word):
+    """The data-parallel strategy of each rank's step (:mod:`vitprof.measure.distributed`):
+    none (one process), DDP, DDP with ZeroRedundancyOptimizer (zero1), FSDP2 per block and root
+    without (zero2) and with (fsdp) resharding after the forward."""
+
+    NONE = "none"
+    DDP = "ddp"
+    ZERO1 = "zero1"
+    ZERO2 = "zero2"
+    FSDP = "fsdp"
+
+
 class Scope(Word):
     """What a limit measures: the whole model, one component, or every block."""
 

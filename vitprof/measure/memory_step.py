@@ -94,7 +94,7 @@ class Step:
     trained: set[str]
 
 
-class _AttentionKernel(TorchFunctionMode):
+class AttentionKernel(TorchFunctionMode):
     """``F.scaled_dot_product_attention`` called directly runs ``kernel`` instead of torch's
     choice (the counter routes the calls it sees to it itself: :func:`_counted`)."""
 
@@ -122,18 +122,24 @@ class _Logged(TorchDispatchMode):
         return out
 
 
-def make_optimizer(name: str, params: Sequence[torch.Tensor], target: str) -> torch.optim.Optimizer:
-    """torch's optimizer ``name`` with its defaults (momentum 0.9 for sgd-momentum); on cuda
-    the multi-tensor (foreach) implementation torch picks there by default, on the CPU the
-    single-tensor one it picks there."""
+def optimizer_recipe(name: str, target: str) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+    """torch's optimizer class of ``name`` and its keywords: torch's defaults (momentum 0.9
+    for sgd-momentum); on cuda the multi-tensor (foreach) implementation torch picks there by
+    default, on the CPU the single-tensor one it picks there."""
     foreach = target == MemoryTarget.CUDA
     if name == Optimizer.SGD:
-        return torch.optim.SGD(params, lr=1e-3, foreach=foreach)
+        return torch.optim.SGD, {"lr": 1e-3, "foreach": foreach}
     if name == Optimizer.SGD_MOMENTUM:
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
+        return torch.optim.SGD, {"lr": 1e-3, "momentum": 0.9, "foreach": foreach}
     if name == Optimizer.ADAM:
-        return torch.optim.Adam(params, foreach=foreach)
-    return torch.optim.AdamW(params, foreach=foreach)
+        return torch.optim.Adam, {"foreach": foreach}
+    return torch.optim.AdamW, {"foreach": foreach}
+
+
+def make_optimizer(name: str, params: Sequence[torch.Tensor], target: str) -> torch.optim.Optimizer:
+    """The optimizer of :func:`optimizer_recipe` over ``params``."""
+    kind, keywords = optimizer_recipe(name, target)
+    return kind(params, **keywords)
 
 
 def _stand_ins(module: nn.Module, fake: FakeTensorMode, trained: set[str]
@@ -225,7 +231,7 @@ def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | 
 
 def _with_kernel(kernel: Callable[..., Any], forward: Callable[..., Any], *args: Any,
                  **kwargs: Any) -> Any:
-    with _AttentionKernel(kernel):
+    with AttentionKernel(kernel):
         return forward(*args, **kwargs)
 
 

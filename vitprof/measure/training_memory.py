@@ -51,12 +51,15 @@ from vitprof.core.vocab import (
     Mode,
     Optimizer,
     Recognizer,
+    Strategy,
     ZeroGrad,
 )
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
 from vitprof.measure import cuda_model
+from vitprof.measure.distributed.estimate import RankMemory, check_world_size, rank_memory
+from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
 from vitprof.measure.memory_fit import check_fit, largest_batch
 from vitprof.measure.memory_loop import DEFAULT_LOSS, Loop, make_loop
 from vitprof.measure.memory_spelling import SettingError
@@ -212,8 +215,9 @@ def memory(
     target: str = MemoryTarget.CUDA, attention: str = AttentionPath.AUTO,
     mode: str = Mode.TRAIN, fit: int | None = None, loss: str = DEFAULT_LOSS,
     zero_grad: str = ZeroGrad.START, set_to_none: bool = True, gradient_accumulation: int = 1,
-    freeze: str = Freeze.NONE, **inputs: Any,
-) -> MemoryEstimate:
+    freeze: str = Freeze.NONE, strategy: str = Strategy.NONE, world_size: int = 1,
+    **inputs: Any,
+) -> MemoryEstimate | RankMemory:
     """The predicted memory of one step of ``model`` (an ``nn.Module`` or a name
     :func:`vitprof.analyze` accepts) at ``request`` (:class:`vitprof.workload.InputRequest`:
     its batch size, sizes and dtype, the parameters' dtype, float32 where it names none; None:
@@ -238,6 +242,10 @@ def memory(
     (:func:`vitprof.measure.memory_fit.largest_batch`; with an ``input_shape`` the batch is
     the shape's first size). The input keywords it took before (``batch_size``, ``image_size``,
     ``dtype``, ...: the fields of a request) still make one, with a DeprecationWarning.
+    ``strategy``: none (one process), ddp, zero1, zero2 or fsdp, each rank's step at
+    ``world_size`` ranks, the request's batch each rank's: a :class:`RankMemory`
+    (:mod:`vitprof.measure.distributed.estimate`; the training loop's defaults, no ``amp``
+    nor ``checkpoint``).
     """
     asked = request_of(request, inputs, "memory").or_dtype(torch.float32)
     dtype = dtype_name(asked.dtype or torch.float32)
@@ -245,15 +253,26 @@ def memory(
                              zero_grad, set_to_none, gradient_accumulation, freeze)
     if fit is not None:
         check_fit(fit)
+    strategy = check_word("strategy", strategy, Strategy)
+    world_size = check_world_size(world_size)
+    if strategy != Strategy.NONE:
+        _check_strategy_settings(settings, strategy)
+    elif world_size != 1:
+        raise SettingError(lambda s: f"{s.setting('world_size', world_size)} needs a "
+                           f"{s.name('strategy')} (ddp, zero1, zero2, fsdp): "
+                           f"{s.setting('strategy', 'none')} is one process")
     work = make_workload(model, asked)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
-    if settings.every is not None:
+    if settings.every is not None or strategy in FSDP_STRATEGIES:
         mapping = _with_graph_blocks(work, mapping)
     names = {"optimizer": settings.optimizer if settings.train else "none", "dtype": dtype,
              "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
              "attention": attention, "mode": mode,
              **(settings.loop.names() if settings.train else {})}
+    if strategy != Strategy.NONE:
+        return rank_memory(work, mapping, settings, strategy, world_size, batch_size, names,
+                           fit)
     estimate = predict(work, mapping, settings, batch_size, names)
     if not settings.train:
         estimate = replace(estimate, convention=INFERENCE_CONVENTION)
@@ -265,6 +284,18 @@ def memory(
     found = largest_batch(lambda b: predict(work, mapping, settings, b, names).peak_bytes,
                           fit, estimate, fixed_bytes(estimate))
     return _with_fit(estimate, found, fit)
+
+
+def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
+    """Under a strategy the step is the default loop's training step without autocast or
+    checkpointing: a UserError naming the first setting that departs."""
+    departs = [key for key, set_ in (("mode", not settings.train), ("amp", settings.amp),
+                                     ("checkpoint", settings.every is not None),
+                                     ("loss ... freeze", settings.loop != Loop())) if set_]
+    if departs:
+        raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts the default "
+                           f"training step on each rank; {s.name(departs[0])} is not predicted "
+                           "with a strategy yet")
 
 
 def _with_graph_blocks(work: Workload, mapping: ComponentMap) -> ComponentMap:

@@ -22,6 +22,7 @@ from vitprof.checks.budget.schema import (
     _EXACT_FLOAT,
     LIMITS,
     MEMORY_SETTINGS,
+    RANK_SETTINGS,
     SETTINGS,
     SHARES,
     TOML_INTEGERS,
@@ -335,7 +336,7 @@ def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Sourc
             expected = f"one of {', '.join(allowed)}" if allowed else "a string"
             raise where.error((*path, key), f"expected {expected}, got {_describe(value)}")
     try:  # together: a checkpoint's N, an optimizer or checkpoint with mode inference
-        step_settings(**table)
+        step_settings(**{k: v for k, v in table.items() if k not in RANK_SETTINGS})
     except UserError as error:
         raise where.error(path, str(_in_table_keys(error))) from None
     return tuple(table.items())

@@ -62,6 +62,7 @@ from vitprof.core.vocab import (
     Mode,
     Optimizer,
     Scope,
+    Strategy,
     ValueKind,
     Verdict,
     ZeroGrad,
@@ -104,8 +105,11 @@ MEMORY_SETTINGS: dict[str, tuple[str, ...] | type | None] = {
     "optimizer": tuple(Optimizer), "amp": tuple(AmpDtype), "checkpoint": None,
     "target": tuple(MemoryTarget), "attention": tuple(AttentionPath), "mode": tuple(Mode),
     "loss": tuple(Loss), "zero_grad": tuple(ZeroGrad), "set_to_none": bool,
-    "gradient_accumulation": int, "freeze": tuple(Freeze),
+    "gradient_accumulation": int, "freeze": tuple(Freeze), "strategy": tuple(Strategy),
+    "world_size": int,
 }
+# the keys of the memory table that say how the step is spread over ranks, not how it runs
+RANK_SETTINGS = ("strategy", "world_size")
 LIMITS: dict[Scope, dict[str, tuple[Bound, Metric]]] = {
     Scope.MODEL: {
         **_limit_keys(*_COUNTS),

@@ -26,6 +26,7 @@ from vitprof.core.vocab import (
     MemoryTarget,
     Mode,
     Optimizer,
+    Strategy,
     ZeroGrad,
 )
 from vitprof.render.formats import choices, render
@@ -39,6 +40,11 @@ def checkpoint(text: str) -> str:
     if len(words) == 2 and words[0] == "every":
         return f"every {positive_int(words[1])}"
     raise argparse.ArgumentTypeError(f"expected none, blocks or 'every N', got '{text}'")
+
+
+def world_sizes(text: str) -> list[int]:
+    """argparse type of ``--world-size``: one positive int, or several joined by commas."""
+    return [positive_int(part) for part in text.split(",")]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -64,6 +70,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "the one torch dispatches to on the target, named with why")
     parser.add_argument("--mode", choices=[Mode.TRAIN, Mode.INFERENCE],  # the default first
                         default=Mode.TRAIN)
+    parser.add_argument("--strategy", choices=list(Strategy), default=Strategy.NONE,
+                        help="each rank's step under DDP, DDP + ZeroRedundancyOptimizer (zero1), "
+                             "FSDP2 per block and root without (zero2) or with (fsdp) "
+                             "resharding after the forward; --batch-size is per rank")
+    parser.add_argument("--world-size", type=world_sizes, default=[1], metavar="N[,N...]",
+                        help="ranks in the world (with --strategy); a list: the per-rank peak "
+                             "at each")
     add_loop_options(parser)
     parser.add_argument("--fit", type=memory_size, metavar="SIZE",
                         help="also find the largest batch whose peak fits SIZE (24GiB, 80GB)")
@@ -97,13 +110,16 @@ def add_loop_options(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from vitprof.measure.memory_spelling import OPTIONS, SettingError
-    from vitprof.measure.training_memory import memory
+    from vitprof.measure.training_memory import MemoryEstimate, memory
+    from vitprof.render.distributed_memory import rank_document
     from vitprof.render.memory import memory_document
 
     if args.output:
         check_writable(args.output)
     if args.figure:
         check_figure_path(args.figure, ["png"])
+    if len(args.world_size) > 1:
+        return run_world_sizes(args)
     try:
         estimate = memory(
             args.model, request=input_request(args), optimizer=args.optimizer, amp=args.amp,
@@ -111,15 +127,48 @@ def run(args: argparse.Namespace) -> int:
             mode=args.mode, fit=args.fit, loss=args.loss, zero_grad=args.zero_grad,
             set_to_none=args.set_to_none == "true",
             gradient_accumulation=args.gradient_accumulation, freeze=args.freeze,
+            strategy=args.strategy, world_size=args.world_size[0],
         )
     except SettingError as error:  # in the words of the options, not of memory()'s keywords
         raise error.spelled(OPTIONS) from None
     for message in estimate.warnings:
         warn(message)
+    if not isinstance(estimate, MemoryEstimate):
+        if args.figure:
+            raise UserError("--figure draws a single-process timeline; with --strategy give "
+                            "--world-size a list for the per-rank peak against world size")
+        write_output(render(rank_document(estimate), args.format), args.output)
+        return 0
     if args.figure:
         write_figure(estimate, args.figure)
     document = memory_document(estimate, figure_link(args.figure, args.output))
     write_output(render(document, args.format), args.output)
+    return 0
+
+
+def run_world_sizes(args: argparse.Namespace) -> int:
+    """``--world-size N,M,...``: the per-rank peak at each world size under ``--strategy``
+    (a table, or JSON; ``--figure``: the per-rank peak against world size)."""
+    from vitprof.measure.distributed.sweep import peak_by_world_size
+    from vitprof.measure.memory_spelling import OPTIONS, SettingError
+    from vitprof.render.distributed_memory import world_sizes_document
+
+    if args.strategy == Strategy.NONE:
+        raise UserError("--world-size with several sizes needs --strategy (ddp, zero1, zero2, "
+                        "fsdp)")
+    try:
+        found = peak_by_world_size(args.model, input_request(args), args.strategy,
+                                   args.world_size, optimizer=args.optimizer,
+                                   target=args.target, attention=args.attention)
+    except SettingError as error:
+        raise error.spelled(OPTIONS) from None
+    if args.figure:
+        from vitprof.render import figures
+        from vitprof.render.world_size_figure import world_size_figure
+
+        figures.save(world_size_figure(found[0].model, {args.strategy: found}, args.fit),
+                     args.figure)
+    write_output(render(world_sizes_document(found), args.format), args.output)
     return 0
 
 

@@ -1,0 +1,178 @@
+"""``reports/distributed_memory.md``: each rank's predicted peak (``vitprof memory --strategy S
+--world-size N --target cpu``) beside the largest rank's peak measured in real multi-process
+gloo runs, the peers on the same rows, and the per-rank peak against world size of ViT-g/14
+and ViT-22B.
+
+    python benchmarks/distributed_memory.py [--measured CSV] [--peers CSV]
+        [--figure-models timm:vit_giant_patch14_224 ...] [--figure-world-sizes 8 64 1024]
+
+The measured rows and the peers' figures are read, not made, here: they come from
+``benchmarks/distributed_measured.py`` (real ``torch.multiprocessing`` runs, one process and one
+thread a rank, gloo, a harness sharing no code with vitprof) and
+``benchmarks/distributed_peers.py`` (FSDPMemTracker / MemTracker, DeepSpeed's estimators,
+accelerate), written by the issue's measuring side and copied into ``reports/``. Each
+prediction is the second step of the default loop (a ones gradient on the logits; the
+measurement takes cross-entropy of random labels: 8 labels and a scalar loss more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "reports"
+MEASURED = REPORTS / "distributed_memory_measured.csv"
+PEERS = REPORTS / "distributed_memory_peers.csv"
+PAGE = REPORTS / "distributed_memory.md"
+FIGURE = REPORTS / "distributed_memory_world_size.png"
+FIGURE_STRATEGIES = ("ddp", "zero1", "zero2", "fsdp")
+LIMIT = 80 * 10**9  # an 80 GB accelerator
+TOLERANCE = 0.03
+
+
+Key = tuple[str, str, int, int]  # model, strategy, world size, batch per rank
+
+
+def largest_ranks(path: Path) -> dict[Key, dict[str, str]]:
+    """The measured row of the rank with the largest peak, per model, strategy, world size
+    and batch."""
+    found: dict[Key, dict[str, str]] = {}
+    with path.open() as handle:
+        for row in csv.DictReader(handle):
+            key = (row["model"], row["strategy"], int(row["world_size"]), int(row["batch"]))
+            if key not in found or int(row["peak_bytes"]) > int(found[key]["peak_bytes"]):
+                found[key] = row
+    return found
+
+
+def peers(path: Path) -> dict[Key, list[dict[str, str]]]:
+    """The peers' figures per row."""
+    found: dict[Key, list[dict[str, str]]] = defaultdict(list)
+    if path.exists():
+        with path.open() as handle:
+            for row in csv.DictReader(handle):
+                found[(row["model"], row["strategy"], int(row["world_size"]),
+                       int(row["batch"]))].append(row)
+    return found
+
+
+def predicted(key: Key) -> tuple[int, str, float]:
+    """vitprof's per-rank peak of a measured row, its phase, and the seconds it took."""
+    import vitprof
+
+    model, strategy, world, batch = key
+    start = time.perf_counter()
+    found = vitprof.memory(f"timm:{model}", batch_size=batch, target="cpu", strategy=strategy,
+                           world_size=world)
+    return found.peak_bytes, found.peak_phase, time.perf_counter() - start
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{(a - b) / b:+.2%}"
+
+
+def rows_section(measured: dict[Key, dict[str, str]], peer_rows: dict[Key, list[dict[str, str]]]
+                 ) -> list[str]:
+    out = ["| model | strategy | world size | batch / rank | predicted B (phase) | measured B, "
+           "largest rank (phase) | difference | within 3% | measured live storages B | "
+           "prediction s |", "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    peer_lines = ["| model | strategy | world size | peer | peer B | vs measured | counts | "
+                  "leaves out |", "|---|---|---:|---|---:|---:|---|---|"]
+    within = 0
+    for key in sorted(measured, key=lambda k: (k[0], FIGURE_STRATEGIES.index(k[1])
+                                               if k[1] in FIGURE_STRATEGIES else -1, k[2])):
+        row = measured[key]
+        peak, phase, seconds = predicted(key)
+        real = int(row["peak_bytes"])
+        ok = abs(peak - real) <= TOLERANCE * real
+        within += ok
+        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {peak:,} ({phase}) | "
+                   f"{real:,} ({row['phase']}) | {_pct(peak, real)} | {'yes' if ok else 'NO'} | "
+                   f"{int(row['storage_peak_bytes']):,} | {seconds:.0f} |")
+        print(out[-1], flush=True)
+        for peer in peer_rows.get(key, []):
+            value = int(peer["peer_bytes"]) if peer["peer_bytes"] else None
+            peer_lines.append(
+                f"| {key[0]} | {key[1]} | {key[2]} | {peer['peer']} | "
+                f"{'' if value is None else f'{value:,}'} | "
+                f"{'' if value is None else _pct(value, real)} | {peer['counts']} | "
+                f"{peer['leaves_out']} |")
+    summary = f"{within} of {len(measured)} rows within 3% of the largest measured rank's peak."
+    return [summary, "", *out, "", "## The peers on the same rows", "", *peer_lines]
+
+
+def figure_section(models: Sequence[str], world_sizes: Sequence[int]) -> list[str]:
+    """The per-rank peak against world size (target cuda, batch 1 per rank), drawn and
+    tabled."""
+    import vitprof
+    from vitprof.render import figures
+    from vitprof.render.world_size_figure import world_size_figure
+
+    out = ["| model | strategy | world size | per-rank peak B (phase) | fits 80 GB | s |",
+           "|---|---|---:|---:|---|---:|"]
+    for model in models:
+        found = {}
+        for strategy in FIGURE_STRATEGIES:
+            found[strategy] = []
+            for world in world_sizes:
+                start = time.perf_counter()
+                estimate = vitprof.memory(model, batch_size=1, target="cuda", strategy=strategy,
+                                          world_size=world)
+                found[strategy].append(estimate)
+                out.append(f"| {model} | {strategy} | {world:,} | {estimate.peak_bytes:,} "
+                           f"({estimate.peak_phase}) | "
+                           f"{'yes' if estimate.peak_bytes <= LIMIT else 'no'} | "
+                           f"{time.perf_counter() - start:.0f} |")
+                print(out[-1], flush=True)
+        path = FIGURE.with_name(f"{FIGURE.stem}_{figures.file_stem(model)}.png")
+        figures.save(world_size_figure(model, found, LIMIT), path)
+        out.append(f"\n![{model}]({path.name})\n")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--measured", type=Path, default=MEASURED)
+    parser.add_argument("--peers", type=Path, default=PEERS)
+    parser.add_argument("--figure-models", nargs="*",
+                        default=["timm:vit_giant_patch14_224", "vit_22b"])
+    parser.add_argument("--figure-world-sizes", nargs="+", type=int, default=[8, 64, 1024])
+    args = parser.parse_args(argv)
+    from vitprof.core.atomic_write import write_atomically
+
+    measured = largest_ranks(args.measured)
+    page = [
+        "# Per-rank training memory under DDP, ZeRO-1 and FSDP2: predicted and measured", "",
+        "Made by `python benchmarks/distributed_memory.py` (prediction: `vitprof memory MODEL "
+        "--strategy S --world-size N --batch-size B --target cpu`, AdamW, the second step). "
+        "Measured: `reports/distributed_memory_measured.csv`, made by `python "
+        "benchmarks/distributed_measured.py` (issue 36's measuring side: real "
+        "`torch.multiprocessing` runs over gloo on the CPU, one process and one thread a rank, "
+        "each rank's glibc heap after every aten op, a harness that shares no code with "
+        "vitprof); the largest rank's peak is the one compared. Peers: "
+        "`reports/distributed_memory_peers.csv`, made by `python "
+        "benchmarks/distributed_peers.py`.", "",
+        "Out of scope: tensor and pipeline parallelism. CUDA: one row, FSDP2 at world size 1 "
+        "against `max_memory_allocated`, is in `benchmarks/device_checks.py` (fsdp); multi-GPU "
+        "rows stay unmeasured until a multi-GPU machine is lent.", "",
+        "## Predicted against measured (CPU, gloo)", "",
+        *rows_section(measured, peers(args.peers)),
+    ]
+    if args.figure_models:
+        page += ["", "## Per-rank peak against world size (target cuda, batch 1 per rank, "
+                 "AdamW, float32)", "",
+                 "Each strategy's first world size whose per-rank peak fits 80 GB is starred.",
+                 "", *figure_section(args.figure_models, args.figure_world_sizes)]
+    write_atomically(PAGE, "\n".join(page) + "\n")
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

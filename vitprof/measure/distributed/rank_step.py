@@ -1,0 +1,146 @@
+"""One rank's training step under a strategy, run by torch's own distributed code on fake
+tensors in a fake world, every storage logged (:class:`~.rank_log.RankLog`).
+
+The step is :mod:`vitprof.measure.memory_step`'s default loop on each rank:
+``opt.zero_grad()`` (to None), the forward of the rank's batch, the backward of a ones gradient
+on the output, ``opt.step()``; the second step is logged (the optimizer state exists, DDP has
+rebuilt its buckets in the order the first backward made the gradients, FSDP2 has run its lazy
+initialization). The model is a fresh copy whose parameters and buffers are fake CPU tensors of
+the same shapes and dtypes; every ``scaled_dot_product_attention`` call runs the kernel the
+``target`` and ``attention`` settings choose, as in a single-process step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from vitprof.core.errors import UserError
+from vitprof.core.vocab import MemoryTarget
+from vitprof.count.running import one_line
+from vitprof.count.training import first_output
+from vitprof.measure import cuda_model
+from vitprof.measure.attention_kernels import AttentionChoice
+from vitprof.measure.cuda_autocast import lower_precision_call
+from vitprof.measure.distributed.fake_world import fake_world
+from vitprof.measure.distributed.kinds import claims, kind_of_op
+from vitprof.measure.distributed.rank_log import RankLog
+from vitprof.measure.distributed.strategies import Wrapped, wrap
+from vitprof.measure.memory_step import AttentionKernel, StepSettings
+from vitprof.workload import Workload
+
+
+@dataclass
+class RankStep:
+    """What one rank's logged step did: the ``log`` (its allocations' kinds settled), and the
+    attention kernels its SDPA calls ran."""
+
+    log: RankLog
+    attention: AttentionChoice
+
+
+def fake_copy(module: nn.Module, fake: FakeTensorMode) -> nn.Module:
+    """A copy of ``module`` whose parameters and buffers are fake CPU tensors (same shapes,
+    strides, dtypes and ``requires_grad``); ``module`` is left as it is."""
+    twin = copy.deepcopy(module)
+    for owner in twin.modules():
+        for name, param in owner._parameters.items():
+            if param is not None:
+                owner._parameters[name] = nn.Parameter(_fake_like(param, fake),
+                                                       requires_grad=param.requires_grad)
+        for name, buffer in owner._buffers.items():
+            if buffer is not None:
+                owner._buffers[name] = _fake_like(buffer, fake)
+    return twin
+
+
+def _fake_like(tensor: torch.Tensor, fake: FakeTensorMode) -> torch.Tensor:
+    with fake:
+        return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                                   device="cpu")
+
+
+def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
+                  strategy: str, world_size: int, batch: int) -> RankStep:
+    """Rank 0's step of ``work`` at ``batch`` under ``strategy`` in a world of
+    ``world_size`` (see the module); ``blocks``: the module paths FSDP2 shards one by one."""
+    fake = FakeTensorMode()
+    model = fake_copy(work.module, fake)
+    rounded = cuda_model.rounded if settings.target == MemoryTarget.CUDA else (lambda n: n)
+    log = RankLog(kind_of_op, claims, rounded)
+    choice = AttentionChoice(settings.target, settings.attention)
+    kernel = AttentionKernel(partial(lower_precision_call, choice))
+    with fake_world(world_size) as mesh, fake:  # DDP makes its buckets as it is built
+        wrapped = wrap(strategy, model, [model.get_submodule(path) for path in blocks], mesh,
+                       settings.optimizer, settings.target,
+                       lambda bucket: log.mark(bucket, "gradients"))
+        args, kwargs = work.inputs.at_batch(batch).example("cpu")
+        try:
+            with kernel, _shape_propagation_unlogged(log):
+                _step(wrapped, args, kwargs, fake, None)
+                _register(log, wrapped, (args, kwargs), settings.target)
+                _step(wrapped, args, kwargs, fake, log)
+        except UserError:
+            raise
+        except Exception as error:  # torch's distributed code or the model on fake tensors
+            raise UserError(f"{work.name}: a {strategy} step at world size {world_size} could "
+                            f"not run on fake tensors in a fake process group: "
+                            f"{one_line(error)}") from None
+    return RankStep(log, choice)
+
+
+@contextlib.contextmanager
+def _shape_propagation_unlogged(log: RankLog) -> Iterator[None]:
+    """DTensor's shape propagation (the ops it runs on fake tensors of the global shapes, under
+    its ``_fake_mode_lock``) left out of ``log``: a real rank runs it under a fake mode of its
+    own and allocates nothing for it."""
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+
+    lock = ShardingPropagator._fake_mode_lock
+    ShardingPropagator._fake_mode_lock = log.paused()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        ShardingPropagator._fake_mode_lock = lock
+
+
+def _register(log: RankLog, wrapped: Wrapped, inputs: object, target: str) -> None:
+    """What the rank holds before the step: parameters (and buffers), optimizer state (on
+    cuda without the ``step`` counts, which torch keeps on the host), inputs."""
+    log.register([*wrapped.parameters(), *wrapped.model.buffers()], "parameters")
+    log.register(wrapped.state(lambda key: target == MemoryTarget.CPU or key != "step"),
+                 "optimizer_state")
+    log.register(inputs, "inputs")
+
+
+def _step(wrapped: Wrapped, args: tuple[object, ...], kwargs: dict[str, object],
+          fake: FakeTensorMode, log: RankLog | None) -> None:
+    """One step (see the module), logged in ``log`` phase by phase when one is given."""
+    def phase(name: str) -> None:
+        if log is not None:
+            log.phase = name
+
+    with fake, (log if log is not None else _nothing()), \
+            (log.resizes() if log is not None else _nothing()):
+        wrapped.optimizer.zero_grad(set_to_none=True)
+        phase("forward")
+        out = first_output(wrapped.model(*args, **kwargs))
+        phase("backward")
+        out.backward(torch.ones_like(out))
+        del out
+        if log is not None:
+            for gradient in wrapped.gradients():
+                log.mark(gradient, "gradients")
+        phase("optimizer")
+        wrapped.optimizer.step()
+
+
+def _nothing() -> contextlib.nullcontext[None]:
+    return contextlib.nullcontext()

@@ -1,0 +1,26 @@
+"""The per-rank peak against world size: one prediction per world size."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch import nn
+
+from vitprof.measure.distributed.estimate import RankMemory
+from vitprof.workload import InputRequest
+
+
+def peak_by_world_size(model: nn.Module | str, request: InputRequest, strategy: str,
+                       world_sizes: Sequence[int], **settings: str | None
+                       ) -> list[RankMemory]:
+    """The estimate of one rank's step at each of ``world_sizes`` (in the order given) under
+    ``strategy``, with :func:`vitprof.memory`'s other ``settings``."""
+    from vitprof.measure.training_memory import memory
+
+    found = []
+    for size in world_sizes:
+        estimate = memory(model, request=request, strategy=strategy, world_size=size,
+                          **settings)  # type: ignore[arg-type]
+        assert isinstance(estimate, RankMemory)  # a strategy's estimate
+        found.append(estimate)
+    return found
