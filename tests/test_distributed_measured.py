@@ -85,3 +85,26 @@ def test_a_two_rank_ddp_run_gives_every_rank_the_same_state(tmp_path: Path) -> N
         assert int(row["baseline_bytes"]) == state
         assert int(row["peak_bytes"]) > state
         assert row["phase"] in ("forward", "backward", "optimizer", "collective")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dist.is_gloo_available(), reason="torch built without gloo")
+def test_the_peers_figures_on_a_tiny_fsdp_row(tmp_path: Path) -> None:
+    """benchmarks/distributed_peers.py on the tiny ViT, FSDP2 at world size 2, batch 8: DeepSpeed's
+    ZeRO-3 formula and accelerate's float32 Adam figure, derived from the parameters; torch's
+    FSDPMemTracker sees at least the rank's shards, their AdamW moments and the batch."""
+    out = tmp_path / "peers.csv"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "distributed_peers.py"), "--models", "tiny",
+         "--strategies", "fsdp", "--world-sizes", "2", "--measured", str(tmp_path / "none.csv"),
+         "--out", str(out)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    figures = {row["peer"]: row["peer_bytes"] for row in csv.DictReader(out.open())}
+    params = 32_554  # as in the DDP test above
+    largest = 3 * 8 * 8 * 32 + 32  # the patch projection, 6_176: the most one module holds
+    assert int(figures["deepspeed zero3"]) == 4 * largest + 18 * params // 2  # 317_690
+    assert int(figures["accelerate estimate-memory"]) == 4 * 4 * params  # 4 x float32: 520_864
+    shards = 3 * 4 * params // 2  # parameters and two moments, half each: 195_324
+    batch = 8 * 3 * 32 * 32 * 4 + 8 * 8  # 98_368
+    assert int(figures["torch FSDPMemTracker"]) > shards + batch
