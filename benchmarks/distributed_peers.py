@@ -14,10 +14,12 @@ The peers, and what each counts and leaves out:
   fails under the fake group) and, as torch's own tests do, reading the peak of the second step
   (``reset_mod_stats`` after the first). They count the tensor storages alive on the device, by
   kind (parameters, gradients, activations, optimizer state, all-gather and reduce-scatter
-  buffers for FSDP2), rounding each to the CUDA allocator's 512 B blocks only on CUDA. They
-  leave out storages made out of their sight: DDP's flat gradient buckets, made when the model
-  was wrapped (``track_external`` follows parameters, buffers, gradients and optimizer state,
-  not the reducer), the kernels' scratch, gloo's buffers and the allocator's overhead;
+  buffers for FSDP2), rounding each to the CUDA allocator's 512 B blocks only on CUDA. On the
+  CPU they are the live tensor storages, as distributed_measured.py's ``storage_peak_bytes``
+  sums them (on DeiT-Ti, none and DDP at world size 2, the two are the same to the byte). They
+  leave out what is no tensor storage made on the main thread: the kernels' scratch kept
+  between ops, gloo's buffers and its threads' allocations, the allocator's overhead (what the
+  heap reading holds beyond it);
 * DeepSpeed's ``estimate_zero2_model_states_mem_needs`` (``zero1``, ``zero2``: its stage 1 and
   2 share it) and ``estimate_zero3_model_states_mem_needs`` (``fsdp``), per GPU without CPU
   offload, with ``num_gpus_per_node`` the world size. DeepSpeed is not installed here (its
@@ -188,9 +190,8 @@ def measured_peaks(path: Path) -> dict[tuple[str, str, int, int], int]:
 
 TRACKER_COUNTS = ("tensor storages alive in the step: parameters, gradients, activations, "
                   "optimizer state, FSDP2's all-gather and reduce-scatter buffers")
-TRACKER_LEAVES_OUT = ("storages made before tracking and not reachable from the model or the "
-                      "optimizer (DDP's gradient buckets), kernels' scratch, gloo's buffers, "
-                      "allocator overhead")
+TRACKER_LEAVES_OUT = ("what is no tensor storage of the main thread: kernels' scratch, gloo's "
+                      "buffers and threads, allocator overhead")
 DEEPSPEED_COUNTS = "model states for 16-bit mixed precision with Adam, partitioned over GPUs"
 DEEPSPEED_LEAVES_OUT = "activations, communication buffers; assumes 16-bit, not float32"
 ACCELERATE_COUNTS = "the largest of model, gradients, Adam state, step in float32 (4 x model)"
