@@ -109,7 +109,9 @@ class StepMemory(TorchDispatchMode):
 
     def live_bytes(self) -> int:
         """The bytes of every storage made under this mode and alive, at their size now."""
-        return sum(storage.nbytes() for ref in self._storages.values()
+        # a copy: a storage whose last reference is the one taken here dies within the sum,
+        # and its callback leaves the dictionary
+        return sum(storage.nbytes() for ref in list(self._storages.values())
                    if (storage := ref()) is not None)
 
     def start_step(self) -> None:
