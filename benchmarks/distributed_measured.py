@@ -47,7 +47,8 @@ made reports/distributed_memory_measured.csv (DeiT-Ti and DeiT-S, batch 8 per ra
 sizes 2 and 4, every strategy; ``--models``, ``--strategies``, ``--world-sizes``, ``--batch``
 choose fewer; ``--out`` another file, ``--no-write`` none). It prints the table, one row per
 rank and repeat. ``python benchmarks/distributed_measured.py probe`` prints, as JSON, what the
-harness reads for a known allocation (1,000,000 float32 kept: 4,000,000 B) and exits.
+harness reads for a known allocation (1,000,000 float32 kept: 4,000,000 B; 250,000 more whose
+storage is then resized to nothing) and exits.
 """
 
 from __future__ import annotations
@@ -249,8 +250,11 @@ def probe() -> dict[str, int]:
         memory.start_step()
         kept = torch.empty(1_000_000, dtype=torch.float32).fill_(1.0)
         view = kept[1:]  # a view: the same storage, counted once
+        freed = torch.empty(250_000, dtype=torch.float32)
+        freed.untyped_storage().resize_(0)  # as FSDP2 frees a gathered parameter: 0 B now
         peak = memory.heap_peak()
         return {"nbytes": kept.nbytes, "view_nbytes": view.nbytes,
+                "resized_nbytes": freed.untyped_storage().nbytes(),
                 "live_rise": memory.live_bytes() - memory.baseline_bytes,
                 "heap_rise": peak.bytes - memory.baseline_bytes,
                 "storage_peak_rise": memory.storage_peak.bytes - memory.baseline_bytes}

@@ -30,15 +30,20 @@ def run_script(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_harness_reads_a_known_allocation_exactly() -> None:
     """1,000,000 float32 kept (and a view of them): the live storages rise by 4,000,000 B,
-    counted once; the heap by those bytes and malloc's header, under a page."""
+    counted once. 250,000 float32 more whose storage is then resized to nothing (FSDP2's way of
+    freeing a gathered parameter) count 0 B after and 1,000,000 B at the peak, before: the
+    harness reads a storage's size when it sums, not when the storage was made. The heap's peak
+    is the storages' and malloc's headers, under a page more."""
     done = run_script("probe")
     assert done.returncode == 0, done.stderr
     reading = json.loads(done.stdout)
     assert reading["nbytes"] == 4_000_000  # 1_000_000 * 4
     assert reading["view_nbytes"] == 3_999_996  # (1_000_000 - 1) * 4, the same storage
-    assert reading["live_rise"] == 4_000_000
-    assert reading["storage_peak_rise"] == 4_000_000
-    assert 4_000_000 <= reading["heap_rise"] < 4_000_000 + 4096
+    assert reading["resized_nbytes"] == 0
+    assert reading["live_rise"] == 4_000_000  # the resized storage: 0 B now
+    # at the peak, before the resize: 4_000_000 + 250_000 * 4 = 5_000_000
+    assert reading["storage_peak_rise"] == 5_000_000
+    assert 5_000_000 <= reading["heap_rise"] < 5_000_000 + 4096
 
 
 @pytest.mark.parametrize("path", [SCRIPT, HARNESS], ids=lambda p: p.name)
