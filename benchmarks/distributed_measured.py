@@ -41,11 +41,12 @@ tensor storages after every aten op. What each column is:
   (gloo's threads);
 * ``seconds``: the second step's wall time under the harness (its dispatch mode slows it).
 
-    python benchmarks/distributed_measured.py --repeats 2
+    python benchmarks/distributed_measured.py
 
 made reports/distributed_memory_measured.csv (DeiT-Ti and DeiT-S, batch 8 per rank, world
-sizes 2 and 4, every strategy; ``--models``, ``--strategies``, ``--world-sizes``, ``--batch``
-choose fewer; ``--out`` another file, ``--no-write`` none). It prints the table, one row per
+sizes 2 and 4, every strategy, one repeat: about 25 minutes on two busy cores; ``--repeats 2``
+runs the grid twice; ``--models``, ``--strategies``, ``--world-sizes``, ``--batch`` choose
+fewer; ``--out`` another file, ``--no-write`` none). It prints the table, one row per
 rank and repeat. ``python benchmarks/distributed_measured.py probe`` prints, as JSON, what the
 harness reads for a known allocation (1,000,000 float32 kept: 4,000,000 B; 250,000 more whose
 storage is then resized to nothing) and exits.
