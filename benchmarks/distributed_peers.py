@@ -124,7 +124,7 @@ def accelerate_bytes(model: nn.Module) -> int:
     return int(max(estimate_training_usage(total, "float32").values()))
 
 
-def allreduce_in_place(state, bucket):  # type: ignore[no-untyped-def]
+def allreduce_in_place(state, bucket):
     """DDP's bucket (a ``dist.GradBucket``) all-reduced in place and handed back in a done
     future, as its default hook does, waited for here: under the fake group the default hook
     fails (the fake work's future holds None). No annotations: DDP refuses a hook whose

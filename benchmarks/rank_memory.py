@@ -44,6 +44,7 @@ from __future__ import annotations
 import ctypes
 import weakref
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -136,9 +137,9 @@ class StepMemory(TorchDispatchMode):
             storage = plain.untyped_storage()
             key = storage._cdata
             if key not in self._storages:
-                self._storages[key] = weakref.ref(storage, lambda _, key=key: self._forget(key))
+                self._storages[key] = weakref.ref(storage, partial(self._forget, key))
 
-    def _forget(self, key: int) -> None:
+    def _forget(self, key: int, dead: object) -> None:
         self._storages.pop(key, None)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
