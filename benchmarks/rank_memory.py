@@ -41,33 +41,19 @@ torch.distributed's (namespaces ``c10d`` and ``_c10d_functional``), and with the
 
 from __future__ import annotations
 
-import ctypes
 import weakref
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import torch
+from independent_memory import (
+    heap_bytes,  # glibc's mallinfo2: the same reader as the one-process harness
+)
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_leaves
 
 COLLECTIVE_NAMESPACES = frozenset({"c10d", "_c10d_functional"})
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-        "fordblks", "keepcost")]
-
-
-_LIBC = ctypes.CDLL("libc.so.6")
-_LIBC.mallinfo2.restype = _MallInfo2
-
-
-def heap_bytes() -> int:
-    """Bytes glibc's malloc has handed out and not taken back: in its arenas and mmapped."""
-    info = _LIBC.mallinfo2()
-    return int(info.uordblks + info.hblkhd)
 
 
 def local_tensors(tensor: torch.Tensor) -> list[torch.Tensor]:

@@ -11,14 +11,11 @@ from vitprof.measure.cuda_model import PART_NAMES, estimate_parts
 from vitprof.measure.distributed.estimate import RankMemory
 from vitprof.measure.distributed.kinds import KINDS
 from vitprof.render.document import Column, Document, Table, lines
+from vitprof.render.memory import size_text
 
 KIND_COLUMNS = (Column("kind", "kind", CellKind.TEXT),
                 Column("at_peak", "at the peak B", CellKind.COUNT),
                 Column("most", "most in the step B", CellKind.COUNT))
-
-
-def _size(n: int) -> str:
-    return f"{n:,} bytes ({n / 2**30:,.3f} GiB)"
 
 
 def rank_header(estimate: RankMemory) -> list[str]:
@@ -30,12 +27,12 @@ def rank_header(estimate: RankMemory) -> list[str]:
         f"strategy: {estimate.strategy}, world size {estimate.world_size:,}",
         f"settings: {settings}",
         f"convention: {estimate.convention}",
-        f"per-rank peak: {_size(estimate.peak_bytes)} at op {estimate.peak_index} "
+        f"per-rank peak: {size_text(estimate.peak_bytes)} at op {estimate.peak_index} "
         f"({estimate.peak_op}, {estimate.peak_phase})",
     ]
     if estimate.largest_batch is not None and estimate.fit_bytes is not None:
         out.append(f"fit: the largest per-rank batch whose peak is at most "
-                   f"{_size(estimate.fit_bytes)} is {estimate.largest_batch}")
+                   f"{size_text(estimate.fit_bytes)} is {estimate.largest_batch}")
     out += [f"{PART_NAMES[part]}: {words}"
             for part, words in estimate_parts(estimate.settings).items()]
     return out

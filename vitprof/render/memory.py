@@ -30,7 +30,8 @@ MEMORY_COLUMNS = (Column("params", "params B", CellKind.COUNT),
                   Column("activations", "saved B", CellKind.COUNT))
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
+    """``n`` bytes, exact, and in GiB to three decimals."""
     return f"{n:,} bytes ({n / 2**30:,.3f} GiB)"
 
 
@@ -43,12 +44,13 @@ def memory_header(estimate: MemoryEstimate) -> list[str]:
         f"input: {estimate.input} (batch {estimate.batch_size})",
         f"settings: {settings}",
         f"convention: {estimate.convention}",
-        f"peak: {_size(estimate.peak_bytes)} at op {estimate.peak_index} ({peak.op}, "
+        f"peak: {size_text(estimate.peak_bytes)} at op {estimate.peak_index} ({peak.op}, "
         f"{estimate.peak_phase}, {estimate.peak_component})",
-        f"saved for backward: {_size(estimate.saved_bytes)}",
+        f"saved for backward: {size_text(estimate.saved_bytes)}",
     ]
     if estimate.largest_batch is not None and estimate.fit_bytes is not None:
-        out.append(f"fit: the largest batch whose peak is at most {_size(estimate.fit_bytes)} is "
+        out.append("fit: the largest batch whose peak is at most "
+                   f"{size_text(estimate.fit_bytes)} is "
                    f"{estimate.largest_batch}")
     parts = estimate_parts(estimate.settings)
     out += [f"{PART_NAMES[part]}: {words}" for part, words in parts.items()]
