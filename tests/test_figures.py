@@ -20,9 +20,14 @@ from vitprof import analyze
 from vitprof.core.records import COMPONENTS
 from vitprof.models.closed_form import ViTSpec
 from vitprof.models.zoo import ZOO
-from vitprof.render import figures, memory_report
+from vitprof.render import figures, memory_report, world_size_figure
 from vitprof.study.generate import NOTE_MODELS
-from vitprof.study.pages import correction_figures, timm_published, zoo_table
+from vitprof.study.pages import (
+    correction_figures,
+    timm_published,
+    token_reduction,  # noqa: F401 (registers its figure's kind)
+    zoo_table,
+)
 from vitprof.study.pages.markdown import blocks_differ, same_blocks_text
 from vitprof.sweep import size_marks, sweep
 
@@ -271,6 +276,13 @@ EVERY_KIND = [
         "phases": [["forward", 0, 1], ["backward", 2, 2]],
         "peak": {"index": 1, "bytes": 10, "phase": "forward", "component": "mlp"},
         "settings": {"optimizer": "adamw"}, "batch_size": 2}), id="memory_timeline"),
+    pytest.param(figures.FigureData("token_reduction_blocks", "t", {
+        "labels": ["dense", "pruned"], "macs": [[10, 10, 10], [10, 6, 4]],
+        "reduction": [[0, 0, 0], [0, 1, 0]]}), id="token_reduction_blocks"),
+    pytest.param(figures.FigureData(world_size_figure.KIND, "t", {
+        "series": {"ddp": [[8, 9 * 10**9], [64, 9 * 10**9]],
+                   "fsdp": [[8, 2 * 10**9], [64, 10**9]]},
+        "limit": 8 * 10**9}), id="world_size_peaks"),
 ]
 
 

@@ -250,15 +250,16 @@ def test_a_budget_fails_closed_when_the_memory_engine_fails(
     """Any failure of the prediction a ``max_peak_bytes`` check needs is one UserError naming
     the entry, never a pass and never a traceback (main let a non-UserError through)."""
     import vitprof.checks.budget as budget_module
+    from vitprof.checks.budget import evaluation
 
     def broken(*_: object, **__: object) -> None:
         raise RuntimeError("first line\nsecond line")
 
-    monkeypatch.setattr(budget_module, "memory", broken)
+    monkeypatch.setattr(evaluation, "memory", broken)
     budget = budget_module.parse_budgets(
         {"tiny": {"model": "timm:vit_tiny_patch16_224", "max_peak_bytes": 1}})[0]
     with pytest.raises(UserError, match=r"memory prediction failed: RuntimeError: first line$"):
-        budget_module._peak_bytes(budget)
+        evaluation._peak_bytes(budget)
 
 
 @pytest.mark.parametrize(("pairs", "fragment"), [

@@ -124,6 +124,9 @@ OTHER_PAGES: dict[str, str] = {
     "(`python benchmarks/third_party.py`)",
     "memory.md": "training memory predicted against measured CPU steps, the other estimators "
     "on the same rows, Mesa's DeiT figures (`python benchmarks/memory_accuracy.py`)",
+    "distributed_memory.md": "per-rank training memory under DDP, ZeRO-1 and FSDP2 predicted "
+    "against real multi-process gloo runs, the peers on the same rows "
+    "(`python benchmarks/distributed_memory.py`)",
 }
 
 
