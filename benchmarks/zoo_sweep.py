@@ -63,8 +63,8 @@ FIELDS = (
     "source", "module", "model", "status", "seconds", "input", "declared_input", "params",
     "oracle_params", "macs", "oracle_macs", "other_macs", "warnings", "error", "other_params",
     "unsupported", "self_checks", "attention", "device", "neutral", "neutral_changes",
-    "recognizer", "components", "own_classes", "own_classes_changes",
-)  # the last eleven came later: a CSV written before them reads them as empty
+    "recognizer", "components", "own_classes", "own_classes_changes", "placements", "commit",
+)  # the last thirteen came later: a CSV written before them reads them as empty
 NO_EVIDENCE = "placed without data-flow evidence"  # the warning that excuses a neutral change
 NEUTRAL = ("identical", "warned", "CHANGED", "failed")  # the values of the neutral column
 
@@ -134,6 +134,7 @@ def child(source: str, name: str, neutral: bool = False, own: bool = False) -> d
         "device": device,
         "recognizer": profile.recognizer,
         "components": json.dumps(_breakdown(profile), separators=(",", ":")),
+        "placements": json.dumps(placements(profile), separators=(",", ":")),
     }
 
 
@@ -141,6 +142,37 @@ def _breakdown(profile: Any) -> dict[str, tuple[int, int]]:
     """``{component: (params, MACs)}`` of a Profile, zeros left out."""
     return {str(c): (n.params, n.macs) for c, n in profile.components.items()
             if n.params or n.macs}
+
+
+def placements(profile: Any) -> dict[str, dict[str, list[int]]]:
+    """``{component: {rule: [params, MACs]}}`` of a Profile: what each rule (``placed_by``, as
+    ``--explain`` names it) placed in each component, zeros left out. A moved placement's
+    reason is read from it: the rules that place the moved records now (:func:`moved_rules`)."""
+    cells: dict[str, dict[str, list[int]]] = {}
+    for param in profile.params:
+        cells.setdefault(str(param.component), {}).setdefault(param.placed_by, [0, 0])[0] += (
+            param.numel)
+    for op in profile.ops:
+        cells.setdefault(str(op.component), {}).setdefault(op.placed_by, [0, 0])[1] += op.macs
+    return {component: {rule: cell for rule, cell in rules.items() if any(cell)}
+            for component, rules in cells.items()}
+
+
+@cache
+def vitprof_commit() -> str:
+    """The commit of the vitprof this sweep imports (``git rev-parse --short HEAD`` in its
+    package's tree), ``+changes`` when the package differs from that commit; "" outside a git
+    checkout. Every row carries it, and the page names it, for each side of a comparison."""
+    import subprocess
+
+    import vitprof
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(Path(vitprof.__file__).parent), *args],
+                              capture_output=True, text=True, check=False).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD")
+    return head + "+changes" if head and git("status", "--porcelain", "--", ".") else head
 
 
 def neutral_changes(real: Any, renamed: Any) -> str:
@@ -251,7 +283,7 @@ def run_one(source: str, module: str, name: str, limit_s: int,
         process.kill()
         process.join()
         receiver.close()
-    row["seconds"] = f"{time.monotonic() - start:.1f}"
+    row.update(seconds=f"{time.monotonic() - start:.1f}", commit=vitprof_commit())
     return row
 
 
