@@ -41,7 +41,8 @@ the rule ``--explain`` names) and ``commit`` (the commit of the vitprof it ran, 
 its package differed from it); the page names the commits. ``--baseline CSV --baseline-label L``
 compares the rows with another sweep's (one run at an earlier commit) and lists every model whose
 breakdown moved, grouped by what places the moved records now: ``rule -> component``, each with
-its reason from ``benchmarks/zoo_sweep_reasons.toml``. A move the file gives no reason for says
+its reason from ``benchmarks/zoo_sweep_reasons.toml`` (its table for that label: reasons hold
+against one baseline, and a new baseline starts with none). A move without a reason says
 NO REASON on the page, and the page counts the models moved without one, so a change that moves
 placements unannounced shows.
 
@@ -471,11 +472,12 @@ def _neutral_section(ok: list[dict[str, str]], column: str = "neutral") -> list[
 REASONS = Path(__file__).with_name("zoo_sweep_reasons.toml")
 
 
-def read_reasons(path: Path = REASONS) -> dict[str, str]:
-    """``{move: sentence}``, the ``[moves]`` table of the reasons file: a move is
-    ``"rule -> component"`` (:func:`moves`)."""
+def read_reasons(label: str, path: Path = REASONS) -> dict[str, str]:
+    """``{move: sentence}`` against the baseline ``label``: the reasons file's table
+    ``[against."<label>"]`` ({} when it has none: every move against another baseline is
+    unexplained until someone explains it). A move is ``"rule -> component"`` (:func:`moves`)."""
     with path.open("rb") as handle:
-        return dict(tomllib.load(handle)["moves"])
+        return dict(tomllib.load(handle).get("against", {}).get(label, {}))
 
 
 def _cells(placed: str) -> dict[tuple[str, str], tuple[int, int]]:
@@ -538,7 +540,7 @@ def _baseline_section(rows: list[dict[str, str]], baseline: list[dict[str, str]]
     what placed the moved records now (:func:`moves`), each move with its reason (``reasons``,
     else the reasons file's); a move the file gives no reason for says NO REASON, and the
     count of the models moved without one is in the section's first line."""
-    reasons = read_reasons() if reasons is None else reasons
+    reasons = read_reasons(label) if reasons is None else reasons
     compared = {(r["source"], r["model"]) for r in baseline if r["components"]} & {
         (r["source"], r["model"]) for r in rows if r["components"]}
     moved = placement_changes(rows, baseline)
@@ -555,8 +557,8 @@ def _baseline_section(rows: list[dict[str, str]], baseline: list[dict[str, str]]
         return [*lines, "None moved."]
     lines += ["The models are grouped by what places their moved records now: the rule "
               "`--explain` names for them (`placed_by`) and the component it places them in, "
-              f"each with its reason from `benchmarks/{REASONS.name}` (NO REASON where it gives "
-              "none).", ""]
+              f"each with its reason against {label} from `benchmarks/{REASONS.name}` (NO "
+              "REASON where it gives none).", ""]
     for why, models in sorted(groups.items()):
         lines += [f"### {', '.join(f'`{move}`' for move in why) or 'No placements recorded'}",
                   ""]

@@ -335,8 +335,9 @@ def test_every_reason_names_a_recognition_rule_and_a_component() -> None:
     from vitprof import Component
     from vitprof.recognize.rules.registry import RULES
 
-    reasons = zoo_sweep.read_reasons()
+    reasons = zoo_sweep.read_reasons("f40b197")
     assert reasons  # the reasons of the moves against f40b197 (issue 35)
+    assert zoo_sweep.read_reasons("another sweep") == {}  # none against any other baseline
     for move, sentence in reasons.items():
         rule, _, component = move.partition(" -> ")
         assert rule in RULES and component in {str(c) for c in Component} and sentence, move
