@@ -5,7 +5,8 @@ Usage::
 
     python benchmarks/zoo_sweep.py [--out reports] [--jobs 2] [--limit-s 300]
                                    [--source timm|hf] [--per-module N] [--models A,B] [--redo]
-                                   [--neutral-names]
+                                   [--neutral-names] [--own-classes]
+                                   [--baseline CSV --baseline-label L]
     python benchmarks/zoo_sweep.py --summary [--out reports]   # zoo_sweep.md from the CSV
 
 The breakdown sweep of issue 11 is ``--source timm --per-module 3``: the first three models of
@@ -34,6 +35,17 @@ silently) or ``failed`` (the renamed model could not be analysed). The page then
 of these per model module and a section listing every row that is not identical; without the
 flag (and without such rows in the CSV) the page is what it was.
 
+Each row also records ``components`` (the breakdown, ``{component: [params, MACs]}``),
+``placements`` (``{component: {rule: [params, MACs]}}``: what each recognition rule placed there,
+the rule ``--explain`` names) and ``commit`` (the commit of the vitprof it ran, ``+changes`` when
+its package differed from it); the page names the commits. ``--baseline CSV --baseline-label L``
+compares the rows with another sweep's (one run at an earlier commit) and lists every model whose
+breakdown moved, grouped by what places the moved records now: ``rule -> component``, each with
+its reason from ``benchmarks/zoo_sweep_reasons.toml`` (its table for that label: reasons hold
+against one baseline, and a new baseline starts with none). A move without a reason says
+NO REASON on the page, and the page counts the models moved without one, so a change that moves
+placements unannounced shows.
+
 Conventions: MACs are multiply-accumulates; FLOPs = 2 x MACs. A model whose optional package is
 missing is ``skipped``, one vitprof declines by design (a vision-language model) ``refused``, not
 ``failed``. A model that cannot run on meta (vitprof then needs weights to run it on the CPU) is
@@ -47,6 +59,7 @@ import csv
 import json
 import sys
 import time
+import tomllib
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
@@ -63,8 +76,8 @@ FIELDS = (
     "source", "module", "model", "status", "seconds", "input", "declared_input", "params",
     "oracle_params", "macs", "oracle_macs", "other_macs", "warnings", "error", "other_params",
     "unsupported", "self_checks", "attention", "device", "neutral", "neutral_changes",
-    "recognizer", "components", "own_classes", "own_classes_changes",
-)  # the last eleven came later: a CSV written before them reads them as empty
+    "recognizer", "components", "own_classes", "own_classes_changes", "placements", "commit",
+)  # the last thirteen came later: a CSV written before them reads them as empty
 NO_EVIDENCE = "placed without data-flow evidence"  # the warning that excuses a neutral change
 NEUTRAL = ("identical", "warned", "CHANGED", "failed")  # the values of the neutral column
 
@@ -134,6 +147,7 @@ def child(source: str, name: str, neutral: bool = False, own: bool = False) -> d
         "device": device,
         "recognizer": profile.recognizer,
         "components": json.dumps(_breakdown(profile), separators=(",", ":")),
+        "placements": json.dumps(placements(profile), separators=(",", ":")),
     }
 
 
@@ -141,6 +155,37 @@ def _breakdown(profile: Any) -> dict[str, tuple[int, int]]:
     """``{component: (params, MACs)}`` of a Profile, zeros left out."""
     return {str(c): (n.params, n.macs) for c, n in profile.components.items()
             if n.params or n.macs}
+
+
+def placements(profile: Any) -> dict[str, dict[str, list[int]]]:
+    """``{component: {rule: [params, MACs]}}`` of a Profile: what each rule (``placed_by``, as
+    ``--explain`` names it) placed in each component, zeros left out. A moved placement's
+    reason is read from it: the rules that place the moved records now (:func:`moves`)."""
+    cells: dict[str, dict[str, list[int]]] = {}
+    for param in profile.params:
+        cells.setdefault(str(param.component), {}).setdefault(param.placed_by, [0, 0])[0] += (
+            param.numel)
+    for op in profile.ops:
+        cells.setdefault(str(op.component), {}).setdefault(op.placed_by, [0, 0])[1] += op.macs
+    return {component: {rule: cell for rule, cell in rules.items() if any(cell)}
+            for component, rules in cells.items()}
+
+
+@cache
+def vitprof_commit() -> str:
+    """The commit of the vitprof this sweep imports (``git rev-parse --short HEAD`` in its
+    package's tree), ``+changes`` when the package differs from that commit; "" outside a git
+    checkout. Every row carries it, and the page names it, for each side of a comparison."""
+    import subprocess
+
+    import vitprof
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(Path(vitprof.__file__).parent), *args],
+                              capture_output=True, text=True, check=False).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD")
+    return head + "+changes" if head and git("status", "--porcelain", "--", ".") else head
 
 
 def neutral_changes(real: Any, renamed: Any) -> str:
@@ -188,6 +233,7 @@ def neutral_fields(source: str, name: str, device: str, real: Any,
 
 def _child_into(connection: Any, source: str, name: str, neutral: bool, own: bool) -> None:
     """The forked child: sends ``("row", fields)`` or ``("error", the error's whole text)``."""
+    message: tuple[str, Any]
     try:
         message = ("row", child(source, name, neutral, own))
     except BaseException as error:  # any failure is this model's row
@@ -251,7 +297,7 @@ def run_one(source: str, module: str, name: str, limit_s: int,
         process.kill()
         process.join()
         receiver.close()
-    row["seconds"] = f"{time.monotonic() - start:.1f}"
+    row.update(seconds=f"{time.monotonic() - start:.1f}", commit=vitprof_commit())
     return row
 
 
@@ -302,10 +348,12 @@ def _column_sum(rows: list[dict[str, str]], field: str) -> int:
 
 
 def summary(rows: list[dict[str, str]],
-            baseline: tuple[list[dict[str, str]], str] | None = None) -> str:
+            baseline: tuple[list[dict[str, str]], str] | None = None,
+            reasons: dict[str, str] | None = None) -> str:
     """The markdown page: per module, then the models with unsupported ops, then every row that
     falls short and why, then the renaming passes run, and the placements that moved against
-    ``baseline`` (another sweep's rows and its label) when one is given."""
+    ``baseline`` (another sweep's rows and its label) when one is given, with their reasons
+    (``reasons``, else the reasons file's: :func:`read_reasons`)."""
     by_module: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
     for row in rows:
         by_module[row["source"], row["module"]].append(row)
@@ -317,6 +365,7 @@ def summary(rows: list[dict[str, str]],
         "held against two oracles on the same input: the unique parameter elements of a fresh",
         "build, and `FlopCounterMode` on meta (FLOPs / 2). MACs are multiply-accumulates; FLOPs",
         "= 2 x MACs. Generated by `python benchmarks/zoo_sweep.py`; rows in `zoo_sweep.csv`.",
+        *([f"Run at vitprof {_commits(rows)}."] if any(r["commit"] for r in rows) else []),
         "",
         "| source | module | models | ok | failed | exact totals | params outside `other` "
         "| MACs outside `other` | with unsupported ops | with failed self-checks "
@@ -358,7 +407,7 @@ def summary(rows: list[dict[str, str]],
     for column in passes:
         lines += _neutral_section([r for r in rows if r["status"] == "ok"], column)
     if baseline is not None:
-        lines += _baseline_section(rows, *baseline)
+        lines += _baseline_section(rows, *baseline, reasons)
     if any(row["recognizer"] for row in rows):
         lines += _tables_section([r for r in rows if r["status"] == "ok"])
     return "\n".join(lines) + "\n"
@@ -419,39 +468,104 @@ def _neutral_section(ok: list[dict[str, str]], column: str = "neutral") -> list[
     return lines
 
 
-def placement_changes(rows: list[dict[str, str]], baseline: list[dict[str, str]]) -> list[str]:
-    """One line per model whose breakdown differs from its row in ``baseline`` (another sweep's
-    CSV, e.g. one run at an earlier commit): each component whose params or MACs moved, with the
-    signed difference. Models absent from either side, or without ``components``, are left
-    out; the caller says how many were compared."""
-    before = {(r["source"], r["model"]): json.loads(r["components"]) for r in baseline
+# why a placement moved against an earlier sweep: a sentence per move (the file's comment says)
+REASONS = Path(__file__).with_name("zoo_sweep_reasons.toml")
+
+
+def read_reasons(label: str, path: Path = REASONS) -> dict[str, str]:
+    """``{move: sentence}`` against the baseline ``label``: the reasons file's table
+    ``[against."<label>"]`` ({} when it has none: every move against another baseline is
+    unexplained until someone explains it). A move is ``"rule -> component"`` (:func:`moves`)."""
+    with path.open("rb") as handle:
+        return dict(tomllib.load(handle).get("against", {}).get(label, {}))
+
+
+def _cells(placed: str) -> dict[tuple[str, str], tuple[int, int]]:
+    """A ``placements`` field as ``{(component, rule): (params, MACs)}`` ({} when empty)."""
+    return {(component, rule): (cell[0], cell[1])
+            for component, rules in (json.loads(placed) if placed else {}).items()
+            for rule, cell in rules.items()}
+
+
+def moves(before: str, after: str, components: set[str]) -> tuple[str, ...]:
+    """What placed the moved records now, as ``"rule -> component"``: of the ``components``
+    whose params or MACs moved, each rule whose placements there grew against ``before`` (both
+    ``placements`` fields, :func:`placements`); where none grew (a component only lost), each
+    whose placements there changed. Read from the computation: the rule is the one
+    ``--explain`` names for those records."""
+    old, new = _cells(before), _cells(after)
+    changed = sorted(key for key in old.keys() | new.keys()
+                     if key[0] in components and old.get(key) != new.get(key))
+    grew = [key for key in changed
+            if any(now > then for now, then in zip(new.get(key, (0, 0)), old.get(key, (0, 0)),
+                                                   strict=True))]
+    return tuple(f"{rule} -> {component}" for component, rule in grew or changed)
+
+
+def placement_changes(rows: list[dict[str, str]], baseline: list[dict[str, str]]
+                      ) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(model, what moved, moves)`` per model whose breakdown differs from its row in
+    ``baseline`` (another sweep's CSV, e.g. one run at an earlier commit): each component whose
+    params or MACs moved, with the signed difference, and :func:`moves`. Models absent
+    from either side, or without ``components``, are left out; the caller says how many were
+    compared."""
+    before = {(r["source"], r["model"]): r for r in baseline
               if r["status"] == "ok" and r["components"]}
-    lines = []
+    changes = []
     for row in rows:
         key = (row["source"], row["model"])
         if row["status"] != "ok" or not row["components"] or key not in before:
             continue
-        after, old = json.loads(row["components"]), before[key]
-        moved = []
+        after, old = json.loads(row["components"]), json.loads(before[key]["components"])
+        moved = {}
         for component in dict.fromkeys([*old, *after]):
             params, macs = (after.get(component, (0, 0))[i] - old.get(component, (0, 0))[i]
                             for i in (0, 1))
             if params or macs:
-                moved.append(f"{component} {params:+,} params {macs:+,} MACs")
+                moved[component] = f"{component} {params:+,} params {macs:+,} MACs"
         if moved:
-            lines.append(f"- {row['source']}:{row['model']}: " + "; ".join(moved))
-    return lines
+            why = moves(before[key]["placements"], row["placements"], set(moved))
+            changes.append((f"{row['source']}:{row['model']}", "; ".join(moved.values()), why))
+    return changes
+
+
+def _commits(rows: list[dict[str, str]]) -> str:
+    """The vitprof commits the rows ran at (``unrecorded`` for rows written before the field)."""
+    return ", ".join(sorted({r["commit"] or "unrecorded" for r in rows})) or "unrecorded"
 
 
 def _baseline_section(rows: list[dict[str, str]], baseline: list[dict[str, str]],
-                      label: str) -> list[str]:
-    """The section listing every placement that moved against the sweep ``label``."""
+                      label: str, reasons: dict[str, str] | None = None) -> list[str]:
+    """The section listing every placement that moved against the sweep ``label``, grouped by
+    what placed the moved records now (:func:`moves`), each move with its reason (``reasons``,
+    else the reasons file's); a move the file gives no reason for says NO REASON, and the
+    count of the models moved without one is in the section's first line."""
+    reasons = read_reasons(label) if reasons is None else reasons
     compared = {(r["source"], r["model"]) for r in baseline if r["components"]} & {
         (r["source"], r["model"]) for r in rows if r["components"]}
     moved = placement_changes(rows, baseline)
-    return ["", f"## Placements against {label}", "",
-            f"{len(compared)} models compared with the same sweep run at {label} "
-            f"(`--baseline`); {len(moved)} moved.", "", *(moved or ["None moved."])]
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for model, what, why in moved:
+        groups[why].append(f"- {model}: {what}")
+    unexplained = sum(len(models) for why, models in groups.items()
+                      if not why or not reasons.keys() >= set(why))
+    lines = ["", f"## Placements against {label}", "",
+             f"{len(compared)} models compared with the same sweep run at {label} "
+             f"(`--baseline`; vitprof {_commits(baseline)} there, {_commits(rows)} here); "
+             f"{len(moved)} moved, {unexplained} of them without a reason.", ""]
+    if not moved:
+        return [*lines, "None moved."]
+    lines += ["The models are grouped by what places their moved records now: the rule "
+              "`--explain` names for them (`placed_by`) and the component it places them in, "
+              f"each with its reason against {label} from `benchmarks/{REASONS.name}` (NO "
+              "REASON where it gives none).", ""]
+    for why, models in sorted(groups.items()):
+        lines += [f"### {', '.join(f'`{move}`' for move in why) or 'No placements recorded'}",
+                  ""]
+        lines += [f"- `{move}`: {reasons.get(move, 'NO REASON in the reasons file')}"
+                  for move in why] or ["- NO REASON: the rows record no placements"]
+        lines += ["", *models, ""]
+    return lines[:-1]
 
 
 def _wrong_input(row: dict[str, str]) -> bool:
@@ -508,7 +622,8 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, metavar=("SOURCE", "NAME"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:  # one model in this process, its traceback shown: for reproducing a row
-        print(json.dumps(child(*args.child, neutral=args.neutral_names, own=args.own_classes)))
+        source, name = args.child
+        print(json.dumps(child(source, name, neutral=args.neutral_names, own=args.own_classes)))
         return
     baseline = (read_rows(args.baseline), args.baseline_label) if args.baseline else None
     if args.summary:

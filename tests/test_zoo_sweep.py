@@ -6,8 +6,9 @@ The sweep itself runs hundreds of models in child processes; here its rows are m
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from strangers.parallel import Net as Tiny
@@ -76,8 +77,11 @@ def test_the_committed_summary_is_the_csv_rendered_again() -> None:
 
 def test_a_rerun_skips_the_rows_already_written(tmp_path: Path, monkeypatch) -> None:
     ran: list[str] = []
-    monkeypatch.setattr(zoo_sweep, "run_one",
-                        lambda source, module, name, limit_s, **_: ran.append(name) or row(name))
+
+    def run_one(source: str, module: str, name: str, limit_s: int, **_: bool) -> dict[str, str]:
+        ran.append(name)
+        return row(name)
+    monkeypatch.setattr(zoo_sweep, "run_one", run_one)
     out = tmp_path / "zoo_sweep.csv"
     zoo_sweep.sweep([("timm", "m", "a")], out, jobs=1, limit_s=1)
     assert [r["model"] for r in zoo_sweep.read_rows(out)] == ["a"]
@@ -175,7 +179,7 @@ def test_a_child_error_is_skipped_refused_or_failed_by_its_text() -> None:
 MOVED = [("^(u|m1)\\.0\\.(f|m2)\\.", "attn_proj")]
 
 
-def _analyze_at_16(*moves: tuple[str, str], warn: str = "") -> object:
+def _analyze_at_16(*moves: tuple[str, str], warn: str = "") -> Callable[..., Any]:
     """vitprof.analyze at 16 px (the strangers' size), ``moves`` as --map rules, ``warn`` added
     to the warnings: how a renamed run that moved something looks (the real analyze, read
     at import, before any test replaces vitprof.analyze)."""
@@ -261,8 +265,79 @@ def test_placements_that_moved_against_a_baseline_sweep_are_listed() -> None:
     new = [row("kept", components='{"mlp":[10,100]}'),
            row("moved", components='{"mlp":[6,60],"norm":[4,40]}'),
            row("new_only", components='{"mlp":[10,100]}')]
-    page = zoo_sweep.summary(new, (old, "abc1234"))
+    page = zoo_sweep.summary(new, (old, "abc1234"), reasons={})
     # moved: mlp 6 - 10 = -4 params, 60 - 100 = -40 MACs; norm +4, +40 (absent before)
     assert "- timm:moved: mlp -4 params -40 MACs; norm +4 params +40 MACs" in page
-    assert "2 models compared with the same sweep run at abc1234 (`--baseline`); 1 moved." in page
+    # rows of a sweep made before placements and commits: no rule to give a reason for
+    assert ("2 models compared with the same sweep run at abc1234 (`--baseline`; vitprof "
+            "unrecorded there, unrecorded here); 1 moved, 1 of them without a reason.") in page
+    assert "### No placements recorded\n\n- NO REASON: the rows record no placements" in page
     assert "timm:kept:" not in page
+
+
+# ---- what placed each component, and why a placement moved against another sweep -------------
+
+def test_placements_say_which_rule_placed_what_in_each_component() -> None:
+    profile = _analyze_at_16()(Tiny())
+    placed = zoo_sweep.placements(profile)
+    # two blocks' feed-forwards: 2 * 4_192 = 8_384 params, 2 * 16 tokens * 4_096 = 131_072 MACs
+    assert placed["mlp"] == {"weighted-in-block": [8_384, 131_072]}
+    # the stem: 48 * 32 + 32 = 1_568 params, 16 tiles * 48 * 32 = 24_576 MACs; its table 16 * 32
+    assert placed["patch_embed"] == {"weighted-before-blocks": [1_568, 24_576]}
+    assert placed["tokens"] == {"token-parameter": [512, 0]}
+    # each component's rules add up to its share of the breakdown
+    assert {component: tuple(sum(cell[i] for cell in rules.values()) for i in (0, 1))
+            for component, rules in placed.items()} == zoo_sweep._breakdown(profile)
+
+
+def test_a_move_names_the_rule_that_places_the_moved_records_now() -> None:
+    before = '{"mlp":{"weighted-in-block":[10,100]},"head":{"after-last-block-head":[3,3]}}'
+    after = ('{"mlp":{"weighted-in-block":[6,60]},"norm":{"norm-by-vector-norm":[4,40]},'
+             '"head":{"after-last-block-head":[3,3]}}')
+    # norm grew, by the vector-norm rule; mlp only lost; head did not move
+    assert zoo_sweep.moves(before, after, {"mlp", "norm"}) == ("norm-by-vector-norm -> norm",)
+    # nothing grew (a component only lost): the rule whose placements changed
+    assert zoo_sweep.moves(before, '{"mlp":{"weighted-in-block":[6,60]}}', {"mlp"}) == (
+        "weighted-in-block -> mlp",)
+    assert zoo_sweep.moves("", after, {"norm"}) == ("norm-by-vector-norm -> norm",)
+
+
+def test_the_page_groups_moved_placements_by_reason_and_flags_one_without() -> None:
+    old = [row("gain", components='{"mlp":[10,100]}', commit="f40b197",
+               placements='{"mlp":{"weighted-in-block":[10,100]}}'),
+           row("ff", components='{"conv":[8,80]}', commit="f40b197",
+               placements='{"conv":{"map-conv":[8,80]}}'),
+           row("same", components='{"mlp":[1,1]}', commit="f40b197")]
+    new = [row("gain", components='{"mlp":[6,60],"norm":[4,40]}', commit="abc1234",
+               placements='{"mlp":{"weighted-in-block":[6,60]},'
+                          '"norm":{"norm-by-vector-norm":[4,40]}}'),
+           row("ff", components='{"mlp":[8,80]}', commit="abc1234",
+               placements='{"mlp":{"weighted-in-block":[8,80]}}'),
+           row("same", components='{"mlp":[1,1]}', commit="abc1234")]
+    reasons = {"norm-by-vector-norm -> norm": "a vector norm times a gain is a norm"}
+    page = zoo_sweep.summary(new, (old, "f40b197"), reasons)
+    assert "Run at vitprof abc1234." in page
+    # gain and ff moved; ff's move (weighted-in-block -> mlp) has no reason in the file
+    assert ("3 models compared with the same sweep run at f40b197 (`--baseline`; vitprof "
+            "f40b197 there, abc1234 here); 2 moved, 1 of them without a reason.") in page
+    # gain: mlp 6 - 10 = -4 params, 60 - 100 = -40 MACs; norm +4, +40
+    assert ("### `norm-by-vector-norm -> norm`\n\n"
+            "- `norm-by-vector-norm -> norm`: a vector norm times a gain is a norm\n\n"
+            "- timm:gain: mlp -4 params -40 MACs; norm +4 params +40 MACs\n") in page
+    # ff: conv -8 params -80 MACs, mlp +8, +80
+    assert ("### `weighted-in-block -> mlp`\n\n"
+            "- `weighted-in-block -> mlp`: NO REASON in the reasons file\n\n"
+            "- timm:ff: conv -8 params -80 MACs; mlp +8 params +80 MACs") in page
+    assert "timm:same:" not in page
+
+
+def test_every_reason_names_a_recognition_rule_and_a_component() -> None:
+    from vitprof import Component
+    from vitprof.recognize.rules.registry import RULES
+
+    reasons = zoo_sweep.read_reasons("f40b197")
+    assert reasons  # the reasons of the moves against f40b197 (issue 35)
+    assert zoo_sweep.read_reasons("another sweep") == {}  # none against any other baseline
+    for move, sentence in reasons.items():
+        rule, _, component = move.partition(" -> ")
+        assert rule in RULES and component in {str(c) for c in Component} and sentence, move
