@@ -24,7 +24,7 @@ from vitprof.cli.main import main
 from vitprof.core.records import COMPONENTS, Component, Counts
 from vitprof.count.session import image_inputs
 from vitprof.count.training import phase_components, phase_totals
-from vitprof.measure.memory import (
+from vitprof.measure.memory.by_kind import (
     activation_bytes,
     param_bytes_by_component,
     param_bytes_by_dtype,

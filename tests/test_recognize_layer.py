@@ -112,7 +112,8 @@ def _tiny_torchvision_vit() -> nn.Module:
 
 def test_memory_checkpoint_counts_once_and_breaks_the_step_down_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from vitprof.measure import memory_step, training_memory
+    from vitprof.measure.memory import estimate as training_memory
+    from vitprof.measure.memory import step as memory_step
 
     counts: list[bool] = []
     breakdowns: list[str] = []

@@ -21,7 +21,7 @@ from vitprof.checks.crosscheck import run_crosscheck
 from vitprof.cli.commands.common import input_request
 from vitprof.core.errors import UserError
 from vitprof.count import running
-from vitprof.measure.memory import saved_for_backward
+from vitprof.measure.memory.by_kind import saved_for_backward
 from vitprof.measure.profile import profile_model
 from vitprof.models import zoo
 from vitprof.recognize.tables import recognize

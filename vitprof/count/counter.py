@@ -203,7 +203,7 @@ class OpCounter:
         self.model = model
         self.real_step = real_step
         # what every scaled_dot_product_attention call runs (a kernel chosen for a memory
-        # step: vitprof.measure.attention_kernels); None: torch's own choice
+        # step: vitprof.measure.memory.attention_kernels); None: torch's own choice
         self.attention = attention if attention is not None else _SDPA
         self.failed: Exception | None = None  # a real step's pricing that failed
         self.formulas = overriding(formulas)

@@ -36,7 +36,7 @@ from vitprof.count.running import (
 )
 from vitprof.count.session import Inputs
 from vitprof.count.state import in_place_warning, untouched
-from vitprof.measure.memory import (
+from vitprof.measure.memory.by_kind import (
     activation_bytes,
     param_bytes_by_component,
     param_bytes_by_dtype,

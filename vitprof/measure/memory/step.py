@@ -9,7 +9,7 @@ liveness, then the optimizer's step under a dispatch mode that logs into the sam
 Why fake tensors: a ``FakeTensor`` holds no memory, like a meta tensor, but it says it lives on
 the CPU, so ``torch.autocast("cpu")`` casts it as it casts a real one (autocast ignores meta
 tensors) and the dtypes of every activation are real (for ``target="cuda"`` CPU autocast
-casts as CUDA autocast does: :mod:`vitprof.measure.cuda_autocast`). Storages are freed when
+casts as CUDA autocast does: :mod:`vitprof.measure.memory.cuda_autocast`). Storages are freed when
 their last tensor goes, as on any device, so the timeline is the run's. The parameters, buffers and
 optimizer state are fake stand-ins made before the step; the optimizer state is made by one
 step run beforehand, so the step logged is the second one (the state exists).
@@ -17,7 +17,7 @@ step run beforehand, so the step logged is the second one (the state exists).
 Attention: every ``scaled_dot_product_attention`` call, at any depth (a timm block's, the one
 inside ``F.multi_head_attention_forward``, HF's attention interface), runs the kernel
 ``attention`` names for the ``target``, or for ``auto`` the one torch would dispatch to there
-(:mod:`vitprof.measure.attention_kernels`): the math path keeps the softmax scores for the
+(:mod:`vitprof.measure.memory.attention_kernels`): the math path keeps the softmax scores for the
 backward, the fused kernels keep the output and a log-sum-exp (O(L) per head). A model that
 computes its attention itself is run as it is.
 """
@@ -45,15 +45,15 @@ from vitprof.core.vocab import AttentionPath, Loss, MemoryTarget, Optimizer
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import Run, count
 from vitprof.count.timeline import Timeline
-from vitprof.measure.attention_kernels import AttentionChoice
-from vitprof.measure.cuda_autocast import cuda_policy, lower_precision_call
-from vitprof.measure.memory_loop import (
+from vitprof.measure.memory.attention_kernels import AttentionChoice
+from vitprof.measure.memory.cuda_autocast import cuda_policy, lower_precision_call
+from vitprof.measure.memory.loop import (
     Loop,
     backward_of,
     loss_of_output,
     trainable,
 )
-from vitprof.measure.memory_spelling import SettingError
+from vitprof.measure.memory.spelling import SettingError
 from vitprof.recognize.tables import ComponentMap
 from vitprof.workload import Workload
 
@@ -65,7 +65,7 @@ class StepSettings:
     """What is run: ``optimizer`` (sgd, sgd-momentum, adam, adamw), ``amp`` (an autocast dtype
     or None), ``every`` (checkpoint one block in ``every``; None: none), ``target`` (cpu,
     cuda), ``attention`` (auto, math, efficient, flash), ``train`` (a training step, else a forward
-    without gradients), ``loop`` (the training loop: :mod:`vitprof.measure.memory_loop`)."""
+    without gradients), ``loop`` (the training loop: :mod:`vitprof.measure.memory.loop`)."""
 
     optimizer: Optimizer
     amp: torch.dtype | None

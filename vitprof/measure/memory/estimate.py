@@ -2,7 +2,7 @@
 
 Conventions (bytes throughout):
 
-* The step is :mod:`vitprof.measure.memory_step`'s: gradients set to None, the forward
+* The step is :mod:`vitprof.measure.memory.step`'s: gradients set to None, the forward
   (autocast when ``amp``), a ones gradient on the output backward (no loss), the optimizer's
   step; the second step, so the optimizer state exists from the start.
 * **Alive at a moment**: the parameters and buffers, the optimizer state, the inputs, and every
@@ -20,13 +20,13 @@ Conventions (bytes throughout):
 * ``target="cuda"``: each allocation is rounded up to a multiple of 512 bytes, as the CUDA
   caching allocator's ``max_memory_allocated`` counts it, and the cuBLAS workspaces of a Hopper
   GPU (one a handle: two in training, one in inference) are alive throughout, both modelled,
-  not measured (:mod:`vitprof.measure.cuda_model`); the optimizers run their multi-tensor
+  not measured (:mod:`vitprof.measure.memory.cuda_model`); the optimizers run their multi-tensor
   (foreach) form;
-  with ``amp``, CUDA autocast's casts (:mod:`vitprof.measure.cuda_autocast`).
+  with ``amp``, CUDA autocast's casts (:mod:`vitprof.measure.memory.cuda_autocast`).
   ``target="cpu"``: sizes as asked, no workspace, single-tensor optimizers.
 * ``mode="inference"``: one forward without gradients; parameters, inputs and activations only.
 * The training loop (``loss``, ``zero_grad``, ``set_to_none``, ``gradient_accumulation``,
-  ``freeze``): :mod:`vitprof.measure.memory_loop`; a loop other than the default is written out
+  ``freeze``): :mod:`vitprof.measure.memory.loop`; a loop other than the default is written out
   in the convention.
 """
 
@@ -57,13 +57,13 @@ from vitprof.core.vocab import (
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
-from vitprof.measure import cuda_model
 from vitprof.measure.distributed.estimate import RankMemory, check_world_size, rank_memory
 from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
-from vitprof.measure.memory_fit import check_fit, largest_batch
-from vitprof.measure.memory_loop import DEFAULT_LOSS, Loop, make_loop
-from vitprof.measure.memory_spelling import SettingError
-from vitprof.measure.memory_step import Step, StepSettings, run_step
+from vitprof.measure.memory import cuda_model
+from vitprof.measure.memory.fit import check_fit, largest_batch
+from vitprof.measure.memory.loop import DEFAULT_LOSS, Loop, make_loop
+from vitprof.measure.memory.spelling import SettingError
+from vitprof.measure.memory.step import Step, StepSettings, run_step
 from vitprof.recognize import Found, breakdown
 from vitprof.recognize.tables import ComponentMap, recognize
 from vitprof.workload import (
@@ -185,7 +185,7 @@ def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str
     In inference naming one is an error, as is checkpointing (a forward without gradients steps
     nothing and keeps nothing for a backward); the settings then hold the default, which no
     step reads (``train`` is False), and the reports say ``optimizer none``. So is any setting
-    of the training loop (``loss`` ... ``freeze``: :func:`~vitprof.measure.memory_loop.make_loop`)
+    of the training loop (``loss`` ... ``freeze``: :func:`~vitprof.measure.memory.loop.make_loop`)
     but its default."""
     train = check_word("mode", mode, Mode) is Mode.TRAIN
     loop = make_loop(loss, zero_grad, set_to_none, gradient_accumulation, freeze)
@@ -230,16 +230,16 @@ def memory(
     ``attention``: auto (the kernel torch would dispatch to on the target for each call's
     dtype, shapes, mask and dropout), math, efficient or flash (the kernel every
     ``scaled_dot_product_attention`` call runs, at any depth:
-    :mod:`vitprof.measure.attention_kernels`); the estimate's ``settings["attention"]`` says
+    :mod:`vitprof.measure.memory.attention_kernels`); the estimate's ``settings["attention"]`` says
     which kernel ran and, under auto, why;
-    ``mode``: train or inference. The training loop (:mod:`vitprof.measure.memory_loop`):
+    ``mode``: train or inference. The training loop (:mod:`vitprof.measure.memory.loop`):
     ``loss`` ones (a ones gradient on the output, no loss function), sum or cross-entropy;
     ``zero_grad`` start, before-backward or end (where ``opt.zero_grad()`` stands);
     ``set_to_none`` (``zero_grad``'s: False keeps the gradients as zeros);
     ``gradient_accumulation`` (forward and backward passes per optimizer step, each of
     ``batch_size``); ``freeze``: none or backbone (all but the head). ``fit`` (bytes): also
     find the largest batch whose peak is at most ``fit``
-    (:func:`vitprof.measure.memory_fit.largest_batch`; with an ``input_shape`` the batch is
+    (:func:`vitprof.measure.memory.fit.largest_batch`; with an ``input_shape`` the batch is
     the shape's first size). The input keywords it took before (``batch_size``, ``image_size``,
     ``dtype``, ...: the fields of a request) still make one, with a DeprecationWarning.
     ``strategy``: none (one process), ddp, zero1, zero2 or fsdp, each rank's step at
