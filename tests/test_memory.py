@@ -364,6 +364,15 @@ def test_cli_table(tiny_file: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert "peak: " in out and "blocks:" in out and "optimizer B" in out
 
 
+def test_the_repr_of_an_estimate_is_the_table_the_command_prints(
+        tiny_file: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", tiny_file, "--target", "cpu"]) == 0
+    printed = capsys.readouterr().out
+    shown = repr(memory(tiny_file, target="cpu"))
+    assert shown.startswith("model: ") and "peak: " in shown  # not the dataclass's repr
+    assert printed.rstrip("\n") == shown.rstrip("\n")
+
+
 def test_cli_markdown_is_the_report_section_with_its_figure(
         tiny_file: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--format markdown writes the report's section (memory_report.memory_section), linking

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from vitprof.core.display import Shown
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
 from vitprof.core.validate import check_word
@@ -134,9 +135,10 @@ class MemoryEvent:
         return sum(self.live.values())
 
 
-@dataclass(frozen=True)
-class MemoryEstimate:
-    """The predicted memory of one step (see the module for the conventions)."""
+@dataclass(frozen=True, repr=False)
+class MemoryEstimate(Shown):
+    """The predicted memory of one step (see the module for the conventions); ``repr()`` is its
+    table, as ``vitprof memory`` prints it (:mod:`vitprof.render.display`)."""
 
     model: str
     input: str
