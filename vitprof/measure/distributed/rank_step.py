@@ -25,6 +25,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from vitprof.core.errors import UserError
 from vitprof.core.vocab import MemoryTarget
 from vitprof.count.running import one_line
+from vitprof.count.sdpa import AttentionKernel
 from vitprof.count.training import first_output
 from vitprof.measure.distributed.fake_world import fake_world
 from vitprof.measure.distributed.kinds import claims, kind_of_op
@@ -33,7 +34,7 @@ from vitprof.measure.distributed.strategies import Wrapped, wrap
 from vitprof.measure.memory import cuda_model
 from vitprof.measure.memory.attention_kernels import AttentionChoice
 from vitprof.measure.memory.cuda_autocast import lower_precision_call
-from vitprof.measure.memory.step import AttentionKernel, StepSettings
+from vitprof.measure.memory.step import StepSettings
 from vitprof.workload import Workload
 
 
