@@ -66,6 +66,8 @@ from vitprof.measure.memory.loop import DEFAULT_LOSS, Loop, make_loop
 from vitprof.measure.memory.spelling import SettingError
 from vitprof.measure.memory.step import Step, StepSettings, run_step
 from vitprof.recognize import Found, breakdown
+from vitprof.recognize.graph.blocks import LISTS
+from vitprof.recognize.graph.blocks import kind as forward_kind
 from vitprof.recognize.tables import ComponentMap, recognize
 from vitprof.workload import (
     InputRequest,
@@ -266,7 +268,7 @@ def memory(
     work = make_workload(model, asked)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
-    if settings.every is not None or strategy in FSDP_STRATEGIES:
+    if strategy in FSDP_STRATEGIES:
         mapping = _with_graph_blocks(work, mapping)
     names = {"optimizer": settings.optimizer if settings.train else "none", "dtype": dtype,
              "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
@@ -275,7 +277,11 @@ def memory(
     if strategy != Strategy.NONE:
         return rank_memory(work, mapping, settings, strategy, world_size, batch_size, names,
                            fit)
-    estimate = predict(work, mapping, settings, batch_size, names)
+    if settings.every is not None and not mapping.blocks:
+        estimate, mapping = _checkpointed_by_its_own_blocks(work, mapping, settings, batch_size,
+                                                             names)
+    else:
+        estimate = predict(work, mapping, settings, batch_size, names)
     if not settings.train:
         estimate = replace(estimate, convention=INFERENCE_CONVENTION)
     elif settings.loop != Loop():
@@ -298,6 +304,39 @@ def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
         raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts the default "
                            f"training step on each rank; {s.name(departs[0])} is not predicted "
                            "with a strategy yet")
+
+
+def _checkpointed_by_its_own_blocks(
+    work: Workload, mapping: ComponentMap, settings: StepSettings, batch: int,
+    names: Mapping[str, str],
+) -> tuple[MemoryEstimate, ComponentMap]:
+    """The estimate of a checkpointed step where no table named the blocks, and ``mapping``
+    with the blocks it checkpointed. The step checkpoints the blocks of the module tree
+    (:func:`_tree_blocks`) and is kept where its own breakdown finds those very blocks: one
+    count. Else (a guess the breakdown does not confirm) the blocks are those the graph
+    recognizer finds in a forward on meta (:func:`_with_graph_blocks`), and the step runs again
+    by them."""
+    guessed = replace(mapping, blocks=_tree_blocks(work.module))
+    if guessed.blocks:
+        step = run_step(work, guessed, settings, batch)
+        found = breakdown(step.run, work.module, Recognizer.AUTO, work.rules)
+        if dict(found.blocks) == guessed.blocks:
+            return _estimate(work, step, found, settings, batch, names), guessed
+    mapping = _with_graph_blocks(work, mapping)
+    return predict(work, mapping, settings, batch, names), mapping
+
+
+def _tree_blocks(module: nn.Module) -> dict[str, int]:
+    """A guess at the blocks from the module tree alone: the children of the
+    ``ModuleList`` / ``Sequential`` with the most children (at least two) that all run one
+    forward (:func:`vitprof.recognize.graph.blocks.kind`), by module path, numbered in order;
+    none where no container qualifies."""
+    best: list[str] = []
+    for path, container in module.named_modules():
+        children = list(container.named_children()) if isinstance(container, LISTS) else []
+        if len(children) > max(len(best), 1) and len({forward_kind(c) for _, c in children}) == 1:
+            best = [f"{path}.{name}" if path else name for name, _ in children]
+    return {path: index for index, path in enumerate(best)}
 
 
 def _with_graph_blocks(work: Workload, mapping: ComponentMap) -> ComponentMap:
@@ -332,6 +371,12 @@ def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch
     """The estimate of one step of ``work`` at ``batch``."""
     step = run_step(work, mapping, settings, batch)
     found = breakdown(step.run, work.module, Recognizer.AUTO, work.rules)
+    return _estimate(work, step, found, settings, batch, names)
+
+
+def _estimate(work: Workload, step: Step, found: Found, settings: StepSettings, batch: int,
+              names: Mapping[str, str]) -> MemoryEstimate:
+    """The estimate of ``step``, a step of ``work`` at ``batch``, by its breakdown ``found``."""
     rounded = _rounding(settings.target)
     kinds = _kinds(step, found)
     events, peak = _events(step, found, kinds, rounded, _fixed(work.module, step, rounded,
