@@ -43,12 +43,13 @@ Mode = TypeVar("Mode", bound=StepMode)
 
 
 class SecondStep(Generic[Mode]):
-    """Runs ``optimizer``'s second ``step()`` under ``make_mode()``; ``done(mode)`` after it."""
+    """Runs ``optimizer``'s second ``step()`` under ``make_mode()``; ``done(mode)`` after it,
+    where given."""
 
     COUNTED_STEP = 2
 
     def __init__(self, optimizer: torch.optim.Optimizer, make_mode: Callable[[], Mode],
-                 done: Callable[[Mode], None]) -> None:
+                 done: Callable[[Mode], None] | None = None) -> None:
         self.steps = 0
         self._make_mode = make_mode
         self._done = done
@@ -77,7 +78,8 @@ class SecondStep(Generic[Mode]):
         mode, self._mode = self._mode, None
         mode.__exit__(None, None, None)
         self.remove()
-        self._done(mode)
+        if self._done is not None:
+            self._done(mode)
 
     def remove(self) -> None:
         """Take the hooks off the optimizer."""

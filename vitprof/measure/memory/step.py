@@ -255,7 +255,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         opt = make_optimizer(settings.optimizer, params, settings.target) if settings.train \
             else None
         if opt is not None:
-            SecondStep(opt, partial(_Logged, timeline), lambda _: None)
+            SecondStep(opt, partial(_Logged, timeline))
             _initial_state(opt, params)
         held_grads = _held_gradients(params, fake, timeline) \
             if settings.train and loop.grads_through_forward else set()
