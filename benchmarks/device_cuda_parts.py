@@ -2,8 +2,8 @@
 
 ``vitprof memory --target cuda`` charges cuBLAS workspaces (one per handle: the forward's thread
 and autograd's backward thread, 32 MiB each on Hopper, 8.125 MiB elsewhere) and rounds every
-block to 512 bytes, both modelled, not measured (:mod:`vitprof.measure.cuda_model`). On a lent
-GPU, in a fresh process (no handle has a workspace yet):
+block to 512 bytes, both modelled, not measured (:mod:`vitprof.measure.memory.cuda_model`).
+On a lent GPU, in a fresh process (no handle has a workspace yet):
 
     python benchmarks/device_cuda_parts.py OUT_DIR
 
@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from vitprof.core.atomic_write import write_atomically
-from vitprof.measure import cuda_model
+from vitprof.measure.memory import cuda_model
 
 WIDTH = 1024  # the Linear's width: matmuls large enough to take cuBLAS's ordinary paths
 ROUNDING_SIZES = (1, 511, 512, 513, 2**20 + 1, 2 * 2**20 + 1, 10 * 2**20 + 3)

@@ -126,7 +126,7 @@ def measure(row: Row) -> tuple[Any, float]:
     """The real CPU step of ``row`` (a ``MeasuredMemory``) and its wall time."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from vitprof.measure.measured_memory import measure_training_memory
+    from vitprof.measure.memory.measured import measure_training_memory
 
     backend = getattr(SDPBackend, BACKENDS[row.attention])
     torch.manual_seed(0)

@@ -1,6 +1,7 @@
-"""CUDA autocast's float32 policy emulated under CPU autocast (vitprof/measure/cuda_autocast.py),
-and what it changes in a ``target="cuda"`` prediction: the softmax of an attention computed as
-written runs in float32 (CUDA autocast's fp32 list) where CPU autocast keeps bfloat16."""
+"""CUDA autocast's float32 policy emulated under CPU autocast
+(vitprof/measure/memory/cuda_autocast.py), and what it changes in a ``target="cuda"``
+prediction: the softmax of an attention computed as written runs in float32 (CUDA autocast's
+fp32 list) where CPU autocast keeps bfloat16."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from timm.models.vision_transformer import VisionTransformer
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from vitprof import memory
-from vitprof.measure import memory_step
-from vitprof.measure.cuda_autocast import cuda_policy
+from vitprof.measure.memory import step as memory_step
+from vitprof.measure.memory.cuda_autocast import cuda_policy
 
 
 def _dtypes() -> dict[str, torch.dtype]:

@@ -15,7 +15,7 @@ import torch
 from models_styles import ParallelViT
 
 from vitprof import memory
-from vitprof.measure import cuda_model
+from vitprof.measure.memory import cuda_model
 
 MIB = 2**20
 KIB = 2**10

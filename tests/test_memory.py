@@ -1,5 +1,5 @@
 """``vitprof memory`` / ``vitprof.memory``: a training step's memory predicted on fake tensors,
-held to a real CPU step measured by :mod:`vitprof.measure.measured_memory` (the profiler's
+held to a real CPU step measured by :mod:`vitprof.measure.memory.measured` (the profiler's
 allocator events, no code shared with the predictor), and its command line.
 
 The acceptance rows (DeiT-Ti and DeiT-S at 224, batch 8 and 32, float32 and bfloat16 autocast,
@@ -29,12 +29,12 @@ from timm.models.vision_transformer import VisionTransformer
 from vitprof import MemoryEstimate, memory
 from vitprof.cli.main import main
 from vitprof.core.errors import UserError
-from vitprof.measure.measured_memory import (
+from vitprof.measure.memory.fit import largest_batch
+from vitprof.measure.memory.measured import (
     MeasuredMemory,
     measure_training_memory,
     repeated_blocks,
 )
-from vitprof.measure.memory_fit import largest_batch
 
 # What the prediction leaves out besides the kernels' scratch: allocations made outside any op,
 # alike on every CPU. torch.utils.checkpoint keeps the CPU generator's state
@@ -227,8 +227,8 @@ def test_a_backward_op_belongs_to_the_forward_op_whose_node_runs_it(
     from collections import Counter
 
     from vitprof import analyze
-    from vitprof.measure.memory_step import run_step
-    from vitprof.measure.training_memory import step_settings
+    from vitprof.measure.memory.estimate import step_settings
+    from vitprof.measure.memory.step import run_step
     from vitprof.recognize.placement import place
     from vitprof.recognize.tables import recognize
     from vitprof.workload import make_workload
@@ -362,6 +362,15 @@ def test_cli_table(tiny_file: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["memory", tiny_file, "--checkpoint", "every 1"]) == 0
     out = capsys.readouterr().out
     assert "peak: " in out and "blocks:" in out and "optimizer B" in out
+
+
+def test_the_repr_of_an_estimate_is_the_table_the_command_prints(
+        tiny_file: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", tiny_file, "--target", "cpu"]) == 0
+    printed = capsys.readouterr().out
+    shown = repr(memory(tiny_file, target="cpu"))
+    assert shown.startswith("model: ") and "peak: " in shown  # not the dataclass's repr
+    assert printed.rstrip("\n") == shown.rstrip("\n")
 
 
 def test_cli_markdown_is_the_report_section_with_its_figure(

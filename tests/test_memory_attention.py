@@ -13,7 +13,7 @@ from torchvision.models import VisionTransformer as TorchvisionViT
 
 from vitprof import memory
 from vitprof.cli.main import main
-from vitprof.measure.attention_kernels import NO_CALL, cpu_rule, cuda_rule
+from vitprof.measure.memory.attention_kernels import NO_CALL, cpu_rule, cuda_rule
 
 # 64 x 64 images in 8 x 8 patches: 64 patches + a class token = 65 tokens; width 16 in 2 heads
 # of 8, 2 blocks. The probabilities (65 x 65 per head) outweigh the 8-wide output and the

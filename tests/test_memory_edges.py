@@ -14,7 +14,7 @@ from torch import nn
 from vitprof import memory
 from vitprof.cli.main import main
 from vitprof.core.errors import UserError
-from vitprof.measure.measured_memory import measure_training_memory
+from vitprof.measure.memory.measured import measure_training_memory
 from vitprof.workload import InputRequest
 
 MODELS_PY = '''

@@ -17,7 +17,7 @@ from vitprof.count import running
 from vitprof.count.liveness import Liveness
 from vitprof.count.running import CountFailed, Footprint, untraced
 from vitprof.count.session import count, image_inputs
-from vitprof.measure.measured_memory import allocation_peaks
+from vitprof.measure.memory.measured import allocation_peaks
 from vitprof.workload import make_workload
 
 # 3 x 2 x 2 images, 12 features: a linear 12 -> 8, a ReLU, a linear 8 -> 2
@@ -94,7 +94,7 @@ def test_the_peak_of_a_two_layer_model_by_arithmetic(grad: bool, train: bool, pe
 def test_a_vit_estimate_is_within_a_factor_of_its_real_peak(grad: bool) -> None:
     """The meta estimate against the CPU allocator's peak of the same forward between its ops
     (without the kernels' scratch, which depends on the CPU and which no count sees: measured
-    by measure.measured_memory.allocation_peaks): at least it, at most 1.5 times it (on meta
+    by measure.memory.measured.allocation_peaks): at least it, at most 1.5 times it (on meta
     attention runs its math decomposition and keeps the batch x heads x L x L scores, which the
     CPU's flash kernel never stores)."""
     meta = make_workload("timm:vit_tiny_patch16_224")

@@ -1,7 +1,7 @@
 """The training loop a memory prediction models (``loss``, ``zero_grad``, ``set_to_none``,
-``gradient_accumulation``, ``freeze``: :mod:`vitprof.measure.memory_loop`): what each changes in
+``gradient_accumulation``, ``freeze``: :mod:`vitprof.measure.memory.loop`): what each changes in
 the prediction, derived from the step; bad values refused in one line; and loops held to a real
-CPU step measured by :mod:`vitprof.measure.measured_memory` as tests/test_memory.py holds the
+CPU step measured by :mod:`vitprof.measure.memory.measured` as tests/test_memory.py holds the
 default loop (the peak between ops, the kernels' scratch aside, and the bytes saved exactly)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from test_memory import TINY_PARAMS, TINY_PY, TINY_TENSORS, _unexplained, tiny
 from vitprof import MemoryEstimate, memory
 from vitprof.cli.main import main
 from vitprof.core.errors import UserError
-from vitprof.measure.measured_memory import TrainingLoop, measure_training_memory
+from vitprof.measure.memory.measured import TrainingLoop, measure_training_memory
 
 BATCH = 4
 CLASSES = 10  # TINY's head

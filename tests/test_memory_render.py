@@ -13,9 +13,9 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from vitprof.measure.training_memory import ComponentMemory as Component
-from vitprof.measure.training_memory import MemoryEstimate as Estimate
-from vitprof.measure.training_memory import MemoryEvent as Event
+from vitprof.measure.memory.estimate import ComponentMemory as Component
+from vitprof.measure.memory.estimate import MemoryEstimate as Estimate
+from vitprof.measure.memory.estimate import MemoryEvent as Event
 from vitprof.render import figures
 from vitprof.render import memory_report as render
 

@@ -27,8 +27,8 @@ from vitprof.measure.mfu.peaks import (
     peak_table,
     table_peak,
 )
-from vitprof.measure.mfu.summary import summary
 from vitprof.measure.mfu.tracker import RunningMedian, Tracker, track
+from vitprof.render.mfu_summary import summary
 
 B, N, D, L, R = 2, 3, 8, 3, 2  # batch, tokens, width, layers, adapter rank
 BND = B * N * D

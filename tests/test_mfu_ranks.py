@@ -31,8 +31,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from vitprof.measure.mfu.clocks import CudaClock, WallClock
 from vitprof.measure.mfu.peaks import ChosenPeak
 from vitprof.measure.mfu.ranks import RankStep, World, aggregate
-from vitprof.measure.mfu.summary import summary
 from vitprof.measure.mfu.tracker import Tracker
+from vitprof.render.mfu_summary import summary
 
 PEAK = 1.0  # TFLOP/s given on every rank: far above a tiny CPU step
 WORLD = 2

@@ -20,8 +20,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from vitprof.core.errors import UserError
 from vitprof.measure.mfu.peaks import choose_peak, given_peak
-from vitprof.measure.mfu.summary import summary
 from vitprof.measure.peak import matmul_flops
+from vitprof.render.mfu_summary import summary
 
 
 @pytest.mark.parametrize(("name", "dtype"), [("bf16", torch.bfloat16), ("fp16", torch.float16),

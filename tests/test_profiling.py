@@ -19,12 +19,13 @@ import torch
 from models_styles import FusedViT
 from torchvision.models.vision_transformer import VisionTransformer
 
-from vitprof import UserError, analyze
+from vitprof import UserError, analyze, memory
 from vitprof.cli.main import main
 from vitprof.core.records import COMPONENTS, Component, Counts
+from vitprof.core.vocab import MemoryTarget
 from vitprof.count.session import image_inputs
 from vitprof.count.training import phase_components, phase_totals
-from vitprof.measure.memory import (
+from vitprof.measure.memory.by_kind import (
     activation_bytes,
     param_bytes_by_component,
     param_bytes_by_dtype,
@@ -45,6 +46,7 @@ from vitprof.measure.timing import (
 from vitprof.recognize.tables import recognize
 from vitprof.render.formats import choices
 from vitprof.render.roofline import points, write_roofline
+from vitprof.workload import InputRequest, make_workload
 
 C = Component
 BATCH = 4
@@ -243,13 +245,16 @@ def test_inference_activations_are_bytes_written() -> None:
 
 def test_saved_for_backward_keeps_storages_not_parameters() -> None:
     model = small_vit()
-    x = torch.zeros(BATCH, 3, 32, 32)
-    saved = saved_for_backward(model, x, recognize(model))
+    work = make_workload(model, InputRequest(batch_size=BATCH, image_size=32))
+    saved = saved_for_backward(work, recognize(model), MemoryTarget.CPU)
     # The head saves its input x[:, 0], a view that keeps the whole final LayerNorm output
-    # (4 x 17 x 64 floats) alive; its weight is a parameter and not counted.
-    assert saved[C.HEAD] == BATCH * TOKENS * 64 * 4  # = 17_408
-    # The patch convolution saves the image for its weight gradient.
-    assert saved[C.PATCH_EMBED] >= BATCH * 3 * 32 * 32 * 4
+    # (4 x 17 x 64 floats) alive: under the norm, the op that made it; its weight is a
+    # parameter and not counted, so the head keeps nothing of its own.
+    assert saved[C.HEAD] == 0
+    assert saved[C.NORM] >= BATCH * TOKENS * 64 * 4  # = 17_408
+    # The patch convolution saves the image (the input, under the first op's component) for
+    # its weight gradient: 4 x 3 x 32 x 32 floats.
+    assert saved[C.PATCH_EMBED] == BATCH * 3 * 32 * 32 * 4  # = 49_152
     assert saved[C.OTHER] == 0
     assert model.training and all(p.grad is None for p in model.parameters())
 
@@ -258,7 +263,17 @@ def test_memory_in_the_profile(measured: SpeedProfile) -> None:
     assert measured.memory.params_by_dtype == {"float32": 4 * SMALL_PARAMS}
     assert measured.memory.peak_device is None  # the CPU allocator reports no peak
     rows = {r.component: r for r in measured.rows()}
-    assert rows[C.HEAD].saved_bytes == BATCH * TOKENS * 64 * 4
+    assert rows[C.PATCH_EMBED].saved_bytes == BATCH * 3 * 32 * 32 * 4  # the image: 49_152
+
+
+def test_the_profile_reads_the_memory_steps_saved_for_backward(measured: SpeedProfile) -> None:
+    # one saved-for-backward: the profile's column is the memory step's activations, per
+    # component, on the profiled device's target
+    model = small_vit()
+    estimate = memory(model, InputRequest(batch_size=BATCH, image_size=32), optimizer="sgd",
+                      target="cpu")
+    rows = {r.component: r.saved_bytes for r in measured.rows()}
+    assert rows == {c: estimate.by_component[c].activations for c in rows}
 
 
 # ------------------------------------------------------------------------------ peak, figure
@@ -300,8 +315,10 @@ def test_data_dependent_model_is_counted_on_the_device() -> None:
     assert result.notes == (
         "meta device failed (RuntimeError: Tensor.item() cannot be called on meta tensors); "
         "counted on cpu with real tensors",
-        "memory saved for backward not measured: the training-mode forward on meta failed "
-        "(RuntimeError)",
+        "memory saved for backward not measured: DataDependent: a training step (forward in "
+        "train mode, then backward) could not run on fake CPU tensors (meta storage): "
+        "DataDependentOutputException: aten._local_scalar_dense.default (input of shape "
+        "4x3x32x32)",
     )
 
 

@@ -112,7 +112,8 @@ def _tiny_torchvision_vit() -> nn.Module:
 
 def test_memory_checkpoint_counts_once_and_breaks_the_step_down_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from vitprof.measure import memory_step, training_memory
+    from vitprof.measure.memory import estimate as training_memory
+    from vitprof.measure.memory import step as memory_step
 
     counts: list[bool] = []
     breakdowns: list[str] = []
@@ -132,4 +133,27 @@ def test_memory_checkpoint_counts_once_and_breaks_the_step_down_once(
                                       checkpoint="blocks", target="cpu")
     # torchvision's table names the 2 blocks: the step is the one count, in train mode
     assert counts == [True] and breakdowns == ["auto"]
+    assert len(estimate.by_block) == 2
+
+
+def test_memory_checkpoint_counts_once_where_no_table_names_the_blocks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from vitprof.measure.memory import estimate as training_memory
+    from vitprof.measure.memory import step as memory_step
+    from vitprof.testing import own_classes
+
+    counts: list[bool] = []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        counts.append(bool(kwargs.get("train")))
+        return count(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memory_step, "count", counted)
+    monkeypatch.setattr(training_memory, "count", counted)
+    model = own_classes(_tiny_torchvision_vit())  # a class of its own per module: no table
+    assert not training_memory.recognize(model).blocks
+    estimate = training_memory.memory(model, image_size=32, checkpoint="blocks", target="cpu")
+    # the step checkpoints the module tree's 2 blocks, and its own breakdown finds them: the
+    # step is the one count (no forward on meta to find the blocks first)
+    assert counts == [True]
     assert len(estimate.by_block) == 2

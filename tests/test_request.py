@@ -20,8 +20,9 @@ from vitprof.checks.budget import at_input, parse_budget
 from vitprof.checks.crosscheck import run_crosscheck
 from vitprof.cli.commands.common import input_request
 from vitprof.core.errors import UserError
+from vitprof.core.vocab import MemoryTarget
 from vitprof.count import running
-from vitprof.measure.memory import saved_for_backward
+from vitprof.measure.memory.by_kind import saved_for_backward
 from vitprof.measure.profile import profile_model
 from vitprof.models import zoo
 from vitprof.recognize.tables import recognize
@@ -189,7 +190,7 @@ def test_profile_runs_a_keyword_input() -> None:
 def test_saved_for_backward_takes_the_whole_example() -> None:
     model = Masked()
     work = make_workload(model, inputs=masked_inputs())
-    saved = saved_for_backward(model, work.inputs.example("cpu"), recognize(model))
+    saved = saved_for_backward(work, recognize(model), MemoryTarget.CPU)
     assert sum(saved.values()) > 0
 
 

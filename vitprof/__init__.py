@@ -16,8 +16,8 @@ from vitprof.core.display import on_first_display
 _EXPORTS = {
     "Component": "vitprof.core.vocab", "Counts": "vitprof.core.records",
     "Profile": "vitprof.count.result",
-    "memory": "vitprof.measure.training_memory",
-    "MemoryEstimate": "vitprof.measure.training_memory",
+    "memory": "vitprof.measure.memory.estimate",
+    "MemoryEstimate": "vitprof.measure.memory.estimate",
     "UserError": "vitprof.core.errors", "analyze": "vitprof.analysis",
     "track": "vitprof.measure.mfu.tracker",
     "InputRequest": "vitprof.workload",

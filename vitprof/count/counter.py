@@ -3,12 +3,12 @@
 A ``TorchDispatchMode`` sees each aten operation below autograd, so functional code
 (``q @ k.transpose(-2, -1)``, ``F.linear`` on a parameter nobody calls as a module) is seen as
 well as module code. The stack of running modules is
-:class:`vitprof.count.module_stack.ModuleStack`. A ``TorchFunctionMode`` catches
-``F.scaled_dot_product_attention`` so that it is priced as one operation whichever kernel PyTorch
-picks (a math decomposition on the meta device, a flash kernel on the CPU); the module attribute
-is swapped too, for the calls made where the modes are popped (inside
-``F.multi_head_attention_forward``). Every call caught either way runs
-:attr:`OpCounter.attention` (torch's own function, or the kernel a memory step chose). Likewise
+:class:`vitprof.count.module_stack.ModuleStack`. Every
+``F.scaled_dot_product_attention`` call is routed (:func:`vitprof.count.sdpa.attention_routed`,
+the one SDPA override: a torch-function mode and the module attribute swapped) so that it is
+priced as one operation whichever kernel PyTorch picks (a math decomposition on the meta device,
+a flash kernel on the CPU); it runs :attr:`OpCounter.attention` (torch's own function, or the
+kernel a memory step chose), in a checkpointed block's recomputation too. Likewise
 ``torch.nn.attention.flex_attention.flex_attention`` (which refuses the meta device) is priced as
 one operation, ``torch.nn.attention.flex_attention``, at the cost of the dense SDPA it
 generalises: a ``score_mod`` or a ``block_mask`` costs what SDPA's mask does, one element-wise
@@ -47,9 +47,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from vitprof.core.records import Component, Cost, OpKind, OpRecord, Phase
@@ -70,9 +68,9 @@ from vitprof.count.formulas import (
 )
 from vitprof.count.liveness import Liveness, allocates
 from vitprof.count.module_stack import ModuleStack
+from vitprof.count.sdpa import SDPA, attention_routed
 from vitprof.count.trace import Step, Trace, Whereabouts
 
-_SDPA = F.scaled_dot_product_attention
 # products that add their first input to what they multiply (``beta * self + a @ b``): that
 # input is a term beside the product's operands (a bias of the scores, a linear's bias)
 _ADDED_TERM = frozenset({"aten.addmm", "aten.baddbmm", "aten.addbmm", "aten.addmv", "aten.addr"})
@@ -203,8 +201,8 @@ class OpCounter:
         self.model = model
         self.real_step = real_step
         # what every scaled_dot_product_attention call runs (a kernel chosen for a memory
-        # step: vitprof.measure.attention_kernels); None: torch's own choice
-        self.attention = attention if attention is not None else _SDPA
+        # step: vitprof.measure.memory.attention_kernels); None: torch's own choice
+        self.attention = attention if attention is not None else SDPA
         self.failed: Exception | None = None  # a real step's pricing that failed
         self.formulas = overriding(formulas)
         self.param_of_storage = {storage_key(t): name for name, t in params.items()}
@@ -247,8 +245,8 @@ class OpCounter:
     @contextmanager
     def running(self) -> Iterator[OpCounter]:
         """Enter the module stack and the modes; leave them all on exit, even after an error."""
-        with self.modules, _attention_wrapped(self), _flex_attention_wrapped(self), \
-                _AttentionMode(self), _DispatchCounter(self):
+        with self.modules, attention_routed(partial(_priced_attention, self)), \
+                _flex_attention_wrapped(self), _DispatchCounter(self):
             yield self
 
     @contextmanager
@@ -684,21 +682,6 @@ def _priced_attention(counter: OpCounter, *args: Any, **kwargs: Any) -> Any:
     return out
 
 
-@contextmanager
-def _attention_wrapped(counter: OpCounter) -> Iterator[None]:
-    """Point ``torch.nn.functional.scaled_dot_product_attention`` at :func:`_priced_attention`.
-
-    A torch-function mode alone misses calls nested in functions that handle torch functions
-    themselves (``F.multi_head_attention_forward`` runs its body with modes popped), so the
-    module attribute is swapped for the duration of the count and always restored.
-    """
-    F.scaled_dot_product_attention = partial(_priced_attention, counter)
-    try:
-        yield
-    finally:
-        F.scaled_dot_product_attention = _SDPA
-
-
 FLEX_ATTENTION = "torch.nn.attention.flex_attention"  # the module, and the op name of its records
 
 
@@ -789,17 +772,3 @@ def _model_namespaces(model: nn.Module) -> list[dict[str, Any]]:
         if isinstance(space, dict):
             spaces[id(space)] = space
     return list(spaces.values())
-
-
-class _AttentionMode(TorchFunctionMode):
-    """Catches direct calls of the builtin ``scaled_dot_product_attention`` under other names."""
-
-    def __init__(self, counter: OpCounter) -> None:
-        super().__init__()
-        self.counter = counter
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is _SDPA:
-            return _priced_attention(self.counter, *args, **kwargs)
-        return func(*args, **kwargs)

@@ -26,7 +26,7 @@ from vitprof.core.errors import UserError
 from vitprof.core.overrides import Override
 from vitprof.core.progress import progress as progress_bar
 from vitprof.core.validate import check_word
-from vitprof.core.vocab import REAL_DEVICES, Device, Recognizer
+from vitprof.core.vocab import REAL_DEVICES, Device, MemoryTarget, Recognizer
 from vitprof.count.running import (
     CountFailed,
     MetaFailure,
@@ -36,7 +36,7 @@ from vitprof.count.running import (
 )
 from vitprof.count.session import Inputs
 from vitprof.count.state import in_place_warning, untouched
-from vitprof.measure.memory import (
+from vitprof.measure.memory.by_kind import (
     activation_bytes,
     param_bytes_by_component,
     param_bytes_by_dtype,
@@ -203,12 +203,11 @@ def profile_model(
                              bar.update)
             peak_device = torch.cuda.max_memory_allocated() if device == Device.CUDA else None
             try:
-                saved = saved_for_backward(module, example, planned.mapping)
-            except (CountFailed, UserError) as error:
+                saved = saved_for_backward(dataclasses.replace(work, module=module),
+                                           planned.mapping, MemoryTarget(device))
+            except UserError as error:
                 saved = None
-                failure = error.error if isinstance(error, CountFailed) else error
-                notes += (f"memory saved for backward not measured: the training-mode forward "
-                          f"on meta failed ({type(failure).__name__})",)
+                notes += (f"memory saved for backward not measured: {error}",)
             used_threads = torch.get_num_threads()
     except CountFailed as failed:
         raise run_failed(name, shape, device, failed.error) from None

@@ -29,7 +29,7 @@ from vitprof.measure.timing import Timings
 
 @dataclass(frozen=True)
 class Memory:
-    """Bytes, per dtype or per component; see :mod:`vitprof.measure.memory`."""
+    """Bytes, per dtype or per component; see :mod:`vitprof.measure.memory.by_kind`."""
 
     params_by_dtype: dict[str, int]
     params: dict[Component, int]

@@ -2,8 +2,9 @@
 :mod:`vitprof.core.display` so that the results themselves import nothing from the renderer.
 
 ``repr()`` of a ``Profile`` or a ``SpeedProfile`` is its short text (:func:`profile_repr`,
-:func:`speed_repr`); of a ``CrossCheck``, ``Sweep`` or ``Diff`` its table, as the command
-prints it. The notebook's markdown and HTML are the result's document in that format.
+:func:`speed_repr`); of a ``CrossCheck``, ``Sweep``, ``Diff`` or ``MemoryEstimate`` its table,
+as the command prints it. The notebook's markdown and HTML are the result's document in that
+format. A ``Tracker`` (not itself shown) is shown as its MFU summary: :meth:`Tracker.summary`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ from vitprof.checks.crosscheck.table import CrossCheck
 from vitprof.checks.diff import Diff
 from vitprof.core.display import ShowFunction, Shows, register_display
 from vitprof.count.result import Profile
+from vitprof.measure.memory.estimate import MemoryEstimate
+from vitprof.measure.mfu.tracker import Tracker
 from vitprof.measure.result import SpeedProfile
 from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.diff import diff_document
 from vitprof.render.document import Document
 from vitprof.render.formats import render
+from vitprof.render.memory import memory_document
+from vitprof.render.mfu_summary import tracker_summary
 from vitprof.render.speed import speed_document, speed_repr
 from vitprof.render.sweep import sweep_document
 from vitprof.render.tables import profile_document, profile_repr
@@ -48,3 +53,5 @@ def register_displays() -> None:
     register_display(CrossCheck, _shown(crosscheck_document))
     register_display(Sweep, _shown(sweep_document))
     register_display(Diff, _shown(diff_document))
+    register_display(MemoryEstimate, _shown(memory_document))
+    register_display(Tracker, tracker_summary)

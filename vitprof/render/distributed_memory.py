@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from vitprof.core.vocab import CellKind
-from vitprof.measure.cuda_model import PART_NAMES, estimate_parts
 from vitprof.measure.distributed.estimate import RankMemory
 from vitprof.measure.distributed.kinds import KINDS
+from vitprof.measure.memory.cuda_model import PART_NAMES, estimate_parts
 from vitprof.render.document import Column, Document, Table, lines
 from vitprof.render.memory import size_text
 

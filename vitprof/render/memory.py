@@ -11,8 +11,8 @@ from dataclasses import asdict
 from typing import Any
 
 from vitprof.core.vocab import CellKind
-from vitprof.measure.cuda_model import PART_NAMES, estimate_parts
-from vitprof.measure.training_memory import ComponentMemory, MemoryEstimate
+from vitprof.measure.memory.cuda_model import PART_NAMES, estimate_parts
+from vitprof.measure.memory.estimate import ComponentMemory, MemoryEstimate
 from vitprof.render.document import (
     Col,
     Column,

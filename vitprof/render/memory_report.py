@@ -8,7 +8,7 @@ during one training step (forward, backward, optimizer step), parameters, gradie
 state and every activation and temporary held at that moment included, as the estimate's
 target allocator holds them.
 
-It renders ``vitprof.MemoryEstimate`` (:mod:`vitprof.measure.training_memory`) and its
+It renders ``vitprof.MemoryEstimate`` (:mod:`vitprof.measure.memory.estimate`) and its
 ``MemoryEvent`` and ``ComponentMemory`` values.
 
 The timeline figure (kind ``memory_timeline``, drawn by :func:`vitprof.render.figures.save`):
@@ -29,8 +29,8 @@ from matplotlib.figure import Figure
 
 from vitprof.core.records import COMPONENTS
 from vitprof.core.vocab import Mode
-from vitprof.measure.cuda_model import PART_NAMES, estimate_parts
-from vitprof.measure.training_memory import ComponentMemory, MemoryEstimate, MemoryEvent
+from vitprof.measure.memory.cuda_model import PART_NAMES, estimate_parts
+from vitprof.measure.memory.estimate import ComponentMemory, MemoryEstimate, MemoryEvent
 from vitprof.render import figures
 from vitprof.render.figures import COLORS, FigureData
 from vitprof.render.formats import markdown_table

@@ -30,7 +30,7 @@ from vitprof.core.vocab import (
     Verdict,
 )
 from vitprof.count.result import Profile
-from vitprof.measure.training_memory import memory
+from vitprof.measure.memory.estimate import memory
 
 
 def evaluate(budget: Budget, update_baseline: bool = False) -> BudgetResult:

@@ -43,8 +43,8 @@ from vitprof.core.vocab import (
     Scope,
     ValueKind,
 )
-from vitprof.measure.memory_spelling import TABLE_KEYS, SettingError
-from vitprof.measure.training_memory import step_settings
+from vitprof.measure.memory.estimate import step_settings
+from vitprof.measure.memory.spelling import TABLE_KEYS, SettingError
 from vitprof.models.zoo import check_zoo_size, validate_name
 from vitprof.workload import InputRequest, dtype_name
 
@@ -322,7 +322,7 @@ def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Sourc
                      ) -> tuple[tuple[str, Any], ...]:
     """The ``memory`` table: keys of :data:`MEMORY_SETTINGS`, values among theirs (strings,
     ``set_to_none`` a boolean, ``gradient_accumulation`` an integer), that
-    :func:`vitprof.measure.training_memory.step_settings` accepts together."""
+    :func:`vitprof.measure.memory.estimate.step_settings` accepts together."""
     for key, value in table.items():
         if key not in MEMORY_SETTINGS:
             raise where.error((*path, key), _unknown("memory setting", key, MEMORY_SETTINGS))

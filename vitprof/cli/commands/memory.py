@@ -109,8 +109,8 @@ def add_loop_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vitprof.measure.memory_spelling import OPTIONS, SettingError
-    from vitprof.measure.training_memory import MemoryEstimate, memory
+    from vitprof.measure.memory.estimate import MemoryEstimate, memory
+    from vitprof.measure.memory.spelling import OPTIONS, SettingError
     from vitprof.render.distributed_memory import rank_document
     from vitprof.render.memory import memory_document
 
@@ -150,7 +150,7 @@ def run_world_sizes(args: argparse.Namespace) -> int:
     """``--world-size N,M,...``: the per-rank peak at each world size under ``--strategy``
     (a table, or JSON; ``--figure``: the per-rank peak against world size)."""
     from vitprof.measure.distributed.sweep import peak_by_world_size
-    from vitprof.measure.memory_spelling import OPTIONS, SettingError
+    from vitprof.measure.memory.spelling import OPTIONS, SettingError
     from vitprof.render.distributed_memory import world_sizes_document
 
     if args.strategy == Strategy.NONE:

@@ -12,8 +12,8 @@ Conventions (bytes, per rank; rank 0, whose share is the largest where shares di
   its phase is ``forward``, ``backward`` or ``optimizer``, or ``collective`` where the op at
   the peak is a collective or FSDP2's copy into or out of one.
 * ``target="cuda"``: each allocation rounded up to 512 bytes and the cuBLAS workspaces alive
-  throughout, as in a single-process step (:mod:`vitprof.measure.cuda_model`); the optimizers'
-  multi-tensor form; the ``step`` counts on the host. ``target="cpu"``: sizes as asked.
+  throughout, as in a single-process step (:mod:`vitprof.measure.memory.cuda_model`); the
+  optimizers' multi-tensor form; the ``step`` counts on the host. ``target="cpu"``: sizes as asked.
 * Not modelled: tensor and pipeline parallelism; the communication library's own buffers
   (NCCL's, gloo's), outside torch's allocator.
 """
@@ -26,14 +26,14 @@ from dataclasses import dataclass, field, replace
 from vitprof.core.errors import UserError
 from vitprof.core.validate import check_int
 from vitprof.core.vocab import MemoryTarget
-from vitprof.measure import cuda_model
 from vitprof.measure.distributed.kinds import KINDS, is_collective, kind_of_phase
 from vitprof.measure.distributed.rank_log import Op
 from vitprof.measure.distributed.rank_step import RankStep, run_rank_step
 from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
-from vitprof.measure.memory_fit import largest_batch
-from vitprof.measure.memory_spelling import SettingError
-from vitprof.measure.memory_step import StepSettings
+from vitprof.measure.memory import cuda_model
+from vitprof.measure.memory.fit import largest_batch
+from vitprof.measure.memory.spelling import SettingError
+from vitprof.measure.memory.step import StepSettings
 from vitprof.recognize.tables import ComponentMap
 from vitprof.workload import Workload
 
@@ -102,7 +102,7 @@ def rank_memory(work: Workload, mapping: ComponentMap, settings: StepSettings, s
                 world_size: int, batch: int, names: Mapping[str, str],
                 fit: int | None = None) -> RankMemory:
     """The estimate of one rank's step of ``work`` at ``batch`` (and, with ``fit`` bytes, the
-    largest per-rank batch whose peak fits it: :func:`vitprof.measure.memory_fit.largest_batch`)."""
+    largest per-rank batch whose peak fits it: :func:`vitprof.measure.memory.fit.largest_batch`)."""
     blocks = sorted(mapping.blocks, key=mapping.blocks.__getitem__)
     check_strategy(strategy, world_size, blocks, work.name)
 

@@ -14,7 +14,8 @@
 * ``communication``: the buffers the collectives read and write: FSDP2's all-gather input and
   output, its reduce-scatter input; ZeroRedundancyOptimizer's broadcasts are in place;
 * ``inputs``: the batch;
-* ``workspace``: ``target="cuda"``: the cuBLAS workspaces (:mod:`vitprof.measure.cuda_model`).
+* ``workspace``: ``target="cuda"``: the cuBLAS workspaces
+  (:mod:`vitprof.measure.memory.cuda_model`).
 
 A DDP bucket's all-reduce and ZeroRedundancyOptimizer's broadcasts run in place: they allocate
 nothing here. The communication library's own buffers (NCCL's, gloo's) are outside torch's

@@ -1,7 +1,7 @@
 """One rank's training step under a strategy, run by torch's own distributed code on fake
 tensors in a fake world, every storage logged (:class:`~.rank_log.RankLog`).
 
-The step is :mod:`vitprof.measure.memory_step`'s default loop on each rank:
+The step is :mod:`vitprof.measure.memory.step`'s default loop on each rank:
 ``opt.zero_grad()`` (to None), the forward of the rank's batch, the backward of a ones gradient
 on the output, ``opt.step()``; the second step is logged (the optimizer state exists, DDP has
 rebuilt its buckets in the order the first backward made the gradients, FSDP2 has run its lazy
@@ -25,15 +25,16 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from vitprof.core.errors import UserError
 from vitprof.core.vocab import MemoryTarget
 from vitprof.count.running import one_line
+from vitprof.count.sdpa import AttentionKernel
 from vitprof.count.training import first_output
-from vitprof.measure import cuda_model
-from vitprof.measure.attention_kernels import AttentionChoice
-from vitprof.measure.cuda_autocast import lower_precision_call
 from vitprof.measure.distributed.fake_world import fake_world
 from vitprof.measure.distributed.kinds import claims, kind_of_op
 from vitprof.measure.distributed.rank_log import RankLog
 from vitprof.measure.distributed.strategies import Wrapped, wrap
-from vitprof.measure.memory_step import AttentionKernel, StepSettings
+from vitprof.measure.memory import cuda_model
+from vitprof.measure.memory.attention_kernels import AttentionChoice
+from vitprof.measure.memory.cuda_autocast import lower_precision_call
+from vitprof.measure.memory.step import StepSettings
 from vitprof.workload import Workload
 
 

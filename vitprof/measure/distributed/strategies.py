@@ -28,7 +28,7 @@ from torch.distributed.device_mesh import DeviceMesh
 
 from vitprof.core.vocab import Strategy
 from vitprof.measure.distributed.fake_world import allreduce_in_place
-from vitprof.measure.memory_step import optimizer_recipe
+from vitprof.measure.memory.step import optimizer_recipe
 
 FSDP_STRATEGIES = (Strategy.ZERO2, Strategy.FSDP)
 DDP_STRATEGIES = (Strategy.DDP, Strategy.ZERO1)

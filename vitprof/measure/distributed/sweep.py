@@ -15,7 +15,7 @@ def peak_by_world_size(model: nn.Module | str, request: InputRequest, strategy: 
                        ) -> list[RankMemory]:
     """The estimate of one rank's step at each of ``world_sizes`` (in the order given) under
     ``strategy``, with :func:`vitprof.memory`'s other ``settings``."""
-    from vitprof.measure.training_memory import memory
+    from vitprof.measure.memory.estimate import memory
 
     found = []
     for size in world_sizes:

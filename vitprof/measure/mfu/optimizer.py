@@ -3,8 +3,9 @@
 An optimizer step is element-wise work only (vector FLOPs: no MACs), the same at every step once
 its state exists, whatever the batch. It is counted on the optimizer's SECOND ``step()`` (the
 first initialises the state: SGD's momentum buffer starts as a copy of the gradient), between a
-pre-hook and a post-hook of that optimizer (a closure passed to ``step``, Lightning's forward
-and backward, runs unpriced), by a dispatch mode that prices every operation with
+pre-hook and a post-hook of that optimizer (the harness the memory step shares:
+:mod:`vitprof.measure.optimizer_step`; a closure passed to ``step``, Lightning's forward and
+backward, runs unpriced), by a dispatch mode that prices every operation with
 vitprof's registered formulas (:mod:`vitprof.count.formulas`); a ``_foreach_`` operation is
 priced as its operation on each element of its lists (``_foreach_mul_`` as one ``mul_`` per
 tensor), on meta twins, so that nothing runs twice for real; a fused optimizer's single kernel
@@ -18,16 +19,16 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from vitprof.core.records import op_calls
 from vitprof.count.formulas.registry import OpCost, arguments, foreach_base, formula_for, is_free
 from vitprof.measure.mfu.fused_optimizers import FUSED_STEPS
+from vitprof.measure.optimizer_step import SecondStep, StepMode
 
 
 def _vector(cost: OpCost) -> int:
@@ -82,14 +83,13 @@ def _run_any(packet: Any, values: Sequence[Any], kwargs: dict[str, Any]) -> tupl
     raise TypeError(f"no overload of {packet} accepts these arguments")
 
 
-class _Pricing(TorchDispatchMode):
-    """Runs every operation as it is and adds up its vector FLOPs."""
+class _Pricing(StepMode):
+    """Runs every operation as it is and adds up its vector FLOPs (not while ``paused``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.vector_flops = 0
         self.unpriced: Counter[str] = Counter()
-        self.paused = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -100,18 +100,6 @@ class _Pricing(TorchDispatchMode):
             except Exception:  # pricing never breaks the user's step: the op counts as unpriced
                 self.unpriced[f"aten.{func.overloadpacket.__name__}"] += 1
         return out
-
-    def unpriced_closure(self, closure: Callable[[], Any]) -> Callable[[], Any]:
-        """``closure`` (the forward and backward Lightning runs inside ``step``) not priced."""
-
-        def run() -> Any:
-            self.paused = True
-            try:
-                return closure()
-            finally:
-                self.paused = False
-
-        return run
 
     def _price(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
         name = func.overloadpacket.__name__
@@ -140,47 +128,20 @@ class _Pricing(TorchDispatchMode):
 
 
 class OptimizerCount:
-    """Counts the vector FLOPs of ``optimizer``'s second step; ``vector_flops`` is None until
-    then."""
-
-    COUNTED_STEP = 2
+    """Counts the vector FLOPs of ``optimizer``'s second step (the shared harness:
+    :class:`vitprof.measure.optimizer_step.SecondStep`); ``vector_flops`` is None until then."""
 
     def __init__(self, optimizer: torch.optim.Optimizer) -> None:
         self.vector_flops: int | None = None
-        self.steps = 0
-        self._mode: _Pricing | None = None
-        self._handles = [optimizer.register_step_pre_hook(self._before),
-                         optimizer.register_step_post_hook(self._after)]
+        self._step = SecondStep(optimizer, _Pricing, self._priced)
 
-    def _before(self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        self.steps += 1
-        if self.steps != self.COUNTED_STEP:
-            return None
-        self._mode = _Pricing()
-        self._mode.__enter__()
-        # the step's own arguments: (optimizer, closure) or closure= (None when not passed)
-        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
-        if closure is None:
-            return None
-        wrapped = self._mode.unpriced_closure(closure)
-        if "closure" in kwargs:
-            return args, {**kwargs, "closure": wrapped}
-        return (args[0], wrapped, *args[2:]), kwargs
-
-    def _after(self, *_: Any) -> None:
-        if self._mode is None:
-            return
-        self._mode.__exit__(None, None, None)
-        if self._mode.unpriced:  # a part would be a wrong total: none rather than too few
+    def _priced(self, mode: _Pricing) -> None:
+        if mode.unpriced:  # a part would be a wrong total: none rather than too few
             warnings.warn(f"vitprof: the optimizer step is not counted, its ops without a "
-                          f"formula: {op_calls(dict(self._mode.unpriced))}", stacklevel=2)
+                          f"formula: {op_calls(dict(mode.unpriced))}", stacklevel=3)
         else:
-            self.vector_flops = self._mode.vector_flops
-        self._mode = None
-        self.remove()
+            self.vector_flops = mode.vector_flops
 
     def remove(self) -> None:
         """Take the hooks off the optimizer."""
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
+        self._step.remove()

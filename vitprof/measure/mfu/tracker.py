@@ -66,6 +66,7 @@ import torch
 from torch import nn
 
 from vitprof.core.atomic_write import write_atomically
+from vitprof.core.display import show
 from vitprof.core.errors import UserError
 from vitprof.core.vocab import Device
 from vitprof.measure.mfu.clocks import Clock, CudaClock, WallClock
@@ -74,7 +75,6 @@ from vitprof.measure.mfu.flops import RanStep, StepCounts, StepFlops
 from vitprof.measure.mfu.optimizer import OptimizerCount
 from vitprof.measure.mfu.peaks import ChosenPeak, choose_peak, given_peak, raised_to
 from vitprof.measure.mfu.ranks import World, default_world, no_world, world_figures
-from vitprof.measure.mfu.summary import summary
 
 StepEntry = dict[str, Any]
 
@@ -282,8 +282,10 @@ class Tracker:
             warnings.warn(f"vitprof: {message}", stacklevel=6)  # the caller of step()
 
     def summary(self) -> str:
-        """The run so far as markdown: the peak, the medians, the FLOPs per component."""
-        return summary(self.history, self.peak, self.counts.counts)
+        """The run so far as markdown: the peak, the medians, the FLOPs per component
+        (rendered by :mod:`vitprof.render.mfu_summary`, registered with
+        :mod:`vitprof.core.display`)."""
+        return show(self, "markdown")
 
 
 def track(model: nn.Module, peak_tflops: float | None = None, *,

@@ -39,7 +39,7 @@ from vitprof.core.validate import check_word
 from vitprof.core.vocab import Freeze, Loss, ZeroGrad
 from vitprof.count.session import Backward, ones_backward
 from vitprof.count.training import first_output
-from vitprof.measure.memory_spelling import SettingError
+from vitprof.measure.memory.spelling import SettingError
 from vitprof.recognize.tables import ComponentMap
 
 DEFAULT_LOSS = Loss.ONES

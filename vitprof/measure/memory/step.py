@@ -9,7 +9,7 @@ liveness, then the optimizer's step under a dispatch mode that logs into the sam
 Why fake tensors: a ``FakeTensor`` holds no memory, like a meta tensor, but it says it lives on
 the CPU, so ``torch.autocast("cpu")`` casts it as it casts a real one (autocast ignores meta
 tensors) and the dtypes of every activation are real (for ``target="cuda"`` CPU autocast
-casts as CUDA autocast does: :mod:`vitprof.measure.cuda_autocast`). Storages are freed when
+casts as CUDA autocast does: :mod:`vitprof.measure.memory.cuda_autocast`). Storages are freed when
 their last tensor goes, as on any device, so the timeline is the run's. The parameters, buffers and
 optimizer state are fake stand-ins made before the step; the optimizer state is made by one
 step run beforehand, so the step logged is the second one (the state exists).
@@ -17,7 +17,7 @@ step run beforehand, so the step logged is the second one (the state exists).
 Attention: every ``scaled_dot_product_attention`` call, at any depth (a timm block's, the one
 inside ``F.multi_head_attention_forward``, HF's attention interface), runs the kernel
 ``attention`` names for the ``target``, or for ``auto`` the one torch would dispatch to there
-(:mod:`vitprof.measure.attention_kernels`): the math path keeps the softmax scores for the
+(:mod:`vitprof.measure.memory.attention_kernels`): the math path keeps the softmax scores for the
 backward, the fused kernels keep the output and a log-sum-exp (O(L) per head). A model that
 computes its attention itself is run as it is.
 """
@@ -36,8 +36,6 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.graph import saved_tensors_hooks
 from torch.nn.utils.stateless import _reparametrize_module
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint as checkpointed
 
 from vitprof.core.errors import UserError
@@ -45,19 +43,18 @@ from vitprof.core.vocab import AttentionPath, Loss, MemoryTarget, Optimizer
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import Run, count
 from vitprof.count.timeline import Timeline
-from vitprof.measure.attention_kernels import AttentionChoice
-from vitprof.measure.cuda_autocast import cuda_policy, lower_precision_call
-from vitprof.measure.memory_loop import (
+from vitprof.measure.memory.attention_kernels import AttentionChoice
+from vitprof.measure.memory.cuda_autocast import cuda_policy, lower_precision_call
+from vitprof.measure.memory.loop import (
     Loop,
     backward_of,
     loss_of_output,
     trainable,
 )
-from vitprof.measure.memory_spelling import SettingError
+from vitprof.measure.memory.spelling import SettingError
+from vitprof.measure.optimizer_step import SecondStep, StepMode
 from vitprof.recognize.tables import ComponentMap
 from vitprof.workload import Workload
-
-_SDPA = torch.nn.functional.scaled_dot_product_attention
 
 
 @dataclass(frozen=True)
@@ -65,7 +62,7 @@ class StepSettings:
     """What is run: ``optimizer`` (sgd, sgd-momentum, adam, adamw), ``amp`` (an autocast dtype
     or None), ``every`` (checkpoint one block in ``every``; None: none), ``target`` (cpu,
     cuda), ``attention`` (auto, math, efficient, flash), ``train`` (a training step, else a forward
-    without gradients), ``loop`` (the training loop: :mod:`vitprof.measure.memory_loop`)."""
+    without gradients), ``loop`` (the training loop: :mod:`vitprof.measure.memory.loop`)."""
 
     optimizer: Optimizer
     amp: torch.dtype | None
@@ -94,23 +91,9 @@ class Step:
     trained: set[str]
 
 
-class AttentionKernel(TorchFunctionMode):
-    """``F.scaled_dot_product_attention`` called directly runs ``kernel`` instead of torch's
-    choice (the counter routes the calls it sees to it itself: :func:`_counted`)."""
-
-    def __init__(self, kernel: Callable[..., Any]) -> None:
-        super().__init__()
-        self.kernel = kernel
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is _SDPA:
-            return self.kernel(*args, **kwargs)
-        return func(*args, **kwargs)
-
-
-class _Logged(TorchDispatchMode):
-    """Every aten op run under it is logged in ``timeline`` (the optimizer's step)."""
+class _Logged(StepMode):
+    """Every aten op run under it is logged in ``timeline`` (the optimizer's second step, by
+    the harness MFU's pricing shares: :class:`~vitprof.measure.optimizer_step.SecondStep`)."""
 
     def __init__(self, timeline: Timeline) -> None:
         super().__init__()
@@ -118,7 +101,8 @@ class _Logged(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        self.timeline.created(func, out)
+        if not self.paused:
+            self.timeline.created(func, out)
         return out
 
 
@@ -201,12 +185,12 @@ def _autocast_forward(module: nn.Module, amp: torch.dtype | None) -> Iterator[No
 
 
 @contextmanager
-def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | None,
-                         kernel: Callable[..., Any]) -> Iterator[None]:
+def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | None
+                         ) -> Iterator[None]:
     """The blocks the breakdown found (``mapping.blocks``), one in ``every`` (blocks 0,
     ``every``, ...), run under ``torch.utils.checkpoint`` (non-reentrant); restored on exit.
-    The attention ``kernel`` is entered inside the checkpoint too: its recomputation in the
-    backward runs without the forward's torch-function modes."""
+    Their recomputation in the backward runs inside the count, its SDPA calls routed as the
+    forward's (:mod:`vitprof.count.sdpa`)."""
     chosen = [path for path, index in mapping.blocks.items()
               if every is not None and index % every == 0]
     if every is not None and not chosen:
@@ -218,8 +202,7 @@ def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | 
         forward = block.forward
 
         def run(*args: Any, _forward: Callable[..., Any] = forward, **kwargs: Any) -> Any:
-            return checkpointed(_with_kernel, kernel, _forward, *args, use_reentrant=False,
-                                **kwargs)
+            return checkpointed(_forward, *args, use_reentrant=False, **kwargs)
 
         block.forward = run
     try:
@@ -227,12 +210,6 @@ def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | 
     finally:
         for block in blocks:
             del block.forward
-
-
-def _with_kernel(kernel: Callable[..., Any], forward: Callable[..., Any], *args: Any,
-                 **kwargs: Any) -> Any:
-    with AttentionKernel(kernel):
-        return forward(*args, **kwargs)
 
 
 class _Saved:
@@ -278,13 +255,14 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         opt = make_optimizer(settings.optimizer, params, settings.target) if settings.train \
             else None
         if opt is not None:
+            SecondStep(opt, partial(_Logged, timeline))
             _initial_state(opt, params)
         held_grads = _held_gradients(params, fake, timeline) \
             if settings.train and loop.grads_through_forward else set()
         saved = _Saved(timeline)
         choice = AttentionChoice(settings.target, settings.attention)
         kernel = partial(lower_precision_call, choice)
-        stack.enter_context(_checkpointed_blocks(work.module, mapping, settings.every, kernel))
+        stack.enter_context(_checkpointed_blocks(work.module, mapping, settings.every))
         if settings.amp is not None and settings.target == MemoryTarget.CUDA:
             stack.enter_context(cuda_policy())  # backward too: a checkpoint's recomputation
         stack.enter_context(_autocast_forward(work.module, settings.amp))
@@ -347,8 +325,7 @@ def _optimizer_step(timeline: Timeline, run: Run, opt: torch.optim.Optimizer | N
         named[name].grad = gradient
     run.gradients.clear()
     timeline.stage = "optimizer"
-    with _Logged(timeline):
-        opt.step()
+    opt.step()  # the second: logged (see run_step)
     return {i for i in ids if i is not None}
 
 

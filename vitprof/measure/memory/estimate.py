@@ -2,7 +2,7 @@
 
 Conventions (bytes throughout):
 
-* The step is :mod:`vitprof.measure.memory_step`'s: gradients set to None, the forward
+* The step is :mod:`vitprof.measure.memory.step`'s: gradients set to None, the forward
   (autocast when ``amp``), a ones gradient on the output backward (no loss), the optimizer's
   step; the second step, so the optimizer state exists from the start.
 * **Alive at a moment**: the parameters and buffers, the optimizer state, the inputs, and every
@@ -20,13 +20,13 @@ Conventions (bytes throughout):
 * ``target="cuda"``: each allocation is rounded up to a multiple of 512 bytes, as the CUDA
   caching allocator's ``max_memory_allocated`` counts it, and the cuBLAS workspaces of a Hopper
   GPU (one a handle: two in training, one in inference) are alive throughout, both modelled,
-  not measured (:mod:`vitprof.measure.cuda_model`); the optimizers run their multi-tensor
+  not measured (:mod:`vitprof.measure.memory.cuda_model`); the optimizers run their multi-tensor
   (foreach) form;
-  with ``amp``, CUDA autocast's casts (:mod:`vitprof.measure.cuda_autocast`).
+  with ``amp``, CUDA autocast's casts (:mod:`vitprof.measure.memory.cuda_autocast`).
   ``target="cpu"``: sizes as asked, no workspace, single-tensor optimizers.
 * ``mode="inference"``: one forward without gradients; parameters, inputs and activations only.
 * The training loop (``loss``, ``zero_grad``, ``set_to_none``, ``gradient_accumulation``,
-  ``freeze``): :mod:`vitprof.measure.memory_loop`; a loop other than the default is written out
+  ``freeze``): :mod:`vitprof.measure.memory.loop`; a loop other than the default is written out
   in the convention.
 """
 
@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from vitprof.core.display import Shown
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
 from vitprof.core.validate import check_word
@@ -57,14 +58,16 @@ from vitprof.core.vocab import (
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, Moment
-from vitprof.measure import cuda_model
 from vitprof.measure.distributed.estimate import RankMemory, check_world_size, rank_memory
 from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
-from vitprof.measure.memory_fit import check_fit, largest_batch
-from vitprof.measure.memory_loop import DEFAULT_LOSS, Loop, make_loop
-from vitprof.measure.memory_spelling import SettingError
-from vitprof.measure.memory_step import Step, StepSettings, run_step
+from vitprof.measure.memory import cuda_model
+from vitprof.measure.memory.fit import check_fit, largest_batch
+from vitprof.measure.memory.loop import DEFAULT_LOSS, Loop, make_loop
+from vitprof.measure.memory.spelling import SettingError
+from vitprof.measure.memory.step import Step, StepSettings, run_step
 from vitprof.recognize import Found, breakdown
+from vitprof.recognize.graph.blocks import LISTS
+from vitprof.recognize.graph.blocks import kind as forward_kind
 from vitprof.recognize.tables import ComponentMap, recognize
 from vitprof.workload import (
     InputRequest,
@@ -134,9 +137,10 @@ class MemoryEvent:
         return sum(self.live.values())
 
 
-@dataclass(frozen=True)
-class MemoryEstimate:
-    """The predicted memory of one step (see the module for the conventions)."""
+@dataclass(frozen=True, repr=False)
+class MemoryEstimate(Shown):
+    """The predicted memory of one step (see the module for the conventions); ``repr()`` is its
+    table, as ``vitprof memory`` prints it (:mod:`vitprof.render.display`)."""
 
     model: str
     input: str
@@ -185,7 +189,7 @@ def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str
     In inference naming one is an error, as is checkpointing (a forward without gradients steps
     nothing and keeps nothing for a backward); the settings then hold the default, which no
     step reads (``train`` is False), and the reports say ``optimizer none``. So is any setting
-    of the training loop (``loss`` ... ``freeze``: :func:`~vitprof.measure.memory_loop.make_loop`)
+    of the training loop (``loss`` ... ``freeze``: :func:`~vitprof.measure.memory.loop.make_loop`)
     but its default."""
     train = check_word("mode", mode, Mode) is Mode.TRAIN
     loop = make_loop(loss, zero_grad, set_to_none, gradient_accumulation, freeze)
@@ -230,16 +234,16 @@ def memory(
     ``attention``: auto (the kernel torch would dispatch to on the target for each call's
     dtype, shapes, mask and dropout), math, efficient or flash (the kernel every
     ``scaled_dot_product_attention`` call runs, at any depth:
-    :mod:`vitprof.measure.attention_kernels`); the estimate's ``settings["attention"]`` says
+    :mod:`vitprof.measure.memory.attention_kernels`); the estimate's ``settings["attention"]`` says
     which kernel ran and, under auto, why;
-    ``mode``: train or inference. The training loop (:mod:`vitprof.measure.memory_loop`):
+    ``mode``: train or inference. The training loop (:mod:`vitprof.measure.memory.loop`):
     ``loss`` ones (a ones gradient on the output, no loss function), sum or cross-entropy;
     ``zero_grad`` start, before-backward or end (where ``opt.zero_grad()`` stands);
     ``set_to_none`` (``zero_grad``'s: False keeps the gradients as zeros);
     ``gradient_accumulation`` (forward and backward passes per optimizer step, each of
     ``batch_size``); ``freeze``: none or backbone (all but the head). ``fit`` (bytes): also
     find the largest batch whose peak is at most ``fit``
-    (:func:`vitprof.measure.memory_fit.largest_batch`; with an ``input_shape`` the batch is
+    (:func:`vitprof.measure.memory.fit.largest_batch`; with an ``input_shape`` the batch is
     the shape's first size). The input keywords it took before (``batch_size``, ``image_size``,
     ``dtype``, ...: the fields of a request) still make one, with a DeprecationWarning.
     ``strategy``: none (one process), ddp, zero1, zero2 or fsdp, each rank's step at
@@ -264,7 +268,7 @@ def memory(
     work = make_workload(model, asked)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
-    if settings.every is not None or strategy in FSDP_STRATEGIES:
+    if strategy in FSDP_STRATEGIES:
         mapping = _with_graph_blocks(work, mapping)
     names = {"optimizer": settings.optimizer if settings.train else "none", "dtype": dtype,
              "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
@@ -273,7 +277,11 @@ def memory(
     if strategy != Strategy.NONE:
         return rank_memory(work, mapping, settings, strategy, world_size, batch_size, names,
                            fit)
-    estimate = predict(work, mapping, settings, batch_size, names)
+    if settings.every is not None and not mapping.blocks:
+        estimate, mapping = _checkpointed_by_its_own_blocks(work, mapping, settings, batch_size,
+                                                             names)
+    else:
+        estimate = predict(work, mapping, settings, batch_size, names)
     if not settings.train:
         estimate = replace(estimate, convention=INFERENCE_CONVENTION)
     elif settings.loop != Loop():
@@ -296,6 +304,39 @@ def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
         raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts the default "
                            f"training step on each rank; {s.name(departs[0])} is not predicted "
                            "with a strategy yet")
+
+
+def _checkpointed_by_its_own_blocks(
+    work: Workload, mapping: ComponentMap, settings: StepSettings, batch: int,
+    names: Mapping[str, str],
+) -> tuple[MemoryEstimate, ComponentMap]:
+    """The estimate of a checkpointed step where no table named the blocks, and ``mapping``
+    with the blocks it checkpointed. The step checkpoints the blocks of the module tree
+    (:func:`_tree_blocks`) and is kept where its own breakdown finds those very blocks: one
+    count. Else (a guess the breakdown does not confirm) the blocks are those the graph
+    recognizer finds in a forward on meta (:func:`_with_graph_blocks`), and the step runs again
+    by them."""
+    guessed = replace(mapping, blocks=_tree_blocks(work.module))
+    if guessed.blocks:
+        step = run_step(work, guessed, settings, batch)
+        found = breakdown(step.run, work.module, Recognizer.AUTO, work.rules)
+        if dict(found.blocks) == guessed.blocks:
+            return _estimate(work, step, found, settings, batch, names), guessed
+    mapping = _with_graph_blocks(work, mapping)
+    return predict(work, mapping, settings, batch, names), mapping
+
+
+def _tree_blocks(module: nn.Module) -> dict[str, int]:
+    """A guess at the blocks from the module tree alone: the children of the
+    ``ModuleList`` / ``Sequential`` with the most children (at least two) that all run one
+    forward (:func:`vitprof.recognize.graph.blocks.kind`), by module path, numbered in order;
+    none where no container qualifies."""
+    best: list[str] = []
+    for path, container in module.named_modules():
+        children = list(container.named_children()) if isinstance(container, LISTS) else []
+        if len(children) > max(len(best), 1) and len({forward_kind(c) for _, c in children}) == 1:
+            best = [f"{path}.{name}" if path else name for name, _ in children]
+    return {path: index for index, path in enumerate(best)}
 
 
 def _with_graph_blocks(work: Workload, mapping: ComponentMap) -> ComponentMap:
@@ -330,6 +371,12 @@ def predict(work: Workload, mapping: ComponentMap, settings: StepSettings, batch
     """The estimate of one step of ``work`` at ``batch``."""
     step = run_step(work, mapping, settings, batch)
     found = breakdown(step.run, work.module, Recognizer.AUTO, work.rules)
+    return _estimate(work, step, found, settings, batch, names)
+
+
+def _estimate(work: Workload, step: Step, found: Found, settings: StepSettings, batch: int,
+              names: Mapping[str, str]) -> MemoryEstimate:
+    """The estimate of ``step``, a step of ``work`` at ``batch``, by its breakdown ``found``."""
     rounded = _rounding(settings.target)
     kinds = _kinds(step, found)
     events, peak = _events(step, found, kinds, rounded, _fixed(work.module, step, rounded,

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from vitprof.core.errors import UserError
 from vitprof.core.validate import check_int
-from vitprof.measure.memory_spelling import SettingError
+from vitprof.measure.memory.spelling import SettingError
 
 MAX_PREDICTIONS = 24
 # the largest memory size searched: 1 PiB, past any device; a size far above it puts the line's

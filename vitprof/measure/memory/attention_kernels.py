@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from vitprof.core.vocab import AttentionPath, MemoryTarget
-from vitprof.measure.memory_spelling import SettingError
+from vitprof.measure.memory.spelling import SettingError
 from vitprof.workload import dtype_name
 
 NO_CALL = "math (explicit softmax attention, no SDPA call)"  # auto, where no SDPA ran

@@ -89,7 +89,7 @@ def modelled_parts(train: bool) -> dict[str, str]:
 
 def estimate_parts(settings: Mapping[str, Any]) -> dict[str, str]:
     """The modelled, not measured, parts of an estimate made with ``settings`` (a
-    :class:`~vitprof.measure.training_memory.MemoryEstimate`'s), in words: :func:`modelled_parts`
+    :class:`~vitprof.measure.memory.estimate.MemoryEstimate`'s), in words: :func:`modelled_parts`
     for the cuda target; none for the CPU target, whose model is held to real steps."""
     if settings.get("target") != MemoryTarget.CUDA:
         return {}

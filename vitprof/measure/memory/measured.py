@@ -1,7 +1,7 @@
 """The memory a real CPU training step holds, measured independently of vitprof's predictor.
 
 This module imports only torch and the standard library: it shares no code with
-:mod:`vitprof.measure.training_memory`, so that the tests and ``benchmarks/memory_accuracy.py``
+:mod:`vitprof.measure.memory.estimate`, so that the tests and ``benchmarks/memory_accuracy.py``
 hold the prediction to something it did not compute.
 
 The step measured (the loop the predictor models by default):

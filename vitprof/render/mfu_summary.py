@@ -6,8 +6,11 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from vitprof.core.display import Shows
+
 if TYPE_CHECKING:
     from vitprof.measure.mfu.peaks import ChosenPeak
+    from vitprof.measure.mfu.tracker import Tracker
 
 CONVENTION = ("FLOPs = 2 x MACs of the training step (forward + backward, the backward to the "
               "parameters that require a gradient), counted once per input shape, on meta or "
@@ -114,3 +117,9 @@ def summary(history: list[dict[str, Any]], peak: ChosenPeak | None, counts: int)
         row = f"| {component} | {100 * flops.get(component, 0.0):.2f}% |"
         lines.append(row + (f" {100 * times.get(component, 0.0):.2f}% |" if times else ""))
     return "\n".join(lines) + "\n"
+
+
+def tracker_summary(tracker: Tracker, fmt: Shows) -> str:
+    """The show function of a :class:`~vitprof.measure.mfu.tracker.Tracker`: in any ``fmt``
+    (:meth:`Tracker.summary` asks for markdown) the markdown of :func:`summary`."""
+    return summary(tracker.history, tracker.peak, tracker.counts.counts)
