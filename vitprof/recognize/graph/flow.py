@@ -20,17 +20,16 @@ from math import prod
 
 from vitprof.core.records import Component, OpKind
 from vitprof.count.trace import Trace
-from vitprof.recognize.rules import blocks as block_rules
-from vitprof.recognize.rules import cores as core_rules
+from vitprof.recognize.graph.ops import ADDS, DIVIDES, MOMENTS, ROOTS
 from vitprof.recognize.rules.base import ALL, RuleSet
+from vitprof.recognize.rules.flow_checks import (
+    ADDED_TERM,
+    JOINED_OPERAND,
+    POOLED_SKIP,
+    PROJECTION_BIAS,
+)
 
 WINDOW = 256  # how many records back a fork is searched for
-_MOMENTS = ("aten.mean", "aten.var", "aten.var_mean", "aten.std", "aten.std_mean")
-_ROOTS = ("aten.rsqrt", "aten.sqrt")
-DIVIDES = ("aten.div", "aten.div_")
-_ADDS = ("aten.add", "aten.add_")
-ADDS = _ADDS  # the ops of a residual add
-SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
 
 
 def norm_modules(trace: Trace) -> frozenset[str]:
@@ -46,7 +45,7 @@ def norm_modules(trace: Trace) -> frozenset[str]:
         if step.macs:
             macs.add(step.module)
     return frozenset(module for module, names in ops.items() if module and module not in macs
-                     and names & set(_MOMENTS) and names & set(_ROOTS))
+                     and names & set(MOMENTS) and names & set(ROOTS))
 
 
 def vector_norm_modules(trace: Trace) -> frozenset[str]:
@@ -139,29 +138,20 @@ class Flow:
 
     def joined_weights(self, i: int) -> set[int]:
         """The records computing a weight that step ``i`` reads only joined to activations in
-        one operand (a memory of keys normalised, then concatenated to the keys:
-        :data:`~vitprof.recognize.rules.cores.JOINED_OPERAND`, whatever the layout)."""
-        if core_rules.JOINED_OPERAND not in self.rules:
-            return set()
-        mixed = [group for group in self.steps[i].joined
-                 if not all(self.weights[j] for j in group)]
-        alone = {j for j in self.steps[i].sources
-                 if not any(j in group for group in self.steps[i].joined)}
-        return {j for group in mixed for j in group} - alone
+        one operand (:data:`~vitprof.recognize.rules.flow_checks.JOINED_OPERAND`)."""
+        return JOINED_OPERAND.joined_weights(self, i) if JOINED_OPERAND in self.rules else set()
 
     def _carried_weights(self, i: int) -> set[str]:
         """The parameters reaching step ``i`` through free ops that weight it: all of them but
-        those joined to activations in an operand (memory key/values concatenated to the keys:
-        :data:`~vitprof.recognize.rules.cores.JOINED_OPERAND`) and those reaching it only beside
-        its operands (a bias table added to the scores by ``baddbmm``:
-        :data:`~vitprof.recognize.rules.cores.ADDED_TERM`)."""
+        those the rules on say weight nothing (memory key/values joined to the keys:
+        :data:`~vitprof.recognize.rules.flow_checks.JOINED_OPERAND`; a bias table added to the
+        scores by ``baddbmm``: :data:`~vitprof.recognize.rules.flow_checks.ADDED_TERM`)."""
         step = self.steps[i]
         carried = set(step.carried)
-        if core_rules.ADDED_TERM in self.rules:  # a term beside the operands: a bias of the scores
-            carried -= set(step.carried_beside)
-        if core_rules.JOINED_OPERAND not in self.rules:
-            return carried
-        return carried - set(step.carried_joined)
+        for rule in (ADDED_TERM, JOINED_OPERAND):
+            if rule in self.rules:
+                carried -= rule.unweighting(step)
+        return carried
 
     def weighted(self, i: int) -> bool:
         return self.steps[i].macs > 0 and self._reads_weight(i)
@@ -221,21 +211,8 @@ class Flow:
 
     def projection_bias(self, i: int) -> bool:
         """Step ``i`` adds a bias to a product's output wherever it runs
-        (:data:`~vitprof.recognize.rules.cores.PROJECTION_BIAS`): an add of parameters that no
-        earlier record read to the output of one weighted record, each parameter no larger
-        than that output's last dimension, the product's features (a q/k/v bias kept as a
-        (heads, head_dim) tensor and added after the projection); a position embedding varies
-        over the tokens, larger; a class token added back to its attention's output was read
-        before, by the attention."""
-        step = self.steps[i]
-        if step.op not in _ADDS or step.macs or not step.params or len(step.sources) != 1 \
-                or core_rules.PROJECTION_BIAS not in self.rules:
-            return False
-        source = step.sources[0]
-        features = self.steps[source].shape[-1:] or (0,)
-        return self.weighted(source) and all(
-            self.param_sizes.get(name, features[0] + 1) <= features[0]
-            and self.first_readers[name] == i for name in step.params)
+        (:data:`~vitprof.recognize.rules.flow_checks.PROJECTION_BIAS`)."""
+        return PROJECTION_BIAS in self.rules and PROJECTION_BIAS.adds_bias(self, i)
 
     @cached_property
     def first_readers(self) -> dict[str, int]:
@@ -269,7 +246,7 @@ class Flow:
         """If step ``i`` is a join, the record its arms fork from and the records of each arm
         (one per source, after the fork)."""
         step = self.steps[i]
-        if step.op not in _ADDS or step.params or len(step.sources) < 2:
+        if step.op not in ADDS or step.params or len(step.sources) < 2:
             return None
         found = _latest_common(step.sources, self.sources, max(0, step.sources[0] - WINDOW))
         if found is None:
@@ -290,8 +267,7 @@ class Flow:
             return False
         step = self.steps[next(iter(arm))]
         return not step.macs and step.sources == (fork,) and (
-            bool(step.params)
-            or (step.kind is OpKind.POOL and block_rules.POOLED_SKIP in self.rules))
+            bool(step.params) or (POOLED_SKIP in self.rules and POOLED_SKIP.skips(step)))
 
     @cached_property
     def forks(self) -> dict[int, tuple[int, list[set[int]]]]:

@@ -43,7 +43,7 @@ its owner module's, else its reader's.
 
 A model without an attention core has no transformer block. If a join's branch convolves with
 a spatial kernel (a ResNet, with projection shortcuts or not; RepVGG; a ConvNeXt; FastViT-T8's
-RepMixers: :func:`_residual_span`), it is broken down as a hybrid without attention, its span
+RepMixers: ``residual-span``), it is broken down as a hybrid without attention, its span
 running from its first such branch to its last join: what runs before it is its patch
 embedding proper, the residual branches and the convolutional work above ``conv``, between
 them a convolution that keeps its map's resolution ``conv`` (ConvMixer's pointwise convs
@@ -71,19 +71,10 @@ from vitprof.core.overrides import (
 from vitprof.core.records import Component as C
 from vitprof.core.records import OpRecord, ParamRecord
 from vitprof.count.trace import Trace
-from vitprof.recognize.graph.attention import Core, find_cores
-from vitprof.recognize.graph.blocks import (
-    Blocks,
-    Span,
-    group_blocks,
-    kind,
-    module_blocks,
-    path_parts,
-    shared_parts,
-    within,
-)
+from vitprof.recognize.graph.attention import Core
+from vitprof.recognize.graph.blocks import Blocks, Span, kind, module_blocks
 from vitprof.recognize.graph.flow import Flow, gain_modules, norm_modules, vector_norm_modules
-from vitprof.recognize.graph.fused import Fused, fused_projections
+from vitprof.recognize.graph.fused import Fused
 from vitprof.recognize.rules import blocks as block_rules
 from vitprof.recognize.rules import cores as core_rules
 from vitprof.recognize.rules import params as param_rules
@@ -94,7 +85,7 @@ from vitprof.recognize.rules.overrides import OVERRIDE
 from vitprof.recognize.rules.params import is_affine, weight_user
 from vitprof.recognize.rules.positions import Pending, resolve_positions_by
 from vitprof.recognize.rules.records import Placing
-from vitprof.recognize.rules.registry import PARAM_ORDER, RECORD_ORDER, RULES, check
+from vitprof.recognize.rules.registry import PARAM_ORDER, RECORD_ORDER, check
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
 # how resolve_positions_by placed a record the rules left unplaced -> the rule it applied
@@ -128,72 +119,6 @@ class Breakdown:
     warnings: tuple[str, ...]
     origins: tuple[int, ...] = ()
     blocks: Mapping[str, int] = field(default_factory=dict)  # block module path -> index
-
-
-def _attention_placements(cores: list[Core], blocks: Blocks, flow: Flow
-                           ) -> list[Placement | None]:
-    """The records the core rules place, in the order of :data:`core_rules.CORE_RULES`: a
-    fused op priced in parts first, then per core its records, its score bias, the records
-    passed on the way, the query terms, its q/k/v projections, the records feeding only them,
-    the gates and the output projections (``head`` ones for an attention-pooling head's)."""
-    fixed = core_rules.PRICED_IN_PARTS in flow.rules
-    placed: list[Placement | None] = [
-        Placement(step.fixed, core_rules.PRICED_IN_PARTS.name) if fixed and step.fixed
-        else None for step in flow.steps]
-    pooling = core_rules.POOLING_HEAD in flow.rules
-    for k, core in enumerate(cores):
-        head = core_rules.POOLING_HEAD if k in blocks.loose and pooling else None
-        placing = ((core.steps, C.ATTN_CORE, RULES[core.found_by]),
-                   (core.bias - core.passed, C.ATTN_CORE, core_rules.SCORE_BIAS),
-                   (core.passed, C.ATTN_CORE, core_rules.PASSED),
-                   (core.terms, C.ATTN_CORE, core_rules.QUERY_TERM),
-                   (core.qkv, C.HEAD if head else C.ATTN_QKV, head or core_rules.QKV),
-                   (core.feeding, C.HEAD if head else C.ATTN_QKV, head or core_rules.FEEDS_QKV),
-                   (core.gates, C.HEAD if head else C.ATTN_QKV, head or core_rules.GATE),
-                   (core.proj, C.HEAD if head else C.ATTN_PROJ, head or core_rules.PROJ))
-        for steps, component, rule in placing:
-            for i in steps:
-                if placed[i] is None and rule in flow.rules:
-                    placed[i] = Placement(component, rule.name)
-    return placed
-
-
-def _attention_modules(
-    flow: Flow, cores: list[Core], blocks: Blocks, placed: list[Placement | None]
-) -> None:
-    """Weighted records not yet placed that run inside a core's attention module, the innermost
-    module holding the core and its projections (:func:`_attention_module`), when it lies below
-    the core's block, are its projections too: ``attn_qkv`` where the core depends on them,
-    ``attn_proj`` where they depend on it (:data:`core_rules.ATTENTION_MODULE`: the records
-    the data-flow walks stop short of). An MLP beside the attention lies outside that
-    module."""
-    if core_rules.ATTENTION_MODULE not in flow.rules:
-        return
-    block_paths = {index: path for path, index in blocks.paths.items()}
-    in_block: dict[int, list[int]] = {}
-    for i, index in enumerate(blocks.of_step):
-        if index is not None:
-            in_block.setdefault(index, []).append(i)
-    for core in cores:
-        index = blocks.of_step[core.first]
-        block = block_paths.get(index) if index is not None else None
-        attention = _attention_module(flow, core)
-        if index is None or block is None or not attention.startswith(f"{block}."):
-            continue
-        feeding = flow.ancestors(max(core.steps), in_block[index][0])
-        fed = flow.descendants(core.first, in_block[index][-1])
-        for i in in_block[index]:
-            if placed[i] is None and flow.weighted(i) and within(flow.steps[i].module, attention):
-                component = C.ATTN_QKV if i in feeding else C.ATTN_PROJ if i in fed else None
-                if component is not None:
-                    placed[i] = Placement(component, core_rules.ATTENTION_MODULE.name)
-
-
-def _attention_module(flow: Flow, core: Core) -> str:
-    """The innermost module holding the records of ``core`` and its projections."""
-    paths = [path_parts(flow.steps[i].module) for i in core.steps | core.qkv | core.proj]
-    shared = min(shared_parts(paths[0], path) for path in paths)
-    return ".".join(paths[0][:shared])
 
 
 def _token_selectors(flow: Flow, of_step: list[int | None], last: int
@@ -297,8 +222,9 @@ def _record_placements(at: Placing, fused: Set[int]) -> list[Placement]:
     (:func:`~vitprof.recognize.rules.positions.resolve_positions_by`)."""
     flow = at.flow
     at.placed[:] = [None if i in fused else placement for i, placement in
-                    enumerate(_attention_placements(at.cores, at.blocks, flow))]
-    _attention_modules(flow, at.cores, at.blocks, at.placed)
+                    enumerate(core_rules.place_cores(at.cores, at.blocks, flow))]
+    if core_rules.ATTENTION_MODULE in flow.rules:
+        core_rules.ATTENTION_MODULE.place(flow, at.cores, at.blocks, at.placed)
     on = [rule for rule in RECORD_ORDER if rule in flow.rules]
     facts = {rule.name: rule.prepare(at) for rule in on}
     for i, step in enumerate(flow.steps):
@@ -454,7 +380,7 @@ def _fused_shares(flow: Flow, cores: list[Core], blocks: Blocks, fused: dict[int
     """How the fused projections are shared out, by record and by parameter (those a fused
     record reads itself: its weight and bias). Their q/k/v share is ``attn_qkv``, ``head`` for
     the core of an attention-pooling head (in no block), as a projection's
-    (:func:`_attention_roles`)."""
+    (:func:`~vitprof.recognize.rules.cores.place_cores`)."""
     loose = blocks.loose if core_rules.POOLING_HEAD in flow.rules else frozenset()
     by_step = {i: (fused[i], C.HEAD if k in loose else C.ATTN_QKV)
                for k, core in enumerate(cores) for i in core.qkv if i in fused}
@@ -536,28 +462,12 @@ def _block_span(blocks: Blocks) -> Span:
     return Span(inside[0], inside[-1])
 
 
-def _residual_span(flow: Flow) -> Span | None:
-    """The residual blocks of a convolutional network (no attention): from the first record of
-    the first branch of a join that convolves with a spatial kernel, a residual ``x + f(x)``
-    (or ``res_scale(x) + f(x)``) if there is one (a stem's multi-branch MobileOne block is
-    patch embedding), to the last join of any kind (a downsampling shortcut ``conv(x) + f(x)``,
-    the branches of a RepVGG block, ConvFormer's last MLP residual). None when no join
-    convolves: an MLP-Mixer or a chain of layers is no convolutional network."""
-    convolving = [(join, branch) for join, branch in flow.joins.items()
-                  if any(flow.mixes_tokens(i) for i in branch)]
-    if not convolving:
-        return None
-    skipping = [branch for join, branch in convolving if flow.free_skip(join)]
-    first = skipping[0] if skipping else convolving[0][1]
-    return Span(min(first), max(flow.joins))
-
-
 def _roles(
     model: nn.Module, parameters: Mapping[str, nn.Parameter], flow: Flow, cores: list[Core],
     blocks: Blocks, span: Span, fused: Set[int] = frozenset(),
 ) -> tuple[list[Placement], dict[str, ParamRecord], tuple[str, ...]]:
     """The placements of the records and the parameters' records, given the blocks and their
-    span (with no block at all, a convolutional network's: :func:`_residual_span`); the
+    span (with no block at all, a convolutional network's: ``residual-span``); the
     ``fused`` projections as their part that is no projection; the warning for parameters
     never read (:func:`unread_warnings`). ``parameters``: the model's, by name."""
     shaped = {name for name, p in parameters.items() if p.dim() >= 2}
@@ -595,11 +505,12 @@ def graph_breakdown(
                  **norms}
     flow = Flow(trace, norms, kernels, {name: p.numel() for name, p in parameters.items()},
                 rules)
-    cores = find_cores(flow)
-    fused = fused_projections(flow, cores) if core_rules.FUSED_SHARE in flow.rules else {}
-    blocks = group_blocks(model, flow, cores) if cores else Blocks(
+    cores = core_rules.find_cores(flow)
+    fused = core_rules.FUSED_SHARE.projections(flow, cores) if (
+        core_rules.FUSED_SHARE in flow.rules) else {}
+    blocks = block_rules.group_blocks(model, flow, cores) if cores else Blocks(
         [None] * len(flow.steps), {}, frozenset())
-    span = _block_span(blocks) if cores else _residual_span(flow) if (
+    span = _block_span(blocks) if cores else block_rules.RESIDUAL_SPAN.span(flow) if (
         block_rules.RESIDUAL_SPAN in flow.rules) else None
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
@@ -609,10 +520,7 @@ def graph_breakdown(
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
         warnings = unrecognized_warnings(unknown) + unread
     else:
-        placements = [Placement(C.OTHER, block_rules.NO_BLOCKS.name)] * len(flow.steps)
-        params = {name: ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape),
-                                    block_rules.NO_BLOCKS.name)
-                  for name, p in parameters.items()}
+        placements, params = block_rules.NO_BLOCKS.place(flow, parameters)
         warnings = (NO_BLOCKS,)
     of_step = blocks.of_step
     if overrides and OVERRIDE in rules:

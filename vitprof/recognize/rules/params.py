@@ -17,7 +17,7 @@ from vitprof.core.records import Component as C
 from vitprof.count.trace import Step
 from vitprof.recognize.graph.flow import Flow
 from vitprof.recognize.rules.base import Parameters, ParamRule, Placement, Reading, Rule
-from vitprof.recognize.rules.cores import PROJECTION_BIAS
+from vitprof.recognize.rules.flow_checks import PROJECTION_BIAS
 from vitprof.recognize.rules.records import Placing, RecordRule
 
 

@@ -26,7 +26,7 @@ PARAM_ORDER = tuple(rule for rule in ORDER if isinstance(rule, ParamRule))
 
 def check(rules: RuleSet) -> RuleSet:
     """``rules``, once every rule it switches off is known (else a KeyError naming them)."""
-    unknown = sorted(rules.off - RULES.keys())
+    unknown = sorted(rules.off - RULES.keys() - {rule.name for rule in rules.added})
     if unknown:
         raise KeyError(f"no recognition rule {', '.join(unknown)}")
     return rules
