@@ -73,8 +73,8 @@ def walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
 def _beside_core(flow: Flow, i: int, last: int, inner: Set[int]) -> set[int] | None:
     """If step ``i`` is a join forking from ``inner`` (the q/k/v side of the core whose last
     record is ``last``), the records of its arms that do not depend on the core: a map of v
-    added to the attention's output before its projection (EfficientFormerV2's and CSWin's
-    depthwise conv of v); None otherwise."""
+    added to the attention's output before its projection (a depthwise conv of v); None
+    otherwise."""
     split = flow.forks.get(i)
     if split is None or split[0] not in inner:
         return None

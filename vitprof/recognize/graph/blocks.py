@@ -3,12 +3,11 @@
 A *container* is a module with at least two children that each contain a core (a core lives in
 the module running its first record). A core's block is the child, on its module path, of the
 innermost container that is a ``ModuleList`` / ``Sequential``, else of the innermost container:
-lucidrains' ``layers[i] = ModuleList([attn, ff])`` gives ``layers.i``, Swin ``layers.s.blocks.j``,
-TimeSformer's temporal and spatial attention in one layer one block; a module whose cores are
-parallel branches summed into one residual add is no container (timm's ``ParallelThingsBlock``:
-two attentions, one block); the children of the innermost container, list or not, are the
-blocks where each runs residual adds of its own (timm's ``MaxxVitBlock``: its window and grid
-attention layers are two blocks, as torchvision's ``MaxVitLayer``). A block holding a single
+``layers[i] = ModuleList([attn, ff])`` gives ``layers.i``, ``layers.s.blocks.j`` a block of a
+stage, two attentions in one layer (over time, then over space) one block; a module whose cores
+are parallel branches summed into one residual add is no container (two attentions, one
+block); the children of the innermost container, list or not, are the blocks where each runs
+residual adds of its own (a window and a grid attention layer, two blocks). A block holding a single
 core narrows to the innermost module holding the core and its stream's residual adds
 (``joined-span-block``): a stage of one block is not the block. When list blocks exist, a
 core outside any list that runs after them (an attention-pooling head) is in no block. A join
@@ -79,10 +78,10 @@ def core_paths(
 ) -> list[tuple[str | None, bool]]:
     """Per core module path: its block path (None: no container) and whether a list gave it.
     A module whose cores are ``parallel`` (called with their indices) is no container: its
-    children are the parallel branches of one block (timm's ``ParallelThingsBlock.attns``).
+    children are the parallel branches of one block.
     An innermost container whose children holding cores each run a ``residual`` add of their
-    own gives the block before a list above it: those children are the blocks (timm's
-    ``MaxxVitBlock``: an MBConv, then a window and a grid attention layer, two blocks)."""
+    own gives the block before a list above it: those children are the blocks (an inverted
+    residual conv, then a window and a grid attention layer: two blocks)."""
     children: dict[str, set[str]] = {}
     for path in paths:
         for parent, child in module_chain(path):
@@ -108,9 +107,9 @@ def _mixed_lists(
 ) -> list[tuple[str | None, bool]]:
     """A block that holds a list whose children are of several classes, only one of them with
     the core, narrows to that child: the stage of a hybrid that runs convolutional blocks and
-    then one attention block (SwiftFormer's ``stages.s.blocks``); the other children are no part
-    of it. A list of children of one class (lucidrains' ``[PreNorm(attn), PreNorm(ff)]``) is
-    the block's own layers and stays."""
+    then one attention block (``stages.s.blocks``); the other children are no part of it. A
+    list of children of one class (``[PreNorm(attn), PreNorm(ff)]``) is the block's own layers
+    and stays."""
     narrowed = []
     for path, (block, is_list) in zip(paths, found, strict=True):
         if block is not None:
@@ -130,7 +129,7 @@ def _narrowed(
 ) -> list[tuple[str | None, bool]]:
     """A stage holding a single block is no container, so its core's block came out as the
     whole stage: where a module of the class of the other blocks lies on the core's path below
-    it, that module is the block (EfficientViT-M0's one-block first stage)."""
+    it, that module is the block (a one-block first stage)."""
     classes = {kind(model.get_submodule(block)) for block, _ in found if block is not None}
     narrowed = []
     for path, (block, is_list) in zip(paths, found, strict=True):
@@ -148,8 +147,8 @@ def _one_cored_among_blocks(
 ) -> bool:
     """Whether ``child`` is the one child of ``container`` (three or more, of several classes)
     holding the cores under it, its siblings being blocks of their own (modules with children),
-    not the layers of one block: a norm beside its attention (torchvision MaxViT's
-    ``Sequential(LayerNorm, attention)``) or an (attention, MLP) pair."""
+    not the layers of one block: a norm beside its attention (``Sequential(LayerNorm,
+    attention)``) or an (attention, MLP) pair."""
     children = dict(container.named_children())
     if len(children) < 3 or len({kind(c) for c in children.values()}) < 2:
         return False
@@ -261,8 +260,8 @@ def sublayers(
 ) -> Callable[[str], bool]:
     """Whether a module path lies in a sibling of the blocks that has their class but holds no
     core (``holding``: the modules that do):
-    the MLP sub-layer of a stack that alternates attention and MLP layers (HF LeViT's
-    ``layers = [Residual(attention), Residual(mlp), ...]``), part of the block before it."""
+    the MLP sub-layer of a stack that alternates attention and MLP layers (``layers =
+    [Residual(attention), Residual(mlp), ...]``), part of the block before it."""
     classes: dict[str, set[object]] = {}
     for path in paths:
         parent = path.rpartition(".")[0]
@@ -302,8 +301,8 @@ def absorb_joins(flow: Flow, of_step: list[int | None]) -> None:
 
 def absorb_sandwiched(of_step: list[int | None]) -> None:
     """A record run between two records of one block is in it: a module registered outside
-    the blocks but called from a block's forward (CoaT's shared convolutional position
-    encoding)."""
+    the blocks but called from a block's forward (a convolutional position encoding shared
+    by the blocks)."""
     following: list[int | None] = [None] * len(of_step)
     after = None
     for i in reversed(range(len(of_step))):
@@ -319,9 +318,9 @@ def absorb_sandwiched(of_step: list[int | None]) -> None:
 def parallel_cores(flow: Flow, cores: list[Core], every: Set[int]) -> bool:
     """Whether ``cores`` are the parallel branches of one block: none depends on another and a
     residual add's branch holds them all and no other core (``every``: the records of all
-    cores): they read one input and are summed (timm's ``ParallelThingsBlock``, CoaT's
-    parallel blocks mixing their scales' attention). CrossViT's two cross attentions, each
-    added to its own branch, are held together only by adds holding later cores too."""
+    cores): they read one input and are summed (two attentions side by side, or attentions at
+    several scales mixed). Two cross attentions, each added to its own branch, are held
+    together only by adds holding later cores too."""
     steps = set().union(*(core.steps for core in cores))
     if not any(steps <= branch and not (branch & every) - steps
                for branch in flow.joins.values()):

@@ -35,7 +35,7 @@ WINDOW = 256  # how many records back a fork is searched for
 def norm_modules(trace: Trace) -> frozenset[str]:
     """The modules that normalise by what their own records compute: no MACs, a mean (or
     variance) reduction and a square root of it (a LayerNorm or RMSNorm written as ``pow``,
-    ``mean``, ``rsqrt`` and ``mul``: transformers' ``*RMSNorm``), whatever they are called.
+    ``mean``, ``rsqrt`` and ``mul``), whatever they are called.
     A fused normalisation op (``native_layer_norm``, ``rms_norm``...) is a norm record wherever
     it runs (:meth:`Flow.norm`)."""
     ops: dict[str, set[str]] = {}
@@ -51,8 +51,8 @@ def norm_modules(trace: Trace) -> frozenset[str]:
 def vector_norm_modules(trace: Trace) -> frozenset[str]:
     """The modules that normalise by a vector norm (:data:`~vitprof.recognize.rules.records.
     VECTOR_NORM`): no MACs, the vector norm (``linalg_vector_norm``) of a tensor a record
-    computed, and a division (``F.normalize(x) * scale * g``: x-transformers' RMSNorm and
-    ScaleNorm, ``x / x.norm(...) * g``), whatever they are called. A parametrization
+    computed, and a division (``F.normalize(x) * scale * g``, ``x / x.norm(...) * g``),
+    whatever they are called. A parametrization
     normalising a weight reads a parameter, which no record computed: it is no norm."""
     normed: set[str] = set()
     divides: set[str] = set()
@@ -72,8 +72,8 @@ def gain_modules(trace: Trace, norm_modules: Set[str]) -> frozenset[str]:
     """The modules that apply a gain to a norm they run (:data:`~vitprof.recognize.rules.records.
     NORM_GAIN`): every record under them is a norm (a fused normalisation op, or a record of
     one of ``norm_modules``) or one of their own, without MACs, that reads only records run
-    under them, a norm's output among them, and a parameter (x-transformers' LayerNorm: a
-    ``nn.LayerNorm`` without affine, then ``* (gamma + offset)`` in the module holding it)."""
+    under them, a norm's output among them, and a parameter (a ``nn.LayerNorm`` without
+    affine, then ``* (gamma + offset)`` in the module holding it)."""
     under: dict[str, list[int]] = {}
     for i, step in enumerate(trace.steps):
         parts = step.module.split(".") if step.module else []
@@ -120,10 +120,9 @@ class Flow:
     @cached_property
     def weights(self) -> list[bool]:
         """Per step: it computes a weight, not an activation: it has no MACs, reads parameters
-        or records, and every record it reads computes a weight too (a weight standardisation,
-        as in BiT's and the R50/R26 hybrids' StdConv: mean, variance, subtract, divide; timm
-        DiffAttention's ``exp(sum(lambda_q1 * lambda_k1)) - exp(...) + init``, whose sums and
-        exps read no parameter themselves)."""
+        or records, and every record it reads computes a weight too (a weight standardisation:
+        mean, variance, subtract, divide; ``exp(sum(lambda_q1 * lambda_k1)) - exp(...) +
+        init``, whose sums and exps read no parameter themselves)."""
         found: list[bool] = []
         for step in self.steps:
             found.append(bool(step.params or step.carried or step.sources) and not step.macs
@@ -162,7 +161,7 @@ class Flow:
 
     def _weight_params(self, i: int) -> set[str]:
         """The parameters step ``i`` reads, directly or through the records computing its weight
-        (a standardised convolution weight: BiT's and the R50 hybrids' StdConv)."""
+        (a standardised convolution weight)."""
         names: set[str] = set()
         stack = [i]
         while stack:
@@ -202,7 +201,7 @@ class Flow:
 
     def own_bias(self, i: int) -> bool:
         """Step ``i`` adds a linear's bias apart from its product, in the linear's own module
-        (``F.linear`` on a non-contiguous 3-D input runs ``mm`` then ``add``: nextvit)."""
+        (``F.linear`` on a non-contiguous 3-D input runs ``mm`` then ``add``)."""
         step = self.steps[i]
         if step.macs or not step.params or len(step.sources) != 1 or not self.weighted(
                 step.sources[0]):
@@ -228,8 +227,8 @@ class Flow:
         without MACs or a weighted map that keeps their number of elements (talking heads)."""
         same = prod(self.steps[i].shape) == prod(self.steps[scores].shape)
         if i in self.joins:
-            return same  # a bias made from q added to the scores (MViTv2's, BoTNet's relative
-            # positions) forks from q like a residual add, but keeps the scores' shape
+            return same  # a bias made from q added to the scores (relative positions) forks
+            # from q like a residual add, but keeps the scores' shape
         if self.steps[i].macs == 0:
             return True
         return self.weighted(i) and same
@@ -261,8 +260,8 @@ class Flow:
 
     def _scaled_skip(self, arm: set[int], fork: int) -> bool:
         """The arm is the fork scaled by a parameter or pooled, one record without MACs
-        (MetaFormer's ``res_scale``: ``res_scale(x) + f(x)``; a downsampling block's pooled
-        shortcut, ``pool(x) + f(x)``: ViTamin's first MBConv of a stage)."""
+        (``res_scale(x) + f(x)``; a downsampling block's pooled shortcut,
+        ``pool(x) + f(x)``)."""
         if len(arm) != 1:
             return False
         step = self.steps[next(iter(arm))]

@@ -3,9 +3,9 @@
 A projection of an attention core (:mod:`.attention`) is **fused** (found by
 :data:`~vitprof.recognize.rules.cores.FUSED_SHARE`) when its output is split
 along the last dimension (a split, chunk or slice: :attr:`~vitprof.count.trace.Step.parts`)
-into parts of which some reach the core and some do not, every consumer reading a part:
-ViT-22B's parallel block (timm's ``ParallelScalingBlock``) computes the MLP's first layer and
-q, k, v with one ``in_proj`` of ``3D + H`` outputs. Its cost is shared out by output columns:
+into parts of which some reach the core and some do not, every consumer reading a part: a
+parallel block computing the MLP's first layer and q, k, v with one linear of ``3D + H``
+outputs. Its cost is shared out by output columns:
 the columns reaching the core are ``attn_qkv``, the rest go where the rules for a record that is
 no projection place it (``mlp`` there); so are the rows of its weight and bias. A projection
 whose parts all reach the core (a qkv linear unbound into q, k and v), or whose output is also

@@ -11,11 +11,11 @@ the patch embedding proper, convolutional work is ``conv`` wherever it runs
 convolutions with a spatial kernel on a map, outside residual branches, that are no
 downsampling (they keep the map's resolution, and no pooling shrinks their output before the
 next weighted record), and the pointwise convolutions at that resolution in one unit with one
-of them (a module of the model, not a list, holding no patch embedding: MobileViT's local
-representation and fusion around its transformer); after the last block, those in a unit
-holding it. The records of a residual branch outside blocks (a join's branch: MBConv,
-RepMixer, conv token mixers) are ``conv``; after the last block, of one that convolves with a
-spatial kernel (MobileNetV4-hybrid's last inverted residual, FastViT's ``final_conv``; an
+of them (a module of the model, not a list, holding no patch embedding: a local
+representation and a fusion by convolutions around a transformer); after the last block, those
+in a unit holding it. The records of a residual branch outside blocks (a join's branch: an
+inverted residual, a convolutional token mixer) are ``conv``; after the last block, of one
+that convolves with a spatial kernel (a last inverted residual, a final conv; an
 attention-pooling head's residual MLP is no conv block). Else everything after the last block
 is ``head`` (an activation run in the module of the conv feeding it goes with it); before and
 between blocks, other weighted records ``patch_embed`` (stem, patch merging: a downsampling),
@@ -23,33 +23,33 @@ records reading a parameter without MACs ``tokens`` (class tokens, position embe
 ``norm``, and the rest follow the data flow.
 A token selector run before a block is in that block (:func:`_token_selectors`): records
 outside blocks whose results reach the blocks only as indices, none through their values, a
-weighted one among them (DynamicViT's predictor: its scores' ``topk`` indices gather the tokens
-the block reads); its weighted records are ``mlp``, its norms ``norm``, the rest follow the data
+weighted one among them (a predictor whose scores' ``topk`` indices gather the tokens the
+block reads); its weighted records are ``mlp``, its norms ``norm``, the rest follow the data
 flow.
 
-A fused projection (:mod:`.fused`: ViT-22B's ``in_proj``, the MLP's first layer and q/k/v in
-one linear) is placed as its columns that do not reach the core (``mlp`` there), and shared out:
-each of its records (forward and backward) becomes one per share, its weight and bias two
-records of their name, the q/k/v rows ``attn_qkv``.
+A fused projection (:mod:`.fused`: the MLP's first layer and q/k/v in one linear) is placed
+as its columns that do not reach the core (``mlp`` there), and shared out: each of its records
+(forward and backward) becomes one per share, its weight and bias two records of their name,
+the q/k/v rows ``attn_qkv``.
 
 A parameter takes the component of the record that reads it with the most MACs; one reaching
 records only through free ops (an expanded class token, an indexed bias table), or added whole
 to the sequence or to another parameter first (a class token or position embedding of two or
-more dimensions, ViTMAE's class token plus its position; a 1-D bias or scale is not), that of
+more dimensions, a class token plus its position; a 1-D bias or scale is not), that of
 the record consuming it when that is in a core, weighted or ``conv`` (a bias or scale of a
 conv block), else ``tokens`` (``head`` after the blocks); but the affine of a norm run by its own
 module is the norm's, whatever its rank (a hand-written channel norm's ``* g + b``). Its block is
 its owner module's, else its reader's.
 
 A model without an attention core has no transformer block. If a join's branch convolves with
-a spatial kernel (a ResNet, with projection shortcuts or not; RepVGG; a ConvNeXt; FastViT-T8's
-RepMixers: ``residual-span``), it is broken down as a hybrid without attention, its span
-running from its first such branch to its last join: what runs before it is its patch
-embedding proper, the residual branches and the convolutional work above ``conv``, between
-them a convolution that keeps its map's resolution ``conv`` (ConvMixer's pointwise convs
-after each residual) and one that downsamples ``patch_embed``, everything else after the last
-join ``head``. Any other model (an MLP-Mixer, a plain chain of layers) stays in ``other``, with
-a warning.
+a spatial kernel (residual convolutional blocks with projection shortcuts or not, multi-branch
+re-parameterisable blocks, depthwise-conv token mixers: ``residual-span``), it is broken
+down as a hybrid without attention, its span running from its first such branch to its last
+join: what runs before it is its patch embedding proper, the residual branches and the
+convolutional work above ``conv``, between them a convolution that keeps its map's resolution
+``conv`` (pointwise convs after each residual) and one that downsamples ``patch_embed``,
+everything else after the last join ``head``. Any other model (token-mixing MLPs, a plain
+chain of layers) stays in ``other``, with a warning.
 """
 
 from __future__ import annotations
@@ -126,11 +126,11 @@ def _token_selectors(flow: Flow, of_step: list[int | None], last: int
     """``of_step`` with each token selector in the block whose input it selects: a connected
     part (through the data flow) of the records outside blocks, before the last block, whose
     results reach a block only as indices (:attr:`~vitprof.count.trace.Step.indexed`), none
-    through their values, holding a weighted record (DynamicViT's predictor: a LayerNorm and
-    linears scoring the patches, whose ``topk`` indices gather the patches the next block
-    reads). It joins the first block any of its records reaches, but a query selection between
-    two stacks (:func:`_between_stacks`), whose records are returned apart. ``last``: the last
-    block's last record."""
+    through their values, holding a weighted record (a predictor: a LayerNorm and linears
+    scoring the patches, whose ``topk`` indices gather the patches the next block reads). It
+    joins the first block any of its records reaches, but a query selection between two stacks
+    (:func:`_between_stacks`), whose records are returned apart. ``last``: the last block's
+    last record."""
     reached: list[int | None] = [None] * len(of_step)  # the first block reached, by any path
     valued = [False] * len(of_step)  # a block is reached through values
     for i in reversed(range(last)):
@@ -167,8 +167,7 @@ def _between_stacks(flow: Flow, of_step: list[int | None], part: set[int], block
     record reading the gathered tokens reads their source, the part's indices beside): a
     decoder that selects its queries
     from the encoder's output and attends over all of it (a detection transformer's query
-    selection), not a selector inside one stack whose next block reads only what it kept
-    (DynamicViT's)."""
+    selection), not a selector inside one stack whose next block reads only what it kept."""
     scored = {j for i in part for j in flow.steps[i].sources if j not in part}
     stack = list(scored)
     while stack:

@@ -46,8 +46,7 @@ class _JoinedSpan(Rule):
         module that runs its residual span: the innermost module holding the core and the
         residual adds of its stream run inside the block, up to the next core. A stage of one
         block is a container of no two cores, so the block came out as the stage, its
-        downsampling with it (kornia's TinyViT and EfficientViT with one block per stage); the
-        adds inside it say where the block is."""
+        downsampling with it; the adds inside it say where the block is."""
         firsts = sorted(core.first for core in cores)
         narrowed = []
         for core, (block, is_list) in zip(cores, found, strict=True):
@@ -142,12 +141,12 @@ RESIDUAL_STACK = _ResidualStack(
 @dataclass(frozen=True)
 class _ResidualSpan(Rule):
     def span(self, flow: Flow) -> Span | None:
-        """The residual blocks of a convolutional network (no attention): from the first record of
-        the first branch of a join that convolves with a spatial kernel, a residual ``x + f(x)``
-        (or ``res_scale(x) + f(x)``) if there is one (a stem's multi-branch MobileOne block is
-        patch embedding), to the last join of any kind (a downsampling shortcut ``conv(x) + f(x)``,
-        the branches of a RepVGG block, ConvFormer's last MLP residual). None when no join
-        convolves: an MLP-Mixer or a chain of layers is no convolutional network."""
+        """The residual blocks of a convolutional network (no attention): from the first record
+        of the first branch of a join that convolves with a spatial kernel, a residual ``x +
+        f(x)`` (or ``res_scale(x) + f(x)``) if there is one (a multi-branch block in the stem is
+        patch embedding), to the last join of any kind (a downsampling shortcut ``conv(x) +
+        f(x)``, the summed branches of a multi-branch block, the last MLP residual). None when no
+        join convolves: token-mixing MLPs or a chain of layers are no convolutional network."""
         convolving = [(join, branch) for join, branch in flow.joins.items()
                       if any(flow.mixes_tokens(i) for i in branch)]
         if not convolving:
@@ -162,7 +161,7 @@ RESIDUAL_SPAN = _ResidualSpan(
     """A model without an attention core whose joins' branches convolve with a spatial kernel
     is a convolutional network: its span runs from the first such branch to the last join;
     before it is patch embedding, after it head.""",
-    "residual joins and whether their branches convolve", "resnet_like")
+    "residual joins and whether their branches convolve", "residual_conv_net")
 
 
 @dataclass(frozen=True)

@@ -81,9 +81,9 @@ class _CoreProduct(CoreFinder):
         """The records from the free product ``start`` to a second free product it feeds, through
         at most :data:`DEPTH` records that map the scores (:meth:`Flow.on_map`; without MACs
         unless ``weighted``); None if none. A fused attention op is a core of its own, never the
-        second product of another: gemma4_vit's rotary frequencies (a product of the positions and
-        the inverse frequencies) reach its SDPA through cos and the rotation of q, and would make
-        its q projection a bias of that core."""
+        second product of another: rotary frequencies (a product of the positions and the
+        inverse frequencies) reach the fused op through cos and the rotation of q, and would
+        make the q projection a bias of that core."""
         seen: set[int] = set()
         frontier = [start]
         for _ in range(DEPTH + 1):
@@ -105,7 +105,7 @@ class _CoreProduct(CoreFinder):
 
     def between(self, flow: Flow, start: int, end: int, taken: Set[int]) -> list[int]:
         """Every record on a path of score maps from ``start`` to ``end``, not only the shortest
-        (MViTv2's relative-position adds rewrite the scores in place: its softmax reads both the
+        (relative-position adds that rewrite the scores in place: the softmax reads both the
         scores and the adds), but those of other cores (``taken``)."""
         reached = {start}
         for i in sorted(flow.ancestors(end, start)):
@@ -176,10 +176,10 @@ class _SoftmaxWeighted(CoreFinder):
     def weights(self, flow: Flow, i: int) -> list[int] | None:
         """The free product ``i`` alone when it multiplies weights normalised by a softmax: one of
         its operands is a softmax reached through at most :data:`DEPTH` records without MACs nor
-        parameters (VOLO's outlook attention: a linear makes the weights, a softmax normalises
-        them, one product with the unfolded values). A product of two projections (the first
-        product of a dot-product attention) reaches none. A second product is still searched from
-        one that does (CoaT's factorized attention: ``q (softmax(k)^T v)``), but through records
+        parameters (outlook attention: a linear makes the weights, a softmax normalises them, one
+        product with the unfolded values). A product of two projections (the first product of a
+        dot-product attention) reaches none. A second product is still searched from one that
+        does (factorized attention: ``q (softmax(k)^T v)``), but through records
         without MACs only: a weighted map keeping its size (talking heads' between the scores and
         the values) could run on into the next block's product."""
         stack, seen = [(j, 0) for j in flow.steps[i].sources], set()
@@ -216,9 +216,9 @@ class _Aggregation(CoreFinder):
         activations, one of them normalised (a softmax or a division) weights; a sum reduces the
         product (over the tokens), and the reduced context multiplies a third activation,
         broadcast back over what was reduced. The records from ``i`` to that last multiply, or
-        None. SwiftFormer's additive attention (``q w_g`` normalised over the tokens, a sum of q
-        weighted by it, a product with k) and MobileViTv2's separable self-attention (a softmax of
-        a one-channel query over the patches, a sum of k weighted by it, a product with relu(v)).
+        None. Additive attention (``q w_g`` normalised over the tokens, a sum of q weighted by
+        it, a product with k) and separable self-attention (a softmax of a one-channel query over
+        the patches, a sum of k weighted by it, a product with relu(v)).
         A variance (``d * d``) multiplies one activation by itself; a squeeze-excitation reduces
         before it multiplies."""
         step = flow.steps[i]

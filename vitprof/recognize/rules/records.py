@@ -465,7 +465,7 @@ POINTWISE = _Pointwise(
     "pointwise-on-map", (C.CONV,),
     """In a convolutional network without attention, a convolution within the residual span
     that keeps its map's resolution is ``conv``.""",
-    "the span of residual joins, the input and output map sizes", "resnet_like")
+    "the span of residual joins, the input and output map sizes", "residual_conv_net")
 WEIGHTED_OUTSIDE = _WeightedOutside(
     "weighted-before-blocks", (C.PATCH_EMBED,),
     """A weighted record before or between the blocks, no convolution on a map, is
