@@ -80,11 +80,18 @@ from vitprof.recognize.rules import cores as core_rules
 from vitprof.recognize.rules import params as param_rules
 from vitprof.recognize.rules import positions as position_rules
 from vitprof.recognize.rules import records as record_rules
-from vitprof.recognize.rules.base import ALL, Parameters, Placement, Reading, RuleSet
+from vitprof.recognize.rules.base import (
+    ALL,
+    Parameters,
+    ParamRule,
+    Placement,
+    Reading,
+    RuleSet,
+)
 from vitprof.recognize.rules.overrides import OVERRIDE
 from vitprof.recognize.rules.params import is_affine, weight_user
 from vitprof.recognize.rules.positions import Pending, resolve_positions_by
-from vitprof.recognize.rules.records import Placing
+from vitprof.recognize.rules.records import Placing, RecordRule
 from vitprof.recognize.rules.registry import PARAM_ORDER, RECORD_ORDER, check
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
@@ -224,7 +231,8 @@ def _record_placements(at: Placing, fused: Set[int]) -> list[Placement]:
                     enumerate(core_rules.place_cores(at.cores, at.blocks, flow))]
     if core_rules.ATTENTION_MODULE in flow.rules:
         core_rules.ATTENTION_MODULE.place(flow, at.cores, at.blocks, at.placed)
-    on = [rule for rule in RECORD_ORDER if rule in flow.rules]
+    on = [rule for rule in (*RECORD_ORDER, *flow.rules.added)
+          if isinstance(rule, RecordRule) and rule in flow.rules]
     facts = {rule.name: rule.prepare(at) for rule in on}
     for i, step in enumerate(flow.steps):
         if at.placed[i] is None:
@@ -265,7 +273,8 @@ def _param_roles(
         products={i for core in cores for i in core.steps if flow.steps[i].macs},
         shaped={name for name, p in parameters.items() if p.dim() >= 2},
         sizes={name: p.numel() for name, p in parameters.items()})
-    on = [rule for rule in PARAM_ORDER if rule in flow.rules]
+    on = [rule for rule in (*PARAM_ORDER, *flow.rules.added)
+          if isinstance(rule, ParamRule) and rule in flow.rules]
     owning = param_rules.OWN_MODULE in flow.rules
     owner_block = module_blocks(blocks.paths)
     roles: dict[str, _ParamRole] = {}
