@@ -21,7 +21,7 @@ is ``head`` (an activation run in the module of the conv feeding it goes with it
 between blocks, other weighted records ``patch_embed`` (stem, patch merging: a downsampling),
 records reading a parameter without MACs ``tokens`` (class tokens, position embeddings), norms
 ``norm``, and the rest follow the data flow.
-A token selector run before a block is in that block (:func:`_token_selectors`): records
+A token selector run before a block is in that block (``token-selector``): records
 outside blocks whose results reach the blocks only as indices, none through their values, a
 weighted one among them (a predictor whose scores' ``topk`` indices gather the tokens the
 block reads); its weighted records are ``mlp``, its norms ``norm``, the rest follow the data
@@ -126,98 +126,6 @@ class Breakdown:
     warnings: tuple[str, ...]
     origins: tuple[int, ...] = ()
     blocks: Mapping[str, int] = field(default_factory=dict)  # block module path -> index
-
-
-def _token_selectors(flow: Flow, of_step: list[int | None], last: int
-                     ) -> tuple[list[int | None], frozenset[int]]:
-    """``of_step`` with each token selector in the block whose input it selects: a connected
-    part (through the data flow) of the records outside blocks, before the last block, whose
-    results reach a block only as indices (:attr:`~vitprof.count.trace.Step.indexed`), none
-    through their values, holding a weighted record (a predictor: a LayerNorm and linears
-    scoring the patches, whose ``topk`` indices gather the patches the next block reads). It
-    joins the first block any of its records reaches, but a query selection between two stacks
-    (:func:`_between_stacks`), whose records are returned apart. ``last``: the last block's
-    last record."""
-    reached: list[int | None] = [None] * len(of_step)  # the first block reached, by any path
-    valued = [False] * len(of_step)  # a block is reached through values
-    for i in reversed(range(last)):
-        if of_step[i] is not None:
-            continue
-        for j in flow.consumers[i]:
-            inside = of_step[j] is not None
-            if i not in flow.steps[j].indexed and (inside or valued[j]):
-                valued[i] = True
-            block = of_step[j] if inside else reached[j]
-            earlier = reached[i]
-            if block is not None:
-                reached[i] = block if earlier is None else min(earlier, block)
-    first = {i: block for i in range(last) if (block := reached[i]) is not None and not valued[i]}
-    placed = list(of_step)
-    between: set[int] = set()
-    for part in _connected(flow, set(first)):
-        if any(flow.weighted(i) for i in part):
-            block = min(first[i] for i in part)
-            if record_rules.QUERY_SELECTION in flow.rules and _between_stacks(
-                    flow, of_step, part, block):
-                between |= part  # head-like work between an encoder and a decoder
-                continue
-            for i in part:
-                placed[i] = block
-    return placed, frozenset(between)
-
-
-def _between_stacks(flow: Flow, of_step: list[int | None], part: set[int], block: int) -> bool:
-    """The selector ``part`` scores tokens that ``block``, the first it reaches, also reads
-    directly by its values (:data:`~vitprof.recognize.rules.records.QUERY_SELECTION`): the records
-    outside blocks the part reads, and those they read back to the last block's output, feed
-    a record of ``block`` that no index of the part selects (a gather is no record: the
-    record reading the gathered tokens reads their source, the part's indices beside): a
-    decoder that selects its queries
-    from the encoder's output and attends over all of it (a detection transformer's query
-    selection), not a selector inside one stack whose next block reads only what it kept."""
-    scored = {j for i in part for j in flow.steps[i].sources if j not in part}
-    stack = list(scored)
-    while stack:
-        i = stack.pop()
-        if of_step[i] is not None:
-            continue
-        for j in flow.steps[i].sources:
-            if j not in scored:
-                scored.add(j)
-                stack.append(j)
-    return any(j in scored and j not in step.indexed and not part & set(step.indexed)
-               for i, step in enumerate(flow.steps) if of_step[i] == block for j in step.sources)
-
-
-def _selected(blocks: Blocks, selectors: tuple[list[int | None], frozenset[int]],
-              rules: RuleSet) -> Blocks:
-    """``blocks`` with the token selectors placed in blocks (``selectors``: ``of_step`` and the
-    query selections between stacks, by :func:`_token_selectors`; unchanged with its rule
-    switched off), marked ``selected`` (and ``between``)."""
-    if record_rules.SELECTOR not in rules:
-        return blocks
-    of_step, between = selectors
-    moved = frozenset(i for i, (old, new) in enumerate(zip(blocks.of_step, of_step, strict=True))
-                      if old is None and new is not None)
-    return replace(blocks, of_step=of_step, selected=moved, between=between)
-
-
-def _connected(flow: Flow, members: set[int]) -> list[set[int]]:
-    """The parts of ``members`` connected through the data flow among them."""
-    left = set(members)
-    parts = []
-    while left:
-        stack = [left.pop()]
-        part = set(stack)
-        while stack:
-            i = stack.pop()
-            for j in (*flow.steps[i].sources, *flow.consumers[i]):
-                if j in left:
-                    left.remove(j)
-                    part.add(j)
-                    stack.append(j)
-        parts.append(part)
-    return parts
 
 
 def _record_placements(at: Placing, fused: Set[int]) -> list[Placement]:
@@ -522,7 +430,9 @@ def graph_breakdown(
         block_rules.RESIDUAL_SPAN in flow.rules) else None
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
-        blocks = _selected(blocks, _token_selectors(flow, blocks.of_step, span.last), rules)
+        if record_rules.SELECTOR in rules:
+            selector = record_rules.SELECTOR
+            blocks = selector.selected(blocks, selector.selectors(flow, blocks.of_step, span.last))
         placements, params, unread = _roles(model, parameters, flow, cores, blocks, span,
                                             fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
