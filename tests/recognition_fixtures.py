@@ -9,6 +9,38 @@ A standard block (:class:`Blk`): LayerNorm ``c``, q/k/v ``d`` (D -> 3D), core so
 (2 N^2 D MACs), output ``e`` (D -> D), LayerNorm ``f``, MLP ``g`` (D -> HID) and ``h``
 (HID -> D). Each fixture's expected breakdown is written as arithmetic (params, MACs) per
 component in :data:`FIXTURES`; the module-level names say where each comes from.
+
+The rules (``vitprof/recognize/rules``) and their machinery (``vitprof/recognize/graph``) speak
+of the data flow only; the models that showed each case are told here, beside the fixture
+showing it (``tests/test_rules_name_no_model.py`` holds them to that). Cases of the machinery
+that no single rule's fixture shows:
+
+- the walk from a core's output to its projection passes a join forking from the core's own
+  q/k/v side: EfficientFormerV2's and CSWin's depthwise conv of v added to the attention's
+  output before its projection;
+- a linear's bias added apart from its product in its own module: ``F.linear`` on a
+  non-contiguous 3-D input runs ``mm`` then ``add`` (NextViT);
+- a fused attention op is never the second product of another core: gemma4_vit's rotary
+  frequencies (a product of the positions and the inverse frequencies) reach its SDPA through
+  cos and the rotation of q;
+- a block is the child of the innermost container holding cores: lucidrains'
+  ``layers[i] = ModuleList([attn, ff])`` gives ``layers.i`` (its ``[PreNorm(attn),
+  PreNorm(ff)]``, children of one class, are one block's layers), Swin ``layers.s.blocks.j``,
+  TimeSformer's temporal and spatial attention in one layer one block; the children of a
+  container each running residual adds of their own are the blocks (timm's ``MaxxVitBlock``: an
+  MBConv, then a window and a grid attention layer; torchvision's ``MaxVitLayer``); a list of
+  children of several classes narrows to the one holding the core (SwiftFormer's
+  ``stages.s.blocks``), but a norm beside its attention stays with it (torchvision MaxViT's
+  ``Sequential(LayerNorm, attention)``);
+- a core-less sibling of the blocks of their class is part of the block before it (HF LeViT's
+  ``layers = [Residual(attention), Residual(mlp), ...]``), and a record run between two
+  records of one block is in it (CoaT's shared convolutional position encoding);
+- a fused projection: ViT-22B's parallel block (timm's ``ParallelScalingBlock``), the MLP's
+  first layer and q, k, v in one ``in_proj``;
+- a class token plus its position added first, then to the sequence, is ``tokens`` (ViTMAE);
+- the convolutions around a hybrid's transformer: MobileViT's local representation and fusion,
+  MobileNetV4-hybrid's last inverted residual, FastViT's ``final_conv`` (:class:`MapNet`,
+  :class:`FinalNet`).
 """
 
 from __future__ import annotations
@@ -152,7 +184,10 @@ class Sdpa(Blk):
 
 class SoftmaxMixBlk(Blk):
     """One product: weights over the tokens made by a linear ``w`` (D -> N), a softmax, their
-    product with the values ``v`` (D -> D), output ``e``."""
+    product with the values ``v`` (D -> D), output ``e``. Seen in VOLO's outlook
+    attention (a linear makes the weights, one product with the unfolded values) and CoaT's
+    factorized attention (``q (softmax(k)^T v)``: its second product searched through records
+    without MACs only)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -169,7 +204,9 @@ SOFTMAX_MIX = {C.ATTN_QKV: (D * N + N + D * D + D, N * D * N + N * D * D),
 
 class Additive(nn.Module):
     """Additive attention (no product of two activations): q and k linears, a softmax over the
-    tokens of q summed, a pooled q times k, output o."""
+    tokens of q summed, a pooled q times k, output o. Seen in SwiftFormer's additive
+    attention (``q w_g`` normalised over the tokens) and MobileViTv2's separable self-attention
+    (a softmax of a one-channel query over the patches, a sum of k, a product with relu(v))."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -217,7 +254,8 @@ PARTS_SHIFT = {C.ATTN_QKV: (D * D + D, 0), C.ATTN_PROJ: (-(D * D + D), 0)}
 
 
 class Rms(nn.Module):
-    """An RMS norm written out: pow, mean, rsqrt, a multiply by its own weight ``w``."""
+    """An RMS norm written out: pow, mean, rsqrt, a multiply by its own weight ``w``. Seen in
+    transformers' ``*RMSNorm`` modules."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -385,7 +423,10 @@ MIXER = {C.CONV: (D * 9 + D, N * D * 9)}  # per block: 9 taps per channel and po
 
 
 class ParallelBlk(Blk):
-    """x + attention(x) + MLP(x), the MLP computed before the first add."""
+    """x + attention(x) + MLP(x), the MLP computed before the first add. Parallel
+    cores summed into one residual add are one block too: timm's ``ParallelThingsBlock`` (two
+    attentions), CoaT's parallel blocks mixing their scales' attention; CrossViT's two cross
+    attentions, each added to its own branch, are two."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = self.attend(self.c(x))
@@ -405,7 +446,9 @@ class BufferBlk(Blk):
 
 
 class Selected(Net):
-    """A scorer ``s`` (D -> 1) whose top-2 indices gather the tokens the blocks read."""
+    """A scorer ``s`` (D -> 1) whose top-2 indices gather the tokens the blocks read. Seen in
+    DynamicViT's predictor (a LayerNorm and linears scoring the patches, whose ``topk`` indices
+    gather the patches the next block reads)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -420,7 +463,9 @@ SELECTED = {C.MLP: (D + 1, N * D)}
 
 
 class Embed(nn.Module):
-    """The patch projection ``p`` and a residual depthwise 3x3 conv ``r`` after it."""
+    """The patch projection ``p`` and a residual depthwise 3x3 conv ``r`` after it. Seen in
+    the residual branches outside blocks of hybrids: MBConv, RepMixer and other convolutional
+    token mixers."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -440,7 +485,9 @@ class EmbedNet(Net):
 
 class PooledEmbed(Embed):
     """The patch projection ``p`` and a depthwise 3x3 conv ``r`` beside a 3x3 average pool of
-    its input (a pooled shortcut: ``pool(y) + r(y)``)."""
+    its input (a pooled shortcut: ``pool(y) + r(y)``). Seen in ViTamin's first MBConv of
+    a stage; MetaFormer's ``res_scale(x) + f(x)``, the fork scaled by a parameter, is a join
+    too."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.p(x)
@@ -540,7 +587,10 @@ class ConvNet(nn.Module):
     """No attention: patch conv ``a``, residual depthwise ``r0``, pointwise ``w``, residual
     depthwise ``r1``, mean, classifier ``b`` (``pointwise-on-map``, ``residual-span``). Seen in
     ConvMixer's pointwise convolutions after each residual depthwise one and CSPDarknet's
-    transitions."""
+    transitions. A convolutional network is any whose joins' branches convolve: a ResNet
+    (with projection shortcuts or not), RepVGG (its multi-branch blocks summed), a ConvNeXt,
+    FastViT-T8's RepMixers, ConvFormer up to its last MLP residual; a multi-branch MobileOne
+    block in the stem is patch embedding."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -561,7 +611,8 @@ CONV_NET = {
 
 
 class Chain(nn.Module):
-    """No attention, no residual: patch conv ``a``, a linear ``l`` on the tokens, ``b``."""
+    """No attention, no residual: patch conv ``a``, a linear ``l`` on the tokens, ``b``. Seen in
+    an MLP-Mixer's token-mixing MLPs."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -586,7 +637,9 @@ class UnreadBlk(Blk):
 
 class MemBlk(Blk):
     """Memory key/values: MEM learned vectors ``k0``, ``v0`` concatenated to the keys and to
-    the values of a fused attention, so each of the N queries meets N + MEM keys."""
+    the values of a fused attention, so each of the N queries meets N + MEM keys. A
+    parameter normed by a record of another module before it joins the sequence is ``tokens``
+    too: Perceiver's latents normed before their cross-attention."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -763,7 +816,8 @@ class HandNormNet(Net):
 class TokenNormAttn(ClassAttn):
     """Class attention as CaiT writes it: the LayerNorm ``c`` runs on the class token alone
     (with a batch of 1, D values: as many as its weight), whose normed copy is the one query
-    and is concatenated to the tokens for k and v."""
+    and is concatenated to the tokens for k and v. XCiT's class attention norms it so too:
+    the norm's weight is its affine, not its input."""
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         s = self.c(t)
@@ -849,7 +903,9 @@ class Stage(nn.Module):
 
 class StagesNet(Net):
     """The standard net whose list ``m`` holds L stages of one block each (:class:`Stage`):
-    the stages are not the blocks, each stage's linear runs before its block: patch_embed."""
+    the stages are not the blocks, each stage's linear runs before its block: patch_embed. Seen
+    in kornia's TinyViT and EfficientViT with one block per stage, and EfficientViT-M0's
+    one-block first stage (its block the module of the other blocks' class below the stage)."""
 
     def __init__(self) -> None:
         super().__init__(Stage)
@@ -865,7 +921,9 @@ class WindowBiasBlk(Blk):
     """Attention within WINDOWS windows of SPAN tokens, the scores made by ``baddbmm`` adding
     a relative-position bias gathered from a table ``r`` (one value per offset, 2 * SPAN - 1)
     by a buffer ``i`` of each pair's offset: the product of q and k is still one of two
-    activations, the table the scores' bias."""
+    activations, the table the scores' bias. MViTv2's and BoTNet's relative positions
+    made from q and added to the scores fork from q like a residual add but keep the scores'
+    shape; MViTv2's adds rewrite the scores in place, its softmax reading both."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -960,7 +1018,10 @@ RANDOM_FEATURE = {C.ATTN_CORE: (0, 4 * N * D * FEATURES + N * FEATURES - 2 * N *
 
 class Unitised(nn.Module):
     """A parametrization (``torch.nn.utils.parametrize``): the weight it is given, its rows
-    scaled to unit length."""
+    scaled to unit length. A weight computed by records reading no activation is a
+    weight all the same: BiT's and the R50/R26 hybrids' StdConv (mean, variance, subtract,
+    divide: a norm of the conv weight, not an affine), timm DiffAttention's
+    ``exp(sum(lambda_q1 * lambda_k1)) - exp(...) + init``."""
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         return F.normalize(w, dim=-1)
@@ -990,7 +1051,9 @@ class ScaledUnit(nn.Module):
 
 class Gained(nn.Module):
     """A LayerNorm ``u`` without affine, its gain ``w`` (D) applied beside it:
-    ``u(x) * (w + 1)``."""
+    ``u(x) * (w + 1)``. Seen in x-transformers' LayerNorm (``* (gamma + offset)`` in the
+    module holding a ``nn.LayerNorm`` without affine); x-transformers' RMSNorm and ScaleNorm
+    are norms by a vector norm (``F.normalize(x) * scale * g``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -1214,7 +1277,7 @@ FIXTURES: dict[str, Fixture] = {
     "skipless_block": Fixture(Units, net(_times(2, POINTWISE))),
     "map_conv_block": Fixture(MapNet, net(MAP_CONV)),
     "final_conv_block": Fixture(FinalNet, net(MAP_CONV)),
-    "resnet_like": Fixture(ConvNet, CONV_NET),
+    "residual_conv_net": Fixture(ConvNet, CONV_NET),
     "mixer_only": Fixture(Chain, CHAIN),
     "memory_block": Fixture(lambda: Net(MemBlk), net(_times(L, MEMORY))),
     "memory_matmul_block": Fixture(lambda: Net(MemMatmulBlk), net(_times(L, MEMORY))),

@@ -77,7 +77,8 @@ from collections.abc import Iterable, Sequence, Set
 
 from vitprof.core.records import Component, OpKind, OpRecord, ParamRecord, Phase
 from vitprof.count.trace import Trace
-from vitprof.recognize.graph.flow import DIVIDES, SOFTMAX, Flow
+from vitprof.recognize.graph.flow import Flow
+from vitprof.recognize.graph.ops import DIVIDES, SOFTMAX
 
 _FUSED_ATTENTION = (OpKind.ATTENTION, OpKind.MULTI_HEAD_ATTENTION)
 _ACTIVATION_PRODUCTS = ("aten.bmm", "aten.baddbmm")

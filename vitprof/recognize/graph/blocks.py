@@ -3,14 +3,13 @@
 A *container* is a module with at least two children that each contain a core (a core lives in
 the module running its first record). A core's block is the child, on its module path, of the
 innermost container that is a ``ModuleList`` / ``Sequential``, else of the innermost container:
-lucidrains' ``layers[i] = ModuleList([attn, ff])`` gives ``layers.i``, Swin ``layers.s.blocks.j``,
-TimeSformer's temporal and spatial attention in one layer one block; a module whose cores are
-parallel branches summed into one residual add is no container (timm's ``ParallelThingsBlock``:
-two attentions, one block); the children of the innermost container, list or not, are the
-blocks where each runs residual adds of its own (timm's ``MaxxVitBlock``: its window and grid
-attention layers are two blocks, as torchvision's ``MaxVitLayer``). A block holding a single
+``layers[i] = ModuleList([attn, ff])`` gives ``layers.i``, ``layers.s.blocks.j`` a block of a
+stage, two attentions in one layer (over time, then over space) one block; a module whose cores
+are parallel branches summed into one residual add is no container (two attentions, one
+block); the children of the innermost container, list or not, are the blocks where each runs
+residual adds of its own (a window and a grid attention layer, two blocks). A block holding a single
 core narrows to the innermost module holding the core and its stream's residual adds
-(:func:`_joined_spans`): a stage of one block is not the block. When list blocks exist, a
+(``joined-span-block``): a stage of one block is not the block. When list blocks exist, a
 core outside any list that runs after them (an attention-pooling head) is in no block. A join
 (residual add) run outside any block, in a parent's forward, whose branch lies in one block
 belongs to it, and so does a core-less sibling of the blocks of their class that runs after one
@@ -18,7 +17,7 @@ belongs to it, and so does a core-less sibling of the blocks of their class that
 two records of one block. A block's residual stream goes on after its module: the residual
 segments that follow it, before the next block, whose branches mix no tokens (a feed-forward
 called from a parallel list, ``for a, f in zip(attns, ffs)``), are the block's
-(:func:`_stream_segments`). Cores with no container (a flat, hand-written forward) get one block
+(``residual-segment-block``). Cores with no container (a flat, hand-written forward) get one block
 each: from the norms feeding its q/k/v projections (or from the end of the previous block) to
 the last join of its residual stream before the next core starts (:func:`_span_end`). Blocks are
 numbered in execution order.
@@ -34,8 +33,7 @@ from typing import NamedTuple
 from torch import nn
 
 from vitprof.recognize.graph.attention import Core
-from vitprof.recognize.graph.flow import ADDS, WINDOW, Flow
-from vitprof.recognize.rules import blocks as block_rules
+from vitprof.recognize.graph.flow import Flow
 
 LISTS = (nn.ModuleList, nn.Sequential)  # containers, subclasses included (isinstance)
 
@@ -68,32 +66,32 @@ class Blocks:
     between: frozenset[int] = frozenset()  # records of a query selection between two stacks
 
 
-def _chain(path: str) -> list[tuple[str, str]]:
+def module_chain(path: str) -> list[tuple[str, str]]:
     """(parent, child) module paths from the root down to ``path``."""
     parts = path.split(".") if path else []
     return [(".".join(parts[:i]), ".".join(parts[: i + 1])) for i in range(len(parts))]
 
 
-def _core_paths(
+def core_paths(
     model: nn.Module, paths: Sequence[str], parallel: Callable[[list[int]], bool],
     residual: Callable[[str], bool],
 ) -> list[tuple[str | None, bool]]:
     """Per core module path: its block path (None: no container) and whether a list gave it.
     A module whose cores are ``parallel`` (called with their indices) is no container: its
-    children are the parallel branches of one block (timm's ``ParallelThingsBlock.attns``).
+    children are the parallel branches of one block.
     An innermost container whose children holding cores each run a ``residual`` add of their
-    own gives the block before a list above it: those children are the blocks (timm's
-    ``MaxxVitBlock``: an MBConv, then a window and a grid attention layer, two blocks)."""
+    own gives the block before a list above it: those children are the blocks (an inverted
+    residual conv, then a window and a grid attention layer: two blocks)."""
     children: dict[str, set[str]] = {}
     for path in paths:
-        for parent, child in _chain(path):
+        for parent, child in module_chain(path):
             children.setdefault(parent, set()).add(child)
     containers = {parent for parent, kids in children.items() if len(kids) >= 2 and not parallel(
         [k for k, path in enumerate(paths) if not parent or path.startswith(f"{parent}.")])}
     whole = {parent for parent in containers if all(residual(c) for c in children[parent])}
     found: list[tuple[str | None, bool]] = []
     for path in paths:
-        chain = [(p, c) for p, c in _chain(path) if p in containers]
+        chain = [(p, c) for p, c in module_chain(path) if p in containers]
         lists = [c for p, c in chain if isinstance(model.get_submodule(p), LISTS)]
         if chain and chain[-1][0] in whole:
             found.append((chain[-1][1], bool(lists)))
@@ -109,13 +107,13 @@ def _mixed_lists(
 ) -> list[tuple[str | None, bool]]:
     """A block that holds a list whose children are of several classes, only one of them with
     the core, narrows to that child: the stage of a hybrid that runs convolutional blocks and
-    then one attention block (SwiftFormer's ``stages.s.blocks``); the other children are no part
-    of it. A list of children of one class (lucidrains' ``[PreNorm(attn), PreNorm(ff)]``) is
-    the block's own layers and stays."""
+    then one attention block (``stages.s.blocks``); the other children are no part of it. A
+    list of children of one class (``[PreNorm(attn), PreNorm(ff)]``) is the block's own layers
+    and stays."""
     narrowed = []
     for path, (block, is_list) in zip(paths, found, strict=True):
         if block is not None:
-            for parent, child in _chain(path):
+            for parent, child in module_chain(path):
                 if not within(parent, block):
                     continue
                 container = model.get_submodule(parent)
@@ -131,12 +129,12 @@ def _narrowed(
 ) -> list[tuple[str | None, bool]]:
     """A stage holding a single block is no container, so its core's block came out as the
     whole stage: where a module of the class of the other blocks lies on the core's path below
-    it, that module is the block (EfficientViT-M0's one-block first stage)."""
+    it, that module is the block (a one-block first stage)."""
     classes = {kind(model.get_submodule(block)) for block, _ in found if block is not None}
     narrowed = []
     for path, (block, is_list) in zip(paths, found, strict=True):
         if block is not None:
-            deeper = [child for _, child in _chain(path)
+            deeper = [child for _, child in module_chain(path)
                       if child.startswith(f"{block}.")
                       and kind(model.get_submodule(child)) in classes]
             block = deeper[0] if deeper else block
@@ -149,8 +147,8 @@ def _one_cored_among_blocks(
 ) -> bool:
     """Whether ``child`` is the one child of ``container`` (three or more, of several classes)
     holding the cores under it, its siblings being blocks of their own (modules with children),
-    not the layers of one block: a norm beside its attention (torchvision MaxViT's
-    ``Sequential(LayerNorm, attention)``) or an (attention, MLP) pair."""
+    not the layers of one block: a norm beside its attention (``Sequential(LayerNorm,
+    attention)``) or an (attention, MLP) pair."""
     children = dict(container.named_children())
     if len(children) < 3 or len({kind(c) for c in children.values()}) < 2:
         return False
@@ -179,7 +177,7 @@ def module_blocks(paths: dict[str, int]) -> Callable[[str], int | None]:
     return block
 
 
-def _spans(flow: Flow, cores: list[Core], of_step: list[int | None], first: int) -> None:
+def spans(flow: Flow, cores: list[Core], of_step: list[int | None], first: int) -> None:
     """One block per core of a flat forward, numbered from ``first``, on the unplaced steps."""
     starts = []
     for core in cores:
@@ -201,10 +199,10 @@ def _span_end(flow: Flow, core: Core, limit: int) -> int:
     core) or an earlier add of the block; an add of branches that read the stream (the sum of
     a distilled head's two classifiers of the last block's output, normed or not) is no part
     of the block."""
-    return max([max(core.steps | core.proj), *_stream_joins(flow, core, limit)])
+    return max([max(core.steps | core.proj), *stream_joins(flow, core, limit)])
 
 
-def _stream_joins(flow: Flow, core: Core, limit: int) -> list[int]:
+def stream_joins(flow: Flow, core: Core, limit: int) -> list[int]:
     """The residual adds of the stream of ``core``'s block before record ``limit``: those
     after the core with a source before it (the block's input) or an earlier such add."""
     stream = min(core.steps) - 1
@@ -214,31 +212,6 @@ def _stream_joins(flow: Flow, core: Core, limit: int) -> list[int]:
             stream = join
             found.append(join)
     return found
-
-
-def _joined_spans(flow: Flow, cores: list[Core], found: list[tuple[str | None, bool]]
-                  ) -> list[tuple[str | None, bool]]:
-    """``found`` (per core, its block path) with a block holding one core narrowed to the
-    module that runs its residual span (:data:`~vitprof.recognize.rules.blocks.JOINED_SPAN`): the
-    innermost module holding the core and the residual adds of its stream run inside the
-    block, up to the next core. A stage of one block is a container of no two cores, so the
-    block came out as the stage, its downsampling with it (kornia's TinyViT and EfficientViT
-    with one block per stage); the adds inside it say where the block is."""
-    if block_rules.JOINED_SPAN not in flow.rules:
-        return found
-    firsts = sorted(core.first for core in cores)
-    narrowed = []
-    for core, (block, is_list) in zip(cores, found, strict=True):
-        module = flow.steps[core.first].module
-        if block is not None and sum(within(flow.steps[c.first].module, block)
-                                     for c in cores) == 1:
-            limit = next((f for f in firsts if f > core.first), len(flow.steps))
-            joins = [flow.steps[j].module for j in _stream_joins(flow, core, limit)]
-            inside = [m for m in joins if within(m, block)]
-            span = _common([module, *inside]) if inside else block
-            block = span if span.startswith(f"{block}.") else block
-        narrowed.append((block, is_list))
-    return narrowed
 
 
 def within(module: str, unit: str) -> bool:
@@ -271,7 +244,7 @@ class Span(NamedTuple):
     start: int
     last: int
 
-def _common(modules: list[str]) -> str:
+def common(modules: list[str]) -> str:
     """The innermost module holding every one of ``modules`` (paths)."""
     parts = [m.split(".") if m else [] for m in modules]
     shared = []
@@ -282,13 +255,13 @@ def _common(modules: list[str]) -> str:
     return ".".join(shared)
 
 
-def _sublayers(
+def sublayers(
     model: nn.Module, paths: dict[str, int], holding: set[str]
 ) -> Callable[[str], bool]:
     """Whether a module path lies in a sibling of the blocks that has their class but holds no
     core (``holding``: the modules that do):
-    the MLP sub-layer of a stack that alternates attention and MLP layers (HF LeViT's
-    ``layers = [Residual(attention), Residual(mlp), ...]``), part of the block before it."""
+    the MLP sub-layer of a stack that alternates attention and MLP layers (``layers =
+    [Residual(attention), Residual(mlp), ...]``), part of the block before it."""
     classes: dict[str, set[object]] = {}
     for path in paths:
         parent = path.rpartition(".")[0]
@@ -300,14 +273,14 @@ def _sublayers(
             found[module] = any(
                 child not in holding and parent in classes
                 and kind(model.get_submodule(child)) in classes[parent]
-                for parent, child in _chain(module)
+                for parent, child in module_chain(module)
             )
         return found[module]
 
     return sublayer
 
 
-def _absorb_sublayers(
+def absorb_sublayers(
     flow: Flow, of_step: list[int | None], sublayer: Callable[[str], bool]
 ) -> None:
     last = None
@@ -317,35 +290,7 @@ def _absorb_sublayers(
         last = of_step[i] if of_step[i] is not None else last
 
 
-def _stream_segments(flow: Flow, cores: list[Core], of_step: list[int | None]) -> None:
-    """Extend each block over the unplaced records of the residual segments of its stream
-    after it (:data:`~vitprof.recognize.rules.blocks.RESIDUAL_SEGMENT`): the joins of the stream of
-    the block's cores (:func:`_stream_joins`) before the next record of another block or core,
-    up to the first whose unplaced branch mixes tokens (a spatial convolution: a convolutional
-    block after the attention, not its feed-forward) or holds a core."""
-    if block_rules.RESIDUAL_SEGMENT not in flow.rules:
-        return
-    every = {i for core in cores for i in core.steps}
-    firsts = sorted(core.first for core in cores)
-    for core in cores:
-        block = of_step[core.first]
-        if block is None:
-            continue
-        last = max(core.steps)
-        limit = next((i for i in range(last + 1, len(of_step))
-                      if of_step[i] not in (None, block) or i in every), len(of_step))
-        limit = min(limit, next((f for f in firsts if f > core.first), len(of_step)))
-        for join in _stream_joins(flow, core, limit):
-            branch = {i for i in flow.joins[join] if of_step[i] is None}
-            if branch & every or any(flow.mixes_tokens(i) for i in branch):
-                break
-            for i in range(last + 1, join + 1):
-                if of_step[i] is None:
-                    of_step[i] = block
-            last = max(last, join)
-
-
-def _absorb_joins(flow: Flow, of_step: list[int | None]) -> None:
+def absorb_joins(flow: Flow, of_step: list[int | None]) -> None:
     for join, branch in sorted(flow.joins.items()):
         if of_step[join] is not None:
             continue
@@ -354,10 +299,10 @@ def _absorb_joins(flow: Flow, of_step: list[int | None]) -> None:
             of_step[join] = owners.pop()
 
 
-def _absorb_sandwiched(of_step: list[int | None]) -> None:
+def absorb_sandwiched(of_step: list[int | None]) -> None:
     """A record run between two records of one block is in it: a module registered outside
-    the blocks but called from a block's forward (CoaT's shared convolutional position
-    encoding)."""
+    the blocks but called from a block's forward (a convolutional position encoding shared
+    by the blocks)."""
     following: list[int | None] = [None] * len(of_step)
     after = None
     for i in reversed(range(len(of_step))):
@@ -370,60 +315,15 @@ def _absorb_sandwiched(of_step: list[int | None]) -> None:
         before = of_step[i] if of_step[i] is not None else before
 
 
-def _parallel(flow: Flow, cores: list[Core], every: Set[int]) -> bool:
+def parallel_cores(flow: Flow, cores: list[Core], every: Set[int]) -> bool:
     """Whether ``cores`` are the parallel branches of one block: none depends on another and a
     residual add's branch holds them all and no other core (``every``: the records of all
-    cores): they read one input and are summed (timm's ``ParallelThingsBlock``, CoaT's
-    parallel blocks mixing their scales' attention). CrossViT's two cross attentions, each
-    added to its own branch, are held together only by adds holding later cores too."""
+    cores): they read one input and are summed (two attentions side by side, or attentions at
+    several scales mixed). Two cross attentions, each added to its own branch, are held
+    together only by adds holding later cores too."""
     steps = set().union(*(core.steps for core in cores))
     if not any(steps <= branch and not (branch & every) - steps
                for branch in flow.joins.values()):
         return False
     low = min(steps)
     return all(not (steps - core.steps) & flow.ancestors(max(core.steps), low) for core in cores)
-
-
-def _added_back(flow: Flow, core: Core) -> bool:
-    """An add after ``core`` reads a record the core depends on, or a parameter read or
-    carried by one: the core's output joins the stream it attends over (a class-attention
-    block's ``t + attn(norm(cat(t, x)))``), as no attention-pooling head's does."""
-    last = max(core.steps)
-    before = set().union(*(flow.ancestors(i, max(0, core.first - WINDOW)) for i in core.steps))
-    before -= core.steps
-    read = {name for i in before for name in (*flow.steps[i].params, *flow.steps[i].carried)}
-    return any(flow.steps[j].op in ADDS and (
-        any(i in before for i in flow.steps[j].sources) or read & set(flow.steps[j].params))
-        for j in flow.descendants(last, last + WINDOW) - {last})
-
-
-def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
-    """The blocks of the trace (see the module docstring)."""
-    joining = {flow.steps[i].module for i in flow.joins}
-    every = {i for core in cores for i in core.steps}
-    found = _core_paths(model, [flow.steps[c.first].module for c in cores],
-                        lambda ks: _parallel(flow, [cores[k] for k in ks], every),
-                        lambda child: any(within(m, child) for m in joining))
-    found = _joined_spans(flow, cores, found)
-    listed = [c.first for c, (_, is_list) in zip(cores, found, strict=True) if is_list]
-    loose = frozenset(
-        k for k, (c, (path, is_list)) in enumerate(zip(cores, found, strict=True))
-        if listed and not is_list and c.first > max(listed)
-        and not (block_rules.RESIDUAL_STACK in flow.rules and _added_back(flow, c))
-    )
-    paths: dict[str, int] = {}
-    for k, (path, _) in enumerate(found):
-        if path is not None and k not in loose and path not in paths:
-            paths[path] = len(paths)
-    block = module_blocks(paths)
-    of_step = [block(step.module) for step in flow.steps]
-    holding = {prefix for c in cores for _, prefix in _chain(flow.steps[c.first].module)}
-    _absorb_sublayers(flow, of_step, _sublayers(model, paths, holding))
-    _stream_segments(flow, [c for k, c in enumerate(cores) if k not in loose], of_step)
-    flat = [c for k, (c, (path, _)) in enumerate(zip(cores, found, strict=True))
-            if path is None and k not in loose]
-    if flat:
-        _spans(flow, flat, of_step, len(paths))
-    _absorb_joins(flow, of_step)
-    _absorb_sandwiched(of_step)
-    return Blocks(of_step, paths, loose)

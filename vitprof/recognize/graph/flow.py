@@ -20,23 +20,22 @@ from math import prod
 
 from vitprof.core.records import Component, OpKind
 from vitprof.count.trace import Trace
-from vitprof.recognize.rules import blocks as block_rules
-from vitprof.recognize.rules import cores as core_rules
+from vitprof.recognize.graph.ops import ADDS, DIVIDES, MOMENTS, ROOTS
 from vitprof.recognize.rules.base import ALL, RuleSet
+from vitprof.recognize.rules.flow_checks import (
+    ADDED_TERM,
+    JOINED_OPERAND,
+    POOLED_SKIP,
+    PROJECTION_BIAS,
+)
 
 WINDOW = 256  # how many records back a fork is searched for
-_MOMENTS = ("aten.mean", "aten.var", "aten.var_mean", "aten.std", "aten.std_mean")
-_ROOTS = ("aten.rsqrt", "aten.sqrt")
-DIVIDES = ("aten.div", "aten.div_")
-_ADDS = ("aten.add", "aten.add_")
-ADDS = _ADDS  # the ops of a residual add
-SOFTMAX = ("aten._softmax", "aten.softmax", "aten._safe_softmax")
 
 
 def norm_modules(trace: Trace) -> frozenset[str]:
     """The modules that normalise by what their own records compute: no MACs, a mean (or
     variance) reduction and a square root of it (a LayerNorm or RMSNorm written as ``pow``,
-    ``mean``, ``rsqrt`` and ``mul``: transformers' ``*RMSNorm``), whatever they are called.
+    ``mean``, ``rsqrt`` and ``mul``), whatever they are called.
     A fused normalisation op (``native_layer_norm``, ``rms_norm``...) is a norm record wherever
     it runs (:meth:`Flow.norm`)."""
     ops: dict[str, set[str]] = {}
@@ -46,14 +45,14 @@ def norm_modules(trace: Trace) -> frozenset[str]:
         if step.macs:
             macs.add(step.module)
     return frozenset(module for module, names in ops.items() if module and module not in macs
-                     and names & set(_MOMENTS) and names & set(_ROOTS))
+                     and names & set(MOMENTS) and names & set(ROOTS))
 
 
 def vector_norm_modules(trace: Trace) -> frozenset[str]:
     """The modules that normalise by a vector norm (:data:`~vitprof.recognize.rules.records.
     VECTOR_NORM`): no MACs, the vector norm (``linalg_vector_norm``) of a tensor a record
-    computed, and a division (``F.normalize(x) * scale * g``: x-transformers' RMSNorm and
-    ScaleNorm, ``x / x.norm(...) * g``), whatever they are called. A parametrization
+    computed, and a division (``F.normalize(x) * scale * g``, ``x / x.norm(...) * g``),
+    whatever they are called. A parametrization
     normalising a weight reads a parameter, which no record computed: it is no norm."""
     normed: set[str] = set()
     divides: set[str] = set()
@@ -73,8 +72,8 @@ def gain_modules(trace: Trace, norm_modules: Set[str]) -> frozenset[str]:
     """The modules that apply a gain to a norm they run (:data:`~vitprof.recognize.rules.records.
     NORM_GAIN`): every record under them is a norm (a fused normalisation op, or a record of
     one of ``norm_modules``) or one of their own, without MACs, that reads only records run
-    under them, a norm's output among them, and a parameter (x-transformers' LayerNorm: a
-    ``nn.LayerNorm`` without affine, then ``* (gamma + offset)`` in the module holding it)."""
+    under them, a norm's output among them, and a parameter (a ``nn.LayerNorm`` without
+    affine, then ``* (gamma + offset)`` in the module holding it)."""
     under: dict[str, list[int]] = {}
     for i, step in enumerate(trace.steps):
         parts = step.module.split(".") if step.module else []
@@ -121,10 +120,9 @@ class Flow:
     @cached_property
     def weights(self) -> list[bool]:
         """Per step: it computes a weight, not an activation: it has no MACs, reads parameters
-        or records, and every record it reads computes a weight too (a weight standardisation,
-        as in BiT's and the R50/R26 hybrids' StdConv: mean, variance, subtract, divide; timm
-        DiffAttention's ``exp(sum(lambda_q1 * lambda_k1)) - exp(...) + init``, whose sums and
-        exps read no parameter themselves)."""
+        or records, and every record it reads computes a weight too (a weight standardisation:
+        mean, variance, subtract, divide; ``exp(sum(lambda_q1 * lambda_k1)) - exp(...) +
+        init``, whose sums and exps read no parameter themselves)."""
         found: list[bool] = []
         for step in self.steps:
             found.append(bool(step.params or step.carried or step.sources) and not step.macs
@@ -139,29 +137,20 @@ class Flow:
 
     def joined_weights(self, i: int) -> set[int]:
         """The records computing a weight that step ``i`` reads only joined to activations in
-        one operand (a memory of keys normalised, then concatenated to the keys:
-        :data:`~vitprof.recognize.rules.cores.JOINED_OPERAND`, whatever the layout)."""
-        if core_rules.JOINED_OPERAND not in self.rules:
-            return set()
-        mixed = [group for group in self.steps[i].joined
-                 if not all(self.weights[j] for j in group)]
-        alone = {j for j in self.steps[i].sources
-                 if not any(j in group for group in self.steps[i].joined)}
-        return {j for group in mixed for j in group} - alone
+        one operand (:data:`~vitprof.recognize.rules.flow_checks.JOINED_OPERAND`)."""
+        return JOINED_OPERAND.joined_weights(self, i) if JOINED_OPERAND in self.rules else set()
 
     def _carried_weights(self, i: int) -> set[str]:
         """The parameters reaching step ``i`` through free ops that weight it: all of them but
-        those joined to activations in an operand (memory key/values concatenated to the keys:
-        :data:`~vitprof.recognize.rules.cores.JOINED_OPERAND`) and those reaching it only beside
-        its operands (a bias table added to the scores by ``baddbmm``:
-        :data:`~vitprof.recognize.rules.cores.ADDED_TERM`)."""
+        those the rules on say weight nothing (memory key/values joined to the keys:
+        :data:`~vitprof.recognize.rules.flow_checks.JOINED_OPERAND`; a bias table added to the
+        scores by ``baddbmm``: :data:`~vitprof.recognize.rules.flow_checks.ADDED_TERM`)."""
         step = self.steps[i]
         carried = set(step.carried)
-        if core_rules.ADDED_TERM in self.rules:  # a term beside the operands: a bias of the scores
-            carried -= set(step.carried_beside)
-        if core_rules.JOINED_OPERAND not in self.rules:
-            return carried
-        return carried - set(step.carried_joined)
+        for rule in (ADDED_TERM, JOINED_OPERAND):
+            if rule in self.rules:
+                carried -= rule.unweighting(step)
+        return carried
 
     def weighted(self, i: int) -> bool:
         return self.steps[i].macs > 0 and self._reads_weight(i)
@@ -172,7 +161,7 @@ class Flow:
 
     def _weight_params(self, i: int) -> set[str]:
         """The parameters step ``i`` reads, directly or through the records computing its weight
-        (a standardised convolution weight: BiT's and the R50 hybrids' StdConv)."""
+        (a standardised convolution weight)."""
         names: set[str] = set()
         stack = [i]
         while stack:
@@ -212,7 +201,7 @@ class Flow:
 
     def own_bias(self, i: int) -> bool:
         """Step ``i`` adds a linear's bias apart from its product, in the linear's own module
-        (``F.linear`` on a non-contiguous 3-D input runs ``mm`` then ``add``: nextvit)."""
+        (``F.linear`` on a non-contiguous 3-D input runs ``mm`` then ``add``)."""
         step = self.steps[i]
         if step.macs or not step.params or len(step.sources) != 1 or not self.weighted(
                 step.sources[0]):
@@ -221,21 +210,8 @@ class Flow:
 
     def projection_bias(self, i: int) -> bool:
         """Step ``i`` adds a bias to a product's output wherever it runs
-        (:data:`~vitprof.recognize.rules.cores.PROJECTION_BIAS`): an add of parameters that no
-        earlier record read to the output of one weighted record, each parameter no larger
-        than that output's last dimension, the product's features (a q/k/v bias kept as a
-        (heads, head_dim) tensor and added after the projection); a position embedding varies
-        over the tokens, larger; a class token added back to its attention's output was read
-        before, by the attention."""
-        step = self.steps[i]
-        if step.op not in _ADDS or step.macs or not step.params or len(step.sources) != 1 \
-                or core_rules.PROJECTION_BIAS not in self.rules:
-            return False
-        source = step.sources[0]
-        features = self.steps[source].shape[-1:] or (0,)
-        return self.weighted(source) and all(
-            self.param_sizes.get(name, features[0] + 1) <= features[0]
-            and self.first_readers[name] == i for name in step.params)
+        (:data:`~vitprof.recognize.rules.flow_checks.PROJECTION_BIAS`)."""
+        return PROJECTION_BIAS in self.rules and PROJECTION_BIAS.adds_bias(self, i)
 
     @cached_property
     def first_readers(self) -> dict[str, int]:
@@ -251,8 +227,8 @@ class Flow:
         without MACs or a weighted map that keeps their number of elements (talking heads)."""
         same = prod(self.steps[i].shape) == prod(self.steps[scores].shape)
         if i in self.joins:
-            return same  # a bias made from q added to the scores (MViTv2's, BoTNet's relative
-            # positions) forks from q like a residual add, but keeps the scores' shape
+            return same  # a bias made from q added to the scores (relative positions) forks
+            # from q like a residual add, but keeps the scores' shape
         if self.steps[i].macs == 0:
             return True
         return self.weighted(i) and same
@@ -269,7 +245,7 @@ class Flow:
         """If step ``i`` is a join, the record its arms fork from and the records of each arm
         (one per source, after the fork)."""
         step = self.steps[i]
-        if step.op not in _ADDS or step.params or len(step.sources) < 2:
+        if step.op not in ADDS or step.params or len(step.sources) < 2:
             return None
         found = _latest_common(step.sources, self.sources, max(0, step.sources[0] - WINDOW))
         if found is None:
@@ -284,14 +260,13 @@ class Flow:
 
     def _scaled_skip(self, arm: set[int], fork: int) -> bool:
         """The arm is the fork scaled by a parameter or pooled, one record without MACs
-        (MetaFormer's ``res_scale``: ``res_scale(x) + f(x)``; a downsampling block's pooled
-        shortcut, ``pool(x) + f(x)``: ViTamin's first MBConv of a stage)."""
+        (``res_scale(x) + f(x)``; a downsampling block's pooled shortcut,
+        ``pool(x) + f(x)``)."""
         if len(arm) != 1:
             return False
         step = self.steps[next(iter(arm))]
         return not step.macs and step.sources == (fork,) and (
-            bool(step.params)
-            or (step.kind is OpKind.POOL and block_rules.POOLED_SKIP in self.rules))
+            bool(step.params) or (POOLED_SKIP in self.rules and POOLED_SKIP.skips(step)))
 
     @cached_property
     def forks(self) -> dict[int, tuple[int, list[set[int]]]]:

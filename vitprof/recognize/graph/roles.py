@@ -11,45 +11,45 @@ the patch embedding proper, convolutional work is ``conv`` wherever it runs
 convolutions with a spatial kernel on a map, outside residual branches, that are no
 downsampling (they keep the map's resolution, and no pooling shrinks their output before the
 next weighted record), and the pointwise convolutions at that resolution in one unit with one
-of them (a module of the model, not a list, holding no patch embedding: MobileViT's local
-representation and fusion around its transformer); after the last block, those in a unit
-holding it. The records of a residual branch outside blocks (a join's branch: MBConv,
-RepMixer, conv token mixers) are ``conv``; after the last block, of one that convolves with a
-spatial kernel (MobileNetV4-hybrid's last inverted residual, FastViT's ``final_conv``; an
+of them (a module of the model, not a list, holding no patch embedding: a local
+representation and a fusion by convolutions around a transformer); after the last block, those
+in a unit holding it. The records of a residual branch outside blocks (a join's branch: an
+inverted residual, a convolutional token mixer) are ``conv``; after the last block, of one
+that convolves with a spatial kernel (a last inverted residual, a final conv; an
 attention-pooling head's residual MLP is no conv block). Else everything after the last block
 is ``head`` (an activation run in the module of the conv feeding it goes with it); before and
 between blocks, other weighted records ``patch_embed`` (stem, patch merging: a downsampling),
 records reading a parameter without MACs ``tokens`` (class tokens, position embeddings), norms
 ``norm``, and the rest follow the data flow.
-A token selector run before a block is in that block (:func:`_token_selectors`): records
+A token selector run before a block is in that block (``token-selector``): records
 outside blocks whose results reach the blocks only as indices, none through their values, a
-weighted one among them (DynamicViT's predictor: its scores' ``topk`` indices gather the tokens
-the block reads); its weighted records are ``mlp``, its norms ``norm``, the rest follow the data
+weighted one among them (a predictor whose scores' ``topk`` indices gather the tokens the
+block reads); its weighted records are ``mlp``, its norms ``norm``, the rest follow the data
 flow.
 
-A fused projection (:mod:`.fused`: ViT-22B's ``in_proj``, the MLP's first layer and q/k/v in
-one linear) is placed as its columns that do not reach the core (``mlp`` there), and shared out:
-each of its records (forward and backward) becomes one per share, its weight and bias two
-records of their name, the q/k/v rows ``attn_qkv``.
+A fused projection (:mod:`.fused`: the MLP's first layer and q/k/v in one linear) is placed
+as its columns that do not reach the core (``mlp`` there), and shared out: each of its records
+(forward and backward) becomes one per share, its weight and bias two records of their name,
+the q/k/v rows ``attn_qkv``.
 
 A parameter takes the component of the record that reads it with the most MACs; one reaching
 records only through free ops (an expanded class token, an indexed bias table), or added whole
 to the sequence or to another parameter first (a class token or position embedding of two or
-more dimensions, ViTMAE's class token plus its position; a 1-D bias or scale is not), that of
+more dimensions, a class token plus its position; a 1-D bias or scale is not), that of
 the record consuming it when that is in a core, weighted or ``conv`` (a bias or scale of a
 conv block), else ``tokens`` (``head`` after the blocks); but the affine of a norm run by its own
 module is the norm's, whatever its rank (a hand-written channel norm's ``* g + b``). Its block is
 its owner module's, else its reader's.
 
 A model without an attention core has no transformer block. If a join's branch convolves with
-a spatial kernel (a ResNet, with projection shortcuts or not; RepVGG; a ConvNeXt; FastViT-T8's
-RepMixers: :func:`_residual_span`), it is broken down as a hybrid without attention, its span
-running from its first such branch to its last join: what runs before it is its patch
-embedding proper, the residual branches and the convolutional work above ``conv``, between
-them a convolution that keeps its map's resolution ``conv`` (ConvMixer's pointwise convs
-after each residual) and one that downsamples ``patch_embed``, everything else after the last
-join ``head``. Any other model (an MLP-Mixer, a plain chain of layers) stays in ``other``, with
-a warning.
+a spatial kernel (residual convolutional blocks with projection shortcuts or not, multi-branch
+re-parameterisable blocks, depthwise-conv token mixers: ``residual-span``), it is broken
+down as a hybrid without attention, its span running from its first such branch to its last
+join: what runs before it is its patch embedding proper, the residual branches and the
+convolutional work above ``conv``, between them a convolution that keeps its map's resolution
+``conv`` (pointwise convs after each residual) and one that downsamples ``patch_embed``,
+everything else after the last join ``head``. Any other model (token-mixing MLPs, a plain
+chain of layers) stays in ``other``, with a warning.
 """
 
 from __future__ import annotations
@@ -71,30 +71,28 @@ from vitprof.core.overrides import (
 from vitprof.core.records import Component as C
 from vitprof.core.records import OpRecord, ParamRecord
 from vitprof.count.trace import Trace
-from vitprof.recognize.graph.attention import Core, find_cores
-from vitprof.recognize.graph.blocks import (
-    Blocks,
-    Span,
-    group_blocks,
-    kind,
-    module_blocks,
-    path_parts,
-    shared_parts,
-    within,
-)
+from vitprof.recognize.graph.attention import Core
+from vitprof.recognize.graph.blocks import Blocks, Span, kind, module_blocks
 from vitprof.recognize.graph.flow import Flow, gain_modules, norm_modules, vector_norm_modules
-from vitprof.recognize.graph.fused import Fused, fused_projections
+from vitprof.recognize.graph.fused import Fused
 from vitprof.recognize.rules import blocks as block_rules
 from vitprof.recognize.rules import cores as core_rules
 from vitprof.recognize.rules import params as param_rules
 from vitprof.recognize.rules import positions as position_rules
 from vitprof.recognize.rules import records as record_rules
-from vitprof.recognize.rules.base import ALL, Parameters, Placement, Reading, RuleSet
+from vitprof.recognize.rules.base import (
+    ALL,
+    Parameters,
+    ParamRule,
+    Placement,
+    Reading,
+    RuleSet,
+)
 from vitprof.recognize.rules.overrides import OVERRIDE
 from vitprof.recognize.rules.params import is_affine, weight_user
 from vitprof.recognize.rules.positions import Pending, resolve_positions_by
-from vitprof.recognize.rules.records import Placing
-from vitprof.recognize.rules.registry import PARAM_ORDER, RECORD_ORDER, RULES, check
+from vitprof.recognize.rules.records import Placing, RecordRule
+from vitprof.recognize.rules.registry import PARAM_ORDER, RECORD_ORDER, check
 
 NO_BLOCKS = "no transformer blocks recognized: is this a Vision Transformer?"
 # how resolve_positions_by placed a record the rules left unplaced -> the rule it applied
@@ -130,165 +128,6 @@ class Breakdown:
     blocks: Mapping[str, int] = field(default_factory=dict)  # block module path -> index
 
 
-def _attention_placements(cores: list[Core], blocks: Blocks, flow: Flow
-                           ) -> list[Placement | None]:
-    """The records the core rules place, in the order of :data:`core_rules.CORE_RULES`: a
-    fused op priced in parts first, then per core its records, its score bias, the records
-    passed on the way, the query terms, its q/k/v projections, the records feeding only them,
-    the gates and the output projections (``head`` ones for an attention-pooling head's)."""
-    fixed = core_rules.PRICED_IN_PARTS in flow.rules
-    placed: list[Placement | None] = [
-        Placement(step.fixed, core_rules.PRICED_IN_PARTS.name) if fixed and step.fixed
-        else None for step in flow.steps]
-    pooling = core_rules.POOLING_HEAD in flow.rules
-    for k, core in enumerate(cores):
-        head = core_rules.POOLING_HEAD if k in blocks.loose and pooling else None
-        placing = ((core.steps, C.ATTN_CORE, RULES[core.found_by]),
-                   (core.bias - core.passed, C.ATTN_CORE, core_rules.SCORE_BIAS),
-                   (core.passed, C.ATTN_CORE, core_rules.PASSED),
-                   (core.terms, C.ATTN_CORE, core_rules.QUERY_TERM),
-                   (core.qkv, C.HEAD if head else C.ATTN_QKV, head or core_rules.QKV),
-                   (core.feeding, C.HEAD if head else C.ATTN_QKV, head or core_rules.FEEDS_QKV),
-                   (core.gates, C.HEAD if head else C.ATTN_QKV, head or core_rules.GATE),
-                   (core.proj, C.HEAD if head else C.ATTN_PROJ, head or core_rules.PROJ))
-        for steps, component, rule in placing:
-            for i in steps:
-                if placed[i] is None and rule in flow.rules:
-                    placed[i] = Placement(component, rule.name)
-    return placed
-
-
-def _attention_modules(
-    flow: Flow, cores: list[Core], blocks: Blocks, placed: list[Placement | None]
-) -> None:
-    """Weighted records not yet placed that run inside a core's attention module, the innermost
-    module holding the core and its projections (:func:`_attention_module`), when it lies below
-    the core's block, are its projections too: ``attn_qkv`` where the core depends on them,
-    ``attn_proj`` where they depend on it (:data:`core_rules.ATTENTION_MODULE`: the records
-    the data-flow walks stop short of). An MLP beside the attention lies outside that
-    module."""
-    if core_rules.ATTENTION_MODULE not in flow.rules:
-        return
-    block_paths = {index: path for path, index in blocks.paths.items()}
-    in_block: dict[int, list[int]] = {}
-    for i, index in enumerate(blocks.of_step):
-        if index is not None:
-            in_block.setdefault(index, []).append(i)
-    for core in cores:
-        index = blocks.of_step[core.first]
-        block = block_paths.get(index) if index is not None else None
-        attention = _attention_module(flow, core)
-        if index is None or block is None or not attention.startswith(f"{block}."):
-            continue
-        feeding = flow.ancestors(max(core.steps), in_block[index][0])
-        fed = flow.descendants(core.first, in_block[index][-1])
-        for i in in_block[index]:
-            if placed[i] is None and flow.weighted(i) and within(flow.steps[i].module, attention):
-                component = C.ATTN_QKV if i in feeding else C.ATTN_PROJ if i in fed else None
-                if component is not None:
-                    placed[i] = Placement(component, core_rules.ATTENTION_MODULE.name)
-
-
-def _attention_module(flow: Flow, core: Core) -> str:
-    """The innermost module holding the records of ``core`` and its projections."""
-    paths = [path_parts(flow.steps[i].module) for i in core.steps | core.qkv | core.proj]
-    shared = min(shared_parts(paths[0], path) for path in paths)
-    return ".".join(paths[0][:shared])
-
-
-def _token_selectors(flow: Flow, of_step: list[int | None], last: int
-                     ) -> tuple[list[int | None], frozenset[int]]:
-    """``of_step`` with each token selector in the block whose input it selects: a connected
-    part (through the data flow) of the records outside blocks, before the last block, whose
-    results reach a block only as indices (:attr:`~vitprof.count.trace.Step.indexed`), none
-    through their values, holding a weighted record (DynamicViT's predictor: a LayerNorm and
-    linears scoring the patches, whose ``topk`` indices gather the patches the next block
-    reads). It joins the first block any of its records reaches, but a query selection between
-    two stacks (:func:`_between_stacks`), whose records are returned apart. ``last``: the last
-    block's last record."""
-    reached: list[int | None] = [None] * len(of_step)  # the first block reached, by any path
-    valued = [False] * len(of_step)  # a block is reached through values
-    for i in reversed(range(last)):
-        if of_step[i] is not None:
-            continue
-        for j in flow.consumers[i]:
-            inside = of_step[j] is not None
-            if i not in flow.steps[j].indexed and (inside or valued[j]):
-                valued[i] = True
-            block = of_step[j] if inside else reached[j]
-            earlier = reached[i]
-            if block is not None:
-                reached[i] = block if earlier is None else min(earlier, block)
-    first = {i: block for i in range(last) if (block := reached[i]) is not None and not valued[i]}
-    placed = list(of_step)
-    between: set[int] = set()
-    for part in _connected(flow, set(first)):
-        if any(flow.weighted(i) for i in part):
-            block = min(first[i] for i in part)
-            if record_rules.QUERY_SELECTION in flow.rules and _between_stacks(
-                    flow, of_step, part, block):
-                between |= part  # head-like work between an encoder and a decoder
-                continue
-            for i in part:
-                placed[i] = block
-    return placed, frozenset(between)
-
-
-def _between_stacks(flow: Flow, of_step: list[int | None], part: set[int], block: int) -> bool:
-    """The selector ``part`` scores tokens that ``block``, the first it reaches, also reads
-    directly by its values (:data:`~vitprof.recognize.rules.records.QUERY_SELECTION`): the records
-    outside blocks the part reads, and those they read back to the last block's output, feed
-    a record of ``block`` that no index of the part selects (a gather is no record: the
-    record reading the gathered tokens reads their source, the part's indices beside): a
-    decoder that selects its queries
-    from the encoder's output and attends over all of it (a detection transformer's query
-    selection), not a selector inside one stack whose next block reads only what it kept
-    (DynamicViT's)."""
-    scored = {j for i in part for j in flow.steps[i].sources if j not in part}
-    stack = list(scored)
-    while stack:
-        i = stack.pop()
-        if of_step[i] is not None:
-            continue
-        for j in flow.steps[i].sources:
-            if j not in scored:
-                scored.add(j)
-                stack.append(j)
-    return any(j in scored and j not in step.indexed and not part & set(step.indexed)
-               for i, step in enumerate(flow.steps) if of_step[i] == block for j in step.sources)
-
-
-def _selected(blocks: Blocks, selectors: tuple[list[int | None], frozenset[int]],
-              rules: RuleSet) -> Blocks:
-    """``blocks`` with the token selectors placed in blocks (``selectors``: ``of_step`` and the
-    query selections between stacks, by :func:`_token_selectors`; unchanged with its rule
-    switched off), marked ``selected`` (and ``between``)."""
-    if record_rules.SELECTOR not in rules:
-        return blocks
-    of_step, between = selectors
-    moved = frozenset(i for i, (old, new) in enumerate(zip(blocks.of_step, of_step, strict=True))
-                      if old is None and new is not None)
-    return replace(blocks, of_step=of_step, selected=moved, between=between)
-
-
-def _connected(flow: Flow, members: set[int]) -> list[set[int]]:
-    """The parts of ``members`` connected through the data flow among them."""
-    left = set(members)
-    parts = []
-    while left:
-        stack = [left.pop()]
-        part = set(stack)
-        while stack:
-            i = stack.pop()
-            for j in (*flow.steps[i].sources, *flow.consumers[i]):
-                if j in left:
-                    left.remove(j)
-                    part.add(j)
-                    stack.append(j)
-        parts.append(part)
-    return parts
-
-
 def _record_placements(at: Placing, fused: Set[int]) -> list[Placement]:
     """Each record's placement: the core rules' (a ``fused`` projection placed as the part
     of it that is no projection: :func:`_fused_shares` shares out its q/k/v), then record by
@@ -297,9 +136,11 @@ def _record_placements(at: Placing, fused: Set[int]) -> list[Placement]:
     (:func:`~vitprof.recognize.rules.positions.resolve_positions_by`)."""
     flow = at.flow
     at.placed[:] = [None if i in fused else placement for i, placement in
-                    enumerate(_attention_placements(at.cores, at.blocks, flow))]
-    _attention_modules(flow, at.cores, at.blocks, at.placed)
-    on = [rule for rule in RECORD_ORDER if rule in flow.rules]
+                    enumerate(core_rules.place_cores(at.cores, at.blocks, flow))]
+    if core_rules.ATTENTION_MODULE in flow.rules:
+        core_rules.ATTENTION_MODULE.place(flow, at.cores, at.blocks, at.placed)
+    on = [rule for rule in (*RECORD_ORDER, *flow.rules.added)
+          if isinstance(rule, RecordRule) and rule in flow.rules]
     facts = {rule.name: rule.prepare(at) for rule in on}
     for i, step in enumerate(flow.steps):
         if at.placed[i] is None:
@@ -340,7 +181,8 @@ def _param_roles(
         products={i for core in cores for i in core.steps if flow.steps[i].macs},
         shaped={name for name, p in parameters.items() if p.dim() >= 2},
         sizes={name: p.numel() for name, p in parameters.items()})
-    on = [rule for rule in PARAM_ORDER if rule in flow.rules]
+    on = [rule for rule in (*PARAM_ORDER, *flow.rules.added)
+          if isinstance(rule, ParamRule) and rule in flow.rules]
     owning = param_rules.OWN_MODULE in flow.rules
     owner_block = module_blocks(blocks.paths)
     roles: dict[str, _ParamRole] = {}
@@ -454,7 +296,7 @@ def _fused_shares(flow: Flow, cores: list[Core], blocks: Blocks, fused: dict[int
     """How the fused projections are shared out, by record and by parameter (those a fused
     record reads itself: its weight and bias). Their q/k/v share is ``attn_qkv``, ``head`` for
     the core of an attention-pooling head (in no block), as a projection's
-    (:func:`_attention_roles`)."""
+    (:func:`~vitprof.recognize.rules.cores.place_cores`)."""
     loose = blocks.loose if core_rules.POOLING_HEAD in flow.rules else frozenset()
     by_step = {i: (fused[i], C.HEAD if k in loose else C.ATTN_QKV)
                for k, core in enumerate(cores) for i in core.qkv if i in fused}
@@ -536,28 +378,12 @@ def _block_span(blocks: Blocks) -> Span:
     return Span(inside[0], inside[-1])
 
 
-def _residual_span(flow: Flow) -> Span | None:
-    """The residual blocks of a convolutional network (no attention): from the first record of
-    the first branch of a join that convolves with a spatial kernel, a residual ``x + f(x)``
-    (or ``res_scale(x) + f(x)``) if there is one (a stem's multi-branch MobileOne block is
-    patch embedding), to the last join of any kind (a downsampling shortcut ``conv(x) + f(x)``,
-    the branches of a RepVGG block, ConvFormer's last MLP residual). None when no join
-    convolves: an MLP-Mixer or a chain of layers is no convolutional network."""
-    convolving = [(join, branch) for join, branch in flow.joins.items()
-                  if any(flow.mixes_tokens(i) for i in branch)]
-    if not convolving:
-        return None
-    skipping = [branch for join, branch in convolving if flow.free_skip(join)]
-    first = skipping[0] if skipping else convolving[0][1]
-    return Span(min(first), max(flow.joins))
-
-
 def _roles(
     model: nn.Module, parameters: Mapping[str, nn.Parameter], flow: Flow, cores: list[Core],
     blocks: Blocks, span: Span, fused: Set[int] = frozenset(),
 ) -> tuple[list[Placement], dict[str, ParamRecord], tuple[str, ...]]:
     """The placements of the records and the parameters' records, given the blocks and their
-    span (with no block at all, a convolutional network's: :func:`_residual_span`); the
+    span (with no block at all, a convolutional network's: ``residual-span``); the
     ``fused`` projections as their part that is no projection; the warning for parameters
     never read (:func:`unread_warnings`). ``parameters``: the model's, by name."""
     shaped = {name for name, p in parameters.items() if p.dim() >= 2}
@@ -595,24 +421,24 @@ def graph_breakdown(
                  **norms}
     flow = Flow(trace, norms, kernels, {name: p.numel() for name, p in parameters.items()},
                 rules)
-    cores = find_cores(flow)
-    fused = fused_projections(flow, cores) if core_rules.FUSED_SHARE in flow.rules else {}
-    blocks = group_blocks(model, flow, cores) if cores else Blocks(
+    cores = core_rules.find_cores(flow)
+    fused = core_rules.FUSED_SHARE.projections(flow, cores) if (
+        core_rules.FUSED_SHARE in flow.rules) else {}
+    blocks = block_rules.group_blocks(model, flow, cores) if cores else Blocks(
         [None] * len(flow.steps), {}, frozenset())
-    span = _block_span(blocks) if cores else _residual_span(flow) if (
+    span = _block_span(blocks) if cores else block_rules.RESIDUAL_SPAN.span(flow) if (
         block_rules.RESIDUAL_SPAN in flow.rules) else None
     shared = _fused_shares(flow, cores, blocks, fused)
     if span is not None:
-        blocks = _selected(blocks, _token_selectors(flow, blocks.of_step, span.last), rules)
+        if record_rules.SELECTOR in rules:
+            selector = record_rules.SELECTOR
+            blocks = selector.selected(blocks, selector.selectors(flow, blocks.of_step, span.last))
         placements, params, unread = _roles(model, parameters, flow, cores, blocks, span,
                                             fused.keys())
         unknown = [name for name, p in params.items() if p.component is C.OTHER]
         warnings = unrecognized_warnings(unknown) + unread
     else:
-        placements = [Placement(C.OTHER, block_rules.NO_BLOCKS.name)] * len(flow.steps)
-        params = {name: ParamRecord(name, p.numel(), C.OTHER, None, tuple(p.shape),
-                                    block_rules.NO_BLOCKS.name)
-                  for name, p in parameters.items()}
+        placements, params = block_rules.NO_BLOCKS.place(flow, parameters)
         warnings = (NO_BLOCKS,)
     of_step = blocks.of_step
     if overrides and OVERRIDE in rules:

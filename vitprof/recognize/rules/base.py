@@ -4,10 +4,10 @@ A :class:`Rule` has a short stable name (kebab-case: what ``placed_by`` says), t
 it can place, what it reads in the data flow (``reads``), the rule in words (``doc``) and the
 fixture of ``tests/recognition_fixtures.py`` showing it: a tiny model with neutral names whose
 breakdown changes when the rule is switched off. A rule that places records or parameters one
-by one holds its decision (:class:`RecordRule`, :class:`ParamRule`); a rule that finds cores or
-blocks is asked by the machinery that finds them (:mod:`vitprof.recognize.graph`) whether it
-is on. :class:`RuleSet` is passed to the recognizer as an argument: a switched-off rule decides
-nothing and later rules place what it would have.
+by one holds its decision (:class:`RecordRule`, :class:`ParamRule`), and so does a rule that
+finds cores (:class:`~.cores.CoreFinder`) or groups blocks: the machinery of
+:mod:`vitprof.recognize.graph` is what they read. :class:`RuleSet` is passed to the recognizer
+as an argument: a switched-off rule decides nothing and later rules place what it would have.
 
 No rule reads a name: structure comes from the computation and the module tree (which module
 holds which), never from what a module, parameter or class is called.
@@ -44,12 +44,16 @@ class Rule:
 @dataclass(frozen=True)
 class RuleSet:
     """The rules a breakdown runs: all but those named in ``off`` (tests switch a rule off to
-    see that its fixture's breakdown changes). ``rule in rules`` says whether ``rule`` is on."""
+    see that its fixture's breakdown changes), and the ``added`` rules after the registry's of
+    their kind (a rule being written, before it joins its file's list). ``rule in rules`` says
+    whether ``rule`` is on."""
 
     off: frozenset[str] = field(default_factory=frozenset)
+    added: tuple[Rule, ...] = ()
 
-    def __init__(self, off: Iterable[str] = ()) -> None:
+    def __init__(self, off: Iterable[str] = (), added: Iterable[Rule] = ()) -> None:
         object.__setattr__(self, "off", frozenset(off))
+        object.__setattr__(self, "added", tuple(added))
 
     def __contains__(self, rule: object) -> bool:
         return isinstance(rule, Rule) and rule.name not in self.off

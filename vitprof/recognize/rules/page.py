@@ -34,6 +34,14 @@ Each rule has a fixture in `tests/recognition_fixtures.py`: a tiny model with ne
 breakdown is written as arithmetic, and which changes when the rule is switched off
 (`RuleSet(off=...)`, given to the recognizer as an argument); `tests/test_recognition.py` checks
 both.
+
+Adding a rule is one object in its group's file (`vitprof/recognize/rules/cores.py`,
+`blocks.py`, `records.py`, `params.py`), holding its code and listed at its
+place in the group's order, plus its fixture and this page regenerated
+(`python -m vitprof.recognize.rules.page docs/recognition.md`). A rule that finds cores is a
+`CoreFinder`: the recognizer asks it at every record not yet in a core, after the rules above
+it. `RuleSet(added=...)` runs a rule not listed yet, after the listed ones of its kind:
+`tests/test_adding_a_rule.py` finds the cores of a model no listed rule finds that way.
 """
 
 

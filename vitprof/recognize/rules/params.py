@@ -17,7 +17,7 @@ from vitprof.core.records import Component as C
 from vitprof.count.trace import Step
 from vitprof.recognize.graph.flow import Flow
 from vitprof.recognize.rules.base import Parameters, ParamRule, Placement, Reading, Rule
-from vitprof.recognize.rules.cores import PROJECTION_BIAS
+from vitprof.recognize.rules.flow_checks import PROJECTION_BIAS
 from vitprof.recognize.rules.records import Placing, RecordRule
 
 
@@ -91,9 +91,9 @@ def _computes_weight_of(flow: Flow, first: int, user: int, shaped: Set[str]) -> 
 def is_affine(flow: Flow, i: int, owner: str, name: str, sizes: Mapping[str, int]) -> bool:
     """Record ``i`` is a norm run by module ``owner`` and the parameter ``name`` it reads is
     its affine, not the input it normalises (a weight standardisation normalises the conv
-    weight itself: BiT's StdConv): smaller than that input, or beside another parameter that
-    is that input (a class token normed alone, as large as the norm's weight: CaiT's and
-    XCiT's class attention). ``sizes``: the elements of each parameter."""
+    weight itself): smaller than that input, or beside another parameter that is that input
+    (a class token normed alone, as large as the norm's weight: a class attention). ``sizes``:
+    the elements of each parameter."""
     step = flow.steps[i]
     if not flow.norm(i) or step.module != owner:
         return False
@@ -165,7 +165,7 @@ SEQUENCE_PARAMETER = _SequenceParameter(
     free ops: expand, cat) into a product of a core as an operand, not beside it as a bias of
     the scores (memory key/values concatenated to k and v), or computed by records into a weight
     joined so (a memory normalised first); one a record without MACs of another
-    module than the parameter's takes as its input (Perceiver latents normed before their
+    module than the parameter's takes as its input (learned latents normed before their
     cross-attention).""",
     "the parameters a record reads or carries as operands, its MACs, the parameter's owner "
     "module and rank", "memory_block")

@@ -7,7 +7,7 @@ Records in a block that no rule places are left to the position rules (:mod:`.po
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Any
 
@@ -107,6 +107,71 @@ class _Selector(RecordRule):
     def place(self, at: Placing, i: int, facts: Any) -> C | None:
         return C.MLP if i in at.blocks.selected and at.flow.weighted(i) else None
 
+    def selectors(self, flow: Flow, of_step: list[int | None], last: int
+                  ) -> tuple[list[int | None], frozenset[int]]:
+        """``of_step`` with each token selector in the block whose input it selects: a connected
+        part (through the data flow) of the records outside blocks, before the last block, whose
+        results reach a block only as indices (:attr:`~vitprof.count.trace.Step.indexed`), none
+        through their values, holding a weighted record (a predictor: a LayerNorm and linears
+        scoring the patches, whose ``topk`` indices gather the patches the next block reads). It
+        joins the first block any of its records reaches, but a query selection between two stacks
+        (:data:`QUERY_SELECTION`), whose records are returned apart. ``last``: the last block's
+        last record."""
+        reached: list[int | None] = [None] * len(of_step)  # the first block reached, by any path
+        valued = [False] * len(of_step)  # a block is reached through values
+        for i in reversed(range(last)):
+            if of_step[i] is not None:
+                continue
+            for j in flow.consumers[i]:
+                inside = of_step[j] is not None
+                if i not in flow.steps[j].indexed and (inside or valued[j]):
+                    valued[i] = True
+                block = of_step[j] if inside else reached[j]
+                earlier = reached[i]
+                if block is not None:
+                    reached[i] = block if earlier is None else min(earlier, block)
+        first = {i: block for i in range(last)
+                 if (block := reached[i]) is not None and not valued[i]}
+        placed = list(of_step)
+        between: set[int] = set()
+        for part in self.connected(flow, set(first)):
+            if any(flow.weighted(i) for i in part):
+                block = min(first[i] for i in part)
+                if QUERY_SELECTION in flow.rules and QUERY_SELECTION.between_stacks(
+                        flow, of_step, part, block):
+                    between |= part  # head-like work between an encoder and a decoder
+                    continue
+                for i in part:
+                    placed[i] = block
+        return placed, frozenset(between)
+
+    def selected(self, blocks: Blocks, selectors: tuple[list[int | None], frozenset[int]]
+                 ) -> Blocks:
+        """``blocks`` with the token selectors placed in blocks (``selectors``: ``of_step`` and
+        the query selections between stacks, by :meth:`selectors`), marked ``selected`` (and
+        ``between``)."""
+        of_step, between = selectors
+        moved = frozenset(i for i, (old, new) in enumerate(
+            zip(blocks.of_step, of_step, strict=True)) if old is None and new is not None)
+        return replace(blocks, of_step=of_step, selected=moved, between=between)
+
+    def connected(self, flow: Flow, members: set[int]) -> list[set[int]]:
+        """The parts of ``members`` connected through the data flow among them."""
+        left = set(members)
+        parts = []
+        while left:
+            stack = [left.pop()]
+            part = set(stack)
+            while stack:
+                i = stack.pop()
+                for j in (*flow.steps[i].sources, *flow.consumers[i]):
+                    if j in left:
+                        left.remove(j)
+                        part.add(j)
+                        stack.append(j)
+            parts.append(part)
+        return parts
+
 
 @dataclass(frozen=True)
 class _InBlock(RecordRule):
@@ -145,6 +210,30 @@ class _MapConv(_FoundRecords):
 class _QuerySelection(RecordRule):
     def place(self, at: Placing, i: int, facts: Any) -> C | None:
         return C.HEAD if i in at.blocks.between and at.flow.weighted(i) else None
+
+    def between_stacks(self, flow: Flow, of_step: list[int | None], part: set[int],
+                       block: int) -> bool:
+        """The selector ``part`` scores tokens that ``block``, the first it reaches, also reads
+        directly by its values: the records
+        outside blocks the part reads, and those they read back to the last block's output, feed
+        a record of ``block`` that no index of the part selects (a gather is no record: the
+        record reading the gathered tokens reads their source, the part's indices beside): a
+        decoder that selects its queries
+        from the encoder's output and attends over all of it (a detection transformer's query
+        selection), not a selector inside one stack whose next block reads only what it kept."""
+        scored = {j for i in part for j in flow.steps[i].sources if j not in part}
+        stack = list(scored)
+        while stack:
+            i = stack.pop()
+            if of_step[i] is not None:
+                continue
+            for j in flow.steps[i].sources:
+                if j not in scored:
+                    scored.add(j)
+                    stack.append(j)
+        return any(j in scored and j not in step.indexed and not part & set(step.indexed)
+                   for i, step in enumerate(flow.steps) if of_step[i] == block
+                   for j in step.sources)
 
 
 @dataclass(frozen=True)
@@ -465,7 +554,7 @@ POINTWISE = _Pointwise(
     "pointwise-on-map", (C.CONV,),
     """In a convolutional network without attention, a convolution within the residual span
     that keeps its map's resolution is ``conv``.""",
-    "the span of residual joins, the input and output map sizes", "resnet_like")
+    "the span of residual joins, the input and output map sizes", "residual_conv_net")
 WEIGHTED_OUTSIDE = _WeightedOutside(
     "weighted-before-blocks", (C.PATCH_EMBED,),
     """A weighted record before or between the blocks, no convolution on a map, is

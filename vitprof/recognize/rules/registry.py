@@ -25,8 +25,12 @@ PARAM_ORDER = tuple(rule for rule in ORDER if isinstance(rule, ParamRule))
 
 
 def check(rules: RuleSet) -> RuleSet:
-    """``rules``, once every rule it switches off is known (else a KeyError naming them)."""
-    unknown = sorted(rules.off - RULES.keys())
+    """``rules``, once every rule it switches off is known and every rule it adds is new
+    (else a KeyError naming them)."""
+    unknown = sorted(rules.off - RULES.keys() - {rule.name for rule in rules.added})
     if unknown:
         raise KeyError(f"no recognition rule {', '.join(unknown)}")
+    again = sorted(rule.name for rule in rules.added if rule.name in RULES)
+    if again:
+        raise KeyError(f"recognition rule {', '.join(again)} is listed already")
     return rules
