@@ -956,6 +956,41 @@ class RandomFeatureBlk(Blk):
 RANDOM_FEATURE = {C.ATTN_CORE: (0, 4 * N * D * FEATURES + N * FEATURES - 2 * N * N * D)}
 
 
+LANDMARKS = 2  # M, the landmarks of a landmark attention: means of N // M consecutive tokens
+
+
+class LandmarkBlk(Blk):
+    """Landmark attention (as a Nystrom approximation runs it, the pseudo-inverse of the
+    middle softmax left out): per head, the landmarks ``ql``, ``kl`` are means of N // M
+    consecutive queries and keys; three softmaxes, of q kl^T, ql kl^T and ql k^T; the output
+    (s1 s2) (s3 v) is a product of two cores' outputs, to which a depthwise conv ``u`` of the
+    values over the tokens (one (3, 1) kernel per head, no bias) is added before the output
+    linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = nn.Conv2d(HEADS, HEADS, (3, 1), padding=(1, 0), groups=HEADS, bias=False)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        q, k, v = (t.reshape(b, N, HEADS, D // HEADS).transpose(1, 2)
+                   for t in self.d(x).chunk(3, -1))
+        ql, kl = (t.reshape(b, HEADS, LANDMARKS, N // LANDMARKS, D // HEADS).mean(3)
+                  for t in (q, k))
+        s1, s2, s3 = ((a @ c.transpose(-2, -1)).softmax(-1)
+                      for a, c in ((q, kl), (ql, kl), (ql, k)))
+        out = (s1 @ s2) @ (s3 @ v) + self.u(v)
+        return self.e(out.transpose(1, 2).reshape(b, N, D))
+
+
+# per block, in place of the standard core's 2 * N^2 * D: q kl^T, ql kl^T and ql k^T (N * M * D,
+# M * M * D, M * N * D), s1 s2 (HEADS * N * M * M), s3 v (M * N * D), (s1 s2) (s3 v) (N * M * D);
+# the values' conv, HEADS kernels of 3 taps, 3 MACs per value (N * D of them)
+LANDMARK = {C.ATTN_CORE: (HEADS * 3, N * LANDMARKS * D + LANDMARKS * LANDMARKS * D
+                          + LANDMARKS * N * D + HEADS * N * LANDMARKS * LANDMARKS
+                          + LANDMARKS * N * D + N * LANDMARKS * D + N * D * 3 - 2 * N * N * D)}
+
+
 
 
 class Unitised(nn.Module):
@@ -1231,6 +1266,7 @@ FIXTURES: dict[str, Fixture] = {
     "query_term_block": Fixture(lambda: Net(QueryTermBlk), net(_times(L, QUERY_TERM))),
     "random_feature_block": Fixture(lambda: Net(RandomFeatureBlk),
                                     net(_times(L, RANDOM_FEATURE))),
+    "landmark_block": Fixture(lambda: Net(LandmarkBlk), net(_times(L, LANDMARK))),
     "parallel_lists": Fixture(ListsNet, net(SHARED_NORMS)),
     "position_tables": Fixture(TablesNet, net(TABLES)),
     "query_selection": Fixture(QuerySelectionNet, _sum(

@@ -127,7 +127,29 @@ def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
         if found:
             taken.update(found)
             cores.append((frozenset(found), rule))
-    return sorted(cores, key=lambda found: min(found[0]))
+    cores.sort(key=lambda found: min(found[0]))
+    return _products_of_cores(flow, cores) if core_rules.PRODUCT_OF_CORES in flow.rules else cores
+
+
+def _products_of_cores(flow: Flow, cores: list[tuple[frozenset[int], str]]
+                       ) -> list[tuple[frozenset[int], str]]:
+    """``cores`` (records, rule), each free product of the outputs of two or more of them (every
+    operand the last record of a core) joined with them into one core
+    (:data:`~vitprof.recognize.rules.cores.PRODUCT_OF_CORES`): a landmark attention's
+    (s1 s2) (s3 v)."""
+    found = dict(enumerate(cores))
+    last = {max(steps): k for k, (steps, _) in found.items()}
+    taken = set().union(*(steps for steps, _ in cores))
+    for i in range(len(flow.steps)):
+        sources = set(flow.steps[i].sources)
+        if (i in taken or len(sources) < 2 or not sources <= last.keys()
+                or not flow.free_product(i)):
+            continue
+        joined = {last.pop(j) for j in sources}
+        steps = frozenset({i}).union(*(found.pop(k)[0] for k in joined))
+        found[min(joined)] = (steps, core_rules.PRODUCT_OF_CORES.name)
+        last[i] = min(joined)
+    return sorted(found.values(), key=lambda core: min(core[0]))
 
 
 def _product_core(flow: Flow, i: int, taken: set[int]) -> tuple[list[int] | None, str]:

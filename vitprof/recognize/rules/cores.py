@@ -65,6 +65,14 @@ AGGREGATION = Rule(
     that last multiply are the core.""",
     "element-wise multiplies without parameters, a softmax or division among their sources, "
     "a smaller sum consuming them, a larger multiply after it", "additive_block")
+PRODUCT_OF_CORES = Rule(
+    "product-of-cores", (C.ATTN_CORE,),
+    """A product of two activations that multiplies the outputs of two cores (a landmark
+    attention, as a Nystrom approximation runs it: (softmax(Q K_l^T) softmax(Q_l K_l^T))
+    (softmax(Q_l K^T) V)) joins them into one core, of which it is the last product: the walk
+    to the output projection starts after it, and a map of the values added to its output
+    (a depthwise conv of v) is beside the core, as beside any other.""",
+    "free products whose every operand is the last record of a core", "landmark_block")
 JOINED_OPERAND = Rule(
     "joined-parameter-operand", (C.ATTN_CORE,),
     """A parameter concatenated to activations in one operand (learned memory key/values
@@ -191,6 +199,6 @@ PROJECTION_BIAS = _ProjectionBias(
 # the order they decide in
 CORE_RULES: tuple[Rule, ...] = (
     PRICED_IN_PARTS, FUSED_CORE, CORE_PRODUCT, STREAM_BOUND, SINGLE_KEY, SOFTMAX_WEIGHTED,
-    AGGREGATION, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD, SCORE_BIAS, PASSED, QUERY_TERM, QKV,
-    FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE, FUSED_SHARE,
+    AGGREGATION, PRODUCT_OF_CORES, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD, SCORE_BIAS, PASSED,
+    QUERY_TERM, QKV, FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE, FUSED_SHARE,
 )
