@@ -1152,6 +1152,35 @@ class TablesNet(Net):
 TABLES = {C.TOKENS: (D * 9 + D, 0)}  # the 3x3 table and the 1-D one; resizing has no MACs
 
 
+class PostNormBlk(Blk):
+    """The standard block with its norms after the residual adds (post-norm): the block's
+    first record is its q/k/v linear, reading the stream as it comes."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.c(x + self.attend(x))
+        return self.f(x + self.h(F.gelu(self.g(x))))
+
+
+class PostNormClassNet(Net):
+    """Post-norm blocks on a class token ``t`` joined to the tokens: a position table ``p`` of
+    N + 1 rows, its rows 1..N added to the patches, its row 0 to the token, which is then
+    concatenated before the patches; no norm between: the first block's q/k/v linear reads
+    the token first."""
+
+    def __init__(self) -> None:
+        super().__init__(PostNormBlk)
+        self.t = nn.Parameter(torch.zeros(1, 1, D))
+        self.p = nn.Parameter(torch.zeros(1, N + 1, D))
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        t = (self.t + self.p[:, :1]).expand(x.shape[0], -1, -1)
+        return torch.cat([t, x + self.p[:, 1:]], 1)
+
+
+# the blocks on N + 1 tokens; the class token (D) and the position table ((N + 1) x D) tokens
+POST_NORM_CLASS = _sum(OUTSIDE, _times(L, block(N + 1)), {C.TOKENS: (D + (N + 1) * D, 0)})
+
+
 SELECTED_QUERIES = 2  # K, the tokens a query selection keeps
 
 
@@ -1269,6 +1298,7 @@ FIXTURES: dict[str, Fixture] = {
     "landmark_block": Fixture(lambda: Net(LandmarkBlk), net(_times(L, LANDMARK))),
     "parallel_lists": Fixture(ListsNet, net(SHARED_NORMS)),
     "position_tables": Fixture(TablesNet, net(TABLES)),
+    "post_norm_class_token": Fixture(PostNormClassNet, POST_NORM_CLASS),
     "query_selection": Fixture(QuerySelectionNet, _sum(
         net(QUERY_SELECTION), _times(L, decoder_layer()))),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
