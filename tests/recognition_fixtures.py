@@ -983,6 +983,38 @@ class LandmarkBlk(Blk):
         return self.e(out.transpose(1, 2).reshape(b, N, D))
 
 
+class LambdaBlk(Blk):
+    """Attention with no output projection (a lambda layer): q, k, v linears ``q``, ``k``,
+    ``v`` (D -> D, no bias), q and v normalised (LayerNorms ``s``, ``t``), k by a softmax over
+    the tokens; the content lambda k^T v (D x D) applied to q; position lambdas, a 3x3 conv
+    ``u`` (1 -> D channels) of each value feature over the 2x2 token map, one D x D lambda
+    per token, applied to its q; the two summed are the attention's output, added to the
+    stream as it is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d, self.e
+        self.q, self.k, self.v = (nn.Linear(D, D, bias=False) for _ in range(3))
+        self.s, self.t = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.u = nn.Conv2d(1, D, 3, padding=1)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        q, k, v = self.s(self.q(x)), self.k(x).softmax(1), self.t(self.v(x))
+        content = q @ (k.transpose(-2, -1) @ v)
+        lambdas = self.u(v.transpose(1, 2).reshape(b * D, 1, SIDE, SIDE)).reshape(b, D, D, N)
+        return content + torch.einsum("bnk,bvkn->bnv", q, lambdas)
+
+
+# per block: the q, k and v linears without bias in place of the q/k/v linear's 3 D biases;
+# no output projection; the two norms of q and v (2 D each); the core: k^T v and q times it
+# (D * D * N each), the conv (9 taps and a bias per output channel, 9 taps for each of the
+# D x D x N lambdas' elements), each token's q times its lambda (N * D * D)
+LAMBDA = {C.ATTN_QKV: (-3 * D, 0), C.ATTN_PROJ: (-(D * D + D), -N * D * D),
+          C.NORM: (2 * 2 * D, 0),
+          C.ATTN_CORE: (9 * D + D, 2 * D * D * N + D * D * N * 9 + N * D * D - 2 * N * N * D)}
+
+
 # per block, in place of the standard core's 2 * N^2 * D: q kl^T, ql kl^T and ql k^T (N * M * D,
 # M * M * D, M * N * D), s1 s2 (HEADS * N * M * M), s3 v (M * N * D), (s1 s2) (s3 v) (N * M * D);
 # the values' conv, HEADS kernels of 3 taps, 3 MACs per value (N * D of them)
@@ -1327,4 +1359,5 @@ SEQUENCE_POOL = {C.HEAD: (D + 1, N * D), C.ATTN_CORE: (0, N * D)}
 CLASS_FIXTURES: dict[str, Fixture] = {
     "memory_layout_block": Fixture(lambda: Net(MemLayoutBlk), net(_times(L, MEMORY))),
     "sequence_pool": Fixture(SequencePooled, net(SEQUENCE_POOL)),
+    "lambda_block": Fixture(lambda: Net(LambdaBlk), net(_times(L, LAMBDA))),
 }

@@ -30,6 +30,8 @@ CLASSES = {
         "landmark_block",
     "10: kernelised attention through a random-feature buffer, separate q/k/v linears":
         "random_feature_block",
+    "11: a lambda layer, no output projection, its output added to the stream as it is":
+        "lambda_block",
 }
 
 

@@ -21,6 +21,7 @@ from recognition_fixtures import (
     Blk,
     D,
     L,
+    LambdaBlk,
     ListsNet,
     Net,
     PostNormClassNet,
@@ -152,13 +153,14 @@ def test_two_blocks_of_one_computation_split_differently_fail_a_check() -> None:
 
 
 # each check of meaning, a fixture of the class it guards, and the rules whose fix of that class
-# is switched off (classes 1, 2 and 8)
+# is switched off (classes 1, 2, 8 and 11: a lambda layer's blocks fixed by class 10's rule)
 GUARDED: dict[str, tuple[Callable[[], nn.Module], tuple[str, ...]]] = {
     "weight in another component": (lambda: Net(lambda: UnitQkvBlk(bare=True)),
                                     ("parametrized-weight",)),
     "weight operand in tokens": (lambda: Net(UnitQkvBlk), ("parametrized-weight",)),
     "norm affine elsewhere": (lambda: Net(NormalizeRmsBlk), ("norm-by-vector-norm",)),
     "feed-forwards outside blocks": (ListsNet, ("residual-segment-block",)),
+    "same computation split differently": (lambda: Net(LambdaBlk), ("core-within-residual",)),
 }
 
 
