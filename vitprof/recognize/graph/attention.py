@@ -13,7 +13,8 @@ of the core's output, before a join. The records passed on the way (not norms: Q
 product or none is found by what it multiplies: a product whose operand a softmax normalised
 (:func:`_weighted_by_softmax`: outlook attention), or an element-wise product with normalised
 weights reduced over the tokens and multiplied back (:func:`_aggregation`: additive and
-separable attention).
+separable attention). A free product of two cores' outputs joins them into one core
+(:func:`_products_of_cores`: a landmark attention's (s1 s2) (s3 v)).
 A fused op priced in parts names its projections itself: no walk.
 """
 
