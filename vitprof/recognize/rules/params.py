@@ -143,9 +143,13 @@ def _concatenated_by(flow: Flow, first: int, name: str) -> int | None:
     itself when the parameter reaches it so through free ops (a class token expanded and
     concatenated to the patches), or a record reading so what records computed from
     parameters alone, ``first`` among them (a class token plus its row of the position
-    table)."""
-    if name in flow.steps[first].carried_joined:
-        return first
+    table). Records reaching the operand only as indices are no activations joined to it: a
+    table gathered at computed offsets (relative positions) is concatenated to nothing; where
+    a record reads such indices, which of its operands a parameter shares with activations
+    is not known, and it is not taken for concatenated."""
+    step = flow.steps[first]
+    if name in step.carried_joined:
+        return None if step.indexed else first
     stack, seen = [first], set()
     while stack:
         i = stack.pop()
@@ -153,7 +157,8 @@ def _concatenated_by(flow: Flow, first: int, name: str) -> int | None:
             continue
         seen.add(i)
         for j in flow.consumers[i]:
-            if any(i in group and not all(flow.weights[k] for k in group)
+            indexed = flow.steps[j].indexed
+            if any(i in group and not all(flow.weights[k] or k in indexed for k in group)
                    for group in flow.steps[j].joined):
                 return j
             stack.append(j)
