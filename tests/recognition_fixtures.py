@@ -1014,6 +1014,73 @@ class RandomFeatureBlk(Blk):
 RANDOM_FEATURE = {C.ATTN_CORE: (0, 4 * N * D * FEATURES + N * FEATURES - 2 * N * N * D)}
 
 
+LANDMARKS = 2  # M, the landmarks of a landmark attention: means of N // M consecutive tokens
+
+
+class LandmarkBlk(Blk):
+    """Landmark attention (as a Nystrom approximation runs it, the pseudo-inverse of the
+    middle softmax left out): per head, the landmarks ``ql``, ``kl`` are means of N // M
+    consecutive queries and keys; three softmaxes, of q kl^T, ql kl^T and ql k^T; the output
+    (s1 s2) (s3 v) is a product of two cores' outputs, to which a depthwise conv ``u`` of the
+    values over the tokens (one (3, 1) kernel per head, no bias) is added before the output
+    linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.u = nn.Conv2d(HEADS, HEADS, (3, 1), padding=(1, 0), groups=HEADS, bias=False)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        q, k, v = (t.reshape(b, N, HEADS, D // HEADS).transpose(1, 2)
+                   for t in self.d(x).chunk(3, -1))
+        ql, kl = (t.reshape(b, HEADS, LANDMARKS, N // LANDMARKS, D // HEADS).mean(3)
+                  for t in (q, k))
+        s1, s2, s3 = ((a @ c.transpose(-2, -1)).softmax(-1)
+                      for a, c in ((q, kl), (ql, kl), (ql, k)))
+        out = (s1 @ s2) @ (s3 @ v) + self.u(v)
+        return self.e(out.transpose(1, 2).reshape(b, N, D))
+
+
+class LambdaBlk(Blk):
+    """Attention with no output projection (a lambda layer): q, k, v linears ``q``, ``k``,
+    ``v`` (D -> D, no bias), q and v normalised (LayerNorms ``s``, ``t``), k by a softmax over
+    the tokens; the content lambda k^T v (D x D) applied to q; position lambdas, a 3x3 conv
+    ``u`` (1 -> D channels) of each value feature over the 2x2 token map, one D x D lambda
+    per token, applied to its q; the two summed are the attention's output, added to the
+    stream as it is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d, self.e
+        self.q, self.k, self.v = (nn.Linear(D, D, bias=False) for _ in range(3))
+        self.s, self.t = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.u = nn.Conv2d(1, D, 3, padding=1)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        q, k, v = self.s(self.q(x)), self.k(x).softmax(1), self.t(self.v(x))
+        content = q @ (k.transpose(-2, -1) @ v)
+        lambdas = self.u(v.transpose(1, 2).reshape(b * D, 1, SIDE, SIDE)).reshape(b, D, D, N)
+        return content + torch.einsum("bnk,bvkn->bnv", q, lambdas)
+
+
+# per block: the q, k and v linears without bias in place of the q/k/v linear's 3 D biases;
+# no output projection; the two norms of q and v (2 D each); the core: k^T v and q times it
+# (D * D * N each), the conv (9 taps and a bias per output channel, 9 taps for each of the
+# D x D x N lambdas' elements), each token's q times its lambda (N * D * D)
+LAMBDA = {C.ATTN_QKV: (-3 * D, 0), C.ATTN_PROJ: (-(D * D + D), -N * D * D),
+          C.NORM: (2 * 2 * D, 0),
+          C.ATTN_CORE: (9 * D + D, 2 * D * D * N + D * D * N * 9 + N * D * D - 2 * N * N * D)}
+
+
+# per block, in place of the standard core's 2 * N^2 * D: q kl^T, ql kl^T and ql k^T (N * M * D,
+# M * M * D, M * N * D), s1 s2 (HEADS * N * M * M), s3 v (M * N * D), (s1 s2) (s3 v) (N * M * D);
+# the values' conv, HEADS kernels of 3 taps, 3 MACs per value (N * D of them)
+LANDMARK = {C.ATTN_CORE: (HEADS * 3, N * LANDMARKS * D + LANDMARKS * LANDMARKS * D
+                          + LANDMARKS * N * D + HEADS * N * LANDMARKS * LANDMARKS
+                          + LANDMARKS * N * D + N * LANDMARKS * D + N * D * 3 - 2 * N * N * D)}
+
+
 
 
 class Unitised(nn.Module):
@@ -1180,6 +1247,35 @@ class TablesNet(Net):
 TABLES = {C.TOKENS: (D * 9 + D, 0)}  # the 3x3 table and the 1-D one; resizing has no MACs
 
 
+class PostNormBlk(Blk):
+    """The standard block with its norms after the residual adds (post-norm): the block's
+    first record is its q/k/v linear, reading the stream as it comes."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.c(x + self.attend(x))
+        return self.f(x + self.h(F.gelu(self.g(x))))
+
+
+class PostNormClassNet(Net):
+    """Post-norm blocks on a class token ``t`` joined to the tokens: a position table ``p`` of
+    N + 1 rows, its rows 1..N added to the patches, its row 0 to the token, which is then
+    concatenated before the patches; no norm between: the first block's q/k/v linear reads
+    the token first."""
+
+    def __init__(self) -> None:
+        super().__init__(PostNormBlk)
+        self.t = nn.Parameter(torch.zeros(1, 1, D))
+        self.p = nn.Parameter(torch.zeros(1, N + 1, D))
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        t = (self.t + self.p[:, :1]).expand(x.shape[0], -1, -1)
+        return torch.cat([t, x + self.p[:, 1:]], 1)
+
+
+# the blocks on N + 1 tokens; the class token (D) and the position table ((N + 1) x D) tokens
+POST_NORM_CLASS = _sum(OUTSIDE, _times(L, block(N + 1)), {C.TOKENS: (D + (N + 1) * D, 0)})
+
+
 SELECTED_QUERIES = 2  # K, the tokens a query selection keeps
 
 
@@ -1294,8 +1390,10 @@ FIXTURES: dict[str, Fixture] = {
     "query_term_block": Fixture(lambda: Net(QueryTermBlk), net(_times(L, QUERY_TERM))),
     "random_feature_block": Fixture(lambda: Net(RandomFeatureBlk),
                                     net(_times(L, RANDOM_FEATURE))),
+    "landmark_block": Fixture(lambda: Net(LandmarkBlk), net(_times(L, LANDMARK))),
     "parallel_lists": Fixture(ListsNet, net(SHARED_NORMS)),
     "position_tables": Fixture(TablesNet, net(TABLES)),
+    "post_norm_class_token": Fixture(PostNormClassNet, POST_NORM_CLASS),
     "query_selection": Fixture(QuerySelectionNet, _sum(
         net(QUERY_SELECTION), _times(L, decoder_layer()))),
     "unread_param": Fixture(lambda: Net(UnreadBlk), net(_times(L, {C.NORM: (D * D + D, 0)}))),
@@ -1324,4 +1422,5 @@ SEQUENCE_POOL = {C.HEAD: (D + 1, N * D), C.ATTN_CORE: (0, N * D)}
 CLASS_FIXTURES: dict[str, Fixture] = {
     "memory_layout_block": Fixture(lambda: Net(MemLayoutBlk), net(_times(L, MEMORY))),
     "sequence_pool": Fixture(SequencePooled, net(SEQUENCE_POOL)),
+    "lambda_block": Fixture(lambda: Net(LambdaBlk), net(_times(L, LAMBDA))),
 }

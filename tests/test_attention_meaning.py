@@ -26,8 +26,12 @@ CLASSES = {
         "query_term_block",
     "6: memory key/values per head, the keys' normalised, joined to k and v":
         "memory_layout_block",
+    "9: landmark attention, a product of two cores' outputs, a conv of the values added":
+        "landmark_block",
     "10: kernelised attention through a random-feature buffer, separate q/k/v linears":
         "random_feature_block",
+    "11: a lambda layer, no output projection, its output added to the stream as it is":
+        "lambda_block",
 }
 
 

@@ -1,6 +1,7 @@
-"""Issue 35's defect classes 5, 8, 13 and 14 (query selection) on their neutral-name fixtures
-(tests/recognition_fixtures.py), and the self-checks of meaning (vitprof/recognize/self_checks.py)
-firing on the fixture of the class each guards, with that class's fix switched off."""
+"""Issue 35's defect classes 5, 8, 13 and 14 (query selection) and a class token joined before
+post-norm blocks on their neutral-name fixtures (tests/recognition_fixtures.py), and the
+self-checks of meaning (vitprof/recognize/self_checks.py) firing on the fixture of the class
+each guards, with that class's fix switched off."""
 
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ import torch.nn.functional as F
 from recognition_fixtures import (
     FIXTURES,
     IMAGE,
+    POST_NORM_CLASS,
     QUERY_SELECTION,
     SHARED_NORMS,
     TABLES,
     Blk,
     D,
     L,
+    LambdaBlk,
     ListsNet,
     Net,
+    PostNormClassNet,
     QuerySelectionNet,
     TablesNet,
     _sum,
@@ -65,6 +69,19 @@ def test_a_position_table_made_from_parameters_alone_is_tokens() -> None:
     joins = [op for op in profile.ops if op.module == "" and op.op == "aten.add"]
     assert [op.component for op in joins] == [C.TOKENS]
 
+
+
+def test_a_class_token_concatenated_before_post_norm_blocks_is_tokens() -> None:
+    """A class token plus row 0 of the position table, concatenated before the patches, read
+    first by a post-norm block's q/k/v linear (torchmultimodal's post-norm ViT). Main placed
+    the token and the table (D + (N + 1) * D = 48 params) in ``attn_qkv``: the linear reads
+    what records computed from parameters alone, as it reads a weight."""
+    profile = analyze(PostNormClassNet(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == POST_NORM_CLASS
+    assert {(p.name, p.component, p.placed_by) for p in profile.params
+            if p.name in ("t", "p")} == {("t", C.TOKENS, "concatenated-parameter"),
+                                         ("p", C.TOKENS, "concatenated-parameter")}
 
 
 def test_a_query_selection_between_encoder_and_decoder_is_head_in_no_block() -> None:
@@ -136,13 +153,14 @@ def test_two_blocks_of_one_computation_split_differently_fail_a_check() -> None:
 
 
 # each check of meaning, a fixture of the class it guards, and the rules whose fix of that class
-# is switched off (classes 1, 2 and 8)
+# is switched off (classes 1, 2, 8 and 11: a lambda layer's blocks fixed by class 10's rule)
 GUARDED: dict[str, tuple[Callable[[], nn.Module], tuple[str, ...]]] = {
     "weight in another component": (lambda: Net(lambda: UnitQkvBlk(bare=True)),
                                     ("parametrized-weight",)),
     "weight operand in tokens": (lambda: Net(UnitQkvBlk), ("parametrized-weight",)),
     "norm affine elsewhere": (lambda: Net(NormalizeRmsBlk), ("norm-by-vector-norm",)),
     "feed-forwards outside blocks": (ListsNet, ("residual-segment-block",)),
+    "same computation split differently": (lambda: Net(LambdaBlk), ("core-within-residual",)),
 }
 
 

@@ -1,6 +1,8 @@
 """Issue 35's acceptance on third-party code built as benchmarks/third_party.py builds it:
-vit-pytorch's nViT (every linear's weight read through ``torch.nn.utils.parametrize``) and
-x-transformers' ViTransformerWrapper with an RMSNorm written with ``F.normalize``.
+vit-pytorch's nViT (every linear's weight read through ``torch.nn.utils.parametrize``),
+x-transformers' ViTransformerWrapper with an RMSNorm written with ``F.normalize``, and two
+held-out rows (benchmarks/held_out.py) against their closed forms (benchmarks/closed_forms.py):
+nystrom-attention's Nystromformer and torchmultimodal's post-norm VisionTransformer.
 
 Sizes (third_party.SMALL, IMAGE): 32x32 images in 8x8 patches, 16 patches of 3 x 8 x 8 = 192
 values; width 32, 2 layers, 2 heads of 16 (inner width 32), MLP 64."""
@@ -17,6 +19,8 @@ from vitprof.core.records import Component as C
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 import third_party
+from closed_forms import CLOSED_FORMS, closed_form_verdict
+from held_out import HELD_OUT
 
 
 def _subject(package: str, name: str) -> third_party.Subject:
@@ -55,3 +59,16 @@ def test_x_transformers_rmsnorm_splits_as_its_layernorm() -> None:
     assert rms == layer
     # the gains: 4 block norms + the final one, 5 * 32; the patch norms' 192 + 32
     assert rms[C.NORM] == (5 * 32 + 192 + 32, 0)
+
+
+@pytest.mark.parametrize(("package", "module", "name"), [
+    ("nystrom-attention", "nystrom_attention", "Nystromformer"),
+    ("torchmultimodal", "torchmultimodal", "VisionTransformer-post-norm")])
+def test_a_held_out_row_is_its_closed_form(package: str, module: str, name: str) -> None:
+    """Nystromformer: its values' depthwise conv, added to the attention's output before the
+    output projection, is ``attn_core`` (main: ``mlp``, 12 params, 3,072 MACs); the post-norm
+    ViT's class token (32 params) is ``tokens`` (main: ``attn_qkv``)."""
+    pytest.importorskip(module)
+    subject = next(s for s in HELD_OUT[package]() if s.name == name)
+    profile = analyze(subject.build(), **subject.inputs)
+    assert closed_form_verdict(CLOSED_FORMS[(package, name)](), profile) == {}

@@ -250,6 +250,38 @@ AGGREGATION = _Aggregation(
     "a smaller sum consuming them, a larger multiply after it", "additive_block")
 
 
+@dataclass(frozen=True)
+class _ProductOfCores(Rule):
+    def joined(self, flow: Flow, cores: list[tuple[frozenset[int], Rule]]
+               ) -> list[tuple[frozenset[int], Rule]]:
+        """``cores`` (records, rule), each free product of the outputs of two or more of them
+        (every operand the last record of a core) joined with them into one core found by this
+        rule: a landmark attention's (s1 s2) (s3 v)."""
+        found = dict(enumerate(cores))
+        last = {max(steps): k for k, (steps, _) in found.items()}
+        taken = set().union(*(steps for steps, _ in cores))
+        for i in range(len(flow.steps)):
+            sources = set(flow.steps[i].sources)
+            if (i in taken or len(sources) < 2 or not sources <= last.keys()
+                    or not flow.free_product(i)):
+                continue
+            joined = {last.pop(j) for j in sources}
+            steps = frozenset({i}).union(*(found.pop(k)[0] for k in joined))
+            found[min(joined)] = (steps, self)
+            last[i] = min(joined)
+        return sorted(found.values(), key=lambda core: min(core[0]))
+
+
+PRODUCT_OF_CORES = _ProductOfCores(
+    "product-of-cores", (C.ATTN_CORE,),
+    """A product of two activations that multiplies the outputs of two cores joins them into
+    one core, of which it is the last product (a landmark attention, which approximates the
+    scores through landmarks: (softmax(Q K_l^T) softmax(Q_l K_l^T)) (softmax(Q_l K^T) V)): the
+    walk to the output projection starts after it, and a map of the values added to its output
+    (a depthwise conv of v) is beside the core, as beside any other.""",
+    "free products whose every operand is the last record of a core", "landmark_block")
+
+
 POOLING_HEAD = Rule(
     "pooling-head-attention", (C.HEAD,),
     """A core outside the list of blocks, after the last of them (an attention-pooling head),
@@ -524,8 +556,8 @@ FUSED_SHARE = _FusedShare(
 # the order they decide in
 CORE_RULES: tuple[Rule, ...] = (
     PRICED_IN_PARTS, FUSED_CORE, CORE_PRODUCT, STREAM_BOUND, SINGLE_KEY, SOFTMAX_WEIGHTED,
-    AGGREGATION, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD, SCORE_BIAS, PASSED, QUERY_TERM, QKV,
-    FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE, FUSED_SHARE,
+    AGGREGATION, PRODUCT_OF_CORES, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD, SCORE_BIAS, PASSED,
+    QUERY_TERM, QKV, FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE, FUSED_SHARE,
 )
 
 
@@ -549,7 +581,8 @@ def _core_steps(flow: Flow) -> list[tuple[frozenset[int], Rule]]:
         if found:
             taken.update(found[0])
             cores.append((frozenset(found[0]), found[1]))
-    return sorted(cores, key=lambda found: min(found[0]))
+    cores.sort(key=lambda found: min(found[0]))
+    return PRODUCT_OF_CORES.joined(flow, cores) if PRODUCT_OF_CORES in flow.rules else cores
 
 
 def find_cores(flow: Flow) -> list[Core]:

@@ -48,6 +48,15 @@ class _SequenceParameter(ParamRule):
 
 
 @dataclass(frozen=True)
+class _ConcatenatedParameter(ParamRule):
+    def place_parameter(self, at: Parameters, read: Reading) -> Placement | None:
+        joining = _concatenated_by(at.flow, read.first, read.name) if read.dim >= 2 else None
+        if joining is None or joining in at.products:  # a core's operand: sequence-parameter
+            return None
+        return Placement(C.HEAD if joining > at.last else C.TOKENS, self.name)
+
+
+@dataclass(frozen=True)
 class _TokenParameter(RecordRule, ParamRule):
     """A record outside blocks reading a parameter of two or more dimensions is ``tokens``;
     a parameter joined to the sequence is ``tokens`` (``head`` after the blocks) unless the
@@ -128,6 +137,34 @@ def _enters_sequence(flow: Flow, first: int, name: str, owner: str, products: Se
     return not step.macs and step.module != owner and name in step.params
 
 
+def _concatenated_by(flow: Flow, first: int, name: str) -> int | None:
+    """The record that reads the parameter ``name`` (first read by record ``first``)
+    concatenated to activations in one operand (:data:`CONCATENATED`), or None: ``first``
+    itself when the parameter reaches it so through free ops (a class token expanded and
+    concatenated to the patches), or a record reading so what records computed from
+    parameters alone, ``first`` among them (a class token plus its row of the position
+    table). Records reaching the operand only as indices are no activations joined to it: a
+    table gathered at computed offsets (relative positions) is concatenated to nothing; where
+    a record reads such indices, which of its operands a parameter shares with activations
+    is not known, and it is not taken for concatenated."""
+    step = flow.steps[first]
+    if name in step.carried_joined:
+        return None if step.indexed else first
+    stack, seen = [first], set()
+    while stack:
+        i = stack.pop()
+        if i in seen or not flow.weights[i]:
+            continue
+        seen.add(i)
+        for j in flow.consumers[i]:
+            indexed = flow.steps[j].indexed
+            if any(i in group and not all(flow.weights[k] or k in indexed for k in group)
+                   for group in flow.steps[j].joined):
+                return j
+            stack.append(j)
+    return None
+
+
 def weight_user(flow: Flow, i: int) -> int:
     """The record that uses the weight record ``i`` computes (a standardised conv weight: the
     conv), ``i`` itself when it computes no weight."""
@@ -169,6 +206,18 @@ SEQUENCE_PARAMETER = _SequenceParameter(
     cross-attention).""",
     "the parameters a record reads or carries as operands, its MACs, the parameter's owner "
     "module and rank", "memory_block")
+CONCATENATED = _ConcatenatedParameter(
+    "concatenated-parameter", (C.TOKENS, C.HEAD),
+    """A parameter of two or more dimensions concatenated to activations in one operand (a
+    class token joined to the patches), through free ops or as what records computed from
+    parameters alone (the token plus its row of the position table), is ``tokens``
+    (``head`` after the blocks) whatever reads that operand but a core's product
+    (``sequence-parameter``), where ``token-parameter`` leaves it to a weighted reader: a
+    post-norm block's q/k/v linear, reading the sequence
+    first as a pre-norm block's norm does, weights it with its own weight, not with the
+    token.""",
+    "the operands a record reads joined from several records, which of them computed from "
+    "parameters alone", "post_norm_class_token")
 TOKENS = _TokenParameter(
     "token-parameter", (C.TOKENS, C.HEAD),
     """A parameter joined to the sequence is ``tokens`` (``head`` after the blocks): outside
@@ -205,6 +254,6 @@ UNREAD = Rule(
 
 # the order they decide in
 PARAM_RULES: tuple[Rule, ...] = (
-    PARAMETRIZED, PROJECTION_BIAS, NORM_AFFINE, SEQUENCE_PARAMETER, TOKENS, OWN_MODULE,
-    UNRUN_CLASS, UNREAD,
+    PARAMETRIZED, PROJECTION_BIAS, NORM_AFFINE, SEQUENCE_PARAMETER, TOKENS, CONCATENATED,
+    OWN_MODULE, UNRUN_CLASS, UNREAD,
 )
