@@ -958,6 +958,63 @@ RANDOM_FEATURE = {C.ATTN_CORE: (0, 4 * N * D * FEATURES + N * FEATURES - 2 * N *
 
 
 
+BIAS_HIDDEN = 4  # the hidden width of the score bias's MLP
+
+
+class CosineWindows(nn.Module):
+    """Cosine attention within WINDOWS windows of SPAN tokens: q, k, v from ``d`` (D -> 3D),
+    the scores ``normalize(q) normalize(k)^T`` times ``exp(s)`` (``s`` one parameter), plus a
+    bias made by an MLP ``u`` (2 -> BIAS_HIDDEN -> 1, the last without bias) from a buffer
+    ``t`` of the 2 * SPAN - 1 offsets' coordinates, gathered by a buffer ``i`` of each pair's
+    offset, ``16 * sigmoid``; a ``mask`` of the windows is added to the scores twice, once per
+    window and once more (the masked windows of a shifted block)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d = nn.Linear(D, 3 * D)
+        self.s = nn.Parameter(torch.zeros(1, 1, 1))
+        self.u = nn.Sequential(nn.Linear(2, BIAS_HIDDEN), nn.ReLU(),
+                               nn.Linear(BIAS_HIDDEN, 1, bias=False))
+        self.register_buffer("t", torch.stack(
+            [torch.arange(1.0 - SPAN, SPAN), torch.zeros(2 * SPAN - 1)], -1))
+        self.register_buffer("i", torch.tensor([[SPAN - 1 + a - b for b in range(SPAN)]
+                                                for a in range(SPAN)]))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.d(x).chunk(3, -1)
+        scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+        scores = scores * self.s.exp()
+        scores = scores + 16 * torch.sigmoid(self.u(self.t)[self.i][..., 0])
+        per_window = scores.view(-1, WINDOWS, SPAN, SPAN) + mask
+        scores = (per_window + mask).view(-1, SPAN, SPAN)
+        return scores.softmax(-1) @ v
+
+
+class MaskedWindowBlk(Blk):
+    """The standard block with :class:`CosineWindows` (``w``) as its attention, its output
+    projection ``e``; the window mask (0 or -100 per pair, WINDOWS x SPAN x SPAN) is computed
+    in the block's forward from a buffer ``o`` of the windows' regions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d
+        self.w = CosineWindows()
+        self.register_buffer("o", torch.tensor([[0, 1], [1, 1]]))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        mask = (self.o[:, :, None] != self.o[:, None, :]) * -100.0
+        windows = self.w(x.reshape(x.shape[0] * WINDOWS, SPAN, D), mask)
+        return self.e(windows.reshape(x.shape))
+
+
+# per block: the core within windows, 2 * WINDOWS * SPAN^2 * D MACs in place of the standard
+# core's 2 * N^2 * D, with the scale's one parameter and the bias MLP: 2 * BIAS_HIDDEN +
+# BIAS_HIDDEN + BIAS_HIDDEN params, (2 * SPAN - 1) offsets * (2 * BIAS_HIDDEN + BIAS_HIDDEN) MACs
+MASKED_WINDOW = {C.ATTN_CORE: (1 + 2 * BIAS_HIDDEN + BIAS_HIDDEN + BIAS_HIDDEN,
+                               (2 * SPAN - 1) * 3 * BIAS_HIDDEN
+                               + 2 * WINDOWS * SPAN * SPAN * D - 2 * N * N * D)}
+
+
 class Unitised(nn.Module):
     """A parametrization (``torch.nn.utils.parametrize``): the weight it is given, its rows
     scaled to unit length."""
@@ -1261,4 +1318,5 @@ SEQUENCE_POOL = {C.HEAD: (D + 1, N * D), C.ATTN_CORE: (0, N * D)}
 CLASS_FIXTURES: dict[str, Fixture] = {
     "memory_layout_block": Fixture(lambda: Net(MemLayoutBlk), net(_times(L, MEMORY))),
     "sequence_pool": Fixture(SequencePooled, net(SEQUENCE_POOL)),
+    "masked_window_block": Fixture(lambda: Net(MaskedWindowBlk), net(_times(L, MASKED_WINDOW))),
 }

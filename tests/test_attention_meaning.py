@@ -28,6 +28,8 @@ CLASSES = {
         "memory_layout_block",
     "10: kernelised attention through a random-feature buffer, separate q/k/v linears":
         "random_feature_block",
+    "10, regression: a window mask added to cosine scores twice, a position-bias MLP":
+        "masked_window_block",
 }
 
 
@@ -63,3 +65,13 @@ def test_sequence_pooling_is_an_attention_pool() -> None:
     assert sum(op.macs for op in pooled) == SEQUENCE_POOL[C.ATTN_CORE][1]
     assert {p.placed_by for p in profile.params if p.name.startswith("z.")} == {
         "pooling-head-attention"}
+
+
+def test_a_mask_added_twice_to_the_scores_is_no_residual_add() -> None:
+    """The regression of core-within-residual (5232da6): the second add of the window mask
+    forks from the mask, with the scores' products on its other arm, and was taken for the
+    stream's ``x + f(x)``; the core stopped there, its first product went to ``attn_qkv``
+    (by ``producer``) and the bias MLP to ``mlp``. Main 1e59fc4 fails it, f40b197 passes."""
+    profile = analyze(ALL["masked_window_block"].build(), image_size=IMAGE, recognizer="graph")
+    assert not [w for w in profile.warnings if "self-check failed" in w]
+    assert {p.placed_by for p in profile.params if ".w.u." in p.name} == {"score-bias"}

@@ -80,8 +80,14 @@ def _second_product(
 
 def _stream_join(flow: Flow, i: int) -> bool:
     """Record ``i`` is a residual add of the stream, ``x + f(x)``, that no scores map crosses
-    (:data:`~vitprof.recognize.rules.cores.STREAM_BOUND`)."""
-    return core_rules.STREAM_BOUND in flow.rules and i in flow.joins and flow.free_skip(i)
+    (:data:`~vitprof.recognize.rules.cores.STREAM_BOUND`): a join with a free skip whose
+    products compute from its fork. A mask added to the scores twice (``s + m``, then ``+ m``
+    again: a shifted window's) forks from the mask, but the scores' products never read it."""
+    if core_rules.STREAM_BOUND not in flow.rules or i not in flow.joins or not flow.free_skip(i):
+        return False
+    fork, arms = flow.forks[i]
+    computed = flow.descendants(fork, i)
+    return any(flow.steps[j].macs for arm in arms for j in arm & computed)
 
 
 def _spreads(flow: Flow, i: int, scores: int) -> bool:

@@ -33,11 +33,14 @@ CORE_PRODUCT = Rule(
 STREAM_BOUND = Rule(
     "core-within-residual", (C.ATTN_CORE,),
     """The path from a core's first product to its second never crosses a residual add of the
-    stream (a join one of whose arms is its fork itself, ``x + f(x)``): kernelised attention's
-    last product (phi(Q) (phi(K)^T V), a random-feature buffer making its features) maps no
-    scores into the next block's q/k/v linears through the output projection and the
-    residual; a bias made from q added to the scores (both arms computed) is crossed.""",
-    "the joins between two free products, whether one arm is the fork itself",
+    stream (a join one of whose arms is its fork itself, the other's products computed from
+    it, ``x + f(x)``): kernelised attention's last product (phi(Q) (phi(K)^T V), a
+    random-feature buffer making its features) maps no scores into the next block's q/k/v
+    linears through the output projection and the residual; a bias made from q added to the
+    scores (both arms computed) is crossed, and so is a mask added to the scores twice (it
+    forks from the mask, which the scores' products never read).""",
+    "the joins between two free products, whether one arm is the fork itself and the other's "
+    "products depend on it",
     "random_feature_block")
 SINGLE_KEY = Rule(
     "single-key-product", (C.ATTN_CORE,),
