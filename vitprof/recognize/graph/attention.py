@@ -65,7 +65,7 @@ def _second_product(
         following = []
         for i in frontier:
             for j in flow.consumers[i]:
-                if j in seen or j in taken or flow.fused_core(j):
+                if j in seen or j in taken or flow.fused_core(j) or _as_index(flow, i, j):
                     continue
                 seen.add(j)
                 if _stream_join(flow, j):
@@ -88,6 +88,13 @@ def _stream_join(flow: Flow, i: int) -> bool:
     fork, arms = flow.forks[i]
     computed = flow.descendants(fork, i)
     return any(flow.steps[j].macs for arm in arms for j in arm & computed)
+
+
+def _as_index(flow: Flow, i: int, j: int) -> bool:
+    """Record ``j`` reads record ``i`` only as indices (an argmax's or a top-k's, choosing the
+    tokens to gather or scatter), none of its values: no map of the scores
+    (:data:`~vitprof.recognize.rules.cores.SCORES_BY_VALUE`)."""
+    return core_rules.SCORES_BY_VALUE in flow.rules and i in flow.steps[j].indexed
 
 
 def _spreads(flow: Flow, i: int, scores: int) -> bool:

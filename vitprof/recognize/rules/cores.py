@@ -42,6 +42,14 @@ STREAM_BOUND = Rule(
     "the joins between two free products, whether one arm is the fork itself and the other's "
     "products depend on it",
     "random_feature_block")
+SCORES_BY_VALUE = Rule(
+    "scores-by-value", (C.ATTN_CORE,),
+    """The path from a core's first product to its second runs through the values of the
+    scores, never through indices: a record reading another only as indices (an argmax or a
+    top-k choosing tokens to gather or scatter) maps no scores. A token merge scoring pairs of
+    tokens by a product of their keys, then adding each token into its best match, starts no
+    core running on, through the merged tokens' sizes, into the next block's scores.""",
+    "the sources each record reads only as indices (integer tensors)", "index_merge_block")
 SINGLE_KEY = Rule(
     "single-key-product", (C.ATTN_CORE,),
     """A product of two activations whose scores, through records mapping them, reach an
@@ -193,7 +201,7 @@ PROJECTION_BIAS = _ProjectionBias(
 
 # the order they decide in
 CORE_RULES: tuple[Rule, ...] = (
-    PRICED_IN_PARTS, FUSED_CORE, CORE_PRODUCT, STREAM_BOUND, SINGLE_KEY, SOFTMAX_WEIGHTED,
-    AGGREGATION, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD, SCORE_BIAS, PASSED, QUERY_TERM, QKV,
-    FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE, FUSED_SHARE,
+    PRICED_IN_PARTS, FUSED_CORE, CORE_PRODUCT, STREAM_BOUND, SCORES_BY_VALUE, SINGLE_KEY,
+    SOFTMAX_WEIGHTED, AGGREGATION, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD, SCORE_BIAS, PASSED,
+    QUERY_TERM, QKV, FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE, FUSED_SHARE,
 )
