@@ -115,6 +115,33 @@ class NormalizeRmsBlk(Blk):
         self.c, self.f = NormalizeRms(), NormalizeRms()
 
 
+class ScaledLogitsNet(Net):
+    """The standard net whose own forward normalises the tokens after the blocks with
+    ``F.normalize`` (no gain) and scales the head's logits by a parameter ``s`` (10, one per
+    class): the root module normalises by a vector norm, runs no MACs itself, and holds
+    ``s``, which multiplies the head's output, not the normalised tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = nn.Parameter(torch.ones(10))
+
+    def after(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, dim=-1).mean(1)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return super().forward(image) * self.s
+
+
+def test_a_scale_of_the_logits_is_no_gain_of_a_norm() -> None:
+    """Issue 35's nViT: its forward l2-normalises the tokens and multiplies the classifier's
+    logits by ``logit_scale``, a head's parameter. Main's check took every parameter of a
+    module normalising by a vector norm for its gain and failed on the 10 params in head."""
+    profile = analyze(ScaledLogitsNet(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == net({C.HEAD: (10, 0)})  # s: 10 params, no MACs
+    assert not profile.self_checks
+
+
 def _two_blocks(second: C) -> tuple[OpRecord, ...]:
     """Two blocks running the same ops on the same shapes (a q/k/v linear of 768 MACs, a core
     product of 32, an MLP linear of 256), the second's MLP linear placed in ``second``."""
