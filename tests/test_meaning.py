@@ -16,16 +16,20 @@ from recognition_fixtures import (
     QUERY_SELECTION,
     SHARED_NORMS,
     TABLES,
+    VECTOR_NORM,
     Blk,
     D,
     L,
     ListsNet,
+    N,
     Net,
     QuerySelectionNet,
     TablesNet,
+    VectorNormBlk,
     _sum,
     _times,
     analyze_under,
+    block,
     decoder_layer,
     net,
 )
@@ -113,6 +117,34 @@ class NormalizeRmsBlk(Blk):
     def __init__(self) -> None:
         super().__init__()
         self.c, self.f = NormalizeRms(), NormalizeRms()
+
+
+class TokensInNet(Net):
+    """The standard net of :class:`~recognition_fixtures.VectorNormBlk` blocks (an RMS norm
+    written with ``F.normalize`` before the attention, a gained LayerNorm before the MLP), fed
+    tokens (1 x N x D) without a patch projection: the first block's first norm divides the
+    model's input, which no record computed, by its vector norm."""
+
+    def __init__(self) -> None:
+        super().__init__(VectorNormBlk)
+        del self.a
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for k in self.m:
+            x = k(x)
+        return self.b(self.after(self.n(x)))
+
+
+def test_a_vector_norm_of_the_models_input_is_a_norm() -> None:
+    """Class 2 on a model fed tokens (performer-pytorch's Performer with ScaleNorm): main took
+    the first norm for no norm, as it read no record, and put its gain (D = 8 params) in
+    ``attn_qkv``."""
+    profile = analyze(TokensInNet(), input_shape=(1, N, D), recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == _sum(
+        {C.NORM: (2 * D, 0), C.HEAD: (D * 10 + 10, D * 10)},  # the final LayerNorm, the head
+        _times(L, {**block(), **VECTOR_NORM}))  # per block two norms of a D-element gain
+    assert not profile.self_checks
 
 
 class ScaledLogitsNet(Net):
