@@ -1083,6 +1083,136 @@ LANDMARK = {C.ATTN_CORE: (HEADS * 3, N * LANDMARKS * D + LANDMARKS * LANDMARKS *
 
 
 
+BIAS_HIDDEN = 4  # the hidden width of the score bias's MLP
+
+
+class CosineWindows(nn.Module):
+    """Cosine attention within WINDOWS windows of SPAN tokens: q, k, v from ``d`` (D -> 3D),
+    the scores ``normalize(q) normalize(k)^T`` times ``exp(s)`` (``s`` one parameter), plus a
+    bias made by an MLP ``u`` (2 -> BIAS_HIDDEN -> 1, the last without bias) from a buffer
+    ``t`` of the 2 * SPAN - 1 offsets' coordinates, gathered by a buffer ``i`` of each pair's
+    offset, ``16 * sigmoid``; a ``mask`` of the windows is added to the scores twice, once per
+    window and once more (the masked windows of a shifted block)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d = nn.Linear(D, 3 * D)
+        self.s = nn.Parameter(torch.zeros(1, 1, 1))
+        self.u = nn.Sequential(nn.Linear(2, BIAS_HIDDEN), nn.ReLU(),
+                               nn.Linear(BIAS_HIDDEN, 1, bias=False))
+        self.register_buffer("t", torch.stack(
+            [torch.arange(1.0 - SPAN, SPAN), torch.zeros(2 * SPAN - 1)], -1))
+        self.register_buffer("i", torch.tensor([[SPAN - 1 + a - b for b in range(SPAN)]
+                                                for a in range(SPAN)]))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.d(x).chunk(3, -1)
+        scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+        scores = scores * self.s.exp()
+        scores = scores + 16 * torch.sigmoid(self.u(self.t)[self.i][..., 0])
+        per_window = scores.view(-1, WINDOWS, SPAN, SPAN) + mask
+        scores = (per_window + mask).view(-1, SPAN, SPAN)
+        return scores.softmax(-1) @ v
+
+
+class MaskedWindowBlk(Blk):
+    """The standard block with :class:`CosineWindows` (``w``) as its attention, its output
+    projection ``e``; the window mask (0 or -100 per pair, WINDOWS x SPAN x SPAN) is computed
+    in the block's forward from a buffer ``o`` of the windows' regions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.d
+        self.w = CosineWindows()
+        self.register_buffer("o", torch.tensor([[0, 1], [1, 1]]))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        mask = (self.o[:, :, None] != self.o[:, None, :]) * -100.0
+        windows = self.w(x.reshape(x.shape[0] * WINDOWS, SPAN, D), mask)
+        return self.e(windows.reshape(x.shape))
+
+
+# per block: the core within windows, 2 * WINDOWS * SPAN^2 * D MACs in place of the standard
+# core's 2 * N^2 * D, with the scale's one parameter and the bias MLP: 2 * BIAS_HIDDEN +
+# BIAS_HIDDEN + BIAS_HIDDEN params, (2 * SPAN - 1) offsets * (2 * BIAS_HIDDEN + BIAS_HIDDEN) MACs
+MASKED_WINDOW = {C.ATTN_CORE: (1 + 2 * BIAS_HIDDEN + BIAS_HIDDEN + BIAS_HIDDEN,
+                               (2 * SPAN - 1) * 3 * BIAS_HIDDEN
+                               + 2 * WINDOWS * SPAN * SPAN * D - 2 * N * N * D)}
+
+
+class Merge(nn.Module):
+    """Merges one token per call into its most similar one: the tokens split alternately into
+    sets A (even positions) and B (odd), every A-B pair scored by the product of their
+    l2-normalised keys, the A token with the best match added into that match (weighted by
+    the tokens' sizes, ``size``: how many tokens each stands for), the rest kept; the
+    matches chosen by indices (a max's, an argsort's), none of the scores' values reaching
+    the tokens."""
+
+    def forward(self, x: torch.Tensor, keys: torch.Tensor, size: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        metric = keys / keys.norm(dim=-1, keepdim=True)
+        scores = metric[:, ::2] @ metric[:, 1::2].transpose(-2, -1)  # (B, |A|, |B|)
+        best, match = scores.max(dim=-1)
+        order = best.argsort(dim=-1, descending=True)
+        merged, kept = order[:, :1], order[:, 1:].sort(dim=-1).values
+        weighted = x * size.unsqueeze(-1)
+        a_x, b_x = weighted[:, ::2], weighted[:, 1::2]
+        a_size, b_size = size[:, ::2], size[:, 1::2]
+        into = match.gather(1, merged)
+        b_x = b_x.scatter_add(1, into.unsqueeze(-1).expand(-1, -1, D),
+                              a_x.gather(1, merged.unsqueeze(-1).expand(-1, -1, D)))
+        b_size = b_size.scatter_add(1, into, a_size.gather(1, merged))
+        a_x = a_x.gather(1, kept.unsqueeze(-1).expand(-1, -1, D))
+        size = torch.cat([a_size.gather(1, kept), b_size], dim=1)
+        return torch.cat([a_x, b_x], dim=1) / size.unsqueeze(-1), size
+
+
+class MergeBlk(Blk):
+    """The standard block whose scores gain the log of each key's size, and whose tokens
+    :class:`Merge` (``j``) merges between the attention and the MLP, on the attention's
+    keys: one token fewer after each block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.j = Merge()
+
+    def forward(self, x: torch.Tensor, size: torch.Tensor  # type: ignore[override]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k, v = self.d(self.c(x)).chunk(3, -1)
+        scores = (q * 0.5 @ k.transpose(-2, -1)) + size.log().unsqueeze(1)
+        x, size = self.j(x + self.e(scores.softmax(-1) @ v), k, size)
+        return x + self.h(F.gelu(self.g(self.f(x)))), size
+
+
+class MergeNet(Net):
+    """The standard net of :class:`MergeBlk` blocks, each token's size (1 to start with)
+    carried from block to block: the sizes the merge of one block scatters reach the next
+    block's scores."""
+
+    def __init__(self) -> None:
+        super().__init__(MergeBlk)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = tokens(self.a(self.prepare(image)))
+        size = x.new_ones(x.shape[:2])
+        for k in self.m:
+            x, size = k(x, size)
+        return self.b(self.after(self.n(x)))
+
+
+def merge_block(n: int) -> Breakdown:
+    """A :class:`MergeBlk` on ``n`` tokens: the standard block's attention on ``n``, its MLP
+    on ``n - 1``, and the merge's scores, ceil(n / 2) A tokens by floor(n / 2) B tokens of D
+    features each, ``attn_core``."""
+    attention = {c: v for c, v in block(n).items() if c is not C.MLP}
+    return _sum(attention, {C.MLP: (block(n - 1)[C.MLP][0], 2 * (n - 1) * D * HID),
+                            C.ATTN_CORE: (0, (n + 1) // 2 * (n // 2) * D)})
+
+
+# block 0 on N = 4 tokens, block 1 on the 3 left
+MERGE = _sum(OUTSIDE, merge_block(N), merge_block(N - 1))
+
+
 class Unitised(nn.Module):
     """A parametrization (``torch.nn.utils.parametrize``): the weight it is given, its rows
     scaled to unit length. A weight computed by records reading no activation is a
@@ -1400,6 +1530,7 @@ FIXTURES: dict[str, Fixture] = {
     "parametrized_block": Fixture(parametrized_net, net()),
     "vector_norm_block": Fixture(VectorNormNet, VECTOR_NORM_NET),
     "head_bias_block": Fixture(lambda: Net(HeadBiasBlk), net()),  # 3 D-element biases
+    "index_merge_block": Fixture(MergeNet, MERGE),
 }
 
 class SequencePooled(Net):
@@ -1423,4 +1554,5 @@ CLASS_FIXTURES: dict[str, Fixture] = {
     "memory_layout_block": Fixture(lambda: Net(MemLayoutBlk), net(_times(L, MEMORY))),
     "sequence_pool": Fixture(SequencePooled, net(SEQUENCE_POOL)),
     "lambda_block": Fixture(lambda: Net(LambdaBlk), net(_times(L, LAMBDA))),
+    "masked_window_block": Fixture(lambda: Net(MaskedWindowBlk), net(_times(L, MASKED_WINDOW))),
 }

@@ -32,6 +32,8 @@ CLASSES = {
         "random_feature_block",
     "11: a lambda layer, no output projection, its output added to the stream as it is":
         "lambda_block",
+    "10, regression: a window mask added to cosine scores twice, a position-bias MLP":
+        "masked_window_block",
 }
 
 
@@ -67,3 +69,26 @@ def test_sequence_pooling_is_an_attention_pool() -> None:
     assert sum(op.macs for op in pooled) == SEQUENCE_POOL[C.ATTN_CORE][1]
     assert {p.placed_by for p in profile.params if p.name.startswith("z.")} == {
         "pooling-head-attention"}
+
+
+def test_a_mask_added_twice_to_the_scores_is_no_residual_add() -> None:
+    """The regression of core-within-residual (5232da6): the second add of the window mask
+    forks from the mask, with the scores' products on its other arm, and was taken for the
+    stream's ``x + f(x)``; the core stopped there, its first product went to ``attn_qkv``
+    (by ``producer``) and the bias MLP to ``mlp``. Main 1e59fc4 fails it, f40b197 passes."""
+    profile = analyze(ALL["masked_window_block"].build(), image_size=IMAGE, recognizer="graph")
+    assert not [w for w in profile.warnings if "self-check failed" in w]
+    assert {p.placed_by for p in profile.params if ".w.u." in p.name} == {"score-bias"}
+
+
+def test_a_token_merge_keeps_the_blocks_apart() -> None:
+    """A merge between attention and MLP scores pairs of tokens by a product of their keys and
+    scatters tokens and their sizes by the best match's indices; the sizes reach the next
+    block's scores. Main ran a core from the merge's product through those indices into the
+    next block's scores: one block found for two, the first MLP ``attn_proj``/``attn_core``."""
+    profile = analyze(ALL["index_merge_block"].build(), image_size=IMAGE, recognizer="graph")
+    assert {(op.module.split(".")[1], op.block) for op in profile.ops
+            if op.module.startswith("m.")} == {("0", 0), ("1", 1)}
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == ALL["index_merge_block"].expected
+    assert not profile.warnings

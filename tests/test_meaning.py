@@ -18,18 +18,22 @@ from recognition_fixtures import (
     QUERY_SELECTION,
     SHARED_NORMS,
     TABLES,
+    VECTOR_NORM,
     Blk,
     D,
     L,
     LambdaBlk,
     ListsNet,
+    N,
     Net,
     PostNormClassNet,
     QuerySelectionNet,
     TablesNet,
+    VectorNormBlk,
     _sum,
     _times,
     analyze_under,
+    block,
     decoder_layer,
     net,
 )
@@ -130,6 +134,61 @@ class NormalizeRmsBlk(Blk):
     def __init__(self) -> None:
         super().__init__()
         self.c, self.f = NormalizeRms(), NormalizeRms()
+
+
+class TokensInNet(Net):
+    """The standard net of :class:`~recognition_fixtures.VectorNormBlk` blocks (an RMS norm
+    written with ``F.normalize`` before the attention, a gained LayerNorm before the MLP), fed
+    tokens (1 x N x D) without a patch projection: the first block's first norm divides the
+    model's input, which no record computed, by its vector norm."""
+
+    def __init__(self) -> None:
+        super().__init__(VectorNormBlk)
+        del self.a
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for k in self.m:
+            x = k(x)
+        return self.b(self.after(self.n(x)))
+
+
+def test_a_vector_norm_of_the_models_input_is_a_norm() -> None:
+    """Class 2 on a model fed tokens (performer-pytorch's Performer with ScaleNorm): main took
+    the first norm for no norm, as it read no record, and put its gain (D = 8 params) in
+    ``attn_qkv``."""
+    profile = analyze(TokensInNet(), input_shape=(1, N, D), recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == _sum(
+        {C.NORM: (2 * D, 0), C.HEAD: (D * 10 + 10, D * 10)},  # the final LayerNorm, the head
+        _times(L, {**block(), **VECTOR_NORM}))  # per block two norms of a D-element gain
+    assert not profile.self_checks
+
+
+class ScaledLogitsNet(Net):
+    """The standard net whose own forward normalises the tokens after the blocks with
+    ``F.normalize`` (no gain) and scales the head's logits by a parameter ``s`` (10, one per
+    class): the root module normalises by a vector norm, runs no MACs itself, and holds
+    ``s``, which multiplies the head's output, not the normalised tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = nn.Parameter(torch.ones(10))
+
+    def after(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, dim=-1).mean(1)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return super().forward(image) * self.s
+
+
+def test_a_scale_of_the_logits_is_no_gain_of_a_norm() -> None:
+    """Issue 35's nViT: its forward l2-normalises the tokens and multiplies the classifier's
+    logits by ``logit_scale``, a head's parameter. Main's check took every parameter of a
+    module normalising by a vector norm for its gain and failed on the 10 params in head."""
+    profile = analyze(ScaledLogitsNet(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == net({C.HEAD: (10, 0)})  # s: 10 params, no MACs
+    assert not profile.self_checks
 
 
 def _two_blocks(second: C) -> tuple[OpRecord, ...]:

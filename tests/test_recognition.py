@@ -51,6 +51,8 @@ STRUCTURAL = {
                                  "core-product",
     "core-within-residual": "where a core's path to its second product stops, read by "
                             "core-product",
+    "scores-by-value": "which records a core's path to its second product runs through, read "
+                       "by core-product",
     "joined-span-block": "which module is a block, read by the rules inside and outside blocks",
     "residual-segment-block": "which records a block's stream holds after its module, read by "
                               "weighted-in-block",

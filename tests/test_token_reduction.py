@@ -12,8 +12,11 @@ import pytest
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
+from vitprof import analyze
 from vitprof.cli.main import main
+from vitprof.core.records import Component as C
 from vitprof.study.token_reduction.counts import BlockCount, ReducedCount, count_built
+from vitprof.study.token_reduction.models import tome
 from vitprof.study.token_reduction.published import PublishedRow, RowResult, load_rows
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
@@ -160,3 +163,21 @@ def test_the_page_reproduces_at_least_ten_rows_of_two_papers(page: str) -> None:
 @pytest.mark.exhaustive  # DeiT-S/B and 20 settings counted on meta: 2 min at load 17
 def test_the_committed_page_is_up_to_date() -> None:
     assert main(["report", "token-reduction", "--check", "--out", str(REPORTS)]) == 0
+
+
+def test_tome_blocks_are_the_models_blocks_whatever_the_merge_scatters() -> None:
+    """The graph recognizer on ToMe: twelve blocks, each block's records in their module's
+    block, the MLPs ``mlp`` (2 D M + M + D params each) and the matching ``attn_core``. On
+    main the matching product of one block ran, through the sizes its merge scatters by
+    index, into the next block's scores: one core over two blocks, blocks 10 and 11 one
+    block, the MLPs' weights in ``attn_proj`` and ``attn_core``."""
+    deit = small_deit().eval()
+    profile = analyze(tome(deit, 1), image_size=64, device="meta")
+    blocks = {(op.module.split(".")[1], op.block) for op in profile.ops
+              if op.module.startswith("blocks.")}
+    assert blocks == {(str(i), i) for i in range(12)}
+    assert profile.components[C.MLP].params == 12 * (2 * D * M + M + D)
+    matching = sum(math.ceil((17 - i) / 2) * ((17 - i) // 2) * HEAD for i in range(12))
+    assert profile.components[C.ATTN_CORE].macs == sum(
+        2 * (17 - i) ** 2 * D for i in range(12)) + matching
+    assert not profile.warnings

@@ -52,11 +52,12 @@ its weights (:func:`weight_reads`, from the trace of the data flow; without one 
   alone that products read: a parametrized weight) placed in ``tokens``; a class token, a
   position table, memory key/values all meet activations in a record without MACs.
 * **norm affine elsewhere**: a module that normalises by a vector norm (``linalg_vector_norm``,
-  then its input divided by it: ``F.normalize``), no MACs of its own, whose own parameters sit
-  outside ``norm`` (an RMSNorm written with ``F.normalize``, not recognized as a norm; ``other``
-  in a model without blocks passes). A global response norm divides the norms by their mean,
-  not its input: no norm of the tokens. A fused norm op's affine away from its record is
-  *one module in two components*.
+  then its input divided by it: ``F.normalize``), no MACs of its own, whose own parameters
+  applied to the normalised output (its gain) sit outside ``norm`` (an RMSNorm written with
+  ``F.normalize``, not recognized as a norm; ``other`` in a model without blocks passes); one
+  of its parameters applied after a product (a classifier's logits scaled) is no gain. A
+  global response norm divides the norms by their mean, not its input: no norm of the tokens.
+  A fused norm op's affine away from its record is *one module in two components*.
 * **same computation split differently**: two blocks that run the same ops with the same MACs
   and vector FLOPs, record by record, whose records with MACs are placed in other components
   (records without MACs at a block's edge follow their producer, which differs between the
@@ -309,7 +310,7 @@ def weight_reads(ops: Sequence[OpRecord], params: Sequence[ParamRecord], trace: 
     of a fused op priced in parts, or without ``trace``), and the parameters whose values reach
     the activations only as the weights of products (:func:`_weights_only`). ``origins``: per
     record of ``ops``, the index of the counted record it is a share of (None: one for one);
-    and the modules that normalise by a vector norm (:func:`_vector_normalised`)."""
+    and the gains of the modules that normalise by a vector norm (:func:`_vector_norm_gains`)."""
     if trace is None:
         return [frozenset()] * len(ops), frozenset(), frozenset()
     flow = Flow(trace)
@@ -326,7 +327,7 @@ def weight_reads(ops: Sequence[OpRecord], params: Sequence[ParamRecord], trace: 
                 else frozenset()
         reads.append(per_step[step])
     matrices = {p.name for p in params if len(p.shape) >= 2}
-    return reads, _weights_only(flow, matrices), _vector_normalised(flow)
+    return reads, _weights_only(flow, matrices), _vector_norm_gains(flow)
 
 
 def _weights_only(flow: Flow, matrices: Set[str]) -> frozenset[str]:
@@ -393,32 +394,55 @@ def weight_operand_in_tokens(params: Sequence[ParamRecord], weights: frozenset[s
             f"params read only as the weights of products are in tokens, in {shown}"]
 
 
-def _vector_normalised(flow: Flow) -> frozenset[str]:
-    """The modules without MACs that divide a tensor by its vector norm (``F.normalize``:
-    ``linalg_vector_norm``, a clamp, a division of the norm's input by it)."""
+def _vector_norm_gains(flow: Flow) -> frozenset[str]:
+    """The gains of the modules without MACs that divide a tensor by its vector norm
+    (``F.normalize``: ``linalg_vector_norm``, a clamp, a division of the norm's input by it):
+    their own parameters that records of theirs apply to the division's output, reached
+    through records without MACs (``g`` in ``F.normalize(x) * scale * g``). A parameter of
+    such a module applied elsewhere is no gain of its norm: a model's forward that normalises
+    its tokens and scales the logits of its classifier's linear by a parameter (nViT's
+    ``logit_scale``) holds a head's parameter."""
     with_macs = {step.module for step in flow.steps if step.macs}
-    found = set()
+    found: set[str] = set()
     for i, step in enumerate(flow.steps):
         if step.kind is not OpKind.VECTOR_NORM or not step.sources or step.module in with_macs:
             continue
         normed = step.sources[0]
         after = flow.descendants(i, i + _DIVISION_WITHIN)
-        if any(flow.steps[j].op in DIVIDES and flow.steps[j].sources[:1] == (normed,)
-               and flow.steps[j].module == step.module for j in after):
-            found.add(step.module)
+        for j in after:
+            division = flow.steps[j]
+            if division.op in DIVIDES and division.sources[:1] == (normed,) \
+                    and division.module == step.module:
+                found |= _applied(flow, j)
     return frozenset(found)
+
+
+def _applied(flow: Flow, division: int) -> set[str]:
+    """The parameters of the module running record ``division`` that its records read
+    (directly or through records computing a weight) on the way from ``division``'s output,
+    through records of that module without MACs."""
+    module = flow.steps[division].module
+    found: set[str] = set()
+    stack, seen = [division], {division}
+    while stack:
+        i = stack.pop()
+        found |= {name for name in flow.weight_params(i) if name.rpartition(".")[0] == module}
+        for j in flow.consumers[i]:
+            if j not in seen and not flow.steps[j].macs and flow.steps[j].module == module:
+                seen.add(j)
+                stack.append(j)
+    return found
 
 
 _DIVISION_WITHIN = 4  # records from a vector norm to the division by it (a clamp, an expand)
 
 
-def norm_affine_elsewhere(params: Sequence[ParamRecord], normalising: frozenset[str]
-                          ) -> list[str]:
-    astray = [p for p in params if _owner(p) in normalising
+def norm_affine_elsewhere(params: Sequence[ParamRecord], gains: frozenset[str]) -> list[str]:
+    astray = [p for p in params if p.name in gains
               and p.component not in (Component.NORM, Component.OTHER)]
     if not astray:
         return []
-    modules = list(dict.fromkeys(_owner(p) for p in astray))
+    modules = list(dict.fromkeys(_owner(p) or "(root)" for p in astray))
     shown = ", ".join(modules[:3]) + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
     where = sorted({str(p.component) for p in astray})
     return [f"self-check failed (norm affine elsewhere): {sum(p.numel for p in astray):,} "
@@ -481,8 +505,8 @@ def self_checks(ops: Sequence[OpRecord], params: Sequence[ParamRecord] = (),
     """One warning per failed rule (see the module docstring); empty when all pass. The rules
     on ``params`` (:func:`module_in_two_components`, the checks of meaning) need them, those
     on the weights records read the ``trace`` (:func:`weight_reads`, with ``origins``)."""
-    reads, weights, normalising = weight_reads(ops, params, trace, origins)
+    reads, weights, gains = weight_reads(ops, params, trace, origins)
     return ([line for rule in RULES for line in rule(ops)] + module_in_two_components(ops, params)
             + weight_elsewhere(ops, params, reads) + weight_operand_in_tokens(params, weights)
-            + norm_affine_elsewhere(params, normalising)
+            + norm_affine_elsewhere(params, gains)
             + same_computation_split_differently(ops) + feed_forwards_outside_blocks(ops))

@@ -51,14 +51,16 @@ def norm_modules(trace: Trace) -> frozenset[str]:
 def vector_norm_modules(trace: Trace) -> frozenset[str]:
     """The modules that normalise by a vector norm (:data:`~vitprof.recognize.rules.records.
     VECTOR_NORM`): no MACs, the vector norm (``linalg_vector_norm``) of a tensor a record
-    computed, and a division (``F.normalize(x) * scale * g``, ``x / x.norm(...) * g``),
+    computed or of the model's input (the first block's norm of a model fed tokens), and a
+    division (``F.normalize(x) * scale * g``, ``x / x.norm(...) * g``),
     whatever they are called. A parametrization
     normalising a weight reads a parameter, which no record computed: it is no norm."""
     normed: set[str] = set()
     divides: set[str] = set()
     macs: set[str] = set()
     for step in trace.steps:
-        if step.kind is OpKind.VECTOR_NORM and step.sources:
+        if step.kind is OpKind.VECTOR_NORM and (step.sources or (
+                step.unsourced and not step.params and not step.carried)):
             normed.add(step.module)
         if step.op in DIVIDES:
             divides.add(step.module)

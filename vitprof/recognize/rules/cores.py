@@ -90,7 +90,8 @@ class _CoreProduct(CoreFinder):
             following = []
             for i in frontier:
                 for j in flow.consumers[i]:
-                    if j in seen or j in taken or flow.fused_core(j):
+                    if j in seen or j in taken or flow.fused_core(j) or (
+                            SCORES_BY_VALUE in flow.rules and SCORES_BY_VALUE.as_index(flow, i, j)):
                         continue
                     seen.add(j)
                     if STREAM_BOUND in flow.rules and STREAM_BOUND.crossed(flow, j):
@@ -128,19 +129,47 @@ CORE_PRODUCT = _CoreProduct(
 class _StreamBound(Rule):
     def crossed(self, flow: Flow, i: int) -> bool:
         """Record ``i`` is a residual add of the stream, ``x + f(x)``, that no scores map crosses
-        (read by :data:`CORE_PRODUCT`'s search)."""
-        return i in flow.joins and flow.free_skip(i)
+        (read by :data:`CORE_PRODUCT`'s search): a join with a free skip whose products compute
+        from its fork. A mask added to the scores twice (``s + m``, then ``+ m`` again: a
+        shifted window's) forks from the mask, but the scores' products never read it."""
+        if i not in flow.joins or not flow.free_skip(i):
+            return False
+        fork, arms = flow.forks[i]
+        computed = flow.descendants(fork, i)
+        return any(flow.steps[j].macs for arm in arms for j in arm & computed)
 
 
 STREAM_BOUND = _StreamBound(
     "core-within-residual", (C.ATTN_CORE,),
     """The path from a core's first product to its second never crosses a residual add of the
-    stream (a join one of whose arms is its fork itself, ``x + f(x)``): kernelised attention's
-    last product (phi(Q) (phi(K)^T V), a random-feature buffer making its features) maps no
-    scores into the next block's q/k/v linears through the output projection and the
-    residual; a bias made from q added to the scores (both arms computed) is crossed.""",
-    "the joins between two free products, whether one arm is the fork itself",
+    stream (a join one of whose arms is its fork itself, the other's products computed from
+    it, ``x + f(x)``): kernelised attention's last product (phi(Q) (phi(K)^T V), a
+    random-feature buffer making its features) maps no scores into the next block's q/k/v
+    linears through the output projection and the residual; a bias made from q added to the
+    scores (both arms computed) is crossed, and so is a mask added to the scores twice (it
+    forks from the mask, which the scores' products never read).""",
+    "the joins between two free products, whether one arm is the fork itself and the other's "
+    "products depend on it",
     "random_feature_block")
+
+
+@dataclass(frozen=True)
+class _ScoresByValue(Rule):
+    def as_index(self, flow: Flow, i: int, j: int) -> bool:
+        """Record ``j`` reads record ``i`` only as indices (an argmax's or a top-k's, choosing
+        the tokens to gather or scatter), none of its values: no map of the scores (read by
+        :data:`CORE_PRODUCT`'s search)."""
+        return i in flow.steps[j].indexed
+
+
+SCORES_BY_VALUE = _ScoresByValue(
+    "scores-by-value", (C.ATTN_CORE,),
+    """The path from a core's first product to its second runs through the values of the
+    scores, never through indices: a record reading another only as indices (an argmax or a
+    top-k choosing tokens to gather or scatter) maps no scores. A token merge scoring pairs of
+    tokens by a product of their keys, then adding each token into its best match, starts no
+    core running on, through the merged tokens' sizes, into the next block's scores.""",
+    "the sources each record reads only as indices (integer tensors)", "index_merge_block")
 
 
 @dataclass(frozen=True)
@@ -555,9 +584,10 @@ FUSED_SHARE = _FusedShare(
 
 # the order they decide in
 CORE_RULES: tuple[Rule, ...] = (
-    PRICED_IN_PARTS, FUSED_CORE, CORE_PRODUCT, STREAM_BOUND, SINGLE_KEY, SOFTMAX_WEIGHTED,
-    AGGREGATION, PRODUCT_OF_CORES, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD, SCORE_BIAS, PASSED,
-    QUERY_TERM, QKV, FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE, FUSED_SHARE,
+    PRICED_IN_PARTS, FUSED_CORE, CORE_PRODUCT, STREAM_BOUND, SCORES_BY_VALUE, SINGLE_KEY,
+    SOFTMAX_WEIGHTED, AGGREGATION, PRODUCT_OF_CORES, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD,
+    SCORE_BIAS, PASSED, QUERY_TERM, QKV, FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE,
+    FUSED_SHARE,
 )
 
 

@@ -180,6 +180,12 @@ class _InBlock(RecordRule):
 
 
 @dataclass(frozen=True)
+class _FreeProduct(RecordRule):
+    def place(self, at: Placing, i: int, facts: Any) -> C | None:
+        return C.ATTN_CORE if at.in_block(i) and at.flow.free_product(i) else None
+
+
+@dataclass(frozen=True)
 class _Skipless(_FoundRecords):
     def prepare(self, at: Placing) -> set[int]:
         embedding = _embedding(at.flow, at.span)
@@ -512,6 +518,14 @@ IN_BLOCK = _InBlock(
     "weighted-in-block", (C.MLP,),
     """A weighted record in a block that no attention rule placed is ``mlp``.""",
     "MACs reading a parameter, the block of the record", "plain_block")
+FREE_PRODUCT = _FreeProduct(
+    "free-product-in-block", (C.ATTN_CORE,),
+    """A product of two activations in a block that no core holds (a token merge scoring
+    every pair of tokens by the product of their keys) multiplies tokens by tokens as the
+    cores do, no projection: ``attn_core``. Its producer's component would make it a q/k/v
+    projection after the core.""",
+    "MACs without a parameter read, the block of the record, the cores' records",
+    "index_merge_block")
 SKIPLESS = _Skipless(
     "skipless-conv-block", (C.CONV,),
     """Records outside blocks in a module of the kind of a convolutional block whose forward
@@ -570,7 +584,7 @@ POSITION_TABLE = _PositionTable(
     "position_tables")
 # the order they decide in
 RECORD_RULES: tuple[RecordRule, ...] = (
-    NORM_COMPUTED, VECTOR_NORM, NORM_GAIN, NORM, TOKEN_MIXER, SELECTOR, IN_BLOCK, SKIPLESS,
-    RESIDUAL_BRANCH, MAP_CONV, QUERY_SELECTION, ACTIVATION_WITH_CONV, AFTER_BLOCKS, POINTWISE,
-    WEIGHTED_OUTSIDE, POSITION_TABLE,
+    NORM_COMPUTED, VECTOR_NORM, NORM_GAIN, NORM, TOKEN_MIXER, SELECTOR, IN_BLOCK, FREE_PRODUCT,
+    SKIPLESS, RESIDUAL_BRANCH, MAP_CONV, QUERY_SELECTION, ACTIVATION_WITH_CONV, AFTER_BLOCKS,
+    POINTWISE, WEIGHTED_OUTSIDE, POSITION_TABLE,
 )
