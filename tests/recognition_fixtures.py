@@ -1176,6 +1176,38 @@ QUERY_SELECTION = {
 }
 
 
+POINTS = 2  # P, the points a deformable attention samples per token
+
+
+class DeformBlk(Blk):
+    """The standard block, its attention deformable: each token's P offsets from the linear
+    ``o`` (D -> 2P) move its reference point (its own position on the 2x2 map); the values
+    (``d``, D -> D) are sampled there by ``grid_sample`` (bilinear), weighted by a softmax of
+    the linear ``w`` (D -> P) over the points and summed; ``e`` projects the result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d, self.o, self.w = nn.Linear(D, D), nn.Linear(D, 2 * POINTS), nn.Linear(D, POINTS)
+        side = torch.linspace(-0.5, 0.5, 2)
+        self.register_buffer("r", torch.stack(torch.meshgrid(side, side, indexing="xy"), -1)
+                             .reshape(1, N, 1, 2))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        values = grid(self.d(x))  # B x D x 2 x 2
+        points = self.r + self.o(x).view(-1, N, POINTS, 2)  # B x N x P x 2, in [-1, 1]
+        sampled = F.grid_sample(values, points, align_corners=False)  # B x D x N x P
+        weights = self.w(x).softmax(-1)  # B x N x P
+        return self.e((sampled * weights[:, None]).sum(-1).transpose(1, 2))
+
+
+DEFORM = {  # per block, against the standard block: d, o and w attn_qkv; the core no MACs
+    C.ATTN_QKV: (LIN + 2 * POINTS * D + 2 * POINTS + POINTS * D + POINTS
+                 - (3 * D * D + 3 * D),
+                 N * D * D + N * D * 2 * POINTS + N * D * POINTS - N * D * 3 * D),
+    C.ATTN_CORE: (0, -2 * N * N * D),  # grid_sample, the weighting and the sum: no MACs
+}
+
+
 @dataclass(frozen=True)
 class Fixture:
     """A model, its expected breakdown, and how it is analysed."""
@@ -1239,6 +1271,7 @@ FIXTURES: dict[str, Fixture] = {
     "parametrized_block": Fixture(parametrized_net, net()),
     "vector_norm_block": Fixture(VectorNormNet, VECTOR_NORM_NET),
     "head_bias_block": Fixture(lambda: Net(HeadBiasBlk), net()),  # 3 D-element biases
+    "deformable_block": Fixture(lambda: Net(DeformBlk), net(_times(L, DEFORM))),
 }
 
 class SequencePooled(Net):

@@ -27,6 +27,7 @@ from vitprof.recognize.graph.flow import SOFTMAX, WINDOW, Flow
 from vitprof.recognize.rules import cores as core_rules
 
 DEPTH = 8  # records without MACs allowed between the two products of a core
+SAMPLERS = ("aten.grid_sampler_2d", "aten.grid_sampler_3d")  # resamplings at computed points
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,8 @@ def _core_steps(flow: Flow) -> list[tuple[frozenset[int], str]]:
             rule = core_rules.FUSED_CORE.name
         elif flow.free_product(i):
             found, rule = _product_core(flow, i, taken)
+        elif flow.steps[i].op in SAMPLERS:
+            found, rule = _sampled_points(flow, i, taken), core_rules.SAMPLED_POINTS.name
         elif core_rules.AGGREGATION in flow.rules:
             found, rule = _aggregation(flow, i, taken), core_rules.AGGREGATION.name
         else:
@@ -192,6 +195,55 @@ def _aggregation(flow: Flow, i: int, taken: Set[int]) -> list[int] | None:
                     reduced.shape) and m not in taken:
                 return sorted(flow.ancestors(m, i) & flow.descendants(i, m))
     return None
+
+
+def _sampled_points(flow: Flow, i: int, taken: Set[int]) -> list[int] | None:
+    """Attention over sampled points (:data:`~vitprof.recognize.rules.cores.SAMPLED_POINTS`):
+    record ``i`` resamples an activation at points computed from activations; through at most
+    :data:`DEPTH` records without MACs nor parameters it reaches an element-wise multiply by
+    weights a softmax normalised (:func:`_weighted_by_softmax`), reduced by a sum into fewer
+    elements. The resamplings feeding that multiply (one per level of a multi-scale
+    deformable attention), the records from them to the sum, and the sum; else None."""
+    step = flow.steps[i]
+    if core_rules.SAMPLED_POINTS not in flow.rules or len(set(step.sources)) != 2 or any(
+            flow.weights[j] for j in step.sources):
+        return None
+    frontier, seen = [i], {i}
+    for _ in range(DEPTH + 1):
+        following = []
+        for j in frontier:
+            for m in flow.consumers[j]:
+                record = flow.steps[m]
+                if m in seen or m in taken or record.macs or record.params or m in flow.joins:
+                    continue
+                seen.add(m)
+                following.append(m)
+                if record.op != "aten.mul" or not _weighted_by_softmax(flow, m):
+                    continue
+                for s in flow.consumers[m]:
+                    if flow.steps[s].op == "aten.sum" and prod(flow.steps[s].shape) < prod(
+                            record.shape) and s not in taken:
+                        return _sampled_to(flow, m, s)
+        frontier = following
+    return None
+
+
+def _sampled_to(flow: Flow, mul: int, end: int) -> list[int]:
+    """The resamplings reaching the multiply ``mul`` through records without MACs nor
+    parameters, the records from them to ``end``, and ``end``."""
+    samplers, stack, seen = set(), [mul], set()
+    while stack:
+        j = stack.pop()
+        step = flow.steps[j]
+        if j in seen or step.macs or step.params:
+            continue
+        seen.add(j)
+        if step.op in SAMPLERS:
+            samplers.add(j)
+        else:
+            stack.extend(step.sources)
+    return sorted(set().union(*(flow.ancestors(end, k) & flow.descendants(k, end)
+                                for k in samplers)))
 
 
 def _walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],

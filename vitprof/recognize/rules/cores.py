@@ -65,6 +65,17 @@ AGGREGATION = Rule(
     that last multiply are the core.""",
     "element-wise multiplies without parameters, a softmax or division among their sources, "
     "a smaller sum consuming them, a larger multiply after it", "additive_block")
+SAMPLED_POINTS = Rule(
+    "sampled-points-core", (C.ATTN_CORE,),
+    """Attention over sampled points, without a product of two activations: a resampling
+    (``grid_sample``) of an activation at points computed from activations, multiplied,
+    through records without MACs, element-wise by weights a softmax normalised, the product
+    reduced by a sum (deformable attention: each query's offsets move its reference points,
+    the values sampled there are weighted and summed). The resamplings feeding that multiply,
+    the multiply and the sum are the core; the value, offset and weight linears upstream are
+    its q/k/v projections, the linear after the sum its output projection.""",
+    "resamplings of activations, the multiplies they reach, a softmax among their sources, "
+    "a smaller sum consuming them", "deformable_block")
 JOINED_OPERAND = Rule(
     "joined-parameter-operand", (C.ATTN_CORE,),
     """A parameter concatenated to activations in one operand (learned memory key/values
@@ -191,6 +202,6 @@ PROJECTION_BIAS = _ProjectionBias(
 # the order they decide in
 CORE_RULES: tuple[Rule, ...] = (
     PRICED_IN_PARTS, FUSED_CORE, CORE_PRODUCT, STREAM_BOUND, SINGLE_KEY, SOFTMAX_WEIGHTED,
-    AGGREGATION, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD, SCORE_BIAS, PASSED, QUERY_TERM, QKV,
-    FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE, FUSED_SHARE,
+    AGGREGATION, SAMPLED_POINTS, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD, SCORE_BIAS, PASSED,
+    QUERY_TERM, QKV, FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE, FUSED_SHARE,
 )
