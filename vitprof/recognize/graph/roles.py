@@ -70,7 +70,7 @@ from vitprof.core.overrides import (
 )
 from vitprof.core.records import Component as C
 from vitprof.core.records import OpRecord, ParamRecord
-from vitprof.count.trace import Trace
+from vitprof.count.trace import Step, Trace
 from vitprof.recognize.graph.attention import Core, find_cores
 from vitprof.recognize.graph.blocks import (
     Blocks,
@@ -213,7 +213,9 @@ def _token_selectors(flow: Flow, of_step: list[int | None], last: int
             continue
         for j in flow.consumers[i]:
             inside = of_step[j] is not None
-            if i not in flow.steps[j].indexed and (inside or valued[j]):
+            looks_up = record_rules.HEAD_AGAIN in flow.rules and _looks_up(flow.steps[j])
+            if (i not in flow.steps[j].indexed or looks_up) and (
+                    inside or valued[j]):
                 valued[i] = True
             block = of_step[j] if inside else reached[j]
             earlier = reached[i]
@@ -232,6 +234,14 @@ def _token_selectors(flow: Flow, of_step: list[int | None], last: int
             for i in part:
                 placed[i] = block
     return placed, frozenset(between)
+
+
+def _looks_up(step: Step) -> bool:
+    """``step`` reads indices alone and the parameters they pick rows of (an embedding table
+    looked up by the tokens a head chose at the previous step of a loop): the indices select
+    no tokens, they are the values the record reads (:data:`~vitprof.recognize.rules.records.
+    HEAD_AGAIN`)."""
+    return bool(step.carried) and set(step.sources) <= set(step.indexed)
 
 
 def _between_stacks(flow: Flow, of_step: list[int | None], part: set[int], block: int) -> bool:
