@@ -185,8 +185,13 @@ def axial_image_transformer() -> Form:
     x + attention along the width (PermuteToFrom, PreNorm LayerNorm(16), SelfAttention of
     2 heads x 8: to_q Linear(16, 16) and to_kv Linear(16, 32) without bias, to_out
     Linear(16, 16); 16 rows x 2 heads of 16 x 16 x 8 products, twice), then x + ff, x + ff,
-    each ff a ChanLayerNorm (g and b, 16 each) and Conv2d 16 -> 64 -> 16 (3 x 3, bias): the
-    feed-forward of the layer, run on all 256 positions, mlp."""
+    each ff a ChanLayerNorm (g and b, 16 each) and Conv2d 16 -> 64 -> 16 (3 x 3, bias), run on
+    all 256 positions: the package calls it the layer's feed-forward, but it is made of
+    spatial convolutions alone, each output position reading its 3 x 3 neighbours, which
+    docs/recognition.md's ``token-mixer-conv`` places ``conv`` even inside a block (a unit
+    after the core made of spatial convolutions alone mixes tokens), and a residual segment
+    after a block whose branch mixes tokens stays out of it (``residual-segment-block``):
+    ``conv``."""
     attention = {
         C.ATTN_QKV: plus(linear(256, 16, 16, bias=False), linear(256, 16, 32, bias=False)),
         C.ATTN_CORE: (0, 2 * (16 * 2) * 16 * 16 * 8),
@@ -196,7 +201,7 @@ def axial_image_transformer() -> Form:
     return {
         C.TOKENS: (2 * 16 * 16, 0),
         **{component: times(2 * 2, form) for component, form in attention.items()},
-        C.MLP: times(2 * 2, feed_forward),
+        C.CONV: times(2 * 2, feed_forward),
         C.NORM: (2 * 2 * (2 * 16) + 2 * 2 * (2 * 16), 0),  # attention LayerNorms, ChanLayerNorms
     }
 

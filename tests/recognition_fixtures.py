@@ -1459,10 +1459,99 @@ def decoder_layer(k: int = SELECTED_QUERIES, n: int = N) -> Breakdown:
     })
 
 
+STEPS = 3  # T, the steps a decoder called in a loop runs
+VOCABULARY = 10  # the tokens it chooses from: the head's classes
+
+
+class LoopDecoderNet(Net):
+    """An encoder (the standard net's blocks and norm ``n``), then a decoder of L layers ``w``
+    (:class:`CrossBlk`: self-attention, cross-attention over the encoder's N tokens, MLP) called
+    step by step in a loop: the sequence starts with token 0 (a constant), each step embeds
+    the tokens so far by the table ``t`` (VOCABULARY x D), runs the layers, and the head ``b``
+    scores the last position; the best token is appended. The output: the last step's scores."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = nn.Embedding(VOCABULARY, D)
+        self.w = nn.ModuleList([CrossBlk() for _ in range(L)])
+
+    def decode(self, chosen: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        x = self.t(chosen)
+        for k in self.w:
+            x = k(x, memory)
+        return x
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = tokens(self.a(image))
+        for k in self.m:
+            x = k(x)
+        memory = self.n(x)
+        chosen = torch.zeros(image.shape[0], 1, dtype=torch.long, device=image.device)
+        for _ in range(STEPS):
+            scores = self.b(self.decode(chosen, memory)[:, -1])
+            chosen = torch.cat([chosen, scores.argmax(-1, keepdim=True)], 1)
+        return scores
+
+
+def loop_decoder() -> Breakdown:
+    """:class:`LoopDecoderNet`: the net, the table in ``tokens``, the head's MACs at each of
+    the T steps, the L decoder layers' params once and their MACs on 1, 2, ..., T queries."""
+    steps = [_times(L, decoder_layer(k)) for k in range(1, STEPS + 1)]
+    return _sum(net(), {C.TOKENS: (VOCABULARY * D, 0), C.HEAD: (0, (STEPS - 1) * D * 10)},
+                *({c: (0, macs) for c, (_, macs) in step.items()} for step in steps),
+                {c: (params, 0) for c, (params, _) in _times(L, decoder_layer()).items()})
+
 QUERY_SELECTION = {
     C.HEAD: (LIN + D + 1, N * D * D + N * D),  # s: D -> D and D -> 1 on the N tokens
     C.PATCH_EMBED: (LIN, SELECTED_QUERIES * D * D),  # u, the decoder's queries embedded
 }
+
+
+POINTS = 2  # P, the points a deformable attention samples per token
+
+
+class DeformBlk(Blk):
+    """The standard block, its attention deformable: each token's P offsets from the linear
+    ``o`` (D -> 2P) move its reference point (its own position on the 2x2 map); the values
+    (``d``, D -> D) are sampled there by ``grid_sample`` (bilinear), weighted by a softmax of
+    the linear ``w`` (D -> P) over the points and summed; ``e`` projects the result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d, self.o, self.w = nn.Linear(D, D), nn.Linear(D, 2 * POINTS), nn.Linear(D, POINTS)
+        side = torch.linspace(-0.5, 0.5, 2)
+        self.register_buffer("r", torch.stack(torch.meshgrid(side, side, indexing="xy"), -1)
+                             .reshape(1, N, 1, 2))
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        values = grid(self.d(x))  # B x D x 2 x 2
+        points = self.r + self.o(x).view(-1, N, POINTS, 2)  # B x N x P x 2, in [-1, 1]
+        sampled = F.grid_sample(values, points, align_corners=False)  # B x D x N x P
+        weights = self.w(x).softmax(-1)  # B x N x P
+        return self.e((sampled * weights[:, None]).sum(-1).transpose(1, 2))
+
+
+DEFORM = {  # per block, against the standard block: d, o and w attn_qkv; the core no MACs
+    C.ATTN_QKV: (LIN + 2 * POINTS * D + 2 * POINTS + POINTS * D + POINTS
+                 - (3 * D * D + 3 * D),
+                 N * D * D + N * D * 2 * POINTS + N * D * POINTS - N * D * 3 * D),
+    C.ATTN_CORE: (0, -2 * N * N * D),  # grid_sample, the weighting and the sum: no MACs
+}
+
+
+class ConstantTableBlk(Blk):
+    """The standard block, its attention's input plus a sin-cos table made in the forward
+    from constants (no parameter, no input): the token index times D/2 frequencies, one
+    product of an N x 1 column and a 1 x D/2 row, its sines and cosines side by side."""
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        where = torch.arange(N, dtype=x.dtype, device=x.device)[:, None]
+        frequencies = 1.0 / 10.0 ** torch.arange(D // 2, dtype=x.dtype, device=x.device)
+        angles = where @ frequencies[None]
+        return super().attend(x + torch.cat([angles.sin(), angles.cos()], -1))
+
+
+CONSTANT_TABLE = {C.TOKENS: (0, N * 1 * (D // 2))}  # per block: the N x 1 by 1 x D/2 product
 
 
 @dataclass(frozen=True)
@@ -1531,6 +1620,9 @@ FIXTURES: dict[str, Fixture] = {
     "vector_norm_block": Fixture(VectorNormNet, VECTOR_NORM_NET),
     "head_bias_block": Fixture(lambda: Net(HeadBiasBlk), net()),  # 3 D-element biases
     "index_merge_block": Fixture(MergeNet, MERGE),
+    "deformable_block": Fixture(lambda: Net(DeformBlk), net(_times(L, DEFORM))),
+    "loop_decoder": Fixture(LoopDecoderNet, loop_decoder()),
+    "constant_table_block": Fixture(lambda: Net(ConstantTableBlk), net(_times(L, CONSTANT_TABLE))),
 }
 
 class SequencePooled(Net):

@@ -36,7 +36,9 @@ module holds which), never a module's, parameter's or class's name, so they hold
   chain of layers, a multi-conv stem, not a block: CrossViT's two branches each embed the
   image with one (``patch_embed.0.proj`` and ``patch_embed.1.proj``).
 * **MACs in tokens**: ``tokens`` is the class / register tokens and the position embedding,
-  whose arithmetic is element-wise (vector FLOPs); a multiply-accumulate there is misplaced.
+  whose arithmetic is element-wise (vector FLOPs); a multiply-accumulate there is misplaced,
+  but a product that the trace shows reading no weight (a sin-cos table made in the forward
+  from constants: ``constant-product``).
 * **no blocks, yet components**: a model without recognized transformer blocks is at most a
   convolutional network, broken down as one (its stem or downsampling in ``patch_embed``, its
   residual blocks in ``conv``, what follows them in ``head``), and leaves what it does not
@@ -282,8 +284,11 @@ def patch_embed_with_blocks(ops: Sequence[OpRecord]) -> list[str]:
                      "in patch_embed, repeated units of three or more layers run in a row")]
 
 
-def macs_in_tokens(ops: Sequence[OpRecord]) -> list[str]:
-    astray = [op for op in ops if op.component is Component.TOKENS and op.macs]
+def macs_in_tokens(ops: Sequence[OpRecord], reads: Reads | None = None) -> list[str]:
+    """``reads``: per op record, the parameters it reads as weights, when a trace says so (a
+    product reading none is a table computed from constants); None: every product counts."""
+    astray = [op for k, op in enumerate(ops) if op.component is Component.TOKENS and op.macs
+              and (reads is None or reads[k])]
     return [_warning("MACs in tokens", astray, "in tokens")] if astray else []
 
 
@@ -496,8 +501,7 @@ def feed_forwards_outside_blocks(ops: Sequence[OpRecord]) -> list[str]:
 
 
 RULES = (attention_outside_core, projections_without_core, projections_out_of_order,
-         patch_embed_inside_blocks, patch_embed_with_blocks, macs_in_tokens,
-         components_without_blocks)
+         patch_embed_inside_blocks, patch_embed_with_blocks, components_without_blocks)
 
 
 def self_checks(ops: Sequence[OpRecord], params: Sequence[ParamRecord] = (),
@@ -506,7 +510,9 @@ def self_checks(ops: Sequence[OpRecord], params: Sequence[ParamRecord] = (),
     on ``params`` (:func:`module_in_two_components`, the checks of meaning) need them, those
     on the weights records read the ``trace`` (:func:`weight_reads`, with ``origins``)."""
     reads, weights, gains = weight_reads(ops, params, trace, origins)
-    return ([line for rule in RULES for line in rule(ops)] + module_in_two_components(ops, params)
+    return ([line for rule in RULES for line in rule(ops)]
+            + macs_in_tokens(ops, reads if trace is not None else None)
+            + module_in_two_components(ops, params)
             + weight_elsewhere(ops, params, reads) + weight_operand_in_tokens(params, weights)
             + norm_affine_elsewhere(params, gains)
             + same_computation_split_differently(ops) + feed_forwards_outside_blocks(ops))

@@ -279,6 +279,76 @@ AGGREGATION = _Aggregation(
     "a smaller sum consuming them, a larger multiply after it", "additive_block")
 
 
+SAMPLERS = ("aten.grid_sampler_2d", "aten.grid_sampler_3d")  # resamplings at computed points
+
+
+@dataclass(frozen=True)
+class _SampledPoints(CoreFinder):
+    def find(self, flow: Flow, i: int, taken: Set[int]) -> Found | None:
+        found = self.records(flow, i, taken) if flow.steps[i].op in SAMPLERS else None
+        return (found, self) if found else None
+
+    def records(self, flow: Flow, i: int, taken: Set[int]) -> list[int] | None:
+        """Attention over sampled points: record ``i`` resamples an activation at points
+        computed from activations; through at most :data:`DEPTH` records without MACs nor
+        parameters it reaches an element-wise multiply by weights a softmax normalised
+        (:meth:`_SoftmaxWeighted.weights`), reduced by a sum into fewer elements. The
+        resamplings feeding that multiply (one per level of a multi-scale deformable
+        attention), the records from them to the sum, and the sum; else None."""
+        step = flow.steps[i]
+        if len(set(step.sources)) != 2 or any(flow.weights[j] for j in step.sources):
+            return None
+        frontier, seen = [i], {i}
+        for _ in range(DEPTH + 1):
+            following = []
+            for j in frontier:
+                for m in flow.consumers[j]:
+                    record = flow.steps[m]
+                    if m in seen or m in taken or record.macs or record.params or m in flow.joins:
+                        continue
+                    seen.add(m)
+                    following.append(m)
+                    if record.op != "aten.mul" or not SOFTMAX_WEIGHTED.weights(flow, m):
+                        continue
+                    for s in flow.consumers[m]:
+                        if flow.steps[s].op == "aten.sum" and prod(flow.steps[s].shape) < prod(
+                                record.shape) and s not in taken:
+                            return self.sampled_to(flow, m, s)
+            frontier = following
+        return None
+
+    @staticmethod
+    def sampled_to(flow: Flow, mul: int, end: int) -> list[int]:
+        """The resamplings reaching the multiply ``mul`` through records without MACs nor
+        parameters, the records from them to ``end``, and ``end``."""
+        samplers, stack, seen = set(), [mul], set()
+        while stack:
+            j = stack.pop()
+            step = flow.steps[j]
+            if j in seen or step.macs or step.params:
+                continue
+            seen.add(j)
+            if step.op in SAMPLERS:
+                samplers.add(j)
+            else:
+                stack.extend(step.sources)
+        return sorted(set().union(*(flow.ancestors(end, k) & flow.descendants(k, end)
+                                    for k in samplers)))
+
+
+SAMPLED_POINTS = _SampledPoints(
+    "sampled-points-core", (C.ATTN_CORE,),
+    """Attention over sampled points, without a product of two activations: a resampling
+    (``grid_sample``) of an activation at points computed from activations, multiplied,
+    through records without MACs, element-wise by weights a softmax normalised, the product
+    reduced by a sum (deformable attention: each query's offsets move its reference points,
+    the values sampled there are weighted and summed). The resamplings feeding that multiply,
+    the multiply and the sum are the core; the value, offset and weight linears upstream are
+    its q/k/v projections, the linear after the sum its output projection.""",
+    "resamplings of activations, the multiplies they reach, a softmax among their sources, "
+    "a smaller sum consuming them", "deformable_block")
+
+
 @dataclass(frozen=True)
 class _ProductOfCores(Rule):
     def joined(self, flow: Flow, cores: list[tuple[frozenset[int], Rule]]
@@ -585,9 +655,9 @@ FUSED_SHARE = _FusedShare(
 # the order they decide in
 CORE_RULES: tuple[Rule, ...] = (
     PRICED_IN_PARTS, FUSED_CORE, CORE_PRODUCT, STREAM_BOUND, SCORES_BY_VALUE, SINGLE_KEY,
-    SOFTMAX_WEIGHTED, AGGREGATION, PRODUCT_OF_CORES, JOINED_OPERAND, ADDED_TERM, POOLING_HEAD,
-    SCORE_BIAS, PASSED, QUERY_TERM, QKV, FEEDS_QKV, GATE, PROJ, NEXT_QKV, ATTENTION_MODULE,
-    FUSED_SHARE,
+    SOFTMAX_WEIGHTED, AGGREGATION, SAMPLED_POINTS, PRODUCT_OF_CORES, JOINED_OPERAND, ADDED_TERM,
+    POOLING_HEAD, SCORE_BIAS, PASSED, QUERY_TERM, QKV, FEEDS_QKV, GATE, PROJ, NEXT_QKV,
+    ATTENTION_MODULE, FUSED_SHARE,
 )
 
 

@@ -107,7 +107,15 @@ def is_affine(flow: Flow, i: int, owner: str, name: str, sizes: Mapping[str, int
     if not flow.norm(i) or step.module != owner:
         return False
     normalised = _normalised(step, sizes)
-    return name != normalised and (normalised is not None or sizes[name] < prod(step.operand))
+    return name != normalised and (normalised is not None or sizes[name] < prod(step.operand)
+                                   or _normalises_carried(step, name))
+
+
+def _normalises_carried(step: Step, name: str) -> bool:
+    """The norm ``step`` normalises parameters carried to it through free ops alone (no record
+    made its input: a start token's row of an embedding table, looked up by constant indices),
+    and reads parameter ``name`` itself: its affine, however large that one token is."""
+    return not step.sources and bool(step.carried) and name in step.params
 
 
 def _normalised(step: Step, sizes: Mapping[str, int]) -> str | None:
@@ -134,7 +142,8 @@ def _enters_sequence(flow: Flow, first: int, name: str, owner: str, products: Se
     user = weight_user(flow, first)
     if user in products and flow.joined_weights(user) & flow.descendants(first, user):
         return True
-    return not step.macs and step.module != owner and name in step.params
+    return not step.macs and step.module != owner and (
+        name in step.params or (name in step.carried and flow.norm(first)))
 
 
 def _concatenated_by(flow: Flow, first: int, name: str) -> int | None:
@@ -203,7 +212,8 @@ SEQUENCE_PARAMETER = _SequenceParameter(
     the scores (memory key/values concatenated to k and v), or computed by records into a weight
     joined so (a memory normalised first); one a record without MACs of another
     module than the parameter's takes as its input (learned latents normed before their
-    cross-attention).""",
+    cross-attention), or a norm of another module normalises, carried to it through free ops
+    (a row of an embedding table looked up by constant indices: a decoder's start token).""",
     "the parameters a record reads or carries as operands, its MACs, the parameter's owner "
     "module and rank", "memory_block")
 CONCATENATED = _ConcatenatedParameter(
@@ -232,8 +242,9 @@ OWN_MODULE = _OwnModule(
     """The affine of a norm run by the parameter's own module (a parameter smaller than the
     input normalised) takes the norm's component, never that of the record using what the
     norm computes when it reads no record: a LayerNorm on the raw tiles (the model's input,
-    made by no record) before the patch projection, or on learned latents, is ``norm``,
-    parameters and op alike.""",
+    made by no record) before the patch projection, or on learned latents, or on parameters
+    carried to it through free ops alone (a start token looked up in an embedding table, one
+    token as large as the norm's weight), is ``norm``, parameters and op alike.""",
     "the module running the reader, the parameter's owner module, its size and the input's",
     "raw_norm_net")
 UNRUN_CLASS = Rule(

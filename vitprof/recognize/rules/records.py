@@ -124,7 +124,8 @@ class _Selector(RecordRule):
                 continue
             for j in flow.consumers[i]:
                 inside = of_step[j] is not None
-                if i not in flow.steps[j].indexed and (inside or valued[j]):
+                looks_up = HEAD_AGAIN in flow.rules and HEAD_AGAIN.looks_up(flow.steps[j])
+                if (i not in flow.steps[j].indexed or looks_up) and (inside or valued[j]):
                     valued[i] = True
                 block = of_step[j] if inside else reached[j]
                 earlier = reached[i]
@@ -171,6 +172,17 @@ class _Selector(RecordRule):
                         stack.append(j)
             parts.append(part)
         return parts
+
+
+@dataclass(frozen=True)
+class _ConstantProduct(_FoundRecords):
+    def prepare(self, at: Placing) -> set[int]:
+        constant: list[bool] = []
+        for step in at.flow.steps:
+            constant.append(not step.params and not step.carried
+                            and all(constant[j] for j in step.sources))
+        return {i for i, step in enumerate(at.flow.steps)
+                if constant[i] and step.macs and at.in_block(i)}
 
 
 @dataclass(frozen=True)
@@ -258,6 +270,20 @@ class _ActivationWithConv(RecordRule):
 class _AfterBlocks(RecordRule):
     def place(self, at: Placing, i: int, facts: Any) -> C | None:
         return C.HEAD if i > at.span.last else None
+
+
+@dataclass(frozen=True)
+class _HeadAgain(_FoundRecords):
+    def prepare(self, at: Placing) -> set[int]:
+        after = {name for step in at.flow.steps[at.span.last + 1:] for name in step.params}
+        return {i for i, step in enumerate(at.flow.steps[:at.span.last + 1])
+                if _outside_weighted(at, i) and after & set(step.params)}
+
+    def looks_up(self, step: Step) -> bool:
+        """``step`` reads indices alone and the parameters they pick rows of (an embedding table
+        looked up by the tokens a head chose at the previous step of a loop): the indices select
+        no tokens, they are the values the record reads (read by :data:`SELECTOR`)."""
+        return bool(step.carried) and set(step.sources) <= set(step.indexed)
 
 
 @dataclass(frozen=True)
@@ -514,6 +540,14 @@ SELECTOR = _Selector(
     gathering the tokens), a weighted one among them, are in that block: its weighted records
     ``mlp``.""",
     "which inputs of a block's records are indices", "selector_block")
+CONSTANT_PRODUCT = _ConstantProduct(
+    "constant-product", (C.TOKENS,),
+    """In a block, a product computed from constants alone (no parameter, no record but ones
+    computed so: a sin-cos position embedding made in the forward, the token indices times the
+    frequencies) is ``tokens``, as a table of parameters added to the tokens is; the records
+    mapping it (its sines and cosines) take its component as its consumers.""",
+    "records without parameters whose sources are all such records, their MACs, their block",
+    "constant_table_block")
 IN_BLOCK = _InBlock(
     "weighted-in-block", (C.MLP,),
     """A weighted record in a block that no attention rule placed is ``mlp``.""",
@@ -564,6 +598,15 @@ AFTER_BLOCKS = _AfterBlocks(
     "after-last-block-head", (C.HEAD,),
     """A record after the last block's last record, in no convolutional block, is ``head``.""",
     "the position of the record after the blocks", "plain_block")
+HEAD_AGAIN = _HeadAgain(
+    "head-called-again", (C.HEAD,),
+    """A weighted record outside blocks, before the last block's last record, that reads the
+    weight of a record after it is the head called again: a decoder run step by step in a
+    loop, the head choosing each step's token, whose embedding the next step reads (the
+    indices a head's scores give look up rows of a table: they select no tokens, and the head
+    is no token selector), is ``head`` at every step, as at the last.""",
+    "the parameters of the records after the last block, the weighted records before it",
+    "loop_decoder")
 POINTWISE = _Pointwise(
     "pointwise-on-map", (C.CONV,),
     """In a convolutional network without attention, a convolution within the residual span
@@ -584,7 +627,7 @@ POSITION_TABLE = _PositionTable(
     "position_tables")
 # the order they decide in
 RECORD_RULES: tuple[RecordRule, ...] = (
-    NORM_COMPUTED, VECTOR_NORM, NORM_GAIN, NORM, TOKEN_MIXER, SELECTOR, IN_BLOCK, FREE_PRODUCT,
-    SKIPLESS, RESIDUAL_BRANCH, MAP_CONV, QUERY_SELECTION, ACTIVATION_WITH_CONV, AFTER_BLOCKS,
-    POINTWISE, WEIGHTED_OUTSIDE, POSITION_TABLE,
+    NORM_COMPUTED, VECTOR_NORM, NORM_GAIN, NORM, TOKEN_MIXER, SELECTOR, CONSTANT_PRODUCT,
+    IN_BLOCK, FREE_PRODUCT, SKIPLESS, RESIDUAL_BRANCH, MAP_CONV, QUERY_SELECTION,
+    ACTIVATION_WITH_CONV, AFTER_BLOCKS, HEAD_AGAIN, POINTWISE, WEIGHTED_OUTSIDE, POSITION_TABLE,
 )

@@ -1,0 +1,63 @@
+"""Issue 35's classes 13 and 14 (deformable attention) on neutral-name fixtures
+(tests/recognition_fixtures.py): a deformable attention is an attention core, a decoder called
+step by step after an encoder is split as its layers are."""
+
+from __future__ import annotations
+
+from recognition_fixtures import (
+    CONSTANT_TABLE,
+    DEFORM,
+    IMAGE,
+    ConstantTableBlk,
+    DeformBlk,
+    L,
+    LoopDecoderNet,
+    Net,
+    _times,
+    loop_decoder,
+    net,
+)
+
+from vitprof import analyze
+from vitprof.core.records import Component as C
+
+
+def test_a_deformable_attention_is_an_attention_core() -> None:
+    """Class 14: values sampled by ``grid_sample`` at points moved by learned offsets,
+    weighted by a softmax over the points and summed. Main found no core: no blocks, the
+    whole model ``other`` (1,518 params, 5,072 MACs), with a warning; inside a block with
+    another core (ultralytics' RT-DETR decoder) the deformable cross-attention was ``mlp``."""
+    profile = analyze(Net(DeformBlk), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == net(_times(L, DEFORM))
+    sampled = [op for op in profile.ops if op.op == "aten.grid_sampler_2d"]
+    assert [(op.component, op.block) for op in sampled] == [(C.ATTN_CORE, 0), (C.ATTN_CORE, 1)]
+    assert profile.self_checks == ()
+
+
+def test_a_decoder_called_step_by_step_in_a_loop_is_split_as_its_layers() -> None:
+    """Class 13: after an encoder, a decoder of L layers called step by step, its first step
+    reading the embedding of a constant start token, each step's tokens chosen by the head.
+    Main put the table's 80 params and the first layer's first LayerNorm (16) in
+    ``attn_qkv`` (the norm of a row looked up by constant indices read as a weight computed
+    from parameters), and the head's first T - 1 calls (90 params, 160 MACs) in the decoder's
+    first block as ``mlp`` (a token selector: its indices looked up the table); the last call
+    ``head`` (a self-check fired)."""
+    profile = analyze(LoopDecoderNet(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == loop_decoder()
+    assert {(op.component, op.block) for op in profile.ops if op.module == "b"} == {(C.HEAD, None)}
+    assert profile.self_checks == ()
+
+
+def test_a_sin_cos_table_made_in_a_block_from_constants_is_tokens() -> None:
+    """Issue 35, ultralytics' AIFI: a sin-cos position table computed in the block's forward
+    from constants (token indices times frequencies: an N x 1 by 1 x D/2 product, 16 MACs a
+    block) and added to the attention's input. Main gave its product the component of the
+    record before it, ``norm`` (32 MACs in a component of none); in RT-DETR's AIFI
+    ``patch_embed`` inside a block (a self-check fired). The check "MACs in tokens" passes a
+    product the trace shows reading no weight."""
+    profile = analyze(Net(ConstantTableBlk), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == net(_times(L, CONSTANT_TABLE))
+    assert profile.self_checks == ()
