@@ -225,3 +225,24 @@ def test_a_list_of_world_sizes_tables_the_per_rank_peak_and_draws_it(tmp_path, c
     assert two["peak_live"]["parameters"] == rank0_shard_bytes(small(), 2)
     assert eight["peak_live"]["parameters"] == rank0_shard_bytes(small(), 8)
     assert figure.stat().st_size > 0
+
+
+@pytest.mark.parametrize(("rows", "world_size"), [(1, 2), (197, 4), (7, 3), (1408, 1024),
+                                                  (10, 10), (6, 4)])
+def test_fsdp2_chunks_made_when_read_are_the_views_torch_chunk_makes(
+        rows: int, world_size: int) -> None:
+    # the rank's chunk and the first are the ones FSDP2 reads; each is compared with
+    # _chunk_with_empty's (torch.chunk's views, then empty tensors up to world_size)
+    import torch
+    from torch.distributed.fsdp._fully_shard._fsdp_common import _chunk_with_empty
+
+    from vitprof.measure.distributed.strategies import RankChunks
+
+    tensor = torch.empty(rows, 3)
+    expected = _chunk_with_empty(tensor, world_size, dim=0)
+    found = RankChunks(tensor, world_size, 0)
+    assert len(found) == len(expected) == world_size
+    for index in range(world_size):
+        one, other = found[index], expected[index]
+        assert (one.shape, one.stride()) == (other.shape, other.stride())
+        assert one.numel() == 0 or one.storage_offset() == other.storage_offset()
