@@ -22,6 +22,7 @@ from vitprof.cli.main import main
 from vitprof.core.errors import UserError
 from vitprof.core.schema import load_schema
 from vitprof.measure.distributed.estimate import RankMemory
+from vitprof.workload import InputRequest
 
 SMALL = dict(img_size=32, patch_size=8, embed_dim=64, depth=4, num_heads=2, num_classes=10)
 
@@ -41,9 +42,14 @@ def param_bytes(model: nn.Module) -> int:
     return sum(4 * p.numel() for p in model.parameters())  # float32
 
 
+def shard_sizes(model: nn.Module, world_size: int) -> list[int]:
+    """FSDP2 shards each parameter on its first dim: rank 0 holds ceil(rows / world) rows of
+    each, so many bytes."""
+    return [4 * -(-p.shape[0] // world_size) * p[0].numel() for p in model.parameters()]
+
+
 def rank0_shard_bytes(model: nn.Module, world_size: int) -> int:
-    """FSDP2 shards each parameter on its first dim: rank 0 holds ceil(rows / world) rows."""
-    return sum(4 * -(-p.shape[0] // world_size) * p[0].numel() for p in model.parameters())
+    return sum(shard_sizes(model, world_size))
 
 
 def gathered_bytes(model: nn.Module, world_size: int) -> int:
@@ -84,6 +90,29 @@ def test_fsdp_shards_parameters_and_optimizer_state_by_rows(world_size: int) -> 
     assert start["parameters"] == shard
     steps = 4 * len(list(model.parameters()))
     assert start["optimizer_state"] == 2 * shard + steps
+
+
+@pytest.mark.parametrize(("strategy", "world_size"), [("zero2", 2), ("fsdp", 4)])
+def test_the_optimizer_step_under_fsdp2_makes_its_temporaries_at_the_shards_sizes(
+        strategy: str, world_size: int) -> None:
+    # AdamW steps the DTensors' local shards: a DTensor's own storage (its global size) holds
+    # nothing; an earlier log counted it, about 3 x the global parameters in the step
+    model = small()
+    shards = shard_sizes(model, world_size)
+    steps = 4 * len(shards)  # the CPU's 4-byte step count per parameter
+    # CPU, single-tensor AdamW, parameter by parameter: exp_avg and exp_avg_sq of every shard;
+    # denom = exp_avg_sq.sqrt() / bias_correction2_sqrt makes two shard-sized temporaries while
+    # the previous parameter's denom is still alive (the loop rebinds it after)
+    cpu = memory(small(), InputRequest(batch_size=2), target="cpu", strategy=strategy,
+                 world_size=world_size)
+    denominators = max(before + 2 * size for before, size in zip([0, *shards[:-1]], shards,
+                                                                 strict=True))
+    assert cpu.most["optimizer_state"] == 2 * sum(shards) + steps + denominators
+    # cuda, multi-tensor AdamW: _foreach_sqrt of every exp_avg_sq at once, divided and added to
+    # in place; each allocation rounded up to 512 B, the step counts on the host
+    cuda = memory(small(), InputRequest(batch_size=2), target="cuda", strategy=strategy,
+                  world_size=world_size)
+    assert cuda.most["optimizer_state"] == 3 * sum(-(-size // 512) * 512 for size in shards)
 
 
 def test_zero2_keeps_every_block_gathered_and_fsdp_only_those_in_flight() -> None:
@@ -196,3 +225,24 @@ def test_a_list_of_world_sizes_tables_the_per_rank_peak_and_draws_it(tmp_path, c
     assert two["peak_live"]["parameters"] == rank0_shard_bytes(small(), 2)
     assert eight["peak_live"]["parameters"] == rank0_shard_bytes(small(), 8)
     assert figure.stat().st_size > 0
+
+
+@pytest.mark.parametrize(("rows", "world_size"), [(1, 2), (197, 4), (7, 3), (1408, 1024),
+                                                  (10, 10), (6, 4)])
+def test_fsdp2_chunks_made_when_read_are_the_views_torch_chunk_makes(
+        rows: int, world_size: int) -> None:
+    # the rank's chunk and the first are the ones FSDP2 reads; each is compared with
+    # _chunk_with_empty's (torch.chunk's views, then empty tensors up to world_size)
+    import torch
+    from torch.distributed.fsdp._fully_shard._fsdp_common import _chunk_with_empty
+
+    from vitprof.measure.distributed.strategies import RankChunks
+
+    tensor = torch.empty(rows, 3)
+    expected = _chunk_with_empty(tensor, world_size, dim=0)
+    found = RankChunks(tensor, world_size, 0)
+    assert len(found) == len(expected) == world_size
+    for index in range(world_size):
+        one, other = found[index], expected[index]
+        assert (one.shape, one.stride()) == (other.shape, other.stride())
+        assert one.numel() == 0 or one.storage_offset() == other.storage_offset()

@@ -135,10 +135,6 @@ def _estimate(work: Workload, step: RankStep, settings: StepSettings, strategy: 
     most = {kind: max(e.live[kind] for e in events) for kind in KINDS}
     unused = step.attention.unused_warning()
     warnings: tuple[str, ...] = (unused,) if unused else ()
-    if strategy in FSDP_STRATEGIES and at.phase == "optimizer":
-        warnings += (f"the per-rank peak is in the optimizer step, whose temporaries under "
-                     f"{strategy} come out at the parameters' global sizes, not their shards: "
-                     "not yet explained nor measured (docs/memory.md, Per rank)",)
     return RankMemory(
         model=work.name,
         input=work.inputs.describe().replace(f"{work.inputs.batch}x", f"{batch}x", 1),

@@ -6,11 +6,16 @@ registered before the step: parameters, optimizer state, inputs) is logged as al
 the bytes it has, and as freed when its last tensor goes (a weak reference's callback). FSDP2
 allocates and frees the unsharded parameters by resizing their storages in place
 (``untyped_storage().resize_``): while the log is on, each resize is logged as a change of that
-storage's bytes. Meta tensors are not logged, nor anything while :meth:`RankLog.paused`: DTensor
-propagates shapes by running each op on fake tensors of the global shapes (under the fake mode
-it finds, here the step's), which no rank allocates. Each entry is replayed later with the
-kind its allocation turned out to be (:meth:`RankLog.replay`), once the step has shown which
-storages were gradients.
+storage's bytes.
+
+A tensor subclass that wraps others (FSDP2's ``DTensor``) is logged by the plain tensors it
+wraps, found through ``__tensor_flatten__`` (a DTensor's local shard): the wrapper's own storage
+holds no data and reports the global size. An op on DTensors is one op to this mode (the mode is
+off torch's mode stack while it handles an op): the local ops DTensor runs inside, and the
+shape propagation it runs on fake tensors of the global shapes, are not seen; the op is logged
+by its outputs' local tensors, and what DTensor allocates and frees within the op is not.
+Each entry is replayed later with the kind its allocation turned out to be
+(:meth:`RankLog.replay`), once the step has shown which storages were gradients.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from functools import partial
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_leaves
 
 from vitprof.core.vocab import Device
@@ -67,7 +72,6 @@ class RankLog(TorchDispatchMode):
         self.kind_of_op = kind_of_op
         self.claims = claims
         self.rounded = rounded
-        self._pauses = 0
         self.allocations: list[Allocation] = []
         self.log: list[Entry] = []
         self._ids: dict[int, int] = {}  # storage key -> allocation id, while alive
@@ -97,14 +101,8 @@ class RankLog(TorchDispatchMode):
         """The allocation holding ``tensor``'s storage now, if it was logged."""
         return self._ids.get(_key(tensor))
 
-    def paused(self) -> _Paused:
-        """A context (reusable, reentrant) inside which nothing is logged."""
-        return _Paused(self)
-
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if self._pauses:
-            return out
         name = op_name(func)
         made = Allocation(name, self.phase, self.kind_of_op(name))
         for tensor in tree_leaves(out):
@@ -149,14 +147,15 @@ class RankLog(TorchDispatchMode):
                 yield entry, kind(entry[0]), entry[1]
 
     def _seen(self, tensor: torch.Tensor, made: Allocation) -> None:
-        if tensor.device.type == Device.META:  # DTensor's shape propagation: no rank allocates it
-            return
-        try:
-            storage = tensor.untyped_storage()
-        except (RuntimeError, NotImplementedError):  # no storage (nested, sparse)
-            return
-        if storage._cdata not in self._ids:
-            self._new(storage, made)
+        for plain in _holding(tensor):
+            if plain.device.type == Device.META:  # no data
+                continue
+            try:
+                storage = plain.untyped_storage()
+            except (RuntimeError, NotImplementedError):  # no storage (nested, sparse)
+                continue
+            if storage._cdata not in self._ids:
+                self._new(storage, made)
 
     def _new(self, storage: torch.UntypedStorage, made: Allocation) -> None:
         key, index = storage._cdata, len(self.allocations)
@@ -174,17 +173,15 @@ class RankLog(TorchDispatchMode):
         self.log.append((index, -self._sizes.pop(index)))
 
 
-class _Paused:
-    """See :meth:`RankLog.paused`."""
-
-    def __init__(self, log: RankLog) -> None:
-        self.log = log
-
-    def __enter__(self) -> None:
-        self.log._pauses += 1
-
-    def __exit__(self, *_: object) -> None:
-        self.log._pauses -= 1
+def _holding(tensor: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors whose storages hold ``tensor``'s data: itself, or a wrapper
+    subclass's inner tensors (a DTensor's local shard), found through ``__tensor_flatten__``.
+    A wrapper's own storage holds nothing: a DTensor's reports its global size."""
+    if not is_traceable_wrapper_subclass(tensor):
+        return [tensor]
+    names, _ = tensor.__tensor_flatten__()
+    return [plain for name in names if isinstance(inner := getattr(tensor, name), torch.Tensor)
+            for plain in _holding(inner)]
 
 
 def _key(tensor: torch.Tensor) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -84,7 +84,7 @@ def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
                        lambda bucket: log.mark(bucket, "gradients"))
         args, kwargs = work.inputs.at_batch(batch).example("cpu")
         try:
-            with kernel, _shape_propagation_unlogged(log):
+            with kernel:
                 _step(wrapped, args, kwargs, fake, None)
                 _register(log, wrapped, (args, kwargs), settings.target)
                 _step(wrapped, args, kwargs, fake, log)
@@ -95,21 +95,6 @@ def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
                             f"not run on fake tensors in a fake process group: "
                             f"{one_line(error)}") from None
     return RankStep(log, choice)
-
-
-@contextlib.contextmanager
-def _shape_propagation_unlogged(log: RankLog) -> Iterator[None]:
-    """DTensor's shape propagation (the ops it runs on fake tensors of the global shapes, under
-    its ``_fake_mode_lock``) left out of ``log``: a real rank runs it under a fake mode of its
-    own and allocates nothing for it."""
-    from torch.distributed.tensor._sharding_prop import ShardingPropagator
-
-    lock = ShardingPropagator._fake_mode_lock
-    ShardingPropagator._fake_mode_lock = log.paused()  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        ShardingPropagator._fake_mode_lock = lock
 
 
 def _register(log: RankLog, wrapped: Wrapped, inputs: object, target: str) -> None:
