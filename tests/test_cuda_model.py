@@ -16,6 +16,7 @@ from models_styles import ParallelViT
 
 from vitprof import memory
 from vitprof.measure import cuda_model
+from vitprof.workload import InputRequest
 
 MIB = 2**20
 KIB = 2**10
@@ -47,7 +48,7 @@ def test_training_holds_two_workspaces_and_inference_one() -> None:
 ])
 def test_memory_charges_the_workspaces_of_the_step(mode: str, target: str,
                                                    workspace: int) -> None:
-    estimate = memory(ParallelViT(), image_size=16, target=target, mode=mode)
+    estimate = memory(ParallelViT(), InputRequest(image_size=16), target=target, mode=mode)
     assert {event.live["workspace"] for event in estimate.timeline} == {workspace}
 
 
