@@ -7,7 +7,8 @@ Records in a block that no rule places are left to the position rules (:mod:`.po
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
@@ -81,9 +82,13 @@ class _NormModule(RecordRule):
 
 
 @dataclass(frozen=True)
-class _FusedNorm(RecordRule):
+class _Where(RecordRule):
+    """A rule that places a record as its one component where ``where(at, i)`` holds."""
+
+    where: Callable[[Placing, int], bool] = field(kw_only=True)
+
     def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.NORM if at.flow.norm(i) else None
+        return self.components[0] if self.where(at, i) else None
 
 
 @dataclass(frozen=True)
@@ -100,18 +105,6 @@ class _TokenMixer(_FoundRecords):
     def prepare(self, at: Placing) -> set[int]:
         roles = [at.component(i) for i in range(len(at.placed))]
         return _token_mixers(at.flow, at.cores, at.blocks, roles)
-
-
-@dataclass(frozen=True)
-class _Selector(RecordRule):
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.MLP if i in at.blocks.selected and at.flow.weighted(i) else None
-
-
-@dataclass(frozen=True)
-class _InBlock(RecordRule):
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.MLP if at.in_block(i) and at.flow.weighted(i) else None
 
 
 @dataclass(frozen=True)
@@ -142,12 +135,6 @@ class _MapConv(_FoundRecords):
 
 
 @dataclass(frozen=True)
-class _QuerySelection(RecordRule):
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.HEAD if i in at.blocks.between and at.flow.weighted(i) else None
-
-
-@dataclass(frozen=True)
 class _ActivationWithConv(RecordRule):
     def place(self, at: Placing, i: int, facts: Any) -> C | None:
         step = at.flow.steps[i]
@@ -160,23 +147,11 @@ class _ActivationWithConv(RecordRule):
 
 
 @dataclass(frozen=True)
-class _AfterBlocks(RecordRule):
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.HEAD if i > at.span.last else None
-
-
-@dataclass(frozen=True)
 class _Pointwise(RecordRule):
     def place(self, at: Placing, i: int, facts: Any) -> C | None:
         conv_net = not at.cores and i > at.span.start
         return C.CONV if conv_net and _outside_weighted(at, i) and _pointwise_on_map(
             at.flow, i) else None
-
-
-@dataclass(frozen=True)
-class _WeightedOutside(RecordRule):
-    def place(self, at: Placing, i: int, facts: Any) -> C | None:
-        return C.PATCH_EMBED if _outside_weighted(at, i) else None
 
 
 @dataclass(frozen=True)
@@ -404,25 +379,27 @@ NORM_GAIN = _NormModule(
     runs under it, the norm's output and a parameter among them (a LayerNorm without affine
     and ``* gamma`` beside it), as a LayerNorm with its own affine places them.""",
     "the records under a module, their ops, MACs, sources and parameters", "vector_norm_block")
-NORM = _FusedNorm(
+NORM = _Where(
     "norm-op", (C.NORM,),
     """A fused normalisation op (layer, batch, group, instance or RMS norm) is ``norm``.""",
-    "the op of a record", "plain_block")
+    "the op of a record", "plain_block", where=lambda at, i: at.flow.norm(i))
 TOKEN_MIXER = _TokenMixer(
     "token-mixer-conv", (C.CONV,),
     """In a block, a child unit feeding the block's first core with a spatial convolution, or
     one after it made of spatial convolutions alone, mixes tokens: ``conv``.""",
     "convolution weights with more than one tap, the block's child modules", "mixer_block")
-SELECTOR = _Selector(
+SELECTOR = _Where(
     "token-selector", (C.MLP,),
     """Records outside blocks whose results reach a block only as indices (a topk's indices
     gathering the tokens), a weighted one among them, are in that block: its weighted records
     ``mlp``.""",
-    "which inputs of a block's records are indices", "selector_block")
-IN_BLOCK = _InBlock(
+    "which inputs of a block's records are indices", "selector_block",
+    where=lambda at, i: i in at.blocks.selected and at.flow.weighted(i))
+IN_BLOCK = _Where(
     "weighted-in-block", (C.MLP,),
     """A weighted record in a block that no attention rule placed is ``mlp``.""",
-    "MACs reading a parameter, the block of the record", "plain_block")
+    "MACs reading a parameter, the block of the record", "plain_block",
+    where=lambda at, i: at.in_block(i) and at.flow.weighted(i))
 SKIPLESS = _Skipless(
     "skipless-conv-block", (C.CONV,),
     """Records outside blocks in a module of the kind of a convolutional block whose forward
@@ -442,7 +419,7 @@ MAP_CONV = _MapConv(
     are ``conv``.""",
     "convolution kernels, input and output map sizes, the unit holding the records",
     "map_conv_block")
-QUERY_SELECTION = _QuerySelection(
+QUERY_SELECTION = _Where(
     "query-selection-head", (C.HEAD,),
     """A token selector (``token-selector``'s records) whose scored tokens, or what they are
     computed from back to the last block's output, the block it reaches also reads by their
@@ -451,26 +428,28 @@ QUERY_SELECTION = _QuerySelection(
     in no block: its records take the rules outside blocks (its weighted ones ``head``, as a
     head scoring tokens after the blocks is).""",
     "the sources of the selector's records back to the last block, the sources of the first "
-    "block it reaches", "query_selection")
+    "block it reaches", "query_selection",
+    where=lambda at, i: i in at.blocks.between and at.flow.weighted(i))
 ACTIVATION_WITH_CONV = _ActivationWithConv(
     "activation-with-conv", (C.CONV,),
     """After the blocks, a weightless record run in the module holding the ``conv`` record
     feeding it (its activation) is ``conv``.""",
     "the record's producer and the module holding it", "final_conv_block")
-AFTER_BLOCKS = _AfterBlocks(
+AFTER_BLOCKS = _Where(
     "after-last-block-head", (C.HEAD,),
     """A record after the last block's last record, in no convolutional block, is ``head``.""",
-    "the position of the record after the blocks", "plain_block")
+    "the position of the record after the blocks", "plain_block",
+    where=lambda at, i: i > at.span.last)
 POINTWISE = _Pointwise(
     "pointwise-on-map", (C.CONV,),
     """In a convolutional network without attention, a convolution within the residual span
     that keeps its map's resolution is ``conv``.""",
     "the span of residual joins, the input and output map sizes", "resnet_like")
-WEIGHTED_OUTSIDE = _WeightedOutside(
+WEIGHTED_OUTSIDE = _Where(
     "weighted-before-blocks", (C.PATCH_EMBED,),
     """A weighted record before or between the blocks, no convolution on a map, is
     ``patch_embed`` (a stem, a patch merging).""",
-    "MACs reading a parameter before the last block", "plain_block")
+    "MACs reading a parameter before the last block", "plain_block", where=_outside_weighted)
 POSITION_TABLE = _PositionTable(
     "parameter-only-table", (C.TOKENS,),
     """Outside blocks, the records that compute a table from parameters alone (no input data
