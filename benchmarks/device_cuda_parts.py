@@ -17,6 +17,8 @@ On a lent GPU, in a fresh process (no handle has a workspace yet):
 
 Writes ``OUT_DIR/cuda_parts.json`` and ``OUT_DIR/cuda_parts.md``; without CUDA it stops in one
 line (exit 2). ``benchmarks/device_checks.py`` runs it first, in a process of its own.
+``--page-only`` writes the page again from ``OUT_DIR/cuda_parts.json``, measuring nothing (no
+GPU needed).
 """
 
 from __future__ import annotations
@@ -134,7 +136,14 @@ def markdown(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--page-only", action="store_true",
+                        help="write the page of OUT_DIR/cuda_parts.json again, measuring nothing")
     args = parser.parse_args(argv)
+    if args.page_only:
+        page = markdown(json.loads((args.out_dir / "cuda_parts.json").read_text()))
+        write_atomically(args.out_dir / "cuda_parts.md", page)
+        print(page)
+        return 0
     if not torch.cuda.is_available():
         print("device_cuda_parts: no CUDA device here; run it on the lent GPU machine",
               file=sys.stderr)

@@ -67,6 +67,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -273,12 +274,30 @@ def runs(models: Sequence[str], strategies: Sequence[str], world_sizes: Sequence
     return grid
 
 
-def csv_text(rows: Sequence[RankRow]) -> str:
+def csv_text(rows: Sequence[Any], row_type: type) -> str:
+    """The CSV of ``rows``, dataclasses of ``row_type``: a header of its fields, a line a row."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, [f.name for f in fields(RankRow)], lineterminator="\n")
+    writer = csv.DictWriter(buffer, [f.name for f in fields(row_type)], lineterminator="\n")
     writer.writeheader()
     writer.writerows(asdict(row) for row in rows)
     return buffer.getvalue()
+
+
+def keep_rows(rows: Sequence[Any], row_type: type, out: Path | None) -> None:
+    """Write the grid's rows so far to ``out`` (None: print only), after every run, so that a
+    long grid cut short keeps what it made (this and distributed_peers.py)."""
+    if out is not None:
+        from vitprof.core.atomic_write import write_atomically  # the file only
+
+        write_atomically(out, csv_text(rows, row_type))
+
+
+def grid_done(table_text: str, out: Path | None) -> int:
+    """The end of a grid's ``main``: its table, and the file written (None: none)."""
+    print(table_text)
+    if out is not None:
+        print(f"wrote {out}")
+    return 0
 
 
 def table(rows: Sequence[RankRow]) -> str:
@@ -315,14 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{run.model} {run.strategy} ws {run.world_size} repeat {run.repeat}: "
               f"{', '.join(f'{r.peak_bytes:,}' for r in done)} B "
               f"({time.perf_counter() - began:.0f} s)", flush=True)
-        if not args.no_write:  # after every run: a long grid cut short keeps what it measured
-            from vitprof.core.atomic_write import write_atomically  # the file only
-
-            write_atomically(args.out, csv_text(rows))
-    print(table(rows))
-    if not args.no_write:
-        print(f"wrote {args.out}")
-    return 0
+        keep_rows(rows, RankRow, None if args.no_write else args.out)
+    return grid_done(table(rows), None if args.no_write else args.out)
 
 
 if __name__ == "__main__":

@@ -49,11 +49,10 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
-import io
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -66,6 +65,8 @@ from distributed_measured import (
     WORLD_SIZES,
     Run,
     build,
+    grid_done,
+    keep_rows,
     runs,
     step,
     wrap,
@@ -222,14 +223,6 @@ def peer_rows(run: Run) -> list[PeerRow]:
                  ACCELERATE_LEAVES_OUT)]
 
 
-def csv_text(rows: Sequence[PeerRow]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, [f.name for f in fields(PeerRow)], lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(asdict(row) for row in rows)
-    return buffer.getvalue()
-
-
 def table(rows: Sequence[PeerRow]) -> str:
     lines = [f"{'model':24} {'strategy':8} {'ws':>2} {'peer':42} {'peer_bytes':>13} "
              f"{'measured':>13} {'vs measured':>11}"]
@@ -262,14 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = [replace(row, measured_peak_bytes=measured.get(
             (row.model, row.strategy, row.world_size, row.batch))) for row in rows]
         print(table(rows[-3:]).split("\n", 1)[1], flush=True)
-        if not args.no_write:  # after every row: a long run cut short keeps what it made
-            from vitprof.core.atomic_write import write_atomically  # the file only
-
-            write_atomically(args.out, csv_text(rows))
-    print(table(rows))
-    if not args.no_write:
-        print(f"wrote {args.out}")
-    return 0
+        keep_rows(rows, PeerRow, None if args.no_write else args.out)
+    return grid_done(table(rows), None if args.no_write else args.out)
 
 
 if __name__ == "__main__":

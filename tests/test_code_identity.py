@@ -5,9 +5,6 @@ of its own, and the breakdown stays the same."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from recognition_fixtures import (
@@ -29,10 +26,13 @@ from torch import nn
 from vitprof import analyze
 from vitprof.core.records import Component as C
 from vitprof.recognize.graph.blocks import kind
-from vitprof.testing import name_blindness, neutral_names, own_classes
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
-from name_blind import NAME_BLIND_MODELS, builder
+from vitprof.testing import (
+    NAME_BLIND_MODELS,
+    meta_builder,
+    name_blindness,
+    neutral_names,
+    own_classes,
+)
 
 
 def _breakdown(model: nn.Module) -> Breakdown:
@@ -119,6 +119,6 @@ HYBRIDS = ("timm:mobilevit_xxs", "timm:mobilevitv2_050", "timm:efficientvit_m0",
 @pytest.mark.parametrize("name", HYBRIDS)
 def test_timm_hybrids_are_the_same_with_a_class_per_module(name: str) -> None:
     pytest.importorskip("timm")
-    found = name_blindness(builder(name), rename=own_classes,
+    found = name_blindness(meta_builder(name), rename=own_classes,
                            image_size=dict(NAME_BLIND_MODELS)[name], in_chans=3)
     assert found.changes == ()

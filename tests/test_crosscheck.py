@@ -61,7 +61,7 @@ from vitprof.models.closed_form import ViTSpec, closed_form
 from vitprof.models.zoo import Published
 from vitprof.render.crosscheck import crosscheck_document
 from vitprof.render.formats import render
-from vitprof.workload import make_workload
+from vitprof.workload import InputRequest, make_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 2
@@ -357,7 +357,7 @@ def test_every_peer_explains_sdpa_on_its_math_path() -> None:
     torch.manual_seed(0)
     model = TinyViT()
     model.blocks[0] = BiasedBlock()
-    check = run_crosscheck(model, image_size=8, batch_size=BATCH)
+    check = run_crosscheck(model, InputRequest(image_size=8, batch_size=BATCH))
     assert (check.vitprof.macs, check.vitprof.params) == (TOTAL_MACS, TOTAL_PARAMS + 2 * 5 * 5)
     rows = {row.peer: row for row in check.rows}
     for row in rows.values():
@@ -378,7 +378,7 @@ def test_calflops_does_not_patch_the_matmul_operator() -> None:
 @needs("calflops")
 @needs("ptflops")
 def test_rows_with_grad_say_what_the_fast_path_would_hide(tiny) -> None:
-    calflops, ptflops = run_crosscheck(tiny, image_size=8, batch_size=BATCH,
+    calflops, ptflops = run_crosscheck(tiny, InputRequest(image_size=8, batch_size=BATCH),
                                        peers=["ptflops-pytorch", "calflops"]).rows[::-1]
     # all of nn.MultiheadAttention: in_proj 1_920 + attention 800 + out_proj 640 = 3_360
     assert "fast path hides all 3,360 MACs" in calflops.note
@@ -389,7 +389,7 @@ def test_rows_with_grad_say_what_the_fast_path_would_hide(tiny) -> None:
 
 def test_fvcore_and_the_cpu_flop_counter_say_what_the_fast_path_would_hide(tiny) -> None:
     rows = {row.peer: row for row in run_crosscheck(
-        tiny, image_size=8, batch_size=BATCH,
+        tiny, InputRequest(image_size=8, batch_size=BATCH),
         peers=["fvcore", "flopcounter-meta", "flopcounter-cpu"]).rows}
     # all of nn.MultiheadAttention: in_proj 1_920 + attention 800 + out_proj 640 = 3_360
     for peer in ("fvcore", "flopcounter-cpu"):
@@ -451,7 +451,7 @@ def test_repeated_crosschecks_keep_no_model(tmp_path: Path) -> None:
     factory.write_text(FRESH_MODEL_PY)
 
     def check() -> None:
-        rows = run_crosscheck(f"{factory}:make", image_size=8).rows
+        rows = run_crosscheck(f"{factory}:make", InputRequest(image_size=8)).rows
         assert [row.peer for row in rows] == list(PEERS)
 
     check()
@@ -479,7 +479,7 @@ def test_missing_optional_peer_is_a_one_line_row(
     tiny, peer: str, module: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # importing it now raises ImportError
-    (row,) = run_crosscheck(tiny, image_size=8, peers=[peer]).rows
+    (row,) = run_crosscheck(tiny, InputRequest(image_size=8), peers=[peer]).rows
     package = module.split(".")[0]
     assert (row.macs, row.note) == (None, f"{package} not installed: pip install vitprof[peers]")
 
@@ -513,7 +513,7 @@ def test_residual_is_what_the_causes_leave() -> None:
 def test_module_on_meta_runs_torchinfo_and_says_why_fvcore_cannot() -> None:
     with torch.device("meta"):
         model = TinyViT()
-    check = run_crosscheck(model, image_size=8, batch_size=BATCH,
+    check = run_crosscheck(model, InputRequest(image_size=8, batch_size=BATCH),
                            peers=["fvcore", "torchinfo", "flopcounter-cpu"])
     fvcore, torchinfo, cpu = check.rows
     assert fvcore.macs is None and "meta device" in fvcore.note
@@ -522,14 +522,14 @@ def test_module_on_meta_runs_torchinfo_and_says_why_fvcore_cannot() -> None:
 
 
 def test_closed_form_row_says_when_no_spec_describes_the_model(tiny) -> None:
-    (row,) = run_crosscheck(tiny, image_size=8, peers=["closed-form"]).rows
+    (row,) = run_crosscheck(tiny, InputRequest(image_size=8), peers=["closed-form"]).rows
     assert row.macs is None and "closed form does not describe" in row.note
 
 
 def test_closed_form_row_of_a_non_square_image() -> None:
     pytest.importorskip("timm")
     # ViT-S/16 at 224 x 320: 14 x 20 patches + 1 class token = 281 tokens, the closed form's
-    (row,) = run_crosscheck("timm:vit_small_patch16_224", image_size=(224, 320),
+    (row,) = run_crosscheck("timm:vit_small_patch16_224", InputRequest(image_size=(224, 320)),
                             peers=["closed-form"]).rows
     spec = ViTSpec((224, 320), 16, 384, 12, 6, 1536)
     assert spec.num_patches + 1 == 281
@@ -546,7 +546,7 @@ def test_unknown_peer_is_a_user_error() -> None:
 def test_named_peers_run_once_each_in_table_order(tiny) -> None:
     """The names are resolved to peers once (resolving the resolved peers again called each one
     unknown): asked for in any order, the rows follow :data:`PEERS`."""
-    check = run_crosscheck(tiny, image_size=8, peers=["torchinfo", "closed-form"])
+    check = run_crosscheck(tiny, InputRequest(image_size=8), peers=["torchinfo", "closed-form"])
     assert [row.peer for row in check.rows] == ["closed-form", "torchinfo"]
 
 
@@ -855,8 +855,9 @@ def test_every_peer_runs_a_keyword_input(tiny) -> None:
     included, and counts what it counts on the positional tiny ViT, every difference explained
     (before, each one got the tensor positionally and could not run)."""
     image = torch.zeros(BATCH, 3, 8, 8)
-    keyword = run_crosscheck(KeywordViT(), inputs={"pixel_values": image}, peers=RUN_PEERS)
-    positional = run_crosscheck(tiny, image_size=8, batch_size=BATCH, peers=RUN_PEERS)
+    keyword = run_crosscheck(KeywordViT(), InputRequest(inputs={"pixel_values": image}),
+                             peers=RUN_PEERS)
+    positional = run_crosscheck(tiny, InputRequest(image_size=8, batch_size=BATCH), peers=RUN_PEERS)
     assert keyword.vitprof.macs == positional.vitprof.macs == TOTAL_MACS
     for row, twin in zip(keyword.rows, positional.rows, strict=True):
         assert row.macs is not None and twin.macs is not None, row.note
@@ -875,14 +876,15 @@ def test_a_peer_that_cannot_take_the_inputs_says_so_in_its_row() -> None:
     cannot be named; calflops moves every input with .to(device): a float cannot be moved.
     The other peers run both."""
     image = torch.zeros(BATCH, 3, 8, 8)
-    two = {row.peer: row for row in run_crosscheck(TwoImageViT(), inputs=(image, image),
+    two = {row.peer: row for row in run_crosscheck(TwoImageViT(),
+                                                   InputRequest(inputs=(image, image)),
                                                    peers=RUN_PEERS).rows}
     for name in ("ptflops-pytorch", "ptflops-aten"):
         assert two[name].macs is None
         assert two[name].note == ("ptflops calls model(x) or model(**inputs), and this forward "
                                   "takes more positionally only")
     scaled = {row.peer: row for row in run_crosscheck(
-        ScaledViT(), inputs=((image,), {"scale": 2.0}), peers=RUN_PEERS).rows}
+        ScaledViT(), InputRequest(inputs=((image,), {"scale": 2.0})), peers=RUN_PEERS).rows}
     assert scaled["calflops"].macs is None
     assert scaled["calflops"].note == ("calflops moves every input with .to(device), and this "
                                        "forward takes a float")
@@ -898,14 +900,15 @@ def test_a_peer_that_cannot_take_the_inputs_says_so_in_its_row() -> None:
 def test_torchscan_has_no_rule_for_multihead_attention(tiny) -> None:
     """nn.MultiheadAttention is a metric leaf to torchscan with no MAC rule: in_proj 1_920 +
     attention 800 + out_proj 640 = 3_360 lost; the conv and linears are its products."""
-    (row,) = run_crosscheck(tiny, image_size=8, batch_size=BATCH, peers=["torchscan"]).rows
+    (row,) = run_crosscheck(tiny, InputRequest(image_size=8, batch_size=BATCH),
+                            peers=["torchscan"]).rows
     assert row.macs == TOTAL_MACS - MHA_MACS == 5_680  # 9_040 - 3_360
     assert [c.macs for c in row.causes] == [-MHA_MACS]
     assert "inside MultiheadAttention" in row.causes[0].text
     assert (row.residual_macs, row.params) == (0, TOTAL_PARAMS)
     assert row.note.endswith("for GELU, LayerNorm, MultiheadAttention")  # its leaves
     image = torch.zeros(BATCH, 3, 8, 8)  # the keyword call gives it the same
-    (keyword,) = run_crosscheck(KeywordViT(), inputs={"pixel_values": image},
+    (keyword,) = run_crosscheck(KeywordViT(), InputRequest(inputs={"pixel_values": image}),
                                 peers=["torchscan"]).rows
     assert (keyword.macs, keyword.residual_macs) == (row.macs, 0)
 
@@ -919,7 +922,7 @@ def test_torchscan_counts_batch_norm_and_pooling_as_macs() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 4, stride=4), nn.BatchNorm2d(8),
                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3))
-    check = run_crosscheck(model, image_size=8, batch_size=BATCH, peers=["torchscan"])
+    check = run_crosscheck(model, InputRequest(image_size=8, batch_size=BATCH), peers=["torchscan"])
     (row,) = check.rows
     assert (check.vitprof.macs, row.macs) == (3_120, 3_328)
     assert {c.text: c.macs for c in row.causes} == {
@@ -942,8 +945,9 @@ class _Sampled(nn.Module):
 
 
 def test_grid_sampling_is_explained_to_fvcore_and_the_flop_counter() -> None:
-    rows = {row.peer: row for row in run_crosscheck(
-        _Sampled(), image_size=8, batch_size=1, peers=["fvcore", "flopcounter-meta"]).rows}
+    rows = {row.peer: row for row in run_crosscheck(_Sampled(),
+                                                    InputRequest(image_size=8, batch_size=1),
+                                                    peers=["fvcore", "flopcounter-meta"]).rows}
     # vitprof: the conv's 64 outputs x 3 = 192 MACs; the sampling is vector work. fvcore counts
     # it as 4 per output element: 4 x 16 = 64, the one cause; FlopCounterMode counts none
     assert [(c.text.split(" (")[0], c.macs) for c in rows["fvcore"].causes] == [

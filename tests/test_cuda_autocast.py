@@ -15,6 +15,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from vitprof import memory
 from vitprof.measure.memory import step as memory_step
 from vitprof.measure.memory.cuda_autocast import cuda_policy
+from vitprof.workload import InputRequest
 
 
 def _dtypes() -> dict[str, torch.dtype]:
@@ -70,7 +71,7 @@ def _tiny(explicit: bool) -> VisionTransformer:
 def test_a_cuda_prediction_runs_cudas_float32_ops(explicit: bool, more: int,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     def saved() -> int:
-        return memory(_tiny(explicit), batch_size=2, target="cuda", amp="bfloat16",
+        return memory(_tiny(explicit), InputRequest(batch_size=2), target="cuda", amp="bfloat16",
                       attention="math").saved_bytes
 
     with_policy = saved()

@@ -7,15 +7,18 @@ workspace per (handle, stream); autograd's backward thread has a handle of its o
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-import torch
 from models_styles import ParallelViT
 
 from vitprof import memory
 from vitprof.measure.memory import cuda_model
+from vitprof.workload import InputRequest
 
 MIB = 2**20
 KIB = 2**10
@@ -47,7 +50,7 @@ def test_training_holds_two_workspaces_and_inference_one() -> None:
 ])
 def test_memory_charges_the_workspaces_of_the_step(mode: str, target: str,
                                                    workspace: int) -> None:
-    estimate = memory(ParallelViT(), image_size=16, target=target, mode=mode)
+    estimate = memory(ParallelViT(), InputRequest(image_size=16), target=target, mode=mode)
     assert {event.live["workspace"] for event in estimate.timeline} == {workspace}
 
 
@@ -60,27 +63,22 @@ def test_the_rounding_is_the_caching_allocators() -> None:
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "device_cuda_parts.py"
 
 
-def test_the_device_measurement_imports_and_refuses_without_cuda(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        tmp_path: Path) -> None:
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    """The script in a process of its own, with no GPU visible (CUDA_VISIBLE_DEVICES empty)."""
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+
+
+def test_the_device_measurement_imports_and_refuses_without_cuda(tmp_path: Path) -> None:
     """benchmarks/device_cuda_parts.py measures these parts with torch.cuda.memory_snapshot()
     the first time a GPU is lent; here it must import, and stop in one line."""
-    spec = importlib.util.spec_from_file_location("device_cuda_parts", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    parts = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(parts)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert parts.main([str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no CUDA device" in err
+    done = run_script(str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no CUDA device" in done.stderr
     assert not (tmp_path / "out").exists()
 
 
-def test_the_device_measurements_page_puts_the_model_beside_it() -> None:
-    spec = importlib.util.spec_from_file_location("device_cuda_parts", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    parts = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(parts)
+def test_the_device_measurements_page_puts_the_model_beside_it(tmp_path: Path) -> None:
     result = {  # what an H200 would report if the model holds
         "device": "NVIDIA H200", "capability": [9, 0], "torch": "2.14.1",
         "CUBLAS_WORKSPACE_CONFIG": None, "CUBLASLT_WORKSPACE_SIZE": None,
@@ -91,7 +89,11 @@ def test_the_device_measurements_page_puts_the_model_beside_it() -> None:
         "torch_cublas_workspace_size": 32 * MIB, "torch_cublaslt_workspace_size": 32 * MIB,
         "rounding": {"513": {"counted": 1024, "modelled": 1024}},
     }
-    page = parts.markdown(result)
+    (tmp_path / "cuda_parts.json").write_text(json.dumps(result))
+    done = run_script(str(tmp_path), "--page-only")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "cuda_parts.md").read_text()
+    assert page in done.stdout
     assert "# The CUDA model's parts on NVIDIA H200 (sm90, torch 2.14.1)" in page
     # 2 x 33,554,432 = 67,108,864 bytes measured and modelled
     assert "measured 67,108,864 bytes, modelled 67,108,864 (2 handles x 33,554,432)" in page

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -35,6 +36,7 @@ from vitprof.measure.memory.measured import (
     measure_training_memory,
     repeated_blocks,
 )
+from vitprof.workload import InputRequest
 
 # What the prediction leaves out besides the kernels' scratch: allocations made outside any op,
 # alike on every CPU. torch.utils.checkpoint keeps the CPU generator's state
@@ -79,7 +81,7 @@ def _unexplained(predicted: int, measured: MeasuredMemory, checkpointed_blocks: 
 
 def _compare(model: torch.nn.Module, image: int, batch: int, amp: str | None,
              checkpoint: str) -> None:
-    predicted = memory(model, batch_size=batch, image_size=image, target="cpu",
+    predicted = memory(model, InputRequest(batch_size=batch, image_size=image), target="cpu",
                        attention="flash", amp=amp, checkpoint=checkpoint)
     measured = measure_training_memory(model, torch.randn(batch, 3, image, image), amp=amp,
                                        checkpoint=checkpoint)
@@ -128,7 +130,7 @@ def test_a_model_with_buffers_is_predicted() -> None:
 
     built = model()
     running = built[1].running_mean.clone()
-    predicted = memory(built, batch_size=4, image_size=32, target="cpu")
+    predicted = memory(built, InputRequest(batch_size=4, image_size=32), target="cpu")
     assert torch.equal(built[1].running_mean, running)  # the real buffer is left alone
     measured = measure_training_memory(model(), torch.randn(4, 3, 32, 32))
     assert _unexplained(predicted.peak_bytes, measured) == 0, (predicted.peak_bytes, measured)
@@ -166,8 +168,8 @@ def test_a_kernels_scratch_is_measured_and_a_wrong_prediction_is_not_explained_b
     on CPUs whose kernels reorder (bfloat16 -3.2% and a conv+BatchNorm -5.0% on a Zen 4 against
     a fixed 3%): the measurement finds it, inside its op, and the prediction is held to the peak
     without it. A prediction one sample short of the step is still outside."""
-    predicted = memory(_TinyBehindScratch(), batch_size=8, image_size=32, target="cpu",
-                       attention="flash")
+    predicted = memory(_TinyBehindScratch(), InputRequest(batch_size=8, image_size=32),
+                       target="cpu", attention="flash")
     torch.manual_seed(0)
     measured = measure_training_memory(_TinyBehindScratch(), torch.randn(8, 3, 32, 32))
     # the peak is inside the op: the scratch, beside what is alive there (up to the peak
@@ -176,14 +178,14 @@ def test_a_kernels_scratch_is_measured_and_a_wrong_prediction_is_not_explained_b
     assert measured.peak_bytes - predicted.peak_bytes > 0.03 * measured.peak_bytes
     assert _unexplained(predicted.peak_bytes, measured) == 0, (predicted.peak_bytes, measured)
     # one sample short: 7 images' activations, the error of a prediction that drops one
-    short = memory(_TinyBehindScratch(), batch_size=7, image_size=32, target="cpu",
+    short = memory(_TinyBehindScratch(), InputRequest(batch_size=7, image_size=32), target="cpu",
                    attention="flash")
     assert _unexplained(short.peak_bytes, measured) > 0
 
 
 @pytest.fixture(scope="module")
 def tiny_estimate() -> MemoryEstimate:
-    return memory(tiny(), batch_size=2, target="cpu", attention="flash")
+    return memory(tiny(), InputRequest(batch_size=2), target="cpu", attention="flash")
 
 
 def test_states_and_gradients_are_the_optimizers(tiny_estimate: MemoryEstimate) -> None:
@@ -198,7 +200,7 @@ def test_states_and_gradients_are_the_optimizers(tiny_estimate: MemoryEstimate) 
 @pytest.mark.parametrize(("optimizer", "per_element", "steps"),
                          [("sgd", 0, 0), ("sgd-momentum", 1, 0), ("adam", 2, 1)])
 def test_optimizer_state_per_element(optimizer: str, per_element: int, steps: int) -> None:
-    found = memory(tiny(), batch_size=1, target="cpu", optimizer=optimizer)
+    found = memory(tiny(), InputRequest(batch_size=1), target="cpu", optimizer=optimizer)
     # momentum: one buffer per element; adam: two moments per element and a float32 step per
     # tensor (on the CPU: CUDA keeps the steps on the host)
     assert found.total.optimizer_state == per_element * TINY_PARAMS * 4 + steps * 4 * TINY_TENSORS
@@ -252,8 +254,8 @@ def test_a_backward_op_belongs_to_the_forward_op_whose_node_runs_it(
 
 def test_math_attention_keeps_the_scores() -> None:
     wide = VisionTransformer(**{**TINY, "img_size": 64})  # type: ignore[arg-type]
-    fused = memory(wide, batch_size=2, target="cpu", attention="flash")
-    scores = memory(wide, batch_size=2, target="cpu", attention="math")
+    fused = memory(wide, InputRequest(batch_size=2), target="cpu", attention="flash")
+    scores = memory(wide, InputRequest(batch_size=2), target="cpu", attention="math")
     # 64 / 8 = 8 x 8 patches + the class token: 65 tokens. Per block, the math path keeps the
     # softmax (batch 2 x 2 heads x 65 x 65 x 4 bytes = 67,600) where the fused kernel keeps its
     # output (2 x 2 x 65 x 32 x 4 = 33,280) and a log-sum-exp (2 x 2 x 65 x 4 = 1,040)
@@ -262,33 +264,36 @@ def test_math_attention_keeps_the_scores() -> None:
 
 
 def test_cuda_rounds_every_allocation() -> None:
-    cuda = memory(tiny(), batch_size=2, target="cuda", attention="efficient")
+    cuda = memory(tiny(), InputRequest(batch_size=2), target="cuda", attention="efficient")
     assert cuda.peak_bytes % 512 == 0
     assert all(v % 512 == 0 for v in cuda.timeline[cuda.peak_index].live.values())
 
 
 def test_checkpointing_saves_less(tiny_estimate: MemoryEstimate) -> None:
-    blocks = memory(tiny(), batch_size=2, target="cpu", attention="flash", checkpoint="blocks")
+    blocks = memory(tiny(), InputRequest(batch_size=2), target="cpu", attention="flash",
+                    checkpoint="blocks")
     assert blocks.saved_bytes < tiny_estimate.saved_bytes
-    every = memory(tiny(), batch_size=2, target="cpu", attention="flash", checkpoint="every 2")
+    every = memory(tiny(), InputRequest(batch_size=2), target="cpu", attention="flash",
+                   checkpoint="every 2")
     assert blocks.saved_bytes < every.saved_bytes < tiny_estimate.saved_bytes
 
 
 def test_inference_holds_no_gradients() -> None:
-    found = memory(tiny(), batch_size=2, target="cpu", mode="inference")
+    found = memory(tiny(), InputRequest(batch_size=2), target="cpu", mode="inference")
     assert found.saved_bytes == 0
     assert found.total.grads == found.total.optimizer_state == 0
     assert {e.phase for e in found.timeline} == {"forward"}
 
 
 def test_fit_is_the_largest_batch_that_fits() -> None:
-    start = memory(tiny(), batch_size=4, target="cpu", attention="flash")
+    start = memory(tiny(), InputRequest(batch_size=4), target="cpu", attention="flash")
     budget = start.peak_bytes * 3
 
     def peak(batch: int) -> int:
-        return memory(tiny(), batch_size=batch, target="cpu", attention="flash").peak_bytes
+        return memory(tiny(), InputRequest(batch_size=batch), target="cpu",
+                      attention="flash").peak_bytes
 
-    found = memory(tiny(), batch_size=4, target="cpu", attention="flash", fit=budget)
+    found = memory(tiny(), InputRequest(batch_size=4), target="cpu", attention="flash", fit=budget)
     answer = found.largest_batch
     assert answer is not None and answer > 4
     assert peak(answer) <= budget < peak(answer + 1)
@@ -299,7 +304,8 @@ def test_fit_holds_against_a_measured_cpu_step() -> None:
     allocator's events (measure_training_memory) without the kernels' scratch (which depends on
     the CPU and is not predicted), and the next batch does not."""
     def predicted(batch: int) -> int:
-        return memory(tiny(), batch_size=batch, target="cpu", attention="flash").peak_bytes
+        return memory(tiny(), InputRequest(batch_size=batch), target="cpu",
+                      attention="flash").peak_bytes
 
     def measured(batch: int) -> int:
         torch.manual_seed(0)
@@ -310,7 +316,7 @@ def test_fit_holds_against_a_measured_cpu_step() -> None:
     # grows with the batch): a margin of half a sample's activations either side, about 3% of
     # the peak, far above the 0.004% a prediction is off by
     budget = (predicted(8) + predicted(9)) // 2
-    found = memory(tiny(), batch_size=2, target="cpu", attention="flash", fit=budget)
+    found = memory(tiny(), InputRequest(batch_size=2), target="cpu", attention="flash", fit=budget)
     assert found.largest_batch == 8
     assert measured(8) <= budget < measured(9)
 
@@ -335,11 +341,11 @@ def test_fit_solves_a_line_in_few_steps() -> None:
 @pytest.mark.slow
 def test_fit_of_vit_b_16_at_80gib() -> None:
     budget = 80 * 2**30
-    found = memory("vit_b_16", batch_size=64, optimizer="adamw", fit=budget)
+    found = memory("vit_b_16", InputRequest(batch_size=64), optimizer="adamw", fit=budget)
     answer = found.largest_batch
     assert answer is not None
-    assert memory("vit_b_16", batch_size=answer).peak_bytes <= budget
-    assert memory("vit_b_16", batch_size=answer + 1).peak_bytes > budget
+    assert memory("vit_b_16", InputRequest(batch_size=answer)).peak_bytes <= budget
+    assert memory("vit_b_16", InputRequest(batch_size=answer + 1)).peak_bytes > budget
 
 
 @pytest.fixture
@@ -384,7 +390,7 @@ def test_cli_markdown_is_the_report_section_with_its_figure(
     argv = ["--batch-size", "2", "--target", "cpu", "--attention", "flash"]
     assert main(["memory", tiny_file, *argv, "--format", "markdown", "--figure",
                  str(tmp_path / "timeline.png"), "--output", str(tmp_path / "out/m.md")]) == 0
-    estimate = memory(tiny(), batch_size=2, target="cpu", attention="flash")
+    estimate = memory(tiny(), InputRequest(batch_size=2), target="cpu", attention="flash")
     text = (tmp_path / "out/m.md").read_text()
     section = memory_section(estimate, figure="../timeline.png")
     # the model's name is the file's in the command, the class's in the API
@@ -418,17 +424,18 @@ def test_bad_input_is_one_line(tiny_file: str, argv: list[str], fragment: str,
     assert fragment in lines[0]
 
 
-@pytest.mark.parametrize(("kwargs", "fragment"), [
-    ({"optimizer": "lion"}, "unknown optimizer 'lion'"),
-    ({"amp": "int8"}, "unknown amp dtype 'int8'"),
-    ({"batch_size": 0}, "batch size must be at least 1"),
-    ({"fit": 0}, "memory size must be at least 1"),
-    ({"checkpoint": "sometimes"}, "checkpoint must be none, blocks or 'every N'"),
-    ({"target": "tpu"}, "unknown target 'tpu'"),
+@pytest.mark.parametrize(("inputs", "kwargs", "fragment"), [
+    ({}, {"optimizer": "lion"}, "unknown optimizer 'lion'"),
+    ({}, {"amp": "int8"}, "unknown amp dtype 'int8'"),
+    ({"batch_size": 0}, {}, "batch size must be at least 1"),
+    ({}, {"fit": 0}, "memory size must be at least 1"),
+    ({}, {"checkpoint": "sometimes"}, "checkpoint must be none, blocks or 'every N'"),
+    ({}, {"target": "tpu"}, "unknown target 'tpu'"),
 ])
-def test_bad_api_arguments(kwargs: dict[str, object], fragment: str) -> None:
+def test_bad_api_arguments(inputs: dict[str, Any], kwargs: dict[str, object],
+                           fragment: str) -> None:
     with pytest.raises(UserError, match=fragment):
-        memory(tiny(), **kwargs)  # type: ignore[arg-type]
+        memory(tiny(), InputRequest(**inputs), **kwargs)  # type: ignore[arg-type]
 
 
 def test_a_model_without_a_backward_says_what_it_tried() -> None:
@@ -442,7 +449,7 @@ def test_a_model_without_a_backward_says_what_it_tried() -> None:
             return self.linear(x.flatten(1))
 
     with pytest.raises(UserError, match="no parameter requires a gradient"):
-        memory(Frozen(), image_size=8)
+        memory(Frozen(), InputRequest(image_size=8))
 
 
 def test_a_model_that_cannot_run_on_fake_tensors_says_what_it_tried() -> None:
@@ -457,7 +464,7 @@ def test_a_model_that_cannot_run_on_fake_tensors_says_what_it_tried() -> None:
 
     with pytest.raises(UserError, match=r"a training step \(forward in train mode, then "
                                         r"backward\) could not run on fake CPU tensors"):
-        memory(DataDependent(), image_size=8)
+        memory(DataDependent(), InputRequest(image_size=8))
 
 
 def _budget(tiny_file: str, limit: int, memory_table: str) -> list[object]:
@@ -478,7 +485,7 @@ memory = {memory_table}
 def test_a_budget_bounds_the_peak(tiny_file: str) -> None:
     from vitprof.checks.budget import evaluate
 
-    peak = memory(tiny(), batch_size=2, target="cpu", optimizer="sgd").peak_bytes
+    peak = memory(tiny(), InputRequest(batch_size=2), target="cpu", optimizer="sgd").peak_bytes
     settings = '{ target = "cpu", optimizer = "sgd" }'
     at, below = (evaluate(b) for b in  # type: ignore[arg-type]
                  (*_budget(tiny_file, peak, settings), *_budget(tiny_file, peak - 1, settings)))

@@ -14,6 +14,7 @@ from torchvision.models import VisionTransformer as TorchvisionViT
 from vitprof import memory
 from vitprof.cli.main import main
 from vitprof.measure.memory.attention_kernels import NO_CALL, cpu_rule, cuda_rule
+from vitprof.workload import InputRequest
 
 # 64 x 64 images in 8 x 8 patches: 64 patches + a class token = 65 tokens; width 16 in 2 heads
 # of 8, 2 blocks. The probabilities (65 x 65 per head) outweigh the 8-wide output and the
@@ -74,8 +75,10 @@ class ExplicitAttention(nn.Module):
 def test_the_math_path_keeps_the_probabilities_wherever_sdpa_is_called(build) -> None:
     """main ran torch's own choice (the CPU's fused kernel) under nn.MultiheadAttention and HF's
     interface whatever the setting: math and flash saved the same bytes."""
-    math = memory(build(), batch_size=BATCH, image_size=64, target="cpu", attention="math")
-    flash = memory(build(), batch_size=BATCH, image_size=64, target="cpu", attention="flash")
+    math = memory(build(), InputRequest(batch_size=BATCH, image_size=64), target="cpu",
+                  attention="math")
+    flash = memory(build(), InputRequest(batch_size=BATCH, image_size=64), target="cpu",
+                   attention="flash")
     assert math.saved_bytes - flash.saved_bytes >= PROBABILITIES - LOG_SUM_EXP
     assert (math.settings["attention"], flash.settings["attention"]) == ("math", "flash")
 
@@ -83,8 +86,9 @@ def test_the_math_path_keeps_the_probabilities_wherever_sdpa_is_called(build) ->
 def test_auto_is_the_default_and_names_the_cpus_fused_kernel() -> None:
     """DeiT-like float32 with no mask and no dropout: torch's CPU dispatch runs
     _scaled_dot_product_flash_attention_for_cpu; main modelled the math path by default."""
-    auto = memory(timm_vit(), batch_size=BATCH, image_size=64, target="cpu")
-    flash = memory(timm_vit(), batch_size=BATCH, image_size=64, target="cpu", attention="flash")
+    auto = memory(timm_vit(), InputRequest(batch_size=BATCH, image_size=64), target="cpu")
+    flash = memory(timm_vit(), InputRequest(batch_size=BATCH, image_size=64), target="cpu",
+                   attention="flash")
     assert auto.settings["attention"] == \
         "flash (auto: the CPU's fused kernel applies to float32, no mask)"
     assert (auto.saved_bytes, auto.peak_bytes) == (flash.saved_bytes, flash.peak_bytes)
@@ -94,7 +98,7 @@ def test_auto_is_the_default_and_names_the_cpus_fused_kernel() -> None:
 def test_auto_takes_the_math_path_where_dropout_rules_the_fused_kernel_out() -> None:
     """timm passes its attention dropout to SDPA in training; the CPU's fused kernel takes
     none (sdp_utils_cpp's check_for_dropout), so torch runs the math path."""
-    dropping = memory(timm_vit(attn_drop_rate=0.1), batch_size=BATCH, image_size=64,
+    dropping = memory(timm_vit(attn_drop_rate=0.1), InputRequest(batch_size=BATCH, image_size=64),
                       target="cpu")
     assert dropping.settings["attention"] == \
         "math (auto: the CPU's fused kernel takes no dropout (p=0.1))"
@@ -102,8 +106,9 @@ def test_auto_takes_the_math_path_where_dropout_rules_the_fused_kernel_out() -> 
 
 def test_auto_on_cuda_is_efficient_for_float32_and_flash_under_bfloat16_autocast() -> None:
     """Modelled (not measured): CUDA's flash kernel takes float16 and bfloat16 only."""
-    fp32 = memory(timm_vit(), batch_size=BATCH, image_size=64, target="cuda")
-    bf16 = memory(timm_vit(), batch_size=BATCH, image_size=64, target="cuda", amp="bfloat16")
+    fp32 = memory(timm_vit(), InputRequest(batch_size=BATCH, image_size=64), target="cuda")
+    bf16 = memory(timm_vit(), InputRequest(batch_size=BATCH, image_size=64), target="cuda",
+                  amp="bfloat16")
     assert fp32.settings["attention"] == \
         "efficient (auto: flash takes float16 or bfloat16, not float32)"
     assert bf16.settings["attention"] == "flash (auto: bfloat16, head dim 8 <= 256, no mask)"
@@ -173,12 +178,13 @@ def test_the_cuda_rule_by_dtype_head_dim_and_mask() -> None:
 
 def test_a_named_path_with_no_sdpa_to_act_on_warns_once(capsys) -> None:
     """Explicit softmax(QK^T)V: main said nothing; auto names what ran, without a warning."""
-    model, shape = ExplicitAttention(), [4, 6, 8]
-    flash = memory(model, input_shape=shape, target="cpu", attention="flash")
-    auto = memory(model, input_shape=shape, target="cpu")
+    model, shape = ExplicitAttention(), (4, 6, 8)
+    flash = memory(model, InputRequest(input_shape=shape), target="cpu", attention="flash")
+    auto = memory(model, InputRequest(input_shape=shape), target="cpu")
     assert len(flash.warnings) == 1 and "attention flash changed nothing" in flash.warnings[0]
     assert auto.warnings == () and auto.settings["attention"] == NO_CALL
-    fitted = memory(model, input_shape=shape, target="cpu", attention="math", fit=2**30)
+    fitted = memory(model, InputRequest(input_shape=shape), target="cpu", attention="math",
+                    fit=2**30)
     assert sum("changed nothing" in w for w in fitted.warnings) == 1  # once, --fit's runs aside
 
 

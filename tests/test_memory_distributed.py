@@ -32,7 +32,7 @@ def small() -> VisionTransformer:
 
 
 def rank(strategy: str, world_size: int, **settings: object) -> RankMemory:
-    found = memory(small(), batch_size=2, target="cpu", strategy=strategy,
+    found = memory(small(), InputRequest(batch_size=2), target="cpu", strategy=strategy,
                    world_size=world_size, **settings)  # type: ignore[arg-type]
     assert isinstance(found, RankMemory)
     return found
@@ -131,13 +131,13 @@ def test_the_per_rank_peak_falls_with_the_world_under_fsdp() -> None:
 
 
 def test_fit_gives_the_largest_per_rank_batch() -> None:
-    found = memory(small(), batch_size=2, target="cpu", strategy="fsdp", world_size=2,
+    found = memory(small(), InputRequest(batch_size=2), target="cpu", strategy="fsdp", world_size=2,
                    fit=rank("fsdp", 2).peak_bytes * 3)
     assert isinstance(found, RankMemory) and found.largest_batch is not None
-    at = memory(small(), batch_size=found.largest_batch, target="cpu", strategy="fsdp",
-                world_size=2)
-    past = memory(small(), batch_size=found.largest_batch + 1, target="cpu", strategy="fsdp",
-                  world_size=2)
+    at = memory(small(), InputRequest(batch_size=found.largest_batch), target="cpu",
+                strategy="fsdp", world_size=2)
+    past = memory(small(), InputRequest(batch_size=found.largest_batch + 1), target="cpu",
+                  strategy="fsdp", world_size=2)
     assert at.peak_bytes <= found.fit_bytes < past.peak_bytes  # type: ignore[operator]
 
 
@@ -170,14 +170,14 @@ def test_json_holds_the_schema_and_budgets_bound_the_per_rank_peak(tmp_path, cap
 ])
 def test_bad_settings_are_one_line(settings: dict[str, object], says: str) -> None:
     with pytest.raises(UserError, match=says):
-        memory(small(), batch_size=2, target="cpu", **settings)  # type: ignore[arg-type]
+        memory(small(), InputRequest(batch_size=2), target="cpu", **settings)  # type: ignore[arg-type]
 
 
 def test_a_model_without_blocks_cannot_be_sharded_per_block(capsys) -> None:
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 64), nn.ReLU(), nn.Linear(64, 10))
     with pytest.raises(UserError, match="no block in this model"):
-        memory(mlp, image_size=32, target="cpu", strategy="fsdp", world_size=2)
-    found = memory(mlp, image_size=32, target="cpu", strategy="ddp", world_size=2)
+        memory(mlp, InputRequest(image_size=32), target="cpu", strategy="fsdp", world_size=2)
+    found = memory(mlp, InputRequest(image_size=32), target="cpu", strategy="ddp", world_size=2)
     assert found.peak_bytes > 0  # DDP needs no blocks
 
 
@@ -204,7 +204,7 @@ MEASURED_DEIT_TI_WS2 = {"ddp": 341_054_368, "zero1": 318_485_872, "fsdp": 290_04
 @pytest.mark.parametrize("strategy", sorted(MEASURED_DEIT_TI_WS2))
 def test_deit_tiny_at_world_size_2_is_within_3_percent_of_the_measured_peak(
         strategy: str) -> None:
-    found = memory("timm:deit_tiny_patch16_224", batch_size=8, target="cpu",
+    found = memory("timm:deit_tiny_patch16_224", InputRequest(batch_size=8), target="cpu",
                    strategy=strategy, world_size=2)
     measured = MEASURED_DEIT_TI_WS2[strategy]
     assert abs(found.peak_bytes - measured) <= 0.03 * measured

@@ -112,7 +112,7 @@ def test_checkpoint_runs_the_blocks_the_graph_finds_in_a_model_no_table_knows(
     model = ParallelViT()
     kept = {}
     for setting in ("none", checkpoint):
-        predicted = memory(model, batch_size=4, image_size=16, checkpoint=setting,
+        predicted = memory(model, InputRequest(batch_size=4, image_size=16), checkpoint=setting,
                            target="cpu", attention="flash", optimizer="sgd")
         measured = measure_training_memory(model, torch.randn(4, 3, 16, 16), optimizer="sgd",
                                            checkpoint=setting)
@@ -125,9 +125,9 @@ def test_checkpoint_runs_the_blocks_the_graph_finds_in_a_model_no_table_knows(
 def test_checkpoint_of_a_model_without_block_modules_is_one_user_error() -> None:
     """FlatViT loops over raw parameters: the breakdown finds 2 blocks, but no module to run
     under the checkpoint; the error says so instead of 'found none'."""
-    assert list(memory(FlatViT(), image_size=16).by_block) == [0, 1]
+    assert list(memory(FlatViT(), InputRequest(image_size=16)).by_block) == [0, 1]
     with pytest.raises(UserError, match="found no module that is a block"):
-        memory(FlatViT(), image_size=16, checkpoint="blocks")
+        memory(FlatViT(), InputRequest(image_size=16), checkpoint="blocks")
 
 
 @pytest.mark.parametrize(("kwargs", "keyword"), [
@@ -142,7 +142,7 @@ def test_inference_refuses_the_settings_of_a_training_step(kwargs: dict[str, str
     reported 'optimizer adamw' for a forward). The error names the keywords written, not the
     command line's options (issue 38: it said '--mode inference ... --optimizer')."""
     with pytest.raises(UserError) as raised:
-        memory(ParallelViT(), image_size=16, mode="inference", **kwargs)
+        memory(ParallelViT(), InputRequest(image_size=16), mode="inference", **kwargs)
     assert str(raised.value) == (f"mode='inference' is one forward without gradients: "
                                  f"{keyword} does not apply")
 
@@ -151,11 +151,11 @@ def test_inference_says_what_it_predicts(biased_file: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     """Its settings name no optimizer and its convention a forward, not 'the second training
     step'; a training step still defaults to adamw."""
-    inference = memory(ParallelViT(), image_size=16, mode="inference")
+    inference = memory(ParallelViT(), InputRequest(image_size=16), mode="inference")
     assert inference.settings["optimizer"] == "none"
     assert "forward without gradients" in inference.convention
     assert "training step" not in inference.convention
-    assert memory(ParallelViT(), image_size=16).settings["optimizer"] == "adamw"
+    assert memory(ParallelViT(), InputRequest(image_size=16)).settings["optimizer"] == "adamw"
     status = main(["memory", biased_file, "--image-size", "8", "--input", "extra_shapes=1,10",
                    "--mode", "inference", "--optimizer", "adamw"])
     assert status == 2
@@ -168,12 +168,12 @@ def test_the_report_of_an_inference_estimate_names_a_forward() -> None:
     backward and an optimizer step in the convention)."""
     from vitprof.render.memory_report import memory_section, timeline_figure
 
-    inference = memory(ParallelViT(), image_size=16, mode="inference", target="cpu")
+    inference = memory(ParallelViT(), InputRequest(image_size=16), mode="inference", target="cpu")
     section = memory_section(inference, figure="timeline.png")
     assert "training step" not in section and "Training memory" not in section
     assert "one forward without gradients" in section
     assert timeline_figure(inference).title.endswith("memory over one forward without gradients")
-    train = memory(ParallelViT(), image_size=16, target="cpu")
+    train = memory(ParallelViT(), InputRequest(image_size=16), target="cpu")
     assert "one training step (forward, backward, optimizer step)" in memory_section(train)
 
 
@@ -242,7 +242,7 @@ def test_a_sparse_gradient_is_one_user_error() -> None:
     """main raised NotImplementedError('Cannot access storage of SparseTensorImpl'), a
     traceback on the command line."""
     with pytest.raises(UserError, match=r"emb\.weight: a sparse gradient"):
-        memory(SparseEmbedding(), image_size=8)
+        memory(SparseEmbedding(), InputRequest(image_size=8))
 
 
 def test_a_budget_fails_closed_when_the_memory_engine_fails(
@@ -281,9 +281,10 @@ def test_a_fit_below_what_any_batch_holds_is_refused_workspace_included() -> Non
     parameters, gradients and optimizer state and that plus the workspace fits no batch, and
     is refused as a smaller one is (main answered 'largest batch 0')."""
     model = ParallelViT()
-    step = memory(model, image_size=16)
+    step = memory(model, InputRequest(image_size=16))
     total = step.total
     state = total.params + total.grads + total.optimizer_state
     with pytest.raises(UserError, match="is smaller than the parameters, gradients and "
                                         "optimizer state alone"):
-        memory(model, image_size=16, fit=state + 2**20)  # + 1 MiB < the 32 MiB workspace
+        memory(model, InputRequest(image_size=16),
+               fit=state + 2**20)  # + 1 MiB < the 32 MiB workspace

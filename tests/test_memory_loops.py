@@ -16,6 +16,7 @@ from vitprof import MemoryEstimate, memory
 from vitprof.cli.main import main
 from vitprof.core.errors import UserError
 from vitprof.measure.memory.measured import TrainingLoop, measure_training_memory
+from vitprof.workload import InputRequest
 
 BATCH = 4
 CLASSES = 10  # TINY's head
@@ -24,7 +25,7 @@ GRAD_BYTES = TINY_PARAMS * 4  # every gradient, float32: 457,000
 
 
 def _predict(**loop: object) -> MemoryEstimate:
-    return memory(tiny(), batch_size=BATCH, target="cpu", attention="flash", **loop)
+    return memory(tiny(), InputRequest(batch_size=BATCH), target="cpu", attention="flash", **loop)
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +140,8 @@ LOOPS = [
 @pytest.mark.parametrize(("settings", "loop"), LOOPS)
 def test_a_loop_matches_a_real_cpu_step(settings: dict[str, object],
                                         loop: TrainingLoop) -> None:
-    predicted = memory(tiny(), batch_size=8, image_size=32, target="cpu", attention="flash",
-                       **settings)
+    predicted = memory(tiny(), InputRequest(batch_size=8, image_size=32), target="cpu",
+                       attention="flash", **settings)
     torch.manual_seed(1)
     measured = measure_training_memory(tiny(), torch.randn(8, 3, 32, 32), loop=loop)
     assert predicted.saved_bytes == measured.saved_bytes
@@ -149,8 +150,8 @@ def test_a_loop_matches_a_real_cpu_step(settings: dict[str, object],
 
 def test_a_frozen_backbone_matches_a_real_cpu_step() -> None:
     """The measured step trains what requires a gradient: the head, the rest frozen by hand."""
-    predicted = memory(tiny(), batch_size=8, image_size=32, target="cpu", attention="flash",
-                       freeze="backbone", loss="cross-entropy")
+    predicted = memory(tiny(), InputRequest(batch_size=8, image_size=32), target="cpu",
+                       attention="flash", freeze="backbone", loss="cross-entropy")
     model = tiny()
     for name, p in model.named_parameters():
         p.requires_grad_(name.startswith("head."))
@@ -180,7 +181,7 @@ def test_a_cross_entropy_needs_logits() -> None:
     tokens = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 8, 8), torch.nn.Flatten(2))
     with pytest.raises(UserError, match=r"loss='cross-entropy' takes logits of shape "
                                         r"\(batch, classes\); this model returns 1x8x16"):
-        memory(tokens, image_size=32, loss="cross-entropy")
+        memory(tokens, InputRequest(image_size=32), loss="cross-entropy")
 
 
 def test_a_frozen_backbone_needs_a_head() -> None:
@@ -194,7 +195,7 @@ def test_a_frozen_backbone_needs_a_head() -> None:
 
     with pytest.raises(UserError, match="freeze='backbone' trains the head alone, and the "
                                         "breakdown found no trainable head parameter"):
-        memory(NoHead(), image_size=8, freeze="backbone")
+        memory(NoHead(), InputRequest(image_size=8), freeze="backbone")
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [

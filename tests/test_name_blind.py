@@ -6,22 +6,17 @@ data-flow evidence)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import torch
+from models_styles import patches
 from torch import nn
 
 from vitprof import analyze
 from vitprof.core.records import Component as C
 from vitprof.recognize.graph.roles import NO_EVIDENCE
-from vitprof.testing import name_blindness, neutral_names
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
-from models_styles import patches
-from name_blind import NAME_BLIND_MODELS, builder
+from vitprof.testing import NAME_BLIND_MODELS, meta_builder, name_blindness, neutral_names
 
 D, N, HIDDEN = 8, 16, 16  # width, tokens (16 patches of 4x4 of a 16x16 image), MLP hidden
 # around every mixer: a patch embedding Linear(48, D), two blocks (norm, mixer, norm, MLP
@@ -218,5 +213,5 @@ FAST = {"vit_b_16", "swin_t", "timm:pvt_v2_b1", "timm:efficientvit_b1",
 def test_the_breakdown_is_the_same_under_neutral_names(name: str) -> None:
     if name.startswith("timm:"):
         pytest.importorskip("timm")
-    found = name_blindness(builder(name), image_size=dict(NAME_BLIND_MODELS)[name], in_chans=3)
+    found = name_blindness(meta_builder(name), image_size=dict(NAME_BLIND_MODELS)[name], in_chans=3)
     assert found.holds, found.changes

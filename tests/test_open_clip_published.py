@@ -18,6 +18,7 @@ from vitprof.checks.crosscheck.peers.open_clip_published import (
 from vitprof.cli.main import main
 from vitprof.study.open_clip_rows import open_clip_rows
 from vitprof.study.pages.open_clip_published import open_clip_published_page
+from vitprof.workload import InputRequest
 
 pytest.importorskip("open_clip")
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +69,7 @@ def test_crosscheck_of_an_open_clip_tower_has_its_published_row_with_residual_0(
     ("timm:test_vit", {}, "only for open_clip:NAME models"),
 ])
 def test_a_case_without_a_row_says_why(model: str, kwargs: dict, note: str) -> None:
-    (row,) = run_crosscheck(model, peers=[PEER], **kwargs).rows
+    (row,) = run_crosscheck(model, InputRequest(**kwargs), peers=[PEER]).rows
     assert row.macs is None and row.note == note
 
 

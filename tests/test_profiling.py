@@ -78,8 +78,8 @@ def small_vit() -> VisionTransformer:
 
 @pytest.fixture(scope="module")
 def measured() -> SpeedProfile:
-    return profile_model(small_vit(), device="cpu", batch_size=BATCH, warmup=1, iters=8,
-                         threads=1, peak_tflops=0.05)
+    return profile_model(small_vit(), InputRequest(batch_size=BATCH), device="cpu", warmup=1,
+                         iters=8, threads=1, peak_tflops=0.05)
 
 
 @pytest.fixture
@@ -306,7 +306,7 @@ def test_data_dependent_model_is_counted_on_the_device() -> None:
     torch.manual_seed(0)
     model = DataDependent(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64,
                           mlp_dim=128, num_classes=10)
-    result = profile_model(model, batch_size=BATCH, warmup=0, iters=2, threads=1,
+    result = profile_model(model, InputRequest(batch_size=BATCH), warmup=0, iters=2, threads=1,
                            peak_tflops=0.05)
     mlp = next(r for r in result.rows() if r.component is C.MLP)
     assert mlp.flops == 2 * BATCH * 557_056  # as the torchvision ViT above
@@ -368,8 +368,9 @@ def test_cuda_peak_timing_with_wall_clock_events(wall_clock_cuda_events: list[in
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_profile() -> None:
-    result = profile_model(small_vit().to("cuda", torch.bfloat16), device="cuda",
-                           dtype="bfloat16", batch_size=64, warmup=2, iters=8)
+    result = profile_model(small_vit().to("cuda", torch.bfloat16),
+                           InputRequest(dtype=torch.bfloat16, batch_size=64), device="cuda",
+                           warmup=2, iters=8)
     assert result.timings.attributed == pytest.approx(result.timings.hooked_latency, rel=0.10)
     assert result.memory.peak_device and result.memory.peak_device > 0
 

@@ -19,6 +19,7 @@ from vitprof.count.session import count, image_inputs
 from vitprof.recognize import breakdown
 from vitprof.recognize.placement import place
 from vitprof.recognize.tables import NO_TABLE, ComponentMap
+from vitprof.workload import InputRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,7 +130,7 @@ def test_memory_checkpoint_counts_once_and_breaks_the_step_down_once(
     monkeypatch.setattr(memory_step, "count", counted)
     monkeypatch.setattr(training_memory, "count", counted)
     monkeypatch.setattr(training_memory, "breakdown", broken_down)
-    estimate = training_memory.memory(_tiny_torchvision_vit(), image_size=32,
+    estimate = training_memory.memory(_tiny_torchvision_vit(), InputRequest(image_size=32),
                                       checkpoint="blocks", target="cpu")
     # torchvision's table names the 2 blocks: the step is the one count, in train mode
     assert counts == [True] and breakdowns == ["auto"]

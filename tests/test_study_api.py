@@ -1,5 +1,6 @@
 """The study (:mod:`vitprof.study`) uses only vitprof's public API: the names ``vitprof`` exports
-and the public modules of ``docs/api.md``, each name listed there.
+and the public modules of ``docs/api.md``, each name listed there; and the few internal names the
+page lists apart (``- internal ...``), each still used, none of them public.
 
 Every ``from vitprof... import`` of every file of the study is read (module level, inside
 functions and under ``if TYPE_CHECKING:`` alike), and every attribute it reads from a public
@@ -21,19 +22,27 @@ STUDY = REPO / "vitprof" / "study"
 API_PAGE = REPO / "docs" / "api.md"
 # one line per public module: - `vitprof.models.zoo`: `build`, `ZOO`, ...
 _ENTRY = re.compile(r"^- `(vitprof[\w.]*)`: (.*)$")
+# one entry per module the study reaches inside: - internal `vitprof.x`: `A`, `b` (why)
+_INTERNAL = re.compile(r"^- internal `(vitprof[\w.]*)`: ((?:`\w+`(?:, )?)+)")
 
 
-def public_api(text: str) -> dict[str, set[str]]:
-    """Each public module of the API page ``text``, with the names listed for it."""
+def listed(text: str, entry: re.Pattern[str]) -> dict[str, set[str]]:
+    """Each module of the API page ``text`` that ``entry`` reads, with the names listed for it."""
     found: dict[str, set[str]] = {}
     for line in text.splitlines():
-        match = _ENTRY.match(line)
+        match = entry.match(line)
         if match:
             found[match[1]] = set(re.findall(r"`(\w+)`", match[2]))
     return found
 
 
+def public_api(text: str) -> dict[str, set[str]]:
+    """Each public module of the API page ``text``, with the names listed for it."""
+    return listed(text, _ENTRY)
+
+
 PUBLIC = public_api(API_PAGE.read_text())
+INTERNAL = listed(API_PAGE.read_text(), _INTERNAL)
 
 
 def facade_homes() -> dict[str, set[str]]:
@@ -46,9 +55,9 @@ def facade_homes() -> dict[str, set[str]]:
 
 
 def allowed() -> dict[str, set[str]]:
-    names = {module: set(listed) for module, listed in PUBLIC.items()}
-    for module, exported in facade_homes().items():
-        names.setdefault(module, set()).update(exported)
+    names = {module: set(names) for module, names in PUBLIC.items()}
+    for module, reached in [*INTERNAL.items(), *facade_homes().items()]:
+        names.setdefault(module, set()).update(reached)
     return names
 
 
@@ -103,6 +112,24 @@ def test_the_study_and_the_api_page_are_read() -> None:
 @pytest.mark.parametrize("path", STUDY_FILES, ids=lambda p: str(p.relative_to(STUDY)))
 def test_the_study_uses_only_public_names(path: Path) -> None:
     assert not outside_the_api(path), f"{path.name} reaches past the public API"
+
+
+def test_every_internal_name_the_page_lists_is_used_and_not_public() -> None:
+    # an internal name the study stopped using, or one made public, leaves the list
+    used = {use for path in STUDY_FILES for use in uses(path)}
+    unused = sorted(f"{module}.{name}" for module, names in INTERNAL.items() for name in names
+                    if (module, name) not in used)
+    public = sorted(f"{module}.{name}" for module, names in INTERNAL.items()
+                    for name in names & PUBLIC.get(module, set()))
+    assert INTERNAL and not unused and not public, (unused, public)
+
+
+def test_a_name_made_public_only_for_the_study_is_not_listed_public() -> None:
+    # issue 34: PeerRow, Cause, Published, peer_row and published_causes went back to private
+    public = {name for names in PUBLIC.values() for name in names}
+    assert not public & {"PeerRow", "Cause", "Published", "peer_row", "published_causes"}
+    assert not {"PeerRow", "Cause"} & set(importlib.import_module("vitprof.checks.crosscheck")
+                                          .__all__)
 
 
 def test_an_internal_import_is_caught(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ x-transformers' ViTransformerWrapper with an RMSNorm written with ``F.normalize`
 held-out rows (benchmarks/held_out.py) against their closed forms (benchmarks/closed_forms.py):
 nystrom-attention's Nystromformer and torchmultimodal's post-norm VisionTransformer.
 
-Sizes (third_party.SMALL, IMAGE): 32x32 images in 8x8 patches, 16 patches of 3 x 8 x 8 = 192
+Sizes (the script's SMALL, IMAGE): 32x32 images in 8x8 patches, 16 patches of 3 x 8 x 8 = 192
 values; width 32, 2 layers, 2 heads of 16 (inner width 32), MLP 64."""
 
 from __future__ import annotations
@@ -13,26 +13,36 @@ import sys
 from pathlib import Path
 
 import pytest
+from torch import nn
 
 from vitprof import analyze
 from vitprof.core.records import Component as C
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
-import third_party
 from closed_forms import CLOSED_FORMS, closed_form_verdict
 from held_out import HELD_OUT
 
+IMAGE = {"image_size": 32, "patch_size": 8}
+SMALL = {"num_classes": 10, "dim": 32, "depth": 2, "heads": 2, "mlp_dim": 64, "dim_head": 16}
 
-def _subject(package: str, name: str) -> third_party.Subject:
-    subjects = third_party._vit_pytorch() if package == "vit-pytorch" else (
-        third_party._x_transformers())
-    return next(s for s in subjects if s.name == name)
+
+def nvit() -> nn.Module:
+    from vit_pytorch.normalized_vit import nViT
+
+    return nViT(**IMAGE, **SMALL)
+
+
+def vit_transformer_wrapper(**options: bool) -> nn.Module:
+    from x_transformers import Encoder, ViTransformerWrapper
+
+    return ViTransformerWrapper(**IMAGE, num_classes=10, num_register_tokens=0,
+                                attn_layers=Encoder(dim=32, depth=2, heads=2, attn_dim_head=16,
+                                                    **options))
 
 
 def test_nvit_parametrized_weights_stay_with_their_products() -> None:
     pytest.importorskip("vit_pytorch")
-    subject = _subject("vit-pytorch", "nViT")
-    profile = analyze(subject.build(), **subject.inputs)
+    profile = analyze(nvit(), image_size=32)
     placed = {p.name: p.component for p in profile.params}
     originals = {name: c for name, c in placed.items() if name.endswith(".original")}
     # the patch projection 192 -> 32: 192 * 32 = 6_144 weights, 16 * 192 * 32 = 98_304 MACs
@@ -50,12 +60,11 @@ def test_nvit_parametrized_weights_stay_with_their_products() -> None:
 def test_x_transformers_rmsnorm_splits_as_its_layernorm() -> None:
     pytest.importorskip("x_transformers")
 
-    def split(name: str) -> dict[C, tuple[int, int]]:
-        subject = _subject("x-transformers", name)
-        profile = analyze(subject.build(), **subject.inputs)
+    def split(model: nn.Module) -> dict[C, tuple[int, int]]:
+        profile = analyze(model, image_size=32)
         return {c: (v.params, v.macs) for c, v in profile.components.items()}
 
-    rms, layer = split("ViTransformerWrapper+rmsnorm"), split("ViTransformerWrapper")
+    rms, layer = split(vit_transformer_wrapper(use_rmsnorm=True)), split(vit_transformer_wrapper())
     assert rms == layer
     # the gains: 4 block norms + the final one, 5 * 32; the patch norms' 192 + 32
     assert rms[C.NORM] == (5 * 32 + 192 + 32, 0)

@@ -20,7 +20,9 @@ in the budget itself (an unknown key, a wrong type) or a model that cannot be an
 :func:`neutral_names` renames a model's modules, parameters, buffers and classes in place, so
 that a test can check that a breakdown depends on the computation, not on what things are
 called; :func:`own_classes` does the same and gives every module a class of its own, so that it
-can check that the breakdown reads the code that runs, not the class that holds it.
+can check that the breakdown reads the code that runs, not the class that holds it;
+:func:`name_blindness` compares the two breakdowns, on the models of :data:`NAME_BLIND_MODELS`
+built by :func:`meta_builder` in vitprof's own tests.
 
 :func:`unique_params` and :func:`oracle_macs` count a model independently of vitprof's counter
 (the elements of its parameters; torch's ``FlopCounterMode``), the oracles a profile's totals
@@ -224,6 +226,48 @@ def name_blindness(build: Callable[[], nn.Module],
     moved = sum(abs(a.macs - neutral.components[c].macs) for c, a in real.components.items())
     return NameBlindness(changes, any(w.startswith(NO_EVIDENCE) for w in neutral.warnings),
                          real.totals.macs, moved // 2)
+
+
+# the models name-blindness is held on (tests/test_name_blind.py, benchmarks/name_blind.py): timm
+# models (issue 24's list and a few of each attention module), then torchvision's ViTs:
+# (name, its image size)
+NAME_BLIND_MODELS: tuple[tuple[str, int], ...] = (
+    ("timm:mobilevitv2_050", 256), ("timm:mvitv2_tiny", 224), ("timm:swiftformer_s", 224),
+    ("timm:volo_d1_224", 224), ("timm:coatnet_pico_rw_224", 224),
+    ("timm:efficientformerv2_s1", 224), ("timm:efficientvit_b1", 224), ("timm:pvt_v2_b1", 224),
+    ("timm:twins_svt_small", 224), ("timm:vit_base_patch16_224", 224),
+    ("timm:deit_tiny_patch16_224", 224), ("timm:swin_tiny_patch4_window7_224", 224),
+    ("timm:convit_tiny", 224), ("timm:cait_xxs24_224", 224), ("timm:xcit_nano_12_p16_224", 224),
+    ("timm:levit_128s", 224), ("timm:crossvit_9_240", 240), ("timm:beit_base_patch16_224", 224),
+    ("timm:eva02_tiny_patch14_224", 224), ("timm:maxvit_nano_rw_256", 256),
+    ("timm:coat_lite_tiny", 224), ("timm:davit_tiny", 224), ("timm:edgenext_xx_small", 256),
+    ("timm:efficientformer_l1", 224), ("timm:efficientvit_m0", 224), ("timm:fastvit_t8", 256),
+    ("timm:gcvit_xxtiny", 224), ("timm:hiera_tiny_224", 224), ("timm:tiny_vit_5m_224", 224),
+    ("timm:nest_tiny", 224), ("timm:nextvit_small", 224), ("timm:pit_ti_224", 224),
+    ("timm:visformer_tiny", 224), ("timm:tnt_s_patch16_224", 224),
+    ("timm:swinv2_tiny_window8_256", 256), ("timm:swinv2_cr_tiny_224", 224),
+    ("timm:vit_relpos_small_patch16_224", 224), ("timm:vitamin_small_224", 224),
+    ("timm:vit_small_r26_s32_224", 224), ("timm:caformer_s18", 224), ("timm:mobilevit_xxs", 256),
+    ("timm:shvit_s1", 224), ("vit_b_16", 224), ("swin_t", 224), ("maxvit_t", 224),
+)
+
+
+def meta_builder(name: str) -> Callable[[], nn.Module]:
+    """A function building ``name`` (``timm:...`` or a torchvision model) on meta, untrained, at
+    its own image size: what :func:`name_blindness` takes, for :data:`NAME_BLIND_MODELS`."""
+    def build() -> nn.Module:
+        import torch
+
+        with torch.device("meta"):
+            if name.startswith("timm:"):
+                import timm
+
+                return timm.create_model(name.removeprefix("timm:"), pretrained=False)
+            import torchvision
+
+            return getattr(torchvision.models, name)()
+
+    return build
 
 
 def unique_params(model: nn.Module) -> int:

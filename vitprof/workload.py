@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from vitprof.core.errors import UserError
+from vitprof.core.errors import UserError, VitprofDeprecationWarning
 from vitprof.core.overrides import Override
 from vitprof.core.records import InputRecord
 from vitprof.core.validate import check_elements, check_image_size, check_int, check_shape
@@ -367,7 +367,7 @@ def request_of(request: InputRequest | None, inputs: Mapping[str, Any], caller: 
         raise TypeError(f"{caller}() got an unexpected keyword argument '{unknown[0]}'")
     if inputs:
         warnings.warn(f"{caller}({'=..., '.join(inputs)}=...) is deprecated: pass "
-                      f"{caller}(model, InputRequest(...))", DeprecationWarning,
+                      f"{caller}(model, InputRequest(...))", VitprofDeprecationWarning,
                       stacklevel=2 + depth)
     return InputRequest.of(request, **inputs)
 

@@ -1,5 +1,6 @@
-"""The one exception type that means "the user asked for something that cannot be done", and
-reading a user's file with that exception as its only failure."""
+"""The one exception type that means "the user asked for something that cannot be done",
+reading a user's file with that exception as its only failure, and vitprof's deprecation
+warning."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ from pathlib import Path
 
 class UserError(Exception):
     """A bad model name, size, file or option: reported as one line and exit code 2."""
+
+
+class VitprofDeprecationWarning(DeprecationWarning):
+    """What vitprof warns of an old keyword or attribute that still works: its own category, so
+    that the test suite can turn vitprof's deprecations (and no one else's) into errors."""
 
 
 def one_line(error: BaseException) -> str:

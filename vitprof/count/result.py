@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from vitprof.core.display import Shown
-from vitprof.core.errors import UserError
+from vitprof.core.errors import UserError, VitprofDeprecationWarning
 from vitprof.core.records import (
     COMPONENTS,
     UNITS,
@@ -85,7 +85,7 @@ class Profile(Shown):
         """Deprecated: :attr:`recognizer` (a model library is a family; this names who made
         the breakdown)."""
         _warnings.warn("Profile.family is deprecated; use Profile.recognizer",
-                       DeprecationWarning, stacklevel=2)
+                       VitprofDeprecationWarning, stacklevel=2)
         return self.recognizer
 
     @cached_property

@@ -18,13 +18,13 @@ from torch import nn
 from tqdm import tqdm
 
 from vitprof.analysis import analyze
-from vitprof.checks.crosscheck import PeerRow
 from vitprof.checks.crosscheck.peers.open_clip_published import (
     OpenClipRow,
     OpenClipTable,
     explain,
     load_table,
 )
+from vitprof.checks.crosscheck.table import PeerRow
 from vitprof.core.errors import UserError
 from vitprof.models.zoo import build
 from vitprof.study.published_rows import TRANSFORMER_MODULES

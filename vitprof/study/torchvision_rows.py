@@ -26,10 +26,10 @@ from torch import nn
 from tqdm import tqdm
 
 from vitprof.analysis import analyze
-from vitprof.checks.crosscheck import Cause, PeerRow
+from vitprof.checks.crosscheck.causes import Cause
 from vitprof.checks.crosscheck.peers.published import published_causes
-from vitprof.checks.crosscheck.table import peer_row
-from vitprof.models.zoo import Published
+from vitprof.checks.crosscheck.table import PeerRow, peer_row
+from vitprof.models.libraries.base import Published
 
 # Modules a weighted builder drops after loading the weights, so that its num_params leaves
 # them out, while get_model(name, weights=None) keeps them: googlenet.py's builder loads with

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from vitprof.analysis import analyze
 from vitprof.count.result import Profile
-from vitprof.models.zoo import ZOO, Published, ZooEntry
+from vitprof.models.libraries.base import Published
+from vitprof.models.zoo import ZOO, ZooEntry
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vitprof.checks.crosscheck.causes import Cause
     from vitprof.checks.crosscheck.run import PEERS, TABLE, check_subject, run_crosscheck
     from vitprof.checks.crosscheck.subject import Subject
-    from vitprof.checks.crosscheck.table import CrossCheck, PeerRow
+    from vitprof.checks.crosscheck.table import CrossCheck
 
-__all__ = ["PEERS", "TABLE", "Cause", "CrossCheck", "PeerRow", "Subject", "check_subject",
-           "run_crosscheck"]
-_HOMES = {"PEERS": "run", "TABLE": "run", "Cause": "causes", "CrossCheck": "table",
-          "PeerRow": "table", "Subject": "subject", "check_subject": "run",
-          "run_crosscheck": "run"}
+__all__ = ["PEERS", "TABLE", "CrossCheck", "Subject", "check_subject", "run_crosscheck"]
+_HOMES = {"PEERS": "run", "TABLE": "run", "CrossCheck": "table", "Subject": "subject",
+          "check_subject": "run", "run_crosscheck": "run"}
 
 
 def __getattr__(name: str) -> Any:

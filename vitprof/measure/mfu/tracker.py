@@ -67,7 +67,7 @@ from torch import nn
 
 from vitprof.core.atomic_write import write_atomically
 from vitprof.core.display import show
-from vitprof.core.errors import UserError
+from vitprof.core.errors import UserError, VitprofDeprecationWarning
 from vitprof.core.vocab import Device
 from vitprof.measure.mfu.clocks import Clock, CudaClock, WallClock
 from vitprof.measure.mfu.component_time import ComponentTimer
@@ -317,7 +317,7 @@ def track(model: nn.Module, peak_tflops: float | None = None, *,
                         f"{type(model).__name__}")
     if dtype is not None:
         warnings.warn("vitprof.track(dtype=...) is deprecated; use measure_dtype=",
-                      DeprecationWarning, stacklevel=2)
+                      VitprofDeprecationWarning, stacklevel=2)
         measure_dtype = measure_dtype if measure_dtype is not None else dtype
     if peak_tflops is not None:
         peak: ChosenPeak | None = given_peak(peak_tflops)

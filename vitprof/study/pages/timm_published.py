@@ -24,7 +24,7 @@ from vitprof.study.pages.markdown import Page, n
 from vitprof.study.published_rows import TRANSFORMER_MODULES
 
 if TYPE_CHECKING:
-    from vitprof.checks.crosscheck import Cause
+    from vitprof.checks.crosscheck.causes import Cause
     from vitprof.checks.crosscheck.peers.timm_published import TimmTable
     from vitprof.study.published_rows import RowResult
 
