@@ -61,6 +61,7 @@ from vitprof.core.records import Component as C
 from vitprof.count.result import Profile
 from vitprof.recognize import breakdown
 from vitprof.recognize.rules.base import RuleSet
+from vitprof.study.token_reduction.models import merge_by_scores
 
 D, HID, N, L = 8, 16, 4, 2
 IMAGE = 8
@@ -1152,19 +1153,7 @@ class Merge(nn.Module):
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         metric = keys / keys.norm(dim=-1, keepdim=True)
         scores = metric[:, ::2] @ metric[:, 1::2].transpose(-2, -1)  # (B, |A|, |B|)
-        best, match = scores.max(dim=-1)
-        order = best.argsort(dim=-1, descending=True)
-        merged, kept = order[:, :1], order[:, 1:].sort(dim=-1).values
-        weighted = x * size.unsqueeze(-1)
-        a_x, b_x = weighted[:, ::2], weighted[:, 1::2]
-        a_size, b_size = size[:, ::2], size[:, 1::2]
-        into = match.gather(1, merged)
-        b_x = b_x.scatter_add(1, into.unsqueeze(-1).expand(-1, -1, D),
-                              a_x.gather(1, merged.unsqueeze(-1).expand(-1, -1, D)))
-        b_size = b_size.scatter_add(1, into, a_size.gather(1, merged))
-        a_x = a_x.gather(1, kept.unsqueeze(-1).expand(-1, -1, D))
-        size = torch.cat([a_size.gather(1, kept), b_size], dim=1)
-        return torch.cat([a_x, b_x], dim=1) / size.unsqueeze(-1), size
+        return merge_by_scores(x, scores, size, 1)
 
 
 class MergeBlk(Blk):

@@ -219,19 +219,28 @@ class BipartiteMerge(nn.Module):
         metric = metric / metric.norm(dim=-1, keepdim=True)
         scores = metric[:, ::2] @ metric[:, 1::2].transpose(-2, -1)  # (B, |A|, |B|)
         scores[:, 0, :] = -math.inf  # the class token is A's first
-        best, match = scores.max(dim=-1)
-        order = best.argsort(dim=-1, descending=True)
-        merged, kept = order[:, :r], order[:, r:].sort(dim=-1).values
-        weighted, width = x * size.unsqueeze(-1), x.shape[-1]
-        a_x, b_x = weighted[:, ::2], weighted[:, 1::2]
-        a_size, b_size = size[:, ::2], size[:, 1::2]
-        into = match.gather(1, merged)
-        b_x = b_x.scatter_add(1, into.unsqueeze(-1).expand(-1, -1, width),
-                              a_x.gather(1, merged.unsqueeze(-1).expand(-1, -1, width)))
-        b_size = b_size.scatter_add(1, into, a_size.gather(1, merged))
-        a_x = a_x.gather(1, kept.unsqueeze(-1).expand(-1, -1, width))
-        new_size = torch.cat([a_size.gather(1, kept), b_size], dim=1)
-        return torch.cat([a_x, b_x], dim=1) / new_size.unsqueeze(-1), new_size
+        return merge_by_scores(x, scores, size, r)
+
+
+def merge_by_scores(x: torch.Tensor, scores: torch.Tensor, size: torch.Tensor, r: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``r`` tokens of set A (even positions of ``x``) whose best ``scores`` (B, |A|, |B|)
+    are highest, each added into its best match in set B (odd positions) as the size-weighted
+    mean, the rest of A kept; the new tokens (A's kept, then B) and their sizes. The matches
+    are chosen by indices (a max's, an argsort's): no score's value reaches the tokens."""
+    best, match = scores.max(dim=-1)
+    order = best.argsort(dim=-1, descending=True)
+    merged, kept = order[:, :r], order[:, r:].sort(dim=-1).values
+    weighted, width = x * size.unsqueeze(-1), x.shape[-1]
+    a_x, b_x = weighted[:, ::2], weighted[:, 1::2]
+    a_size, b_size = size[:, ::2], size[:, 1::2]
+    into = match.gather(1, merged)
+    b_x = b_x.scatter_add(1, into.unsqueeze(-1).expand(-1, -1, width),
+                          a_x.gather(1, merged.unsqueeze(-1).expand(-1, -1, width)))
+    b_size = b_size.scatter_add(1, into, a_size.gather(1, merged))
+    a_x = a_x.gather(1, kept.unsqueeze(-1).expand(-1, -1, width))
+    new_size = torch.cat([a_size.gather(1, kept), b_size], dim=1)
+    return torch.cat([a_x, b_x], dim=1) / new_size.unsqueeze(-1), new_size
 
 
 class ToMeBlock(nn.Module):
