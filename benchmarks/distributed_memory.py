@@ -65,11 +65,12 @@ def peers(path: Path) -> dict[Key, list[dict[str, str]]]:
 def predicted(key: Key) -> tuple[int, str, float]:
     """vitprof's per-rank peak of a measured row, its phase, and the seconds it took."""
     import vitprof
+    from vitprof.workload import InputRequest
 
     model, strategy, world, batch = key
     start = time.perf_counter()
-    found = vitprof.memory(f"timm:{model}", batch_size=batch, target="cpu", strategy=strategy,
-                           world_size=world)
+    found = vitprof.memory(f"timm:{model}", InputRequest(batch_size=batch), target="cpu",
+                           strategy=strategy, world_size=world)
     return found.peak_bytes, found.peak_phase, time.perf_counter() - start
 
 
@@ -113,17 +114,19 @@ def figure_section(models: Sequence[str], world_sizes: Sequence[int]) -> list[st
     import vitprof
     from vitprof.render import figures
     from vitprof.render.world_size_figure import world_size_figure
+    from vitprof.workload import InputRequest
 
-    out = ["| model | strategy | world size | per-rank peak B (phase) | fits 80 GB | s |",
-           "|---|---|---:|---:|---|---:|"]
+    out = []
     for model in models:
+        out += ["| model | strategy | world size | per-rank peak B (phase) | fits 80 GB | s |",
+                "|---|---|---:|---:|---|---:|"]
         found = {}
         for strategy in FIGURE_STRATEGIES:
             found[strategy] = []
             for world in world_sizes:
                 start = time.perf_counter()
-                estimate = vitprof.memory(model, batch_size=1, target="cuda", strategy=strategy,
-                                          world_size=world)
+                estimate = vitprof.memory(model, InputRequest(batch_size=1), target="cuda",
+                                          strategy=strategy, world_size=world)
                 found[strategy].append(estimate)
                 out.append(f"| {model} | {strategy} | {world:,} | {estimate.peak_bytes:,} "
                            f"({estimate.peak_phase}) | "
