@@ -30,6 +30,7 @@ from timm.models.vision_transformer import VisionTransformer
 from vitprof import MemoryEstimate, memory
 from vitprof.cli.main import main
 from vitprof.core.errors import UserError
+from vitprof.core.vocab import AttentionPath, MemoryTarget, Optimizer
 from vitprof.measure.memory.fit import largest_batch
 from vitprof.measure.memory.measured import (
     MeasuredMemory,
@@ -230,6 +231,7 @@ def test_a_backward_op_belongs_to_the_forward_op_whose_node_runs_it(
 
     from vitprof import analyze
     from vitprof.measure.memory.estimate import step_settings
+    from vitprof.measure.memory.settings import MemorySettings
     from vitprof.measure.memory.step import run_step
     from vitprof.recognize.placement import place
     from vitprof.recognize.tables import recognize
@@ -243,7 +245,8 @@ def test_a_backward_op_belongs_to_the_forward_op_whose_node_runs_it(
         return found
 
     work = make_workload(tiny(), batch_size=2)
-    settings = step_settings("adamw", "float32", None, "none", "cpu", "flash", "train")
+    settings = step_settings(MemorySettings(Optimizer.ADAMW, target=MemoryTarget.CPU,
+                                            attention=AttentionPath.FLASH))
     mapping = recognize(work.module, work.rules)
     step = run_step(work, mapping, settings, 2)
     on_meta = backward(analyze(tiny(), mode="train", batch_size=2).ops)

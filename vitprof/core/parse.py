@@ -62,3 +62,14 @@ def memory_size(text: str) -> int:
     if size < 1:
         raise argparse.ArgumentTypeError(expected)
     return size
+
+
+def checkpointing(text: str) -> str:
+    """argparse type of a checkpoint setting: none, blocks, or ``every N`` (also
+    ``every=N``), returned as ``every N``."""
+    words = text.replace("=", " ").split()
+    if text in ("none", "blocks"):
+        return text
+    if len(words) == 2 and words[0] == "every":
+        return f"every {positive_int(words[1])}"
+    raise argparse.ArgumentTypeError(f"expected none, blocks or 'every N', got '{text}'")

@@ -43,7 +43,7 @@ from vitprof.core.vocab import (
     Scope,
     ValueKind,
 )
-from vitprof.measure.memory.estimate import step_settings
+from vitprof.measure.memory.settings import MemorySettings
 from vitprof.measure.memory.spelling import TABLE_KEYS, SettingError
 from vitprof.models.zoo import check_zoo_size, validate_name
 from vitprof.workload import InputRequest, dtype_name
@@ -322,7 +322,7 @@ def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Sourc
                      ) -> tuple[tuple[str, Any], ...]:
     """The ``memory`` table: keys of :data:`MEMORY_SETTINGS`, values among theirs (strings,
     ``set_to_none`` a boolean, ``gradient_accumulation`` an integer), that
-    :func:`vitprof.measure.memory.estimate.step_settings` accepts together."""
+    :class:`~vitprof.measure.memory.settings.MemorySettings` accepts together."""
     for key, value in table.items():
         if key not in MEMORY_SETTINGS:
             raise where.error((*path, key), _unknown("memory setting", key, MEMORY_SETTINGS))
@@ -336,7 +336,7 @@ def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Sourc
             expected = f"one of {', '.join(allowed)}" if allowed else "a string"
             raise where.error((*path, key), f"expected {expected}, got {_describe(value)}")
     try:  # together: a checkpoint's N, an optimizer or checkpoint with mode inference
-        step_settings(**{k: v for k, v in table.items() if k not in RANK_SETTINGS})
+        MemorySettings(**{k: v for k, v in table.items() if k not in RANK_SETTINGS})
     except UserError as error:
         raise where.error(path, str(_in_table_keys(error))) from None
     return tuple(table.items())

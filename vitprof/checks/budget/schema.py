@@ -43,7 +43,7 @@ the entry's own input.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from torch import nn
@@ -52,22 +52,16 @@ from vitprof.checks.baseline import Baseline
 from vitprof.core.overrides import Override
 from vitprof.core.records import Component
 from vitprof.core.vocab import (
-    AmpDtype,
-    AttentionPath,
     Bound,
-    Freeze,
-    Loss,
-    MemoryTarget,
     Metric,
-    Mode,
-    Optimizer,
     Scope,
     Strategy,
     ValueKind,
     Verdict,
-    ZeroGrad,
+    Word,
 )
 from vitprof.count.result import Profile
+from vitprof.measure.memory.settings import MemorySettings, kind_of
 from vitprof.workload import InputRequest
 
 SHARES = frozenset({Metric.SHARE, Metric.PARAMS_SHARE})
@@ -101,12 +95,11 @@ SETTINGS: dict[str, ValueKind] = {
 }
 # the settings a budget's memory table may hold, and the values each takes (None: any string,
 # checked by vitprof.memory itself; bool and int: a TOML boolean, a TOML integer)
+# (the fields of MemorySettings, then how the step is spread over ranks)
 MEMORY_SETTINGS: dict[str, tuple[str, ...] | type | None] = {
-    "optimizer": tuple(Optimizer), "amp": tuple(AmpDtype), "checkpoint": None,
-    "target": tuple(MemoryTarget), "attention": tuple(AttentionPath), "mode": tuple(Mode),
-    "loss": tuple(Loss), "zero_grad": tuple(ZeroGrad), "set_to_none": bool,
-    "gradient_accumulation": int, "freeze": tuple(Freeze), "strategy": tuple(Strategy),
-    "world_size": int,
+    **{each.name: tuple(kind) if issubclass(kind := kind_of(each), Word)
+       else None if kind is str else kind for each in fields(MemorySettings)},
+    "strategy": tuple(Strategy), "world_size": int,
 }
 # the keys of the memory table that say how the step is spread over ranks, not how it runs
 RANK_SETTINGS = ("strategy", "world_size")

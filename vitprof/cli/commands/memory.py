@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import Field, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +19,9 @@ from vitprof.cli.commands.common import (
 from vitprof.cli.commands.outputs import check_figure_path, check_writable
 from vitprof.core.errors import UserError
 from vitprof.core.parse import memory_size
-from vitprof.core.vocab import (
-    AmpDtype,
-    AttentionPath,
-    Freeze,
-    Loss,
-    MemoryTarget,
-    Mode,
-    Optimizer,
-    Strategy,
-    ZeroGrad,
-)
+from vitprof.core.vocab import Strategy, Word
+from vitprof.measure.memory.settings import LOOP, MemorySettings, kind_of
 from vitprof.render.formats import choices, render
-
-
-def checkpoint(text: str) -> str:
-    """argparse type of ``--checkpoint``: none, blocks, or ``every N`` (also ``every=N``)."""
-    words = text.replace("=", " ").split()
-    if text in ("none", "blocks"):
-        return text
-    if len(words) == 2 and words[0] == "every":
-        return f"every {positive_int(words[1])}"
-    raise argparse.ArgumentTypeError(f"expected none, blocks or 'every N', got '{text}'")
 
 
 def world_sizes(text: str) -> list[int]:
@@ -53,23 +35,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", help="model name (see 'vitprof models') or FILE.py:FACTORY")
     add_shape_options(parser, dtype_default="float32, a model built by a factory converted")
     parser.add_argument("--batch-size", type=positive_int, default=1)
-    parser.add_argument("--optimizer", choices=list(Optimizer),
-                        help="the training step's optimizer (default adamw; not with --mode "
-                             "inference)")
-    parser.add_argument("--amp", choices=list(AmpDtype),
-                        help="autocast the forward to this dtype (float32 master weights)")
-    parser.add_argument("--checkpoint", type=checkpoint, default="none", metavar="none|blocks|"
-                        "'every N'", help="activation checkpointing of the transformer blocks "
-                        "(every N: one block in N, from the first)")
-    parser.add_argument("--target", choices=list(MemoryTarget), default=MemoryTarget.CUDA,
-                        help="whose kernels and allocator are modelled (the prediction runs on "
-                             "fake tensors either way)")
-    parser.add_argument("--attention", choices=list(AttentionPath), default=AttentionPath.AUTO,
-                        help="the kernel every scaled_dot_product_attention call runs: math "
-                             "keeps the scores, the fused ones a log-sum-exp; auto (default): "
-                             "the one torch dispatches to on the target, named with why")
-    parser.add_argument("--mode", choices=[Mode.TRAIN, Mode.INFERENCE],  # the default first
-                        default=Mode.TRAIN)
+    add_setting_options(parser, [each for each in fields(MemorySettings)
+                                 if each.metadata.get("group") != LOOP])
     parser.add_argument("--strategy", choices=list(Strategy), default=Strategy.NONE,
                         help="each rank's step under DDP, DDP + ZeroRedundancyOptimizer (zero1), "
                              "FSDP2 per block and root without (zero2) or with (fsdp) "
@@ -92,20 +59,33 @@ def add_loop_options(parser: argparse.ArgumentParser) -> None:
     """The training loop the step models (see docs/memory.md, "The loop")."""
     loop = parser.add_argument_group("the training loop modelled (the defaults: zero_grad() "
                                      "first, out.backward(ones_like(out)), opt.step())")
-    loop.add_argument("--loss", choices=list(Loss), default=Loss.ONES,
-                      help="ones: a ones gradient on the output, no loss function; sum: "
-                           "out.sum(); cross-entropy: F.cross_entropy(logits, labels)")
-    loop.add_argument("--zero-grad", choices=list(ZeroGrad), default=ZeroGrad.START,
-                      help="where opt.zero_grad() stands: before the forward, between the "
-                           "forward and the backward (gradients alive through the forward), "
-                           "after opt.step()")
-    loop.add_argument("--set-to-none", choices=("true", "false"), default="true",
-                      help="zero_grad's set_to_none: false keeps the gradients as zeros")
-    loop.add_argument("--gradient-accumulation", type=positive_int, default=1, metavar="N",
-                      help="forward and backward passes per optimizer step (--batch-size is "
-                           "each one's)")
-    loop.add_argument("--freeze", choices=list(Freeze), default=Freeze.NONE,
-                      help="backbone: requires_grad False on all but the head")
+    add_setting_options(loop, [each for each in fields(MemorySettings)
+                               if each.metadata.get("group") == LOOP])
+
+
+def add_setting_options(parser: argparse._ActionsContainer, settings: list[Field[Any]]) -> None:
+    """One option per field of :class:`MemorySettings`: a word's ``choices`` (its default
+    first), ``true``/``false`` for a bool, a positive int, or the field's own ``parse``."""
+    for each in settings:
+        kind, default = kind_of(each), each.default
+        option: dict[str, Any] = {"help": each.metadata["help"], "default": default}
+        if issubclass(kind, Word):
+            option["choices"] = [*([default] if default is not None else []),
+                                 *(word for word in kind if word != default)]
+        elif kind is bool:
+            option.update(choices=("true", "false"), default=str(default).lower())
+        else:
+            option["type"] = positive_int if kind is int else each.metadata["parse"]
+        if "metavar" in each.metadata:
+            option["metavar"] = each.metadata["metavar"]
+        parser.add_argument(f"--{each.name.replace('_', '-')}", **option)
+
+
+def settings_of(args: argparse.Namespace) -> MemorySettings:
+    """The settings the options say (a :class:`SettingError` where they do not go together)."""
+    return MemorySettings(**{
+        each.name: getattr(args, each.name) == "true" if kind_of(each) is bool
+        else getattr(args, each.name) for each in fields(MemorySettings)})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,14 +101,8 @@ def run(args: argparse.Namespace) -> int:
     if len(args.world_size) > 1:
         return run_world_sizes(args)
     try:
-        estimate = memory(
-            args.model, request=input_request(args), optimizer=args.optimizer, amp=args.amp,
-            checkpoint=args.checkpoint, target=args.target, attention=args.attention,
-            mode=args.mode, fit=args.fit, loss=args.loss, zero_grad=args.zero_grad,
-            set_to_none=args.set_to_none == "true",
-            gradient_accumulation=args.gradient_accumulation, freeze=args.freeze,
-            strategy=args.strategy, world_size=args.world_size[0],
-        )
+        estimate = memory(args.model, request=input_request(args), settings=settings_of(args),
+                          fit=args.fit, strategy=args.strategy, world_size=args.world_size[0])
     except SettingError as error:  # in the words of the options, not of memory()'s keywords
         raise error.spelled(OPTIONS) from None
     for message in estimate.warnings:

@@ -1,7 +1,8 @@
 """Memory, the whole feature: what a training step (or a forward) holds, predicted and measured.
 
 One job per module: :mod:`~vitprof.measure.memory.estimate` (``vitprof.memory``: the estimate
-per component, per block and over time, its peak), :mod:`~vitprof.measure.memory.step` (the
+per component, per block and over time, its peak), :mod:`~vitprof.measure.memory.settings`
+(its settings, one typed value declared once), :mod:`~vitprof.measure.memory.step` (the
 step run on fake tensors, every allocation logged), :mod:`~vitprof.measure.memory.loop` (the
 training loop it models), :mod:`~vitprof.measure.memory.spelling` (setting errors in the
 words of each surface), :mod:`~vitprof.measure.memory.attention_kernels` (the SDPA kernel a

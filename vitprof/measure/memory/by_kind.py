@@ -25,6 +25,7 @@ from torch import nn
 from vitprof.core.records import COMPONENTS, Component, OpRecord, ParamRecord, Phase
 from vitprof.core.vocab import MemoryTarget, Optimizer
 from vitprof.measure.memory.estimate import predict, step_settings
+from vitprof.measure.memory.settings import MemorySettings
 from vitprof.recognize.tables import ComponentMap
 from vitprof.workload import Workload, dtype_name
 
@@ -65,6 +66,6 @@ def saved_for_backward(work: Workload, mapping: ComponentMap, target: MemoryTarg
     a training step of ``work`` at its batch on fake tensors, sgd, the default loop, on
     ``target``), each storage once, under the component of the op that made it. ``mapping``:
     the step's (its blocks and head; nothing is checkpointed)."""
-    settings = step_settings(Optimizer.SGD, target=target)
+    settings = step_settings(MemorySettings(Optimizer.SGD, target=target))
     estimate = predict(work, mapping, settings, work.inputs.batch, names={})
     return {Component(name): part.activations for name, part in estimate.by_component.items()}

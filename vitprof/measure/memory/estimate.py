@@ -45,15 +45,9 @@ from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
 from vitprof.core.validate import check_word
 from vitprof.core.vocab import (
-    AmpDtype,
-    AttentionPath,
-    Freeze,
     MemoryTarget,
-    Mode,
-    Optimizer,
     Recognizer,
     Strategy,
-    ZeroGrad,
 )
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
@@ -62,7 +56,13 @@ from vitprof.measure.distributed.estimate import RankMemory, check_world_size, r
 from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
 from vitprof.measure.memory import cuda_model
 from vitprof.measure.memory.fit import check_fit, largest_batch
-from vitprof.measure.memory.loop import DEFAULT_LOSS, Loop, make_loop
+from vitprof.measure.memory.loop import Loop
+from vitprof.measure.memory.settings import (
+    DEFAULT_OPTIMIZER,
+    SETTING_NAMES,
+    MemorySettings,
+    checkpoint_every,
+)
 from vitprof.measure.memory.spelling import SettingError
 from vitprof.measure.memory.step import Step, StepSettings, run_step
 from vitprof.recognize import Found, breakdown
@@ -100,7 +100,6 @@ INFERENCE_CONVENTION = (
     "tensor from the op that allocates it until its last reference goes; nothing is saved for a "
     "backward"
 )
-DEFAULT_OPTIMIZER = Optimizer.ADAMW
 
 
 @dataclass(frozen=True)
@@ -165,83 +164,35 @@ class MemoryEstimate(Shown):
         return sum(self.by_component.values(), ComponentMemory())
 
 
-def _every(checkpoint: str | int) -> int | None:
-    """``"none"`` -> None, ``"blocks"`` -> 1, ``N`` or ``"every N"`` -> N (positive)."""
-    if checkpoint == "none":
-        return None
-    if checkpoint == "blocks":
-        return 1
-    text = str(checkpoint).removeprefix("every").strip()
-    if not text.isdigit() or int(text) < 1:
-        raise UserError(f"checkpoint must be none, blocks or 'every N' with N a positive int, "
-                        f"got {checkpoint!r}")
-    return int(text)
-
-
-def step_settings(optimizer: str | None = None, dtype: str = "float32", amp: str | None = None,
-                  checkpoint: str | int = "none", target: str = MemoryTarget.CUDA,
-                  attention: str = AttentionPath.AUTO, mode: str = Mode.TRAIN,
-                  loss: str = DEFAULT_LOSS, zero_grad: str = ZeroGrad.START,
-                  set_to_none: bool = True, gradient_accumulation: int = 1,
-                  freeze: str = Freeze.NONE) -> StepSettings:
-    """The settings checked, with :func:`memory`'s defaults (a budget's ``memory`` table gives
-    only some): one UserError for the first bad one. ``optimizer`` None: adamw.
-    In inference naming one is an error, as is checkpointing (a forward without gradients steps
-    nothing and keeps nothing for a backward); the settings then hold the default, which no
-    step reads (``train`` is False), and the reports say ``optimizer none``. So is any setting
-    of the training loop (``loss`` ... ``freeze``: :func:`~vitprof.measure.memory.loop.make_loop`)
-    but its default."""
-    train = check_word("mode", mode, Mode) is Mode.TRAIN
-    loop = make_loop(loss, zero_grad, set_to_none, gradient_accumulation, freeze)
-    if not train:
-        given = [key for key, set_ in (("optimizer", optimizer is not None),
-                                       ("checkpoint", checkpoint != "none"),
-                                       *((key, value != default) for (key, value), default in
-                                         zip(loop.names().items(), Loop().names().values(),
-                                             strict=True))) if set_]
-        if given:
-            raise SettingError(lambda s: f"{s.setting('mode', 'inference')} is one forward "
-                               f"without gradients: {s.name(given[0])} does not apply")
-    chosen = check_word("optimizer", optimizer or DEFAULT_OPTIMIZER, Optimizer)
-    if amp is not None:
-        check_word("amp dtype", amp, AmpDtype)
-        if dtype_named(dtype) != torch.float32:
-            raise SettingError(lambda s: f"{s.name('amp')} keeps float32 master weights: it "
-                               f"needs {s.setting('dtype', 'float32')}, got {dtype}")
-    return StepSettings(chosen, dtype_named(amp), _every(checkpoint),
-                        check_word("target", target, MemoryTarget),
-                        check_word("attention", attention, AttentionPath), train, loop)
+def step_settings(settings: MemorySettings, dtype: str = "float32") -> StepSettings:
+    """What the step runs for ``settings`` at the parameters' ``dtype``: ``amp`` needs float32
+    master weights (a :class:`SettingError` else). In inference the optimizer is the default,
+    which no step reads (``train`` is False); the reports say ``optimizer none``."""
+    if settings.amp is not None and dtype_named(dtype) != torch.float32:
+        raise SettingError(lambda s: f"{s.name('amp')} keeps float32 master weights: it "
+                           f"needs {s.setting('dtype', 'float32')}, got {dtype}")
+    loop = Loop(settings.loss, settings.zero_grad, settings.set_to_none,
+                settings.gradient_accumulation, settings.freeze)
+    return StepSettings(settings.chosen("optimizer") or DEFAULT_OPTIMIZER,
+                        dtype_named(settings.amp), checkpoint_every(settings.checkpoint),
+                        settings.target, settings.attention, settings.train, loop, settings)
 
 
 def memory(
     model: nn.Module | str, request: InputRequest | None = None, *,
-    optimizer: str | None = None, amp: str | None = None, checkpoint: str | int = "none",
-    target: str = MemoryTarget.CUDA, attention: str = AttentionPath.AUTO,
-    mode: str = Mode.TRAIN, fit: int | None = None, loss: str = DEFAULT_LOSS,
-    zero_grad: str = ZeroGrad.START, set_to_none: bool = True, gradient_accumulation: int = 1,
-    freeze: str = Freeze.NONE, strategy: str = Strategy.NONE, world_size: int = 1,
-    **inputs: Any,
+    settings: MemorySettings | None = None, fit: int | None = None,
+    strategy: str = Strategy.NONE, world_size: int = 1, **keywords: Any,
 ) -> MemoryEstimate | RankMemory:
     """The predicted memory of one step of ``model`` (an ``nn.Module`` or a name
     :func:`vitprof.analyze` accepts) at ``request`` (:class:`vitprof.workload.InputRequest`:
     its batch size, sizes and dtype, the parameters' dtype, float32 where it names none; None:
     the model's own input, batch 1); see the module for the conventions.
 
-    ``optimizer``: sgd, sgd-momentum, adam, adamw (a training step's; default adamw);
-    ``amp``: bfloat16 or float16 autocast of the forward (float32 master
-    weights); ``checkpoint``: none, blocks, or ``"every N"`` (one block in N, from the first,
-    under activation checkpointing); ``target``: cuda or cpu (whose allocator and kernels);
-    ``attention``: auto (the kernel torch would dispatch to on the target for each call's
-    dtype, shapes, mask and dropout), math, efficient or flash (the kernel every
-    ``scaled_dot_product_attention`` call runs, at any depth:
-    :mod:`vitprof.measure.memory.attention_kernels`); the estimate's ``settings["attention"]`` says
-    which kernel ran and, under auto, why;
-    ``mode``: train or inference. The training loop (:mod:`vitprof.measure.memory.loop`):
-    ``loss`` ones (a ones gradient on the output, no loss function), sum or cross-entropy;
-    ``zero_grad`` start, before-backward or end (where ``opt.zero_grad()`` stands);
-    ``set_to_none`` (``zero_grad``'s: False keeps the gradients as zeros);
-    ``gradient_accumulation`` (forward and backward passes per optimizer step, each of
-    ``batch_size``); ``freeze``: none or backbone (all but the head). ``fit`` (bytes): also
+    ``settings`` (:class:`~vitprof.measure.memory.settings.MemorySettings`: the optimizer,
+    ``amp``, ``checkpoint``, ``target``, ``attention``, ``mode`` and the training loop, each
+    with its meaning and default there), or each as a keyword of its name
+    (``optimizer="sgd"``; over ``settings`` where both are given). The estimate's
+    ``settings["attention"]`` says which kernel ran and, under auto, why. ``fit`` (bytes): also
     find the largest batch whose peak is at most ``fit``
     (:func:`vitprof.measure.memory.fit.largest_batch`; with an ``input_shape`` the batch is
     the shape's first size). The input keywords it took before (``batch_size``, ``image_size``,
@@ -251,16 +202,17 @@ def memory(
     (:mod:`vitprof.measure.distributed.estimate`; the training loop's defaults, no ``amp``
     nor ``checkpoint``).
     """
-    asked = request_of(request, inputs, "memory").or_dtype(torch.float32)
+    named = {key: keywords.pop(key) for key in SETTING_NAMES if key in keywords}
+    asked = request_of(request, keywords, "memory").or_dtype(torch.float32)
     dtype = dtype_name(asked.dtype or torch.float32)
-    settings = step_settings(optimizer, dtype, amp, checkpoint, target, attention, mode, loss,
-                             zero_grad, set_to_none, gradient_accumulation, freeze)
+    given = replace(settings or MemorySettings(), **named)
+    step = step_settings(given, dtype)
     if fit is not None:
         check_fit(fit)
     strategy = check_word("strategy", strategy, Strategy)
     world_size = check_world_size(world_size)
     if strategy != Strategy.NONE:
-        _check_strategy_settings(settings, strategy)
+        _check_strategy_settings(step, strategy)
     elif world_size != 1:
         raise SettingError(lambda s: f"{s.setting('world_size', world_size)} needs a "
                            f"{s.name('strategy')} (ddp, zero1, zero2, fsdp): "
@@ -270,26 +222,23 @@ def memory(
     mapping = recognize(work.module, work.rules)
     if strategy in FSDP_STRATEGIES:
         mapping = _with_graph_blocks(work, mapping)
-    names = {"optimizer": settings.optimizer if settings.train else "none", "dtype": dtype,
-             "amp": amp or "none", "checkpoint": str(checkpoint), "target": target,
-             "attention": attention, "mode": mode,
-             **(settings.loop.names() if settings.train else {})}
+    names = given.names(dtype)
     if strategy != Strategy.NONE:
-        return rank_memory(work, mapping, settings, strategy, world_size, batch_size, names,
+        return rank_memory(work, mapping, step, strategy, world_size, batch_size, names,
                            fit)
-    if settings.every is not None and not mapping.blocks:
-        estimate, mapping = _checkpointed_by_its_own_blocks(work, mapping, settings, batch_size,
+    if step.every is not None and not mapping.blocks:
+        estimate, mapping = _checkpointed_by_its_own_blocks(work, mapping, step, batch_size,
                                                              names)
     else:
-        estimate = predict(work, mapping, settings, batch_size, names)
-    if not settings.train:
+        estimate = predict(work, mapping, step, batch_size, names)
+    if not step.train:
         estimate = replace(estimate, convention=INFERENCE_CONVENTION)
-    elif settings.loop != Loop():
+    elif step.loop != Loop():
         estimate = replace(estimate, convention=LOOP_CONVENTION.format(
-            code=settings.loop.code()))
+            code=step.loop.code()))
     if fit is None:
         return estimate
-    found = largest_batch(lambda b: predict(work, mapping, settings, b, names).peak_bytes,
+    found = largest_batch(lambda b: predict(work, mapping, step, b, names).peak_bytes,
                           fit, estimate, fixed_bytes(estimate))
     return _with_fit(estimate, found, fit)
 

@@ -35,7 +35,6 @@ import torch
 from torch import nn
 
 from vitprof.core.records import Component
-from vitprof.core.validate import check_word
 from vitprof.core.vocab import Freeze, Loss, ZeroGrad
 from vitprof.count.session import Backward, ones_backward
 from vitprof.count.training import first_output
@@ -66,12 +65,6 @@ class Loop:
         """Whether gradients exist when the backward runs (it accumulates into them)."""
         return self.accumulation > 1 or not self.set_to_none
 
-    def names(self) -> dict[str, str]:
-        """The settings as the reports list them (strings)."""
-        return {"loss": self.loss, "zero_grad": self.zero_grad,
-                "set_to_none": str(self.set_to_none).lower(),
-                "gradient_accumulation": str(self.accumulation), "freeze": self.freeze}
-
     def code(self) -> str:
         """The loop as its user writes it, on one line."""
         zero = "opt.zero_grad()" if self.set_to_none else "opt.zero_grad(set_to_none=False)"
@@ -92,24 +85,6 @@ class Loop:
         frozen = "the backbone frozen (requires_grad False but the head); " \
             if self.freeze is Freeze.BACKBONE else ""
         return f"{frozen}for each step: {body}"
-
-
-def make_loop(loss: str = DEFAULT_LOSS, zero_grad: str = ZeroGrad.START,
-              set_to_none: bool = True, gradient_accumulation: int = 1,
-              freeze: str = Freeze.NONE) -> Loop:
-    """The :class:`Loop` of these settings, each checked (one UserError for the first bad
-    one)."""
-    loop = Loop(check_word("loss", loss, Loss), check_word("zero_grad", zero_grad, ZeroGrad),
-                set_to_none, gradient_accumulation, check_word("freeze", freeze, Freeze))
-    if not isinstance(set_to_none, bool):
-        raise SettingError(lambda s: f"{s.name('set_to_none')} must be true or false, got "
-                           f"{set_to_none!r}")
-    if isinstance(gradient_accumulation, bool) or not isinstance(gradient_accumulation, int) \
-            or gradient_accumulation < 1:
-        raise SettingError(lambda s: f"{s.name('gradient_accumulation')} must be a positive "
-                           f"int (forward and backward passes per optimizer step), got "
-                           f"{gradient_accumulation!r}")
-    return loop
 
 
 def trainable(module: nn.Module, mapping: ComponentMap, loop: Loop) -> set[str]:

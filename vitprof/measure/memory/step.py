@@ -51,6 +51,7 @@ from vitprof.measure.memory.loop import (
     loss_of_output,
     trainable,
 )
+from vitprof.measure.memory.settings import MemorySettings
 from vitprof.measure.memory.spelling import SettingError
 from vitprof.measure.optimizer_step import SecondStep, StepMode
 from vitprof.recognize.tables import ComponentMap
@@ -62,7 +63,8 @@ class StepSettings:
     """What is run: ``optimizer`` (sgd, sgd-momentum, adam, adamw), ``amp`` (an autocast dtype
     or None), ``every`` (checkpoint one block in ``every``; None: none), ``target`` (cpu,
     cuda), ``attention`` (auto, math, efficient, flash), ``train`` (a training step, else a forward
-    without gradients), ``loop`` (the training loop: :mod:`vitprof.measure.memory.loop`)."""
+    without gradients), ``loop`` (the training loop: :mod:`vitprof.measure.memory.loop`),
+    ``asked`` (the settings as given: a setting the step reads as it is)."""
 
     optimizer: Optimizer
     amp: torch.dtype | None
@@ -71,6 +73,7 @@ class StepSettings:
     attention: AttentionPath
     train: bool
     loop: Loop = field(default_factory=Loop)
+    asked: MemorySettings = field(default_factory=MemorySettings)
 
 
 @dataclass
