@@ -4,7 +4,7 @@ memory, MFU.
 Run on a machine with a GPU (the lent device: one call, minutes of budget):
 
     python benchmarks/device_checks.py OUT_DIR [--peak-tflops T]
-        [--only cuda_parts,profile,memory,mfu,fsdp]
+        [--only cuda_parts,profile,memory,mfu,fsdp] [--rehearse [FAILING]]
 
 0. ``benchmarks/device_cuda_parts.py`` in a fresh process (no cuBLAS handle has a workspace
    yet): the workspaces and the allocator's rounding that ``vitprof memory --target cuda``
@@ -24,6 +24,10 @@ Run on a machine with a GPU (the lent device: one call, minutes of budget):
 
 Each check runs even if an earlier one failed; ``OUT_DIR/device_checks.md`` lists each with its
 time and outcome, and the exit code is non-zero if any failed. Without CUDA it stops in one line.
+
+``--rehearse [FAILING]`` runs no CUDA work and needs no GPU: each chosen check is a stand-in that
+prints its name and peak, those named in ``FAILING`` (comma-separated) raise, and the page and
+exit code are made as on the device, to try the call before spending the device's minutes.
 """
 
 from __future__ import annotations
@@ -74,13 +78,26 @@ RUNNERS: dict[str, Callable[[Path, float | None], None]] = {
     "fsdp": _fsdp}
 
 
-def run_checks(out_dir: Path, names: Sequence[str], peak: float | None) -> list[str]:
+def rehearsals(failing: Sequence[str]) -> dict[str, Callable[[Path, float | None], None]]:
+    """Stand-ins for :data:`RUNNERS` (``--rehearse``): each prints its check and the peak it
+    was given; those in ``failing`` then raise ``RuntimeError``."""
+    def stand_in(name: str) -> Callable[[Path, float | None], None]:
+        def rehearsed(_out: Path, peak: float | None) -> None:
+            print(f"rehearsed {name} (peak {peak})")
+            if name in failing:
+                raise RuntimeError(f"rehearsed failure of {name}")
+        return rehearsed
+    return {name: stand_in(name) for name in CHECKS}
+
+
+def run_checks(out_dir: Path, names: Sequence[str], peak: float | None,
+               runners: dict[str, Callable[[Path, float | None], None]] = RUNNERS) -> list[str]:
     """Run each named check, return one markdown line per check (name, seconds, outcome)."""
     lines = []
     for name in names:
         start = time.perf_counter()
         try:
-            RUNNERS[name](out_dir, peak)
+            runners[name](out_dir, peak)
             outcome = "ok"
         except Exception as error:  # one failed check must not hide the others' results
             (out_dir / f"{name}_error.txt").write_text(traceback.format_exc())
@@ -95,8 +112,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--only", default=",".join(CHECKS),
                         help=f"comma-separated subset of {', '.join(CHECKS)}")
+    parser.add_argument("--rehearse", nargs="?", const="", metavar="FAILING",
+                        help="no CUDA work: stand-ins for the checks, those named here failing")
     args = parser.parse_args(argv)
-    unknown = set(args.only.split(",")) - set(CHECKS)
+    failing = set(args.rehearse.split(",")) - {""} if args.rehearse else set()
+    unknown = (set(args.only.split(",")) | failing) - set(CHECKS)
     if unknown:
         parser.error(f"unknown check(s): {', '.join(sorted(unknown))}")
     return args
@@ -104,6 +124,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    if args.rehearse is not None:
+        return write_page(args, rehearsals(args.rehearse.split(",")),
+                          "# CUDA checks rehearsed (stand-ins, no CUDA work)")
     import torch
 
     if not torch.cuda.is_available():
@@ -111,10 +134,17 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     sys.path.insert(0, str(Path(__file__).parent))
+    title = f"# CUDA checks on {torch.cuda.get_device_name()} (torch {torch.__version__})"
+    return write_page(args, RUNNERS, title)
+
+
+def write_page(args: argparse.Namespace, runners: dict[str, Callable[[Path, float | None], None]],
+               title: str) -> int:
+    """Run the checks ``args`` choose with ``runners``, write and print ``device_checks.md``
+    under ``title``; 0 when every check passed, else 1."""
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    lines = run_checks(args.out_dir, args.only.split(","), args.peak_tflops)
-    header = [f"# CUDA checks on {torch.cuda.get_device_name()} (torch {torch.__version__})",
-              "", "| check | seconds | outcome |", "|---|---:|---|"]
+    lines = run_checks(args.out_dir, args.only.split(","), args.peak_tflops, runners)
+    header = [title, "", "| check | seconds | outcome |", "|---|---:|---|"]
     (args.out_dir / "device_checks.md").write_text("\n".join(header + lines) + "\n")
     print("\n".join(header + lines))
     return 0 if all(line.endswith("| ok |") for line in lines) else 1

@@ -37,10 +37,11 @@ from closed_forms import CLOSED_FORMS, closed_form_verdict
 from held_out import HELD_OUT
 from subjects import Subject
 from torch import nn
-from zoo_sweep import NEUTRAL, NO_EVIDENCE, neutral_changes
 
 from vitprof import Component as C
 from vitprof.core.atomic_write import write_atomically
+from vitprof.recognize.graph.roles import NO_EVIDENCE
+from vitprof.study.zoo_sweep_rows import NEUTRAL, neutral_changes
 from vitprof.testing import neutral_names, oracle_macs, own_classes, unique_params
 
 SMALL = {"num_classes": 10, "dim": 32, "depth": 2, "heads": 2, "mlp_dim": 64, "dim_head": 16}

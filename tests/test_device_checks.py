@@ -1,18 +1,16 @@
 """benchmarks/device_checks.py: the one call that runs every CUDA check on a lent GPU.
 
 Its CUDA work cannot run here; what can: the refusal without CUDA, the choice of checks, and that
-one failed check neither stops the others nor passes as green.
+one failed check neither stops the others nor passes as green (``--rehearse``: stand-ins for the
+checks). Every test runs the script as a command.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "device_checks.py"
 
@@ -36,25 +34,14 @@ def test_an_unknown_check_is_a_usage_error(tmp_path: Path) -> None:
     assert "unknown check(s): speed" in done.stderr and "no CUDA device" not in done.stderr
 
 
-def test_a_failed_check_is_reported_and_the_next_still_runs(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # the one test that loads the script as a module: it replaces two of its runners, which
-    # no command line can (the others run it as a command)
-    spec = importlib.util.spec_from_file_location("device_checks", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    checks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(checks)
-    ran: list[str] = []
-
-    def broken(_out: Path, _peak: float | None) -> None:
-        ran.append("memory")
-        raise RuntimeError("CUDA out of memory")
-
-    monkeypatch.setitem(checks.RUNNERS, "memory", broken)
-    monkeypatch.setitem(checks.RUNNERS, "mfu", lambda _out, peak: ran.append(f"mfu {peak}"))
-    lines = checks.run_checks(tmp_path, ["memory", "mfu"], 989.4)
-    assert ran == ["memory", "mfu 989.4"]
+def test_a_failed_check_is_reported_and_the_next_still_runs(tmp_path: Path) -> None:
+    # --rehearse: stand-ins for the checks, memory's failing, so no GPU is needed
+    done = run_script(str(tmp_path), "--only", "memory,mfu", "--peak-tflops", "989.4",
+                      "--rehearse", "memory")
+    assert done.returncode == 1  # one check failed: not green
+    assert "rehearsed memory (peak 989.4)\nrehearsed mfu (peak 989.4)\n" in done.stdout
+    lines = (tmp_path / "device_checks.md").read_text().splitlines()[4:]
     assert lines[0].startswith("| memory |")
-    assert "FAILED: RuntimeError: CUDA out of memory" in lines[0]
+    assert "FAILED: RuntimeError: rehearsed failure of memory" in lines[0]
     assert lines[1].startswith("| mfu |") and lines[1].endswith("| ok |")
-    assert "CUDA out of memory" in (tmp_path / "memory_error.txt").read_text()
+    assert "rehearsed failure of memory" in (tmp_path / "memory_error.txt").read_text()

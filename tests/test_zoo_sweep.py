@@ -1,29 +1,45 @@
 """The zoo sweep's bookkeeping (benchmarks/zoo_sweep.py): resuming and the summary page.
 
-The sweep itself runs hundreds of models in child processes; here its rows are made by hand.
+The sweep itself runs hundreds of models in child processes; here its rows are made by hand and
+rendered by the package's page (:mod:`vitprof.study.pages.zoo_sweep`); the script itself runs
+as a command.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import csv
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from strangers.parallel import Net as Tiny
 
 from vitprof import analyze
-from vitprof.testing import oracle_macs, unique_params
+from vitprof.models.libraries import zoo_sweeps
+from vitprof.recognize.graph.roles import NO_EVIDENCE
+from vitprof.study.pages.zoo_sweep import moves, read_reasons, summary
+from vitprof.study.zoo_sweep_rows import (
+    FIELDS,
+    breakdown,
+    failure_status,
+    neutral_changes,
+    neutral_fields,
+    placements,
+    read_rows,
+)
+from vitprof.testing import neutral_names, oracle_macs, unique_params
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo_sweep.py"
-_spec = importlib.util.spec_from_file_location("zoo_sweep", SCRIPT)
-zoo_sweep = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(zoo_sweep)  # type: ignore[union-attr]
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "zoo_sweep.py"
 
 
 def row(model: str, **fields: str) -> dict[str, str]:
-    base = dict.fromkeys(zoo_sweep.FIELDS, "")
+    base = dict.fromkeys(FIELDS, "")
     base.update(source="timm", module="m", model=model, status="ok", input="1x3x224x224",
                 params="10", oracle_params="10", macs="100", oracle_macs="100", other_macs="0",
                 other_params="0", self_checks="0")
@@ -39,7 +55,7 @@ def test_summary_counts_each_kind_of_shortfall() -> None:
         row("wrong_input", input="1x3x1024x1024", declared_input="3x1024x768"),
         row("broken", status="failed", error="ValueError: x"),
     ]
-    page = zoo_sweep.summary(rows)
+    page = summary(rows)
     # 5 models, 4 ok, 1 failed; exact: 3 of the 4 ok rows (macs_off is not);
     # params outside other: (10 + 6 + 10 + 10) / 40 = 36 / 40 = 90.0%;
     # MACs outside other: (100 + 25 + 90 + 100) / (100 + 100 + 90 + 100) = 315 / 390 = 80.76..%,
@@ -58,7 +74,7 @@ def test_a_model_that_runs_no_attention_may_keep_its_parts_in_other() -> None:
     missed = row("missed", other_macs="100", other_params="10", attention="none seen",
                  self_checks="1")  # attention ran (a self-check says so) and was not found
     placed = row("swiftformer", attention="none seen")  # nothing in other: not listed
-    page = zoo_sweep.summary([plain, missed, placed])
+    page = summary([plain, missed, placed])
     # 0 of 100 MACs outside other: 0.0%
     assert "## Models that run no attention" in page and "- timm:poolformer: 0.0% of MACs" in page
     assert "- timm:poolformer: other" not in page and "swiftformer" not in page
@@ -71,36 +87,46 @@ def test_a_model_that_runs_no_attention_may_keep_its_parts_in_other() -> None:
 def test_the_committed_summary_is_the_csv_rendered_again() -> None:
     # `--summary` rewrites zoo_sweep.md from the CSV alone (no re-sweep)
     reports = Path(__file__).resolve().parents[1] / "reports"
-    page = zoo_sweep.summary(zoo_sweep.read_rows(reports / "zoo_sweep.csv"))
+    page = summary(read_rows(reports / "zoo_sweep.csv"))
     assert page == (reports / "zoo_sweep.md").read_text()
 
 
-def test_a_rerun_skips_the_rows_already_written(tmp_path: Path, monkeypatch) -> None:
-    ran: list[str] = []
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    """The script in a process of its own, importing this tree's vitprof."""
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600, check=False)
 
-    def run_one(source: str, module: str, name: str, limit_s: int, **_: bool) -> dict[str, str]:
-        ran.append(name)
-        return row(name)
-    monkeypatch.setattr(zoo_sweep, "run_one", run_one)
+
+@pytest.mark.slow
+def test_a_rerun_skips_the_rows_already_written_and_a_redo_replaces_its_row(
+        tmp_path: Path) -> None:
+    # the sources offered are the registry's, in its order
+    assert f"--source {{{','.join(zoo_sweeps())}}}" in run_script("--help").stdout
+    (_, _, first), (_, _, second) = zoo_sweeps()["timm"].listed(1)[:2]
     out = tmp_path / "zoo_sweep.csv"
-    zoo_sweep.sweep([("timm", "m", "a")], out, jobs=1, limit_s=1)
-    assert [r["model"] for r in zoo_sweep.read_rows(out)] == ["a"]
-    zoo_sweep.sweep([("timm", "m", "b")], out, jobs=1, limit_s=1)  # appends, one header
-    assert [r["model"] for r in zoo_sweep.read_rows(out)] == ["a", "b"] and ran == ["a", "b"]
-
-
-def test_a_redone_row_replaces_the_old_one_in_the_csv(tmp_path: Path, monkeypatch) -> None:
-    macs = iter(["100", "90"])
-    monkeypatch.setattr(zoo_sweep, "run_one",
-                        lambda source, module, name, limit_s, **_: row(name, macs=next(macs)))
-    out = tmp_path / "zoo_sweep.csv"
-    zoo_sweep.sweep([("timm", "m", "a")], out, jobs=1, limit_s=1)
-    zoo_sweep.sweep([("timm", "m", "a")], out, jobs=1, limit_s=1)  # --redo runs it again
-    assert [(r["model"], r["macs"]) for r in zoo_sweep.read_rows(out)] == [("a", "90")]
+    with out.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, FIELDS)
+        writer.writeheader()
+        writer.writerow(row(first, macs="90"))
+    # --limit-s 0: no child is given time to finish, so each row run is a timeout, in seconds
+    common = ("--source", "timm", "--limit-s", "0", "--jobs", "1", "--out", str(tmp_path))
+    rerun = run_script(*common, "--models", f"{first},{second}")
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"1 models to run, 1 already in {out}" in rerun.stderr
+    # the row already written is kept, the new one appended under the one header
+    assert [(r["model"], r["status"], r["macs"]) for r in read_rows(out)] == [
+        (first, "ok", "90"), (second, "timeout", "")]
+    assert out.read_text().count("source,module,model") == 1
+    redo = run_script(*common, "--models", first, "--redo")
+    assert redo.returncode == 0, redo.stderr
+    assert [(r["model"], r["status"]) for r in read_rows(out)] == [
+        (first, "timeout"), (second, "timeout")]  # the redone row replaced the old one
+    page = summary(read_rows(out))
+    assert (tmp_path / "zoo_sweep.md").read_text() == page and redo.stdout == page
 
 
 def test_a_share_is_100_percent_only_when_nothing_is_in_other() -> None:
-    page = zoo_sweep.summary([row("almost", macs="10000", oracle_macs="10000", other_macs="1")])
+    page = summary([row("almost", macs="10000", oracle_macs="10000", other_macs="1")])
     # 9,999 of 10,000 MACs outside other is 99.99%, shown rounded down: 99.9%, never 100%
     assert "| 100% | 99.9% |" in page
     assert "## Models with unsupported ops\n\nNone." in page
@@ -108,11 +134,11 @@ def test_a_share_is_100_percent_only_when_nothing_is_in_other() -> None:
 
 def test_a_csv_written_before_the_breakdown_fields_reads_them_as_empty(tmp_path: Path) -> None:
     old = tmp_path / "zoo_sweep.csv"
-    fields = zoo_sweep.FIELDS[:zoo_sweep.FIELDS.index("other_params")]
+    fields = FIELDS[:FIELDS.index("other_params")]
     old.write_text(",".join(fields) + "\n" + ",".join(row("a")[f] for f in fields) + "\n")
-    (read,) = zoo_sweep.read_rows(old)
+    (read,) = read_rows(old)
     assert (read["model"], read["other_params"], read["unsupported"]) == ("a", "", "")
-    assert "| timm | m | 1 | 1 | 0 | 1 | 100% | 100% | 0 | 0 | 0 | 0 |" in zoo_sweep.summary([read])
+    assert "| timm | m | 1 | 1 | 0 | 1 | 100% | 100% | 0 | 0 | 0 | 0 |" in summary([read])
 
 
 class TokenIntoChild(torch.nn.Module):
@@ -136,7 +162,8 @@ def test_the_mac_oracle_takes_a_view_of_a_parameter_into_a_child() -> None:
 
 
 def test_the_sweep_asks_each_library_for_its_models_and_builds(monkeypatch) -> None:
-    """A library joins the sweep by its own file: the script reads the registry's ZooSweeps."""
+    """A library joins the sweep by its own file: the script reads the registry's ZooSweeps
+    (``zoo_sweeps``; that the script offers their sources is held by the command test)."""
     import vitprof.models.libraries as registry
     from vitprof.models.libraries.base import ModelLibrary, ZooSweep
 
@@ -148,15 +175,12 @@ def test_the_sweep_asks_each_library_for_its_models_and_builds(monkeypatch) -> N
     def toy_build(name: str) -> tuple[torch.nn.Module, tuple[int, ...] | None]:
         return torch.nn.Linear(4, 8 if name == "wide" else 2), (4,) if name == "wide" else None
 
-    toy = ModelLibrary(name="toy", tables=(), inferrers=(), known="",
-                       zoo_sweep=ZooSweep("toy", toy_models, toy_build))
+    toy_sweep = ZooSweep("toy", toy_models, toy_build)
+    toy = ModelLibrary(name="toy", tables=(), inferrers=(), known="", zoo_sweep=toy_sweep)
     monkeypatch.setattr(registry, "LIBRARIES", (*registry.LIBRARIES, toy))
-    spec = importlib.util.spec_from_file_location("zoo_sweep_toy", SCRIPT)
-    script = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(script)  # type: ignore[union-attr]
-    assert list(script.SWEEPS) == ["timm", "hf", "toy"]  # the registry's order
-    assert script.models(["toy"], 1) == [("toy", "linear", "wide"), ("toy", "conv", "small")]
-    model, declared = script._build("toy", "wide")
+    assert list(registry.zoo_sweeps()) == ["timm", "hf", "toy"]  # the registry's order
+    assert toy_sweep.listed(1) == [("toy", "linear", "wide"), ("toy", "conv", "small")]
+    model, declared = toy_sweep.build_on("wide")
     # built on meta by default: 4 * 8 + 8 = 40 parameters, none with data
     assert declared == (4,) and unique_params(model) == 40
     assert {p.device.type for p in model.parameters()} == {"meta"}
@@ -165,12 +189,12 @@ def test_the_sweep_asks_each_library_for_its_models_and_builds(monkeypatch) -> N
 def test_a_child_error_is_skipped_refused_or_failed_by_its_text() -> None:
     natten = ("ImportError: DinatForImageClassification requires the natten library but it was "
               "not found in your environment.\nPlease note that you may need to restart")
-    assert zoo_sweep._failure(natten) == "skipped"  # the telling line is not the last one
-    assert zoo_sweep._failure("ModuleNotFoundError: No module named 'natten'") == "skipped"
-    assert zoo_sweep._failure("UserError: X is a vision-language model: its forward wants "
+    assert failure_status(natten) == "skipped"  # the telling line is not the last one
+    assert failure_status("ModuleNotFoundError: No module named 'natten'") == "skipped"
+    assert failure_status("UserError: X is a vision-language model: its forward wants "
                               "a prompt") == "refused"
-    assert zoo_sweep._failure("RuntimeError: is a vision-language model") == "failed"
-    assert zoo_sweep._failure("RuntimeError: shapes differ") == "failed"
+    assert failure_status("RuntimeError: is a vision-language model") == "failed"
+    assert failure_status("RuntimeError: shapes differ") == "failed"
 
 
 # ---- --neutral-names: the breakdown of a renamed build against the real one (issue 24) --------
@@ -181,8 +205,7 @@ MOVED = [("^(u|m1)\\.0\\.(f|m2)\\.", "attn_proj")]
 
 def _analyze_at_16(*moves: tuple[str, str], warn: str = "") -> Callable[..., Any]:
     """vitprof.analyze at 16 px (the strangers' size), ``moves`` as --map rules, ``warn`` added
-    to the warnings: how a renamed run that moved something looks (the real analyze, read
-    at import, before any test replaces vitprof.analyze)."""
+    to the warnings: how a renamed run that moved something looks."""
     import dataclasses
 
     def analyzed(model: torch.nn.Module, **_: object) -> object:
@@ -193,27 +216,23 @@ def _analyze_at_16(*moves: tuple[str, str], warn: str = "") -> Callable[..., Any
 
 def test_neutral_changes_names_what_moved_and_its_share() -> None:
     real, moved = _analyze_at_16()(Tiny()), _analyze_at_16(*MOVED)(Tiny())
-    assert zoo_sweep.neutral_changes(real, real) == ""
+    assert neutral_changes(real, real) == ""
     # block 0's feed-forward: 2*32*64 + 64 + 32 = 4_192 params, 2*16*32*64 = 65_536 MACs, of
     # 24_576 + 2*(3*16*32*32 + 2*16*16*32 + 16*32*32 + 2*16*32*64) + 320 = 319_808: 20.49%
-    assert zoo_sweep.neutral_changes(real, moved) == (
+    assert neutral_changes(real, moved) == (
         "attn_proj +4,192 params +65,536 MACs; mlp -4,192 params -65,536 MACs; "
         "20.5% of MACs moved")
 
 
-def test_a_renamed_build_is_identical_warned_changed_or_failed(monkeypatch) -> None:
-    import vitprof
-
-    monkeypatch.setattr(zoo_sweep, "_build", lambda source, name, device="meta": (Tiny(), None))
+def test_a_renamed_build_is_identical_warned_changed_or_failed() -> None:
     real = _analyze_at_16()(Tiny())
 
-    def verdict(analyzed: object) -> dict[str, str]:
-        monkeypatch.setattr(vitprof, "analyze", analyzed)
-        return zoo_sweep.neutral_fields("timm", "x", "meta", real)
+    def verdict(analyzed: Callable[..., Any]) -> dict[str, str]:
+        return neutral_fields(real, lambda: analyzed(neutral_names(Tiny())))
 
     assert verdict(_analyze_at_16()) == {"neutral": "identical", "neutral_changes": ""}
     assert verdict(_analyze_at_16(*MOVED))["neutral"] == "CHANGED"
-    assert verdict(_analyze_at_16(*MOVED, warn=f"m1.0.m3: {zoo_sweep.NO_EVIDENCE}"))[
+    assert verdict(_analyze_at_16(*MOVED, warn=f"m1.0.m3: {NO_EVIDENCE}"))[
         "neutral"] == "warned"
 
     def fails(model: torch.nn.Module, **_: object) -> None:
@@ -227,13 +246,13 @@ def test_the_page_counts_the_neutral_verdicts_only_after_a_neutral_sweep() -> No
             row("excused", neutral="warned", neutral_changes="mlp +1 params +0 MACs"),
             row("silent", neutral="CHANGED", neutral_changes="mlp +0 params +5 MACs; 5.0% of "
                                                              "MACs moved")]
-    page = zoo_sweep.summary(rows)
+    page = summary(rows)
     # 2 identical, 1 warned, 1 changed, after the 12 columns of the plain page
     assert "| timm | m | 4 | 4 | 0 | 4 | 100% | 100% | 0 | 0 | 0 | 0 | 2 / 1 / 1 |" in page
     assert "4 models compared: 2 identical, 1 warned, 1 CHANGED, 0 failed." in page
     assert "- timm:silent: CHANGED: mlp +0 params +5 MACs; 5.0% of MACs moved" in page
     assert "- timm:excused: warned: mlp +1 params +0 MACs" in page and "timm:same:" not in page
-    plain = zoo_sweep.summary([row("same")])
+    plain = summary([row("same")])
     assert "neutral" not in plain.lower()
 
 
@@ -241,17 +260,17 @@ def test_the_page_lists_the_models_whose_table_differs_from_the_graph() -> None:
     rows = [row("agrees", recognizer="graph (timm table agrees)"),
             row("differs", recognizer="graph (timm table differs)"),
             row("untabled", recognizer="graph")]
-    page = zoo_sweep.summary(rows)
+    page = summary(rows)
     # 2 rows name a table (agrees, differs), 1 of them differs; the untabled one is not counted
     assert "2 models detected by a table, 1 agree, 1 differ." in page
     assert "- timm:differs: graph (timm table differs)" in page and "timm:agrees:" not in page
-    assert "Library tables" not in zoo_sweep.summary([row("old")])  # a CSV without the column
+    assert "Library tables" not in summary([row("old")])  # a CSV without the column
 
 
 def test_an_own_classes_pass_gets_its_column_and_section() -> None:
     rows = [row("same", own_classes="identical"),
             row("split", own_classes="CHANGED", own_classes_changes="mlp +0 params +7 MACs")]
-    page = zoo_sweep.summary(rows)
+    page = summary(rows)
     # 1 identical, 0 warned, 1 changed; no neutral-names pass ran, so one extra column only
     assert "| timm | m | 2 | 2 | 0 | 2 | 100% | 100% | 0 | 0 | 0 | 0 | 1 / 0 / 1 |" in page
     assert "## A class per module" in page and "## Neutral names" not in page
@@ -265,7 +284,7 @@ def test_placements_that_moved_against_a_baseline_sweep_are_listed() -> None:
     new = [row("kept", components='{"mlp":[10,100]}'),
            row("moved", components='{"mlp":[6,60],"norm":[4,40]}'),
            row("new_only", components='{"mlp":[10,100]}')]
-    page = zoo_sweep.summary(new, (old, "abc1234"), reasons={})
+    page = summary(new, (old, "abc1234"), reasons={})
     # moved: mlp 6 - 10 = -4 params, 60 - 100 = -40 MACs; norm +4, +40 (absent before)
     assert "- timm:moved: mlp -4 params -40 MACs; norm +4 params +40 MACs" in page
     # rows of a sweep made before placements and commits: no rule to give a reason for
@@ -279,7 +298,7 @@ def test_placements_that_moved_against_a_baseline_sweep_are_listed() -> None:
 
 def test_placements_say_which_rule_placed_what_in_each_component() -> None:
     profile = _analyze_at_16()(Tiny())
-    placed = zoo_sweep.placements(profile)
+    placed = placements(profile)
     # two blocks' feed-forwards: 2 * 4_192 = 8_384 params, 2 * 16 tokens * 4_096 = 131_072 MACs
     assert placed["mlp"] == {"weighted-in-block": [8_384, 131_072]}
     # the stem: 48 * 32 + 32 = 1_568 params, 16 tiles * 48 * 32 = 24_576 MACs; its table 16 * 32
@@ -287,7 +306,7 @@ def test_placements_say_which_rule_placed_what_in_each_component() -> None:
     assert placed["tokens"] == {"token-parameter": [512, 0]}
     # each component's rules add up to its share of the breakdown
     assert {component: tuple(sum(cell[i] for cell in rules.values()) for i in (0, 1))
-            for component, rules in placed.items()} == zoo_sweep._breakdown(profile)
+            for component, rules in placed.items()} == breakdown(profile)
 
 
 def test_a_move_names_the_rule_that_places_the_moved_records_now() -> None:
@@ -295,11 +314,11 @@ def test_a_move_names_the_rule_that_places_the_moved_records_now() -> None:
     after = ('{"mlp":{"weighted-in-block":[6,60]},"norm":{"norm-by-vector-norm":[4,40]},'
              '"head":{"after-last-block-head":[3,3]}}')
     # norm grew, by the vector-norm rule; mlp only lost; head did not move
-    assert zoo_sweep.moves(before, after, {"mlp", "norm"}) == ("norm-by-vector-norm -> norm",)
+    assert moves(before, after, {"mlp", "norm"}) == ("norm-by-vector-norm -> norm",)
     # nothing grew (a component only lost): the rule whose placements changed
-    assert zoo_sweep.moves(before, '{"mlp":{"weighted-in-block":[6,60]}}', {"mlp"}) == (
+    assert moves(before, '{"mlp":{"weighted-in-block":[6,60]}}', {"mlp"}) == (
         "weighted-in-block -> mlp",)
-    assert zoo_sweep.moves("", after, {"norm"}) == ("norm-by-vector-norm -> norm",)
+    assert moves("", after, {"norm"}) == ("norm-by-vector-norm -> norm",)
 
 
 def test_the_page_groups_moved_placements_by_reason_and_flags_one_without() -> None:
@@ -315,7 +334,7 @@ def test_the_page_groups_moved_placements_by_reason_and_flags_one_without() -> N
                placements='{"mlp":{"weighted-in-block":[8,80]}}'),
            row("same", components='{"mlp":[1,1]}', commit="abc1234")]
     reasons = {"norm-by-vector-norm -> norm": "a vector norm times a gain is a norm"}
-    page = zoo_sweep.summary(new, (old, "f40b197"), reasons)
+    page = summary(new, (old, "f40b197"), reasons)
     assert "Run at vitprof abc1234." in page
     # gain and ff moved; ff's move (weighted-in-block -> mlp) has no reason in the file
     assert ("3 models compared with the same sweep run at f40b197 (`--baseline`; vitprof "
@@ -335,9 +354,10 @@ def test_every_reason_names_a_recognition_rule_and_a_component() -> None:
     from vitprof import Component
     from vitprof.recognize.rules.registry import RULES
 
-    reasons = zoo_sweep.read_reasons("f40b197")
+    reasons_file = ROOT / "benchmarks" / "zoo_sweep_reasons.toml"
+    reasons = read_reasons("f40b197", reasons_file)
     assert reasons  # the reasons of the moves against f40b197 (issue 35)
-    assert zoo_sweep.read_reasons("another sweep") == {}  # none against any other baseline
+    assert read_reasons("another sweep", reasons_file) == {}  # none against any other baseline
     for move, sentence in reasons.items():
         rule, _, component = move.partition(" -> ")
         assert rule in RULES and component in {str(c) for c in Component} and sentence, move

@@ -25,6 +25,7 @@ from vitprof.models.libraries.base import (
     ModelFile,
     ModelLibrary,
     ZooEntry,
+    ZooSweep,
 )
 
 FILES = (  # the registry: one line per library file, each declaring a LIBRARY
@@ -47,6 +48,13 @@ KNOWN = "; ".join(f.known for f in LIBRARIES if f.known)
 def library_of(name: str) -> ModelLibrary | None:
     """The first registered library that claims ``name``; None for a plain zoo name."""
     return next((library for library in LIBRARIES if library.claims(name)), None)
+
+
+def zoo_sweeps() -> dict[str, ZooSweep]:
+    """Each registered library's part of the zoo sweep, by the source its rows carry, in
+    :data:`LIBRARIES`' order: a library joins ``benchmarks/zoo_sweep.py`` by its own file."""
+    return {library.zoo_sweep.source: library.zoo_sweep
+            for library in LIBRARIES if library.zoo_sweep is not None}
 
 
 def model_file(name: str) -> ModelFile | None:

@@ -151,6 +151,20 @@ class ZooSweep:
     models: Callable[[int | None], Iterator[tuple[str, str]]]
     build: Callable[[str], tuple[nn.Module, tuple[int, ...] | None]]
 
+    def listed(self, per_group: int | None) -> list[tuple[str, str, str]]:
+        """``(source, group, model)`` of each of :attr:`models`' models, in its order."""
+        return [(self.source, group, name) for group, name in self.models(per_group)]
+
+    def build_on(self, name: str, device: str = "meta"
+                 ) -> tuple[nn.Module, tuple[int, ...] | None]:
+        """:attr:`build` on ``device`` (meta: no weights). A tensor made apart from the default
+        device (ImageGPT's LayerNorm calls ``torch.Tensor()``) is moved there too."""
+        import torch
+
+        with torch.device(device):
+            model, declared = self.build(name)
+        return model.to(device), declared
+
 
 ModelFile = tuple[str, str, str]
 """A model name that holds a file's path, as ``(prefix, path, suffix)``: ``hf:cfg/config.json``
