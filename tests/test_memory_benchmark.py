@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -17,7 +19,17 @@ import pytest
 import torch
 from torch import nn
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+
+def script(name: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """A benchmark script run as a command from the repository root, ``env`` added to the
+    environment (its own process: what it prints, writes and exits with)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path, **env})
 
 
 def load(name: str) -> ModuleType:
@@ -129,23 +141,20 @@ def test_quick_rows_are_deit_tiny_at_batch_8_in_float32() -> None:
 # ------------------------------------------------------------------------------- device script
 
 
-def test_the_device_script_lists_its_plan(capsys: pytest.CaptureFixture[str]) -> None:
-    assert device.main(["--list", "--rows", "vit_b_16"]) == 0
+def test_the_device_script_lists_its_plan() -> None:
+    done = script("device_memory", "--list", "--rows", "vit_b_16")
+    assert done.returncode == 0, done.stderr
     # vit_b_16 at batch 64, float32 (efficient) and bfloat16 (flash)
-    assert capsys.readouterr().out.split() == [
+    assert done.stdout.split() == [
         "vit_b_16/b64/float32/none/efficient", "vit_b_16/b64/bfloat16/none/flash"]
 
 
-def test_the_device_script_refuses_in_one_line_without_cuda(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        tmp_path: Path) -> None:
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert device.main(["--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no CUDA device" in err
-    assert not list(tmp_path.iterdir())
-    with pytest.raises(device.NoDevice):
-        device.run(tmp_path)
+def test_the_device_script_refuses_in_one_line_without_cuda(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = script("device_memory", "--out", str(out), CUDA_VISIBLE_DEVICES="")  # no GPU seen
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no CUDA device" in done.stderr
+    assert not out.exists()
 
 
 def test_the_device_json_has_a_version_a_convention_and_a_schema() -> None:
@@ -359,11 +368,11 @@ def test_main_keeps_the_loop_sections_independent_loops_wrote(
     assert page.endswith(f"\n\n{loops.HEADING}\n\nrows\n\n{loops.FIT_HEADING}\n\nsearch\n")
 
 
-def test_main_refuses_a_filter_no_row_matches(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        accuracy.main(["--rows", "no_such_model"])
-    assert exit_.value.code == 2
-    assert "no row's key contains no_such_model" in capsys.readouterr().err
+def test_main_refuses_a_filter_no_row_matches() -> None:
+    done = script("memory_accuracy", "--rows", "no_such_model")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        "memory_accuracy.py: error: no row's key contains no_such_model")
 
 
 def test_mesa_only_rewrites_that_section_alone(monkeypatch: pytest.MonkeyPatch,
