@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import platform
 import sys
 import time
@@ -35,9 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from device_memory import BACKENDS, build
+from device_memory import BACKENDS, NotAMeasurement, build, read_measurement
 from device_memory import OUTPUT as CUDA_FILE
-from device_memory import SCHEMA_FILE as CUDA_SCHEMA
 from independent_loops import FIT_HEADING
 from independent_loops import HEADING as LOOPS_HEADING
 from independent_memory import HEADING as INDEPENDENT
@@ -244,17 +242,12 @@ def baselines_findings(results: Sequence[Result]) -> list[str]:
 def load_cuda(path: Path) -> dict[str, Any] | None:
     """The measurements of benchmarks/device_memory.py, or None when there are none; a file
     that its schema refuses ends the run in one line."""
-    import jsonschema
-
     if not path.exists():
         return None
-    data = json.loads(path.read_text())
     try:
-        jsonschema.validate(data, json.loads(CUDA_SCHEMA.read_text()))
-    except jsonschema.ValidationError as refused:
-        raise SystemExit(f"{path}: not a device_memory.py measurement: {refused.message}"
-                         ) from None
-    return data
+        return read_measurement(path)
+    except NotAMeasurement as refused:
+        raise SystemExit(str(refused)) from None
 
 
 def cuda_section(cuda: dict[str, Any] | None, predicted: dict[str, int]) -> list[str]:

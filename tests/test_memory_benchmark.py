@@ -223,13 +223,24 @@ def test_the_device_json_has_a_version_a_convention_and_a_schema() -> None:
                                                "allocated_before": 1, "seconds": 0}]}, schema)
 
 
-def test_the_device_markdown_lists_each_row() -> None:
-    data = {"device": "GPU", "torch": "2", "rows": [
-        {"row": "a", "peak_bytes": 3 * MIB, "allocated_before": MIB},
+def test_the_device_markdown_lists_each_row(tmp_path: Path) -> None:
+    pytest.importorskip("jsonschema")
+    data = {"schema_version": 2, "convention": "bytes", "device": "GPU", "torch": "2", "rows": [
+        {"row": "a", "peak_bytes": 3 * MIB, "allocated_before": MIB, "seconds": 0.5},
         {"row": "b", "error": "CUDA out of memory."}]}
-    text = device.markdown(data)
-    assert f"| a | {3 * MIB:,} | 3.0 | {MIB:,} |" in text
-    assert "| b | failed: CUDA out of memory. | | |" in text
+    saved = tmp_path / "memory_cuda.json"
+    saved.write_text(json.dumps(data))
+    done = script("device_memory", "--markdown", str(saved))
+    assert done.returncode == 0, done.stderr
+    assert f"| a | {3 * MIB:,} | 3.0 | {MIB:,} |" in done.stdout  # 3 MiB = 3 * 2**20 bytes
+    assert "| b | failed: CUDA out of memory. | | |" in done.stdout
+    # a file its schema refuses (a peak must be an integer): one line, exit code 2
+    data["rows"][0]["peak_bytes"] = 1.5
+    saved.write_text(json.dumps(data))
+    done = script("device_memory", "--markdown", str(saved))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"{saved}: not a device_memory.py measurement: 1.5 is not of type 'integer'" in (
+        done.stderr)
 
 
 # ------------------------------------------------------------------------------- the page
