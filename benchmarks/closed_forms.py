@@ -8,11 +8,21 @@ free); ``attn_core`` holds the products of queries with keys (relative-position 
 from q included) and of the attention weights with values, and what runs on the values beside
 them before the output projection; pooling after the last block is ``head``; ``norm`` holds the
 affine of every norm. A component not listed is 0.
+
+Run as a command, the module checks its own bookkeeping (no third-party package needed)::
+
+    python benchmarks/closed_forms.py --model tests/strangers/parallel.py:Net --image-size 16
+
+the helpers against the arithmetic they name, and the verdict against a model's own breakdown
+taken as its closed form (it matches) and that breakdown with 5 params moved from ``mlp`` to
+``attn_proj`` (it names those two). One line per check; exit code 1 when one fails.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import argparse
+import sys
+from collections.abc import Callable, Sequence
 
 from vitprof import Component as C
 from vitprof.count.result import Profile
@@ -339,3 +349,51 @@ def closed_form_verdict(form: Form, profile: Profile) -> dict[str, tuple[int, in
         if (found.params, found.macs) != expected:
             differs[str(component)] = (found.params, found.macs, *expected)
     return differs
+
+
+def _helper_checks() -> list[tuple[str, bool]]:
+    """The helpers against the arithmetic they name (a Linear 32 -> 96 on 17 tokens)."""
+    return [
+        ("linear: 32 * 96 + 96 = 3,168 params, 17 * 32 * 96 = 52,224 MACs",
+         linear(17, 32, 96) == (32 * 96 + 96, 17 * 32 * 96)),
+        ("linear without bias: 32 * 96 params", linear(17, 32, 96, bias=False) == (
+            32 * 96, 17 * 32 * 96)),
+        ("times: 2 x (3, 5) = (6, 10)", times(2, (3, 5)) == (6, 10)),
+        ("plus: (1, 2) + (3, 4) + (5, 6) = (9, 12)", plus((1, 2), (3, 4), (5, 6)) == (9, 12)),
+    ]
+
+
+def _verdict_checks(profile: Profile) -> list[tuple[str, bool]]:
+    """The verdict on ``profile``'s own breakdown (it matches), and on that breakdown with 5
+    params moved from ``mlp`` to ``attn_proj`` (it names both, found beside closed form)."""
+    found = {c: (n.params, n.macs) for c, n in profile.components.items() if n.params or n.macs}
+    mlp, proj = found.get(C.MLP, (0, 0)), found.get(C.ATTN_PROJ, (0, 0))
+    moved = {**found, C.MLP: (mlp[0] - 5, mlp[1]), C.ATTN_PROJ: (proj[0] + 5, proj[1])}
+    return [
+        ("verdict: a breakdown taken as its closed form matches",
+         closed_form_verdict(found, profile) == {}),
+        ("verdict: 5 params moved from mlp to attn_proj name those two",
+         closed_form_verdict(moved, profile) == {
+             "attn_proj": (*proj, proj[0] + 5, proj[1]), "mlp": (*mlp, mlp[0] - 5, mlp[1])}),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import vitprof
+
+    parser = argparse.ArgumentParser(description="Check the closed forms' helpers and verdict.")
+    parser.add_argument("--model", required=True,
+                        help="a model with an mlp, any name vitprof.analyze accepts")
+    parser.add_argument("--image-size", type=int, help="the model's image size")
+    args = parser.parse_args(argv)
+    sizes = {} if args.image_size is None else {"image_size": args.image_size}
+    checks = [*_helper_checks(), *_verdict_checks(vitprof.analyze(args.model, **sizes))]
+    for label, holds in checks:
+        print(f"{'holds' if holds else 'FAILS'}: {label}")
+    failed = sum(not holds for _, holds in checks)
+    print(f"{len(checks) - failed} of {len(checks)} checks hold")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

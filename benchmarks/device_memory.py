@@ -17,10 +17,12 @@ the ``explicit`` path turns timm's ``fused_attn`` off.
 This script uses torch, timm and torchvision only: it shares no code with vitprof's predictor.
 
     python benchmarks/device_memory.py [--out reports] [--rows deit_tiny] [--list]
+    python benchmarks/device_memory.py --markdown reports/memory_cuda.json
 
 writes ``OUT/memory_cuda.json`` (read by memory_accuracy.py) and ``OUT/memory_cuda.md``. Without
 a CUDA device it says so in one line and exits 2. ``run(out_dir)`` does the same from Python
-(benchmarks/device_checks.py calls it).
+(benchmarks/device_checks.py calls it). ``--markdown`` prints the table of a JSON a GPU run
+wrote, held to its schema (a file it refuses: one line, exit 2), without measuring.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_
 
 class NoDevice(RuntimeError):
     """There is no CUDA device to measure on."""
+
+
+class NotAMeasurement(ValueError):
+    """A file that the measurement's schema refuses."""
 
 
 def plan(rows: Sequence[Row], only: str | None) -> list[Row]:
@@ -141,6 +147,20 @@ def document(results: list[dict[str, Any]], device: str, torch_version: str) -> 
             "torch": torch_version, "rows": results}
 
 
+def read_measurement(path: Path) -> dict[str, Any]:
+    """The measurements in ``path`` (a JSON this script wrote), held to ``SCHEMA_FILE``; raise
+    :class:`NotAMeasurement` (one line) where the schema refuses them. Needs jsonschema."""
+    import jsonschema
+
+    data = json.loads(path.read_text())
+    try:
+        jsonschema.validate(data, json.loads(SCHEMA_FILE.read_text()))
+    except jsonschema.ValidationError as refused:
+        raise NotAMeasurement(f"{path}: not a device_memory.py measurement: {refused.message}"
+                              ) from None
+    return data
+
+
 def markdown(data: dict[str, Any]) -> str:
     """The measurements as a markdown table (bytes, and MiB = 2**20 bytes)."""
     lines = [f"# Training-step peaks on {data['device']} (torch {data['torch']})", "",
@@ -158,6 +178,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("reports"), help="folder written")
     p.add_argument("--rows", help="measure only the rows whose key contains this")
     p.add_argument("--list", action="store_true", help="print the planned rows and stop")
+    p.add_argument("--markdown", type=Path, metavar="JSON",
+                   help="print the table of a measurement file and stop (nothing measured)")
     return p
 
 
@@ -167,8 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(r.key for r in plan(cuda_rows(), args.rows)))
         return 0
     try:
-        run(args.out, args.rows)
-    except NoDevice as error:
+        if args.markdown:
+            print(markdown(read_measurement(args.markdown)), end="")
+        else:
+            run(args.out, args.rows)
+    except (NoDevice, NotAMeasurement) as error:
         print(error, file=sys.stderr)
         return 2
     return 0

@@ -13,7 +13,7 @@ formula and the parameter-only estimators (memory_baselines.py) on the same rows
 explains Mesa's published DeiT figures with ``vitprof.memory(target="cuda", amp="float16")`` and
 what the 2021 run held besides (mesa_memory.py).
 
-    python benchmarks/memory_accuracy.py [--out reports] [--quick] [--rows deit_tiny]
+    python benchmarks/memory_accuracy.py [--out reports] [--quick] [--rows deit_tiny] [--list]
     python benchmarks/memory_accuracy.py --mesa-only   # rewrite the Mesa section alone
 
 About ten minutes on two idle cores (``--quick``: DeiT-Ti at batch 8 in float32 only, a few
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import platform
 import sys
 import time
@@ -35,9 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from device_memory import BACKENDS, build
+from device_memory import BACKENDS, NotAMeasurement, build, read_measurement
 from device_memory import OUTPUT as CUDA_FILE
-from device_memory import SCHEMA_FILE as CUDA_SCHEMA
 from independent_loops import FIT_HEADING
 from independent_loops import HEADING as LOOPS_HEADING
 from independent_memory import HEADING as INDEPENDENT
@@ -244,17 +242,12 @@ def baselines_findings(results: Sequence[Result]) -> list[str]:
 def load_cuda(path: Path) -> dict[str, Any] | None:
     """The measurements of benchmarks/device_memory.py, or None when there are none; a file
     that its schema refuses ends the run in one line."""
-    import jsonschema
-
     if not path.exists():
         return None
-    data = json.loads(path.read_text())
     try:
-        jsonschema.validate(data, json.loads(CUDA_SCHEMA.read_text()))
-    except jsonschema.ValidationError as refused:
-        raise SystemExit(f"{path}: not a device_memory.py measurement: {refused.message}"
-                         ) from None
-    return data
+        return read_measurement(path)
+    except NotAMeasurement as refused:
+        raise SystemExit(str(refused)) from None
 
 
 def cuda_section(cuda: dict[str, Any] | None, predicted: dict[str, int]) -> list[str]:
@@ -338,6 +331,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("reports"), help="folder written")
     p.add_argument("--quick", action="store_true", help="DeiT-Ti at batch 8 in float32 only")
     p.add_argument("--rows", help="run only the rows whose key contains this")
+    p.add_argument("--list", action="store_true", help="print the planned rows and stop")
     p.add_argument("--mesa-only", action="store_true",
                    help="predict Mesa's rows only and replace that section of OUT/memory.md "
                         "(no real run; the rest of the page is kept)")
@@ -362,6 +356,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.rows is None or args.rows in r.key]
     if not rows:
         parser().error(f"no row's key contains {args.rows}")
+    if args.list:
+        print("\n".join(row.key for row in rows))
+        return 0
     start = time.perf_counter()
     results = [run_row(row) for row in rows]
     seconds = f"{time.perf_counter() - start:.0f}"

@@ -10,10 +10,19 @@ vitprof's): each function's docstring gives its source.
 
 None of them counts what a ViT's training step holds beyond its own scope: the parameter-only
 estimators hold no activation, the formula holds no parameter, gradient or optimizer state.
+
+Run as a command, it prints every estimate for each model (any name vitprof builds, on meta)
+at the input shape given after ``=``: a ``== MODEL`` line, each attention layer's shape, then
+the bytes of each estimator (accelerate's only where accelerate is installed)::
+
+    python benchmarks/memory_baselines.py timm:deit_tiny_patch16_224=128,3,224,224 [MODEL=SHAPE ...]
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -116,3 +125,37 @@ def zero3_bytes(params: int, largest_layer: int) -> int:
     only."""
     gpus = 1
     return 4 * largest_layer + 18 * params // gpus
+
+
+def estimates(model: nn.Module, example: torch.Tensor) -> list[str]:
+    """The lines the command prints for ``model`` fed ``example``: one per attention layer
+    (``layer: s=197 b=8 h=192 a=3``), then ``name: bytes`` per estimator."""
+    total, largest = model_params(model)
+    shapes = attention_shapes(model, example)
+    lines = [f"layer: s={x.s} b={x.b} h={x.h} a={x.a}" for x in shapes]
+    lines += [f"34sbh + 5as2b: {korthikanti_bytes(shapes)}",
+              f"deepspeed params: {total} (largest layer {largest})",
+              f"zero2: {zero2_bytes(total)}", f"zero3: {zero3_bytes(total, largest)}"]
+    try:
+        lines += [f"accelerate {p}: {accelerate_bytes(model, p)}" for p in ("float32", "bfloat16")]
+    except ImportError as missing:
+        lines.append(f"accelerate: not installed ({missing})")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from vitprof.models.zoo import build
+
+    parser = argparse.ArgumentParser(description="The published estimators on models.")
+    parser.add_argument("subjects", nargs="+", metavar="MODEL=SHAPE",
+                        help="any name vitprof builds (timm:NAME, path/to/file.py:factory) and "
+                             "the example's shape, comma-separated: 8,3,224,224")
+    for subject in parser.parse_args(argv).subjects:
+        name, _, shape = subject.rpartition("=")
+        example = torch.zeros([int(n) for n in shape.split(",")], device="meta")
+        print("\n".join([f"== {name}", *estimates(build(name).module, example)]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,16 +8,28 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
+import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
-from torch import nn
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+
+def script(name: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """A benchmark script run as a command from the repository root, ``env`` added to the
+    environment (its own process: what it prints, writes and exits with)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path, **env})
 
 
 def load(name: str) -> ModuleType:
@@ -29,7 +41,6 @@ def load(name: str) -> ModuleType:
         sys.path.remove(str(BENCH))
 
 
-baselines = load("memory_baselines")
 rows = load("memory_rows")
 device = load("device_memory")
 accuracy = load("memory_accuracy")
@@ -41,111 +52,163 @@ MIB = 2**20
 # ------------------------------------------------------------------------------- baselines
 
 
-def test_the_formula_is_34sbh_plus_5as2b() -> None:
-    # DeiT-Ti at batch 128: s = 196 + 1 = 197, h = 192, a = 3
-    # 34 * 197 * 128 * 192 = 164,610,048; 5 * 3 * 197**2 * 128 = 74,513,280
-    shape = baselines.LayerShape(s=197, b=128, h=192, a=3)
-    assert baselines.layer_activation_bytes(shape) == 164_610_048 + 74_513_280
-    assert baselines.korthikanti_bytes([shape] * 12) == 12 * 239_123_328
+MODELS = """\
+from torch import nn
 
 
-class Block(nn.Module):
-    """torchvision's layout: a block with ``num_heads`` around an nn.MultiheadAttention."""
+class Block(nn.Module):  # torchvision's layout: num_heads around an nn.MultiheadAttention
 
-    def __init__(self) -> None:
+    def __init__(self):
         super().__init__()
         self.num_heads = 2
         self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x):
         return x + self.attn(x, x, x, need_weights=False)[0]
 
 
-def test_attention_layers_are_the_innermost_modules_with_heads() -> None:
-    model = nn.Sequential(nn.Linear(4, 8), Block(), Block())
-    shapes = baselines.attention_shapes(model, torch.randn(3, 5, 4))
+def blocks():
+    return nn.Sequential(nn.Linear(4, 8), Block(), Block())
+
+
+def linear():
+    return nn.Linear(10, 10)  # 100 + 10 = 110 float32 parameters: T = 440 bytes
+
+
+def shared():
+    shared = nn.Linear(4, 4)  # 16 + 4 = 20
+    return nn.Sequential(shared, nn.ReLU(), shared, nn.Linear(4, 2))  # + 8 + 2 = 10
+"""
+
+
+@pytest.fixture(scope="module")
+def estimated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """memory_baselines.py's lines per model, one run for all: three small models of
+    ``MODELS`` and timm's DeiT-Ti at batch 128 and Swin-T at batch 2."""
+    pytest.importorskip("timm")
+    models = tmp_path_factory.mktemp("baselines") / "models.py"
+    models.write_text(MODELS)
+    done = script("memory_baselines", f"{models}:blocks=3,5,4", f"{models}:linear=1,10",
+                  f"{models}:shared=1,4", "timm:deit_tiny_patch16_224=128,3,224,224",
+                  "timm:swin_tiny_patch4_window7_224=2,3,224,224")
+    assert done.returncode == 0, done.stderr
+    found: dict[str, list[str]] = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("== "):
+            found[line[3:].rpartition(":")[2]] = lines = []
+        else:
+            lines.append(line)
+    return found
+
+
+def test_the_formula_is_34sbh_plus_5as2b(estimated: dict[str, list[str]]) -> None:
+    # DeiT-Ti at batch 128: s = 196 + 1 = 197, h = 192, a = 3, 12 layers
+    # 34 * 197 * 128 * 192 = 164,610,048; 5 * 3 * 197**2 * 128 = 74,513,280
+    deit = estimated["deit_tiny_patch16_224"]
+    assert [x for x in deit if x.startswith("layer: ")] == ["layer: s=197 b=128 h=192 a=3"] * 12
+    assert f"34sbh + 5as2b: {12 * (164_610_048 + 74_513_280)}" in deit
+
+
+def test_attention_layers_are_the_innermost_modules_with_heads(
+        estimated: dict[str, list[str]]) -> None:
     # two blocks, each read once at its attention's input: batch 3, 5 tokens, width 8, 2 heads
-    assert shapes == [baselines.LayerShape(s=5, b=3, h=8, a=2)] * 2
+    assert [x for x in estimated["blocks"] if x.startswith("layer: ")] == [
+        "layer: s=5 b=3 h=8 a=2"] * 2
 
 
-def test_a_swin_window_is_one_sequence() -> None:
-    timm = pytest.importorskip("timm")
-    with torch.device("meta"):
-        model = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False)
-    shapes = baselines.attention_shapes(model, torch.randn(2, 3, 224, 224))
+def test_a_swin_window_is_one_sequence(estimated: dict[str, list[str]]) -> None:
+    shapes = [x for x in estimated["swin_tiny_patch4_window7_224"] if x.startswith("layer: ")]
     # 2 + 2 + 6 + 2 = 12 blocks; stage 1: 56 x 56 tokens in 7 x 7 windows: 64 windows of 49
     # per image, 2 x 64 = 128 sequences, width 96, 3 heads; stage 4: one 7 x 7 window of 768
     assert len(shapes) == 12
-    assert shapes[0] == baselines.LayerShape(s=49, b=128, h=96, a=3)
-    assert shapes[-1] == baselines.LayerShape(s=49, b=2, h=768, a=24)
+    assert shapes[0] == "layer: s=49 b=128 h=96 a=3"
+    assert shapes[-1] == "layer: s=49 b=2 h=768 a=24"
 
 
-def test_accelerate_is_its_own_functions_result() -> None:
+def test_accelerate_is_its_own_functions_result(estimated: dict[str, list[str]]) -> None:
     pytest.importorskip("accelerate")
-    model = nn.Linear(10, 10)  # 100 + 10 = 110 float32 parameters: T = 440 bytes
-    assert baselines.accelerate_bytes(model, "float32") == 4 * 440  # the step: 4T
-    assert baselines.accelerate_bytes(model, "bfloat16") == 2 * 440  # Adam's state: 2T
+    # nn.Linear(10, 10): T = 440 bytes
+    assert f"accelerate float32: {4 * 440}" in estimated["linear"]  # the step: 4T
+    assert f"accelerate bfloat16: {2 * 440}" in estimated["linear"]  # Adam's state: 2T
 
 
-def test_deepspeed_counts_a_shared_parameter_once() -> None:
-    shared = nn.Linear(4, 4)  # 16 + 4 = 20
-    model = nn.Sequential(shared, nn.ReLU(), shared, nn.Linear(4, 2))  # + 8 + 2 = 10
-    assert baselines.model_params(model) == (30, 20)
-    assert baselines.zero2_bytes(30) == 4 * 30 + 16 * 30  # 600
-    assert baselines.zero3_bytes(30, 20) == 4 * 20 + 18 * 30  # 620
+def test_deepspeed_counts_a_shared_parameter_once(estimated: dict[str, list[str]]) -> None:
+    lines = estimated["shared"]
+    assert "deepspeed params: 30 (largest layer 20)" in lines  # 20 + 10, shared once
+    assert f"zero2: {4 * 30 + 16 * 30}" in lines  # 600
+    assert f"zero3: {4 * 20 + 18 * 30}" in lines  # 620
 
 
 # ------------------------------------------------------------------------------- rows
 
 
+@cache
+def planned(name: str, *args: str) -> list[str]:
+    """The row keys a script plans (``--list``: printed, nothing run)."""
+    done = script(name, "--list", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+DEIT_TI, DEIT_S = "deit_tiny_patch16_224", "deit_small_patch16_224"
+
+
+def on_cuda(key: str) -> str:
+    """A CPU row's key as CUDA measures it: float32 has no flash kernel there, the fused path
+    is the memory-efficient one."""
+    return key.replace("/float32/none/flash", "/float32/none/efficient").replace(
+        "/float32/blocks/flash", "/float32/blocks/efficient")
+
+
 def test_the_acceptance_grid_is_two_models_two_batches_two_precisions_two_checkpoints() -> None:
-    grid = rows.acceptance_grid()
-    assert len({r.key for r in grid}) == 2 * 2 * 2 * 2
-    assert {r.model for r in grid} == {rows.DEIT_TI, rows.DEIT_S}
-    assert {(r.batch, r.precision, r.checkpoint) for r in grid} == {
-        (b, p, c) for b in (8, 32) for p in ("float32", "bfloat16") for c in ("none", "blocks")}
+    keys = planned("device_memory")
+    # every (model, batch, precision, checkpoint) of DeiT-Ti/S x 8/32 x fp32/bf16 x none/blocks
+    # with the fused attention: 2 * 2 * 2 * 2 = 16 rows, all planned on CUDA
+    grid = {on_cuda(f"{m}/b{b}/{p}/{c}/flash") for m in (DEIT_TI, DEIT_S) for b in (8, 32)
+            for p in ("float32", "bfloat16") for c in ("none", "blocks")}
+    assert len(grid) == 16 and grid <= set(keys)
+    # the CPU holds its float32 half: 2 * 2 * 2 = 8 rows
+    assert {k for k in grid if "/float32/" in k} == {
+        on_cuda(k) for k in planned("memory_accuracy") if k.split("/")[0] in (DEIT_TI, DEIT_S)
+        and k.endswith("/flash") and "/float32/" in k}
 
 
 def test_cuda_rows_hold_the_grid_vit_b_16_at_64_fused_and_mesa() -> None:
-    keys = [r.key for r in rows.cuda_rows()]
+    keys = planned("device_memory")
     assert len(keys) == len(set(keys))
     # float32 has no flash kernel on CUDA: the fused path is the memory-efficient one
-    assert f"{rows.DEIT_TI}/b8/float32/none/efficient" in keys
-    assert f"{rows.DEIT_TI}/b8/bfloat16/blocks/flash" in keys
-    assert {r.key for r in map(rows.cuda_attention, rows.acceptance_grid())} <= set(keys)
+    assert f"{DEIT_TI}/b8/float32/none/efficient" in keys
+    assert f"{DEIT_TI}/b8/bfloat16/blocks/flash" in keys
     assert {"vit_b_16/b64/float32/none/efficient", "vit_b_16/b64/bfloat16/none/flash"} <= set(keys)
-    assert f"{rows.DEIT_B}/b128/float16/none/explicit" in keys
+    assert "deit_base_patch16_224/b128/float16/none/explicit" in keys  # Mesa's
     # every CPU row is measured on CUDA too
-    assert {r.key for r in map(rows.cuda_attention, rows.cpu_rows())} <= set(keys)
+    assert {on_cuda(k) for k in planned("memory_accuracy")} <= set(keys)
 
 
 def test_quick_rows_are_deit_tiny_at_batch_8_in_float32() -> None:
-    quick = rows.quick_rows()
+    quick = planned("memory_accuracy", "--quick")
     # flash and math without checkpointing, flash with it
-    assert len(quick) == 3 and all(
-        r.model == rows.DEIT_TI and r.batch == 8 and r.amp is None for r in quick)
+    assert quick == [f"{DEIT_TI}/b8/float32/none/flash", f"{DEIT_TI}/b8/float32/blocks/flash",
+                     f"{DEIT_TI}/b8/float32/none/math"]
 
 
 # ------------------------------------------------------------------------------- device script
 
 
-def test_the_device_script_lists_its_plan(capsys: pytest.CaptureFixture[str]) -> None:
-    assert device.main(["--list", "--rows", "vit_b_16"]) == 0
+def test_the_device_script_lists_its_plan() -> None:
+    done = script("device_memory", "--list", "--rows", "vit_b_16")
+    assert done.returncode == 0, done.stderr
     # vit_b_16 at batch 64, float32 (efficient) and bfloat16 (flash)
-    assert capsys.readouterr().out.split() == [
+    assert done.stdout.split() == [
         "vit_b_16/b64/float32/none/efficient", "vit_b_16/b64/bfloat16/none/flash"]
 
 
-def test_the_device_script_refuses_in_one_line_without_cuda(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        tmp_path: Path) -> None:
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert device.main(["--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no CUDA device" in err
-    assert not list(tmp_path.iterdir())
-    with pytest.raises(device.NoDevice):
-        device.run(tmp_path)
+def test_the_device_script_refuses_in_one_line_without_cuda(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = script("device_memory", "--out", str(out), CUDA_VISIBLE_DEVICES="")  # no GPU seen
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no CUDA device" in done.stderr
+    assert not out.exists()
 
 
 def test_the_device_json_has_a_version_a_convention_and_a_schema() -> None:
@@ -160,13 +223,24 @@ def test_the_device_json_has_a_version_a_convention_and_a_schema() -> None:
                                                "allocated_before": 1, "seconds": 0}]}, schema)
 
 
-def test_the_device_markdown_lists_each_row() -> None:
-    data = {"device": "GPU", "torch": "2", "rows": [
-        {"row": "a", "peak_bytes": 3 * MIB, "allocated_before": MIB},
+def test_the_device_markdown_lists_each_row(tmp_path: Path) -> None:
+    pytest.importorskip("jsonschema")
+    data = {"schema_version": 2, "convention": "bytes", "device": "GPU", "torch": "2", "rows": [
+        {"row": "a", "peak_bytes": 3 * MIB, "allocated_before": MIB, "seconds": 0.5},
         {"row": "b", "error": "CUDA out of memory."}]}
-    text = device.markdown(data)
-    assert f"| a | {3 * MIB:,} | 3.0 | {MIB:,} |" in text
-    assert "| b | failed: CUDA out of memory. | | |" in text
+    saved = tmp_path / "memory_cuda.json"
+    saved.write_text(json.dumps(data))
+    done = script("device_memory", "--markdown", str(saved))
+    assert done.returncode == 0, done.stderr
+    assert f"| a | {3 * MIB:,} | 3.0 | {MIB:,} |" in done.stdout  # 3 MiB = 3 * 2**20 bytes
+    assert "| b | failed: CUDA out of memory. | | |" in done.stdout
+    # a file its schema refuses (a peak must be an integer): one line, exit code 2
+    data["rows"][0]["peak_bytes"] = 1.5
+    saved.write_text(json.dumps(data))
+    done = script("device_memory", "--markdown", str(saved))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"{saved}: not a device_memory.py measurement: 1.5 is not of type 'integer'" in (
+        done.stderr)
 
 
 # ------------------------------------------------------------------------------- the page
@@ -359,11 +433,11 @@ def test_main_keeps_the_loop_sections_independent_loops_wrote(
     assert page.endswith(f"\n\n{loops.HEADING}\n\nrows\n\n{loops.FIT_HEADING}\n\nsearch\n")
 
 
-def test_main_refuses_a_filter_no_row_matches(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        accuracy.main(["--rows", "no_such_model"])
-    assert exit_.value.code == 2
-    assert "no row's key contains no_such_model" in capsys.readouterr().err
+def test_main_refuses_a_filter_no_row_matches() -> None:
+    done = script("memory_accuracy", "--rows", "no_such_model")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        "memory_accuracy.py: error: no row's key contains no_such_model")
 
 
 def test_mesa_only_rewrites_that_section_alone(monkeypatch: pytest.MonkeyPatch,

@@ -1,7 +1,7 @@
 """The third-party benchmark's own bookkeeping (benchmarks/third_party.py, closed_forms.py):
-the closed-form verdict, the class-per-module renaming (vitprof.testing.own_classes), and a
-missing package on the page (the script run as a command). The packages themselves are optional
-and not needed here."""
+the closed-form helpers and verdict (closed_forms.py run as a command checks them), the
+class-per-module renaming (vitprof.testing.own_classes), and a missing package on the page (the
+script run as a command). The packages themselves are optional and not needed here."""
 
 from __future__ import annotations
 
@@ -13,32 +13,27 @@ from pathlib import Path
 import torch
 from strangers.parallel import Net
 
-from vitprof import analyze
-from vitprof.core.records import Component as C
 from vitprof.testing import own_classes
 
-# closed_forms.py: the script's closed forms, arithmetic only (no command line prints them)
-sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
-from closed_forms import closed_form_verdict, linear, plus, times
-
-BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
 
 
-def test_the_closed_form_helpers_are_the_arithmetic_they_name() -> None:
-    assert linear(17, 32, 96) == (32 * 96 + 96, 17 * 32 * 96)  # 3_168 params, 52_224 MACs
-    assert linear(17, 32, 96, bias=False) == (32 * 96, 17 * 32 * 96)
-    assert times(2, (3, 5)) == (6, 10)
-    assert plus((1, 2), (3, 4), (5, 6)) == (9, 12)
-
-
-def test_a_closed_form_matches_or_names_the_components_that_differ() -> None:
-    profile = analyze(Net(), image_size=16)
-    found = {c: (n.params, n.macs) for c, n in profile.components.items() if n.params or n.macs}
-    assert closed_form_verdict(found, profile) == {}
-    mlp, proj = found[C.MLP], found.get(C.ATTN_PROJ, (0, 0))
-    moved = {**found, C.MLP: (mlp[0] - 5, mlp[1]), C.ATTN_PROJ: (proj[0] + 5, proj[1])}
-    assert closed_form_verdict(moved, profile) == {
-        "attn_proj": (*proj, proj[0] + 5, proj[1]), "mlp": (*mlp, mlp[0] - 5, mlp[1])}
+def test_the_closed_form_helpers_and_verdict_check_themselves() -> None:
+    """closed_forms.py as a command: linear, times and plus against the arithmetic they name,
+    the verdict of the parallel-block stranger's own breakdown (it matches) and of that
+    breakdown with 5 params moved from mlp to attn_proj (it names the two); exit code 1 when
+    one fails."""
+    tests = Path(__file__).resolve().parent  # the stranger imports strangers.parts
+    path = os.pathsep.join(filter(None, [str(ROOT), str(tests), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "closed_forms.py"), "--model",
+                           str(tests / "strangers" / "parallel.py") + ":Net", "--image-size",
+                           "16"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "6 of 6 checks hold"  # 4 of the helpers, 2 of the verdict
+    assert [line.split(":")[0] for line in lines[:-1]] == ["holds"] * 6
 
 
 def test_a_class_per_module_keeps_the_forward_and_shares_no_class() -> None:
