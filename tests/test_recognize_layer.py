@@ -153,7 +153,8 @@ def test_memory_checkpoint_counts_once_where_no_table_names_the_blocks(
     monkeypatch.setattr(training_memory, "count", counted)
     model = own_classes(_tiny_torchvision_vit())  # a class of its own per module: no table
     assert not training_memory.recognize(model).blocks
-    estimate = training_memory.memory(model, image_size=32, checkpoint="blocks", target="cpu")
+    estimate = training_memory.memory(model, InputRequest(image_size=32), checkpoint="blocks",
+                                       target="cpu")
     # the step checkpoints the module tree's 2 blocks, and its own breakdown finds them: the
     # step is the one count (no forward on meta to find the blocks first)
     assert counts == [True]
