@@ -172,10 +172,15 @@ def test_every_figure_is_linked_and_every_link_exists() -> None:
     assert linked == drawn
     # two figures per torchvision page (their blocks are equal: no per-block figure), three
     # per note model page (blocks that differ), zoo.png, corrections' two and each named
-    # page's own (timm_published.png), and memory.md's timeline (memory_timeline.png, drawn by
-    # benchmarks/memory_accuracy.py, which writes that page)
+    # page's own (timm_published.png), memory.md's timeline (memory_timeline.png, drawn by
+    # benchmarks/memory_accuracy.py, which writes that page), and distributed_memory.md's per-rank
+    # peak against world size of its two models (benchmarks/distributed_memory.py's figure models)
     named = {name for name in NAMED_PAGE_FILES if name.endswith(".png")}
-    assert len(linked) == 2 * len(ALL_MODELS) + 3 * len(NOTE_MODELS) + 1 + 2 + len(named) + 1
+    world_sizes = {"distributed_memory_world_size_timm_vit_giant_patch14_224.png",
+                   "distributed_memory_world_size_vit_22b.png"}
+    assert world_sizes <= linked
+    assert len(linked) == (2 * len(ALL_MODELS) + 3 * len(NOTE_MODELS) + 1 + 2 + len(named) + 1
+                           + len(world_sizes))
 
 
 def test_the_index_lists_every_page() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from vitprof import Component, analyze
 from vitprof.core.errors import UserError
 from vitprof.count.running import meta_caused
 from vitprof.measure.profile import profile_model
+from vitprof.workload import InputRequest
 
 META = torch.zeros(4, 4, device="meta")
 
@@ -219,6 +221,12 @@ def test_memory_guard_refuses_without_allocating(guarded: dict[str, list], argv:
     assert peak_rss < WEIGHTS // 2  # the weights were never allocated
 
 
+def _profile_requested(model: str, **inputs: Any) -> object:
+    """``profile_model`` asked with the request the keywords make (it takes no input keywords:
+    :class:`InputRequest` checks them as it is made)."""
+    return profile_model(model, InputRequest(**inputs))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -253,7 +261,7 @@ def test_memory_guard_refuses_without_allocating(guarded: dict[str, list], argv:
                      id="bool-classes"),
     ],
 )
-@pytest.mark.parametrize("run", [analyze, profile_model], ids=["analyze", "profile"])
+@pytest.mark.parametrize("run", [analyze, _profile_requested], ids=["analyze", "profile"])
 def test_api_rejects_bad_sizes_and_counts(run: Callable, kwargs: dict, message: str) -> None:
     with pytest.raises(UserError, match=message):
         run("note002_cifar_vit_tiny", **kwargs)
