@@ -174,3 +174,11 @@ def test_no_test_loads_a_benchmark_script_as_a_module() -> None:
                      and "benchmarks" in (text := path.read_text())
                      and any(loader in text for loader in LOADERS))
     assert loading == []
+
+
+def test_every_folder_of_code_is_a_package() -> None:
+    # setuptools' packages.find (pyproject.toml) ships a folder only when it has an __init__.py:
+    # a folder of modules without one is importable from a checkout but absent from a wheel
+    folders = {path.parent for path in PACKAGE.rglob("*.py") if "__pycache__" not in path.parts}
+    assert sorted(str(f.relative_to(PACKAGE)) for f in folders
+                  if not (f / "__init__.py").is_file()) == []
