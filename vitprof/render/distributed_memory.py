@@ -11,7 +11,7 @@ from vitprof.measure.distributed.estimate import RankMemory
 from vitprof.measure.distributed.kinds import KINDS
 from vitprof.measure.memory.cuda_model import PART_NAMES, estimate_parts
 from vitprof.render.document import Column, Document, Table, lines
-from vitprof.render.memory import size_text
+from vitprof.render.memory import size_text, with_fit_and_model
 
 KIND_COLUMNS = (Column("kind", "kind", CellKind.TEXT),
                 Column("at_peak", "at the peak B", CellKind.COUNT),
@@ -57,12 +57,7 @@ def rank_dict(estimate: RankMemory) -> dict[str, Any]:
         "peak_live": dict(estimate.peak_live), "most": dict(estimate.most),
         "ops": len(estimate.timeline), "warnings": list(estimate.warnings),
     }
-    if estimate.largest_batch is not None:
-        data["largest_batch"] = estimate.largest_batch
-        data["fit_bytes"] = estimate.fit_bytes
-    if estimate_parts(estimate.settings):
-        data["modelled_not_measured"] = estimate_parts(estimate.settings)
-    return data
+    return with_fit_and_model(data, estimate)
 
 
 def rank_document(estimate: RankMemory) -> Document:

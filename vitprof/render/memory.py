@@ -87,11 +87,18 @@ def memory_dict(estimate: MemoryEstimate) -> dict[str, Any]:
         "total": asdict(estimate.total), "ops": len(estimate.timeline),
         "warnings": list(estimate.warnings),
     }
+    return with_fit_and_model(data, estimate)
+
+
+def with_fit_and_model(data: dict[str, Any], estimate: Any) -> dict[str, Any]:
+    """``data`` with the largest batch that fits and its memory size (when ``--fit`` asked for
+    them) and the parts of the estimate modelled, not measured (when its settings have any):
+    the keys the one-process and the per-rank documents share."""
     if estimate.largest_batch is not None:
         data["largest_batch"] = estimate.largest_batch
         data["fit_bytes"] = estimate.fit_bytes
-    if estimate_parts(estimate.settings):
-        data["modelled_not_measured"] = estimate_parts(estimate.settings)
+    if parts := estimate_parts(estimate.settings):
+        data["modelled_not_measured"] = parts
     return data
 
 
