@@ -28,15 +28,18 @@ def state(params: int, grads: int, opt: int, **held: int) -> dict[str, int]:
             "optimizer_state": opt * MIB, **{k: v * MIB for k, v in held.items()}}
 
 
-# parameters 1,000 MiB (mlp 600 + attn_qkv 400), AdamW state 2 x 1,000 = 2,000 MiB
+# parameters 1,000 MiB (mlp 600 + attn_qkv 400), AdamW state 2 x 1,000 = 2,000 MiB; each
+# event's total in MiB beside it
 TIMELINE = (
-    Event(0, "aten.addmm", "forward", "mlp", state(1000, 0, 2000, mlp=300)),  # 3,300 MiB
-    Event(1, "aten.gelu", "forward", "mlp", state(1000, 0, 2000, mlp=500)),  # 3,500 MiB
-    Event(2, "aten.mm", "backward", "mlp", state(1000, 600, 2000, mlp=200)),  # 3,800 MiB
+    Event(0, "aten.addmm", "forward", state(1000, 0, 2000, mlp=300), component="mlp"),  # 3,300
+    Event(1, "aten.gelu", "forward", state(1000, 0, 2000, mlp=500), component="mlp"),  # 3,500
+    Event(2, "aten.mm", "backward", state(1000, 600, 2000, mlp=200), component="mlp"),  # 3,800
     # attn_qkv's weight gradient (400 MiB) made while its 100 MiB of activations are held:
     # 1,000 + 1,000 + 2,000 + 100 = 4,100 MiB, the peak
-    Event(3, "aten.mm", "backward", "attn_qkv", state(1000, 1000, 2000, attn_qkv=100)),
-    Event(4, "aten._foreach_add_", "optimizer", "other", state(1000, 1000, 2000)),  # 4,000
+    Event(3, "aten.mm", "backward", state(1000, 1000, 2000, attn_qkv=100),
+          component="attn_qkv"),
+    Event(4, "aten._foreach_add_", "optimizer", state(1000, 1000, 2000),
+          component="other"),  # 4,000
 )
 ESTIMATE = Estimate(
     model="toy", input="batch 4, 3x32x32", batch_size=4,

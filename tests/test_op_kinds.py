@@ -63,6 +63,8 @@ def test_a_new_attention_kernel_is_one_decorated_function() -> None:
                for c in C if profile.components[c].params or profile.components[c].macs}
         assert got == net()
         assert not [w for w in profile.warnings if "self-check" in w]
+        # the header's attention line names it as a fused kernel, by its kind
+        assert profile.attention_implementation == "fused vitprof_kinds.attend"
         # the self-checks treat it as attention: placed in mlp, it is attention outside the core
         astray = [replace(r, component=C.MLP) if r in kernel else r for r in profile.ops]
         assert attention_outside_core(astray) == [

@@ -48,6 +48,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from vitprof import Component as C
 from vitprof import Profile, analyze
+from vitprof.count.counter import FLEX_ATTENTION
 from vitprof.testing import neutral_names
 
 Expected = dict[C, tuple[int, int]]  # component -> (params, MACs); a component not named: (0, 0)
@@ -254,3 +255,11 @@ def test_the_closed_forms_add_up_to_the_oracles(style: str) -> None:
     for expected in case.expected:
         params, macs = (sum(pair[i] for pair in expected.values()) for i in (0, 1))
         assert (params, macs) == oracle
+
+
+def test_a_fused_attention_kernel_is_named_as_fused_by_its_kind() -> None:
+    """The attention line reads the kind of the core's records (``attention``), not an op name:
+    flex_attention's one record is a fused kernel, not "explicit matmuls" (main said
+    ``explicit matmuls (torch.nn.attention.flex_attention)``)."""
+    profile = analyze(flex.Net(), **STYLES["flex-mask-in-forward"].inputs)  # type: ignore[arg-type]
+    assert profile.attention_implementation == f"fused {FLEX_ATTENTION}"

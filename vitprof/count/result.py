@@ -26,7 +26,7 @@ from vitprof.core.records import (
     OpRecord,
     ParamRecord,
 )
-from vitprof.core.vocab import Mode
+from vitprof.core.vocab import Mode, OpKind, Phase
 from vitprof.count.training import training_dict
 
 if TYPE_CHECKING:
@@ -144,14 +144,20 @@ class Profile(Shown):
 
     @cached_property
     def attention_implementation(self) -> str:
-        """How the attention core ran, read from the ops seen in ``attn_core``: a fused kernel,
-        products of activations, or element-wise work only (SwiftFormer's additive attention,
-        MobileViTv2's separable attention: a core without products, found by its module)."""
-        ops = {op.op for op in self.ops if op.component is Component.ATTN_CORE and op.macs}
-        if "aten._native_multi_head_attention" in ops:
+        """How the attention core ran, read from the kinds of the ops seen in ``attn_core``
+        (:class:`~vitprof.core.vocab.OpKind`): a whole attention module's fused op, a fused
+        kernel (named by the forward's ops: ``fused scaled_dot_product_attention``, ``fused
+        torch.nn.attention.flex_attention``), products of activations, or element-wise work
+        only (SwiftFormer's additive attention, MobileViTv2's separable attention: a core
+        without products, found by its module)."""
+        core = [op for op in self.ops if op.component is Component.ATTN_CORE and op.macs]
+        if any(op.kind == OpKind.MULTI_HEAD_ATTENTION for op in core):
             return "nn.MultiheadAttention fast path (aten._native_multi_head_attention)"
-        if "aten.scaled_dot_product_attention" in ops:
-            return "fused scaled_dot_product_attention"
+        fused = sorted({op.op.removeprefix("aten.") for op in core
+                        if op.kind == OpKind.ATTENTION and op.phase == Phase.FORWARD})
+        if fused:
+            return "fused " + ", ".join(fused)
+        ops = {op.op for op in core}
         if ops:
             return "explicit matmuls (" + ", ".join(sorted(ops)) + ")"
         if any(op.component is Component.ATTN_CORE and op.vector_flops for op in self.ops):

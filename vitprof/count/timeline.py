@@ -8,13 +8,14 @@ gradient, the optimizer's state. An allocation belongs to the op record being ma
 happens (``position()``: the counter's next record), the last one at the end of the run: a
 priced op's outputs are its own, the copies and views an unpriced op makes belong to the priced
 op that follows (they prepare its operands), and what a fused attention makes inside belongs to
-the attention.
+the attention. A replay's events, each op with the bytes alive after it, are
+:class:`LiveEvent` values.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -42,6 +43,23 @@ class Moment:
     op: str
     stage: str
     position: int
+
+
+@dataclass(frozen=True)
+class LiveEvent:
+    """One op of a replayed step, in run order: its ``index``, its ``op``, its ``phase``
+    (forward, backward, optimizer, ...) and the bytes ``live`` after it, by kind (the kinds
+    are the caller's: the state and components of a step, the kinds of a rank's storages)."""
+
+    index: int
+    op: str
+    phase: str
+    live: Mapping[str, int]
+
+    @property
+    def total(self) -> int:
+        """The bytes alive after the op, all kinds together."""
+        return sum(self.live.values())
 
 
 # the log: an allocation's id (>= 0) allocated, ~id freed, or a Moment (an op just ran)

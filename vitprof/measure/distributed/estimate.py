@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from vitprof.core.errors import UserError
 from vitprof.core.validate import check_int
 from vitprof.core.vocab import MemoryTarget
+from vitprof.count.timeline import LiveEvent
 from vitprof.measure.distributed.kinds import KINDS, is_collective, kind_of_phase
 from vitprof.measure.distributed.rank_log import Op
 from vitprof.measure.distributed.rank_step import RankStep, run_rank_step
@@ -46,24 +47,11 @@ DISTRIBUTED_CONVENTION = (
 
 
 @dataclass(frozen=True)
-class RankEvent:
-    """One op of the rank's step: its name, phase, and the bytes ``live`` after it by kind."""
-
-    index: int
-    op: str
-    phase: str
-    live: Mapping[str, int]
-
-    @property
-    def total(self) -> int:
-        return sum(self.live.values())
-
-
-@dataclass(frozen=True)
 class RankMemory:
     """The predicted memory of one rank's step (see the module for the conventions):
-    ``peak_bytes``, its ``peak_phase`` and op, the bytes by kind at the peak (``peak_live``)
-    and each kind's largest over the step (``most``)."""
+    ``peak_bytes``, its ``peak_phase`` and op, the bytes by kind at the peak (``peak_live``),
+    each kind's largest over the step (``most``) and the ``timeline``, one event per op with
+    the bytes alive after it by kind."""
 
     model: str
     input: str
@@ -77,7 +65,7 @@ class RankMemory:
     peak_index: int
     peak_live: Mapping[str, int]
     most: Mapping[str, int]
-    timeline: Sequence[RankEvent]
+    timeline: Sequence[LiveEvent]
     convention: str
     largest_batch: int | None = None
     fit_bytes: int | None = None
@@ -147,11 +135,11 @@ def _estimate(work: Workload, step: RankStep, settings: StepSettings, strategy: 
     )
 
 
-def _phase(event: RankEvent) -> str:
+def _phase(event: LiveEvent) -> str:
     return "collective" if is_collective(event.op) else event.phase
 
 
-def _events(step: RankStep, workspace: int) -> list[RankEvent]:
+def _events(step: RankStep, workspace: int) -> list[LiveEvent]:
     """One event per op of the logged step, with the bytes alive after it by kind."""
     log = step.log
 
@@ -161,11 +149,11 @@ def _events(step: RankStep, workspace: int) -> list[RankEvent]:
 
     live = dict.fromkeys(KINDS, 0)
     live["workspace"] = workspace
-    events: list[RankEvent] = []
+    events: list[LiveEvent] = []
     for entry, kind, change in log.replay(kinds):
         if isinstance(entry, Op):
             if entry.phase != "registered":
-                events.append(RankEvent(len(events), entry.name, entry.phase, dict(live)))
+                events.append(LiveEvent(len(events), entry.name, entry.phase, dict(live)))
         else:
             live[kind] += change
     return events

@@ -51,7 +51,7 @@ from vitprof.core.vocab import (
 )
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
-from vitprof.count.timeline import Allocation, Moment
+from vitprof.count.timeline import Allocation, LiveEvent, Moment
 from vitprof.measure.distributed.estimate import RankMemory, check_world_size, rank_memory
 from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
 from vitprof.measure.memory import cuda_model
@@ -119,21 +119,13 @@ class ComponentMemory:
 
 
 @dataclass(frozen=True)
-class MemoryEvent:
-    """One op of the step, in run order: its ``phase`` (forward, backward, optimizer), its
-    ``component``, and the bytes ``live`` after it: ``parameters``, ``gradients``,
-    ``optimizer_state``, ``inputs``, ``workspace`` and one entry per component (its
-    activations and temporaries)."""
+class MemoryEvent(LiveEvent):
+    """One op of the step, in run order (:class:`~vitprof.count.timeline.LiveEvent`): its
+    ``phase`` (forward, backward, optimizer), its ``component``, and the bytes ``live`` after
+    it: ``parameters``, ``gradients``, ``optimizer_state``, ``inputs``, ``workspace`` and one
+    entry per component (its activations and temporaries)."""
 
-    index: int
-    op: str
-    phase: str
     component: str
-    live: Mapping[str, int]
-
-    @property
-    def total(self) -> int:
-        return sum(self.live.values())
 
 
 @dataclass(frozen=True, repr=False)
@@ -420,7 +412,8 @@ def _events(step: Step, found: Found, kinds: list[str], rounded: Rounding,
             else str(record.phase)
         component = "optimizer_state" if entry.stage == "optimizer" or record is None \
             else str(record.component)
-        events.append(MemoryEvent(len(events), entry.op, phase, component, dict(live)))
+        events.append(MemoryEvent(len(events), entry.op, phase, dict(live),
+                                  component=component))
         if pending_peak:
             peak, pending_peak = len(events) - 1, False
     return events, peak
