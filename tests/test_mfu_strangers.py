@@ -296,3 +296,28 @@ def test_a_trainer_step_that_runs_no_forward_of_the_model_is_one_warning() -> No
         "vitprof: a training step ran no forward of the Trainer's model, so nothing can count it")
     assert callback.tracker is not None
     assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None), (2, None)]
+
+
+def test_a_step_counted_as_it_runs_is_broken_down_as_its_meta_count() -> None:
+    """The count of a real step (a Lightning module without ``forward``, a Trainer's own loss)
+    is placed by the same breakdown as every other feature (:func:`vitprof.recognize.breakdown`,
+    the graph read from the step's data flow): a hand-written net no component table detects
+    has its components, not all of it in ``other`` (main placed a live count by the tables
+    alone), and they are those of the meta count of the same step."""
+    from recognition_fixtures import HID, D, N, Plain
+
+    from vitprof.measure.mfu.flops import count_step
+    from vitprof.measure.mfu.live_count import LiveCount
+
+    model, batch = Plain(), 2
+    images = torch.randn(batch, 3, 4 * int(N ** 0.5), 4 * int(N ** 0.5))  # 4 x 4 patches
+    live = LiveCount(model)
+    live.start()
+    model(images).sum().backward()
+    counted = live.stop()
+    assert counted is not None
+    # the two feed-forward linears of 2 blocks on batch x N tokens, D x HID each, run forward,
+    # for the weight's gradient and for the input's: 2 x 2 x 3 x (2 x 4 x 8 x 16) MACs, FLOPs 2x
+    assert counted.components["mlp"] == 2 * (2 * 2 * 3 * batch * N * D * HID) == 24_576
+    assert counted.components["other"] == 0
+    assert counted.components == count_step(model, images).components

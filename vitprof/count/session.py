@@ -228,9 +228,17 @@ def count(
             footprint = untraced(model, counter.live, counter.recorded, train)
             raise CountFailed(error, footprint) from error
     warnings = (in_place_warning(changed, on_meta(model)),) if changed else ()
+    return counted_run(counter, params, train, gradients, warnings)
+
+
+def counted_run(counter: OpCounter, params: dict[str, torch.Tensor], train: bool,
+                gradients: dict[str, torch.Tensor] | None = None, warnings: tuple[str, ...] = ()
+                ) -> Run:
+    """The :class:`Run` of what ``counter`` counted, ``params`` the tensors that stood for the
+    parameters, ``train`` whether it counted a training step (the footprint says so)."""
     return Run(tuple(counter.records()), dict(counter.unsupported), counter.nodes(), params,
-               traced(counter.live, train), counter.trace(), tuple(counter.floors), gradients,
-               warnings, counter.whereabouts())
+               traced(counter.live, train), counter.trace(), tuple(counter.floors),
+               gradients or {}, warnings, counter.whereabouts())
 
 
 def _named(params: dict[str, torch.Tensor], gradients: dict[int, torch.Tensor]

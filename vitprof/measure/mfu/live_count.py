@@ -13,9 +13,10 @@ Nothing of the step changes: each op runs as it is (nothing is decomposed, nothi
 the random generators), and a failure of vitprof's pricing ends the count, never the step
 (:meth:`stop` then gives None and one warning). FLOPs are ``2 x`` the MACs, as in
 :mod:`vitprof.measure.mfu.flops`; the element-wise work of the loss is in the vector FLOPs,
-which a meta count of ``forward`` leaves out. Components are placed by the model's component
-table, by module and position (``other`` where no table detects the model); the count's cost is
-the counter's Python work on every op of that one step (docs/mfu.md gives a measure).
+which a meta count of ``forward`` leaves out. Components are placed by the one breakdown every
+feature asks (:func:`vitprof.recognize.breakdown`: the graph read from the step's data flow, as
+for a meta count); the count's cost is the counter's Python work on every op of that one step and
+the breakdown's (docs/mfu.md gives a measure).
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ from __future__ import annotations
 import warnings
 from contextlib import ExitStack
 
+import torch
 from torch import nn
 
 from vitprof.core.errors import one_line
 from vitprof.core.records import Phase
 from vitprof.count.counter import OpCounter
+from vitprof.count.session import counted_run
 from vitprof.count.training import phase_components
 from vitprof.measure.mfu.flops import StepFlops
-from vitprof.recognize.placement import place
-from vitprof.recognize.tables import recognize
+from vitprof.recognize.breakdown import breakdown
 
 
 class LiveCount:
@@ -40,6 +42,7 @@ class LiveCount:
     def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.counter: OpCounter | None = None
+        self.params: dict[str, torch.Tensor] = {}
         self._running = ExitStack()
 
     @property
@@ -48,7 +51,8 @@ class LiveCount:
 
     def start(self) -> None:
         """Count every op from now on (the step's first op must come after)."""
-        counter = OpCounter(self.model, dict(self.model.named_parameters()), real_step=True)
+        self.params = dict(self.model.named_parameters())
+        counter = OpCounter(self.model, self.params, real_step=True)
         counter.track_autograd()
         self._running.enter_context(counter.running())
         self.counter = counter
@@ -60,7 +64,7 @@ class LiveCount:
         if counter is None:
             return None
         self._running.close()
-        records = place(counter.records(), counter.whereabouts(), recognize(self.model)) \
+        records = breakdown(counted_run(counter, self.params, train=True), self.model).ops \
             if counter.failed is None else ()
         if counter.failed is not None or not any(r.phase == Phase.BACKWARD for r in records):
             reason = ("it ran no backward while it was counted" if counter.failed is None else
