@@ -212,16 +212,25 @@ def test_the_device_script_refuses_in_one_line_without_cuda(tmp_path: Path) -> N
     assert not out.exists()
 
 
-def test_the_device_json_has_a_version_a_convention_and_a_schema() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads(device.SCHEMA_FILE.read_text())
-    data = device.document([{"row": "a", "peak_bytes": 3, "allocated_before": 1, "seconds": 0.5},
-                            {"row": "b", "error": "CUDA out of memory."}], "GPU", "2.14")
-    jsonschema.validate(data, schema)
-    assert data["schema_version"] == 2 and "max_memory_allocated" in data["convention"]
-    with pytest.raises(jsonschema.ValidationError):  # a peak must be an integer
-        jsonschema.validate({**data, "rows": [{"row": "a", "peak_bytes": 1.5,
-                                               "allocated_before": 1, "seconds": 0}]}, schema)
+@pytest.mark.slow
+def test_the_dry_run_builds_each_row_as_a_run_would_and_holds_its_json_to_the_schema() -> None:
+    pytest.importorskip("jsonschema")
+    pytest.importorskip("timm")
+    done = script("device_memory", "--dry-run", "--rows", DEIT_TI, CUDA_VISIBLE_DEVICES="")
+    assert done.returncode == 0, done.stderr
+    *built, schema = done.stdout.splitlines()
+    # DeiT-Ti: 12 blocks, one attention module each; the explicit path (Mesa's row) turns
+    # timm's fused attention off in all of them, every other path leaves it on
+    assert f"{DEIT_TI}/b128/float16/none/explicit: fused attention in 0 of 12 attention " \
+           "modules, block checkpointing off" in built
+    assert f"{DEIT_TI}/b8/float32/blocks/efficient: fused attention in 12 of 12 attention " \
+           "modules, block checkpointing on" in built
+    assert [line for line in built if "explicit" not in line and "12 of 12" not in line] == []
+    assert len(built) == len(planned("device_memory", "--rows", DEIT_TI))
+    # the JSON a run writes: its version and convention, valid under the schema
+    assert schema.startswith("the JSON a run writes: schema_version 2, valid under "
+                             "memory_cuda.schema.json; convention: bytes; peak_bytes = "
+                             "torch.cuda.max_memory_allocated")
 
 
 def test_the_device_markdown_lists_each_row(tmp_path: Path) -> None:
@@ -463,15 +472,6 @@ def test_the_cuda_section_puts_each_measured_row_beside_its_prediction(tmp_path:
     assert refused.returncode == 1 and refused.stderr.splitlines()[-1] == (
         f"{tmp_path / 'memory_cuda.json'}: not a device_memory.py measurement: 2 was expected")
     assert (tmp_path / "memory.md").read_text() == page
-
-
-def test_the_explicit_path_turns_timms_fused_attention_off() -> None:
-    pytest.importorskip("timm")
-    fused = device.build(rows.Row(rows.DEIT_TI, 1))
-    explicit = device.build(rows.Row(rows.DEIT_TI, 1, attention="explicit"))
-    # DeiT-Ti: 12 blocks, one attention module each
-    assert [m.fused_attn for m in explicit.modules() if hasattr(m, "fused_attn")] == [False] * 12
-    assert all(m.fused_attn for m in fused.modules() if hasattr(m, "fused_attn"))
 
 
 def test_main_refuses_a_filter_no_row_matches() -> None:
