@@ -1,22 +1,23 @@
-"""The training-memory benchmark's parts that run without vitprof's predictor: the published
-estimators (benchmarks/memory_baselines.py), the rows (memory_rows.py), the CUDA script's plan
-and its refusal without CUDA (device_memory.py), and the page's tables from hand-made results
-(memory_accuracy.py). Expected numbers are derived by the arithmetic beside them.
+"""The training-memory benchmark's scripts, each run as a command (none is loaded as a
+module): the published estimators (benchmarks/memory_baselines.py), the planned rows (--list),
+the CUDA script's plan, dry run, refusal without CUDA and saved-file table (device_memory.py),
+the page written from hand-made saved results (memory_accuracy.py --from-results,
+--cuda-only), Mesa's section (mesa_memory.py), a section replaced (sections.py) and the
+independent harness (independent_memory.py --check-heap, --from-results). Expected numbers
+are derived by the arithmetic beside them.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -33,20 +34,6 @@ def script(name: str, *args: str, stdin: str | None = None,
                           env={**os.environ, "PYTHONPATH": path, **env})
 
 
-def load(name: str) -> ModuleType:
-    """A benchmark script as a module (its siblings importable while it loads)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(BENCH))
-
-
-rows = load("memory_rows")
-device = load("device_memory")
-accuracy = load("memory_accuracy")
-mesa_memory = load("mesa_memory")
-sections = load("sections")
 MIB = 2**20
 
 
@@ -495,9 +482,6 @@ def test_a_section_ends_at_the_next_heading_of_its_level(tmp_path: Path) -> None
     assert replace("# A", "# A\n\nall\n") == "# A\n\nall\n"
 
 
-independent = load("independent_memory")
-
-
 def test_the_independent_harness_shares_no_code_with_vitprof() -> None:
     """benchmarks/independent_memory.py imports nothing of vitprof (it runs `vitprof memory`
     as a command): no import statement names it."""
@@ -511,21 +495,39 @@ def test_the_independent_harness_shares_no_code_with_vitprof() -> None:
 
 
 def test_the_heap_reading_sees_a_tensor_made_under_it() -> None:
-    """HeapPeak's peak rises by at least a tensor's bytes made and kept under it."""
-    with independent.HeapPeak() as reading:
-        start = reading.peak
-        kept = torch.empty(2**20, dtype=torch.float32).fill_(1.0)  # 4 MiB, an aten op after it
-    assert reading.peak - start >= kept.nbytes  # 2**20 * 4 = 4_194_304
+    """The harness's own check: HeapPeak's peak rises by at least a tensor's bytes made and
+    kept under it."""
+    done = script("independent_memory", "--check-heap")
+    assert done.returncode == 0, done.stderr
+    found = re.fullmatch(r"heap reading: rose ([\d,]+) bytes while a ([\d,]+)-byte tensor was "
+                         r"made and kept under it\n", done.stdout)
+    assert found, done.stdout
+    rose, made = (int(n.replace(",", "")) for n in found.groups())
+    assert made == 4 * 2**20 and rose >= made  # 2**20 float32 elements: 4,194,304 bytes
 
 
 def test_the_independent_section_replaces_itself_in_the_page(tmp_path: Path) -> None:
-    """memory_accuracy.py's page keeps independent_memory.py's section after the CPU's."""
-    row = independent.Row("deit_tiny_patch16_224", 8)
-    text = independent.section([(row, 103, 100, "flash (auto: ...)")], 2, 1.0, [])
-    assert "| deit_tiny_patch16_224 b8 float32 | flash (auto: ...) | 103 | 100 | +3.00% |" in text
-    # (103 - 100) / 100 = +3.00%, within the 3% bound
-    assert "1 of 1 rows within 3%" in text
+    """independent_memory.py --from-results writes its section from a saved run (nothing
+    measured), where memory_accuracy.py's page keeps it after the CPU's section."""
+    saved = {"run": {"argv": ["--threads", "2"], "cpu": "a test CPU", "threads": 2,
+                     "torch": "2", "seconds": 1.0},
+             "rows": [{"model": DEIT_TI, "batch": 8, "amp": None, "predicted": 103,
+                       "measured": 100, "attention": "flash (auto: ...)"}]}
+    (tmp_path / "results.json").write_text(json.dumps(saved))
     page = tmp_path / "memory.md"
-    page.write_text("# T\n\n## CPU: x\n\nold\n\n" + text + "\n## CUDA\n\nc\n")
-    kept = sections.read_section(page.read_text(), independent.HEADING, level=2)
-    assert kept == text  # up to the newline before "## CUDA"
+    page.write_text("# T\n\n## CPU: x\n\nkept\n\n"
+                    "## CPU, default settings: an independent measurement\n\nSTALE\n\n"
+                    "## CUDA\n\nc\n")
+    done = script("independent_memory", "--from-results", str(tmp_path / "results.json"),
+                  "--out", str(page), "--save-results", str(tmp_path / "again.json"))
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert text.startswith("# T\n\n## CPU: x\n\nkept\n\n"
+                           "## CPU, default settings: an independent measurement\n\n"
+                           "Generated by `python benchmarks/independent_memory.py --threads 2` "
+                           "(CPU, measured) on a test CPU with 2 threads")
+    assert "STALE" not in text and text.endswith("\n\n## CUDA\n\nc\n")
+    # (103 - 100) / 100 = +3.00%, within the 3% bound
+    assert f"| {DEIT_TI} b8 float32 | flash (auto: ...) | 103 | 100 | +3.00% |" in text
+    assert "1 of 1 rows within 3%" in text
+    assert json.loads((tmp_path / "again.json").read_text()) == saved  # saved as read
