@@ -251,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument("--check-heap", action="store_true",
                       help="only check that the heap reading sees a tensor made under it")
     args = parser.parse_args(argv)
+    if args.check_heap and args.save_results:
+        parser.error("--check-heap measures no row: --save-results does not apply")
     if args.from_results and (args.rows or args.threads):
         parser.error("--from-results writes the saved run's rows: --rows and --threads do not "
                      "apply")

@@ -391,6 +391,9 @@ def run_meta(args: argparse.Namespace, seconds: float) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     path = args.out / "memory.md"
+    if args.save_results and (args.list or args.mesa_only or args.cuda_only):
+        parser().error("--save-results keeps a whole run's rows: not with --list, --mesa-only "
+                       "or --cuda-only")
     if args.mesa_only:
         write_mesa_section(path, [mesa_row(r) for r in mesa_rows()])
         print(f"wrote the Mesa section of {path}")
