@@ -18,11 +18,15 @@ This script uses torch, timm and torchvision only: it shares no code with vitpro
 
     python benchmarks/device_memory.py [--out reports] [--rows deit_tiny] [--list]
     python benchmarks/device_memory.py --markdown reports/memory_cuda.json
+    python benchmarks/device_memory.py --dry-run [--rows deit_tiny]
 
 writes ``OUT/memory_cuda.json`` (read by memory_accuracy.py) and ``OUT/memory_cuda.md``. Without
 a CUDA device it says so in one line and exits 2. ``run(out_dir)`` does the same from Python
 (benchmarks/device_checks.py calls it). ``--markdown`` prints the table of a JSON a GPU run
 wrote, held to its schema (a file it refuses: one line, exit 2), without measuring.
+``--dry-run`` checks on any machine what can be checked before a GPU is lent: each planned row's
+model built on the CPU as a run builds it (its fused attention and checkpointing printed), and
+the JSON a run writes held to its schema (its rows unmeasured); nothing measured or written.
 """
 
 from __future__ import annotations
@@ -78,6 +82,15 @@ def build(row: Row) -> Any:
     return model
 
 
+def prepare(row: Row) -> Any:
+    """The model of ``row`` in training mode, with timm's block checkpointing on for a
+    ``blocks`` row (on the CPU: a run moves it to the GPU)."""
+    model = build(row).train()
+    if row.checkpoint == "blocks":
+        model.set_grad_checkpointing(True)
+    return model
+
+
 def _step(model: Any, x: Any, opt: Any, amp: str | None) -> None:
     import torch
 
@@ -96,9 +109,7 @@ def measure(row: Row) -> dict[str, Any]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     torch.manual_seed(0)
-    model = build(row).cuda().train()
-    if row.checkpoint == "blocks":
-        model.set_grad_checkpointing(True)
+    model = prepare(row).cuda()
     opt = torch.optim.AdamW(model.parameters())
     x = torch.randn(row.batch, 3, 224, 224, device="cuda")
     start = time.perf_counter()
@@ -150,15 +161,39 @@ def document(results: list[dict[str, Any]], device: str, torch_version: str) -> 
 def read_measurement(path: Path) -> dict[str, Any]:
     """The measurements in ``path`` (a JSON this script wrote), held to ``SCHEMA_FILE``; raise
     :class:`NotAMeasurement` (one line) where the schema refuses them. Needs jsonschema."""
+    data = json.loads(path.read_text())
+    hold_to_schema(data, str(path))
+    return data
+
+
+def hold_to_schema(data: dict[str, Any], source: str) -> None:
+    """Raise :class:`NotAMeasurement` (one line naming ``source``) where ``SCHEMA_FILE``
+    refuses ``data``. Needs jsonschema."""
     import jsonschema
 
-    data = json.loads(path.read_text())
     try:
         jsonschema.validate(data, json.loads(SCHEMA_FILE.read_text()))
     except jsonschema.ValidationError as refused:
-        raise NotAMeasurement(f"{path}: not a device_memory.py measurement: {refused.message}"
+        raise NotAMeasurement(f"{source}: not a device_memory.py measurement: {refused.message}"
                               ) from None
-    return data
+
+
+def dry_run(rows: Sequence[Row]) -> None:
+    """Print each row's model as a run prepares it (on the CPU), then hold the JSON a run
+    writes, each row unmeasured, to the schema (:class:`NotAMeasurement` where it refuses)."""
+    import torch
+
+    for row in rows:
+        model = prepare(row)
+        fused = [m.fused_attn for m in model.modules() if hasattr(m, "fused_attn")]
+        checkpointing = "on" if getattr(model, "grad_checkpointing", False) else "off"
+        print(f"{row.key}: fused attention in {sum(fused)} of {len(fused)} attention modules, "
+              f"block checkpointing {checkpointing}", flush=True)
+    data = document([{"row": r.key, "error": "not measured: dry run"} for r in rows],
+                    "none (dry run)", torch.__version__)
+    hold_to_schema(data, "the JSON a run writes")
+    print(f"the JSON a run writes: schema_version {data['schema_version']}, valid under "
+          f"{SCHEMA_FILE.name}; convention: {data['convention']}")
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -180,6 +215,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="print the planned rows and stop")
     p.add_argument("--markdown", type=Path, metavar="JSON",
                    help="print the table of a measurement file and stop (nothing measured)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="build the planned rows' models on the CPU and check the JSON's schema "
+                        "(nothing measured or written)")
     return p
 
 
@@ -191,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.markdown:
             print(markdown(read_measurement(args.markdown)), end="")
+        elif args.dry_run:
+            dry_run(plan(cuda_rows(), args.rows))
         else:
             run(args.out, args.rows)
     except (NoDevice, NotAMeasurement) as error:

@@ -12,12 +12,24 @@ softmax, ``@ v``), launched by ``torch.distributed.launch`` (so ``DistributedDat
 (torch 1.7.1: zeroed in place, not freed), mixup, drop path 0.1, ``cudnn.benchmark``; model EMA
 is commented out in its main.py and engine.py. Bytes throughout; the published MB is taken as
 MiB of ``torch.cuda.max_memory_allocated`` (DeiT's MetricLogger divides by 1024 * 1024).
+
+Run as a command, it writes the section from Mesa rows saved as JSON (the ``"mesa"`` list of
+the results file ``memory_accuracy.py --save-results`` writes: each row's fields, bytes),
+predicting and measuring nothing::
+
+    python benchmarks/mesa_memory.py RESULTS.json [--page reports/memory.md]
+
+prints the section, or with ``--page`` replaces that section of the page (the rest is kept).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from memory_rows import Row
@@ -306,6 +318,38 @@ def shape_of(model: Any) -> MesaShape:
                      sum(p.numel() for p in model.parameters() if p.requires_grad))
 
 
+def write_mesa_section(page: Path, rows: Sequence[MesaRow]) -> None:
+    """Replace the section :data:`HEADING` of ``page`` (up to the next ``## ``) by
+    :func:`mesa_section` of ``rows``; the rest of the page is kept."""
+    from sections import write_section
+
+    write_section(page, HEADING, mesa_section(rows), level=2)
+
+
+def to_json(m: MesaRow) -> dict[str, Any]:
+    """One row as the results file holds it (its fields; the row and shape nested)."""
+    return asdict(m)
+
+
+def from_json(data: Mapping[str, Any]) -> MesaRow:
+    """The row :func:`to_json` wrote."""
+    return MesaRow(**{**data, "row": Row(**data["row"]), "shape": MesaShape(**data["shape"])})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Mesa's section from saved rows.")
+    parser.add_argument("results", type=Path, help="a JSON whose \"mesa\" list holds the rows")
+    parser.add_argument("--page", type=Path, help="replace that section of this page")
+    args = parser.parse_args(argv)
+    rows = [from_json(r) for r in json.loads(args.results.read_text())["mesa"]]
+    if args.page is None:
+        print(mesa_section(rows), end="")
+    else:
+        write_mesa_section(args.page, rows)
+        print(f"wrote the section '{HEADING[3:]}' of {args.page}")
+    return 0
+
+
 def make_row(row: Row, model: Any, estimate: Any, inference: Any, formula: int) -> MesaRow:
     """One row from vitprof's training estimate (target cuda) and its inference estimate at the
     evaluation batch (``vitprof.MemoryEstimate``\\ s) of ``model``."""
@@ -316,3 +360,7 @@ def make_row(row: Row, model: Any, estimate: Any, inference: Any, formula: int) 
     evaluation = eval_bytes(inference.peak_bytes, grads, peak["optimizer_state"], shape.params)
     return MesaRow(row, MESA_MB[row.model], estimate.peak_bytes, states, estimate.saved_bytes,
                    formula, shape, peak["gradients"], grads, evaluation, peak["workspace"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

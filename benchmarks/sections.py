@@ -1,10 +1,19 @@
 """Each benchmark's own section of a markdown report that several benchmarks write
 (reports/benchmark.md): a section runs from its heading to the next heading of its level or
-above (top-level sections by default)."""
+above (top-level sections by default).
+
+Run as a command, it replaces one section of a page by the text on its standard input (a
+section written elsewhere, pasted in), the rest of the page kept::
+
+    python benchmarks/sections.py reports/memory.md "## CUDA" --level 2 < cuda_section.md
+"""
 
 from __future__ import annotations
 
+import argparse
 import re
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from vitprof.core.atomic_write import write_atomically
@@ -39,3 +48,18 @@ def _span(text: str, heading: str, level: int) -> tuple[int, int] | None:
         return None
     found = re.compile(rf"\n#{{1,{level}}} ").search(text, start + len(heading))
     return start, found.start() if found else len(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Replace a section of a page by standard input.")
+    parser.add_argument("page", type=Path)
+    parser.add_argument("heading", help="the section's heading line, e.g. '## CUDA'")
+    parser.add_argument("--level", type=int, default=1,
+                        help="the section ends at the next heading of this level or above")
+    args = parser.parse_args(argv)
+    write_section(args.page, args.heading, sys.stdin.read(), level=args.level)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

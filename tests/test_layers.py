@@ -161,18 +161,76 @@ def test_the_sweep_is_an_analysis_not_a_check() -> None:
 # ---- the benchmarks are scripts above the package: a test runs one as a command ---------------
 
 TESTS = Path(__file__).resolve().parent
-# still loading scripts (issue 34 item 6, left): 17 of test_memory_benchmark.py's 30 tests read
-# the page tables, the Mesa arithmetic and memory_accuracy.main of the scripts in the process
-STILL_LOADING = {"test_memory_benchmark.py"}
-LOADERS = ("spec_from_file_location", "exec_module", "sys.path.insert")
+BENCHMARKS = PACKAGE.parent / "benchmarks"
+# what a module is imported as, where benchmarks/ is on sys.path or the repository root is
+SCRIPTS = {path.stem for path in BENCHMARKS.glob("*.py")} | {BENCHMARKS.name}
+FILE_LOADERS = {"spec_from_file_location", "exec_module", "run_path"}  # importlib, runpy
+PATH_CHANGES = {"sys.path.insert", "sys.path.append", "sys.path.extend", "syspath_prepend"}
+NAME_LOADERS = {"import_module", "__import__"}
+
+
+def _called(call: ast.Call) -> str:
+    """The name a call calls (``f`` of ``f(...)`` and of ``x.f(...)``)."""
+    return call.func.attr if isinstance(call.func, ast.Attribute) else ast.unparse(call.func)
+
+
+def _changes_sys_path(call: ast.Call) -> bool:
+    """``sys.path.insert(...)``, ``.append``, ``.extend``, or pytest's ``syspath_prepend``."""
+    return _called(call) == "syspath_prepend" or ast.unparse(call.func) in PATH_CHANGES
+
+
+def loads_a_benchmark_script(source: str) -> bool:
+    """Whether a test's ``source`` imports a script of benchmarks/ as a module: an import
+    statement, or ``import_module``/``__import__`` of a constant, naming one (or the folder);
+    ``import_module`` of a name computed at run time beside a change of ``sys.path``; or, where
+    the source names the folder, a file loaded by importlib or runpy, or a change of
+    ``sys.path``."""
+    tree = ast.parse(source)
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names]
+    imported += [node.module for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and not node.level]
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    by_name = [call.args[0] for call in calls if _called(call) in NAME_LOADERS and call.args]
+    imported += [arg.value for arg in by_name
+                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+    if any(name.split(".")[0] in SCRIPTS for name in imported):
+        return True
+    changes_path = any(_changes_sys_path(call) for call in calls) or any(
+        isinstance(target, ast.Attribute | ast.Subscript) and "sys.path" in ast.unparse(target)
+        for node in ast.walk(tree) if isinstance(node, ast.Assign | ast.AugAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+    computed = any(not isinstance(arg, ast.Constant) for arg in by_name)
+    loads_files = any(_called(call) in FILE_LOADERS for call in calls)
+    return (computed and changes_path) or (BENCHMARKS.name in source and (
+        loads_files or changes_path))
+
+
+@pytest.mark.parametrize(("source", "loads"), [
+    ("sys.path.insert(0, str(ROOT / 'benchmarks'))\nimport memory_rows", True),
+    ("sys.path.append(BENCH)\nrows = importlib.import_module(name)", True),  # a helper's name
+    ("monkeypatch.syspath_prepend(BENCH)\nmodule = import_module(name)", True),
+    ("sys.path[:0] = [str(BENCH)]\nmodule = __import__(name)", True),
+    ("rows = importlib.import_module('memory_rows')", True),
+    ("from benchmarks.memory_rows import Row", True),
+    ("from mesa_memory import MesaRow", True),
+    ("spec = importlib.util.spec_from_file_location('x', ROOT / 'benchmarks' / 'x.py')", True),
+    ("runpy.run_path(str(ROOT / 'benchmarks' / 'x.py'))", True),
+    ("subprocess.run([sys.executable, str(ROOT / 'benchmarks' / 'memory_rows.py'), '--list'])",
+     False),
+    ("module = importlib.import_module(f'{registry.__name__}.{name}')", False),
+    ("breakdown = import_module('vitprof.recognize.breakdown')", False),
+    ("sys.path.insert(0, str(ROOT / 'tools'))\nimport published", False),
+])
+def test_the_guard_sees_each_way_of_loading_a_script(source: str, loads: bool) -> None:
+    assert loads_a_benchmark_script(source) is loads
 
 
 def test_no_test_loads_a_benchmark_script_as_a_module() -> None:
     # a test runs a script as a command (subprocess), or imports the package feature it uses
     loading = sorted(path.name for path in TESTS.glob("test_*.py")
-                     if path.name not in STILL_LOADING and path.name != Path(__file__).name
-                     and "benchmarks" in (text := path.read_text())
-                     and any(loader in text for loader in LOADERS))
+                     if path.name != Path(__file__).name
+                     and loads_a_benchmark_script(path.read_text()))
     assert loading == []
 
 

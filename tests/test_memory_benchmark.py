@@ -1,12 +1,14 @@
-"""The training-memory benchmark's parts that run without vitprof's predictor: the published
-estimators (benchmarks/memory_baselines.py), the rows (memory_rows.py), the CUDA script's plan
-and its refusal without CUDA (device_memory.py), and the page's tables from hand-made results
-(memory_accuracy.py). Expected numbers are derived by the arithmetic beside them.
+"""The training-memory benchmark's scripts, each run as a command (none is loaded as a
+module): the published estimators (benchmarks/memory_baselines.py), the planned rows (--list),
+the CUDA script's plan, dry run, refusal without CUDA and saved-file table (device_memory.py),
+the page written from hand-made saved results (memory_accuracy.py --from-results,
+--cuda-only), Mesa's section (mesa_memory.py), a section replaced (sections.py) and the
+independent harness (independent_memory.py --check-heap, --from-results). Expected numbers
+are derived by the arithmetic beside them.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -14,38 +16,24 @@ import subprocess
 import sys
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 
 
-def script(name: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """A benchmark script run as a command from the repository root, ``env`` added to the
-    environment (its own process: what it prints, writes and exits with)."""
+def script(name: str, *args: str, stdin: str | None = None,
+           **env: str) -> subprocess.CompletedProcess[str]:
+    """A benchmark script run as a command from the repository root, ``stdin`` its input,
+    ``env`` added to the environment (its own process: what it prints, writes and exits
+    with)."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *args],
+    return subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *args], input=stdin,
                           capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={**os.environ, "PYTHONPATH": path, **env})
 
 
-def load(name: str) -> ModuleType:
-    """A benchmark script as a module (its siblings importable while it loads)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(BENCH))
-
-
-rows = load("memory_rows")
-device = load("device_memory")
-accuracy = load("memory_accuracy")
-mesa_memory = load("mesa_memory")
-sections = load("sections")
 MIB = 2**20
 
 
@@ -211,16 +199,25 @@ def test_the_device_script_refuses_in_one_line_without_cuda(tmp_path: Path) -> N
     assert not out.exists()
 
 
-def test_the_device_json_has_a_version_a_convention_and_a_schema() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads(device.SCHEMA_FILE.read_text())
-    data = device.document([{"row": "a", "peak_bytes": 3, "allocated_before": 1, "seconds": 0.5},
-                            {"row": "b", "error": "CUDA out of memory."}], "GPU", "2.14")
-    jsonschema.validate(data, schema)
-    assert data["schema_version"] == 2 and "max_memory_allocated" in data["convention"]
-    with pytest.raises(jsonschema.ValidationError):  # a peak must be an integer
-        jsonschema.validate({**data, "rows": [{"row": "a", "peak_bytes": 1.5,
-                                               "allocated_before": 1, "seconds": 0}]}, schema)
+@pytest.mark.slow
+def test_the_dry_run_builds_each_row_as_a_run_would_and_holds_its_json_to_the_schema() -> None:
+    pytest.importorskip("jsonschema")
+    pytest.importorskip("timm")
+    done = script("device_memory", "--dry-run", "--rows", DEIT_TI, CUDA_VISIBLE_DEVICES="")
+    assert done.returncode == 0, done.stderr
+    *built, schema = done.stdout.splitlines()
+    # DeiT-Ti: 12 blocks, one attention module each; the explicit path (Mesa's row) turns
+    # timm's fused attention off in all of them, every other path leaves it on
+    assert f"{DEIT_TI}/b128/float16/none/explicit: fused attention in 0 of 12 attention " \
+           "modules, block checkpointing off" in built
+    assert f"{DEIT_TI}/b8/float32/blocks/efficient: fused attention in 12 of 12 attention " \
+           "modules, block checkpointing on" in built
+    assert [line for line in built if "explicit" not in line and "12 of 12" not in line] == []
+    assert len(built) == len(planned("device_memory", "--rows", DEIT_TI))
+    # the JSON a run writes: its version and convention, valid under the schema
+    assert schema.startswith("the JSON a run writes: schema_version 2, valid under "
+                             "memory_cuda.schema.json; convention: bytes; peak_bytes = "
+                             "torch.cuda.max_memory_allocated")
 
 
 def test_the_device_markdown_lists_each_row(tmp_path: Path) -> None:
@@ -243,194 +240,225 @@ def test_the_device_markdown_lists_each_row(tmp_path: Path) -> None:
         done.stderr)
 
 
-# ------------------------------------------------------------------------------- the page
-
-
-def result(measured: int, predicted: int, **baseline: int) -> object:
-    fields = {"params": 10 * MIB, "formula": 100 * MIB, "accelerate": 40 * MIB,
-              "zero2": 200 * MIB, "zero3": 190 * MIB, **baseline}
-    return accuracy.Result(rows.Row(rows.DEIT_TI, 8), predicted, measured, 50 * MIB, 50 * MIB,
-                           1.5, accuracy.Baselines(**fields))
-
-
-def test_the_error_is_in_percent_of_the_measurement() -> None:
-    assert accuracy.error(102, 100) == 2.0
-    assert accuracy.error(97, 100) == -3.0
-
-
-def test_the_accuracy_table_and_summary() -> None:
-    # 1,000 MiB measured: predicted 1,020 (+2.0%) and 950 (-5.0%)
-    results = [result(1000 * MIB, 1020 * MIB), result(1000 * MIB, 950 * MIB)]
-    table = accuracy.accuracy_table(results)
-    assert (f"| {rows.DEIT_TI} | 8 | float32 | none | flash | {1000 * MIB:,} | {1020 * MIB:,} "
-            f"| +2.0% | {50 * MIB:,} | +0 | 1.5 |") in table
-    summary = accuracy.accuracy_summary(results, threads=2)
-    assert summary.startswith(
-        "1 of 2 rows within 3% of the measured peak (largest error 5.00%); "
-        "saved-for-backward bytes equal to the byte on 2 of 2. This holds on the CPU "
-        "(measured), for the stylised step above, at 2 threads")
-    assert summary.endswith("CUDA: modelled, not measured.")
-
-
-def test_the_baselines_table_puts_each_estimate_against_the_measurement() -> None:
-    table = accuracy.baselines_table([result(1000 * MIB, 1020 * MIB)])
-    # formula 100 MiB: -90.0%; + 16 B x 10 Mi params = 100 + 160 = 260 MiB: -74.0%;
-    # accelerate 40 MiB: -96.0%; ZeRO-2 200 MiB: -80.0%; ZeRO-3 190 MiB: -81.0%
-    assert ("| 1,020 MiB (+2.0%) | 100 MiB (-90.0%) | 260 MiB (-74.0%) | 40 MiB (-96.0%) | "
-            "200 MiB (-80.0%) | 190 MiB (-81.0%) |") in table
-    findings = "\n".join(accuracy.baselines_findings(
-        [result(1000 * MIB, 1020 * MIB), result(500 * MIB, 500 * MIB)]))
-    # the formula: 100 / 1,000 -> -90.0%, 100 / 500 -> -80.0%
-    assert "**34sbh + 5as²b** (-90.0% to -80.0%)" in findings
-
-
-def test_cuda_rows_say_not_measured_without_a_measurement_file() -> None:
-    lines = accuracy.cuda_section(None, {})
-    assert lines[0].startswith("Not measured: no GPU was lent")
-    data = {"device": "H100", "torch": "2", "rows": [
-        {"row": "r", "peak_bytes": 100 * MIB, "allocated_before": 0},
-        {"row": "s", "error": "CUDA out of memory."}]}
-    table = "\n".join(accuracy.cuda_section(data, {"r": 104 * MIB}))
-    assert f"| r | {100 * MIB:,} | {104 * MIB:,} | +4.0% |" in table  # 104 / 100 - 1
-    assert "| s | failed: CUDA out of memory. | | |" in table
-
-
-def test_a_cuda_file_is_read_back_into_its_rows(tmp_path: Path) -> None:
-    key = rows.cuda_rows()[0].key
-    data = device.document([{"row": key, "peak_bytes": 1, "allocated_before": 0, "seconds": 0}],
-                           "GPU", "2")
-    (tmp_path / device.OUTPUT).write_text(json.dumps(data))
-    cuda = accuracy.load_cuda(tmp_path / device.OUTPUT)
-    assert cuda is not None and [r.key for r in accuracy.cuda_rows_of(cuda)] == [key]
-    assert accuracy.load_cuda(tmp_path / "absent.json") is None
-    (tmp_path / "old.json").write_text(json.dumps({**data, "schema_version": 1}))
-    refusal = re.escape("old.json: not a device_memory.py measurement: 2 was expected")
-    with pytest.raises(SystemExit, match=refusal):
-        accuracy.load_cuda(tmp_path / "old.json")
+# ------------------------------------------------------------------------------- Mesa's rows
 
 
 # DeiT-Ti: 12 layers of 3 heads, 196 + 1 tokens, width 192, 5,717,416 parameters
-TI_SHAPE = mesa_memory.MesaShape(blocks=12, heads=3, tokens=197, width=192, params=5_717_416)
+TI_SHAPE = {"blocks": 12, "heads": 3, "tokens": 197, "width": 192, "params": 5_717_416}
 
 
 def mesa_ti(predicted: int, published_mib: int = 4171, formula: int = 12 * 239_123_328,
-            grads: int = 4 * 5_717_416) -> object:
-    return mesa_memory.MesaRow(rows.Row(rows.DEIT_TI, 128, "float16", "none", "explicit"),
-                               published_mib=published_mib, predicted=predicted,
-                               states=87 * MIB, saved=3000 * MIB, formula=formula,
-                               shape=TI_SHAPE, grads_at_peak=774_144, grads=grads,
-                               evaluation=600 * MIB, workspace=2 * 32 * MIB)  # 2 handles
+            **changed: object) -> dict[str, object]:
+    """DeiT-Ti's Mesa row as the results file holds it (bytes)."""
+    return {"row": {"model": DEIT_TI, "batch": 128, "amp": "float16", "checkpoint": "none",
+                    "attention": "explicit"}, "published_mib": published_mib,
+            "predicted": predicted, "states": 87 * MIB, "saved": 3000 * MIB, "formula": formula,
+            "shape": TI_SHAPE, "grads_at_peak": 774_144, "grads": 4 * 5_717_416,
+            "evaluation": 600 * MIB, "workspace": 2 * 32 * MIB, **changed}  # 2 handles
 
 
-def test_the_mesa_table_compares_with_the_published_mib() -> None:
-    table = mesa_memory.mesa_table([mesa_ti(4000 * MIB)])
+def mesa_section(tmp_path: Path, *rows: dict[str, object], page: Path | None = None) -> str:
+    """The section mesa_memory.py prints for ``rows`` (saved as a results file), or with
+    ``page`` what it leaves in that page."""
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps({"mesa": list(rows)}))
+    done = script("mesa_memory", str(saved), *(["--page", str(page)] if page else []))
+    assert done.returncode == 0, done.stderr
+    return page.read_text() if page else done.stdout
+
+
+def test_the_mesa_table_compares_with_the_published_mib(tmp_path: Path) -> None:
+    table = mesa_section(tmp_path, mesa_ti(4000 * MIB))
     # 4,000 / 4,171 - 1 = -4.1%; the formula: 12 x 239,123,328 = 2,869,479,936 bytes
     # = 2,736.5 MiB, 2,736.5 / 4,171 - 1 = -34.4%
-    assert (f"| {rows.DEIT_TI} | 4,171 | 4,000 | -4.1% | 87 | 3,000 | 2,737 | -34.4% |"
-            in table)
+    assert f"| {DEIT_TI} | 4,171 | 4,000 | -4.1% | 87 | 3,000 | 2,737 | -34.4% |" in table
 
 
-def test_the_2021_runs_causes_are_arithmetic_on_the_model() -> None:
-    m = mesa_ti(3000 * MIB)
-    causes = mesa_memory.then_and_now(m)
+def test_the_2021_runs_causes_are_arithmetic_on_the_model(tmp_path: Path) -> None:
+    section = mesa_section(tmp_path, mesa_ti(3000 * MIB))
     # softmax's float32 input per layer: 128 x 3 x 197**2 x 4 = 59,610,624 bytes; 12 layers
-    assert causes["softmax_input"] == 12 * 59_610_624
-    assert causes["cublas_workspace"] == -2 * 32 * MIB  # what vitprof charges: 2 handles
-    assert causes["ddp_buckets"] == 4 * 5_717_416  # a float32 copy of every gradient
-    assert causes["kept_grads"] == 4 * 5_717_416 - 774_144  # all, less those alive at the peak
+    softmax = 12 * 59_610_624
+    workspace = -2 * 32 * MIB  # what vitprof charges: 2 handles, -64 MiB
+    ddp = 4 * 5_717_416  # a float32 copy of every gradient
+    kept = 4 * 5_717_416 - 774_144  # all gradients, less those alive at the peak
     # 3,000 MiB + 715,327,488 - 67,108,864 + 22,869,664 + 22,095,520 = 3,000 MiB + 693,183,808
-    assert mesa_memory.explained(m) == 3000 * MIB + 693_183_808
-    residual = 4171 * MIB - 3000 * MIB - 693_183_808  # 534,698,688
-    assert mesa_memory.residual(m) == residual
-    # per token-channel-block: 128 x 197 x 192 x 12 = 58,097,664; per score: 128 x 3 x 197**2
-    # x 12 = 178,831,872; per parameter: 5,717,416
-    assert mesa_memory.per_activation(m) == residual / 58_097_664
-    assert mesa_memory.per_score(m) == residual / 178_831_872
-    assert mesa_memory.per_param(m) == residual / 5_717_416
+    explained = 3000 * MIB + softmax + workspace + ddp + kept
+    assert explained == 3000 * MIB + 693_183_808
+    residual = 4171 * MIB - explained  # 534,698,688
+    # per token-channel-block: 128 x 197 x 192 x 12 = 58,097,664; per parameter: 5,717,416
+    assert (f"| {DEIT_TI} | 3,000 | {softmax / MIB:,.0f} | -64 | {ddp / MIB:,.0f} | "
+            f"{kept / MIB:,.0f} | {explained / MIB:,.0f} | "
+            f"{-100 * residual / (4171 * MIB):+.1f}% | {residual / MIB:,.0f} | "
+            f"{residual / 58_097_664:.1f} | {residual / 5_717_416:.1f} |") in section
+    # per score: 128 x 3 x 197**2 x 12 = 178,831,872
+    per_score = residual / 178_831_872
+    assert f"it is also {per_score:.2f} to {per_score:.2f} bytes per attention score" in section
 
 
-def test_the_residual_is_fitted_to_what_it_scales_with() -> None:
-    small = mesa_memory.MesaShape(blocks=12, heads=6, tokens=197, width=384, params=22_050_664)
-
-    def row(shape: object, published_mib: int) -> object:
-        import dataclasses
-        return dataclasses.replace(mesa_ti(0, published_mib), shape=shape, grads_at_peak=0,
-                                   grads=0)
-
+def test_the_residual_is_fitted_to_what_it_scales_with(tmp_path: Path) -> None:
+    small = {"blocks": 12, "heads": 6, "tokens": 197, "width": 384, "params": 22_050_664}
     # vitprof 0 and the workspaces -64 MiB: published = residual + explained; a residual of
     # 3 bytes per token-channel-block in both (58,097,664 and 116,195,328 of them), so the
     # published figures are softmax + DDP - 64 MiB + 3 x that (rounded up to a MiB)
     ti = 12 * 59_610_624 + 4 * 5_717_416 - 64 * MIB + 3 * 58_097_664
     s = 2 * 12 * 59_610_624 + 4 * 22_050_664 - 64 * MIB + 3 * 116_195_328
-    found = mesa_memory.findings([row(TI_SHAPE, -(-ti // MIB)), row(small, -(-s // MIB))])
-    assert "it scales with the activations, not with the model's size" in found[1]
+    section = mesa_section(
+        tmp_path, mesa_ti(0, -(-ti // MIB), grads_at_peak=0, grads=0),
+        mesa_ti(0, -(-s // MIB), shape=small, grads_at_peak=0, grads=0))
+    assert "it scales with the activations, not with the model's size" in section
 
 
-def test_the_explicit_path_turns_timms_fused_attention_off() -> None:
-    pytest.importorskip("timm")
-    fused = device.build(rows.Row(rows.DEIT_TI, 1))
-    explicit = device.build(rows.Row(rows.DEIT_TI, 1, attention="explicit"))
-    # DeiT-Ti: 12 blocks, one attention module each
-    assert [m.fused_attn for m in explicit.modules() if hasattr(m, "fused_attn")] == [False] * 12
-    assert all(m.fused_attn for m in fused.modules() if hasattr(m, "fused_attn"))
-
-
-def test_the_mesa_verdict_follows_the_numbers() -> None:
-    def mesa(predicted_mib: int) -> object:
+def test_the_mesa_verdict_follows_the_numbers(tmp_path: Path) -> None:
+    def mesa(predicted_mib: int) -> dict[str, object]:
         return mesa_ti(predicted_mib * MIB, published_mib=1000, formula=600 * MIB)
 
     # 1,040 / 1,000 - 1 = +4.0% and 970 / 1,000 - 1 = -3.0%: within 5%
-    assert mesa_memory.mesa_verdict([mesa(1040), mesa(970)]).startswith(
-        "Reproduced: vitprof's predictions are within 4.0% of Mesa's figures.")
+    assert ("Reproduced: vitprof's predictions are within 4.0% of Mesa's figures."
+            in mesa_section(tmp_path, mesa(1040), mesa(970)))
     # 620 / 1,000 - 1 = -38.0%; the formula: 600 / 1,000 - 1 = -40.0%
-    verdict = mesa_memory.mesa_verdict([mesa(620), mesa(1000)])
+    verdict = next(line for line in mesa_section(tmp_path, mesa(620), mesa(1000)).splitlines()
+                   if line.startswith("Not reproduced"))
     assert verdict.startswith("Not reproduced as today's step: vitprof's predictions of it are "
                               "-38.0% to +0.0% off")
     assert verdict.endswith("The 34sbh + 5as²b formula alone is -40.0% to -40.0% off them.")
 
 
-def test_main_writes_the_page_and_its_figure(monkeypatch: pytest.MonkeyPatch,
-                                             tmp_path: Path) -> None:
-    from test_memory_render import ESTIMATE  # a hand-built estimate stands in for vitprof's
+def test_the_mesa_section_replaces_itself_alone(tmp_path: Path) -> None:
+    """What memory_accuracy.py --mesa-only writes: that section of the page, up to the next
+    ``## `` heading, the rest kept."""
+    page = tmp_path / "memory.md"
+    page.write_text("# Page\n\nintro\n\n## Mesa's DeiT figures\n\nSTALE\n\n### sub\n\nSTALE\n\n"
+                    "## Training memory: x\n\nkept\n")
+    text = mesa_section(tmp_path, mesa_ti(4000 * MIB), page=page)
+    assert "STALE" not in text and text.startswith("# Page\n\nintro\n\n## Mesa's DeiT figures")
+    assert text.endswith("\n\n## Training memory: x\n\nkept\n")
+    assert "### A hypothesis: what the 2021 run may have held that today's step does not" in text
 
+
+# ------------------------------------------------------------------------------- the page
+
+
+def result(row: dict[str, object], measured: int, predicted: int) -> dict[str, object]:
+    """One CPU row as the results file holds it (bytes; AdamW's 16 B x 10 Mi params)."""
+    return {"row": {"model": DEIT_TI, "batch": 8, "amp": None, "checkpoint": "none",
+                    "attention": "flash", **row},
+            "predicted": predicted, "measured": measured, "predicted_saved": 50 * MIB,
+            "measured_saved": 50 * MIB, "seconds": 1.5,
+            "baselines": {"params": 10 * MIB, "formula": 100 * MIB, "accelerate": 40 * MIB,
+                          "zero2": 200 * MIB, "zero3": 190 * MIB}}
+
+
+SAVED = {
+    "run": {"flags": " --quick", "cpu": "a test CPU", "python": "Python 3", "torch": "2",
+            "threads": 2, "seconds": 12.0},
+    # 1,000 MiB measured: predicted 1,020 (+2.0%) and 950 (-5.0%); 500 MiB: 500 (+0.0%)
+    "cpu": [result({}, 1000 * MIB, 1020 * MIB), result({"checkpoint": "blocks"}, 1000 * MIB,
+                                                        950 * MIB),
+            result({"attention": "math"}, 500 * MIB, 500 * MIB)],
+    "mesa": [mesa_ti(4000 * MIB)],
+}
+INDEPENDENT = "## CPU, default settings: an independent measurement\n\nrows\n"
+LOOPS = ("## The loops people write\n\nrows\n\n"
+         "## `--fit` against a search over real steps\n\nsearch\n")
+
+
+@pytest.fixture(scope="module")
+def page_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """memory_accuracy.py --from-results on :data:`SAVED` (nothing measured; the shown
+    estimate predicted), over a page whose independent and loop sections it keeps, with no
+    CUDA measurement; saving what it read again. Its folder."""
+    pytest.importorskip("timm")
+    out = tmp_path_factory.mktemp("page")
+    (out / "results.json").write_text(json.dumps(SAVED))
+    (out / "memory.md").write_text(f"# Old page\n\n## CPU: x\n\nSTALE\n\n{INDEPENDENT}\n"
+                                   f"## CUDA\n\nSTALE\n\n{LOOPS}")
+    done = script("memory_accuracy", "--out", str(out), "--from-results",
+                  str(out / "results.json"), "--save-results", str(out / "again.json"))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_the_accuracy_table_and_summary(page_run: Path) -> None:
+    page = (page_run / "memory.md").read_text()
+    # the error is in percent of the measurement: 1,020 / 1,000 - 1 = +2.0%, 950: -5.0%
+    assert (f"| {DEIT_TI} | 8 | float32 | none | flash | {1000 * MIB:,} | {1020 * MIB:,} "
+            f"| +2.0% | {50 * MIB:,} | +0 | 1.5 |") in page
+    assert (f"| {DEIT_TI} | 8 | float32 | blocks | flash | {1000 * MIB:,} | {950 * MIB:,} "
+            "| -5.0% |") in page
+    assert ("2 of 3 rows within 3% of the measured peak (largest error 5.00%); "
+            "saved-for-backward bytes equal to the byte on 3 of 3. This holds on the CPU "
+            "(measured), for the stylised step above, at 2 threads") in page  # the run's threads
+    assert "error depends on the thread count; CUDA: modelled, not measured." in page
+
+
+@pytest.mark.slow
+def test_the_baselines_table_puts_each_estimate_against_the_measurement(page_run: Path) -> None:
+    page = (page_run / "memory.md").read_text()
+    # formula 100 MiB: -90.0%; + 16 B x 10 Mi params = 100 + 160 = 260 MiB: -74.0%;
+    # accelerate 40 MiB: -96.0%; ZeRO-2 200 MiB: -80.0%; ZeRO-3 190 MiB: -81.0%
+    assert ("| 1,020 MiB (+2.0%) | 100 MiB (-90.0%) | 260 MiB (-74.0%) | 40 MiB (-96.0%) | "
+            "200 MiB (-80.0%) | 190 MiB (-81.0%) |") in page
+    # the formula: 100 / 1,000 -> -90.0% (twice), 100 / 500 -> -80.0%
+    assert "**34sbh + 5as²b** (-90.0% to -80.0%)" in page
+
+
+@pytest.mark.slow
+def test_the_page_from_saved_results_and_its_figure(page_run: Path) -> None:
     from vitprof.render import figures
 
-    monkeypatch.setattr(accuracy, "run_row", lambda row: result(1000 * MIB, 1010 * MIB))
-    monkeypatch.setattr(accuracy, "predict", lambda row, target: ESTIMATE)
-    monkeypatch.setattr(accuracy, "mesa_row", lambda row: mesa_ti(1000 * MIB))
-    assert accuracy.main(["--out", str(tmp_path), "--quick"]) == 0
-    page = (tmp_path / "memory.md").read_text()
+    page = (page_run / "memory.md").read_text()
     headings = [line for line in page.splitlines() if line.startswith("#")]
     assert headings == [
         "# Training memory: predicted against measured",
-        "## CPU: vitprof against the measured peak", "## CUDA",
+        "## CPU: vitprof against the measured peak",
+        "## CPU, default settings: an independent measurement", "## CUDA",
         "## The other estimates on the same rows", "## Mesa's DeiT figures",
         "### A hypothesis: what the 2021 run may have held that today's step does not",
-        f"## Training memory: {rows.DEIT_S}"]  # the shown row's model, not the estimate's
-    assert "`python benchmarks/memory_accuracy.py --quick`" in page
-    # 3 quick rows, each 1,010 / 1,000 - 1 = +1.0%
-    assert "3 of 3 rows within 3% of the measured peak (largest error 1.00%)" in page
-    assert "Not measured: no GPU was lent" in page
-    assert f"![memory over one training step of {rows.DEIT_S}](memory_timeline.png)" in page
-    assert figures.read_digest(tmp_path / "memory_timeline.png") is not None
+        f"## Training memory: {DEIT_S}",  # the shown row's model, not the estimate's
+        "## The loops people write", "## `--fit` against a search over real steps"]
+    # the run's flags, machine and time, not those of the process that wrote the page
+    assert ("Generated by `python benchmarks/memory_accuracy.py --quick` on a test CPU "
+            "(2 cores, Python 3, torch 2): 3 real CPU training steps in 12 s") in page
+    assert "Not measured: no GPU was lent" in page  # no memory_cuda.json beside it
+    assert f"| {DEIT_TI} | 4,171 | 4,000 | -4.1% |" in page  # Mesa's row, as saved
+    assert f"![memory over one training step of {DEIT_S}](memory_timeline.png)" in page
+    assert figures.read_digest(page_run / "memory_timeline.png") is not None
+    # the sections of independent_memory.py and independent_loops.py come back as they were
+    assert "STALE" not in page and "# Old page" not in page
+    assert f"{INDEPENDENT}\n## CUDA" in page and page.endswith(LOOPS)
+    assert json.loads((page_run / "again.json").read_text()) == SAVED  # saved as read
 
 
-def test_main_keeps_the_loop_sections_independent_loops_wrote(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """memory_accuracy.py writes the whole page; the sections of independent_loops.py (the
-    loops people write, --fit against a search) come back as they were, at the end."""
-    from test_memory_render import ESTIMATE
+ON_CUDA = f"{DEIT_TI}/b8/float32/none/efficient"  # a planned CUDA row
 
-    monkeypatch.setattr(accuracy, "run_row", lambda row: result(1000 * MIB, 1010 * MIB))
-    monkeypatch.setattr(accuracy, "predict", lambda row, target: ESTIMATE)
-    monkeypatch.setattr(accuracy, "mesa_row", lambda row: mesa_ti(1000 * MIB))
-    loops = load("independent_loops")
-    (tmp_path / "memory.md").write_text(f"# Old page\n\n{loops.HEADING}\n\nrows\n\n"
-                                        f"{loops.FIT_HEADING}\n\nsearch\n")
-    assert accuracy.main(["--out", str(tmp_path), "--quick"]) == 0
+
+@pytest.mark.slow
+def test_the_cuda_section_puts_each_measured_row_beside_its_prediction(tmp_path: Path) -> None:
+    pytest.importorskip("jsonschema")
+    pytest.importorskip("timm")
+    data = {"schema_version": 2, "convention": "bytes", "device": "H100", "torch": "2", "rows": [
+        {"row": ON_CUDA, "peak_bytes": 100 * MIB, "allocated_before": 0, "seconds": 0},
+        {"row": "s", "error": "CUDA out of memory."}]}
+    (tmp_path / "memory_cuda.json").write_text(json.dumps(data))
+    (tmp_path / "memory.md").write_text("# T\n\n## CUDA\n\nSTALE\n\n## Next\n\nkept\n")
+    done = script("memory_accuracy", "--out", str(tmp_path), "--cuda-only")
+    assert done.returncode == 0, done.stderr
     page = (tmp_path / "memory.md").read_text()
-    assert "# Old page" not in page
-    assert page.endswith(f"\n\n{loops.HEADING}\n\nrows\n\n{loops.FIT_HEADING}\n\nsearch\n")
+    assert page.startswith("# T\n\n## CUDA\n\nMeasured on H100 (torch 2)")
+    assert "STALE" not in page and page.endswith("\n\n## Next\n\nkept\n")
+    # the row read back into its plan, predicted for CUDA: error in percent of the measurement
+    cells = next(line for line in page.splitlines() if line.startswith(f"| {ON_CUDA} |"))
+    measured, predicted, error = (cell.strip() for cell in cells.split("|")[2:5])
+    assert measured == f"{100 * MIB:,}"
+    assert error == f"{100 * (int(predicted.replace(',', '')) - 100 * MIB) / (100 * MIB):+.1f}%"
+    assert "| s | failed: CUDA out of memory. | | |" in page
+    # a file of the schema before (version 1): refused in one line, the page left as it was
+    (tmp_path / "memory_cuda.json").write_text(json.dumps({**data, "schema_version": 1}))
+    refused = script("memory_accuracy", "--out", str(tmp_path), "--cuda-only")
+    assert refused.returncode == 1 and refused.stderr.splitlines()[-1] == (
+        f"{tmp_path / 'memory_cuda.json'}: not a device_memory.py measurement: 2 was expected")
+    assert (tmp_path / "memory.md").read_text() == page
 
 
 def test_main_refuses_a_filter_no_row_matches() -> None:
@@ -440,29 +468,18 @@ def test_main_refuses_a_filter_no_row_matches() -> None:
         "memory_accuracy.py: error: no row's key contains no_such_model")
 
 
-def test_mesa_only_rewrites_that_section_alone(monkeypatch: pytest.MonkeyPatch,
-                                               tmp_path: Path) -> None:
-    monkeypatch.setattr(accuracy, "mesa_row", lambda row: mesa_ti(4000 * MIB))
-    page = tmp_path / "memory.md"
-    page.write_text("# Page\n\nintro\n\n## Mesa's DeiT figures\n\nSTALE\n\n### sub\n\nSTALE\n\n"
-                    "## Training memory: x\n\nkept\n")
-    assert accuracy.main(["--out", str(tmp_path), "--mesa-only"]) == 0
-    text = page.read_text()
-    assert "STALE" not in text and text.startswith("# Page\n\nintro\n\n## Mesa's DeiT figures")
-    assert text.endswith("\n\n## Training memory: x\n\nkept\n")
-    assert "### A hypothesis: what the 2021 run may have held that today's step does not" in text
-
-
 def test_a_section_ends_at_the_next_heading_of_its_level(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("# A\n\n## B\n\nb\n\n### B1\n\nb1\n\n## C\n\nc\n")
-    sections.write_section(page, "## B", "## B\n\nnew\n", level=2)
-    assert page.read_text() == "# A\n\n## B\n\nnew\n\n## C\n\nc\n"
-    sections.write_section(page, "# A", "# A\n\nall\n")  # level 1: up to the next "# "
-    assert page.read_text() == "# A\n\nall\n"
 
+    def replace(heading: str, text: str, *level: str) -> str:
+        done = script("sections", str(page), heading, *level, stdin=text)
+        assert done.returncode == 0, done.stderr
+        return page.read_text()
 
-independent = load("independent_memory")
+    assert replace("## B", "## B\n\nnew\n", "--level", "2") == "# A\n\n## B\n\nnew\n\n## C\n\nc\n"
+    # level 1 (the default): up to the next "# "
+    assert replace("# A", "# A\n\nall\n") == "# A\n\nall\n"
 
 
 def test_the_independent_harness_shares_no_code_with_vitprof() -> None:
@@ -478,21 +495,39 @@ def test_the_independent_harness_shares_no_code_with_vitprof() -> None:
 
 
 def test_the_heap_reading_sees_a_tensor_made_under_it() -> None:
-    """HeapPeak's peak rises by at least a tensor's bytes made and kept under it."""
-    with independent.HeapPeak() as reading:
-        start = reading.peak
-        kept = torch.empty(2**20, dtype=torch.float32).fill_(1.0)  # 4 MiB, an aten op after it
-    assert reading.peak - start >= kept.nbytes  # 2**20 * 4 = 4_194_304
+    """The harness's own check: HeapPeak's peak rises by at least a tensor's bytes made and
+    kept under it."""
+    done = script("independent_memory", "--check-heap")
+    assert done.returncode == 0, done.stderr
+    found = re.fullmatch(r"heap reading: rose ([\d,]+) bytes while a ([\d,]+)-byte tensor was "
+                         r"made and kept under it\n", done.stdout)
+    assert found, done.stdout
+    rose, made = (int(n.replace(",", "")) for n in found.groups())
+    assert made == 4 * 2**20 and rose >= made  # 2**20 float32 elements: 4,194,304 bytes
 
 
 def test_the_independent_section_replaces_itself_in_the_page(tmp_path: Path) -> None:
-    """memory_accuracy.py's page keeps independent_memory.py's section after the CPU's."""
-    row = independent.Row("deit_tiny_patch16_224", 8)
-    text = independent.section([(row, 103, 100, "flash (auto: ...)")], 2, 1.0, [])
-    assert "| deit_tiny_patch16_224 b8 float32 | flash (auto: ...) | 103 | 100 | +3.00% |" in text
-    # (103 - 100) / 100 = +3.00%, within the 3% bound
-    assert "1 of 1 rows within 3%" in text
+    """independent_memory.py --from-results writes its section from a saved run (nothing
+    measured), where memory_accuracy.py's page keeps it after the CPU's section."""
+    saved = {"run": {"argv": ["--threads", "2"], "cpu": "a test CPU", "threads": 2,
+                     "torch": "2", "seconds": 1.0},
+             "rows": [{"model": DEIT_TI, "batch": 8, "amp": None, "predicted": 103,
+                       "measured": 100, "attention": "flash (auto: ...)"}]}
+    (tmp_path / "results.json").write_text(json.dumps(saved))
     page = tmp_path / "memory.md"
-    page.write_text("# T\n\n## CPU: x\n\nold\n\n" + text + "\n## CUDA\n\nc\n")
-    kept = sections.read_section(page.read_text(), independent.HEADING, level=2)
-    assert kept == text  # up to the newline before "## CUDA"
+    page.write_text("# T\n\n## CPU: x\n\nkept\n\n"
+                    "## CPU, default settings: an independent measurement\n\nSTALE\n\n"
+                    "## CUDA\n\nc\n")
+    done = script("independent_memory", "--from-results", str(tmp_path / "results.json"),
+                  "--out", str(page), "--save-results", str(tmp_path / "again.json"))
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert text.startswith("# T\n\n## CPU: x\n\nkept\n\n"
+                           "## CPU, default settings: an independent measurement\n\n"
+                           "Generated by `python benchmarks/independent_memory.py --threads 2` "
+                           "(CPU, measured) on a test CPU with 2 threads")
+    assert "STALE" not in text and text.endswith("\n\n## CUDA\n\nc\n")
+    # (103 - 100) / 100 = +3.00%, within the 3% bound
+    assert f"| {DEIT_TI} b8 float32 | flash (auto: ...) | 103 | 100 | +3.00% |" in text
+    assert "1 of 1 rows within 3%" in text
+    assert json.loads((tmp_path / "again.json").read_text()) == saved  # saved as read
