@@ -1366,6 +1366,49 @@ class TablesNet(Net):
 TABLES = {C.TOKENS: (D * 9 + D, 0)}  # the 3x3 table and the 1-D one; resizing has no MACs
 
 
+SIDE = 2  # positions per row of the 2x2 map, and rows: N = SIDE * SIDE
+
+
+class RepeatedTables(nn.Module):
+    """A class token ``k`` joined before the patches, then a position embedding made from
+    parameters alone through free ops: a table ``s`` of one row's SIDE positions repeated over
+    the SIDE rows, plus a table ``t`` of SIDE rows each repeated over the row's positions
+    (``repeat_interleave``), a table ``c`` for the class token concatenated before them, the
+    sum added to the tokens. pytorchvideo's MViT (spatial table repeated over time, temporal
+    table repeated over space) showed it: the records reading the tables only through copying
+    free ops were taken for records reading the input data, so they computed no table: main
+    placed both adds in ``patch_embed`` and the self-check of one module in two components
+    fired."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.k, self.c = nn.Parameter(torch.zeros(1, 1, D)), nn.Parameter(torch.zeros(1, 1, D))
+        self.s = nn.Parameter(torch.zeros(1, SIDE, D))
+        self.t = nn.Parameter(torch.zeros(1, SIDE, D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([self.k.expand(x.shape[0], -1, -1), x], 1)
+        table = self.s.repeat(1, SIDE, 1) + torch.repeat_interleave(self.t, SIDE, dim=1)
+        return x + torch.cat([self.c, table], 1)
+
+
+class RepeatedTablesNet(Net):
+    """The standard net, the class token and position tables of :class:`RepeatedTables`
+    (``o``) before the blocks, which run on N + 1 tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.o = RepeatedTables()
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        return self.o(x)
+
+
+# the blocks on N + 1 tokens; the class token and its table (2 x D), the row and column tables
+# (2 x SIDE x D): tokens; repeating and adding have no MACs
+REPEATED_TABLES = _sum(OUTSIDE, _times(L, block(N + 1)), {C.TOKENS: (2 * D + 2 * SIDE * D, 0)})
+
+
 class PostNormBlk(Blk):
     """The standard block with its norms after the residual adds (post-norm): the block's
     first record is its q/k/v linear, reading the stream as it comes."""
@@ -1634,6 +1677,7 @@ SEQUENCE_POOL = {C.HEAD: (D + 1, N * D), C.ATTN_CORE: (0, N * D)}
 CLASS_FIXTURES: dict[str, Fixture] = {
     "memory_layout_block": Fixture(lambda: Net(MemLayoutBlk), net(_times(L, MEMORY))),
     "sequence_pool": Fixture(SequencePooled, net(SEQUENCE_POOL)),
+    "repeated_tables": Fixture(RepeatedTablesNet, REPEATED_TABLES),
     "lambda_block": Fixture(lambda: Net(LambdaBlk), net(_times(L, LAMBDA))),
     "masked_window_block": Fixture(lambda: Net(MaskedWindowBlk), net(_times(L, MASKED_WINDOW))),
 }

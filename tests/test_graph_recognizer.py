@@ -744,6 +744,24 @@ def test_the_trace_keeps_the_sources_reaching_a_record_only_as_indices() -> None
     assert (steps[2].sources, steps[2].indexed) == ((0,), ())
 
 
+def test_a_record_reading_a_parameter_through_a_copy_reads_no_input_data() -> None:
+    # a parameter repeated (a copying free op) reaches the add as a carried parameter: the
+    # add reads no input data; taking the carried parameters before asking whether an operand
+    # was made by nobody made it "unsourced" (pytorchvideo MViT's repeated position tables)
+
+    from vitprof.count.counter import OpCounter
+
+    table = torch.nn.Parameter(torch.empty(1, 2, 4, device="meta"))
+    counter = OpCounter(torch.nn.Identity(), {"table": table})
+    data = torch.empty(1, 4, 4, device="meta")
+    with counter.running():
+        made = table.repeat(1, 2, 1) * 2.0  # record 0: the table alone
+        data + made  # record 1: the input data too
+    steps = counter.trace().steps
+    assert (steps[0].carried, steps[0].unsourced) == (("table",), False)
+    assert (steps[1].sources, steps[1].unsourced) == ((0,), True)
+
+
 def test_imagegpt_layers_are_one_block_each() -> None:
     config = transformers.ImageGPTConfig(n_embd=32, n_layer=3, n_head=2, n_positions=64,
                                          vocab_size=17)

@@ -1,7 +1,7 @@
-"""Issue 35's defect classes 5, 8, 13 and 14 (query selection) and a class token joined before
-post-norm blocks on their neutral-name fixtures (tests/recognition_fixtures.py), and the
-self-checks of meaning (vitprof/recognize/self_checks.py) firing on the fixture of the class
-each guards, with that class's fix switched off."""
+"""Issue 35's defect classes 5 (two shapes), 8, 13 and 14 (query selection) and a class token
+joined before post-norm blocks on their neutral-name fixtures (tests/recognition_fixtures.py),
+and the self-checks of meaning (vitprof/recognize/self_checks.py) firing on the fixture of the
+class each guards, with that class's fix switched off."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from recognition_fixtures import (
     IMAGE,
     POST_NORM_CLASS,
     QUERY_SELECTION,
+    REPEATED_TABLES,
     SHARED_NORMS,
     TABLES,
     VECTOR_NORM,
@@ -28,6 +29,7 @@ from recognition_fixtures import (
     Net,
     PostNormClassNet,
     QuerySelectionNet,
+    RepeatedTablesNet,
     TablesNet,
     VectorNormBlk,
     _sum,
@@ -73,6 +75,20 @@ def test_a_position_table_made_from_parameters_alone_is_tokens() -> None:
     joins = [op for op in profile.ops if op.module == "" and op.op == "aten.add"]
     assert [op.component for op in joins] == [C.TOKENS]
 
+
+
+def test_position_tables_repeated_by_free_ops_are_tokens() -> None:
+    """Class 5, tables through free ops: a row table repeated over the rows plus a column
+    table repeated over each row's positions, a class table concatenated before them, the sum
+    added to the tokens after a class token. Main placed both adds in ``patch_embed`` (the
+    records reading the tables through ``repeat`` counted as reading input data) and the
+    self-check of one module in two components fired."""
+    profile = analyze(RepeatedTablesNet(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == REPEATED_TABLES
+    assert [(op.op, op.component) for op in profile.ops if op.module == "o"] == [
+        ("aten.add", C.TOKENS), ("aten.add", C.TOKENS)]
+    assert profile.self_checks == ()
 
 
 def test_a_class_token_concatenated_before_post_norm_blocks_is_tokens() -> None:

@@ -302,6 +302,10 @@ class OpCounter:
         sources = self._sources(operands) if forward else ()
         indexed = self._indexed(tensors, operands) if forward else ()
         apart = self._sources(extra) if forward and extra else ()
+        # before the carried parameters are taken: an operand carrying one is no input data
+        unsourced = forward and any(
+            key is not None and key not in self.producer and key not in self.carried
+            and key not in self.param_of_storage for key in operands)
         beside_only = self._take_carried(extra, params) if forward else ()
         joined = self._joined(operands, params) if forward else ()
         shared = tuple(group for key in operands if len(group := self.producer.get(key, ())) > 1
@@ -310,9 +314,6 @@ class OpCounter:
         beside_only = tuple(name for name in beside_only if name not in carried)
         carried += beside_only
         read = self._parts(args) if forward else ()
-        unsourced = forward and any(
-            key is not None and key not in self.producer and key not in self.carried
-            and key not in self.param_of_storage for key in operands)
         owner = None
         if not forward:
             owner = self.owners.get(torch._C._current_autograd_node())
