@@ -1586,15 +1586,48 @@ class ConstantTableBlk(Blk):
 CONSTANT_TABLE = {C.TOKENS: (0, N * 1 * (D // 2))}  # per block: the N x 1 by 1 x D/2 product
 
 
+class InputSkipLayer(Blk):
+    """A model that is one post-norm encoder layer alone, fed a D x 2 x 2 map, so that its
+    residual adds take the model's input itself as their skip (no record computed it): the map
+    flattened to N tokens; a 2-D sin-cos table made in the forward from constants, a product
+    per axis of the positions (N x 1) by D/4 frequencies, their sines and cosines side by side,
+    added to the tokens for q and k (``d``: D -> 2D); v from the tokens alone (``v``); then
+    ``c(x + e(core))`` and ``f(x + h(gelu(g(x))))``. ultralytics' AIFI showed it: no residual
+    join was found, the feed-forward went to ``head`` and the table's products to ``conv``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d, self.v = nn.Linear(D, 2 * D), nn.Linear(D, D)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = tokens(image)
+        side = torch.arange(SIDE, dtype=x.dtype, device=x.device)
+        rows, columns = torch.meshgrid(side, side, indexing="ij")
+        frequencies = 1.0 / 10.0 ** torch.arange(D // 4, dtype=x.dtype, device=x.device)
+        by_row = rows.flatten()[:, None] @ frequencies[None]
+        by_column = columns.flatten()[:, None] @ frequencies[None]
+        table = torch.cat([by_row.sin(), by_row.cos(), by_column.sin(), by_column.cos()], -1)
+        q, k = self.d(x + table).chunk(2, -1)
+        x = self.c(x + self.e(self.core(q, k, self.v(x))))
+        return self.f(x + self.h(F.gelu(self.g(x))))
+
+
+# one standard block (q/k and v apart: the same params and MACs), and the table's two N x 1 by
+# 1 x D/4 products in tokens
+INPUT_SKIP = _sum(block(), {C.TOKENS: (0, 2 * N * 1 * (D // 4))})
+
+
 @dataclass(frozen=True)
 class Fixture:
-    """A model, its expected breakdown, and how it is analysed."""
+    """A model, its expected breakdown, and how it is analysed: ``inputs``, the keywords of
+    ``analyze`` making its input (the standard image by default)."""
 
     build: Callable[[], nn.Module]
     expected: Breakdown
     overrides: tuple[tuple[str, str], ...] = ()
     no_grad: bool = False
     notes: tuple[str, ...] = field(default=())
+    inputs: dict[str, Any] = field(default_factory=lambda: {"image_size": IMAGE})
 
 
 PLAIN = net({C.TOKENS: (N * D, 0)})  # the position embedding, N x D
@@ -1655,6 +1688,8 @@ FIXTURES: dict[str, Fixture] = {
     "deformable_block": Fixture(lambda: Net(DeformBlk), net(_times(L, DEFORM))),
     "loop_decoder": Fixture(LoopDecoderNet, loop_decoder()),
     "constant_table_block": Fixture(lambda: Net(ConstantTableBlk), net(_times(L, CONSTANT_TABLE))),
+    "input_skip_layer": Fixture(InputSkipLayer, INPUT_SKIP,
+                                inputs={"input_shape": (1, D, SIDE, SIDE)}),
 }
 
 class SequencePooled(Net):

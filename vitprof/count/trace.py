@@ -47,6 +47,9 @@ class Step:
     # an operand no record, parameter or parameter carried through free ops made: the model's
     # input data (a patch mask), or a constant made in the forward
     unsourced: bool = False
+    # an operand is the model's input data itself: a tensor passed to the forward, a view of it
+    # or a copy a free op made of it (no record computed it, unlike an input's projection)
+    fed: bool = False
     kind: OpKind = OpKind.OTHER  # what the op is (its formula's registration), never its name
 
 
