@@ -165,7 +165,7 @@ CONCATENATED_ARM = _ConcatenatedArm(
     "concatenated-one-arm", tuple(C),
     """A join adds its operands: records concatenated into one operand are one arm, however
     they fork (the sines and cosines of two products of one frequency row, side by side in a
-    position table added to the input) — their fork is no residual stream.""",
+    position table added to the input): their fork is no residual stream.""",
     "the records each operand of an add was written by", "input_skip_layer")
 
 
