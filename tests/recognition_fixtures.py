@@ -1366,6 +1366,49 @@ class TablesNet(Net):
 TABLES = {C.TOKENS: (D * 9 + D, 0)}  # the 3x3 table and the 1-D one; resizing has no MACs
 
 
+SIDE = 2  # positions per row of the 2x2 map, and rows: N = SIDE * SIDE
+
+
+class RepeatedTables(nn.Module):
+    """A class token ``k`` joined before the patches, then a position embedding made from
+    parameters alone through free ops: a table ``s`` of one row's SIDE positions repeated over
+    the SIDE rows, plus a table ``t`` of SIDE rows each repeated over the row's positions
+    (``repeat_interleave``), a table ``c`` for the class token concatenated before them, the
+    sum added to the tokens. pytorchvideo's MViT (spatial table repeated over time, temporal
+    table repeated over space) showed it: the records reading the tables only through copying
+    free ops were taken for records reading the input data, so they computed no table: main
+    placed both adds in ``patch_embed`` and the self-check of one module in two components
+    fired."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.k, self.c = nn.Parameter(torch.zeros(1, 1, D)), nn.Parameter(torch.zeros(1, 1, D))
+        self.s = nn.Parameter(torch.zeros(1, SIDE, D))
+        self.t = nn.Parameter(torch.zeros(1, SIDE, D))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([self.k.expand(x.shape[0], -1, -1), x], 1)
+        table = self.s.repeat(1, SIDE, 1) + torch.repeat_interleave(self.t, SIDE, dim=1)
+        return x + torch.cat([self.c, table], 1)
+
+
+class RepeatedTablesNet(Net):
+    """The standard net, the class token and position tables of :class:`RepeatedTables`
+    (``o``) before the blocks, which run on N + 1 tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.o = RepeatedTables()
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        return self.o(x)
+
+
+# the blocks on N + 1 tokens; the class token and its table (2 x D), the row and column tables
+# (2 x SIDE x D): tokens; repeating and adding have no MACs
+REPEATED_TABLES = _sum(OUTSIDE, _times(L, block(N + 1)), {C.TOKENS: (2 * D + 2 * SIDE * D, 0)})
+
+
 class PostNormBlk(Blk):
     """The standard block with its norms after the residual adds (post-norm): the block's
     first record is its q/k/v linear, reading the stream as it comes."""
@@ -1543,15 +1586,48 @@ class ConstantTableBlk(Blk):
 CONSTANT_TABLE = {C.TOKENS: (0, N * 1 * (D // 2))}  # per block: the N x 1 by 1 x D/2 product
 
 
+class InputSkipLayer(Blk):
+    """A model that is one post-norm encoder layer alone, fed a D x 2 x 2 map, so that its
+    residual adds take the model's input itself as their skip (no record computed it): the map
+    flattened to N tokens; a 2-D sin-cos table made in the forward from constants, a product
+    per axis of the positions (N x 1) by D/4 frequencies, their sines and cosines side by side,
+    added to the tokens for q and k (``d``: D -> 2D); v from the tokens alone (``v``); then
+    ``c(x + e(core))`` and ``f(x + h(gelu(g(x))))``. ultralytics' AIFI showed it: no residual
+    join was found, the feed-forward went to ``head`` and the table's products to ``conv``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d, self.v = nn.Linear(D, 2 * D), nn.Linear(D, D)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = tokens(image)
+        side = torch.arange(SIDE, dtype=x.dtype, device=x.device)
+        rows, columns = torch.meshgrid(side, side, indexing="ij")
+        frequencies = 1.0 / 10.0 ** torch.arange(D // 4, dtype=x.dtype, device=x.device)
+        by_row = rows.flatten()[:, None] @ frequencies[None]
+        by_column = columns.flatten()[:, None] @ frequencies[None]
+        table = torch.cat([by_row.sin(), by_row.cos(), by_column.sin(), by_column.cos()], -1)
+        q, k = self.d(x + table).chunk(2, -1)
+        x = self.c(x + self.e(self.core(q, k, self.v(x))))
+        return self.f(x + self.h(F.gelu(self.g(x))))
+
+
+# one standard block (q/k and v apart: the same params and MACs), and the table's two N x 1 by
+# 1 x D/4 products in tokens
+INPUT_SKIP = _sum(block(), {C.TOKENS: (0, 2 * N * 1 * (D // 4))})
+
+
 @dataclass(frozen=True)
 class Fixture:
-    """A model, its expected breakdown, and how it is analysed."""
+    """A model, its expected breakdown, and how it is analysed: ``inputs``, the keywords of
+    ``analyze`` making its input (the standard image by default)."""
 
     build: Callable[[], nn.Module]
     expected: Breakdown
     overrides: tuple[tuple[str, str], ...] = ()
     no_grad: bool = False
     notes: tuple[str, ...] = field(default=())
+    inputs: dict[str, Any] = field(default_factory=lambda: {"image_size": IMAGE})
 
 
 PLAIN = net({C.TOKENS: (N * D, 0)})  # the position embedding, N x D
@@ -1612,6 +1688,8 @@ FIXTURES: dict[str, Fixture] = {
     "deformable_block": Fixture(lambda: Net(DeformBlk), net(_times(L, DEFORM))),
     "loop_decoder": Fixture(LoopDecoderNet, loop_decoder()),
     "constant_table_block": Fixture(lambda: Net(ConstantTableBlk), net(_times(L, CONSTANT_TABLE))),
+    "input_skip_layer": Fixture(InputSkipLayer, INPUT_SKIP,
+                                inputs={"input_shape": (1, D, SIDE, SIDE)}),
 }
 
 class SequencePooled(Net):
@@ -1634,6 +1712,7 @@ SEQUENCE_POOL = {C.HEAD: (D + 1, N * D), C.ATTN_CORE: (0, N * D)}
 CLASS_FIXTURES: dict[str, Fixture] = {
     "memory_layout_block": Fixture(lambda: Net(MemLayoutBlk), net(_times(L, MEMORY))),
     "sequence_pool": Fixture(SequencePooled, net(SEQUENCE_POOL)),
+    "repeated_tables": Fixture(RepeatedTablesNet, REPEATED_TABLES),
     "lambda_block": Fixture(lambda: Net(LambdaBlk), net(_times(L, LAMBDA))),
     "masked_window_block": Fixture(lambda: Net(MaskedWindowBlk), net(_times(L, MASKED_WINDOW))),
 }

@@ -39,7 +39,7 @@ CLASSES = {
 
 def _breakdown(name: str) -> Breakdown:
     fixture = ALL[name]
-    profile = analyze(fixture.build(), image_size=IMAGE, recognizer="graph",
+    profile = analyze(fixture.build(), **fixture.inputs, recognizer="graph",
                       overrides=list(fixture.overrides))
     return {c: (v.params, v.macs) for c, v in profile.components.items()
             if (v.params, v.macs) != (0, 0)}

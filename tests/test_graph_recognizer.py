@@ -744,6 +744,43 @@ def test_the_trace_keeps_the_sources_reaching_a_record_only_as_indices() -> None
     assert (steps[2].sources, steps[2].indexed) == ((0,), ())
 
 
+def test_a_record_reading_a_parameter_through_a_copy_reads_no_input_data() -> None:
+    # a parameter repeated (a copying free op) reaches the add as a carried parameter: the
+    # add reads no input data; taking the carried parameters before asking whether an operand
+    # was made by nobody made it "unsourced" (pytorchvideo MViT's repeated position tables)
+
+    from vitprof.count.counter import OpCounter
+
+    table = torch.nn.Parameter(torch.empty(1, 2, 4, device="meta"))
+    counter = OpCounter(torch.nn.Identity(), {"table": table})
+    data = torch.empty(1, 4, 4, device="meta")
+    with counter.running():
+        made = table.repeat(1, 2, 1) * 2.0  # record 0: the table alone
+        data + made  # record 1: the input data too
+    steps = counter.trace().steps
+    assert (steps[0].carried, steps[0].unsourced) == (("table",), False)
+    assert (steps[1].sources, steps[1].unsourced) == ((0,), True)
+
+
+def test_the_trace_marks_the_records_reading_the_models_input_data() -> None:
+    # the input data, a view of it and a free op's copy of it are fed; a record's output is not,
+    # nor is a record writing into the input (what it reads after is that record's output)
+
+    from vitprof.count.counter import OpCounter
+
+    counter = OpCounter(torch.nn.Identity(), {})
+    data = torch.empty(1, 4, 2, 2, device="meta")
+    counter.feed([data])
+    with counter.running():
+        flat = data.flatten(2).transpose(1, 2)
+        made = flat * 2.0  # record 0: a view of the input
+        flat.contiguous() + made  # record 1: a copy of it, and record 0
+        made * 2.0  # record 2: a record's output alone
+        data.mul_(2.0)  # record 3: writes into the input
+        data * 2.0  # record 4: reads record 3's output
+    assert [step.fed for step in counter.trace().steps] == [True, True, False, True, False]
+
+
 def test_imagegpt_layers_are_one_block_each() -> None:
     config = transformers.ImageGPTConfig(n_embd=32, n_layer=3, n_head=2, n_positions=64,
                                          vocab_size=17)

@@ -1,7 +1,8 @@
-"""Issue 35's defect classes 5, 8, 13 and 14 (query selection) and a class token joined before
-post-norm blocks on their neutral-name fixtures (tests/recognition_fixtures.py), and the
-self-checks of meaning (vitprof/recognize/self_checks.py) firing on the fixture of the class
-each guards, with that class's fix switched off."""
+"""Issue 35's defect classes 5 (two shapes), 8, 13 and 14 (query selection), a class token
+joined before post-norm blocks and a model that is one layer whose skip is its input, on their
+neutral-name fixtures (tests/recognition_fixtures.py), and the self-checks of meaning
+(vitprof/recognize/self_checks.py) firing on the fixture of the class each guards, with that
+class's fix switched off."""
 
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ import torch.nn.functional as F
 from recognition_fixtures import (
     FIXTURES,
     IMAGE,
+    INPUT_SKIP,
     POST_NORM_CLASS,
     QUERY_SELECTION,
+    REPEATED_TABLES,
     SHARED_NORMS,
+    SIDE,
     TABLES,
     VECTOR_NORM,
     Blk,
     D,
+    InputSkipLayer,
     L,
     LambdaBlk,
     ListsNet,
@@ -28,6 +33,7 @@ from recognition_fixtures import (
     Net,
     PostNormClassNet,
     QuerySelectionNet,
+    RepeatedTablesNet,
     TablesNet,
     VectorNormBlk,
     _sum,
@@ -73,6 +79,32 @@ def test_a_position_table_made_from_parameters_alone_is_tokens() -> None:
     joins = [op for op in profile.ops if op.module == "" and op.op == "aten.add"]
     assert [op.component for op in joins] == [C.TOKENS]
 
+
+
+def test_position_tables_repeated_by_free_ops_are_tokens() -> None:
+    """Class 5, tables through free ops: a row table repeated over the rows plus a column
+    table repeated over each row's positions, a class table concatenated before them, the sum
+    added to the tokens after a class token. Main placed both adds in ``patch_embed`` (the
+    records reading the tables through ``repeat`` counted as reading input data) and the
+    self-check of one module in two components fired."""
+    profile = analyze(RepeatedTablesNet(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == REPEATED_TABLES
+    assert [(op.op, op.component) for op in profile.ops if op.module == "o"] == [
+        ("aten.add", C.TOKENS), ("aten.add", C.TOKENS)]
+    assert profile.self_checks == ()
+
+
+def test_a_model_that_is_one_layer_fed_its_skip_is_its_closed_form() -> None:
+    """A model that is one post-norm encoder layer alone (ultralytics' AIFI): its residual adds
+    take the model's input itself as their skip, and a sin-cos table made from constants is
+    added to it for q and k. Main found no residual join: the feed-forward (280 params, 1,024
+    MACs) was ``head`` and the table's two products (16 MACs) ``conv``."""
+    profile = analyze(InputSkipLayer(), input_shape=(1, D, SIDE, SIDE), recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == INPUT_SKIP
+    assert {op.block for op in profile.ops if op.module in ("g", "h")} == {0}
+    assert profile.self_checks == ()
 
 
 def test_a_class_token_concatenated_before_post_norm_blocks_is_tokens() -> None:
@@ -236,6 +268,6 @@ def test_each_check_of_meaning_fires_on_the_class_it_guards(check: str) -> None:
 def test_no_check_of_meaning_fires_on_a_fixture_placed_right(name: str) -> None:
     fixture = FIXTURES[name]
     with torch.no_grad() if fixture.no_grad else contextlib.nullcontext():
-        profile = analyze(fixture.build(), image_size=IMAGE, recognizer="graph",
+        profile = analyze(fixture.build(), **fixture.inputs, recognizer="graph",
                           overrides=list(fixture.overrides))
     assert [line for line in profile.self_checks if any(f"({c})" in line for c in MEANING)] == []

@@ -45,6 +45,10 @@ STRUCTURAL = {
     "residual-attention-block": "which cores after the lists of blocks are blocks, read by the "
                                 "attention and in-block rules",
     "pooled-skip-join": "which adds are residual joins, read by residual-branch-conv",
+    "input-skip-join": "which adds are residual joins (the model's input as skip), read by the "
+                       "block spans",
+    "concatenated-one-arm": "which adds are residual joins, read by residual-branch-conv",
+    "post-norm-stream": "which residual adds a block's stream holds, read by the block spans",
     "joined-parameter-operand": "which products are products of two activations, read by "
                                 "core-product",
     "added-term-beside-product": "which products are products of two activations, read by "
@@ -62,7 +66,7 @@ STRUCTURAL = {
 
 def _profile(fixture: Fixture, rules: RuleSet = ALL) -> Profile:
     with torch.no_grad() if fixture.no_grad else contextlib.nullcontext():
-        return analyze_under(rules, fixture.build(), image_size=IMAGE,
+        return analyze_under(rules, fixture.build(), **fixture.inputs,
                              overrides=list(fixture.overrides))
 
 

@@ -1,9 +1,11 @@
 """Issue 35's acceptance on third-party code built as benchmarks/third_party.py builds it:
 vit-pytorch's nViT (every linear's weight read through ``torch.nn.utils.parametrize``),
-x-transformers' ViTransformerWrapper with an RMSNorm written with ``F.normalize``, and two
-held-out rows (benchmarks/held_out.py) against their closed forms (benchmarks/closed_forms.py):
-nystrom-attention's Nystromformer and torchmultimodal's post-norm VisionTransformer, read from
-the page benchmarks/third_party.py writes when run as a command on those two rows.
+x-transformers' ViTransformerWrapper with an RMSNorm written with ``F.normalize``,
+pytorchvideo's MViT (position tables repeated by free ops), and three held-out rows
+(benchmarks/held_out.py) against their closed forms (benchmarks/closed_forms.py):
+nystrom-attention's Nystromformer, torchmultimodal's post-norm VisionTransformer and
+ultralytics' AIFI alone, read from the page benchmarks/third_party.py writes when run as a
+command on those rows.
 
 Sizes (the script's SMALL, IMAGE): 32x32 images in 8x8 patches, 16 patches of 3 x 8 x 8 = 192
 values; width 32, 2 layers, 2 heads of 16 (inner width 32), MLP 64."""
@@ -24,7 +26,7 @@ from vitprof.core.records import Component as C
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "third_party.py"
 HELD_OUT_ROWS = {"nystrom-attention": "Nystromformer",
-                 "torchmultimodal": "VisionTransformer-post-norm"}
+                 "torchmultimodal": "VisionTransformer-post-norm", "ultralytics": "AIFI"}
 IMAGE = {"image_size": 32, "patch_size": 8}
 SMALL = {"num_classes": 10, "dim": 32, "depth": 2, "heads": 2, "mlp_dim": 64, "dim_head": 16}
 
@@ -73,6 +75,27 @@ def test_x_transformers_rmsnorm_splits_as_its_layernorm() -> None:
     assert rms[C.NORM] == (5 * 32 + 192 + 32, 0)
 
 
+def test_mvit_position_tables_repeated_by_free_ops_are_tokens_with_no_failed_check() -> None:
+    """pytorchvideo's SpatioTemporalClsPositionalEncoding (sep_pos_embed): a spatial table
+    repeated over time plus a temporal table repeat_interleaved over space, a class table
+    concatenated, added to the tokens. Main put both adds in ``patch_embed`` and the self-check
+    of one module in two components fired (1,088 params)."""
+    pytest.importorskip("pytorchvideo")
+    from pytorchvideo.models.vision_transformers import create_multiscale_vision_transformers
+
+    model = create_multiscale_vision_transformers(
+        spatial_size=32, temporal_size=4, depth=2, patch_embed_dim=16, num_heads=1,
+        mlp_ratio=2.0, head_num_classes=10)
+    profile = analyze(model, input_shape=(1, 3, 4, 32, 32))
+    adds = [op.component for op in profile.ops if op.module == "cls_positional_encoding"]
+    assert adds == [C.TOKENS, C.TOKENS]
+    # width 16; the patch grid T x H x W = 2 x 8 x 8 (4 frames, temporal stride 2; 32 / 4):
+    # the class token and the class table 16 each, the spatial table 64 x 16, the temporal
+    # 2 x 16: 1_088
+    assert profile.components[C.TOKENS].params == 16 + 16 + 64 * 16 + 2 * 16
+    assert profile.self_checks == ()
+
+
 @pytest.fixture(scope="module")
 def held_out_page(tmp_path_factory: pytest.TempPathFactory) -> str:
     """benchmarks/third_party.py's page of the two held-out rows (one run for both; a missing
@@ -100,12 +123,16 @@ def closed_form_cell(page: str, package: str, name: str) -> str:
 
 
 @pytest.mark.parametrize(("package", "module"), [
-    ("nystrom-attention", "nystrom_attention"), ("torchmultimodal", "torchmultimodal")])
+    ("nystrom-attention", "nystrom_attention"), ("torchmultimodal", "torchmultimodal"),
+    ("ultralytics", "ultralytics")])
 def test_a_held_out_row_is_its_closed_form(held_out_page: str, package: str,
                                            module: str) -> None:
     """Nystromformer: its values' depthwise conv, added to the attention's output before the
     output projection, is ``attn_core`` (once ``mlp``, 12 params, 3,072 MACs); the post-norm
-    ViT's class token (32 params) is ``tokens`` (once ``attn_qkv``). The script holds each
+    ViT's class token (32 params) is ``tokens`` (once ``attn_qkv``); AIFI alone, one layer
+    whose residual adds take the model's input as skip, has its feed-forward in ``mlp`` (once
+    ``head``, 4,192 params) and its sin-cos table's products in ``tokens`` (once ``conv``,
+    1,024 MACs). The script holds each
     breakdown against its closed form and writes ``matches`` or the components that differ."""
     pytest.importorskip(module)
     assert closed_form_cell(held_out_page, package, HELD_OUT_ROWS[package]) == "matches"

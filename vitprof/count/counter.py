@@ -39,7 +39,7 @@ from __future__ import annotations
 import sys
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -109,6 +109,7 @@ class _Pending:
     # forward: an operand that no record, parameter or parameter carried through free ops made:
     # the model's input data (a mask fed beside the image), or a constant made in the forward
     unsourced: bool = False
+    fed: bool = False  # forward: an operand is the model's input data (:meth:`OpCounter.feed`)
     kind: OpKind = OpKind.OTHER  # what the op is (its formula's registration)
 
 
@@ -220,6 +221,8 @@ class OpCounter:
         self.carried: dict[int | None, tuple[str, ...]] = {}  # storage -> params in it (free ops)
         # storage -> those of its producers that reach it only as indices (:meth:`_indexed`)
         self.selecting: dict[int | None, tuple[int, ...]] = {}
+        # the storages of the model's input data (:meth:`feed`) and of free ops' copies of it
+        self.fed: set[int | None] = set()
         # storage -> the width of the rows of a record's output it holds whole (row-major, from
         # its start), or the columns (first, stop) of such rows that a copy of a part holds
         self.width: dict[int | None, int] = {}
@@ -264,6 +267,12 @@ class OpCounter:
         finally:
             self.switching = False
 
+    def feed(self, tensors: Iterable[torch.Tensor]) -> None:
+        """``tensors`` are the model's input data (the forward's arguments): a record reading
+        one of them, a view of it or a copy a free op made of it is ``fed``; a record writing
+        into it ends that."""
+        self.fed.update(storage_key(t) for t in tensors)
+
     def track_autograd(self) -> None:
         """From now on, map the autograd node of each forward output to its record."""
         self.tracking = True
@@ -302,6 +311,11 @@ class OpCounter:
         sources = self._sources(operands) if forward else ()
         indexed = self._indexed(tensors, operands) if forward else ()
         apart = self._sources(extra) if forward and extra else ()
+        # before the carried parameters are taken: an operand carrying one is no input data
+        unsourced = forward and any(
+            key is not None and key not in self.producer and key not in self.carried
+            and key not in self.param_of_storage for key in operands)
+        fed = forward and any(key in self.fed for key in operands)
         beside_only = self._take_carried(extra, params) if forward else ()
         joined = self._joined(operands, params) if forward else ()
         shared = tuple(group for key in operands if len(group := self.producer.get(key, ())) > 1
@@ -310,9 +324,6 @@ class OpCounter:
         beside_only = tuple(name for name in beside_only if name not in carried)
         carried += beside_only
         read = self._parts(args) if forward else ()
-        unsourced = forward and any(
-            key is not None and key not in self.producer and key not in self.carried
-            and key not in self.param_of_storage for key in operands)
         owner = None
         if not forward:
             owner = self.owners.get(torch._C._current_autograd_node())
@@ -327,7 +338,7 @@ class OpCounter:
                 _Pending(
                     name, stack, component, part, self.phase, share, owner, sources,
                     tuple(params), carried, shape, apart, indexed, operand, read, beside_only,
-                    joined, shared, unsourced, kind_of(op) if kind is None else kind,
+                    joined, shared, unsourced, fed, kind_of(op) if kind is None else kind,
                 )
             )
         if forward:
@@ -374,6 +385,7 @@ class OpCounter:
         those producers that reach it only as indices, its row width and its columns."""
         for known in (self.producer, self.carried, self.selecting, self.width, self.part):
             known.pop(key, None)
+        self.fed.discard(key)
 
     def _sources(self, keys: list[int | None]) -> tuple[int, ...]:
         return tuple(sorted({index for key in keys for index in self.producer.get(key, ())}))
@@ -451,6 +463,7 @@ class OpCounter:
         keys = [storage_key(t) for t in tensors]
         sources = self._sources(keys)
         indexed = self._indexed(tensors, keys)
+        fed = any(key in self.fed for key in keys)
         held = tuple(dict.fromkeys(
             [*self._params_of(keys), *(name for key in keys for name in self.carried.get(key, ()))]
         ))
@@ -460,6 +473,10 @@ class OpCounter:
             _store(self.producer, key, sources)
             _store(self.carried, key, held)
             _store(self.selecting, key, indexed)
+            if fed:
+                self.fed.add(key)
+            else:
+                self.fed.discard(key)
             if key not in keys:
                 self._copied(args, tensor, key)
             self._watch(tensor, key)
@@ -517,7 +534,7 @@ class OpCounter:
             Step(p.op, p.stack[-1] if p.stack else "", p.params, p.carried, p.sources, p.shape,
                  p.cost.macs, p.named, p.beside, p.indexed,
                  p.operand, p.parts, p.carried_beside, p.carried_joined, p.joined,
-                 p.unsourced, p.kind)
+                 p.unsourced, p.fed, p.kind)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(

@@ -208,6 +208,7 @@ def count(
                         attention=attention)
     forward = partial(_forward, model, inputs, substitutes)
     counter.live.hold(inputs)
+    counter.feed(v for v in tree_leaves(inputs) if isinstance(v, torch.Tensor))
     gradients: dict[str, torch.Tensor] = {}
     changed: list[str] = []
     with untouched(model, changed):

@@ -7,8 +7,9 @@ consuming such a free op's output carries them. It also keeps which of those pro
 only as indices: through an integer tensor (``topk``'s or ``argsort``'s indices, fed to
 ``gather`` or ``index_select`` or used to index), which chooses elements and gives none of their
 values (a boolean mask is no index), and which columns of its producers' outputs an input reads
-when it reads only some (a split, chunk or slice of a fused projection's output). Indices are
-those of ``Run.ops``, whose forward records come first.
+when it reads only some (a split, chunk or slice of a fused projection's output), and whether
+it reads the model's input data itself (the forward's tensors, their views or free ops' copies
+of them). Indices are those of ``Run.ops``, whose forward records come first.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class Step:
     # an operand no record, parameter or parameter carried through free ops made: the model's
     # input data (a patch mask), or a constant made in the forward
     unsourced: bool = False
+    # an operand is the model's input data itself: a tensor passed to the forward, a view of it
+    # or a copy a free op made of it (no record computed it, unlike an input's projection)
+    fed: bool = False
     kind: OpKind = OpKind.OTHER  # what the op is (its formula's registration), never its name
 
 

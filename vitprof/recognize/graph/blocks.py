@@ -204,11 +204,14 @@ def _span_end(flow: Flow, core: Core, limit: int) -> int:
 
 def stream_joins(flow: Flow, core: Core, limit: int) -> list[int]:
     """The residual adds of the stream of ``core``'s block before record ``limit``: those
-    after the core with a source before it (the block's input) or an earlier such add."""
+    after the core with a source before it (the block's input; the first one may fork from
+    the model's input itself) or an earlier such add, or a norm of them
+    (:meth:`~vitprof.recognize.graph.flow.Flow.on_stream`)."""
     stream = min(core.steps) - 1
-    found = []
+    found: list[int] = []
     for join in sorted(j for j in flow.joins if max(core.steps) < j < limit):
-        if any(j <= stream for j in flow.steps[join].sources):
+        from_input = not found and flow.forks[join][0] is None
+        if from_input or any(flow.on_stream(j, stream) for j in flow.steps[join].sources):
             stream = join
             found.append(join)
     return found

@@ -24,8 +24,11 @@ from vitprof.recognize.graph.ops import ADDS, DIVIDES, MOMENTS, ROOTS
 from vitprof.recognize.rules.base import ALL, RuleSet
 from vitprof.recognize.rules.flow_checks import (
     ADDED_TERM,
+    CONCATENATED_ARM,
+    INPUT_SKIP,
     JOINED_OPERAND,
     POOLED_SKIP,
+    POST_NORM_STREAM,
     PROJECTION_BIAS,
 )
 
@@ -98,12 +101,15 @@ def gain_modules(trace: Trace, norm_modules: Set[str]) -> frozenset[str]:
 
 
 class Flow:
-    """The steps of a trace with their consumers, and predicates on them. ``norm_modules``:
+    """The steps of a trace with their consumers, and predicates on them. ``window``: how many
+    records back a fork is searched for (:data:`WINDOW`). ``norm_modules``:
     the paths of the modules that normalise (:func:`norm_modules`, :func:`vector_norm_modules`),
     whose records are norms whatever their ops (an ``nn.RMSNorm`` runs as pow, mean, rsqrt and
     muls), each with the name of the rule that found it. ``kernels``: the
     parameters that are convolution weights with a spatial kernel of more than one tap (a 3x3,
     not a 1x1). ``param_sizes``: the elements of each parameter, by name."""
+
+    window = WINDOW
 
     def __init__(self, trace: Trace, norm_modules: Mapping[str, str] | None = None,
                  kernels: Set[str] = frozenset(),
@@ -128,6 +134,25 @@ class Flow:
         found: list[bool] = []
         for step in self.steps:
             found.append(bool(step.params or step.carried or step.sources) and not step.macs
+                         and all(found[j] for j in step.sources))
+        return found
+
+    @cached_property
+    def from_input(self) -> list[bool]:
+        """Per step: it computes from the model's input data: it reads it
+        (:attr:`~vitprof.count.trace.Step.fed`) or a record that does."""
+        found: list[bool] = []
+        for step in self.steps:
+            found.append(step.fed or any(found[j] for j in step.sources))
+        return found
+
+    @cached_property
+    def constants(self) -> list[bool]:
+        """Per step: it computes from constants alone: no input data, no parameter, and every
+        record it reads computes so (the positions made by ``arange`` times frequencies)."""
+        found: list[bool] = []
+        for step in self.steps:
+            found.append(not step.fed and not step.params and not step.carried
                          and all(found[j] for j in step.sources))
         return found
 
@@ -243,12 +268,18 @@ class Flow:
         """Records with index <= ``high`` that depend on ``i``, ``i`` included."""
         return _reach(i, self.consumers, i, high)
 
-    def fork(self, i: int) -> tuple[int, list[set[int]]] | None:
-        """If step ``i`` is a join, the record its arms fork from and the records of each arm
-        (one per source, after the fork)."""
+    def fork(self, i: int) -> tuple[int | None, list[set[int]]] | None:
+        """If step ``i`` is a join, the record its arms fork from (None: the model's input
+        data, :data:`~vitprof.recognize.rules.flow_checks.INPUT_SKIP`) and the records of each
+        arm (one per source, after the fork). Records concatenated into one operand are one
+        arm (:data:`~vitprof.recognize.rules.flow_checks.CONCATENATED_ARM`)."""
         step = self.steps[i]
-        if step.op not in ADDS or step.params or len(step.sources) < 2:
+        if step.op not in ADDS or step.params:
             return None
+        one_arm = CONCATENATED_ARM in self.rules and CONCATENATED_ARM.one_operand(step)
+        if len(step.sources) < 2 or one_arm:
+            arms = INPUT_SKIP.arms(self, i) if INPUT_SKIP in self.rules else None
+            return None if arms is None else (None, arms)
         found = _latest_common(step.sources, self.sources, max(0, step.sources[0] - WINDOW))
         if found is None:
             return None
@@ -271,7 +302,7 @@ class Flow:
             bool(step.params) or (POOLED_SKIP in self.rules and POOLED_SKIP.skips(step)))
 
     @cached_property
-    def forks(self) -> dict[int, tuple[int, list[set[int]]]]:
+    def forks(self) -> dict[int, tuple[int | None, list[set[int]]]]:
         """Every join, with the record its arms fork from and the records of each arm
         (:meth:`fork`), found once."""
         return {i: found for i in range(len(self.steps)) if (found := self.fork(i)) is not None}
@@ -284,8 +315,23 @@ class Flow:
 
     def free_skip(self, join: int) -> bool:
         """One arm of the join does no products: the skip of a residual ``x + f(x)`` (or
-        ``res_scale(x) + f(x)``), not a projection shortcut nor a sum of computed branches."""
-        return not all(any(self.steps[j].macs for j in arm) for arm in self.forks[join][1])
+        ``res_scale(x) + f(x)``; the model's input itself), not a projection shortcut nor a sum
+        of computed branches."""
+        fork, arms = self.forks[join]
+        return fork is None or not all(any(self.steps[j].macs for j in arm) for arm in arms)
+
+    def computed_from(self, fork: int | None, i: int) -> set[int]:
+        """The records up to ``i`` computed from record ``fork`` (None: from the model's input
+        data), ``fork`` included."""
+        if fork is None:
+            return {j for j in range(i + 1) if self.from_input[j]}
+        return self.descendants(fork, i)
+
+    def on_stream(self, j: int, stream: int) -> bool:
+        """Record ``j`` is the residual stream at record ``stream`` or before it, or a norm of
+        it (:data:`~vitprof.recognize.rules.flow_checks.POST_NORM_STREAM`)."""
+        return j <= stream or (POST_NORM_STREAM in self.rules
+                               and POST_NORM_STREAM.through_norm(self, j, stream))
 
 
 def _reach(i: int, edges: Sequence[Sequence[int]], low: int, high: int) -> set[int]:

@@ -2,8 +2,8 @@
 object holding its code; :func:`group_blocks` runs them over the machinery of
 :mod:`vitprof.recognize.graph.blocks` (containers of cores in the module tree, the spans of a
 flat forward, the absorbing of joins and sub-layers), asking the :class:`~.base.RuleSet` it is
-given whether each is on. :data:`POOLED_SKIP`, asked by the data flow itself, is in
-:mod:`.flow_checks`.
+given whether each is on. :data:`POOLED_SKIP`, :data:`INPUT_SKIP`, :data:`CONCATENATED_ARM`
+and :data:`POST_NORM_STREAM`, asked by the data flow itself, are in :mod:`.flow_checks`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,12 @@ from vitprof.recognize.graph.blocks import (
 from vitprof.recognize.graph.flow import WINDOW, Flow
 from vitprof.recognize.graph.ops import ADDS
 from vitprof.recognize.rules.base import Placement, Rule
-from vitprof.recognize.rules.flow_checks import POOLED_SKIP
+from vitprof.recognize.rules.flow_checks import (
+    CONCATENATED_ARM,
+    INPUT_SKIP,
+    POOLED_SKIP,
+    POST_NORM_STREAM,
+)
 
 
 @dataclass(frozen=True)
@@ -183,7 +188,8 @@ NO_BLOCKS = _NoBlocks(
 
 # the order they decide in
 BLOCK_RULES: tuple[Rule, ...] = (
-    JOINED_SPAN, RESIDUAL_SEGMENT, RESIDUAL_STACK, POOLED_SKIP, RESIDUAL_SPAN, NO_BLOCKS,
+    JOINED_SPAN, RESIDUAL_SEGMENT, RESIDUAL_STACK, POOLED_SKIP, INPUT_SKIP, CONCATENATED_ARM,
+    POST_NORM_STREAM, RESIDUAL_SPAN, NO_BLOCKS,
 )
 
 

@@ -135,7 +135,7 @@ class _StreamBound(Rule):
         if i not in flow.joins or not flow.free_skip(i):
             return False
         fork, arms = flow.forks[i]
-        computed = flow.descendants(fork, i)
+        computed = flow.computed_from(fork, i)
         return any(flow.steps[j].macs for arm in arms for j in arm & computed)
 
 

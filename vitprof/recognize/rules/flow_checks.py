@@ -1,10 +1,12 @@
 """The rules the data flow asks itself: which parameters weight a product
 (:data:`JOINED_OPERAND`, :data:`ADDED_TERM`), which add is a product's bias
-(:data:`PROJECTION_BIAS`) and which add is a residual join (:data:`POOLED_SKIP`). Their code
-answers the questions of :class:`~vitprof.recognize.graph.flow.Flow`, which calls it when the
-rule is on, so this module imports nothing from :mod:`vitprof.recognize.graph` (the flow
-imports it). They decide in the registry's order with the core rules (:data:`JOINED_OPERAND`,
-:data:`ADDED_TERM`, :data:`PROJECTION_BIAS`) and the block rules (:data:`POOLED_SKIP`).
+(:data:`PROJECTION_BIAS`), which add is a residual join (:data:`POOLED_SKIP`,
+:data:`INPUT_SKIP`, :data:`CONCATENATED_ARM`) and where a residual stream goes on
+(:data:`POST_NORM_STREAM`). Their code answers the questions of
+:class:`~vitprof.recognize.graph.flow.Flow`, which calls it when the rule is on, so this module
+imports nothing from :mod:`vitprof.recognize.graph` (the flow imports it). They decide in the
+registry's order with the core rules (:data:`JOINED_OPERAND`, :data:`ADDED_TERM`,
+:data:`PROJECTION_BIAS`) and the block rules (the others).
 """
 
 from __future__ import annotations
@@ -124,3 +126,60 @@ POOLED_SKIP = _PooledSkip(
     fork: ``pool(x) + f(x)``, a downsampling block's shortcut) is a residual join, as the
     fork itself or the fork scaled by a parameter is.""",
     "the arms of an add back to their fork, the op of a one-record arm", "pooled_skip_block")
+
+
+@dataclass(frozen=True)
+class _InputSkip(Rule):
+    def arms(self, flow: Flow, i: int) -> list[set[int]] | None:
+        """If step ``i`` adds the model's input data itself (:attr:`Step.fed`) to records
+        computed from it, with MACs on the way, the arm of each of its sources: the records
+        from the input to that source (:data:`~vitprof.recognize.graph.flow.WINDOW` back at
+        most); else None."""
+        step = flow.steps[i]
+        if not step.fed or not step.sources or not all(flow.from_input[j] for j in step.sources):
+            return None
+        arms = [{j for j in flow.ancestors(source, max(0, source - flow.window))
+                 if flow.from_input[j]} for source in step.sources]
+        return arms if any(flow.steps[j].macs for arm in arms for j in arm) else None
+
+
+INPUT_SKIP = _InputSkip(
+    "input-skip-join", tuple(C),
+    """An add of the model's input data itself (a tensor passed to the forward, a view or a
+    copy of it: no record computed it) and records computed from it, with products on the way,
+    is a residual join whose fork is the input, ``x + f(x)`` as any other: the first residual
+    add of a model that is one encoder layer alone, fed the tokens or a map it flattens.""",
+    "the operands an add reads that are the model's input data, the records computed from it",
+    "input_skip_layer")
+
+
+@dataclass(frozen=True)
+class _ConcatenatedArm(Rule):
+    def one_operand(self, step: Step) -> bool:
+        """Every record ``step`` reads was written into one of its operands (a concatenation):
+        they are one arm, not the arms of a join."""
+        return any(set(step.sources) <= set(group) for group in step.joined)
+
+
+CONCATENATED_ARM = _ConcatenatedArm(
+    "concatenated-one-arm", tuple(C),
+    """A join adds its operands: records concatenated into one operand are one arm, however
+    they fork (the sines and cosines of two products of one frequency row, side by side in a
+    position table added to the input): their fork is no residual stream.""",
+    "the records each operand of an add was written by", "input_skip_layer")
+
+
+@dataclass(frozen=True)
+class _PostNormStream(Rule):
+    def through_norm(self, flow: Flow, j: int, stream: int) -> bool:
+        """Record ``j`` normalises the stream: a norm reading record ``stream`` or an earlier
+        one (post-norm: ``x = norm(x + f(x))``)."""
+        return flow.norm(j) and any(k <= stream for k in flow.steps[j].sources)
+
+
+POST_NORM_STREAM = _PostNormStream(
+    "post-norm-stream", tuple(C),
+    """A block's residual stream runs through a norm of it: after ``x = norm(x + f(x))``, an
+    add reading that norm's output is the stream's next residual add (a post-norm layer's
+    feed-forward), as one reading the add's output is.""",
+    "the sources of the residual adds after a core, the norms among them", "input_skip_layer")

@@ -470,15 +470,17 @@ def _residual_branches(flow: Flow, of_step: list[int | None], last: int) -> set[
 
 def _position_tables(flow: Flow, of_step: list[int | None]) -> set[int]:
     """The records outside blocks that compute a table from parameters alone (no input data:
-    :attr:`Flow.weights`) which an add without MACs then adds to the activations, and those
-    adds (:data:`POSITION_TABLE`): a position table resized, or
-    spatial and temporal tables summed, before it joins the tokens."""
+    :attr:`Flow.weights`) or from constants alone (:attr:`Flow.constants`) which an add
+    without MACs then adds to the activations (a record's output, or the model's input data
+    itself), and those adds (:data:`POSITION_TABLE`): a position table resized, spatial and
+    temporal tables summed, or a sin-cos table made in the forward, before it joins the
+    tokens."""
     found: set[int] = set()
     for i, step in enumerate(flow.steps):
         if of_step[i] is not None or step.macs or step.op not in ADDS:
             continue
         tables = [j for j in step.sources if _table(flow, j)]
-        if not tables or len(tables) == len(step.sources):
+        if not tables or (len(tables) == len(step.sources) and not step.fed):
             continue  # no table, or no activation it is added to
         found.add(i)
         while tables:
@@ -490,10 +492,10 @@ def _position_tables(flow: Flow, of_step: list[int | None]) -> set[int]:
 
 
 def _table(flow: Flow, j: int) -> bool:
-    """Record ``j`` computes a weight (:attr:`Flow.weights`) that reads no input data: not a
-    mask token weighted by the patch mask fed beside the image (``t * w``), which is made per
-    input."""
-    return flow.weights[j] and not flow.steps[j].unsourced
+    """Record ``j`` computes a weight (:attr:`Flow.weights`) that reads no input data (not a
+    mask token weighted by the patch mask fed beside the image, ``t * w``, which is made per
+    input), or computes from constants alone (:attr:`Flow.constants`)."""
+    return (flow.weights[j] and not flow.steps[j].unsourced) or flow.constants[j]
 
 
 def _pointwise_on_map(flow: Flow, i: int) -> bool:
@@ -620,9 +622,10 @@ WEIGHTED_OUTSIDE = _WeightedOutside(
 POSITION_TABLE = _PositionTable(
     "parameter-only-table", (C.TOKENS,),
     """Outside blocks, the records that compute a table from parameters alone (no input data
-    reaches them: a position table resized, spatial and temporal tables summed) and the add
-    joining that table to the activations are ``tokens``, as the tables are, whatever the rank
-    of each table.""",
+    reaches them: a position table resized, spatial and temporal tables summed) or from
+    constants alone (a sin-cos table made in the forward: positions times frequencies) and the
+    add joining that table to the activations (a record's output or the model's input data)
+    are ``tokens``, as the tables are, whatever the rank of each table.""",
     "records computing from parameters only, the add consuming them and its other source",
     "position_tables")
 # the order they decide in
