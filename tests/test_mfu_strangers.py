@@ -298,6 +298,29 @@ def test_a_trainer_step_that_runs_no_forward_of_the_model_is_one_warning() -> No
     assert [(e["step"], e["flops"]) for e in callback.tracker.history] == [(1, None), (2, None)]
 
 
+def test_a_step_counted_as_it_runs_knows_its_batch_as_the_models_input() -> None:
+    """The batch a live count is started with is the model's input data, as a meta count's
+    inputs are (:meth:`vitprof.count.counter.OpCounter.feed`): a model that is one layer whose
+    residual adds take that input itself as their skip is split as its meta count, its
+    feed-forward in ``mlp`` (without the batch, no join is found: it went to ``head``)."""
+    from recognition_fixtures import HID, N, D, InputSkipLayer
+
+    from vitprof.measure.mfu.flops import count_step
+    from vitprof.measure.mfu.live_count import LiveCount
+
+    model, batch = InputSkipLayer(), 2
+    maps = torch.randn(batch, D, 2, 2)  # a D x 2 x 2 map: N = 4 tokens
+    live = LiveCount(model)
+    live.start(maps)
+    model(maps).sum().backward()
+    counted = live.stop()
+    assert counted is not None
+    # the two feed-forward linears on batch x N tokens, D x HID each, forward, weight's and
+    # input's gradients: 2 x 3 x (2 x 4 x 8 x 16) MACs, FLOPs 2x
+    assert counted.components["mlp"] == 2 * (2 * 3 * batch * N * D * HID) == 12_288
+    assert counted.components == count_step(model, maps).components
+
+
 def test_a_step_counted_as_it_runs_is_broken_down_as_its_meta_count() -> None:
     """The count of a real step (a Lightning module without ``forward``, a Trainer's own loss)
     is placed by the same breakdown as every other feature (:func:`vitprof.recognize.breakdown`,

@@ -97,7 +97,7 @@ class MFUCallback(pl.Callback):  # type: ignore[name-defined]
             key = ("ran", signature(batch))
             self._ran = RanStep(key, here=not self.tracker.counts.known(key))
             if self._ran.here:
-                self.live.start()
+                self.live.start(batch)
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         self._stop_counting()  # the optimizer's step is counted apart

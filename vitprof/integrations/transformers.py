@@ -82,7 +82,7 @@ class MFUCallback(hf.TrainerCallback):  # type: ignore[name-defined]
             self._ran.append(ran)
             if not ran.here:
                 return training_step(model, inputs, *rest, **keywords)
-            live.start()
+            live.start(inputs)
             try:
                 return training_step(model, inputs, *rest, **keywords)
             finally:

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import warnings
 from contextlib import ExitStack
+from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_leaves
 
 from vitprof.core.errors import one_line
 from vitprof.core.records import Phase
@@ -49,10 +51,13 @@ class LiveCount:
     def running(self) -> bool:
         return self.counter is not None
 
-    def start(self) -> None:
-        """Count every op from now on (the step's first op must come after)."""
+    def start(self, data: Any = ()) -> None:
+        """Count every op from now on (the step's first op must come after); ``data``: the
+        step's batch as it was handed to it (any nesting of tensors), the model's input data
+        (:meth:`vitprof.count.counter.OpCounter.feed`)."""
         self.params = dict(self.model.named_parameters())
         counter = OpCounter(self.model, self.params, real_step=True)
+        counter.feed(t for t in tree_leaves(data) if isinstance(t, torch.Tensor))
         counter.track_autograd()
         self._running.enter_context(counter.running())
         self.counter = counter
