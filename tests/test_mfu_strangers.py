@@ -303,7 +303,7 @@ def test_a_step_counted_as_it_runs_knows_its_batch_as_the_models_input() -> None
     inputs are (:meth:`vitprof.count.counter.OpCounter.feed`): a model that is one layer whose
     residual adds take that input itself as their skip is split as its meta count, its
     feed-forward in ``mlp`` (without the batch, no join is found: it went to ``head``)."""
-    from recognition_fixtures import HID, N, D, InputSkipLayer
+    from recognition_fixtures import HID, D, InputSkipLayer, N
 
     from vitprof.measure.mfu.flops import count_step
     from vitprof.measure.mfu.live_count import LiveCount
