@@ -475,16 +475,20 @@ def _layers(ops: Sequence[OpRecord], params: Sequence[ParamRecord], reads: Reads
             if names else None for op, names in zip(ops, reads, strict=True)]
 
 
-def _split_otherwise(blocks: dict[int, list[int]], runs: Sequence[tuple[object, ...]],
+def _split_otherwise(blocks: Sequence[int], runs: Sequence[tuple[object, ...]],
                      placed: Sequence[tuple[Component, ...]]) -> set[int]:
-    """The blocks running what another block runs (``runs``, in the order of ``blocks``), their
-    records placed (``placed``) otherwise than in most of the blocks running it (the first
-    placement seen, among those of as many blocks)."""
+    """The ``blocks`` running what another block runs (``runs``, one per block), their records
+    placed (``placed``, one per block) otherwise than in most of the blocks running it (the
+    first placement seen, among those of as many blocks)."""
     ways: dict[tuple[object, ...], dict[tuple[Component, ...], list[int]]] = {}
-    for k, block in enumerate(blocks):
-        ways.setdefault(runs[k], {}).setdefault(placed[k], []).append(block)
-    return {block for split in ways.values() for way, others in split.items()
-            if way != max(split, key=lambda w: len(split[w])) for block in others}
+    for block, run, place in zip(blocks, runs, placed, strict=True):
+        ways.setdefault(run, {}).setdefault(place, []).append(block)
+    astray: set[int] = set()
+    for split in ways.values():
+        most = max(split.values(), key=len)
+        astray.update(block for others in split.values() if others is not most
+                      for block in others)
+    return astray
 
 
 def same_computation_split_differently(
@@ -501,15 +505,16 @@ def same_computation_split_differently(
         if op.phase is Phase.FORWARD and op.block is not None:
             blocks.setdefault(op.block, []).append(k)
     records = list(blocks.values())
+    computations = [tuple((ops[k].op, ops[k].macs, ops[k].vector_flops) for k in block)
+                    for block in records]
     astray = _split_otherwise(
-        blocks, [tuple((ops[k].op, ops[k].macs, ops[k].vector_flops) for k in block)
-                 for block in records],
+        list(blocks), computations,
         [tuple(ops[k].component for k in block if ops[k].macs) for block in records])
     if reads is not None:
         layers = _layers(ops, params, reads)
         weighted = [[k for k in block if layers[k] is not None] for block in records]
         astray |= _split_otherwise(
-            blocks, [tuple(layers[k] for k in block) for block in weighted],
+            list(blocks), [tuple(layers[k] for k in block) for block in weighted],
             [tuple(ops[k].component for k in block) for block in weighted])
     found = [ops[k] for block in sorted(astray) for k in blocks[block] if ops[k].macs]
     if not found:
