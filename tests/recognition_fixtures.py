@@ -1202,6 +1202,54 @@ def merge_block(n: int) -> Breakdown:
 MERGE = _sum(OUTSIDE, merge_block(N), merge_block(N - 1))
 
 
+class FuseBlk(Blk):
+    """The standard block that, given ``keep``, reorganizes its tokens between the attention
+    and the MLP: of the tokens after the first, it keeps the ``keep`` that the first token's
+    row of the attention map weights most (chosen by indices: an argsort's) and fuses the
+    others into one token, their sum weighted by that row (one 1 x dropped by dropped x D
+    product); the MLP runs on the first token, the kept ones and the fused one. Seen in the
+    study's EViT (``vitprof/study/token_reduction``: keep rate 0.7, fused): the fused token's
+    product was taken for an attention core of its own (its weights a softmax's), the walk
+    to its output projection ran on into the MLP's first linear, and so did the walk from the
+    attention's own map, read by the top-k as indices."""
+
+    def __init__(self, keep: int | None = None) -> None:
+        super().__init__()
+        self.keep = keep
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.d(self.c(x)).chunk(3, -1)
+        weights = (q * 0.5 @ k.transpose(-2, -1)).softmax(-1)
+        x = x + self.e(weights @ v)
+        if self.keep is not None:
+            first, rest = x[:, :1], x[:, 1:]
+            row = weights[:, 0, 1:]  # the first token's attention over the others
+            order = row.argsort(dim=1, descending=True)
+            kept, dropped = order[:, :self.keep], order[:, self.keep:]
+            chosen = rest.gather(1, kept.unsqueeze(-1).expand(-1, -1, D))
+            others = rest.gather(1, dropped.unsqueeze(-1).expand(-1, -1, D))
+            x = torch.cat([first, chosen, row.gather(1, dropped).unsqueeze(1) @ others], 1)
+        return x + self.h(F.gelu(self.g(self.f(x))))
+
+
+class FuseNet(Net):
+    """The standard net whose first block keeps 1 of the N - 1 = 3 tokens after the first and
+    fuses the other 2: N - 1 = 3 tokens from its MLP on; the second block is standard."""
+
+    def __init__(self) -> None:
+        super().__init__(FuseBlk)
+        self.m[0] = FuseBlk(keep=1)
+
+
+# block 0: the attention on N = 4 tokens, the MLP on 1 + 1 + 1 = 3 (the first, the kept one, the
+# fused one), the fused token's product 1 x 2 by 2 x D = 2 * 8 = 16 MACs in attn_core (a product
+# of two activations in a block, no core's: a weighted sum of tokens, as the cores' are);
+# block 1: the standard block on 3 tokens
+FUSED = _sum(OUTSIDE, {c: v for c, v in block(N).items() if c is not C.MLP},
+             {C.MLP: (block(N)[C.MLP][0], 2 * (N - 1) * D * HID), C.ATTN_CORE: (0, 2 * D)},
+             block(N - 1))
+
+
 class Unitised(nn.Module):
     """A parametrization (``torch.nn.utils.parametrize``): the weight it is given, its rows
     scaled to unit length. A weight computed by records reading no activation is a
@@ -1685,6 +1733,7 @@ FIXTURES: dict[str, Fixture] = {
     "vector_norm_block": Fixture(VectorNormNet, VECTOR_NORM_NET),
     "head_bias_block": Fixture(lambda: Net(HeadBiasBlk), net()),  # 3 D-element biases
     "index_merge_block": Fixture(MergeNet, MERGE),
+    "fused_token_block": Fixture(FuseNet, FUSED),
     "deformable_block": Fixture(lambda: Net(DeformBlk), net(_times(L, DEFORM))),
     "loop_decoder": Fixture(LoopDecoderNet, loop_decoder()),
     "constant_table_block": Fixture(lambda: Net(ConstantTableBlk), net(_times(L, CONSTANT_TABLE))),

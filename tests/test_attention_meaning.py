@@ -92,3 +92,16 @@ def test_a_token_merge_keeps_the_blocks_apart() -> None:
     assert {c: (v.params, v.macs) for c, v in profile.components.items()
             if (v.params, v.macs) != (0, 0)} == ALL["index_merge_block"].expected
     assert not profile.warnings
+
+
+def test_a_fused_token_is_no_core_and_its_block_keeps_its_mlp() -> None:
+    """A block keeping the tokens the first token's attention weights most (an argsort's
+    indices) and fusing the rest into one token by a product with that attention row: main
+    took the fused product for a core of its own and the MLP's first linear ``g`` (D * HID +
+    HID = 144 params, 3 * D * HID = 384 MACs) for its output projection, ``attn_proj``, with
+    no check firing."""
+    profile = analyze(ALL["fused_token_block"].build(), image_size=IMAGE, recognizer="graph")
+    assert {c: (v.params, v.macs) for c, v in profile.components.items()
+            if (v.params, v.macs) != (0, 0)} == ALL["fused_token_block"].expected
+    assert {p.component for p in profile.params if p.name.startswith("m.0.g.")} == {C.MLP}
+    assert not profile.warnings

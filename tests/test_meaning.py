@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from recognition_fixtures import (
     FIXTURES,
+    HID,
     IMAGE,
     INPUT_SKIP,
     POST_NORM_CLASS,
@@ -48,9 +49,9 @@ from torch.nn.utils import parametrize
 
 from vitprof import analyze
 from vitprof.core.records import Component as C
-from vitprof.core.records import OpRecord
+from vitprof.core.records import OpRecord, ParamRecord
 from vitprof.recognize.rules.base import RuleSet
-from vitprof.recognize.self_checks import self_checks
+from vitprof.recognize.self_checks import same_computation_split_differently, self_checks
 
 MEANING = ("weight in another component", "weight operand in tokens", "norm affine elsewhere",
            "same computation split differently", "feed-forwards outside blocks")
@@ -239,8 +240,46 @@ def test_two_blocks_of_one_computation_split_differently_fail_a_check() -> None:
     assert self_checks(_two_blocks(C.MLP)) == []
     fired = self_checks(_two_blocks(C.ATTN_PROJ))
     assert fired == ["self-check failed (same computation split differently): 1,056 MACs in "
-                     "blocks that run the same ops as another block, split otherwise, in (root)"]
+                     "blocks that run the same ops or layers as another block, split otherwise, "
+                     "in (root)"]
     # 768 + 32 + 256 = 1_056: the MACs of the block split otherwise
+
+
+def _layered_block(block: int, tokens: int, mlp: C, fused: bool) -> list[OpRecord]:
+    """A block on ``tokens`` tokens: a q/k/v linear ``q`` (D -> 3D), a core's two products, an
+    output linear ``o`` (D -> D), with ``fused`` a product of two activations (a token fused
+    from 2 dropped: 1 x 2 by 2 x D), then an MLP linear ``u`` (D -> HID) placed in ``mlp``."""
+    return [OpRecord(op, "", component, block, macs, 0) for op, component, macs in (
+        ("aten.addmm", C.ATTN_QKV, tokens * D * 3 * D),
+        ("aten.bmm", C.ATTN_CORE, tokens * tokens * D),
+        ("aten.bmm", C.ATTN_CORE, tokens * tokens * D),
+        ("aten.addmm", C.ATTN_PROJ, tokens * D * D),
+        *((("aten.bmm", C.ATTN_CORE, 2 * D),) if fused else ()),
+        ("aten.addmm", mlp, tokens * D * HID))]
+
+
+def test_blocks_of_the_same_layers_split_differently_fail_a_check() -> None:
+    """Check 4 on the layers: three blocks whose weighted records read parameters of the same
+    shapes, in the same order, but run other ops between them (a fused token's product) on
+    other numbers of tokens; the first block's MLP linear in ``attn_proj``, as most blocks' is
+    not."""
+    shapes = {"q": (3 * D, D), "o": (D, D), "u": (HID, D)}
+    params = [ParamRecord(f"{k}.{name}", D, C.MLP, k, shape)
+              for k in range(3) for name, shape in shapes.items()]
+    reads = [frozenset({f"{k}.{name}"}) if name else frozenset()
+             for k in range(3) for name in ("q", "", "", "o", *([""] if k == 0 else []), "u")]
+
+    def ops(first: C) -> tuple[OpRecord, ...]:
+        return (*_layered_block(0, 4, first, fused=True), *_layered_block(1, 3, C.MLP, False),
+                *_layered_block(2, 3, C.MLP, False))
+
+    assert same_computation_split_differently(ops(C.MLP), params, reads) == []
+    assert same_computation_split_differently(ops(C.ATTN_PROJ)) == []  # no reads: ops only
+    fired = same_computation_split_differently(ops(C.ATTN_PROJ), params, reads)
+    # block 0: 4 * 8 * 24 + 2 * 4 * 4 * 8 + 4 * 8 * 8 + 2 * 8 + 4 * 8 * 16 = 1_808
+    assert fired == ["self-check failed (same computation split differently): 1,808 MACs in "
+                     "blocks that run the same ops or layers as another block, split otherwise, "
+                     "in (root)"]
 
 
 # each check of meaning, a fixture of the class it guards, and the rules whose fix of that class
@@ -260,6 +299,19 @@ def test_each_check_of_meaning_fires_on_the_class_it_guards(check: str) -> None:
     build, switched_off = GUARDED[check]
     profile = analyze_under(RuleSet(off=switched_off), build(), image_size=IMAGE)
     fired = [line for line in profile.self_checks if f"({check})" in line]
+    assert len(fired) == 1
+    assert fired[0] in profile.warnings
+
+
+@pytest.mark.parametrize("switched_off", ["reused-map-product", "output-by-value"])
+def test_same_layers_split_differently_fires_on_a_fused_token_block(switched_off: str) -> None:
+    """The block fusing the tokens it drops, either rule of its fix switched off: its MLP's
+    first linear is ``attn_proj`` (the fused token's product taken for a core, or the top-k's
+    indices for the attention's output), the next block's ``mlp``. The two run other ops on
+    other numbers of tokens, but the same layers."""
+    profile = analyze_under(RuleSet(off={switched_off}), FIXTURES["fused_token_block"].build(),
+                            image_size=IMAGE)
+    fired = [line for line in profile.self_checks if "(same computation split differently)" in line]
     assert len(fired) == 1
     assert fired[0] in profile.warnings
 

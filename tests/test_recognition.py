@@ -57,6 +57,10 @@ STRUCTURAL = {
                             "core-product",
     "scores-by-value": "which records a core's path to its second product runs through, read "
                        "by core-product",
+    "reused-map-product": "which softmax-weighted products are no cores, read by "
+                          "softmax-weighted-product",
+    "output-by-value": "which records the walk from a core to its output projections runs "
+                       "through, read by proj-after-core",
     "joined-span-block": "which module is a block, read by the rules inside and outside blocks",
     "residual-segment-block": "which records a block's stream holds after its module, read by "
                               "weighted-in-block",

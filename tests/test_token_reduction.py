@@ -15,7 +15,12 @@ from timm.models.vision_transformer import VisionTransformer
 from vitprof import analyze
 from vitprof.cli.main import main
 from vitprof.core.records import Component as C
-from vitprof.study.token_reduction.counts import BlockCount, ReducedCount, count_built
+from vitprof.study.token_reduction.counts import (
+    BlockCount,
+    ReducedCount,
+    count_built,
+    with_reduction,
+)
 from vitprof.study.token_reduction.models import tome
 from vitprof.study.token_reduction.published import PublishedRow, RowResult, load_rows
 
@@ -78,6 +83,29 @@ def test_evit_reorganizes_between_attention_and_mlp_and_fuses_the_rest_into_one_
     # without fusion: ceil(0.7 x 16) = 12 -> 13, ceil(0.7 x 12) = 9 -> 10, ceil(0.7 x 9) = 7 -> 8
     assert [t for t in tokens(dropped) if t[0] != t[1]] == [(17, 13), (13, 10), (10, 8)]
     assert dropped.reduction_macs == 0
+
+
+@pytest.mark.parametrize("setting", ["keep=0.7 fuse", "keep=0.7"])
+def test_evit_splits_its_blocks_as_the_dense_ones(setting: str) -> None:
+    """The components of EViT on the small DeiT, from the tokens its blocks see: its MLPs are
+    ``mlp`` and the fused token's product ``attn_core`` (main put the first MLP linear of
+    blocks 3, 6 and 9 in ``attn_proj``: the walk from the attention to its output projection
+    ran on through the top-k's indices and, fused, the fused token's product, taken for a
+    core)."""
+    model = with_reduction(small_deit(), setting).eval()
+    found = analyze(model, image_size=64, device="meta", recognizer="graph")
+    seen = tokens(count_built(small_deit(), setting, "small"))
+    # fused: the dropped tokens 4, 3, 3 (test above) times D, in blocks 3, 6, 9
+    fusion = (4 + 3 + 3) * D if setting.endswith("fuse") else 0
+    expected = {
+        C.ATTN_QKV: (12 * (3 * D * D + 3 * D), sum(3 * na * D * D for na, _ in seen)),
+        C.ATTN_CORE: (0, sum(2 * na * na * D for na, _ in seen) + fusion),
+        C.ATTN_PROJ: (12 * (D * D + D), sum(na * D * D for na, _ in seen)),
+        C.MLP: (12 * (D * M + M + M * D + D), sum(2 * nm * D * M for _, nm in seen)),
+    }
+    assert {c: (v.params, v.macs) for c, v in found.components.items() if c in expected} == \
+        expected
+    assert not found.warnings
 
 
 def test_tome_merges_r_per_block_and_its_matching_counts_apart() -> None:

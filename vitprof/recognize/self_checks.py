@@ -63,7 +63,12 @@ its weights (:func:`weight_reads`, from the trace of the data flow; without one 
 * **same computation split differently**: two blocks that run the same ops with the same MACs
   and vector FLOPs, record by record, whose records with MACs are placed in other components
   (records without MACs at a block's edge follow their producer, which differs between the
-  first block of a stage and the others: not compared).
+  first block of a stage and the others: not compared); or two blocks that run the same
+  layers, in the same order (weighted records of one op reading parameters of the same
+  shapes), whatever runs between them and on how many tokens, whose layers are placed in other
+  components (a block reorganizing its tokens between its attention and its MLP runs its
+  layers on fewer tokens, with a fused token's product between them). The blocks placed
+  otherwise than most of those running the same are named.
 * **feed-forwards outside blocks**: blocks with a core and no ``mlp`` while, between two of
   them, weighted records in no block, none a convolution, are ``conv`` or ``head``: a layer's
   feed-forward left out of its block (MobileNetV4-hybrid's inverted residuals between its
@@ -455,21 +460,68 @@ def norm_affine_elsewhere(params: Sequence[ParamRecord], gains: frozenset[str]) 
             f"not norm, in {shown}"]
 
 
-def same_computation_split_differently(ops: Sequence[OpRecord]) -> list[str]:
-    forward = [op for op in ops if op.phase is Phase.FORWARD]
-    blocks = _by_block(forward)
-    split: dict[tuple[tuple[str, int, int], ...], dict[tuple[Component, ...], list[int]]] = {}
-    for block, records in blocks.items():
-        computation = tuple((op.op, op.macs, op.vector_flops) for op in records)
-        placed = tuple(op.component for op in records if op.macs)
-        split.setdefault(computation, {}).setdefault(placed, []).append(block)
-    astray = [op for ways in split.values() if len(ways) > 1
-              for others in list(ways.values())[1:] for block in others
-              for op in blocks[block] if op.macs]
-    if not astray:
+Layer = tuple[str, tuple[tuple[int, ...], ...]]  # a weighted record's op, its weights' shapes
+
+
+def _layers(ops: Sequence[OpRecord], params: Sequence[ParamRecord], reads: Reads
+            ) -> list[Layer | None]:
+    """Per op record, the layer it runs: its op and the shapes of the parameters it reads as
+    weights (a share of a fused projection by the shapes of every share); None for a record
+    reading none."""
+    shapes: dict[str, list[tuple[int, ...]]] = {}
+    for p in params:
+        shapes.setdefault(p.name, []).append(p.shape)
+    return [(op.op, tuple(sorted(shape for name in names for shape in shapes.get(name, ()))))
+            if names else None for op, names in zip(ops, reads, strict=True)]
+
+
+def _split_otherwise(blocks: Sequence[int], runs: Sequence[tuple[object, ...]],
+                     placed: Sequence[tuple[Component, ...]]) -> set[int]:
+    """The ``blocks`` running what another block runs (``runs``, one per block), their records
+    placed (``placed``, one per block) otherwise than in most of the blocks running it (the
+    first placement seen, among those of as many blocks)."""
+    ways: dict[tuple[object, ...], dict[tuple[Component, ...], list[int]]] = {}
+    for block, run, place in zip(blocks, runs, placed, strict=True):
+        ways.setdefault(run, {}).setdefault(place, []).append(block)
+    astray: set[int] = set()
+    for split in ways.values():
+        most = max(split.values(), key=len)
+        astray.update(block for others in split.values() if others is not most
+                      for block in others)
+    return astray
+
+
+def same_computation_split_differently(
+    ops: Sequence[OpRecord], params: Sequence[ParamRecord] = (), reads: Reads | None = None
+) -> list[str]:
+    """Blocks running the same ops with the same MACs and vector FLOPs, record by record, whose
+    records with MACs are placed otherwise; and, given ``reads`` (per op, the parameters it
+    reads as weights), blocks running the same layers (:func:`_layers`, in the same order),
+    whatever runs between them and on how many tokens, whose layers are placed otherwise (a
+    block reorganizing its tokens between its attention and its MLP, its MLP's first linear
+    taken for an output projection)."""
+    blocks: dict[int, list[int]] = {}  # per block, the indices of its forward records
+    for k, op in enumerate(ops):
+        if op.phase is Phase.FORWARD and op.block is not None:
+            blocks.setdefault(op.block, []).append(k)
+    records = list(blocks.values())
+    computations = [tuple((ops[k].op, ops[k].macs, ops[k].vector_flops) for k in block)
+                    for block in records]
+    astray = _split_otherwise(
+        list(blocks), computations,
+        [tuple(ops[k].component for k in block if ops[k].macs) for block in records])
+    if reads is not None:
+        layers = _layers(ops, params, reads)
+        weighted = [[k for k in block if layers[k] is not None] for block in records]
+        astray |= _split_otherwise(
+            list(blocks), [tuple(layers[k] for k in block) for block in weighted],
+            [tuple(ops[k].component for k in block) for block in weighted])
+    found = [ops[k] for block in sorted(astray) for k in blocks[block] if ops[k].macs]
+    if not found:
         return []
-    return [_warning("same computation split differently", astray,
-                     "in blocks that run the same ops as another block, split otherwise")]
+    return [_warning("same computation split differently", found,
+                     "in blocks that run the same ops or layers as another block, split "
+                     "otherwise")]
 
 
 def feed_forwards_outside_blocks(ops: Sequence[OpRecord]) -> list[str]:
@@ -515,4 +567,5 @@ def self_checks(ops: Sequence[OpRecord], params: Sequence[ParamRecord] = (),
             + module_in_two_components(ops, params)
             + weight_elsewhere(ops, params, reads) + weight_operand_in_tokens(params, weights)
             + norm_affine_elsewhere(params, gains)
-            + same_computation_split_differently(ops) + feed_forwards_outside_blocks(ops))
+            + same_computation_split_differently(ops, params, reads)
+            + feed_forwards_outside_blocks(ops))

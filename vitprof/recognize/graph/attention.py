@@ -43,7 +43,8 @@ class Core:
 def walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
          upstream: bool, inner: Set[int] = frozenset()) -> tuple[set[int], set[int]]:
     """The first weighted records reached from ``starts`` through :meth:`Flow.passes` records,
-    upstream (through sources) or downstream (through consumers), and the records passed that
+    upstream (through sources) or downstream (through the consumers reading their values:
+    :meth:`Flow.output_readers`), and the records passed that
     are not norms (q scaling, rotary, feature maps, head merging). Downstream, a join whose
     arms fork from ``inner`` (the core's q/k/v projections and the records from them to the
     core) is no residual add but the core's: it is passed, and the records of its arm beside
@@ -66,7 +67,7 @@ def walk(flow: Flow, starts: list[int], core: frozenset[int] | set[int],
                 # a linear's bias stays its linear's
                 passed.add(i)
             passed.update(j for j in beside or () if not flow.norm(j))
-            stack.extend(flow.steps[i].sources if upstream else flow.consumers[i])
+            stack.extend(flow.steps[i].sources if upstream else flow.output_readers(i))
     return found, passed
 
 

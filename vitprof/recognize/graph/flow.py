@@ -27,6 +27,7 @@ from vitprof.recognize.rules.flow_checks import (
     CONCATENATED_ARM,
     INPUT_SKIP,
     JOINED_OPERAND,
+    OUTPUT_BY_VALUE,
     POOLED_SKIP,
     POST_NORM_STREAM,
     PROJECTION_BIAS,
@@ -225,6 +226,14 @@ class Flow:
         step = self.steps[i]
         return step.macs == 0 and i not in self.joins and (
             not step.params or self.norm(i) or self.own_bias(i) or self.projection_bias(i))
+
+    def output_readers(self, i: int) -> list[int]:
+        """The consumers of step ``i`` that a walk from a core's output follows: all of them but
+        those reading it only as indices
+        (:data:`~vitprof.recognize.rules.flow_checks.OUTPUT_BY_VALUE`)."""
+        if OUTPUT_BY_VALUE not in self.rules:
+            return self.consumers[i]
+        return [j for j in self.consumers[i] if OUTPUT_BY_VALUE.takes_values(self.steps[j], i)]
 
     def own_bias(self, i: int) -> bool:
         """Step ``i`` adds a linear's bias apart from its product, in the linear's own module

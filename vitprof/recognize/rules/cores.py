@@ -22,7 +22,7 @@ from vitprof.recognize.graph.flow import WINDOW, Flow
 from vitprof.recognize.graph.fused import Fused
 from vitprof.recognize.graph.ops import SOFTMAX
 from vitprof.recognize.rules.base import Placement, Rule, RuleSet
-from vitprof.recognize.rules.flow_checks import ADDED_TERM, JOINED_OPERAND
+from vitprof.recognize.rules.flow_checks import ADDED_TERM, JOINED_OPERAND, OUTPUT_BY_VALUE
 
 Found = tuple[list[int], Rule]  # the records of a core, and the rule that found it
 
@@ -196,32 +196,69 @@ SINGLE_KEY = _SingleKey(
     "single_key_block")
 
 
+def _softmax_operand(flow: Flow, i: int) -> int | None:
+    """The softmax that one of record ``i``'s operands is, reached through at most
+    :data:`DEPTH` records without MACs nor parameters; None if none."""
+    stack, seen = [(j, 0) for j in flow.steps[i].sources], set()
+    while stack:
+        j, depth = stack.pop()
+        step = flow.steps[j]
+        if j in seen or depth > DEPTH or step.macs or step.params:
+            continue
+        seen.add(j)
+        if step.op in SOFTMAX:
+            return j
+        stack.extend((k, depth + 1) for k in step.sources)
+    return None
+
+
+@dataclass(frozen=True)
+class _ReusedMap(Rule):
+    def reuses(self, flow: Flow, i: int, taken: Set[int]) -> bool:
+        """The free product ``i`` weights by the softmax of a core found before (in ``taken``)
+        and no projection feeds it: the walk from its operands up to the first weighted
+        records finds none (read by :data:`SOFTMAX_WEIGHTED`)."""
+        softmax = _softmax_operand(flow, i)
+        if softmax is None or softmax not in taken:
+            return False
+        projections, _ = walk(flow, list(flow.steps[i].sources), {i}, upstream=True)
+        return not projections
+
+
+REUSED_MAP = _ReusedMap(
+    "reused-map-product", (C.ATTN_CORE,),
+    """A product weighted by a softmax is no core of its own when that softmax is a record of
+    a core found before and no projection feeds the product (the walk from its operands up to
+    the first weighted records finds none): it reads a map the core already made, with no new
+    scores of its own, and multiplies the stream's tokens (a block fusing the tokens it drops
+    into one, their sum weighted by the first token's row of the attention map). Its records
+    are placed as those of no core (``free-product-in-block``); as a core, the walk from its
+    output would take the next weighted record (the MLP's first linear) for an output
+    projection. A product of a reused map with values a projection makes is still a core.""",
+    "the softmax a free product's operand is, the cores found before, the weighted records "
+    "upstream of its operands",
+    "fused_token_block")
+
+
 @dataclass(frozen=True)
 class _SoftmaxWeighted(CoreFinder):
     def find(self, flow: Flow, i: int, taken: Set[int]) -> Found | None:
         alone = self.weights(flow, i) if flow.free_product(i) else None
+        if alone and REUSED_MAP in flow.rules and REUSED_MAP.reuses(flow, i, taken):
+            return None
         return (alone, self) if alone else None
 
     def weights(self, flow: Flow, i: int) -> list[int] | None:
         """The free product ``i`` alone when it multiplies weights normalised by a softmax: one of
         its operands is a softmax reached through at most :data:`DEPTH` records without MACs nor
-        parameters (outlook attention: a linear makes the weights, a softmax normalises them, one
-        product with the unfolded values). A product of two projections (the first product of a
-        dot-product attention) reaches none. A second product is still searched from one that
-        does (factorized attention: ``q (softmax(k)^T v)``), but through records
-        without MACs only: a weighted map keeping its size (talking heads' between the scores and
-        the values) could run on into the next block's product."""
-        stack, seen = [(j, 0) for j in flow.steps[i].sources], set()
-        while stack:
-            j, depth = stack.pop()
-            step = flow.steps[j]
-            if j in seen or depth > DEPTH or step.macs or step.params:
-                continue
-            seen.add(j)
-            if step.op in SOFTMAX:
-                return [i]
-            stack.extend((k, depth + 1) for k in step.sources)
-        return None
+        parameters (:func:`_softmax_operand`; outlook attention: a linear makes the weights, a
+        softmax normalises them, one product with the unfolded values). A product of two
+        projections (the first product of a dot-product attention) reaches none. A second
+        product is still searched from one that does (factorized attention:
+        ``q (softmax(k)^T v)``), but through records without MACs only: a weighted map keeping
+        its size (talking heads' between the scores and the values) could run on into the next
+        block's product."""
+        return [i] if _softmax_operand(flow, i) is not None else None
 
 
 SOFTMAX_WEIGHTED = _SoftmaxWeighted(
@@ -655,9 +692,9 @@ FUSED_SHARE = _FusedShare(
 # the order they decide in
 CORE_RULES: tuple[Rule, ...] = (
     PRICED_IN_PARTS, FUSED_CORE, CORE_PRODUCT, STREAM_BOUND, SCORES_BY_VALUE, SINGLE_KEY,
-    SOFTMAX_WEIGHTED, AGGREGATION, SAMPLED_POINTS, PRODUCT_OF_CORES, JOINED_OPERAND, ADDED_TERM,
-    POOLING_HEAD, SCORE_BIAS, PASSED, QUERY_TERM, QKV, FEEDS_QKV, GATE, PROJ, NEXT_QKV,
-    ATTENTION_MODULE, FUSED_SHARE,
+    SOFTMAX_WEIGHTED, REUSED_MAP, AGGREGATION, SAMPLED_POINTS, PRODUCT_OF_CORES, JOINED_OPERAND,
+    ADDED_TERM, POOLING_HEAD, SCORE_BIAS, PASSED, QUERY_TERM, QKV, FEEDS_QKV, GATE, PROJ,
+    OUTPUT_BY_VALUE, NEXT_QKV, ATTENTION_MODULE, FUSED_SHARE,
 )
 
 
@@ -695,7 +732,7 @@ def find_cores(flow: Flow) -> list[Core]:
             continue
         products = any(flow.steps[i].macs for i in steps)
         operands, beside = inputs(flow, steps, products)
-        outputs = [j for i in steps for j in flow.consumers[i] if j not in steps]
+        outputs = [j for i in steps for j in flow.output_readers(i) if j not in steps]
         qkv, before = walk(flow, operands, steps, upstream=True)
         inner = set().union(*(flow.ancestors(i, min(qkv)) for i in operands)) if qkv else set()
         proj, after = walk(flow, outputs, steps, upstream=False, inner=inner)

@@ -1,12 +1,13 @@
 """The rules the data flow asks itself: which parameters weight a product
 (:data:`JOINED_OPERAND`, :data:`ADDED_TERM`), which add is a product's bias
 (:data:`PROJECTION_BIAS`), which add is a residual join (:data:`POOLED_SKIP`,
-:data:`INPUT_SKIP`, :data:`CONCATENATED_ARM`) and where a residual stream goes on
-(:data:`POST_NORM_STREAM`). Their code answers the questions of
+:data:`INPUT_SKIP`, :data:`CONCATENATED_ARM`), where a residual stream goes on
+(:data:`POST_NORM_STREAM`) and which records take a record's values, not only its indices
+(:data:`OUTPUT_BY_VALUE`). Their code answers the questions of
 :class:`~vitprof.recognize.graph.flow.Flow`, which calls it when the rule is on, so this module
 imports nothing from :mod:`vitprof.recognize.graph` (the flow imports it). They decide in the
 registry's order with the core rules (:data:`JOINED_OPERAND`, :data:`ADDED_TERM`,
-:data:`PROJECTION_BIAS`) and the block rules (the others).
+:data:`PROJECTION_BIAS`, :data:`OUTPUT_BY_VALUE`) and the block rules (the others).
 """
 
 from __future__ import annotations
@@ -110,6 +111,26 @@ PROJECTION_BIAS = _ProjectionBias(
     parameter takes the product's component, never ``tokens``.""",
     "the add's one source, whether it is weighted, its last dimension, the parameters' sizes",
     "head_bias_block")
+
+
+@dataclass(frozen=True)
+class _OutputByValue(Rule):
+    def takes_values(self, step: Step, source: int) -> bool:
+        """``step`` reads record ``source``'s values, not only indices computed from them (a
+        top-k or an argsort choosing the tokens it gathers)."""
+        return source not in step.indexed
+
+
+OUTPUT_BY_VALUE = _OutputByValue(
+    "output-by-value", (C.ATTN_PROJ,),
+    """The walk from a core to its output projections follows the values of its records, never
+    indices computed from them: a record that reads a record of the core (or of the walk) only
+    as indices (a block keeping the tokens that the first token's row of the attention map
+    weights most, chosen by an argsort, then running its MLP on them) takes none of the core's
+    output; the MLP's first linear is no output projection. Where the attention's output
+    itself is reordered by indices computed elsewhere before its projection, the walk reads it
+    by value and passes.""",
+    "the sources each record reads only as indices (integer tensors)", "fused_token_block")
 
 
 @dataclass(frozen=True)
