@@ -54,6 +54,8 @@ STRUCTURAL = {
     "scores-by-value": "which records a core's path to its second product runs through, read "
                        "by core-product",
     "joined-span-block": "which module is a block, read by the rules inside and outside blocks",
+    "block-per-call": "which call of a block's module a record runs in, read by the rules "
+                      "inside and outside blocks",
     "residual-segment-block": "which records a block's stream holds after its module, read by "
                               "weighted-in-block",
     "next-core-qkv": "which records proj-after-core keeps, the rest placed by qkv-feeds-core",

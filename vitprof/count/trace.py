@@ -48,6 +48,10 @@ class Step:
     # input data (a patch mask), or a constant made in the forward
     unsourced: bool = False
     kind: OpKind = OpKind.OTHER  # what the op is (its formula's registration), never its name
+    # the running modules, outermost first, each with the ordinal of its call among the
+    # forward's module calls: the records of two calls of one module (a decoder layer run step
+    # by step in a loop) differ here, whatever their paths
+    calls: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

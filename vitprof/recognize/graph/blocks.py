@@ -25,8 +25,8 @@ numbered in execution order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Set
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
 from types import CodeType
 from typing import NamedTuple
 
@@ -57,13 +57,19 @@ def _code(code: CodeType) -> tuple[object, ...]:
 
 @dataclass(frozen=True)
 class Blocks:
-    """Per step its block (or None), the module paths of the blocks, the cores in no block."""
+    """Per step its block (or None), the module paths of the blocks (a module called several
+    times: its first call's block), the cores in no block."""
 
     of_step: list[int | None]
     paths: dict[str, int]
     loose: frozenset[int]  # indices of the cores in no block (attention-pooling heads)
     selected: frozenset[int] = frozenset()  # records a token selector put in a block
     between: frozenset[int] = frozenset()  # records of a query selection between two stacks
+    later: Mapping[int, str] = field(default_factory=dict)  # a later call's block -> its path
+
+    def modules(self) -> dict[int, str]:
+        """Per block found in a module, the module's path, every call of it included."""
+        return {**{index: path for path, index in self.paths.items()}, **self.later}
 
 
 def module_chain(path: str) -> list[tuple[str, str]]:
