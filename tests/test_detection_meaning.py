@@ -50,6 +50,7 @@ def test_a_decoder_called_step_by_step_in_a_loop_is_split_as_its_layers() -> Non
     profile = analyze(LoopDecoderNet(), image_size=IMAGE, recognizer="graph")
     assert {c: (v.params, v.macs) for c, v in profile.components.items()
             if (v.params, v.macs) != (0, 0)} == loop_decoder()
+    assert len(profile.blocks) == L + STEPS * L  # the encoder's, then each layer's T calls
     assert {(op.component, op.block) for op in profile.ops if op.module == "b"} == {(C.HEAD, None)}
     assert profile.self_checks == ()
 

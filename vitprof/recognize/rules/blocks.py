@@ -119,8 +119,10 @@ class _CallBlock(Rule):
         """Each call of a block's module a block of its own: ``of_step`` (blocks by module path)
         renumbered in the order the calls start and ``paths`` naming each module's first call,
         where a module runs more than once; returns the later calls' blocks with their module's
-        path. A record whose running modules do not include the block's (a module of the block
-        called from outside its forward) is in the call before it."""
+        path. A call is that of the innermost running module that is the block's or holds it
+        (a list of layers, which no one calls, is called with the module running it); a record
+        that no such module runs (a module of the block called from outside its forward) is in
+        the call before it."""
         modules = {index: path for path, index in paths.items()}
         called: list[tuple[int, int] | None] = []  # per step, (its block, the call) or None
         running: dict[int, int] = {}  # per block, the call of its last record
@@ -129,7 +131,7 @@ class _CallBlock(Rule):
                 called.append(None)
                 continue
             call = next((n for path, n in reversed(flow.steps[i].calls)
-                         if path == modules[block]), running.get(block, -1))
+                         if within(modules[block], path)), running.get(block, -1))
             running[block] = call
             called.append((block, call))
         order = dict.fromkeys(key for key in called if key is not None)  # as the calls start
@@ -155,7 +157,8 @@ CALL_BLOCK = _CallBlock(
     """A block's module called several times is a block per call: a decoder layer run step by
     step in a loop, each step reading what the last one gave, is as many blocks as steps, each
     with its cores, projections, MLP and norms (its parameters are the first call's). The
-    calls are the module's entries into its forward, whatever its path.""",
+    calls are the module's entries into its forward (a list's: the module running it),
+    whatever its path.""",
     "the calls of the running modules of each record", "one_module_decoder")
 
 
