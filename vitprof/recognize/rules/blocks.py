@@ -119,19 +119,21 @@ class _CallBlock(Rule):
         """Each call of a block's module a block of its own: ``of_step`` (blocks by module path)
         renumbered in the order the calls start and ``paths`` naming each module's first call,
         where a module runs more than once; returns the later calls' blocks with their module's
-        path. A call is that of the innermost running module that is the block's or holds it
-        (a list of layers, which no one calls, is called with the module running it); a record
-        that no such module runs (a module of the block called from outside its forward) is in
-        the call before it."""
+        path. A call is the block module's (a list of layers, which no one calls: the innermost
+        running module holding it); a record it does not run (a module of the block called from
+        another block's forward: one activation module shared by the blocks) is in the call
+        before it."""
         modules = {index: path for path, index in paths.items()}
+        entered = {path for calls in {step.calls for step in flow.steps} for path, _ in calls}
         called: list[tuple[int, int] | None] = []  # per step, (its block, the call) or None
         running: dict[int, int] = {}  # per block, the call of its last record
         for i, block in enumerate(of_step):
             if block is None:
                 called.append(None)
                 continue
-            call = next((n for path, n in reversed(flow.steps[i].calls)
-                         if within(modules[block], path)), running.get(block, -1))
+            module = modules[block]
+            call = next((n for path, n in reversed(flow.steps[i].calls) if path == module or (
+                module not in entered and within(module, path))), running.get(block, -1))
             running[block] = call
             called.append((block, call))
         order = dict.fromkeys(key for key in called if key is not None)  # as the calls start
