@@ -1485,11 +1485,14 @@ class LoopDecoderNet(Net):
 class StepDecoderNet(LoopDecoderNet):
     """:class:`LoopDecoderNet` whose decoder is one module: a single :class:`CrossBlk` ``w``
     (self-attention over the tokens so far, cross-attention over the encoder's N tokens,
-    MLP, three LayerNorms) called once a step, T calls of one module. Seen in captioning
-    and OCR decoders of one layer run token by token; main split its T calls as one block,
-    put the head's first T - 1 calls in it as ``mlp`` and the first call's self-attention
-    projections in ``head`` (an attention-pooling head: the add after it reads the looked-up
-    rows, which no record made)."""
+    MLP, three LayerNorms) called once a step, T calls of one module. Main made its T calls
+    one block, the head's first T - 1 calls in it as ``mlp`` and the first call's
+    self-attention projections ``head`` (an attention-pooling head: the add after it reads
+    the looked-up rows, which no record made). Shown by torch's ``nn.TransformerDecoderLayer``
+    called alone in a greedy loop after a torchvision ViT (its first call's projections
+    ``head``), and by the decoders of x-transformers (``TransformerWrapper`` on a ``Decoder``
+    with cross-attention) and transformers (``VisionEncoderDecoderModel`` with a TrOCR
+    decoder, ``generate``), each layer one block over all steps."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -19,8 +19,9 @@ segments that follow it, before the next block, whose branches mix no tokens (a 
 called from a parallel list, ``for a, f in zip(attns, ffs)``), are the block's
 (``residual-segment-block``). Cores with no container (a flat, hand-written forward) get one block
 each: from the norms feeding its q/k/v projections (or from the end of the previous block) to
-the last join of its residual stream before the next core starts (:func:`_span_end`). Blocks are
-numbered in execution order.
+the last join of its residual stream before the next core starts (:func:`_span_end`). A block's
+module called several times (a decoder layer run step by step) is a block per call
+(``block-per-call``). Blocks are numbered in execution order.
 """
 
 from __future__ import annotations
