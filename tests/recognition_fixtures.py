@@ -1573,13 +1573,34 @@ class LoopDecoderNet(Net):
         return scores
 
 
-def loop_decoder() -> Breakdown:
-    """:class:`LoopDecoderNet`: the net, the table in ``tokens``, the head's MACs at each of
-    the T steps, the L decoder layers' params once and their MACs on 1, 2, ..., T queries."""
-    steps = [_times(L, decoder_layer(k)) for k in range(1, STEPS + 1)]
+class StepDecoderNet(LoopDecoderNet):
+    """:class:`LoopDecoderNet` whose decoder is one module: a single :class:`CrossBlk` ``w``
+    (self-attention over the tokens so far, cross-attention over the encoder's N tokens,
+    MLP, three LayerNorms) called once a step, T calls of one module. Main made its T calls
+    one block, the head's first T - 1 calls in it as ``mlp`` and the first call's
+    self-attention projections ``head`` (an attention-pooling head: the add after it reads
+    the looked-up rows, which no record made). Shown by torch's ``nn.TransformerDecoderLayer``
+    called alone in a greedy loop after a torchvision ViT (its first call's projections
+    ``head``), and by the decoders of x-transformers (``TransformerWrapper`` on a ``Decoder``
+    with cross-attention) and transformers (``VisionEncoderDecoderModel`` with a TrOCR
+    decoder, ``generate``), each layer one block over all steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = CrossBlk()  # type: ignore[assignment]
+
+    def decode(self, chosen: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        return self.w(self.t(chosen), memory)
+
+
+def loop_decoder(layers: int = L) -> Breakdown:
+    """:class:`LoopDecoderNet` (:class:`StepDecoderNet`: ``layers`` 1): the net, the table in
+    ``tokens``, the head's MACs at each of the T steps, the decoder layers' params once and
+    their MACs on 1, 2, ..., T queries."""
+    steps = [_times(layers, decoder_layer(k)) for k in range(1, STEPS + 1)]
     return _sum(net(), {C.TOKENS: (VOCABULARY * D, 0), C.HEAD: (0, (STEPS - 1) * D * 10)},
                 *({c: (0, macs) for c, (_, macs) in step.items()} for step in steps),
-                {c: (params, 0) for c, (params, _) in _times(L, decoder_layer()).items()})
+                {c: (params, 0) for c, (params, _) in _times(layers, decoder_layer()).items()})
 
 QUERY_SELECTION = {
     C.HEAD: (LIN + D + 1, N * D * D + N * D),  # s: D -> D and D -> 1 on the N tokens
@@ -1736,6 +1757,7 @@ FIXTURES: dict[str, Fixture] = {
     "fused_token_block": Fixture(FuseNet, FUSED),
     "deformable_block": Fixture(lambda: Net(DeformBlk), net(_times(L, DEFORM))),
     "loop_decoder": Fixture(LoopDecoderNet, loop_decoder()),
+    "one_module_decoder": Fixture(StepDecoderNet, loop_decoder(1)),
     "constant_table_block": Fixture(lambda: Net(ConstantTableBlk), net(_times(L, CONSTANT_TABLE))),
     "input_skip_layer": Fixture(InputSkipLayer, INPUT_SKIP,
                                 inputs={"input_shape": (1, D, SIDE, SIDE)}),

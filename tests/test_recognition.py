@@ -62,6 +62,8 @@ STRUCTURAL = {
     "output-by-value": "which records the walk from a core to its output projections runs "
                        "through, read by proj-after-core",
     "joined-span-block": "which module is a block, read by the rules inside and outside blocks",
+    "block-per-call": "which call of a block's module a record runs in, read by the rules "
+                      "inside and outside blocks",
     "residual-segment-block": "which records a block's stream holds after its module, read by "
                               "weighted-in-block",
     "next-core-qkv": "which records proj-after-core keeps, the rest placed by qkv-feeds-core",

@@ -111,6 +111,7 @@ class _Pending:
     unsourced: bool = False
     fed: bool = False  # forward: an operand is the model's input data (:meth:`OpCounter.feed`)
     kind: OpKind = OpKind.OTHER  # what the op is (its formula's registration)
+    calls: tuple[tuple[str, int], ...] = ()  # forward: the running modules' calls (ModuleStack)
 
 
 def tensor_bytes(value: Any) -> int:
@@ -339,6 +340,7 @@ class OpCounter:
                     name, stack, component, part, self.phase, share, owner, sources,
                     tuple(params), carried, shape, apart, indexed, operand, read, beside_only,
                     joined, shared, unsourced, fed, kind_of(op) if kind is None else kind,
+                    self.modules.calls if forward else (),
                 )
             )
         if forward:
@@ -534,7 +536,7 @@ class OpCounter:
             Step(p.op, p.stack[-1] if p.stack else "", p.params, p.carried, p.sources, p.shape,
                  p.cost.macs, p.named, p.beside, p.indexed,
                  p.operand, p.parts, p.carried_beside, p.carried_joined, p.joined,
-                 p.unsourced, p.fed, p.kind)
+                 p.unsourced, p.fed, p.kind, p.calls)
             for p in self.pending if p.phase == Phase.FORWARD
         )
         owners = tuple(

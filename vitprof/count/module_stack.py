@@ -11,7 +11,8 @@ require one leave it (``torch.autograd.graph.register_multi_grad_hook``, modes `
 ``"all"``; in mode ``"all"`` a hook on the output the backward starts from never runs). A
 module whose inputs need no gradient (the first layer, fed the image) is never left in the
 backward. Backward entries are reported to the callbacks only; :attr:`ModuleStack.current` is
-the forward stack, empty during the backward.
+the forward stack, empty during the backward. :attr:`ModuleStack.calls` tells the calls of one
+module apart: each running module with the ordinal of its call among the forward's module calls.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ class ModuleStack:
         self.on_leave = on_leave
         self.backward = backward
         self.paths: list[str] = []
+        # the running modules, outermost first, each with the ordinal of its call: how many
+        # module calls the forward entered before it (one tuple while no module enters or
+        # leaves, shared by the records made meanwhile)
+        self.calls: tuple[tuple[str, int], ...] = ()
+        self._entered = 0
         self._handles: list[Any] = []
 
     @property
@@ -74,9 +80,12 @@ class ModuleStack:
             handle.remove()
         self._handles.clear()
         self.paths.clear()
+        self.calls, self._entered = (), 0
 
     def _enter(self, path: str, module: nn.Module, args: Any) -> None:
         self.paths.append(path)
+        self.calls += ((path, self._entered),)
+        self._entered += 1
         self._notify(self.on_enter, path, module)
         if self.backward and (needing := _needing_grad(args)):
             self._handles.append(register_multi_grad_hook(
@@ -86,6 +95,7 @@ class ModuleStack:
     def _leave(self, path: str, module: nn.Module, args: Any, output: Any) -> None:
         if self.paths and self.paths[-1] == path:
             self.paths.pop()
+            self.calls = self.calls[:-1]
         self._notify(self.on_leave, path, module)
         if self.backward and (needing := _needing_grad(output)):
             self._handles.append(register_multi_grad_hook(

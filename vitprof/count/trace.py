@@ -52,6 +52,10 @@ class Step:
     # or a copy a free op made of it (no record computed it, unlike an input's projection)
     fed: bool = False
     kind: OpKind = OpKind.OTHER  # what the op is (its formula's registration), never its name
+    # the running modules, outermost first, each with the ordinal of its call among the
+    # forward's module calls: the records of two calls of one module (a decoder layer run step
+    # by step in a loop) differ here, whatever their paths
+    calls: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,8 @@ class Found:
     warnings. ``origins``: per record of ``ops``, the index in ``Run.ops`` of the counted record
     it is or is a share of (a fused projection's); None when ``ops`` are the run's one for one.
     ``blocks``: the module path of each block, with its index (the block paths; a block the
-    graph found in no one module has none). ``table``: the map of the table that made the
+    graph found in no one module has none; a module called several times, a block per call,
+    its first call's). ``table``: the map of the table that made the
     breakdown (``--recognizer tables``), else None."""
 
     family: str

@@ -19,14 +19,15 @@ segments that follow it, before the next block, whose branches mix no tokens (a 
 called from a parallel list, ``for a, f in zip(attns, ffs)``), are the block's
 (``residual-segment-block``). Cores with no container (a flat, hand-written forward) get one block
 each: from the norms feeding its q/k/v projections (or from the end of the previous block) to
-the last join of its residual stream before the next core starts (:func:`_span_end`). Blocks are
-numbered in execution order.
+the last join of its residual stream before the next core starts (:func:`_span_end`). A block's
+module called several times (a decoder layer run step by step) is a block per call
+(``block-per-call``). Blocks are numbered in execution order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Set
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
 from types import CodeType
 from typing import NamedTuple
 
@@ -57,13 +58,19 @@ def _code(code: CodeType) -> tuple[object, ...]:
 
 @dataclass(frozen=True)
 class Blocks:
-    """Per step its block (or None), the module paths of the blocks, the cores in no block."""
+    """Per step its block (or None), the module paths of the blocks (a module called several
+    times: its first call's block), the cores in no block."""
 
     of_step: list[int | None]
     paths: dict[str, int]
     loose: frozenset[int]  # indices of the cores in no block (attention-pooling heads)
     selected: frozenset[int] = frozenset()  # records a token selector put in a block
     between: frozenset[int] = frozenset()  # records of a query selection between two stacks
+    later: Mapping[int, str] = field(default_factory=dict)  # a later call's block -> its path
+
+    def modules(self) -> dict[int, str]:
+        """Per block found in a module, the module's path, every call of it included."""
+        return {**{index: path for path, index in self.paths.items()}, **self.later}
 
 
 def module_chain(path: str) -> list[tuple[str, str]]:

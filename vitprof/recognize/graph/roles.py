@@ -119,7 +119,8 @@ class Breakdown:
     """What the graph recognizer decided: the records and parameters relabelled, warnings;
     per record of ``ops``, the index of the counted record it is (or is a share of: a fused
     projection's, :func:`_op_shares`) in ``origins``; the module path of each block found, with
-    its index, in ``blocks``."""
+    its index, in ``blocks`` (a module called several times, a block per call: its first
+    call's)."""
 
     ops: tuple[OpRecord, ...]
     params: tuple[ParamRecord, ...]

@@ -118,17 +118,73 @@ RESIDUAL_SEGMENT = _ResidualSegment(
 
 
 @dataclass(frozen=True)
+class _CallBlock(Rule):
+    def split(self, flow: Flow, of_step: list[int | None], paths: dict[str, int]
+              ) -> dict[int, str]:
+        """Each call of a block's module a block of its own: ``of_step`` (blocks by module path)
+        renumbered in the order the calls start and ``paths`` naming each module's first call,
+        where a module runs more than once; returns the later calls' blocks with their module's
+        path. A call is the block module's (a list of layers, which no one calls: the innermost
+        running module holding it); a record it does not run (a module of the block called from
+        another block's forward: one activation module shared by the blocks) is in the call
+        before it."""
+        modules = {index: path for path, index in paths.items()}
+        entered = {path for calls in {step.calls for step in flow.steps} for path, _ in calls}
+        called: list[tuple[int, int] | None] = []  # per step, (its block, the call) or None
+        running: dict[int, int] = {}  # per block, the call of its last record
+        for i, block in enumerate(of_step):
+            if block is None:
+                called.append(None)
+                continue
+            module = modules[block]
+            call = next((n for path, n in reversed(flow.steps[i].calls) if path == module or (
+                module not in entered and within(module, path))), running.get(block, -1))
+            running[block] = call
+            called.append((block, call))
+        order = dict.fromkeys(key for key in called if key is not None)  # as the calls start
+        if len(order) == len(paths):
+            return {}
+        number = {key: n for n, key in enumerate(order)}
+        first: dict[str, int] = {}
+        later: dict[int, str] = {}
+        for (block, _), n in number.items():
+            if modules[block] in first:
+                later[n] = modules[block]
+            else:
+                first[modules[block]] = n
+        paths.update(first)
+        for i, key in enumerate(called):
+            if key is not None:
+                of_step[i] = number[key]
+        return later
+
+
+CALL_BLOCK = _CallBlock(
+    "block-per-call", tuple(C),
+    """A block's module called several times is a block per call: a decoder layer run step by
+    step in a loop, each step reading what the last one gave, is as many blocks as steps, each
+    with its cores, projections, MLP and norms (its parameters are the first call's). The
+    calls are the module's entries into its forward (a list's: the module running it),
+    whatever its path.""",
+    "the calls of the running modules of each record", "one_module_decoder")
+
+
+@dataclass(frozen=True)
 class _ResidualStack(Rule):
     def added_back(self, flow: Flow, core: Core) -> bool:
         """An add after ``core`` reads a record the core depends on, or a parameter read or
-        carried by one: the core's output joins the stream it attends over (a class-attention
-        block's ``t + attn(norm(cat(t, x)))``), as no attention-pooling head's does."""
+        carried by one, or data no record made where one of those records reads such data too:
+        the core's output joins the stream it attends over (a class-attention block's ``t +
+        attn(norm(cat(t, x)))``; a decoder layer's ``x + attn(norm(x))`` on the rows a lookup
+        gave, whose table the norm carries), as no attention-pooling head's does."""
         last = max(core.steps)
         before = set().union(*(flow.ancestors(i, max(0, core.first - WINDOW)) for i in core.steps))
         before -= core.steps
         read = {name for i in before for name in (*flow.steps[i].params, *flow.steps[i].carried)}
+        outside = any(flow.steps[i].unsourced for i in before)
         return any(flow.steps[j].op in ADDS and (
-            any(i in before for i in flow.steps[j].sources) or read & set(flow.steps[j].params))
+            any(i in before for i in flow.steps[j].sources) or read & set(flow.steps[j].params)
+            or (outside and flow.steps[j].unsourced))
             for j in flow.descendants(last, last + WINDOW) - {last})
 
 
@@ -136,10 +192,12 @@ RESIDUAL_STACK = _ResidualStack(
     "residual-attention-block", (C.ATTN_QKV, C.ATTN_CORE, C.ATTN_PROJ, C.MLP),
     """A core outside the lists of blocks, after them, whose output is added back to what it
     attends over (an add after the core reads a record, or a parameter, that the core's
-    operands come from: a class token's residual stream) is a block of a later stack (a
-    class-attention stage); only one whose output is not added back (an attention-pooling
-    head) is left to ``pooling-head-attention``.""",
-    "adds after the core, their sources and parameters, the records and parameters before it",
+    operands come from: a class token's residual stream; or data no record made that those
+    records read too: a decoder layer's first step on rows looked up from a table) is a block
+    of a later stack (a class-attention stage, a decoder); only one whose output is not added
+    back (an attention-pooling head) is left to ``pooling-head-attention``.""",
+    "adds after the core, their sources and parameters, the records and parameters before it, "
+    "the operands no record made",
     "class_attention")
 
 
@@ -188,8 +246,8 @@ NO_BLOCKS = _NoBlocks(
 
 # the order they decide in
 BLOCK_RULES: tuple[Rule, ...] = (
-    JOINED_SPAN, RESIDUAL_SEGMENT, RESIDUAL_STACK, POOLED_SKIP, INPUT_SKIP, CONCATENATED_ARM,
-    POST_NORM_STREAM, RESIDUAL_SPAN, NO_BLOCKS,
+    JOINED_SPAN, CALL_BLOCK, RESIDUAL_SEGMENT, RESIDUAL_STACK, POOLED_SKIP, INPUT_SKIP,
+    CONCATENATED_ARM, POST_NORM_STREAM, RESIDUAL_SPAN, NO_BLOCKS,
 )
 
 
@@ -215,6 +273,7 @@ def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
             paths[path] = len(paths)
     block = module_blocks(paths)
     of_step = [block(step.module) for step in flow.steps]
+    later = CALL_BLOCK.split(flow, of_step, paths) if CALL_BLOCK in flow.rules else {}
     holding = {prefix for c in cores for _, prefix in module_chain(flow.steps[c.first].module)}
     absorb_sublayers(flow, of_step, sublayers(model, paths, holding))
     if RESIDUAL_SEGMENT in flow.rules:
@@ -222,7 +281,7 @@ def group_blocks(model: nn.Module, flow: Flow, cores: list[Core]) -> Blocks:
     flat = [c for k, (c, (path, _)) in enumerate(zip(cores, found, strict=True))
             if path is None and k not in loose]
     if flat:
-        spans(flow, flat, of_step, len(paths))
+        spans(flow, flat, of_step, len(paths) + len(later))
     absorb_joins(flow, of_step)
     absorb_sandwiched(of_step)
-    return Blocks(of_step, paths, loose)
+    return Blocks(of_step, paths, loose, later=later)

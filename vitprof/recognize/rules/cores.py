@@ -602,7 +602,7 @@ class _AttentionModule(Rule):
         below the core's block, are its projections too: ``attn_qkv`` where the core depends
         on them, ``attn_proj`` where they depend on it (the records the data-flow walks stop
         short of). An MLP beside the attention lies outside that module."""
-        block_paths = {index: path for path, index in blocks.paths.items()}
+        block_paths = blocks.modules()
         in_block: dict[int, list[int]] = {}
         for i, index in enumerate(blocks.of_step):
             if index is not None:

@@ -328,7 +328,7 @@ def _token_mixers(
     core stays ``mlp``, and so does, after it, one with pointwise layers around a spatial conv
     (an MLP with a depthwise conv inside). The models showing it:
     ``tests/recognition_fixtures.py``'s ``MixerBlk``."""
-    paths = {index: path for path, index in blocks.paths.items()}
+    paths = blocks.modules()
     first: dict[int, Core] = {}  # block -> its first core
     for core in cores:
         block = blocks.of_step[core.first]
