@@ -181,7 +181,9 @@ class _ResidualStack(Rule):
         before = set().union(*(flow.ancestors(i, max(0, core.first - WINDOW)) for i in core.steps))
         before -= core.steps
         read = {name for i in before for name in (*flow.steps[i].params, *flow.steps[i].carried)}
-        outside = any(flow.steps[i].unsourced for i in before)
+        # data no record made: input data, a constant, or the rows a copy of a table holds
+        outside = any(step.unsourced or (step.carried and not step.sources)
+                      for step in (flow.steps[i] for i in before))
         return any(flow.steps[j].op in ADDS and (
             any(i in before for i in flow.steps[j].sources) or read & set(flow.steps[j].params)
             or (outside and flow.steps[j].unsourced))
