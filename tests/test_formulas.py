@@ -399,6 +399,13 @@ def test_masks_identities_and_index_writes_are_free() -> None:
     assert priced(index_writes, scores, values, rows) == (0, 0, {})
 
 
+def test_drawing_indices_by_weights_is_free_as_every_random_draw() -> None:
+    # a random masking's choice of tokens (monai's MaskedAutoEncoderViT draws with
+    # multinomial); main reported aten.multinomial as an op without a formula
+    weights = torch.empty(2, 10)
+    assert priced(lambda w: torch.multinomial(w, 3), weights) == (0, 0, {})
+
+
 def test_sign_and_isnan_are_one_flop_per_element() -> None:
     x = torch.empty(4, 6)  # 24 elements, one operation or comparison each
     assert priced(lambda x: (torch.sign(x), torch.isnan(x)), x) == (0, 24 + 24, {})

@@ -26,6 +26,7 @@ FREE_OP_NAMES: tuple[str, ...] = (
     "bernoulli_", "uniform_", "normal_", "erfinv_",
     "as_strided_", "squeeze_", "unsqueeze_", "transpose_", "t_",
     "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",
+    "multinomial",  # indices drawn by the given weights (a random masking's choice of tokens)
     "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
     "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
     # channels moved to space and back (a sub-pixel upsampling), channels interleaved
