@@ -231,7 +231,9 @@ def test_the_dynamic_vit_page_says_what_the_model_is() -> None:
 
 
 def test_reports_stay_small() -> None:
-    assert sum(p.stat().st_size for p in REPORTS.iterdir()) < 2_000_000
+    # 2 MB of pages and figures, and half a megabyte for the zoo sweep's CSV, whose per-rule
+    # placements of 738 models (about 0.5 MB) the next sweep's --baseline compares against
+    assert sum(p.stat().st_size for p in REPORTS.iterdir()) < 2_500_000
 
 
 def test_zoo_table_lists_every_model() -> None:

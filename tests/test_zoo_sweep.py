@@ -85,10 +85,17 @@ def test_a_model_that_runs_no_attention_may_keep_its_parts_in_other() -> None:
 
 
 def test_the_committed_summary_is_the_csv_rendered_again() -> None:
-    # `--summary` rewrites zoo_sweep.md from the CSV alone (no re-sweep)
-    reports = Path(__file__).resolve().parents[1] / "reports"
-    page = summary(read_rows(reports / "zoo_sweep.csv"))
+    # `--summary --baseline benchmarks/zoo_sweep_f40b197.csv.gz --baseline-label f40b197` rewrites
+    # zoo_sweep.md from the two CSVs and the reasons file alone (no re-sweep); the baseline is
+    # issue 35's "today's main", swept with its placements
+    reports = ROOT / "reports"
+    baseline = read_rows(ROOT / "benchmarks" / "zoo_sweep_f40b197.csv.gz")
+    assert {row["commit"] for row in baseline} == {"f40b197"}
+    reasons = read_reasons("f40b197", ROOT / "benchmarks" / "zoo_sweep_reasons.toml")
+    page = summary(read_rows(reports / "zoo_sweep.csv"), (baseline, "f40b197"), reasons)
     assert page == (reports / "zoo_sweep.md").read_text()
+    assert ", 0 of them without a reason." in page
+    assert "NO REASON in the reasons file" not in page
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:

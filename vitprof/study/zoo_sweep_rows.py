@@ -11,6 +11,7 @@ renders the rows as ``zoo_sweep.md``.
 from __future__ import annotations
 
 import csv
+import gzip
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,11 +28,13 @@ NEUTRAL = ("identical", "warned", "CHANGED", "failed")  # the values of the neut
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    """The rows of a sweep's CSV ([] when there is none); a field the CSV lacks (it was written
-    before the field) reads as empty."""
+    """The rows of a sweep's CSV ([] when there is none), gzipped where its name ends in
+    ``.gz`` (a baseline kept beside the page); a field the CSV lacks (it was written before the
+    field) reads as empty."""
     if not path.exists():
         return []
-    with path.open(newline="") as handle:
+    opened = gzip.open if path.suffix == ".gz" else open
+    with opened(path, "rt", newline="") as handle:
         return [{field: row.get(field) or "" for field in FIELDS} for row in csv.DictReader(handle)]
 
 
