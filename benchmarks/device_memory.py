@@ -161,7 +161,11 @@ def document(results: list[dict[str, Any]], device: str, torch_version: str) -> 
 def read_measurement(path: Path) -> dict[str, Any]:
     """The measurements in ``path`` (a JSON this script wrote), held to ``SCHEMA_FILE``; raise
     :class:`NotAMeasurement` (one line) where the schema refuses them. Needs jsonschema."""
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as malformed:
+        raise NotAMeasurement(f"{path}: not a device_memory.py measurement: not JSON "
+                              f"({malformed})") from None
     hold_to_schema(data, str(path))
     return data
 

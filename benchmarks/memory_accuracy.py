@@ -271,7 +271,8 @@ def load_cuda(path: Path) -> dict[str, Any] | None:
     try:
         return read_measurement(path)
     except NotAMeasurement as refused:
-        raise SystemExit(str(refused)) from None
+        print(f"{Path(__file__).name}: error: {refused}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def cuda_part(out: Path) -> list[str]:
@@ -301,6 +302,9 @@ def cuda_section(cuda: dict[str, Any] | None, predicted: dict[str, int]) -> list
     for r in cuda["rows"]:
         if "peak_bytes" not in r:
             lines.append(f"| {r['row']} | failed: {r['error']} | | |")
+            continue
+        if r["row"] not in predicted:  # a row of another plan (memory_rows changed since)
+            lines.append(f"| {r['row']} | {r['peak_bytes']:,} | not in this plan | |")
             continue
         p = predicted[r["row"]]
         lines.append(f"| {r['row']} | {r['peak_bytes']:,} | {p:,} | "

@@ -456,9 +456,23 @@ def test_the_cuda_section_puts_each_measured_row_beside_its_prediction(tmp_path:
     # a file of the schema before (version 1): refused in one line, the page left as it was
     (tmp_path / "memory_cuda.json").write_text(json.dumps({**data, "schema_version": 1}))
     refused = script("memory_accuracy", "--out", str(tmp_path), "--cuda-only")
-    assert refused.returncode == 1 and refused.stderr.splitlines()[-1] == (
-        f"{tmp_path / 'memory_cuda.json'}: not a device_memory.py measurement: 2 was expected")
+    assert refused.returncode == 2 and refused.stderr.splitlines()[-1] == (
+        f"memory_accuracy.py: error: {tmp_path / 'memory_cuda.json'}: not a device_memory.py "
+        "measurement: 2 was expected")
     assert (tmp_path / "memory.md").read_text() == page
+    # a file that is no JSON at all (a truncated copy): the same one line, no traceback
+    (tmp_path / "memory_cuda.json").write_text('{"schema_version": 2, "rows": [')
+    refused = script("memory_accuracy", "--out", str(tmp_path), "--cuda-only")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert refused.stderr.startswith(
+        f"memory_accuracy.py: error: {tmp_path / 'memory_cuda.json'}: not a device_memory.py "
+        "measurement: not JSON")
+    # a measured row the plan no longer holds: shown, said so, no KeyError
+    (tmp_path / "memory_cuda.json").write_text(json.dumps({**data, "rows": [
+        {"row": "gone", "peak_bytes": MIB, "allocated_before": 0, "seconds": 0}]}))
+    done = script("memory_accuracy", "--out", str(tmp_path), "--cuda-only")
+    assert done.returncode == 0, done.stderr
+    assert f"| gone | {MIB:,} | not in this plan | |" in (tmp_path / "memory.md").read_text()
 
 
 def test_main_refuses_a_filter_no_row_matches() -> None:
