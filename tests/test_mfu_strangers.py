@@ -274,6 +274,25 @@ def test_a_count_that_fails_as_the_step_runs_is_one_warning_never_the_steps_erro
     assert torch.equal(model.weight.grad, expected)  # type: ignore[arg-type]
 
 
+def test_a_breakdown_that_fails_after_the_step_is_one_warning_never_the_trainings_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The breakdown of a step counted as it runs (the recognize layer, after the step) failing
+    ends that count in one warning, no FLOPs; ``stop`` raises nothing into the training loop
+    that calls it (before this guard the breakdown's error reached the loop)."""
+    from vitprof.measure.mfu import live_count
+
+    def failing(*_: Any, **__: Any) -> None:
+        raise RuntimeError("a recognition rule's own bug")
+
+    monkeypatch.setattr(live_count, "breakdown", failing)
+    model = nn.Linear(4, 2)
+    live = live_count.LiveCount(model)
+    live.start()
+    model(torch.randn(3, 4)).sum().backward()
+    with pytest.warns(UserWarning, match="breakdown failed on it .*a recognition rule's own bug"):
+        assert live.stop() is None
+
+
 @pytest.mark.slow  # importing transformers takes seconds
 def test_a_trainer_step_that_runs_no_forward_of_the_model_is_one_warning() -> None:
     """Where the callback cannot find the Trainer running it (here no Trainer calls it) and a

@@ -30,7 +30,7 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 from vitprof.core.errors import one_line
-from vitprof.core.records import Phase
+from vitprof.core.records import OpRecord, Phase
 from vitprof.count.counter import OpCounter
 from vitprof.count.session import counted_run
 from vitprof.count.training import phase_components
@@ -44,7 +44,6 @@ class LiveCount:
     def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.counter: OpCounter | None = None
-        self.params: dict[str, torch.Tensor] = {}
         self._running = ExitStack()
 
     @property
@@ -55,8 +54,7 @@ class LiveCount:
         """Count every op from now on (the step's first op must come after); ``data``: the
         step's batch as it was handed to it (any nesting of tensors), the model's input data
         (:meth:`vitprof.count.counter.OpCounter.feed`)."""
-        self.params = dict(self.model.named_parameters())
-        counter = OpCounter(self.model, self.params, real_step=True)
+        counter = OpCounter(self.model, dict(self.model.named_parameters()), real_step=True)
         counter.feed(t for t in tree_leaves(data) if isinstance(t, torch.Tensor))
         counter.track_autograd()
         self._running.enter_context(counter.running())
@@ -64,16 +62,22 @@ class LiveCount:
 
     def stop(self) -> StepFlops | None:
         """Stop counting; the counts of the step so far, or None (one warning) where the
-        counter failed or the step had no backward."""
+        counter or the breakdown failed or the step had no backward."""
         counter, self.counter = self.counter, None
         if counter is None:
             return None
         self._running.close()
-        records = breakdown(counted_run(counter, self.params, train=True), self.model).ops \
-            if counter.failed is None else ()
-        if counter.failed is not None or not any(r.phase == Phase.BACKWARD for r in records):
-            reason = ("it ran no backward while it was counted" if counter.failed is None else
-                      f"vitprof's counter failed on it ({one_line(counter.failed)})")
+        failed, stage = counter.failed, "counter"
+        records: tuple[OpRecord, ...] = ()
+        if failed is None:
+            try:  # after the step: a failure of the breakdown ends the count, never the training
+                run = counted_run(counter, dict(self.model.named_parameters()), train=True)
+                records = breakdown(run, self.model).ops
+            except Exception as error:
+                failed, stage = error, "breakdown"
+        if failed is not None or not any(r.phase == Phase.BACKWARD for r in records):
+            reason = ("it ran no backward while it was counted" if failed is None else
+                      f"vitprof's {stage} failed on it ({one_line(failed)})")
             warnings.warn(f"vitprof: this step cannot be counted, no MFU for it: {reason}",
                           stacklevel=2)
             return None
