@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from saved_results import read_saved
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -264,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line, file=sys.stdout if sees else sys.stderr)
             return 0 if sees else 1
     if args.from_results:
-        saved = json.loads(args.from_results.read_text())
+        saved = read_saved(args.from_results, ("rows", "run"), Path(__file__).name)
         results = [(Row(r["model"], r["batch"], r["amp"]), r["predicted"], r["measured"],
                     r["attention"]) for r in saved["rows"]]
         run = saved["run"]

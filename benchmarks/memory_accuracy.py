@@ -67,6 +67,7 @@ from mesa_memory import (
     write_mesa_section,
 )
 from mesa_memory import from_json as mesa_from_json
+from saved_results import read_saved
 from sections import read_section, write_section
 
 from vitprof.core.atomic_write import write_atomically
@@ -411,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.quick or args.rows:
             parser().error("--from-results writes the saved run's rows: --quick and --rows "
                            "do not apply")
-        saved = json.loads(args.from_results.read_text())
+        saved = read_saved(args.from_results, ("cpu", "mesa", "run"), Path(__file__).name)
         results = [result_from_json(r) for r in saved["cpu"]]
         mesa = [mesa_from_json(m) for m in saved["mesa"]]
         meta = saved["run"]

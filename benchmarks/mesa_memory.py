@@ -25,7 +25,6 @@ prints the section, or with ``--page`` replaces that section of the page (the re
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_rows import Row
+from saved_results import read_saved
 
 MIB = 2**20
 HEADING = "## Mesa's DeiT figures"
@@ -341,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("results", type=Path, help="a JSON whose \"mesa\" list holds the rows")
     parser.add_argument("--page", type=Path, help="replace that section of this page")
     args = parser.parse_args(argv)
-    rows = [from_json(r) for r in json.loads(args.results.read_text())["mesa"]]
+    rows = [from_json(r) for r in read_saved(args.results, ("mesa",), Path(__file__).name)["mesa"]]
     if args.page is None:
         print(mesa_section(rows), end="")
     else:

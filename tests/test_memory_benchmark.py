@@ -545,3 +545,23 @@ def test_the_independent_section_replaces_itself_in_the_page(tmp_path: Path) -> 
     assert f"| {DEIT_TI} b8 float32 | flash (auto: ...) | 103 | 100 | +3.00% |" in text
     assert "1 of 1 rows within 3%" in text
     assert json.loads((tmp_path / "again.json").read_text()) == saved  # saved as read
+
+
+def test_a_results_file_that_is_not_one_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Each page written again from a saved run (--from-results, mesa_memory.py's RESULTS)
+    refuses a file that is missing, no JSON, or lacks a part it reads: one line naming the
+    script, exit code 2 (before: a JSONDecodeError, FileNotFoundError or KeyError traceback)."""
+    (tmp_path / "text.json").write_text("not json\n")
+    (tmp_path / "other.json").write_text('{"run": {}}\n')
+    cases = [
+        (("memory_accuracy", "--out", str(tmp_path), "--from-results",
+          str(tmp_path / "missing.json")), "No such file or directory"),
+        (("independent_memory", "--no-page", "--from-results", str(tmp_path / "text.json")),
+         "Expecting value"),
+        (("mesa_memory", str(tmp_path / "other.json")), 'no "mesa"'),
+    ]
+    for args, why in cases:
+        refused = script(*args)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+        assert lines[0].startswith(f"{args[0]}.py: error: ") and why in lines[0]
