@@ -246,3 +246,23 @@ def test_fsdp2_chunks_made_when_read_are_the_views_torch_chunk_makes(
         one, other = found[index], expected[index]
         assert (one.shape, one.stride()) == (other.shape, other.stride())
         assert one.numel() == 0 or one.storage_offset() == other.storage_offset()
+
+
+def test_blocks_that_are_lists_running_no_forward_are_sharded_as_one_group_each() -> None:
+    """vit-pytorch's ViT keeps each block as ``ModuleList([attention, feed-forward])``, called
+    one after the other, the list itself running no forward: FSDP2's ``fully_shard`` refuses
+    such a container (ValueError), and ``vitprof memory ... --strategy fsdp`` ended in a
+    traceback. Each block is sharded as the list of its children, one group: after the
+    forward under zero2 every group is whole, so the gathered parameters are all of them."""
+    from vit_pytorch import ViT
+
+    def pairs() -> nn.Module:
+        return ViT(image_size=32, patch_size=8, num_classes=10, dim=32, depth=2, heads=2,
+                   mlp_dim=64, dim_head=16)
+
+    found = memory(pairs(), InputRequest(batch_size=2, image_size=32), target="cpu",
+                   strategy="zero2", world_size=2)
+    assert isinstance(found, RankMemory)
+    model = pairs()
+    assert found.timeline[0].live["parameters"] == rank0_shard_bytes(model, 2)
+    assert found.most["gathered_parameters"] == gathered_bytes(model, 2)
