@@ -266,3 +266,21 @@ def test_blocks_that_are_lists_running_no_forward_are_sharded_as_one_group_each(
     model = pairs()
     assert found.timeline[0].live["parameters"] == rank0_shard_bytes(model, 2)
     assert found.most["gathered_parameters"] == gathered_bytes(model, 2)
+
+
+def test_the_estimate_names_the_blocks_fsdp2_shards(tmp_path, capsys) -> None:
+    """A user (and benchmarks/distributed_memory.py, against the measuring harness's own
+    choice) sees which blocks were sharded: their module paths in order under zero2 and fsdp,
+    in the text and the JSON; none under ddp."""
+    blocks = ("blocks.0", "blocks.1", "blocks.2", "blocks.3")
+    assert rank("zero2", 2).sharded_blocks == blocks
+    assert rank("ddp", 2).sharded_blocks == ()
+    path = tmp_path / "small.py"
+    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
+                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    argv = ["memory", f"{path}:small", "--strategy", "fsdp", "--world-size", "2",
+            "--batch-size", "2", "--target", "cpu"]
+    assert main(argv) == 0
+    assert "sharded: 4 blocks (blocks.0 ... blocks.3), then the root" in capsys.readouterr().out
+    assert main([*argv, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sharded_blocks"] == list(blocks)
