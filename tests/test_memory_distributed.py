@@ -167,6 +167,11 @@ def test_json_holds_the_schema_and_budgets_bound_the_per_rank_peak(tmp_path, cap
     (dict(strategy="ddp", world_size=2, mode="inference", optimizer=None),
      "mode is not predicted with a strategy"),
     (dict(strategy="fsdp", world_size=2, checkpoint="blocks"), "checkpoint is not predicted"),
+    # the loop setting named with its value; it said "loss ... freeze is not predicted"
+    (dict(strategy="ddp", world_size=2, loss="cross-entropy"),
+     "loss='cross-entropy' is not predicted with a strategy"),
+    (dict(strategy="zero1", world_size=2, gradient_accumulation=2),
+     "gradient_accumulation=2 is not predicted with a strategy"),
 ])
 def test_bad_settings_are_one_line(settings: dict[str, object], says: str) -> None:
     with pytest.raises(UserError, match=says):

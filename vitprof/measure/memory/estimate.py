@@ -237,14 +237,23 @@ def memory(
 
 def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
     """Under a strategy the step is the default loop's training step without autocast or
-    checkpointing: a UserError naming the first setting that departs."""
-    departs = [key for key, set_ in (("mode", not settings.train), ("amp", settings.amp),
-                                     ("checkpoint", settings.every is not None),
-                                     ("loss ... freeze", settings.loop != Loop())) if set_]
+    checkpointing: a UserError naming the first setting that departs (a loop setting with the
+    value asked)."""
+    loop, default = settings.loop, Loop()
+    departs = [(key, value) for key, value, set_ in (
+        ("mode", None, not settings.train), ("amp", None, settings.amp),
+        ("checkpoint", None, settings.every is not None),
+        ("loss", loop.loss, loop.loss != default.loss),
+        ("zero_grad", loop.zero_grad, loop.zero_grad != default.zero_grad),
+        ("set_to_none", loop.set_to_none, loop.set_to_none != default.set_to_none),
+        ("gradient_accumulation", loop.accumulation, loop.accumulation != default.accumulation),
+        ("freeze", loop.freeze, loop.freeze != default.freeze)) if set_]
     if departs:
+        key, value = departs[0]
         raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts the default "
-                           f"training step on each rank; {s.name(departs[0])} is not predicted "
-                           "with a strategy yet")
+                           f"training step on each rank; "
+                           f"{s.name(key) if value is None else s.setting(key, value)} is not "
+                           "predicted with a strategy yet")
 
 
 def _checkpointed_by_its_own_blocks(
