@@ -259,7 +259,7 @@ def test_blocks_that_are_lists_running_no_forward_are_sharded_as_one_group_each(
     such a container (ValueError), and ``vitprof memory ... --strategy fsdp`` ended in a
     traceback. Each block is sharded as the list of its children, one group: after the
     forward under zero2 every group is whole, so the gathered parameters are all of them."""
-    from vit_pytorch import ViT
+    from vit_pytorch import ViT  # type: ignore[import-untyped]
 
     def pairs() -> nn.Module:
         return ViT(image_size=32, patch_size=8, num_classes=10, dim=32, depth=2, heads=2,
