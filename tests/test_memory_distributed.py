@@ -268,6 +268,12 @@ def test_blocks_that_are_lists_running_no_forward_are_sharded_as_one_group_each(
     found = memory(pairs(), InputRequest(batch_size=2, image_size=32), target="cpu",
                    strategy="zero2", world_size=2)
     assert isinstance(found, RankMemory)
+    assert found.sharded_blocks == ("transformer.layers.0", "transformer.layers.1")
+    # at 224 x 224 its 32 x 32 position table fails the forward that finds the blocks; the
+    # refusal said "the blocks to checkpoint" under a strategy that checkpoints nothing
+    with pytest.raises(UserError, match="find the blocks to shard under fsdp: RuntimeError"):
+        memory(pairs(), InputRequest(batch_size=2), target="cpu", strategy="fsdp",
+               world_size=2)
     model = pairs()
     assert found.timeline[0].live["parameters"] == rank0_shard_bytes(model, 2)
     assert found.most["gathered_parameters"] == gathered_bytes(model, 2)
@@ -289,3 +295,22 @@ def test_the_estimate_names_the_blocks_fsdp2_shards(tmp_path, capsys) -> None:
     assert "sharded: 4 blocks (blocks.0 ... blocks.3), then the root" in capsys.readouterr().out
     assert main([*argv, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["sharded_blocks"] == list(blocks)
+
+
+def test_lists_inside_a_list_block_are_sharded_by_the_modules_that_run() -> None:
+    """x-transformers' ViTransformerWrapper keeps each layer as ``ModuleList([norms, branch,
+    residual])``, its norms a ``ModuleList`` again: sharding the layer's children as one group
+    left the norms' list out of every hook, the pre-norm ran on sharded parameters and the
+    prediction refused ('got mixed torch.Tensor and DTensor'). The group is the modules under
+    the layer that run a forward; under zero2 every group is whole after the forward."""
+    from x_transformers import Encoder, ViTransformerWrapper  # type: ignore[import-untyped]
+
+    def layers() -> nn.Module:
+        return ViTransformerWrapper(image_size=32, patch_size=8, num_classes=10,
+                                    attn_layers=Encoder(dim=32, depth=2, heads=2,
+                                                        attn_dim_head=16))
+
+    found = memory(layers(), InputRequest(batch_size=2, image_size=32), target="cpu",
+                   strategy="zero2", world_size=2)
+    assert isinstance(found, RankMemory) and found.sharded_blocks
+    assert found.most["gathered_parameters"] == gathered_bytes(layers(), 2)

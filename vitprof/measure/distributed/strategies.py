@@ -119,12 +119,21 @@ def wrap(strategy: str, model: nn.Module, blocks: Sequence[nn.Module], mesh: Dev
 def shard_group(block: nn.Module) -> nn.Module | list[nn.Module]:
     """What ``fully_shard`` takes for ``block``: the block, or for a container that runs no
     forward of its own (a ``ModuleList`` or ``ModuleDict`` whose forward is ``nn.Module``'s),
-    the list of its children as one group: their hooks gather the group's parameters before
-    the first of them runs, as the container's would."""
-    container = isinstance(block, (nn.ModuleList, nn.ModuleDict))
-    if container and type(block).forward is nn.Module.forward:
-        return list(block.children())
-    return block
+    the modules under it that run one, one group (a container inside such a list gives its
+    own, and so on down): their hooks gather the group's parameters before the first of them
+    runs, as the container's would."""
+    if not _runs_no_forward(block):
+        return block
+    found: list[nn.Module] = []
+    for child in block.children():
+        inner = shard_group(child)
+        found += inner if isinstance(inner, list) else [inner]
+    return found
+
+
+def _runs_no_forward(module: nn.Module) -> bool:
+    container = isinstance(module, (nn.ModuleList, nn.ModuleDict))
+    return container and type(module).forward is nn.Module.forward
 
 
 class _BucketsAsBuilt:
