@@ -51,10 +51,23 @@ tensor storages after every aten op. What each column is:
 
     python benchmarks/distributed_measured.py
 
-made reports/distributed_memory_measured.csv (DeiT-Ti and DeiT-S, batch 8 per rank, world
-sizes 2 and 4, every strategy, one repeat: about 25 minutes on two busy cores; ``--repeats 2``
-runs the grid twice; ``--models``, ``--strategies``, ``--world-sizes``, ``--batch`` choose
-fewer; ``--out`` another file, ``--no-write`` none). It prints the table, one row per
+made the first rows of reports/distributed_memory_measured.csv (DeiT-Ti and DeiT-S, batch 8
+per rank, world sizes 2 and 4, every strategy, one repeat: about 25 minutes on two busy cores;
+``--repeats 2`` runs the grid twice; ``--models``, ``--strategies``, ``--world-sizes``,
+``--batch`` choose fewer; ``--out`` another file, ``--no-write`` none; ``--append`` keeps the
+rows already in ``--out``, a run of the same model, strategy, world size, batch and repeat
+replaced). The rows of models from other packages, at the default batch 1 and at 8, were
+added by (about 30 minutes in all)::
+
+    A="python benchmarks/distributed_measured.py --append"
+    M=benchmarks/stranger_models.py:vit_pytorch_tiny
+    $A --models $M --world-sizes 2 4 --batch 1
+    $A --models $M --world-sizes 2 4 --batch 8
+    $A --models torchvision:vit_b_16 --world-sizes 2 --batch 1
+    $A --models torchvision:vit_b_16 --strategies ddp zero1 zero2 fsdp --world-sizes 4 --batch 1
+    $A --models torchvision:vit_b_16 --strategies none ddp fsdp --world-sizes 2 --batch 8
+    $A --models hf:vit-base-patch16-224 --world-sizes 2 --batch 1
+ It prints the table, one row per
 rank and repeat. ``python benchmarks/distributed_measured.py probe`` prints, as JSON, what the
 harness reads for a known allocation (1,000,000 float32 kept: 4,000,000 B; 250,000 more whose
 storage is then resized to nothing) and exits.
@@ -397,6 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the rows already in --out (those of a run made again go)")
     args = parser.parse_args(argv)
     if args.what == "probe":
         print(json.dumps(probe()))
@@ -408,15 +423,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("distributed_measured: torch was built without gloo", file=sys.stderr)
         return 2
     rows: list[RankRow] = []
+    kept = read_rows(args.out) if args.append else []
     for run in runs(args.models, args.strategies, args.world_sizes, args.batch, args.repeats):
         began = time.perf_counter()
         done = run_ranks(run)
         rows += done
+        kept = [row for row in kept if run_of(row) != run]
         print(f"{run.model} {run.strategy} ws {run.world_size} repeat {run.repeat}: "
               f"{', '.join(f'{r.peak_bytes:,}' for r in done)} B "
               f"({time.perf_counter() - began:.0f} s)", flush=True)
-        keep_rows(rows, RankRow, None if args.no_write else args.out)
+        keep_rows([*kept, *rows], RankRow, None if args.no_write else args.out)
     return grid_done(table(rows), None if args.no_write else args.out)
+
+
+def read_rows(path: Path) -> list[RankRow]:
+    """The rows of a CSV this script wrote (none where there is no file)."""
+    if not path.exists():
+        return []
+    types = {f.name: f.type for f in fields(RankRow)}
+    convert = {"int": int, "float": float, "str": str}
+    with path.open() as handle:
+        return [RankRow(**{key: convert[str(types[key])](value) for key, value in row.items()})
+                for row in csv.DictReader(handle)]
+
+
+def run_of(row: RankRow) -> Run:
+    """The run a row was measured in."""
+    return Run(row.model, row.strategy, row.world_size, row.batch, row.repeat)
 
 
 if __name__ == "__main__":
