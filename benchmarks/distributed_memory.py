@@ -87,14 +87,15 @@ def predicted(key: Key) -> tuple[int, str, float, tuple[str, ...]]:
     """vitprof's per-rank peak of a measured row, its phase, the seconds it took, and the
     blocks it sharded."""
     import vitprof
+    from vitprof.measure.distributed.estimate import RankMemory
     from vitprof.workload import InputRequest
 
     model, strategy, world, batch = key
     start = time.perf_counter()
     found = vitprof.memory(vitprof_name(model), InputRequest(batch_size=batch), target="cpu",
                            strategy=strategy, world_size=world)
-    return (found.peak_bytes, found.peak_phase, time.perf_counter() - start,
-            found.sharded_blocks)
+    sharded = found.sharded_blocks if isinstance(found, RankMemory) else ()  # none: one process
+    return found.peak_bytes, found.peak_phase, time.perf_counter() - start, sharded
 
 
 def harness_blocks(model: str) -> list[str]:
