@@ -6,11 +6,15 @@ Every run is real: ``torch.multiprocessing`` starts one process per rank (forked
 inherits torch and timm imported instead of importing them again: minutes on a busy machine),
 each with one thread (``torch.set_num_threads(1)``), joined by a gloo process group on this
 machine. Each rank
-builds timm's model (``pretrained=False``, the same seed on every rank), wraps it as its
-strategy says, makes ``torch.optim.AdamW`` (its defaults), and runs two steps of: gradients set
-to None (``model.zero_grad(set_to_none=True)``), the forward of its own random batch (``batch``
-images of 224 x 224 and random labels, a seed per rank), cross-entropy, the backward, the
-optimizer's step. The strategies:
+builds its model without weights, the same seed on every rank (``--models`` spellings: a timm
+name; ``torchvision:NAME``, ``torchvision.models.get_model(NAME, weights=None)``;
+``hf:NAME``, transformers' ``ViTForImageClassification`` of the config vitprof's zoo names so
+(:data:`HF_SHAPES`, written here again: 224 x 224, 1,000 labels, SDPA); ``FILE.py:FACTORY``,
+the factory of a file loaded by path, e.g. ``benchmarks/stranger_models.py:vit_pytorch_tiny``),
+wraps it as its strategy says, makes ``torch.optim.AdamW`` (its defaults), and runs two steps
+of: gradients set to None (``model.zero_grad(set_to_none=True)``), the forward of its own random
+batch (``batch`` images of 224 x 224 and random labels, a seed per rank), cross-entropy on the
+logits (a transformers output's ``logits``), the backward, the optimizer's step. The strategies:
 
 * ``none``: one process, no process group, the plain model;
 * ``ddp``: ``DistributedDataParallel`` with its defaults (25 MB buckets, gradients not bucket
@@ -18,7 +22,11 @@ optimizer's step. The strategies:
 * ``zero1``: the same DDP, with ``torch.distributed.optim.ZeroRedundancyOptimizer`` around
   AdamW, so each rank keeps the optimizer state of its own share of the parameters;
 * ``zero2`` / ``fsdp``: FSDP2's ``fully_shard`` on every transformer block, then on the root,
-  with ``reshard_after_forward`` False (ZeRO-2-like) / True (ZeRO-3-like).
+  with ``reshard_after_forward`` False (ZeRO-2-like) / True (ZeRO-3-like). The blocks are read
+  from each package's structure (:func:`block_paths`; ``python
+  benchmarks/distributed_measured.py blocks --models ...`` prints them as JSON); a block that
+  is a ``ModuleList`` running no forward (vit-pytorch's) is sharded as its children, one
+  group (:func:`shard_unit`).
 
 The second step runs under benchmarks/rank_memory.py's ``StepMemory`` (entered before the model
 is built, so every storage of the state is counted), which reads glibc's heap and the live
@@ -43,10 +51,23 @@ tensor storages after every aten op. What each column is:
 
     python benchmarks/distributed_measured.py
 
-made reports/distributed_memory_measured.csv (DeiT-Ti and DeiT-S, batch 8 per rank, world
-sizes 2 and 4, every strategy, one repeat: about 25 minutes on two busy cores; ``--repeats 2``
-runs the grid twice; ``--models``, ``--strategies``, ``--world-sizes``, ``--batch`` choose
-fewer; ``--out`` another file, ``--no-write`` none). It prints the table, one row per
+made the first rows of reports/distributed_memory_measured.csv (DeiT-Ti and DeiT-S, batch 8
+per rank, world sizes 2 and 4, every strategy, one repeat: about 25 minutes on two busy cores;
+``--repeats 2`` runs the grid twice; ``--models``, ``--strategies``, ``--world-sizes``,
+``--batch`` choose fewer; ``--out`` another file, ``--no-write`` none; ``--append`` keeps the
+rows already in ``--out``, a run of the same model, strategy, world size, batch and repeat
+replaced). The rows of models from other packages, at the default batch 1 and at 8, were
+added by (about 30 minutes in all)::
+
+    A="python benchmarks/distributed_measured.py --append"
+    M=benchmarks/stranger_models.py:vit_pytorch_tiny
+    $A --models $M --world-sizes 2 4 --batch 1
+    $A --models $M --world-sizes 2 4 --batch 8
+    $A --models torchvision:vit_b_16 --world-sizes 2 --batch 1
+    $A --models torchvision:vit_b_16 --strategies ddp zero1 zero2 fsdp --world-sizes 4 --batch 1
+    $A --models torchvision:vit_b_16 --strategies none ddp fsdp --world-sizes 2 --batch 8
+    $A --models hf:vit-base-patch16-224 --world-sizes 2 --batch 1
+ It prints the table, one row per
 rank and repeat. ``python benchmarks/distributed_measured.py probe`` prints, as JSON, what the
 harness reads for a known allocation (1,000,000 float32 kept: 4,000,000 B; 250,000 more whose
 storage is then resized to nothing) and exits.
@@ -85,6 +106,15 @@ IMAGE = 224
 # A model small enough for the tests: timm's VisionTransformer at 32 x 32, two blocks.
 TINY = "tiny"
 TINY_IMAGE = 32
+# the package a model spelling's build imports, imported once by the parent of the ranks
+PACKAGES = {"torchvision": "torchvision", "hf": "transformers"}
+# transformers' ViTForImageClassification configs as vitprof's zoo names them (hf:NAME): width,
+# depth, heads, MLP width, patch; 224 x 224, 1,000 labels, SDPA attention.
+HF_SHAPES = {
+    "vit-base-patch16-224": (768, 12, 12, 3072, 16),
+    "vit-base-patch32-224": (768, 12, 12, 3072, 32),
+    "vit-large-patch16-224": (1024, 24, 16, 4096, 16),
+}
 
 
 @dataclass(frozen=True)
@@ -121,15 +151,71 @@ class RankRow:
 
 
 def build(model_name: str) -> tuple[nn.Module, int]:
-    """timm's model without weights, and its image size."""
-    import timm
-
+    """The model ``model_name`` spells, without weights, and its image size (see
+    :data:`SPELLINGS`)."""
     if model_name == TINY:
         from timm.models.vision_transformer import VisionTransformer
 
         return VisionTransformer(img_size=TINY_IMAGE, patch_size=8, embed_dim=32, depth=2,
                                  num_heads=2, num_classes=10), TINY_IMAGE
+    if model_name.startswith("torchvision:"):
+        import torchvision
+
+        return torchvision.models.get_model(model_name.removeprefix("torchvision:"),
+                                            weights=None), IMAGE
+    if model_name.startswith("hf:"):
+        import transformers
+
+        width, depth, heads, mlp, patch = HF_SHAPES[model_name.removeprefix("hf:")]
+        # num_labels and attn_implementation are PretrainedConfig's keywords
+        config_keywords: dict[str, Any] = dict(
+            hidden_size=width, num_hidden_layers=depth, num_attention_heads=heads,
+            intermediate_size=mlp, patch_size=patch, image_size=IMAGE, num_labels=1000,
+            attn_implementation="sdpa")
+        config = transformers.ViTConfig(**config_keywords)
+        return transformers.ViTForImageClassification(config), IMAGE
+    if ".py:" in model_name:
+        import importlib.util
+
+        path, factory = model_name.rsplit(":", 1)
+        spec = importlib.util.spec_from_file_location(Path(path).stem, Path(path).resolve())
+        assert spec is not None and spec.loader is not None, path
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return getattr(module, factory)(), IMAGE
+    import timm
+
     return timm.create_model(model_name, pretrained=False), IMAGE
+
+
+def block_paths(model: nn.Module) -> list[str]:
+    """The module paths of the transformer blocks FSDP2 shards one by one, read from the
+    model's own structure as each package writes it: timm's ``blocks.N``, torchvision's
+    ``encoder.layers.encoder_layer_N``, transformers' ViT ``vit.layers.N`` (5.x; 4.x:
+    ``vit.encoder.layer.N``), vit-pytorch's ``transformer.layers.N``."""
+    for container in ("blocks", "encoder.layers", "vit.layers", "vit.encoder.layer",
+                      "transformer.layers"):
+        try:
+            found = model.get_submodule(container)
+        except AttributeError:
+            continue
+        return [f"{container}.{name}" for name, _ in found.named_children()]
+    raise ValueError(f"no transformer blocks known in a {type(model).__name__}")
+
+
+def shard_unit(block: nn.Module) -> nn.Module | list[nn.Module]:
+    """What ``fully_shard`` takes for one block: the block, or, for a ``ModuleList`` /
+    ``ModuleDict`` that runs no forward of its own (vit-pytorch's ``[attention,
+    feed-forward]``), the list of its children, one group (FSDP2 refuses such a container)."""
+    runs_no_forward = type(block).forward is nn.Module.forward
+    if isinstance(block, (nn.ModuleList, nn.ModuleDict)) and runs_no_forward:
+        return list(block.children())
+    return block
+
+
+def logits(output: Any) -> torch.Tensor:
+    """A classifier's logits: the output, or a transformers output's ``logits``."""
+    return output if isinstance(output, torch.Tensor) else output.logits
 
 
 def wrap(model: nn.Module, strategy: str, world_size: int) -> tuple[nn.Module,
@@ -151,8 +237,9 @@ def wrap(model: nn.Module, strategy: str, world_size: int) -> tuple[nn.Module,
 
         mesh = init_device_mesh("cpu", (world_size,))
         reshard = strategy == "fsdp"
-        for block in model.blocks:  # type: ignore[union-attr]
-            fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
+        for path in block_paths(model):
+            fully_shard(shard_unit(model.get_submodule(path)), mesh=mesh,
+                        reshard_after_forward=reshard)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
         return model, torch.optim.AdamW(model.parameters())
     raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
@@ -169,7 +256,7 @@ def step(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tenso
     phase("optimizer")  # setting gradients to None: no op, so no reading
     model.zero_grad(set_to_none=True)
     phase("forward")
-    loss = F.cross_entropy(model(images), labels)
+    loss = F.cross_entropy(logits(model(images)), labels)
     phase("backward")
     loss.backward()
     phase("optimizer")
@@ -231,6 +318,10 @@ def run_ranks(run: Run) -> list[RankRow]:
     import timm  # noqa: F401  (imported once here, inherited by the ranks)
     import torch.distributed.fsdp
     import torch.distributed.optim  # noqa: F401
+
+    package = PACKAGES.get(run.model.split(":", 1)[0] if ":" in run.model else "timm")
+    if package is not None:
+        __import__(package)
 
     ranks = 1 if run.strategy == "none" else run.world_size
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -311,7 +402,7 @@ def table(rows: Sequence[RankRow]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="?", choices=("grid", "probe"), default="grid")
+    parser.add_argument("what", nargs="?", choices=("grid", "probe", "blocks"), default="grid")
     parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--strategies", nargs="+", default=STRATEGIES, choices=STRATEGIES)
     parser.add_argument("--world-sizes", nargs="+", type=int, default=WORLD_SIZES)
@@ -319,23 +410,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the rows already in --out (those of a run made again go)")
     args = parser.parse_args(argv)
     if args.what == "probe":
         print(json.dumps(probe()))
+        return 0
+    if args.what == "blocks":
+        print(json.dumps({name: block_paths(build(name)[0]) for name in args.models}))
         return 0
     if not dist.is_gloo_available():
         print("distributed_measured: torch was built without gloo", file=sys.stderr)
         return 2
     rows: list[RankRow] = []
+    kept = read_rows(args.out) if args.append else []
     for run in runs(args.models, args.strategies, args.world_sizes, args.batch, args.repeats):
         began = time.perf_counter()
         done = run_ranks(run)
         rows += done
+        kept = [row for row in kept if run_of(row) != run]
         print(f"{run.model} {run.strategy} ws {run.world_size} repeat {run.repeat}: "
               f"{', '.join(f'{r.peak_bytes:,}' for r in done)} B "
               f"({time.perf_counter() - began:.0f} s)", flush=True)
-        keep_rows(rows, RankRow, None if args.no_write else args.out)
+        keep_rows([*kept, *rows], RankRow, None if args.no_write else args.out)
     return grid_done(table(rows), None if args.no_write else args.out)
+
+
+def read_rows(path: Path) -> list[RankRow]:
+    """The rows of a CSV this script wrote (none where there is no file)."""
+    if not path.exists():
+        return []
+    types = {f.name: f.type for f in fields(RankRow)}
+    convert = {"int": int, "float": float, "str": str}
+    with path.open() as handle:
+        return [RankRow(**{key: convert[str(types[key])](value) for key, value in row.items()})
+                for row in csv.DictReader(handle)]
+
+
+def run_of(row: RankRow) -> Run:
+    """The run a row was measured in."""
+    return Run(row.model, row.strategy, row.world_size, row.batch, row.repeat)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,25 @@ and ViT-22B.
     python benchmarks/distributed_memory.py [--measured CSV] [--peers CSV]
         [--figure-models timm:vit_giant_patch14_224 ...] [--figure-world-sizes 8 64 1024]
 
+``--figure-models`` naming none keeps the page's figure section as it is (the default
+figure, ViT-g/14 and ViT-22B at three world sizes and four strategies, takes minutes).
+
 The measured rows and the peers' figures are read, not made, here: they come from
 ``benchmarks/distributed_measured.py`` (real ``torch.multiprocessing`` runs, one process and one
 thread a rank, gloo, a harness sharing no code with vitprof) and
 ``benchmarks/distributed_peers.py`` (FSDPMemTracker / MemTracker, DeepSpeed's estimators,
 accelerate), written by the issue's measuring side and copied into ``reports/``. Each
-prediction is the second step of the default loop (a ones gradient on the logits; the
-measurement takes cross-entropy of random labels: 8 labels and a scalar loss more).
+prediction is the second step of the default loop (``--loss ones``: a ones gradient on the
+logits; ``--loss cross-entropy`` is refused under a strategy); the measurement takes
+cross-entropy of random labels (the labels and the loss's own tensors more).
+
+The measured models are spelled as the harness builds them: a timm name (predicted as
+``timm:NAME``), ``torchvision:NAME`` (predicted as ``NAME``, the zoo's torchvision entry),
+``hf:NAME`` (the zoo's transformers config of that name) or ``FILE.py:FACTORY`` (the same file
+for both). For each model with a zero2 or fsdp row, the blocks the harness shards (picked from
+the model's own structure by ``distributed_measured.block_paths``) are set beside those the
+prediction shards (``RankMemory.sharded_blocks``): both printed and tabled; the script exits
+1 after writing the page where they differ.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
@@ -34,6 +47,7 @@ FIGURE = REPORTS / "distributed_memory_world_size.png"
 FIGURE_STRATEGIES = ("ddp", "zero1", "zero2", "fsdp")
 LIMIT = 80 * 10**9  # an 80 GB accelerator
 TOLERANCE = 0.03
+FIGURE_HEADING = "## Per-rank peak against world size"
 
 
 Key = tuple[str, str, int, int]  # model, strategy, world size, batch per rank
@@ -62,24 +76,64 @@ def peers(path: Path) -> dict[Key, list[dict[str, str]]]:
     return found
 
 
-def predicted(key: Key) -> tuple[int, str, float]:
-    """vitprof's per-rank peak of a measured row, its phase, and the seconds it took."""
+def vitprof_name(model: str) -> str:
+    """The name vitprof takes for a model the harness spells ``model`` (see the module)."""
+    if model.startswith("torchvision:"):
+        return model.removeprefix("torchvision:")
+    return model if ":" in model else f"timm:{model}"
+
+
+def predicted(key: Key) -> tuple[int, str, float, tuple[str, ...]]:
+    """vitprof's per-rank peak of a measured row, its phase, the seconds it took, and the
+    blocks it sharded."""
     import vitprof
+    from vitprof.measure.distributed.estimate import RankMemory
     from vitprof.workload import InputRequest
 
     model, strategy, world, batch = key
     start = time.perf_counter()
-    found = vitprof.memory(f"timm:{model}", InputRequest(batch_size=batch), target="cpu",
+    found = vitprof.memory(vitprof_name(model), InputRequest(batch_size=batch), target="cpu",
                            strategy=strategy, world_size=world)
-    return found.peak_bytes, found.peak_phase, time.perf_counter() - start
+    sharded = found.sharded_blocks if isinstance(found, RankMemory) else ()  # none: one process
+    return found.peak_bytes, found.peak_phase, time.perf_counter() - start, sharded
+
+
+def harness_blocks(model: str) -> list[str]:
+    """The blocks benchmarks/distributed_measured.py shards in ``model``, read by its own code
+    from the model's structure."""
+    from distributed_measured import block_paths, build
+
+    return block_paths(build(model)[0])
+
+
+def blocks_section(sharded: dict[str, tuple[str, ...]]) -> tuple[list[str], bool]:
+    """Per model, the blocks the harness and the prediction shard; and whether all agree."""
+    lines = ["| model | blocks the harness shards | blocks the prediction shards | same |",
+             "|---|---|---|---|"]
+    agree = True
+    for model, predicted_blocks in sorted(sharded.items()):
+        measured_blocks = harness_blocks(model)
+        same = list(predicted_blocks) == measured_blocks
+        agree &= same
+        print(f"{model}: harness shards {measured_blocks}\n"
+              f"{' ' * len(model)}  prediction shards {list(predicted_blocks)}", flush=True)
+        lines.append(f"| {model} | {_blocks_text(measured_blocks)} | "
+                     f"{_blocks_text(predicted_blocks)} | {'yes' if same else 'NO'} |")
+    return lines, agree
+
+
+def _blocks_text(paths: Sequence[str]) -> str:
+    return f"{len(paths)}: `{paths[0]}` ... `{paths[-1]}`" if paths else "none"
 
 
 def _pct(a: int, b: int) -> str:
     return f"{(a - b) / b:+.2%}"
 
 
-def rows_section(measured: dict[Key, dict[str, str]], peer_rows: dict[Key, list[dict[str, str]]]
-                 ) -> list[str]:
+def rows_section(measured: dict[Key, dict[str, str]], peer_rows: dict[Key, list[dict[str, str]]],
+                 sharded: dict[str, tuple[str, ...]]) -> list[str]:
+    """The table of predicted against measured rows and the peers'; ``sharded`` is filled with
+    the blocks each model's zero2/fsdp prediction sharded."""
     out = ["| model | strategy | world size | batch / rank | predicted B (phase) | measured B, "
            "largest rank (phase) | difference | within 3% | measured live storages B | "
            "prediction s |", "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
@@ -89,7 +143,9 @@ def rows_section(measured: dict[Key, dict[str, str]], peer_rows: dict[Key, list[
     for key in sorted(measured, key=lambda k: (k[0], FIGURE_STRATEGIES.index(k[1])
                                                if k[1] in FIGURE_STRATEGIES else -1, k[2])):
         row = measured[key]
-        peak, phase, seconds = predicted(key)
+        peak, phase, seconds, blocks = predicted(key)
+        if blocks:
+            sharded[key[0]] = blocks
         real = int(row["peak_bytes"])
         ok = abs(peak - real) <= TOLERANCE * real
         within += ok
@@ -120,7 +176,7 @@ def figure_section(models: Sequence[str], world_sizes: Sequence[int]) -> list[st
     for model in models:
         out += ["| model | strategy | world size | per-rank peak B (phase) | fits 80 GB | s |",
                 "|---|---|---:|---:|---|---:|"]
-        found = {}
+        found: dict[str, list[Any]] = {}
         for strategy in FIGURE_STRATEGIES:
             found[strategy] = []
             for world in world_sizes:
@@ -139,6 +195,14 @@ def figure_section(models: Sequence[str], world_sizes: Sequence[int]) -> list[st
     return out
 
 
+def kept_figure_section(page: Path) -> list[str]:
+    """The figure section of the page as it is (``--figure-models`` naming none: the ViT-g and
+    ViT-22B sweep takes minutes), or none where the page has none."""
+    text = page.read_text() if page.exists() else ""
+    start = text.find(FIGURE_HEADING)
+    return text[start:].rstrip("\n").split("\n") if start >= 0 else []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--measured", type=Path, default=MEASURED)
@@ -150,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vitprof.core.atomic_write import write_atomically
 
     measured = largest_ranks(args.measured)
+    sharded: dict[str, tuple[str, ...]] = {}
+    rows = rows_section(measured, peers(args.peers), sharded)
+    blocks, agree = blocks_section(sharded)
     page = [
         "# Per-rank training memory under DDP, ZeRO-1 and FSDP2: predicted and measured", "",
         "Made by `python benchmarks/distributed_memory.py` (prediction: `vitprof memory MODEL "
@@ -161,19 +228,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         "vitprof); the largest rank's peak is the one compared. Peers: "
         "`reports/distributed_memory_peers.csv`, made by `python "
         "benchmarks/distributed_peers.py`.", "",
+        "The loss: the prediction is the default loop's, `--loss ones` (a ones gradient on the "
+        "logits; `--loss cross-entropy` is refused under a strategy); the measurement takes "
+        "cross-entropy of random labels, its labels and the loss's own tensors more. The "
+        "prediction's target is `--target cpu` (sizes as asked); the default, `--target cuda` "
+        "(each allocation rounded to 512 B, the cuBLAS workspaces), cannot be measured on this "
+        "machine.", "",
+        "Models: a timm name is predicted as `timm:NAME`, `torchvision:NAME` as `NAME` (the "
+        "zoo's torchvision entry), `hf:NAME` and `FILE.py:FACTORY` as they are; the harness "
+        "builds each from its package itself.", "",
         "Out of scope: tensor and pipeline parallelism. CUDA: one row, FSDP2 at world size 1 "
         "against `max_memory_allocated`, is in `benchmarks/device_checks.py` (fsdp); multi-GPU "
         "rows stay unmeasured until a multi-GPU machine is lent.", "",
         "## Predicted against measured (CPU, gloo)", "",
-        *rows_section(measured, peers(args.peers)),
+        *rows,
+        "", "## The blocks FSDP2 shards (zero2, fsdp)", "",
+        "The harness picks them from each model's own structure "
+        "(`distributed_measured.block_paths`); the prediction's are the breakdown's "
+        "(`sharded_blocks` of `vitprof memory --strategy fsdp --format json`).", "",
+        *blocks,
     ]
-    if args.figure_models:
-        page += ["", "## Per-rank peak against world size (target cuda, batch 1 per rank, "
-                 "AdamW, float32)", "",
+    if not args.figure_models:
+        page += ["", *kept_figure_section(PAGE)]
+    else:
+        page += ["", f"{FIGURE_HEADING} (target cuda, batch 1 per rank, AdamW, float32)", "",
                  "Each strategy's first world size whose per-rank peak fits 80 GB is starred.",
                  "", *figure_section(args.figure_models, args.figure_world_sizes)]
     write_atomically(PAGE, "\n".join(page) + "\n")
     print(f"wrote {PAGE}")
+    if not agree:
+        print("distributed_memory: the harness and the prediction shard different blocks",
+              file=sys.stderr)
+        return 1
     return 0
 
 

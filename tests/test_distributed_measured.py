@@ -113,3 +113,23 @@ def test_the_peers_figures_on_a_tiny_fsdp_row(tmp_path: Path) -> None:
     shards = 3 * 4 * params // 2  # parameters and two moments, half each: 195_324
     batch = 8 * 3 * 32 * 32 * 4 + 8 * 8  # 98_368
     assert int(figures["torch FSDPMemTracker"]) > shards + batch
+
+
+@pytest.mark.slow
+def test_the_harness_builds_models_of_other_packages_and_shards_their_own_blocks() -> None:
+    """``--models`` spells torchvision's and transformers' models, and a ``FILE.py:FACTORY``,
+    each built by the harness from its package; the blocks it shards under zero2/fsdp are read
+    from each model's structure: torchvision's ``encoder.layers.encoder_layer_N``,
+    transformers' ``vit.layers.N``, vit-pytorch's ``transformer.layers.N`` (12 each, the
+    base and DeiT-Ti shapes' depth), the same paths vitprof's breakdown shards
+    (benchmarks/distributed_memory.py sets both side by side on its page)."""
+    done = run_script("blocks", "--models", "torchvision:vit_b_16", "hf:vit-base-patch16-224",
+                      "benchmarks/stranger_models.py:vit_pytorch_tiny")
+    assert done.returncode == 0, done.stderr
+    blocks = json.loads(done.stdout.strip().splitlines()[-1])
+    assert blocks == {
+        "torchvision:vit_b_16": [f"encoder.layers.encoder_layer_{i}" for i in range(12)],
+        "hf:vit-base-patch16-224": [f"vit.layers.{i}" for i in range(12)],
+        "benchmarks/stranger_models.py:vit_pytorch_tiny": [
+            f"transformer.layers.{i}" for i in range(12)],
+    }

@@ -167,6 +167,11 @@ def test_json_holds_the_schema_and_budgets_bound_the_per_rank_peak(tmp_path, cap
     (dict(strategy="ddp", world_size=2, mode="inference", optimizer=None),
      "mode is not predicted with a strategy"),
     (dict(strategy="fsdp", world_size=2, checkpoint="blocks"), "checkpoint is not predicted"),
+    # the loop setting named with its value; it said "loss ... freeze is not predicted"
+    (dict(strategy="ddp", world_size=2, loss="cross-entropy"),
+     "loss='cross-entropy' is not predicted with a strategy"),
+    (dict(strategy="zero1", world_size=2, gradient_accumulation=2),
+     "gradient_accumulation=2 is not predicted with a strategy"),
 ])
 def test_bad_settings_are_one_line(settings: dict[str, object], says: str) -> None:
     with pytest.raises(UserError, match=says):
@@ -246,3 +251,66 @@ def test_fsdp2_chunks_made_when_read_are_the_views_torch_chunk_makes(
         one, other = found[index], expected[index]
         assert (one.shape, one.stride()) == (other.shape, other.stride())
         assert one.numel() == 0 or one.storage_offset() == other.storage_offset()
+
+
+def test_blocks_that_are_lists_running_no_forward_are_sharded_as_one_group_each() -> None:
+    """vit-pytorch's ViT keeps each block as ``ModuleList([attention, feed-forward])``, called
+    one after the other, the list itself running no forward: FSDP2's ``fully_shard`` refuses
+    such a container (ValueError), and ``vitprof memory ... --strategy fsdp`` ended in a
+    traceback. Each block is sharded as the list of its children, one group: after the
+    forward under zero2 every group is whole, so the gathered parameters are all of them."""
+    from vit_pytorch import ViT  # type: ignore[import-untyped]
+
+    def pairs() -> nn.Module:
+        return ViT(image_size=32, patch_size=8, num_classes=10, dim=32, depth=2, heads=2,
+                   mlp_dim=64, dim_head=16)
+
+    found = memory(pairs(), InputRequest(batch_size=2, image_size=32), target="cpu",
+                   strategy="zero2", world_size=2)
+    assert isinstance(found, RankMemory)
+    assert found.sharded_blocks == ("transformer.layers.0", "transformer.layers.1")
+    # at 224 x 224 its 32 x 32 position table fails the forward that finds the blocks; the
+    # refusal said "the blocks to checkpoint" under a strategy that checkpoints nothing
+    with pytest.raises(UserError, match="find the blocks to shard under fsdp: RuntimeError"):
+        memory(pairs(), InputRequest(batch_size=2), target="cpu", strategy="fsdp",
+               world_size=2)
+    model = pairs()
+    assert found.timeline[0].live["parameters"] == rank0_shard_bytes(model, 2)
+    assert found.most["gathered_parameters"] == gathered_bytes(model, 2)
+
+
+def test_the_estimate_names_the_blocks_fsdp2_shards(tmp_path, capsys) -> None:
+    """A user (and benchmarks/distributed_memory.py, against the measuring harness's own
+    choice) sees which blocks were sharded: their module paths in order under zero2 and fsdp,
+    in the text and the JSON; none under ddp."""
+    blocks = ("blocks.0", "blocks.1", "blocks.2", "blocks.3")
+    assert rank("zero2", 2).sharded_blocks == blocks
+    assert rank("ddp", 2).sharded_blocks == ()
+    path = tmp_path / "small.py"
+    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
+                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    argv = ["memory", f"{path}:small", "--strategy", "fsdp", "--world-size", "2",
+            "--batch-size", "2", "--target", "cpu"]
+    assert main(argv) == 0
+    assert "sharded: 4 blocks (blocks.0 ... blocks.3), then the root" in capsys.readouterr().out
+    assert main([*argv, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sharded_blocks"] == list(blocks)
+
+
+def test_lists_inside_a_list_block_are_sharded_by_the_modules_that_run() -> None:
+    """x-transformers' ViTransformerWrapper keeps each layer as ``ModuleList([norms, branch,
+    residual])``, its norms a ``ModuleList`` again: sharding the layer's children as one group
+    left the norms' list out of every hook, the pre-norm ran on sharded parameters and the
+    prediction refused ('got mixed torch.Tensor and DTensor'). The group is the modules under
+    the layer that run a forward; under zero2 every group is whole after the forward."""
+    from x_transformers import Encoder, ViTransformerWrapper  # type: ignore[import-untyped]
+
+    def layers() -> nn.Module:
+        return ViTransformerWrapper(image_size=32, patch_size=8, num_classes=10,
+                                    attn_layers=Encoder(dim=32, depth=2, heads=2,
+                                                        attn_dim_head=16))
+
+    found = memory(layers(), InputRequest(batch_size=2, image_size=32), target="cpu",
+                   strategy="zero2", world_size=2)
+    assert isinstance(found, RankMemory) and found.sharded_blocks
+    assert found.most["gathered_parameters"] == gathered_bytes(layers(), 2)

@@ -30,12 +30,21 @@ def rank_header(estimate: RankMemory) -> list[str]:
         f"per-rank peak: {size_text(estimate.peak_bytes)} at op {estimate.peak_index} "
         f"({estimate.peak_op}, {estimate.peak_phase})",
     ]
+    if estimate.sharded_blocks:
+        out.append(f"sharded: {blocks_text(estimate.sharded_blocks)}, then the root")
     if estimate.largest_batch is not None and estimate.fit_bytes is not None:
         out.append(f"fit: the largest per-rank batch whose peak is at most "
                    f"{size_text(estimate.fit_bytes)} is {estimate.largest_batch}")
     out += [f"{PART_NAMES[part]}: {words}"
             for part, words in estimate_parts(estimate.settings).items()]
     return out
+
+
+def blocks_text(paths: Sequence[str]) -> str:
+    """``12 blocks (encoder.layers.0 ... encoder.layers.11)``: how many, the first and the
+    last module path (both where there are two or fewer)."""
+    shown = " ... ".join((paths[0], paths[-1])) if len(paths) > 2 else ", ".join(paths)
+    return f"{len(paths)} block{'s' * (len(paths) != 1)} ({shown})"
 
 
 def kinds_table(estimate: RankMemory) -> Table:
@@ -56,6 +65,7 @@ def rank_dict(estimate: RankMemory) -> dict[str, Any]:
         "peak_op": estimate.peak_op, "peak_index": estimate.peak_index,
         "peak_live": dict(estimate.peak_live), "most": dict(estimate.most),
         "ops": len(estimate.timeline), "warnings": list(estimate.warnings),
+        "sharded_blocks": list(estimate.sharded_blocks),
     }
     return with_fit_and_model(data, estimate)
 

@@ -51,7 +51,8 @@ class RankMemory:
     """The predicted memory of one rank's step (see the module for the conventions):
     ``peak_bytes``, its ``peak_phase`` and op, the bytes by kind at the peak (``peak_live``),
     each kind's largest over the step (``most``) and the ``timeline``, one event per op with
-    the bytes alive after it by kind."""
+    the bytes alive after it by kind; ``sharded_blocks``: the module paths FSDP2 shards one
+    by one before the root (zero2 and fsdp; none under ddp and zero1)."""
 
     model: str
     input: str
@@ -70,6 +71,7 @@ class RankMemory:
     largest_batch: int | None = None
     fit_bytes: int | None = None
     warnings: tuple[str, ...] = field(default=())
+    sharded_blocks: tuple[str, ...] = field(default=())
 
 
 def check_world_size(world_size: object) -> int:
@@ -94,9 +96,12 @@ def rank_memory(work: Workload, mapping: ComponentMap, settings: StepSettings, s
     blocks = sorted(mapping.blocks, key=mapping.blocks.__getitem__)
     check_strategy(strategy, world_size, blocks, work.name)
 
+    sharded = tuple(blocks) if strategy in FSDP_STRATEGIES else ()
+
     def at(b: int) -> RankMemory:
         step = run_rank_step(work, blocks, settings, strategy, world_size, b)
-        return _estimate(work, step, settings, strategy, world_size, b, names)
+        found = _estimate(work, step, settings, strategy, world_size, b, names)
+        return replace(found, sharded_blocks=sharded)
 
     estimate = at(batch)
     if fit is None:

@@ -11,10 +11,13 @@
 * ``zero1``: the same DDP, the optimizer ``ZeroRedundancyOptimizer`` over the parameters
   (rank 0 keeps the state of its share; after its step it broadcasts the parameters it owns).
 * ``zero2`` / ``fsdp``: FSDP2 ``fully_shard`` on every transformer block (the breakdown's
-  blocks) and then on the root, ``reshard_after_forward`` False (ZeRO-2-like: a block's
-  gathered parameters stay until its backward) or True (ZeRO-3-like: freed after its forward,
-  gathered again in the backward); FSDP2's defaults otherwise (the next block's all-gather
-  prefetched, parameters and gradients in the parameters' dtype).
+  blocks; a block that is a ``ModuleList`` / ``ModuleDict`` running no forward of its own, as
+  an ``[attention, feed-forward]`` pair, is sharded as the list of its children, one group:
+  FSDP2 refuses such a container itself) and then on the root, ``reshard_after_forward``
+  False (ZeRO-2-like: a block's gathered parameters stay until its backward) or True
+  (ZeRO-3-like: freed after its forward, gathered again in the backward); FSDP2's defaults
+  otherwise (the next block's all-gather prefetched, parameters and gradients in the
+  parameters' dtype).
 
 Two shortcuts keep a world of 1,024 ranks, and a model of a thousand parameters, in seconds;
 neither changes a byte the rank allocates:
@@ -90,7 +93,7 @@ def wrap(strategy: str, model: nn.Module, blocks: Sequence[nn.Module], mesh: Dev
         reshard = strategy == Strategy.FSDP
         with _rank_chunks():
             for block in blocks:
-                fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
+                fully_shard(shard_group(block), mesh=mesh, reshard_after_forward=reshard)
             fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
         step = _ShardStep(list(model.parameters()), kind, keywords)
         return Wrapped(model, step, step.local)
@@ -111,6 +114,26 @@ def wrap(strategy: str, model: nn.Module, blocks: Sequence[nn.Module], mesh: Dev
         return Wrapped(ddp, zero, zero.optim)
     opt = kind(ddp.parameters(), **keywords)
     return Wrapped(ddp, opt, opt)
+
+
+def shard_group(block: nn.Module) -> nn.Module | list[nn.Module]:
+    """What ``fully_shard`` takes for ``block``: the block, or for a container that runs no
+    forward of its own (a ``ModuleList`` or ``ModuleDict`` whose forward is ``nn.Module``'s),
+    the modules under it that run one, one group (a container inside such a list gives its
+    own, and so on down): their hooks gather the group's parameters before the first of them
+    runs, as the container's would."""
+    if not _runs_no_forward(block):
+        return block
+    found: list[nn.Module] = []
+    for child in block.children():
+        inner = shard_group(child)
+        found += inner if isinstance(inner, list) else [inner]
+    return found
+
+
+def _runs_no_forward(module: nn.Module) -> bool:
+    container = isinstance(module, (nn.ModuleList, nn.ModuleDict))
+    return container and type(module).forward is nn.Module.forward
 
 
 class _BucketsAsBuilt:

@@ -213,7 +213,7 @@ def memory(
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
     if strategy in FSDP_STRATEGIES:
-        mapping = _with_graph_blocks(work, mapping)
+        mapping = _with_graph_blocks(work, mapping, f"shard under {strategy}")
     names = given.names(dtype)
     if strategy != Strategy.NONE:
         return rank_memory(work, mapping, step, strategy, world_size, batch_size, names,
@@ -237,14 +237,23 @@ def memory(
 
 def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
     """Under a strategy the step is the default loop's training step without autocast or
-    checkpointing: a UserError naming the first setting that departs."""
-    departs = [key for key, set_ in (("mode", not settings.train), ("amp", settings.amp),
-                                     ("checkpoint", settings.every is not None),
-                                     ("loss ... freeze", settings.loop != Loop())) if set_]
+    checkpointing: a UserError naming the first setting that departs (a loop setting with the
+    value asked)."""
+    loop, default = settings.loop, Loop()
+    departs = [(key, value) for key, value, set_ in (
+        ("mode", None, not settings.train), ("amp", None, settings.amp),
+        ("checkpoint", None, settings.every is not None),
+        ("loss", loop.loss, loop.loss != default.loss),
+        ("zero_grad", loop.zero_grad, loop.zero_grad != default.zero_grad),
+        ("set_to_none", loop.set_to_none, loop.set_to_none != default.set_to_none),
+        ("gradient_accumulation", loop.accumulation, loop.accumulation != default.accumulation),
+        ("freeze", loop.freeze, loop.freeze != default.freeze)) if set_]
     if departs:
+        key, value = departs[0]
         raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts the default "
-                           f"training step on each rank; {s.name(departs[0])} is not predicted "
-                           "with a strategy yet")
+                           f"training step on each rank; "
+                           f"{s.name(key) if value is None else s.setting(key, value)} is not "
+                           "predicted with a strategy yet")
 
 
 def _checkpointed_by_its_own_blocks(
@@ -263,7 +272,7 @@ def _checkpointed_by_its_own_blocks(
         found = breakdown(step.run, work.module, Recognizer.AUTO, work.rules)
         if dict(found.blocks) == guessed.blocks:
             return _estimate(work, step, found, settings, batch, names), guessed
-    mapping = _with_graph_blocks(work, mapping)
+    mapping = _with_graph_blocks(work, mapping, "checkpoint")
     return predict(work, mapping, settings, batch, names), mapping
 
 
@@ -280,17 +289,18 @@ def _tree_blocks(module: nn.Module) -> dict[str, int]:
     return {path: index for index, path in enumerate(best)}
 
 
-def _with_graph_blocks(work: Workload, mapping: ComponentMap) -> ComponentMap:
+def _with_graph_blocks(work: Workload, mapping: ComponentMap, purpose: str) -> ComponentMap:
     """``mapping`` with, where no table named any blocks, those the graph recognizer finds
     (their module paths) in a forward of ``work`` on meta: the blocks the breakdown reports
-    are the ones ``checkpoint`` runs under ``torch.utils.checkpoint``."""
+    are the ones ``checkpoint`` runs under ``torch.utils.checkpoint`` and FSDP2 shards;
+    ``purpose`` (``checkpoint``, ``shard under fsdp``) is named where the forward fails."""
     if mapping.blocks:
         return mapping
     try:
         run = count(work.module, work.inputs.example("meta"))
     except CountFailed as failed:
         raise UserError(f"{work.name}: a forward could not run on meta to find the blocks to "
-                        f"checkpoint: {one_line(failed.error)}") from None
+                        f"{purpose}: {one_line(failed.error)}") from None
     found = breakdown(run, work.module, Recognizer.GRAPH, work.rules)
     return replace(mapping, blocks=dict(found.blocks))
 
