@@ -227,6 +227,29 @@ def test_a_list_of_world_sizes_tables_the_per_rank_peak_and_draws_it(tmp_path, c
     assert figure.stat().st_size > 0
 
 
+def test_a_list_of_world_sizes_takes_the_settings_and_fit_one_world_size_takes(
+        tmp_path, capsys) -> None:
+    """``--world-size 2,4`` passed on only the optimizer, target and attention: ``--amp``,
+    ``--mode``, ``--checkpoint`` and the loop options, refused at one world size, ran as the
+    default step (its settings said amp none), and ``--fit`` was dropped from the table and
+    the JSON (drawn in the figure only)."""
+    path = tmp_path / "small.py"
+    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
+                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    argv = ["memory", f"{path}:small", "--strategy", "ddp", "--batch-size", "2",
+            "--target", "cpu"]
+    for sizes in ("2", "2,4"):
+        assert main([*argv, "--world-size", sizes, "--amp", "bfloat16"]) == 2
+        assert "--amp is not predicted with a strategy" in capsys.readouterr().err
+    fit = 2 * rank("ddp", 2).peak_bytes  # batch 2 fits, with room for more
+    assert main([*argv, "--world-size", "2,4", "--fit", str(fit), "--format", "json"]) == 0
+    entries = json.loads(capsys.readouterr().out)["world_sizes"]
+    assert [(e["world_size"], e["fit_bytes"]) for e in entries] == [(2, fit), (4, fit)]
+    assert all(e["largest_batch"] > 2 for e in entries)
+    assert main([*argv, "--world-size", "2,4", "--fit", str(fit)]) == 0
+    assert "largest batch" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(("rows", "world_size"), [(1, 2), (197, 4), (7, 3), (1408, 1024),
                                                   (10, 10), (6, 4)])
 def test_fsdp2_chunks_made_when_read_are_the_views_torch_chunk_makes(
