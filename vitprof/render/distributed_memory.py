@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from vitprof.core.schema import versioned
 from vitprof.core.vocab import CellKind
 from vitprof.measure.distributed.estimate import RankMemory
 from vitprof.measure.distributed.kinds import KINDS
@@ -86,8 +87,8 @@ def world_sizes_document(found: Sequence[RankMemory]) -> Document:
     if head.fit_bytes is not None:
         header.append(f"fit: the largest per-rank batch whose peak is at most "
                       f"{size_text(head.fit_bytes)}, at each world size")
-    data = {"model": head.model, "strategy": head.strategy,
-            "world_sizes": [rank_dict(e) for e in found]}
+    data = {"model": head.model, "strategy": head.strategy,  # each entry one world size's JSON
+            "world_sizes": [versioned(rank_dict(e), "distributed_memory") for e in found]}
     columns = (*WORLD_COLUMNS[:3], *((FIT_COLUMN,) if fitted else ()), *WORLD_COLUMNS[3:])
     return Document((lines(header, bullets=False), lines([""], bullets=False),
-                     Table(columns, rows)), data)
+                     Table(columns, rows)), data, "distributed_memory_world_sizes")
