@@ -138,3 +138,18 @@ def test_docs_sample_is_what_the_command_prints(name: str, command: str, tmp_pat
     assert main(shlex.split(command)[1:]) in (0, 1)  # 1: a sample may show a failed check
     out, shown = _version_free(capsys.readouterr().out), _version_free(samples(markdown)[command])
     assert matches(out, shown), f"{name}: '{command}' prints\n{out}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_docs_pass_track_only_the_keywords_it_takes_undeprecated(page: Path) -> None:
+    """Every ``track(..., name=...)`` a page shows names a keyword of :func:`vitprof.track`, and
+    not ``dtype=``, deprecated for ``measure_dtype=`` (a warning): docs/mfu.md told FSDP2 users
+    with a MixedPrecisionPolicy to pass ``track(..., dtype="bf16")``."""
+    import inspect
+
+    from vitprof import track
+
+    taken = set(inspect.signature(track).parameters) - {"dtype"}
+    shown = {keyword for call in re.findall(r"\btrack\(([^)]*)\)", page.read_text())
+             for keyword in re.findall(r"\b(\w+)=", call)}
+    assert shown <= taken, f"{page.name}: track(...) with {sorted(shown - taken)}"

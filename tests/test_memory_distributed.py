@@ -20,7 +20,7 @@ from vitprof import memory
 from vitprof.checks.budget import evaluate, load_budgets
 from vitprof.cli.main import main
 from vitprof.core.errors import UserError
-from vitprof.core.schema import load_schema
+from vitprof.core.schema import SCHEMA_VERSION, load_schema, schema_errors
 from vitprof.measure.distributed.estimate import RankMemory
 from vitprof.workload import InputRequest
 
@@ -230,6 +230,45 @@ def test_a_list_of_world_sizes_tables_the_per_rank_peak_and_draws_it(tmp_path, c
     assert two["peak_live"]["parameters"] == rank0_shard_bytes(small(), 2)
     assert eight["peak_live"]["parameters"] == rank0_shard_bytes(small(), 8)
     assert figure.stat().st_size > 0
+
+
+def test_the_json_of_a_list_of_world_sizes_is_versioned_and_has_its_schema(
+        tmp_path, capsys) -> None:
+    """Every JSON output carries ``schema_version`` and has a schema; a list's had neither, and
+    its entries did not validate as one world size's output (no ``schema_version``)."""
+    path = tmp_path / "small.py"
+    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
+                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    assert main(["memory", f"{path}:small", "--strategy", "ddp", "--world-size", "1,2",
+                 "--batch-size", "2", "--target", "cpu", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert schema_errors(data, "distributed_memory_world_sizes") == []
+    for entry in data["world_sizes"]:
+        jsonschema.validate(entry, load_schema("distributed_memory"))
+
+
+def test_a_list_of_world_sizes_takes_the_settings_and_fit_one_world_size_takes(
+        tmp_path, capsys) -> None:
+    """``--world-size 2,4`` passed on only the optimizer, target and attention: ``--amp``,
+    ``--mode``, ``--checkpoint`` and the loop options, refused at one world size, ran as the
+    default step (its settings said amp none), and ``--fit`` was dropped from the table and
+    the JSON (drawn in the figure only)."""
+    path = tmp_path / "small.py"
+    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
+                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    argv = ["memory", f"{path}:small", "--strategy", "ddp", "--batch-size", "2",
+            "--target", "cpu"]
+    for sizes in ("2", "2,4"):
+        assert main([*argv, "--world-size", sizes, "--amp", "bfloat16"]) == 2
+        assert "--amp is not predicted with a strategy" in capsys.readouterr().err
+    fit = 2 * rank("ddp", 2).peak_bytes  # batch 2 fits, with room for more
+    assert main([*argv, "--world-size", "2,4", "--fit", str(fit), "--format", "json"]) == 0
+    entries = json.loads(capsys.readouterr().out)["world_sizes"]
+    assert [(e["world_size"], e["fit_bytes"]) for e in entries] == [(2, fit), (4, fit)]
+    assert all(e["largest_batch"] > 2 for e in entries)
+    assert main([*argv, "--world-size", "2,4", "--fit", str(fit)]) == 0
+    assert "largest batch" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("rows", "world_size"), [(1, 2), (197, 4), (7, 3), (1408, 1024),

@@ -183,6 +183,10 @@ def test_the_report_of_an_inference_estimate_names_a_forward() -> None:
     ('{ mode = "inference", optimizer = "sgd" }',
      "key 'memory': mode = \"inference\" is one forward without gradients: optimizer does not "
      "apply"),
+    # main read both and blamed the entry's model key once it was analysed, the world size
+    # quoted as a string (world_size = "4"), which the table refuses
+    ('{ strategy = "fsdp", world_size = 0 }', "key 'memory': world size must be at least 1"),
+    ('{ world_size = 4 }', "key 'memory': world_size = 4 needs a strategy"),
 ])
 def test_a_budgets_memory_settings_are_checked_where_they_are_written(
         tmp_path: Path, table: str, fragment: str) -> None:

@@ -30,7 +30,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from vitprof.measure.mfu.clocks import CudaClock, WallClock
 from vitprof.measure.mfu.peaks import ChosenPeak
-from vitprof.measure.mfu.ranks import RankStep, World, aggregate
+from vitprof.measure.mfu.ranks import WORLD_KEYS, RankStep, World, aggregate, every_rank_joins
 from vitprof.measure.mfu.tracker import Tracker
 from vitprof.render.mfu_summary import summary
 
@@ -278,6 +278,88 @@ def test_ddp_and_fsdp2_ranks_count_their_own_steps_and_the_world_is_arithmetic(
         *warned, counted = result["tensor_parallel"]
         assert counted == "None"
         assert len(warned) == 1 and "tensor parallelism is out of" in warned[0], warned
+
+
+# --- a loop tracked on some ranks only ----------------------------------------------------------
+
+def test_the_ranks_agree_through_the_store_whether_every_one_tracks() -> None:
+    """Every rank counts itself in; the last one makes the world, a rank that waited in vain
+    closes it, and a rank that comes after the closing reads it closed too."""
+    import threading
+
+    store = torch.distributed.HashStore()
+    assert every_rank_joins(store, 1, 0, 1.0)  # a world of one
+    found: list[bool] = []
+    ranks = [threading.Thread(target=lambda: found.append(every_rank_joins(store, 2, 1, 30.0)))
+             for _ in range(2)]
+    for thread in ranks:
+        thread.start()
+    for thread in ranks:
+        thread.join()
+    assert found == [True, True]
+    assert not every_rank_joins(store, 2, 2, 0.1)  # the other rank never comes
+    assert not every_rank_joins(store, 2, 2, 0.1)  # it comes late, and reads the same
+
+
+def rank_zero_alone(rank: int, port: int, out: str) -> None:
+    """A DDP loop tracked on rank 0 only (rank 0 logs, the habit): rank 0's gather was paired
+    with rank 1's next collective (DDP's), and one of them timed out."""
+    import os
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from vitprof import track
+    from vitprof.measure.mfu import ranks
+
+    ranks.JOIN_SECONDS = 2.0
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD, timeout=timedelta(seconds=20))
+    try:
+        torch.manual_seed(0)
+        model = DistributedDataParallel(tiny_vit())
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = torch.randn(2, 3, IMAGE, IMAGE), torch.randint(0, CLASSES, (2,))
+
+        def train(tracker: Tracker | None) -> None:
+            for _ in range(STEPS):
+                cross_entropy(model(x), y).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if tracker is not None:
+                    tracker.step(x)
+
+        result: dict[str, Any] = {}
+        if rank == 0:
+            with pytest.warns(UserWarning, match="not every rank") as caught, track(
+                    model, peak_tflops=PEAK) as tracker:
+                train(tracker)
+            result = {"history": tracker.history, "warned": [str(w.message) for w in caught]}
+        else:
+            train(None)
+        weights = [torch.empty(0)] * WORLD
+        dist.all_gather_object(weights, model.module.head.weight.detach())
+        result["same_weights"] = bool(torch.equal(*weights))
+    finally:
+        dist.destroy_process_group()
+    Path(out, f"alone{rank}.json").write_text(json.dumps(result))
+
+
+@pytest.mark.slow  # two processes importing torch and timm: about 15 s
+def test_a_loop_tracked_on_one_rank_trains_and_says_it_has_no_world(tmp_path: Path) -> None:
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    pytest.importorskip("timm")
+    import torch.multiprocessing as mp
+
+    mp.spawn(rank_zero_alone, args=(free_port(), str(tmp_path)), nprocs=WORLD)
+    zero, one = (json.loads((tmp_path / f"alone{r}.json").read_text()) for r in range(WORLD))
+    assert zero["same_weights"] and one["same_weights"]  # the training went on, in step
+    assert [e["flops"] is not None for e in zero["history"]] == [True] * STEPS  # its own step
+    assert all(e[key] is None for e in zero["history"] for key in WORLD_KEYS)
+    assert len(zero["warned"]) == 1
 
 
 # --- Lightning: the DDP strategy and FSDP2 (ModelParallelStrategy), two CPU processes ---------

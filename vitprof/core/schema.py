@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 2
 SCHEMAS = ("profile", "diff", "check", "crosscheck", "formula", "sweep", "speed", "memory",
-           "distributed_memory")
+           "distributed_memory", "distributed_memory_world_sizes")
 CHECK_OUTPUTS = False  # validate every output against its schema as it is made (tests set it)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from vitprof.core.schema import versioned
 from vitprof.core.vocab import CellKind
 from vitprof.measure.distributed.estimate import RankMemory
 from vitprof.measure.distributed.kinds import KINDS
@@ -80,16 +81,24 @@ WORLD_COLUMNS = (Column("world_size", "world size", CellKind.COUNT),
                  Column("peak_bytes", "per-rank peak B", CellKind.COUNT),
                  Column("peak_phase", "phase", CellKind.TEXT),
                  *(Column(kind, f"{kind} B", CellKind.COUNT) for kind in KINDS))
+FIT_COLUMN = Column("largest_batch", "largest batch", CellKind.COUNT)
 
 
 def world_sizes_document(found: Sequence[RankMemory]) -> Document:
-    """The per-rank peak at each world size, and its kinds at the peak."""
-    rows = tuple({"world_size": e.world_size, "peak_bytes": e.peak_bytes,
-                  "peak_phase": e.peak_phase, **e.peak_live} for e in found)
+    """The per-rank peak at each world size, and its kinds at the peak (with ``--fit``, the
+    largest per-rank batch at each)."""
     head = found[0]
+    fitted = head.fit_bytes is not None
+    rows = tuple({"world_size": e.world_size, "peak_bytes": e.peak_bytes,
+                  "peak_phase": e.peak_phase, **e.peak_live,
+                  **({"largest_batch": e.largest_batch} if fitted else {})} for e in found)
     header = [f"model: {head.model}", f"input: {head.input} (batch {head.batch_size} per rank)",
               f"strategy: {head.strategy}", f"convention: {head.convention}"]
-    data = {"model": head.model, "strategy": head.strategy,
-            "world_sizes": [rank_dict(e) for e in found]}
+    if head.fit_bytes is not None:
+        header.append(f"fit: the largest per-rank batch whose peak is at most "
+                      f"{size_text(head.fit_bytes)}, at each world size")
+    data = {"model": head.model, "strategy": head.strategy,  # each entry one world size's JSON
+            "world_sizes": [versioned(rank_dict(e), "distributed_memory") for e in found]}
+    columns = (*WORLD_COLUMNS[:3], *((FIT_COLUMN,) if fitted else ()), *WORLD_COLUMNS[3:])
     return Document((lines(header, bullets=False), lines([""], bullets=False),
-                     Table(WORLD_COLUMNS, rows)), data)
+                     Table(columns, rows)), data, "distributed_memory_world_sizes")

@@ -41,8 +41,10 @@ from vitprof.core.vocab import (
     Metric,
     Recognizer,
     Scope,
+    Strategy,
     ValueKind,
 )
+from vitprof.measure.distributed.estimate import check_rank_settings
 from vitprof.measure.memory.settings import MemorySettings
 from vitprof.measure.memory.spelling import TABLE_KEYS, SettingError
 from vitprof.models.zoo import check_zoo_size, validate_name
@@ -335,8 +337,10 @@ def _memory_settings(table: dict[str, Any], path: tuple[str, ...], where: _Sourc
         if not isinstance(value, str) or (allowed is not None and value not in allowed):
             expected = f"one of {', '.join(allowed)}" if allowed else "a string"
             raise where.error((*path, key), f"expected {expected}, got {_describe(value)}")
-    try:  # together: a checkpoint's N, an optimizer or checkpoint with mode inference
+    try:  # together: a checkpoint's N, an optimizer or checkpoint with mode inference, a
+        # world size with a strategy
         MemorySettings(**{k: v for k, v in table.items() if k not in RANK_SETTINGS})
+        check_rank_settings(table.get("strategy", Strategy.NONE), table.get("world_size", 1))
     except UserError as error:
         raise where.error(path, str(_in_table_keys(error))) from None
     return tuple(table.items())

@@ -132,8 +132,7 @@ def run_world_sizes(args: argparse.Namespace) -> int:
                         "fsdp)")
     try:
         found = peak_by_world_size(args.model, input_request(args), args.strategy,
-                                   args.world_size, optimizer=args.optimizer,
-                                   target=args.target, attention=args.attention)
+                                   args.world_size, settings_of(args), args.fit)
     except SettingError as error:
         raise error.spelled(OPTIONS) from None
     if args.figure:

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from vitprof.core.errors import UserError
-from vitprof.core.validate import check_int
-from vitprof.core.vocab import MemoryTarget
+from vitprof.core.validate import check_int, check_word
+from vitprof.core.vocab import MemoryTarget, Strategy
 from vitprof.count.timeline import LiveEvent
 from vitprof.measure.distributed.kinds import KINDS, is_collective, kind_of_phase
 from vitprof.measure.distributed.rank_log import Op
@@ -77,6 +77,19 @@ class RankMemory:
 def check_world_size(world_size: object) -> int:
     """``world_size`` if it is a positive int; else a UserError."""
     return check_int("world size", world_size, 1)
+
+
+def check_rank_settings(strategy: object, world_size: object) -> tuple[Strategy, int]:
+    """``strategy`` (a word of :class:`Strategy`) and ``world_size`` (a positive int) if they
+    go together: a world size other than 1 needs a strategy. Else a UserError (a
+    :class:`SettingError` for the last, in the words of whoever set them)."""
+    strategy = check_word("strategy", strategy, Strategy)
+    size = check_world_size(world_size)
+    if strategy == Strategy.NONE and size != 1:
+        raise SettingError(lambda s: f"{s.setting('world_size', size)} needs a "
+                           f"{s.name('strategy')} (ddp, zero1, zero2, fsdp): "
+                           f"{s.setting('strategy', 'none')} is one process")
+    return strategy, size
 
 
 def check_strategy(strategy: str, world_size: int, blocks: Sequence[str], model: str) -> None:

@@ -43,7 +43,6 @@ from torch import nn
 from vitprof.core.display import Shown
 from vitprof.core.errors import UserError
 from vitprof.core.records import COMPONENTS
-from vitprof.core.validate import check_word
 from vitprof.core.vocab import (
     MemoryTarget,
     Recognizer,
@@ -52,7 +51,7 @@ from vitprof.core.vocab import (
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import count
 from vitprof.count.timeline import Allocation, LiveEvent, Moment
-from vitprof.measure.distributed.estimate import RankMemory, check_world_size, rank_memory
+from vitprof.measure.distributed.estimate import RankMemory, check_rank_settings, rank_memory
 from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
 from vitprof.measure.memory import cuda_model
 from vitprof.measure.memory.fit import check_fit, largest_batch
@@ -201,14 +200,9 @@ def memory(
     step = step_settings(given, dtype)
     if fit is not None:
         check_fit(fit)
-    strategy = check_word("strategy", strategy, Strategy)
-    world_size = check_world_size(world_size)
+    strategy, world_size = check_rank_settings(strategy, world_size)
     if strategy != Strategy.NONE:
         _check_strategy_settings(step, strategy)
-    elif world_size != 1:
-        raise SettingError(lambda s: f"{s.setting('world_size', world_size)} needs a "
-                           f"{s.name('strategy')} (ddp, zero1, zero2, fsdp): "
-                           f"{s.setting('strategy', 'none')} is one process")
     work = make_workload(model, asked)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)

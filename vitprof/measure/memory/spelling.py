@@ -28,7 +28,15 @@ class Spelling:
 KEYWORDS = Spelling(lambda key: key, lambda key, value: f"{key}={value!r}")
 OPTIONS = Spelling(lambda key: f"--{key.replace('_', '-')}",
                    lambda key, value: f"--{key.replace('_', '-')} {value}")
-TABLE_KEYS = Spelling(lambda key: key, lambda key, value: f'{key} = "{value}"')
+TABLE_KEYS = Spelling(lambda key: key, lambda key, value: f"{key} = {toml_value(value)}")
+
+
+def toml_value(value: object) -> str:
+    """``value`` as a TOML file writes it: a boolean ``true``/``false``, an integer bare, any
+    other value a quoted string."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value) if isinstance(value, int) else f'"{value}"'
 
 
 class SettingError(UserError):

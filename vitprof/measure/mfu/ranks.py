@@ -35,14 +35,21 @@ called, as DDP does):
 Without a process group (one process, or ``init_process_group`` called after the tracking
 started) the entries' ``rank``, ``world_size`` and ``world_*`` are None. With one, every rank of
 the default group must track the same steps: the gather is a collective, and a rank that skips
-a step makes the others wait.
+a step makes the others wait. So that a rank that never tracks (a loop tracked on rank 0 alone)
+is not paired with another collective (it timed out in DDP's, or the gather did), the ranks
+agree when the tracking starts, through the default group's store and no collective, whether
+every rank tracks (:func:`every_rank_joins`); where one does not start within
+:data:`JOIN_SECONDS`, the entries have no world figures (one warning).
 """
 
 from __future__ import annotations
 
+import itertools
+import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 import torch
@@ -84,11 +91,40 @@ class World:
     gather: Gather = gather_over_default_group
 
 
+JOIN_SECONDS = 60.0  # how long a rank that starts tracking waits for every rank to start
+FULL, CLOSED = "full", "closed"  # a tracking session's outcome in the store
+_sessions = itertools.count()  # this process's tracking sessions, numbered as on every rank
+
+
 def default_world() -> World | None:
-    """The default process group's world, or None where none is initialised."""
+    """The default process group's world; None where none is initialised, or where not every
+    rank of it starts this tracking session (one warning; see the module docstring)."""
     if not torch.distributed.is_available() or not torch.distributed.is_initialized():
         return None
-    return World(torch.distributed.get_rank(), torch.distributed.get_world_size())
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    world = World(torch.distributed.get_rank(), torch.distributed.get_world_size())
+    if every_rank_joins(_get_default_store(), world.size, next(_sessions), JOIN_SECONDS):
+        return world
+    warnings.warn(f"vitprof: not every rank of the {world.size} in the default process group "
+                  f"started tracking within {JOIN_SECONDS:g} s of the first (the world's "
+                  f"figures gather from every rank: call vitprof.track on each); rank "
+                  f"{world.rank}'s entries have no world figures", stacklevel=3)
+    return None
+
+
+def every_rank_joins(store: torch.distributed.Store, size: int, session: int,
+                     timeout: float) -> bool:
+    """Whether all ``size`` ranks start tracking session ``session``, agreed through ``store``
+    with no collective: each rank counts itself in; the last one sets the session's outcome to
+    full, and a rank that has waited ``timeout`` seconds for it sets it to closed, whichever
+    comes first (one atomic compare-and-set), so every rank, a late one too, reads the same."""
+    count, outcome = f"vitprof/track/{session}/ranks", f"vitprof/track/{session}/outcome"
+    if store.add(count, 1) == size:
+        return bytes(store.compare_set(outcome, "", FULL)) == FULL.encode()
+    with suppress(RuntimeError):  # DistStoreError, timed out: whichever outcome is set first
+        store.wait([outcome], timedelta(seconds=timeout))
+    return bytes(store.compare_set(outcome, "", CLOSED)) == FULL.encode()
 
 
 def no_world() -> dict[str, Any]:
