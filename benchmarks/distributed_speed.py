@@ -1,8 +1,8 @@
 """Time of the per-rank memory prediction: ``vitprof memory MODEL --strategy S --world-size N``.
 
 Issue 36 asks that ``vitprof memory timm:vit_giant_patch14_224 --strategy fsdp --world-size
-64`` answer in seconds, and world size 1,024 too; the target here: at most 12 s wall on an idle
-machine. Every run is one fresh process (``python -m vitprof memory ... --format json``), timed
+64`` answer in seconds, and world size 1,024 too; docs/memory.md gives the figures. Every
+run is one fresh process (``python -m vitprof memory ... --format json``), timed
 from spawn to exit: wall seconds, and CPU seconds (user + sys of that one child, from
 ``os.times`` before and after), the figure to compare on a shared machine. Each row gives the
 median of its runs and the per-rank peak the run printed.
@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_WALL_S = 12.0
 
 
 def timed_run(tree: Path, argv: list[str]) -> tuple[float, float, dict]:
@@ -60,8 +59,7 @@ def main() -> int:
                         help="a checkout whose vitprof to run (repeatable; default this one)")
     args = parser.parse_args()
     trees = [tree.resolve() for tree in args.tree or [ROOT]]
-    print(f"{args.model} --strategy {args.strategy}; target: at most {TARGET_WALL_S:g} s wall "
-          "on an idle machine; CPU = user + sys of the process\n")
+    print(f"{args.model} --strategy {args.strategy}; CPU = user + sys of the process\n")
     print("| tree | world size | wall s | CPU s | per-rank peak B | phase |")
     print("|---|---:|---:|---:|---:|---|")
     for size in args.world_size.split(","):
