@@ -159,6 +159,64 @@ def test_json_holds_the_schema_and_budgets_bound_the_per_rank_peak(tmp_path, cap
         assert evaluate(budget).passed is passed
 
 
+def forward_end_activations(found: RankMemory) -> int:
+    """The activations alive after the forward's last op: what the backward will read."""
+    return [e for e in found.timeline if e.phase == "forward"][-1].live["activations"]
+
+
+# What one block of SMALL saves for its backward at batch 2 (N = (32 / 8)^2 + 1 = 17 tokens,
+# D = 64, 2 heads, MLP 4D = 256; float32, CPU flash attention), each storage once:
+B, N, D = 2, 17, 64
+BLOCK_INPUT = B * N * D * 4  # 8,704
+SAVED_BY_BLOCK = (
+    5 * BLOCK_INPUT  # norm1's input (the block's input) and output, the attention's output
+    # (proj's input is a view of it), norm2's input and output: 43,520
+    + 4 * B * N * 4  # the mean and rstd of both LayerNorms: 544
+    + B * N * 3 * D * 4  # qkv's output (q, k, v are views of it): 26,112
+    + B * 2 * N * 4  # the attention's logsumexp, a float per head and token: 272
+    + 2 * B * N * 4 * D * 4  # fc1's output (GELU's input) and GELU's output: 69,632
+)  # = 140,080
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "fsdp"])
+def test_a_checkpointed_block_keeps_only_its_input_under_every_strategy(strategy: str) -> None:
+    plain = rank(strategy, 2, attention="flash")
+    checkpointed = rank(strategy, 2, attention="flash", checkpoint="blocks")
+    # each of the 4 blocks keeps its input instead of all it saves: 4 x (140,080 - 8,704)
+    assert forward_end_activations(plain) - forward_end_activations(checkpointed) \
+        == 4 * (SAVED_BY_BLOCK - BLOCK_INPUT)  # 525,504
+    assert checkpointed.most["activations"] < plain.most["activations"]
+    # at batch 2 DDP's peak is the optimizer step's (no activation alive): no higher
+    assert checkpointed.peak_bytes <= plain.peak_bytes
+    assert checkpointed.settings["checkpoint"] == "blocks"
+    assert "every transformer block under torch.utils.checkpoint" in checkpointed.convention
+
+
+def test_every_second_block_checkpointed_keeps_the_saved_activations_of_the_others() -> None:
+    plain = rank("fsdp", 2, attention="flash")
+    every_2 = rank("fsdp", 2, attention="flash", checkpoint="every 2")
+    # blocks 0 and 2 keep their inputs, blocks 1 and 3 all they save
+    assert forward_end_activations(plain) - forward_end_activations(every_2) \
+        == 2 * (SAVED_BY_BLOCK - BLOCK_INPUT)  # 262,752
+
+
+def test_fsdp_recomputes_a_checkpointed_block_with_its_parameters_gathered_again() -> None:
+    # reshard_after_forward=True frees each block's gathered parameters after its forward; the
+    # recomputation in the backward (a LayerNorm forward run in the backward phase) runs after
+    # FSDP2's pre-backward all-gather, with the block's parameters (and the root's) gathered
+    model = small()
+    found = rank("fsdp", 2, checkpoint="blocks")
+    recomputed = [e for e in found.timeline
+                  if e.phase == "backward" and e.op == "aten.native_layer_norm"]
+    assert len(recomputed) == 2 * 4  # norm1 and norm2 of each of the 4 blocks
+    block = gathered_bytes(model.blocks[0], 2)
+    root = gathered_bytes(model, 2) - 4 * block
+    assert all(e.live["gathered_parameters"] >= root + block for e in recomputed)
+    plain = rank("fsdp", 2)  # its peak is in the backward: fewer activations, a lower peak
+    assert found.peak_live["activations"] < plain.peak_live["activations"]
+    assert found.peak_bytes < plain.peak_bytes
+
+
 @pytest.mark.parametrize(("settings", "says"), [
     (dict(strategy="fsdp", world_size=0), "world size must be at least 1"),
     (dict(strategy="ddp", world_size=True), "world size must be an int"),
@@ -166,7 +224,7 @@ def test_json_holds_the_schema_and_budgets_bound_the_per_rank_peak(tmp_path, cap
     (dict(strategy="ring"), "unknown strategy 'ring'"),
     (dict(strategy="ddp", world_size=2, mode="inference", optimizer=None),
      "mode is not predicted with a strategy"),
-    (dict(strategy="fsdp", world_size=2, checkpoint="blocks"), "checkpoint is not predicted"),
+    (dict(strategy="fsdp", world_size=2, amp="bfloat16"), "amp is not predicted"),
 ])
 def test_bad_settings_are_one_line(settings: dict[str, object], says: str) -> None:
     with pytest.raises(UserError, match=says):

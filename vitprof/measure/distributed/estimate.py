@@ -39,11 +39,13 @@ from vitprof.recognize.tables import ComponentMap
 from vitprof.workload import Workload
 
 DISTRIBUTED_CONVENTION = (
-    "bytes one rank holds during its second training step (gradients set to None, forward of "
-    "its batch, ones-gradient backward, optimizer step) under {strategy} at world size {world}, "
-    "run by torch's own distributed code on fake tensors in a fake process group: each storage "
-    "from the op that allocates it until its last tensor goes, by kind"
+    "bytes one rank holds during its second training step ({step}{checkpoint}) under "
+    "{strategy} at world size {world}, run by torch's own distributed code on fake tensors in a "
+    "fake process group: each storage from the op that allocates it until its last tensor goes, "
+    "by kind"
 )
+DEFAULT_STEP = ("gradients set to None, forward of its batch, ones-gradient backward, optimizer "
+                "step")
 
 
 @dataclass(frozen=True)
@@ -130,9 +132,20 @@ def _estimate(work: Workload, step: RankStep, settings: StepSettings, strategy: 
         settings={**names, "attention": step.attention.describe()},
         peak_bytes=at.total, peak_phase=_phase(at), peak_op=at.op, peak_index=at.index,
         peak_live=dict(at.live), most=most, timeline=events,
-        convention=DISTRIBUTED_CONVENTION.format(strategy=strategy, world=world_size),
+        convention=convention(settings, strategy, world_size),
         warnings=warnings,
     )
+
+
+def convention(settings: StepSettings, strategy: str, world_size: int) -> str:
+    """:data:`DISTRIBUTED_CONVENTION` of a step run with ``settings``: its loop and which
+    blocks are checkpointed."""
+    every = settings.every
+    checkpoint = "" if every is None else \
+        "; every transformer block under torch.utils.checkpoint" if every == 1 else \
+        f"; one transformer block in {every} under torch.utils.checkpoint"
+    return DISTRIBUTED_CONVENTION.format(step=DEFAULT_STEP, checkpoint=checkpoint,
+                                         strategy=strategy, world=world_size)
 
 
 def _phase(event: LiveEvent) -> str:

@@ -5,7 +5,8 @@ The step is :mod:`vitprof.measure.memory.step`'s default loop on each rank:
 ``opt.zero_grad()`` (to None), the forward of the rank's batch, the backward of a ones gradient
 on the output, ``opt.step()``; the second step is logged (the optimizer state exists, DDP has
 rebuilt its buckets in the order the first backward made the gradients, FSDP2 has run its lazy
-initialization). The model is a fresh copy whose parameters and buffers are fake CPU tensors of
+initialization). With ``checkpoint``, the blocks are checkpointed as in one process
+(:func:`~vitprof.measure.memory.step.checkpointed_blocks`), inside the strategy's hooks. The model is a fresh copy whose parameters and buffers are fake CPU tensors of
 the same shapes and dtypes; every ``scaled_dot_product_attention`` call runs the kernel the
 ``target`` and ``attention`` settings choose, as in a single-process step.
 """
@@ -34,7 +35,7 @@ from vitprof.measure.distributed.strategies import Wrapped, wrap
 from vitprof.measure.memory import cuda_model
 from vitprof.measure.memory.attention_kernels import AttentionChoice
 from vitprof.measure.memory.cuda_autocast import lower_precision_call
-from vitprof.measure.memory.step import StepSettings
+from vitprof.measure.memory.step import StepSettings, checkpointed_blocks
 from vitprof.workload import Workload
 
 
@@ -84,7 +85,8 @@ def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
                        lambda bucket: log.mark(bucket, "gradients"))
         args, kwargs = work.inputs.at_batch(batch).example("cpu")
         try:
-            with kernel:
+            with kernel, checkpointed_blocks(model, {path: index for index, path
+                                                     in enumerate(blocks)}, settings.every):
                 _step(wrapped, args, kwargs, fake, None)
                 _register(log, wrapped, (args, kwargs), settings.target)
                 _step(wrapped, args, kwargs, fake, log)

@@ -191,8 +191,8 @@ def memory(
     ``dtype``, ...: the fields of a request) still make one, with a DeprecationWarning.
     ``strategy``: none (one process), ddp, zero1, zero2 or fsdp, each rank's step at
     ``world_size`` ranks, the request's batch each rank's: a :class:`RankMemory`
-    (:mod:`vitprof.measure.distributed.estimate`; the training loop's defaults, no ``amp``
-    nor ``checkpoint``).
+    (:mod:`vitprof.measure.distributed.estimate`; the training loop's defaults, no ``amp``;
+    ``checkpoint`` as in one process).
     """
     named = {key: keywords.pop(key) for key in SETTING_NAMES if key in keywords}
     asked = request_of(request, keywords, "memory").or_dtype(torch.float32)
@@ -212,7 +212,7 @@ def memory(
     work = make_workload(model, asked)
     batch_size = work.inputs.batch
     mapping = recognize(work.module, work.rules)
-    if strategy in FSDP_STRATEGIES:
+    if strategy in FSDP_STRATEGIES or (strategy != Strategy.NONE and step.every is not None):
         mapping = _with_graph_blocks(work, mapping)
     names = given.names(dtype)
     if strategy != Strategy.NONE:
@@ -236,10 +236,9 @@ def memory(
 
 
 def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
-    """Under a strategy the step is the default loop's training step without autocast or
-    checkpointing: a UserError naming the first setting that departs."""
+    """Under a strategy the step is the default loop's training step without autocast
+    (checkpointed or not): a UserError naming the first setting that departs."""
     departs = [key for key, set_ in (("mode", not settings.train), ("amp", settings.amp),
-                                     ("checkpoint", settings.every is not None),
                                      ("loss ... freeze", settings.loop != Loop())) if set_]
     if departs:
         raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts the default "

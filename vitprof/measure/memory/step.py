@@ -188,20 +188,22 @@ def _autocast_forward(module: nn.Module, amp: torch.dtype | None) -> Iterator[No
 
 
 @contextmanager
-def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | None
-                         ) -> Iterator[None]:
-    """The blocks the breakdown found (``mapping.blocks``), one in ``every`` (blocks 0,
-    ``every``, ...), run under ``torch.utils.checkpoint`` (non-reentrant); restored on exit.
-    Their recomputation in the backward runs inside the count, its SDPA calls routed as the
-    forward's (:mod:`vitprof.count.sdpa`)."""
-    chosen = [path for path, index in mapping.blocks.items()
+def checkpointed_blocks(module: nn.Module, blocks: Mapping[str, int], every: int | None
+                        ) -> Iterator[None]:
+    """The blocks the breakdown found (``blocks``: module path -> block index), one in
+    ``every`` (blocks 0, ``every``, ...), run under ``torch.utils.checkpoint``
+    (non-reentrant); restored on exit. Each block's ``forward`` is replaced on the instance, so
+    hooks on the block (FSDP2's unshard and reshard) run outside the checkpoint, as they do
+    around torch's ``checkpoint_wrapper``. Their recomputation in the backward runs inside the
+    count, its SDPA calls routed as the forward's (:mod:`vitprof.count.sdpa`)."""
+    chosen = [path for path, index in blocks.items()
               if every is not None and index % every == 0]
     if every is not None and not chosen:
         raise SettingError(lambda s: f"{s.name('checkpoint')} runs transformer blocks' modules "
                            "under torch.utils.checkpoint, and the breakdown found no module "
                            "that is a block in this model")
-    blocks = [module.get_submodule(path) for path in chosen]
-    for block in blocks:
+    modules = [module.get_submodule(path) for path in chosen]
+    for block in modules:
         forward = block.forward
 
         def run(*args: Any, _forward: Callable[..., Any] = forward, **kwargs: Any) -> Any:
@@ -211,7 +213,7 @@ def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | 
     try:
         yield
     finally:
-        for block in blocks:
+        for block in modules:
             del block.forward
 
 
@@ -265,7 +267,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         saved = _Saved(timeline)
         choice = AttentionChoice(settings.target, settings.attention)
         kernel = partial(lower_precision_call, choice)
-        stack.enter_context(_checkpointed_blocks(work.module, mapping, settings.every))
+        stack.enter_context(checkpointed_blocks(work.module, mapping.blocks, settings.every))
         if settings.amp is not None and settings.target == MemoryTarget.CUDA:
             stack.enter_context(cuda_policy())  # backward too: a checkpoint's recomputation
         stack.enter_context(_autocast_forward(work.module, settings.amp))
