@@ -217,6 +217,47 @@ def test_fsdp_recomputes_a_checkpointed_block_with_its_parameters_gathered_again
     assert found.peak_bytes < plain.peak_bytes
 
 
+def test_the_loss_is_taken_on_the_rank_and_its_labels_are_inputs() -> None:
+    plain, taken = rank("fsdp", 2), rank("fsdp", 2, loss="cross-entropy")
+    images = 2 * 3 * 32 * 32 * 4  # the batch: 24,576 B
+    assert plain.timeline[0].live["inputs"] == images
+    assert taken.timeline[0].live["inputs"] == images + 2 * 8  # and 2 int64 labels
+    assert "loss = F.cross_entropy(model(x), y); loss.backward()" in taken.convention
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_gradients_kept_as_zeros_are_held_from_the_start_of_the_step(strategy: str) -> None:
+    model = small()
+    found = rank(strategy, 2, set_to_none=False)
+    held = found.timeline[0].live["gradients"]
+    if strategy == "ddp":  # every gradient, beside DDP's flat buckets (as many bytes)
+        assert held == 2 * param_bytes(model)
+    else:  # the rank's shard of each gradient
+        assert held == rank0_shard_bytes(model, 2)
+    assert found.peak_bytes > rank(strategy, 2).peak_bytes
+
+
+def test_each_micro_batch_reduce_scatters_so_the_next_forward_holds_the_gradient_shards(
+        ) -> None:
+    found = rank("fsdp", 2, gradient_accumulation=2)
+    forwards = [e.live["gradients"] for e in found.timeline if e.phase == "forward"]
+    # the first micro-batch's forward holds no gradient (set to None), the second the shards
+    # the first backward's reduce-scatter left
+    assert forwards[0] == 0
+    assert max(forwards) == rank0_shard_bytes(small(), 2)
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_a_frozen_backbone_has_the_heads_optimizer_state_alone(strategy: str) -> None:
+    found = rank(strategy, 2, freeze="backbone")
+    head = small().head  # Linear(64, 10): a weight of 10 rows and a bias of 10
+    steps = 2 * 4  # AdamW's 4-byte step count of each of its 2 parameters (CPU)
+    # exp_avg and exp_avg_sq: DDP's of the whole head (2 x 2,600 B), FSDP2's of its shards
+    # (5 rows of each: 2 x 1,300 B)
+    moments = 2 * (param_bytes(head) if strategy == "ddp" else rank0_shard_bytes(head, 2))
+    assert found.timeline[0].live["optimizer_state"] == moments + steps
+
+
 @pytest.mark.parametrize(("settings", "says"), [
     (dict(strategy="fsdp", world_size=0), "world size must be at least 1"),
     (dict(strategy="ddp", world_size=True), "world size must be an int"),

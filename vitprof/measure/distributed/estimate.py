@@ -33,6 +33,7 @@ from vitprof.measure.distributed.rank_step import RankStep, run_rank_step
 from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
 from vitprof.measure.memory import cuda_model
 from vitprof.measure.memory.fit import largest_batch
+from vitprof.measure.memory.loop import Loop, trainable
 from vitprof.measure.memory.spelling import SettingError
 from vitprof.measure.memory.step import StepSettings
 from vitprof.recognize.tables import ComponentMap
@@ -95,9 +96,10 @@ def rank_memory(work: Workload, mapping: ComponentMap, settings: StepSettings, s
     largest per-rank batch whose peak fits it: :func:`vitprof.measure.memory.fit.largest_batch`)."""
     blocks = sorted(mapping.blocks, key=mapping.blocks.__getitem__)
     check_strategy(strategy, world_size, blocks, work.name)
+    trained = trainable(work.module, mapping, settings.loop)
 
     def at(b: int) -> RankMemory:
-        step = run_rank_step(work, blocks, settings, strategy, world_size, b)
+        step = run_rank_step(work, blocks, settings, strategy, world_size, b, trained)
         return _estimate(work, step, settings, strategy, world_size, b, names)
 
     estimate = at(batch)
@@ -144,7 +146,8 @@ def convention(settings: StepSettings, strategy: str, world_size: int) -> str:
     checkpoint = "" if every is None else \
         "; every transformer block under torch.utils.checkpoint" if every == 1 else \
         f"; one transformer block in {every} under torch.utils.checkpoint"
-    return DISTRIBUTED_CONVENTION.format(step=DEFAULT_STEP, checkpoint=checkpoint,
+    step = DEFAULT_STEP if settings.loop == Loop() else f"the loop `{settings.loop.code()}`"
+    return DISTRIBUTED_CONVENTION.format(step=step, checkpoint=checkpoint,
                                          strategy=strategy, world=world_size)
 
 

@@ -238,8 +238,8 @@ def memory(
 def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
     """Under a strategy the step is the default loop's training step without autocast
     (checkpointed or not): a UserError naming the first setting that departs."""
-    departs = [key for key, set_ in (("mode", not settings.train), ("amp", settings.amp),
-                                     ("loss ... freeze", settings.loop != Loop())) if set_]
+    departs = [key for key, set_ in (("mode", not settings.train), ("amp", settings.amp))
+               if set_]
     if departs:
         raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts the default "
                            f"training step on each rank; {s.name(departs[0])} is not predicted "

@@ -39,7 +39,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils.checkpoint import checkpoint as checkpointed
 
 from vitprof.core.errors import UserError
-from vitprof.core.vocab import AttentionPath, Loss, MemoryTarget, Optimizer
+from vitprof.core.vocab import AttentionPath, MemoryTarget, Optimizer
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import Run, count
 from vitprof.count.timeline import Timeline
@@ -48,6 +48,7 @@ from vitprof.measure.memory.cuda_autocast import cuda_policy, lower_precision_ca
 from vitprof.measure.memory.loop import (
     Loop,
     backward_of,
+    labels_of,
     loss_of_output,
     trainable,
 )
@@ -247,8 +248,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
     spec = work.inputs.at_batch(batch)
     with fake:
         inputs = spec.example("cpu")
-        labels = torch.zeros(batch, dtype=torch.int64) if loop.loss == Loss.CROSS_ENTROPY \
-            else None
+        labels = labels_of(loop.loss, batch)
     timeline.hold([inputs, labels])
     held = {timeline.allocation_of(t) for t in _tensors([inputs, labels])} - {None}
     with _reparametrize_module(work.module, stand), ExitStack() as stack:
