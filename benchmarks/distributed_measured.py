@@ -96,6 +96,7 @@ class Run:
     world_size: int
     batch: int
     repeat: int = 1
+    checkpoint: str = "none"
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class RankRow:
     seconds: float
     threads: int
     torch: str
+    checkpoint: str = "none"
 
 
 def build(model_name: str) -> tuple[nn.Module, int]:
@@ -158,6 +160,21 @@ def wrap(model: nn.Module, strategy: str, world_size: int) -> tuple[nn.Module,
     raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
 
 
+def checkpointed(model: nn.Module, checkpoint: str) -> nn.Module:
+    """``model`` with each of its transformer blocks (``model.blocks``) wrapped in torch's
+    ``checkpoint_wrapper`` (non-reentrant ``torch.utils.checkpoint``) for ``blocks``, before any
+    strategy wraps it: the order torch's FSDP2 tests and torchtitan apply (the checkpoint
+    inside, ``fully_shard`` on the wrapper, its hooks outside the recomputation)."""
+    if checkpoint == "none":
+        return model
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    blocks = model.blocks  # type: ignore[union-attr]
+    for index, block in enumerate(list(blocks)):  # type: ignore[arg-type]
+        blocks[index] = checkpoint_wrapper(block)  # type: ignore[index]
+    return model
+
+
 def step(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
          labels: torch.Tensor, memory: StepMemory | None = None) -> None:
     """One training step; ``memory``'s phase follows it."""
@@ -182,7 +199,8 @@ def measure_rank(run: Run, rank: int) -> RankRow:
     with StepMemory() as memory:
         torch.manual_seed(0)  # the same model on every rank
         model, image = build(run.model)
-        model, optimizer = wrap(model, run.strategy, run.world_size)
+        model, optimizer = wrap(checkpointed(model, run.checkpoint), run.strategy,
+                                run.world_size)
         torch.manual_seed(1000 + rank)  # each rank its own batch
         images = torch.randn(run.batch, 3, image, image)
         labels = torch.randint(0, 10 if run.model == TINY else 1000, (run.batch,))
@@ -203,7 +221,8 @@ def measure_rank(run: Run, rank: int) -> RankRow:
         op=peak.op, baseline_bytes=memory.baseline_bytes,
         heap_rise_bytes=peak.bytes - memory.baseline_bytes,
         storage_peak_bytes=memory.storage_peak.bytes, storage_phase=memory.storage_peak.phase,
-        seconds=round(seconds, 3), threads=torch.get_num_threads(), torch=torch.__version__)
+        seconds=round(seconds, 3), threads=torch.get_num_threads(), torch=torch.__version__,
+        checkpoint=run.checkpoint)
 
 
 def _rank_main(rank: int, run: Run, port: int, folder: str) -> None:
@@ -263,14 +282,15 @@ def probe() -> dict[str, int]:
 
 
 def runs(models: Sequence[str], strategies: Sequence[str], world_sizes: Sequence[int],
-         batch: int, repeats: int) -> list[Run]:
+         batch: int, repeats: int, checkpoint: str = "none") -> list[Run]:
     """The grid: ``none`` once per model (one process), the others at every world size."""
     grid = []
     for repeat in range(1, repeats + 1):
         for model in models:
             for strategy in strategies:
                 sizes = [1] if strategy == "none" else world_sizes
-                grid += [Run(model, strategy, size, batch, repeat) for size in sizes]
+                grid += [Run(model, strategy, size, batch, repeat, checkpoint)
+                         for size in sizes]
     return grid
 
 
@@ -317,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--world-sizes", nargs="+", type=int, default=WORLD_SIZES)
     parser.add_argument("--batch", type=int, default=8, help="images per rank")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--checkpoint", choices=("none", "blocks"), default="none",
+                        help="blocks: each transformer block under torch's checkpoint_wrapper")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args(argv)
@@ -327,7 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("distributed_measured: torch was built without gloo", file=sys.stderr)
         return 2
     rows: list[RankRow] = []
-    for run in runs(args.models, args.strategies, args.world_sizes, args.batch, args.repeats):
+    for run in runs(args.models, args.strategies, args.world_sizes, args.batch, args.repeats,
+                    args.checkpoint):
         began = time.perf_counter()
         done = run_ranks(run)
         rows += done
