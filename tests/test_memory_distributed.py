@@ -265,7 +265,8 @@ def test_a_frozen_backbone_has_the_heads_optimizer_state_alone(strategy: str) ->
     (dict(strategy="ring"), "unknown strategy 'ring'"),
     (dict(strategy="ddp", world_size=2, mode="inference", optimizer=None),
      "mode is not predicted with a strategy"),
-    (dict(strategy="fsdp", world_size=2, amp="bfloat16"), "amp is not predicted"),
+    (dict(strategy="ddp", world_size=2, amp="bfloat16"), "amp is not predicted"),
+    (dict(strategy="fsdp", world_size=2, amp="bfloat16"), "MixedPrecisionPolicy"),
 ])
 def test_bad_settings_are_one_line(settings: dict[str, object], says: str) -> None:
     with pytest.raises(UserError, match=says):
@@ -283,7 +284,9 @@ def test_a_model_without_blocks_cannot_be_sharded_per_block(capsys) -> None:
 @pytest.mark.parametrize("argv", [["--world-size", "0"], ["--world-size", "2,x"],
                                   ["--world-size", "2"],
                                   ["--strategy", "fsdp", "--world-size", "2", "--mode",
-                                   "inference"]])
+                                   "inference"],
+                                  ["--strategy", "fsdp", "--world-size", "2", "--amp",
+                                   "bfloat16"]])
 def test_the_command_line_refuses_in_one_line(argv: list[str], capsys) -> None:
     try:
         code = main(["memory", "vit_b_16", "--target", "cpu", *argv])
