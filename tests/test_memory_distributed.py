@@ -258,6 +258,20 @@ def test_a_frozen_backbone_has_the_heads_optimizer_state_alone(strategy: str) ->
     assert found.timeline[0].live["optimizer_state"] == moments + steps
 
 
+@pytest.mark.parametrize("strategy", ["ddp", "zero1"])
+def test_autocast_under_ddp_keeps_float32_parameters_gradients_and_buckets(strategy: str) -> None:
+    model = small()
+    plain, autocast = rank(strategy, 2), rank(strategy, 2, amp="bfloat16")
+    assert autocast.settings["amp"] == "bfloat16"
+    assert "the forward under autocast to bfloat16" in autocast.convention
+    assert autocast.timeline[0].live["parameters"] == param_bytes(model)  # float32 masters
+    # the gradients of the float32 parameters and DDP's float32 buckets: 2 x param_bytes
+    assert autocast.most["gradients"] == 2 * param_bytes(model)
+    # the forward ran under autocast: what it saves (bfloat16 copies of the weights, 16-bit
+    # activations) is not the float32 forward's
+    assert forward_end_activations(autocast) != forward_end_activations(plain)
+
+
 @pytest.mark.parametrize(("settings", "says"), [
     (dict(strategy="fsdp", world_size=0), "world size must be at least 1"),
     (dict(strategy="ddp", world_size=True), "world size must be an int"),
@@ -265,7 +279,6 @@ def test_a_frozen_backbone_has_the_heads_optimizer_state_alone(strategy: str) ->
     (dict(strategy="ring"), "unknown strategy 'ring'"),
     (dict(strategy="ddp", world_size=2, mode="inference", optimizer=None),
      "mode is not predicted with a strategy"),
-    (dict(strategy="ddp", world_size=2, amp="bfloat16"), "amp is not predicted"),
     (dict(strategy="fsdp", world_size=2, amp="bfloat16"), "MixedPrecisionPolicy"),
 ])
 def test_bad_settings_are_one_line(settings: dict[str, object], says: str) -> None:

@@ -140,12 +140,14 @@ def _estimate(work: Workload, step: RankStep, settings: StepSettings, strategy: 
 
 
 def convention(settings: StepSettings, strategy: str, world_size: int) -> str:
-    """:data:`DISTRIBUTED_CONVENTION` of a step run with ``settings``: its loop and which
-    blocks are checkpointed."""
+    """:data:`DISTRIBUTED_CONVENTION` of a step run with ``settings``: its loop, which
+    blocks are checkpointed, and the forward's autocast."""
     every = settings.every
     checkpoint = "" if every is None else \
         "; every transformer block under torch.utils.checkpoint" if every == 1 else \
         f"; one transformer block in {every} under torch.utils.checkpoint"
+    if settings.amp is not None:
+        checkpoint += f"; the forward under autocast to {str(settings.amp).removeprefix('torch.')}"
     step = DEFAULT_STEP if settings.loop == Loop() else f"the loop `{settings.loop.code()}`"
     return DISTRIBUTED_CONVENTION.format(step=step, checkpoint=checkpoint,
                                          strategy=strategy, world=world_size)

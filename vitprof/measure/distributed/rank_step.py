@@ -9,7 +9,9 @@ all-reduce, FSDP2's reduce-scatter: no ``no_sync()``); a frozen parameter requir
 The second step is logged (the optimizer state exists, DDP has rebuilt its buckets in the order
 the first backward made the gradients, FSDP2 has run its lazy initialization). With
 ``checkpoint``, the blocks are checkpointed as in one process
-(:func:`~vitprof.measure.memory.step.checkpointed_blocks`), inside the strategy's hooks. The
+(:func:`~vitprof.measure.memory.step.checkpointed_blocks`), inside the strategy's hooks; with
+``amp`` (DDP, ZeRO-1) the wrapped model's forward runs under autocast as in one process
+(:func:`~vitprof.measure.memory.step.autocast_forward`), the loss outside it. The
 model is a fresh copy whose parameters and buffers are fake CPU tensors of the same shapes and
 dtypes; every ``scaled_dot_product_attention`` call runs the kernel the ``target`` and
 ``attention`` settings choose, as in a single-process step.
@@ -38,9 +40,9 @@ from vitprof.measure.distributed.rank_log import RankLog
 from vitprof.measure.distributed.strategies import Wrapped, wrap
 from vitprof.measure.memory import cuda_model
 from vitprof.measure.memory.attention_kernels import AttentionChoice
-from vitprof.measure.memory.cuda_autocast import lower_precision_call
+from vitprof.measure.memory.cuda_autocast import cuda_policy, lower_precision_call
 from vitprof.measure.memory.loop import Loop, labels_of, loss_of_output
-from vitprof.measure.memory.step import StepSettings, checkpointed_blocks
+from vitprof.measure.memory.step import StepSettings, autocast_forward, checkpointed_blocks
 from vitprof.workload import Workload
 
 
@@ -97,6 +99,9 @@ def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
         try:
             with kernel, checkpointed_blocks(model, {path: index for index, path
                                                      in enumerate(blocks)}, settings.every), \
+                    (cuda_policy() if settings.amp is not None
+                     and settings.target == MemoryTarget.CUDA else _nothing()), \
+                    autocast_forward(wrapped.model, settings.amp), \
                     loss_of_output(wrapped.model, settings.loop.loss, labels):
                 _step(wrapped, args, kwargs, settings.loop, fake, None)
                 _register(log, wrapped, (args, kwargs, labels), settings.target)

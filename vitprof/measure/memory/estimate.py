@@ -191,8 +191,8 @@ def memory(
     ``dtype``, ...: the fields of a request) still make one, with a DeprecationWarning.
     ``strategy``: none (one process), ddp, zero1, zero2 or fsdp, each rank's step at
     ``world_size`` ranks, the request's batch each rank's: a :class:`RankMemory`
-    (:mod:`vitprof.measure.distributed.estimate`; the training loop's defaults, no ``amp``;
-    ``checkpoint`` as in one process).
+    (:mod:`vitprof.measure.distributed.estimate`; ``checkpoint`` and the loop as in one
+    process, ``amp`` under ddp and zero1).
     """
     named = {key: keywords.pop(key) for key in SETTING_NAMES if key in keywords}
     asked = request_of(request, keywords, "memory").or_dtype(torch.float32)
@@ -236,10 +236,11 @@ def memory(
 
 
 def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
-    """Under a strategy the step is a training step without autocast (any loop, checkpointed
-    or not): a UserError naming the first setting that departs; for ``amp`` under FSDP2, what
-    its users run instead of autocast."""
-    departs = [key for key, set_ in (("mode", not settings.train), ("amp", settings.amp))
+    """Under a strategy the step is a training step (any loop, checkpointed or not; autocast
+    under DDP and ZeRO-1): a UserError naming the first setting that departs; for ``amp``
+    under FSDP2, what its users run instead of autocast."""
+    departs = [key for key, set_ in (("mode", not settings.train),
+                                     ("amp", settings.amp and strategy in FSDP_STRATEGIES))
                if set_]
     if departs == ["amp"] and strategy in FSDP_STRATEGIES:
         raise SettingError(lambda s: f"{s.setting('strategy', strategy)} with {s.name('amp')}: "
@@ -247,7 +248,7 @@ def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
                            "param_dtype=..., reduce_dtype=float32), not autocast, and neither "
                            "is predicted with a strategy yet")
     if departs:
-        raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts a float32 "
+        raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts a "
                            f"training step on each rank; {s.name(departs[0])} is not predicted "
                            "with a strategy yet")
 

@@ -163,7 +163,7 @@ def _initial_state(opt: torch.optim.Optimizer, params: Sequence[torch.Tensor]) -
 
 
 @contextmanager
-def _autocast_forward(module: nn.Module, amp: torch.dtype | None) -> Iterator[None]:
+def autocast_forward(module: nn.Module, amp: torch.dtype | None) -> Iterator[None]:
     """``module``'s forward (the root's, not the backward) under ``torch.autocast("cpu",
     amp)``; nothing when ``amp`` is None."""
     if amp is None:
@@ -270,7 +270,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         stack.enter_context(checkpointed_blocks(work.module, mapping.blocks, settings.every))
         if settings.amp is not None and settings.target == MemoryTarget.CUDA:
             stack.enter_context(cuda_policy())  # backward too: a checkpoint's recomputation
-        stack.enter_context(_autocast_forward(work.module, settings.amp))
+        stack.enter_context(autocast_forward(work.module, settings.amp))
         stack.enter_context(loss_of_output(work.module, loop.loss, labels))
         stack.enter_context(fake)
         if not settings.train:
