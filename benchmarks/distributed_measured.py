@@ -97,6 +97,7 @@ class Run:
     batch: int
     repeat: int = 1
     checkpoint: str = "none"
+    amp: str = "none"
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ class RankRow:
     threads: int
     torch: str
     checkpoint: str = "none"
+    amp: str = "none"
 
 
 def build(model_name: str) -> tuple[nn.Module, int]:
@@ -176,8 +178,9 @@ def checkpointed(model: nn.Module, checkpoint: str) -> nn.Module:
 
 
 def step(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
-         labels: torch.Tensor, memory: StepMemory | None = None) -> None:
-    """One training step; ``memory``'s phase follows it."""
+         labels: torch.Tensor, memory: StepMemory | None = None, amp: str = "none") -> None:
+    """One training step; ``memory``'s phase follows it. ``amp`` (bfloat16, float16): the
+    forward under ``torch.autocast("cpu", dtype)``, the loss outside it."""
 
     def phase(name: str) -> None:
         if memory is not None:
@@ -186,7 +189,13 @@ def step(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tenso
     phase("optimizer")  # setting gradients to None: no op, so no reading
     model.zero_grad(set_to_none=True)
     phase("forward")
-    loss = F.cross_entropy(model(images), labels)
+    if amp == "none":
+        logits = model(images)
+    else:
+        with torch.autocast("cpu", dtype=getattr(torch, amp)):
+            logits = model(images)
+    loss = F.cross_entropy(logits, labels)
+    del logits
     phase("backward")
     loss.backward()
     phase("optimizer")
@@ -204,7 +213,7 @@ def measure_rank(run: Run, rank: int) -> RankRow:
         torch.manual_seed(1000 + rank)  # each rank its own batch
         images = torch.randn(run.batch, 3, image, image)
         labels = torch.randint(0, 10 if run.model == TINY else 1000, (run.batch,))
-        step(model, optimizer, images, labels)
+        step(model, optimizer, images, labels, amp=run.amp)
         model.zero_grad(set_to_none=True)
         gc.collect()
         if dist.is_initialized():
@@ -212,7 +221,7 @@ def measure_rank(run: Run, rank: int) -> RankRow:
         memory.phase = "optimizer"
         memory.start_step()
         began = time.perf_counter()
-        step(model, optimizer, images, labels, memory)
+        step(model, optimizer, images, labels, memory, run.amp)
         seconds = time.perf_counter() - began
         peak = memory.heap_peak()
     return RankRow(
@@ -222,7 +231,7 @@ def measure_rank(run: Run, rank: int) -> RankRow:
         heap_rise_bytes=peak.bytes - memory.baseline_bytes,
         storage_peak_bytes=memory.storage_peak.bytes, storage_phase=memory.storage_peak.phase,
         seconds=round(seconds, 3), threads=torch.get_num_threads(), torch=torch.__version__,
-        checkpoint=run.checkpoint)
+        checkpoint=run.checkpoint, amp=run.amp)
 
 
 def _rank_main(rank: int, run: Run, port: int, folder: str) -> None:
@@ -282,14 +291,14 @@ def probe() -> dict[str, int]:
 
 
 def runs(models: Sequence[str], strategies: Sequence[str], world_sizes: Sequence[int],
-         batch: int, repeats: int, checkpoint: str = "none") -> list[Run]:
+         batch: int, repeats: int, checkpoint: str = "none", amp: str = "none") -> list[Run]:
     """The grid: ``none`` once per model (one process), the others at every world size."""
     grid = []
     for repeat in range(1, repeats + 1):
         for model in models:
             for strategy in strategies:
                 sizes = [1] if strategy == "none" else world_sizes
-                grid += [Run(model, strategy, size, batch, repeat, checkpoint)
+                grid += [Run(model, strategy, size, batch, repeat, checkpoint, amp)
                          for size in sizes]
     return grid
 
@@ -339,6 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--checkpoint", choices=("none", "blocks"), default="none",
                         help="blocks: each transformer block under torch's checkpoint_wrapper")
+    parser.add_argument("--amp", choices=("none", "bfloat16", "float16"), default="none",
+                        help="the forward under torch.autocast on the CPU (ddp, zero1, none)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args(argv)
@@ -350,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rows: list[RankRow] = []
     for run in runs(args.models, args.strategies, args.world_sizes, args.batch, args.repeats,
-                    args.checkpoint):
+                    args.checkpoint, args.amp):
         began = time.perf_counter()
         done = run_ranks(run)
         rows += done

@@ -12,9 +12,9 @@ thread a rank, gloo, a harness sharing no code with vitprof) and
 ``benchmarks/distributed_peers.py`` (FSDPMemTracker / MemTracker, DeepSpeed's estimators,
 accelerate), written by the issue's measuring side and copied into ``reports/``. Each
 prediction is the second step of the measured loop: ``--loss cross-entropy`` (the measurement
-takes cross-entropy of random labels) and the row's ``--checkpoint`` (``none``, or ``blocks``:
-each transformer block under ``torch.utils.checkpoint``; a measured file without the column is
-``none``).
+takes cross-entropy of random labels), the row's ``--checkpoint`` (``none``, or ``blocks``:
+each transformer block under ``torch.utils.checkpoint``) and ``--amp`` (the forward under CPU
+autocast); a measured file without those columns is ``none``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ TOLERANCE = 0.03
 
 
 Key = tuple[str, str, int, int]  # model, strategy, world size, batch per rank
-Row = tuple[str, str, int, int, str]  # a Key and the checkpointing (none, blocks)
+Row = tuple[str, str, int, int, str, str]  # a Key, the checkpointing (none, blocks), the amp
 
 
 def largest_ranks(path: Path) -> dict[Row, dict[str, str]]:
@@ -49,7 +49,7 @@ def largest_ranks(path: Path) -> dict[Row, dict[str, str]]:
     with path.open() as handle:
         for row in csv.DictReader(handle):
             key = (row["model"], row["strategy"], int(row["world_size"]), int(row["batch"]),
-                   row.get("checkpoint") or "none")
+                   row.get("checkpoint") or "none", row.get("amp") or "none")
             if key not in found or int(row["peak_bytes"]) > int(found[key]["peak_bytes"]):
                 found[key] = row
     return found
@@ -71,11 +71,11 @@ def predicted(key: Row) -> tuple[int, str, float]:
     import vitprof
     from vitprof.workload import InputRequest
 
-    model, strategy, world, batch, checkpoint = key
+    model, strategy, world, batch, checkpoint, amp = key
     start = time.perf_counter()
     found = vitprof.memory(f"timm:{model}", InputRequest(batch_size=batch), target="cpu",
                            strategy=strategy, world_size=world, loss="cross-entropy",
-                           checkpoint=checkpoint)
+                           checkpoint=checkpoint, amp=None if amp == "none" else amp)
     return found.peak_bytes, found.peak_phase, time.perf_counter() - start
 
 
@@ -85,24 +85,27 @@ def _pct(a: int, b: int) -> str:
 
 def rows_section(measured: dict[Row, dict[str, str]], peer_rows: dict[Key, list[dict[str, str]]]
                  ) -> list[str]:
-    out = ["| model | checkpoint | strategy | world size | batch / rank | predicted B (phase) | "
-           "measured B, largest rank (phase) | difference | within 3% | measured live storages "
-           "B | prediction s |", "|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    out = ["| model | checkpoint | amp | strategy | world size | batch / rank | predicted B "
+           "(phase) | measured B, largest rank (phase) | difference | within 3% | measured live "
+           "storages B | prediction s |",
+           "|---|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
     peer_lines = ["| model | strategy | world size | peer | peer B | vs measured | counts | "
                   "leaves out |", "|---|---|---:|---|---:|---:|---|---|"]
     within = 0
-    for key in sorted(measured, key=lambda k: (k[0], k[4] != "none", FIGURE_STRATEGIES.index(k[1])
+    for key in sorted(measured, key=lambda k: (k[0], k[4] != "none", k[5] != "none",
+                                               FIGURE_STRATEGIES.index(k[1])
                                                if k[1] in FIGURE_STRATEGIES else -1, k[2])):
         row = measured[key]
         peak, phase, seconds = predicted(key)
         real = int(row["peak_bytes"])
         ok = abs(peak - real) <= TOLERANCE * real
         within += ok
-        out.append(f"| {key[0]} | {key[4]} | {key[1]} | {key[2]} | {key[3]} | {peak:,} ({phase}) | "
+        out.append(f"| {key[0]} | {key[4]} | {key[5]} | {key[1]} | {key[2]} | {key[3]} | "
+                   f"{peak:,} ({phase}) | "
                    f"{real:,} ({row['phase']}) | {_pct(peak, real)} | {'yes' if ok else 'NO'} | "
                    f"{int(row['storage_peak_bytes']):,} | {seconds:.0f} |")
         print(out[-1], flush=True)
-        for peer in peer_rows.get(key[:4], []) if key[4] == "none" else []:
+        for peer in peer_rows.get(key[:4], []) if key[4:] == ("none", "none") else []:
             value = int(peer["peer_bytes"]) if peer["peer_bytes"] else None
             peer_lines.append(
                 f"| {key[0]} | {key[1]} | {key[2]} | {peer['peer']} | "
@@ -159,13 +162,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "# Per-rank training memory under DDP, ZeRO-1 and FSDP2: predicted and measured", "",
         "Made by `python benchmarks/distributed_memory.py` (prediction: `vitprof memory MODEL "
         "--strategy S --world-size N --batch-size B --target cpu --loss cross-entropy "
-        "--checkpoint C`, AdamW, the second step). "
+        "--checkpoint C --amp A`, AdamW, the second step). "
         "Measured: `reports/distributed_memory_measured.csv`, made by `python "
         "benchmarks/distributed_measured.py` (issue 36's measuring side: real "
         "`torch.multiprocessing` runs over gloo on the CPU, one process and one thread a rank, "
         "each rank's glibc heap after every aten op, a harness that shares no code with "
         "vitprof; the checkpointed rows with `--checkpoint blocks`: each block in torch's "
-        "`checkpoint_wrapper` before the strategy wraps the model); the largest rank's peak is "
+        "`checkpoint_wrapper` before the strategy wraps the model, the amp rows with `--amp "
+        "bfloat16`: the forward under `torch.autocast`); the largest rank's peak is "
         "the one compared. Peers (rows without checkpointing): "
         "`reports/distributed_memory_peers.csv`, made by `python "
         "benchmarks/distributed_peers.py`.", "",
