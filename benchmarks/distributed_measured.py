@@ -171,9 +171,9 @@ def checkpointed(model: nn.Module, checkpoint: str) -> nn.Module:
         return model
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
-    blocks = model.blocks  # type: ignore[union-attr]
-    for index, block in enumerate(list(blocks)):  # type: ignore[arg-type]
-        blocks[index] = checkpoint_wrapper(block)  # type: ignore[index]
+    blocks = model.get_submodule("blocks")
+    for name, block in list(blocks.named_children()):
+        setattr(blocks, name, checkpoint_wrapper(block))
     return model
 
 

@@ -26,6 +26,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
@@ -128,7 +129,7 @@ def figure_section(models: Sequence[str], world_sizes: Sequence[int]) -> list[st
     for model in models:
         out += ["| model | strategy | world size | per-rank peak B (phase) | fits 80 GB | s |",
                 "|---|---|---:|---:|---|---:|"]
-        found = {}
+        found: dict[str, list[Any]] = {}
         for strategy in FIGURE_STRATEGIES:
             found[strategy] = []
             for world in world_sizes:
