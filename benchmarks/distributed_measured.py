@@ -55,9 +55,9 @@ made the first rows of reports/distributed_memory_measured.csv (DeiT-Ti and DeiT
 per rank, world sizes 2 and 4, every strategy, one repeat: about 25 minutes on two busy cores;
 ``--repeats 2`` runs the grid twice; ``--models``, ``--strategies``, ``--world-sizes``,
 ``--batch`` choose fewer; ``--out`` another file, ``--no-write`` none; ``--append`` keeps the
-rows already in ``--out``, a run of the same model, strategy, world size, batch and repeat
-replaced). The rows of models from other packages, at the default batch 1 and at 8, were
-added by (about 30 minutes in all)::
+rows already in ``--out``, a run of the same model, strategy, world size, batch, repeat,
+checkpoint and amp replaced). The rows of models from other packages, at the default batch 1
+and at 8, were added by (about 30 minutes in all)::
 
     A="python benchmarks/distributed_measured.py --append"
     M=benchmarks/stranger_models.py:vit_pytorch_tiny
@@ -126,6 +126,8 @@ class Run:
     world_size: int
     batch: int
     repeat: int = 1
+    checkpoint: str = "none"
+    amp: str = "none"
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,8 @@ class RankRow:
     seconds: float
     threads: int
     torch: str
+    checkpoint: str = "none"
+    amp: str = "none"
 
 
 def build(model_name: str) -> tuple[nn.Module, int]:
@@ -245,9 +249,25 @@ def wrap(model: nn.Module, strategy: str, world_size: int) -> tuple[nn.Module,
     raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
 
 
+def checkpointed(model: nn.Module, checkpoint: str) -> nn.Module:
+    """``model`` with each of its transformer blocks (``model.blocks``) wrapped in torch's
+    ``checkpoint_wrapper`` (non-reentrant ``torch.utils.checkpoint``) for ``blocks``, before any
+    strategy wraps it: the order torch's FSDP2 tests and torchtitan apply (the checkpoint
+    inside, ``fully_shard`` on the wrapper, its hooks outside the recomputation)."""
+    if checkpoint == "none":
+        return model
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    blocks = model.get_submodule("blocks")
+    for name, block in list(blocks.named_children()):
+        setattr(blocks, name, checkpoint_wrapper(block))
+    return model
+
+
 def step(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
-         labels: torch.Tensor, memory: StepMemory | None = None) -> None:
-    """One training step; ``memory``'s phase follows it."""
+         labels: torch.Tensor, memory: StepMemory | None = None, amp: str = "none") -> None:
+    """One training step; ``memory``'s phase follows it. ``amp`` (bfloat16, float16): the
+    forward under ``torch.autocast("cpu", dtype)``, the loss outside it."""
 
     def phase(name: str) -> None:
         if memory is not None:
@@ -256,7 +276,13 @@ def step(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tenso
     phase("optimizer")  # setting gradients to None: no op, so no reading
     model.zero_grad(set_to_none=True)
     phase("forward")
-    loss = F.cross_entropy(logits(model(images)), labels)
+    if amp == "none":
+        out = logits(model(images))
+    else:
+        with torch.autocast("cpu", dtype=getattr(torch, amp)):
+            out = logits(model(images))
+    loss = F.cross_entropy(out, labels)
+    del out
     phase("backward")
     loss.backward()
     phase("optimizer")
@@ -269,11 +295,12 @@ def measure_rank(run: Run, rank: int) -> RankRow:
     with StepMemory() as memory:
         torch.manual_seed(0)  # the same model on every rank
         model, image = build(run.model)
-        model, optimizer = wrap(model, run.strategy, run.world_size)
+        model, optimizer = wrap(checkpointed(model, run.checkpoint), run.strategy,
+                                run.world_size)
         torch.manual_seed(1000 + rank)  # each rank its own batch
         images = torch.randn(run.batch, 3, image, image)
         labels = torch.randint(0, 10 if run.model == TINY else 1000, (run.batch,))
-        step(model, optimizer, images, labels)
+        step(model, optimizer, images, labels, amp=run.amp)
         model.zero_grad(set_to_none=True)
         gc.collect()
         if dist.is_initialized():
@@ -281,7 +308,7 @@ def measure_rank(run: Run, rank: int) -> RankRow:
         memory.phase = "optimizer"
         memory.start_step()
         began = time.perf_counter()
-        step(model, optimizer, images, labels, memory)
+        step(model, optimizer, images, labels, memory, run.amp)
         seconds = time.perf_counter() - began
         peak = memory.heap_peak()
     return RankRow(
@@ -290,7 +317,8 @@ def measure_rank(run: Run, rank: int) -> RankRow:
         op=peak.op, baseline_bytes=memory.baseline_bytes,
         heap_rise_bytes=peak.bytes - memory.baseline_bytes,
         storage_peak_bytes=memory.storage_peak.bytes, storage_phase=memory.storage_peak.phase,
-        seconds=round(seconds, 3), threads=torch.get_num_threads(), torch=torch.__version__)
+        seconds=round(seconds, 3), threads=torch.get_num_threads(), torch=torch.__version__,
+        checkpoint=run.checkpoint, amp=run.amp)
 
 
 def _rank_main(rank: int, run: Run, port: int, folder: str) -> None:
@@ -354,14 +382,15 @@ def probe() -> dict[str, int]:
 
 
 def runs(models: Sequence[str], strategies: Sequence[str], world_sizes: Sequence[int],
-         batch: int, repeats: int) -> list[Run]:
+         batch: int, repeats: int, checkpoint: str = "none", amp: str = "none") -> list[Run]:
     """The grid: ``none`` once per model (one process), the others at every world size."""
     grid = []
     for repeat in range(1, repeats + 1):
         for model in models:
             for strategy in strategies:
                 sizes = [1] if strategy == "none" else world_sizes
-                grid += [Run(model, strategy, size, batch, repeat) for size in sizes]
+                grid += [Run(model, strategy, size, batch, repeat, checkpoint, amp)
+                         for size in sizes]
     return grid
 
 
@@ -408,6 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--world-sizes", nargs="+", type=int, default=WORLD_SIZES)
     parser.add_argument("--batch", type=int, default=8, help="images per rank")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--checkpoint", choices=("none", "blocks"), default="none",
+                        help="blocks: each transformer block under torch's checkpoint_wrapper")
+    parser.add_argument("--amp", choices=("none", "bfloat16", "float16"), default="none",
+                        help="the forward under torch.autocast on the CPU (ddp, zero1, none)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     parser.add_argument("--append", action="store_true",
@@ -424,7 +457,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rows: list[RankRow] = []
     kept = read_rows(args.out) if args.append else []
-    for run in runs(args.models, args.strategies, args.world_sizes, args.batch, args.repeats):
+    for run in runs(args.models, args.strategies, args.world_sizes, args.batch, args.repeats,
+                    args.checkpoint, args.amp):
         began = time.perf_counter()
         done = run_ranks(run)
         rows += done
@@ -449,7 +483,8 @@ def read_rows(path: Path) -> list[RankRow]:
 
 def run_of(row: RankRow) -> Run:
     """The run a row was measured in."""
-    return Run(row.model, row.strategy, row.world_size, row.batch, row.repeat)
+    return Run(row.model, row.strategy, row.world_size, row.batch, row.repeat, row.checkpoint,
+               row.amp)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,10 @@ The measured rows and the peers' figures are read, not made, here: they come fro
 thread a rank, gloo, a harness sharing no code with vitprof) and
 ``benchmarks/distributed_peers.py`` (FSDPMemTracker / MemTracker, DeepSpeed's estimators,
 accelerate), written by the issue's measuring side and copied into ``reports/``. Each
-prediction is the second step of the default loop (``--loss ones``: a ones gradient on the
-logits; ``--loss cross-entropy`` is refused under a strategy); the measurement takes
-cross-entropy of random labels (the labels and the loss's own tensors more).
+prediction is the second step of the measured loop: ``--loss cross-entropy`` (the measurement
+takes cross-entropy of random labels), the row's ``--checkpoint`` (``none``, or ``blocks``:
+each transformer block under ``torch.utils.checkpoint``) and ``--amp`` (the forward under CPU
+autocast); a measured file without those columns is ``none``.
 
 The measured models are spelled as the harness builds them: a timm name (predicted as
 ``timm:NAME``), ``torchvision:NAME`` (predicted as ``NAME``, the zoo's torchvision entry),
@@ -51,15 +52,17 @@ FIGURE_HEADING = "## Per-rank peak against world size"
 
 
 Key = tuple[str, str, int, int]  # model, strategy, world size, batch per rank
+Row = tuple[str, str, int, int, str, str]  # a Key, the checkpointing (none, blocks), the amp
 
 
-def largest_ranks(path: Path) -> dict[Key, dict[str, str]]:
-    """The measured row of the rank with the largest peak, per model, strategy, world size
-    and batch."""
-    found: dict[Key, dict[str, str]] = {}
+def largest_ranks(path: Path) -> dict[Row, dict[str, str]]:
+    """The measured row of the rank with the largest peak, per model, strategy, world size,
+    batch and checkpointing."""
+    found: dict[Row, dict[str, str]] = {}
     with path.open() as handle:
         for row in csv.DictReader(handle):
-            key = (row["model"], row["strategy"], int(row["world_size"]), int(row["batch"]))
+            key = (row["model"], row["strategy"], int(row["world_size"]), int(row["batch"]),
+                   row.get("checkpoint") or "none", row.get("amp") or "none")
             if key not in found or int(row["peak_bytes"]) > int(found[key]["peak_bytes"]):
                 found[key] = row
     return found
@@ -83,17 +86,18 @@ def vitprof_name(model: str) -> str:
     return model if ":" in model else f"timm:{model}"
 
 
-def predicted(key: Key) -> tuple[int, str, float, tuple[str, ...]]:
+def predicted(key: Row) -> tuple[int, str, float, tuple[str, ...]]:
     """vitprof's per-rank peak of a measured row, its phase, the seconds it took, and the
     blocks it sharded."""
     import vitprof
     from vitprof.measure.distributed.estimate import RankMemory
     from vitprof.workload import InputRequest
 
-    model, strategy, world, batch = key
+    model, strategy, world, batch, checkpoint, amp = key
     start = time.perf_counter()
     found = vitprof.memory(vitprof_name(model), InputRequest(batch_size=batch), target="cpu",
-                           strategy=strategy, world_size=world)
+                           strategy=strategy, world_size=world, loss="cross-entropy",
+                           checkpoint=checkpoint, amp=None if amp == "none" else amp)
     sharded = found.sharded_blocks if isinstance(found, RankMemory) else ()  # none: one process
     return found.peak_bytes, found.peak_phase, time.perf_counter() - start, sharded
 
@@ -130,17 +134,19 @@ def _pct(a: int, b: int) -> str:
     return f"{(a - b) / b:+.2%}"
 
 
-def rows_section(measured: dict[Key, dict[str, str]], peer_rows: dict[Key, list[dict[str, str]]],
+def rows_section(measured: dict[Row, dict[str, str]], peer_rows: dict[Key, list[dict[str, str]]],
                  sharded: dict[str, tuple[str, ...]]) -> list[str]:
     """The table of predicted against measured rows and the peers'; ``sharded`` is filled with
     the blocks each model's zero2/fsdp prediction sharded."""
-    out = ["| model | strategy | world size | batch / rank | predicted B (phase) | measured B, "
-           "largest rank (phase) | difference | within 3% | measured live storages B | "
-           "prediction s |", "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    out = ["| model | checkpoint | amp | strategy | world size | batch / rank | predicted B "
+           "(phase) | measured B, largest rank (phase) | difference | within 3% | measured live "
+           "storages B | prediction s |",
+           "|---|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
     peer_lines = ["| model | strategy | world size | peer | peer B | vs measured | counts | "
                   "leaves out |", "|---|---|---:|---|---:|---:|---|---|"]
     within = 0
-    for key in sorted(measured, key=lambda k: (k[0], FIGURE_STRATEGIES.index(k[1])
+    for key in sorted(measured, key=lambda k: (k[0], k[4] != "none", k[5] != "none",
+                                               FIGURE_STRATEGIES.index(k[1])
                                                if k[1] in FIGURE_STRATEGIES else -1, k[2])):
         row = measured[key]
         peak, phase, seconds, blocks = predicted(key)
@@ -149,11 +155,12 @@ def rows_section(measured: dict[Key, dict[str, str]], peer_rows: dict[Key, list[
         real = int(row["peak_bytes"])
         ok = abs(peak - real) <= TOLERANCE * real
         within += ok
-        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {peak:,} ({phase}) | "
+        out.append(f"| {key[0]} | {key[4]} | {key[5]} | {key[1]} | {key[2]} | {key[3]} | "
+                   f"{peak:,} ({phase}) | "
                    f"{real:,} ({row['phase']}) | {_pct(peak, real)} | {'yes' if ok else 'NO'} | "
                    f"{int(row['storage_peak_bytes']):,} | {seconds:.0f} |")
         print(out[-1], flush=True)
-        for peer in peer_rows.get(key, []):
+        for peer in peer_rows.get(key[:4], []) if key[4:] == ("none", "none") else []:
             value = int(peer["peer_bytes"]) if peer["peer_bytes"] else None
             peer_lines.append(
                 f"| {key[0]} | {key[1]} | {key[2]} | {peer['peer']} | "
@@ -220,18 +227,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     page = [
         "# Per-rank training memory under DDP, ZeRO-1 and FSDP2: predicted and measured", "",
         "Made by `python benchmarks/distributed_memory.py` (prediction: `vitprof memory MODEL "
-        "--strategy S --world-size N --batch-size B --target cpu`, AdamW, the second step). "
+        "--strategy S --world-size N --batch-size B --target cpu --loss cross-entropy "
+        "--checkpoint C --amp A`, AdamW, the second step). "
         "Measured: `reports/distributed_memory_measured.csv`, made by `python "
         "benchmarks/distributed_measured.py` (issue 36's measuring side: real "
         "`torch.multiprocessing` runs over gloo on the CPU, one process and one thread a rank, "
         "each rank's glibc heap after every aten op, a harness that shares no code with "
-        "vitprof); the largest rank's peak is the one compared. Peers: "
+        "vitprof; the checkpointed rows with `--checkpoint blocks`: each block in torch's "
+        "`checkpoint_wrapper` before the strategy wraps the model, the amp rows with `--amp "
+        "bfloat16`: the forward under `torch.autocast`); the largest rank's peak is "
+        "the one compared. Peers (rows without checkpointing): "
         "`reports/distributed_memory_peers.csv`, made by `python "
         "benchmarks/distributed_peers.py`.", "",
-        "The loss: the prediction is the default loop's, `--loss ones` (a ones gradient on the "
-        "logits; `--loss cross-entropy` is refused under a strategy); the measurement takes "
-        "cross-entropy of random labels, its labels and the loss's own tensors more. The "
-        "prediction's target is `--target cpu` (sizes as asked); the default, `--target cuda` "
+        "The loss: the prediction runs the measured loop, `--loss cross-entropy` of random "
+        "labels, as the measurement does (the default, `--loss ones`, a ones gradient on the "
+        "logits, holds the labels and the loss's own tensors less). The prediction's target is "
+        "`--target cpu` (sizes as asked); the default, `--target cuda` "
         "(each allocation rounded to 512 B, the cuBLAS workspaces), cannot be measured on this "
         "machine.", "",
         "Models: a timm name is predicted as `timm:NAME`, `torchvision:NAME` as `NAME` (the "

@@ -159,6 +159,119 @@ def test_json_holds_the_schema_and_budgets_bound_the_per_rank_peak(tmp_path, cap
         assert evaluate(budget).passed is passed
 
 
+def forward_end_activations(found: RankMemory) -> int:
+    """The activations alive after the forward's last op: what the backward will read."""
+    return [e for e in found.timeline if e.phase == "forward"][-1].live["activations"]
+
+
+# What one block of SMALL saves for its backward at batch 2 (N = (32 / 8)^2 + 1 = 17 tokens,
+# D = 64, 2 heads, MLP 4D = 256; float32, CPU flash attention), each storage once:
+B, N, D = 2, 17, 64
+BLOCK_INPUT = B * N * D * 4  # 8,704
+SAVED_BY_BLOCK = (
+    5 * BLOCK_INPUT  # norm1's input (the block's input) and output, the attention's output
+    # (proj's input is a view of it), norm2's input and output: 43,520
+    + 4 * B * N * 4  # the mean and rstd of both LayerNorms: 544
+    + B * N * 3 * D * 4  # qkv's output (q, k, v are views of it): 26,112
+    + B * 2 * N * 4  # the attention's logsumexp, a float per head and token: 272
+    + 2 * B * N * 4 * D * 4  # fc1's output (GELU's input) and GELU's output: 69,632
+)  # = 140,080
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "fsdp"])
+def test_a_checkpointed_block_keeps_only_its_input_under_every_strategy(strategy: str) -> None:
+    plain = rank(strategy, 2, attention="flash")
+    checkpointed = rank(strategy, 2, attention="flash", checkpoint="blocks")
+    # each of the 4 blocks keeps its input instead of all it saves: 4 x (140,080 - 8,704)
+    assert forward_end_activations(plain) - forward_end_activations(checkpointed) \
+        == 4 * (SAVED_BY_BLOCK - BLOCK_INPUT)  # 525,504
+    assert checkpointed.most["activations"] < plain.most["activations"]
+    # at batch 2 DDP's peak is the optimizer step's (no activation alive): no higher
+    assert checkpointed.peak_bytes <= plain.peak_bytes
+    assert checkpointed.settings["checkpoint"] == "blocks"
+    assert "every transformer block under torch.utils.checkpoint" in checkpointed.convention
+
+
+def test_every_second_block_checkpointed_keeps_the_saved_activations_of_the_others() -> None:
+    plain = rank("fsdp", 2, attention="flash")
+    every_2 = rank("fsdp", 2, attention="flash", checkpoint="every 2")
+    # blocks 0 and 2 keep their inputs, blocks 1 and 3 all they save
+    assert forward_end_activations(plain) - forward_end_activations(every_2) \
+        == 2 * (SAVED_BY_BLOCK - BLOCK_INPUT)  # 262,752
+
+
+def test_fsdp_recomputes_a_checkpointed_block_with_its_parameters_gathered_again() -> None:
+    # reshard_after_forward=True frees each block's gathered parameters after its forward; the
+    # recomputation in the backward (a LayerNorm forward run in the backward phase) runs after
+    # FSDP2's pre-backward all-gather, with the block's parameters (and the root's) gathered
+    model = small()
+    found = rank("fsdp", 2, checkpoint="blocks")
+    recomputed = [e for e in found.timeline
+                  if e.phase == "backward" and e.op == "aten.native_layer_norm"]
+    assert len(recomputed) == 2 * 4  # norm1 and norm2 of each of the 4 blocks
+    block = gathered_bytes(model.blocks[0], 2)
+    root = gathered_bytes(model, 2) - 4 * block
+    assert all(e.live["gathered_parameters"] >= root + block for e in recomputed)
+    plain = rank("fsdp", 2)  # its peak is in the backward: fewer activations, a lower peak
+    assert found.peak_live["activations"] < plain.peak_live["activations"]
+    assert found.peak_bytes < plain.peak_bytes
+
+
+def test_the_loss_is_taken_on_the_rank_and_its_labels_are_inputs() -> None:
+    plain, taken = rank("fsdp", 2), rank("fsdp", 2, loss="cross-entropy")
+    images = 2 * 3 * 32 * 32 * 4  # the batch: 24,576 B
+    assert plain.timeline[0].live["inputs"] == images
+    assert taken.timeline[0].live["inputs"] == images + 2 * 8  # and 2 int64 labels
+    assert "loss = F.cross_entropy(model(x), y); loss.backward()" in taken.convention
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_gradients_kept_as_zeros_are_held_from_the_start_of_the_step(strategy: str) -> None:
+    model = small()
+    found = rank(strategy, 2, set_to_none=False)
+    held = found.timeline[0].live["gradients"]
+    if strategy == "ddp":  # every gradient, beside DDP's flat buckets (as many bytes)
+        assert held == 2 * param_bytes(model)
+    else:  # the rank's shard of each gradient
+        assert held == rank0_shard_bytes(model, 2)
+    assert found.peak_bytes > rank(strategy, 2).peak_bytes
+
+
+def test_each_micro_batch_reduce_scatters_so_the_next_forward_holds_the_gradient_shards(
+        ) -> None:
+    found = rank("fsdp", 2, gradient_accumulation=2)
+    forwards = [e.live["gradients"] for e in found.timeline if e.phase == "forward"]
+    # the first micro-batch's forward holds no gradient (set to None), the second the shards
+    # the first backward's reduce-scatter left
+    assert forwards[0] == 0
+    assert max(forwards) == rank0_shard_bytes(small(), 2)
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_a_frozen_backbone_has_the_heads_optimizer_state_alone(strategy: str) -> None:
+    found = rank(strategy, 2, freeze="backbone")
+    head = small().head  # Linear(64, 10): a weight of 10 rows and a bias of 10
+    steps = 2 * 4  # AdamW's 4-byte step count of each of its 2 parameters (CPU)
+    # exp_avg and exp_avg_sq: DDP's of the whole head (2 x 2,600 B), FSDP2's of its shards
+    # (5 rows of each: 2 x 1,300 B)
+    moments = 2 * (param_bytes(head) if strategy == "ddp" else rank0_shard_bytes(head, 2))
+    assert found.timeline[0].live["optimizer_state"] == moments + steps
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "zero1"])
+def test_autocast_under_ddp_keeps_float32_parameters_gradients_and_buckets(strategy: str) -> None:
+    model = small()
+    plain, autocast = rank(strategy, 2), rank(strategy, 2, amp="bfloat16")
+    assert autocast.settings["amp"] == "bfloat16"
+    assert "the forward under autocast to bfloat16" in autocast.convention
+    assert autocast.timeline[0].live["parameters"] == param_bytes(model)  # float32 masters
+    # the gradients of the float32 parameters and DDP's float32 buckets: 2 x param_bytes
+    assert autocast.most["gradients"] == 2 * param_bytes(model)
+    # the forward ran under autocast: what it saves (bfloat16 copies of the weights, 16-bit
+    # activations) is not the float32 forward's
+    assert forward_end_activations(autocast) != forward_end_activations(plain)
+
+
 @pytest.mark.parametrize(("settings", "says"), [
     (dict(strategy="fsdp", world_size=0), "world size must be at least 1"),
     (dict(strategy="ddp", world_size=True), "world size must be an int"),
@@ -166,12 +279,7 @@ def test_json_holds_the_schema_and_budgets_bound_the_per_rank_peak(tmp_path, cap
     (dict(strategy="ring"), "unknown strategy 'ring'"),
     (dict(strategy="ddp", world_size=2, mode="inference", optimizer=None),
      "mode is not predicted with a strategy"),
-    (dict(strategy="fsdp", world_size=2, checkpoint="blocks"), "checkpoint is not predicted"),
-    # the loop setting named with its value; it said "loss ... freeze is not predicted"
-    (dict(strategy="ddp", world_size=2, loss="cross-entropy"),
-     "loss='cross-entropy' is not predicted with a strategy"),
-    (dict(strategy="zero1", world_size=2, gradient_accumulation=2),
-     "gradient_accumulation=2 is not predicted with a strategy"),
+    (dict(strategy="fsdp", world_size=2, amp="bfloat16"), "MixedPrecisionPolicy"),
 ])
 def test_bad_settings_are_one_line(settings: dict[str, object], says: str) -> None:
     with pytest.raises(UserError, match=says):
@@ -189,7 +297,9 @@ def test_a_model_without_blocks_cannot_be_sharded_per_block(capsys) -> None:
 @pytest.mark.parametrize("argv", [["--world-size", "0"], ["--world-size", "2,x"],
                                   ["--world-size", "2"],
                                   ["--strategy", "fsdp", "--world-size", "2", "--mode",
-                                   "inference"]])
+                                   "inference"],
+                                  ["--strategy", "fsdp", "--world-size", "2", "--amp",
+                                   "bfloat16"]])
 def test_the_command_line_refuses_in_one_line(argv: list[str], capsys) -> None:
     try:
         code = main(["memory", "vit_b_16", "--target", "cpu", *argv])
@@ -260,8 +370,11 @@ def test_a_list_of_world_sizes_takes_the_settings_and_fit_one_world_size_takes(
     argv = ["memory", f"{path}:small", "--strategy", "ddp", "--batch-size", "2",
             "--target", "cpu"]
     for sizes in ("2", "2,4"):
-        assert main([*argv, "--world-size", sizes, "--amp", "bfloat16"]) == 2
-        assert "--amp is not predicted with a strategy" in capsys.readouterr().err
+        assert main([*argv, "--world-size", sizes, "--mode", "inference"]) == 2
+        assert "--mode is not predicted with a strategy" in capsys.readouterr().err
+    assert main([*argv, "--world-size", "2,4", "--amp", "bfloat16", "--format", "json"]) == 0
+    entries = json.loads(capsys.readouterr().out)["world_sizes"]
+    assert [e["settings"]["amp"] for e in entries] == ["bfloat16", "bfloat16"]
     fit = 2 * rank("ddp", 2).peak_bytes  # batch 2 fits, with room for more
     assert main([*argv, "--world-size", "2,4", "--fit", str(fit), "--format", "json"]) == 0
     entries = json.loads(capsys.readouterr().out)["world_sizes"]

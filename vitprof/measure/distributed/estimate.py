@@ -33,17 +33,20 @@ from vitprof.measure.distributed.rank_step import RankStep, run_rank_step
 from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
 from vitprof.measure.memory import cuda_model
 from vitprof.measure.memory.fit import largest_batch
+from vitprof.measure.memory.loop import Loop, trainable
 from vitprof.measure.memory.spelling import SettingError
 from vitprof.measure.memory.step import StepSettings
 from vitprof.recognize.tables import ComponentMap
 from vitprof.workload import Workload
 
 DISTRIBUTED_CONVENTION = (
-    "bytes one rank holds during its second training step (gradients set to None, forward of "
-    "its batch, ones-gradient backward, optimizer step) under {strategy} at world size {world}, "
-    "run by torch's own distributed code on fake tensors in a fake process group: each storage "
-    "from the op that allocates it until its last tensor goes, by kind"
+    "bytes one rank holds during its second training step ({step}{checkpoint}) under "
+    "{strategy} at world size {world}, run by torch's own distributed code on fake tensors in a "
+    "fake process group: each storage from the op that allocates it until its last tensor goes, "
+    "by kind"
 )
+DEFAULT_STEP = ("gradients set to None, forward of its batch, ones-gradient backward, optimizer "
+                "step")
 
 
 @dataclass(frozen=True)
@@ -108,11 +111,12 @@ def rank_memory(work: Workload, mapping: ComponentMap, settings: StepSettings, s
     largest per-rank batch whose peak fits it: :func:`vitprof.measure.memory.fit.largest_batch`)."""
     blocks = sorted(mapping.blocks, key=mapping.blocks.__getitem__)
     check_strategy(strategy, world_size, blocks, work.name)
+    trained = trainable(work.module, mapping, settings.loop)
 
     sharded = tuple(blocks) if strategy in FSDP_STRATEGIES else ()
 
     def at(b: int) -> RankMemory:
-        step = run_rank_step(work, blocks, settings, strategy, world_size, b)
+        step = run_rank_step(work, blocks, settings, strategy, world_size, b, trained)
         found = _estimate(work, step, settings, strategy, world_size, b, names)
         return replace(found, sharded_blocks=sharded)
 
@@ -148,9 +152,23 @@ def _estimate(work: Workload, step: RankStep, settings: StepSettings, strategy: 
         settings={**names, "attention": step.attention.describe()},
         peak_bytes=at.total, peak_phase=_phase(at), peak_op=at.op, peak_index=at.index,
         peak_live=dict(at.live), most=most, timeline=events,
-        convention=DISTRIBUTED_CONVENTION.format(strategy=strategy, world=world_size),
+        convention=convention(settings, strategy, world_size),
         warnings=warnings,
     )
+
+
+def convention(settings: StepSettings, strategy: str, world_size: int) -> str:
+    """:data:`DISTRIBUTED_CONVENTION` of a step run with ``settings``: its loop, which
+    blocks are checkpointed, and the forward's autocast."""
+    every = settings.every
+    checkpoint = "" if every is None else \
+        "; every transformer block under torch.utils.checkpoint" if every == 1 else \
+        f"; one transformer block in {every} under torch.utils.checkpoint"
+    if settings.amp is not None:
+        checkpoint += f"; the forward under autocast to {str(settings.amp).removeprefix('torch.')}"
+    step = DEFAULT_STEP if settings.loop == Loop() else f"the loop `{settings.loop.code()}`"
+    return DISTRIBUTED_CONVENTION.format(step=step, checkpoint=checkpoint,
+                                         strategy=strategy, world=world_size)
 
 
 def _phase(event: LiveEvent) -> str:

@@ -1,20 +1,27 @@
 """One rank's training step under a strategy, run by torch's own distributed code on fake
 tensors in a fake world, every storage logged (:class:`~.rank_log.RankLog`).
 
-The step is :mod:`vitprof.measure.memory.step`'s default loop on each rank:
-``opt.zero_grad()`` (to None), the forward of the rank's batch, the backward of a ones gradient
-on the output, ``opt.step()``; the second step is logged (the optimizer state exists, DDP has
-rebuilt its buckets in the order the first backward made the gradients, FSDP2 has run its lazy
-initialization). The model is a fresh copy whose parameters and buffers are fake CPU tensors of
-the same shapes and dtypes; every ``scaled_dot_product_attention`` call runs the kernel the
-``target`` and ``attention`` settings choose, as in a single-process step.
+The step is the training loop of the settings (:mod:`vitprof.measure.memory.loop`) on each rank,
+as :meth:`~vitprof.measure.memory.loop.Loop.code` writes it; the default: ``opt.zero_grad()``
+(to None), the forward of the rank's batch, the backward of a ones gradient on the output,
+``opt.step()``. With gradient accumulation every micro-batch's backward synchronises (DDP's
+all-reduce, FSDP2's reduce-scatter: no ``no_sync()``); a frozen parameter requires no gradient.
+The second step is logged (the optimizer state exists, DDP has rebuilt its buckets in the order
+the first backward made the gradients, FSDP2 has run its lazy initialization). With
+``checkpoint``, the blocks are checkpointed as in one process
+(:func:`~vitprof.measure.memory.step.checkpointed_blocks`), inside the strategy's hooks; with
+``amp`` (DDP, ZeRO-1) the wrapped model's forward runs under autocast as in one process
+(:func:`~vitprof.measure.memory.step.autocast_forward`), the loss outside it. The
+model is a fresh copy whose parameters and buffers are fake CPU tensors of the same shapes and
+dtypes; every ``scaled_dot_product_attention`` call runs the kernel the ``target`` and
+``attention`` settings choose, as in a single-process step.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -23,7 +30,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from vitprof.core.errors import UserError
-from vitprof.core.vocab import MemoryTarget
+from vitprof.core.vocab import MemoryTarget, ZeroGrad
 from vitprof.count.running import one_line
 from vitprof.count.sdpa import AttentionKernel
 from vitprof.count.training import first_output
@@ -33,8 +40,9 @@ from vitprof.measure.distributed.rank_log import RankLog
 from vitprof.measure.distributed.strategies import Wrapped, wrap
 from vitprof.measure.memory import cuda_model
 from vitprof.measure.memory.attention_kernels import AttentionChoice
-from vitprof.measure.memory.cuda_autocast import lower_precision_call
-from vitprof.measure.memory.step import StepSettings
+from vitprof.measure.memory.cuda_autocast import cuda_policy, lower_precision_call
+from vitprof.measure.memory.loop import Loop, labels_of, loss_of_output
+from vitprof.measure.memory.step import StepSettings, autocast_forward, checkpointed_blocks
 from vitprof.workload import Workload
 
 
@@ -69,11 +77,15 @@ def _fake_like(tensor: torch.Tensor, fake: FakeTensorMode) -> torch.Tensor:
 
 
 def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
-                  strategy: str, world_size: int, batch: int) -> RankStep:
+                  strategy: str, world_size: int, batch: int, trained: Collection[str]
+                  ) -> RankStep:
     """Rank 0's step of ``work`` at ``batch`` under ``strategy`` in a world of
-    ``world_size`` (see the module); ``blocks``: the module paths FSDP2 shards one by one."""
+    ``world_size`` (see the module); ``blocks``: the module paths FSDP2 shards one by one;
+    ``trained``: the names of the parameters the loop trains (the others frozen)."""
     fake = FakeTensorMode()
     model = fake_copy(work.module, fake)
+    for name, param in model.named_parameters():
+        param.requires_grad_(name in trained)
     rounded = cuda_model.rounded if settings.target == MemoryTarget.CUDA else (lambda n: n)
     log = RankLog(kind_of_op, claims, rounded)
     choice = AttentionChoice(settings.target, settings.attention)
@@ -83,11 +95,17 @@ def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
                        settings.optimizer, settings.target,
                        lambda bucket: log.mark(bucket, "gradients"))
         args, kwargs = work.inputs.at_batch(batch).example("cpu")
+        labels = labels_of(settings.loop.loss, batch)
         try:
-            with kernel:
-                _step(wrapped, args, kwargs, fake, None)
-                _register(log, wrapped, (args, kwargs), settings.target)
-                _step(wrapped, args, kwargs, fake, log)
+            with kernel, checkpointed_blocks(model, {path: index for index, path
+                                                     in enumerate(blocks)}, settings.every), \
+                    (cuda_policy() if settings.amp is not None
+                     and settings.target == MemoryTarget.CUDA else _nothing()), \
+                    autocast_forward(wrapped.model, settings.amp), \
+                    loss_of_output(wrapped.model, settings.loop.loss, labels):
+                _step(wrapped, args, kwargs, settings.loop, fake, None)
+                _register(log, wrapped, (args, kwargs, labels), settings.target)
+                _step(wrapped, args, kwargs, settings.loop, fake, log)
         except UserError:
             raise
         except Exception as error:  # torch's distributed code or the model on fake tensors
@@ -99,33 +117,48 @@ def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
 
 def _register(log: RankLog, wrapped: Wrapped, inputs: object, target: str) -> None:
     """What the rank holds before the step: parameters (and buffers), optimizer state (on
-    cuda without the ``step`` counts, which torch keeps on the host), inputs."""
+    cuda without the ``step`` counts, which torch keeps on the host), inputs, and the
+    gradients the loop keeps from the previous step (``set_to_none`` False, ``zero_grad`` at
+    the end... : :class:`~vitprof.measure.memory.loop.Loop`)."""
     log.register([*wrapped.parameters(), *wrapped.model.buffers()], "parameters")
+    log.register(wrapped.gradients(), "gradients")
     log.register(wrapped.state(lambda key: target == MemoryTarget.CPU or key != "step"),
                  "optimizer_state")
     log.register(inputs, "inputs")
 
 
-def _step(wrapped: Wrapped, args: tuple[object, ...], kwargs: dict[str, object],
+def _step(wrapped: Wrapped, args: tuple[object, ...], kwargs: dict[str, object], loop: Loop,
           fake: FakeTensorMode, log: RankLog | None) -> None:
-    """One step (see the module), logged in ``log`` phase by phase when one is given."""
+    """One optimizer step of ``loop`` as :meth:`Loop.code` writes it (``zero_grad()`` where
+    it stands, ``loop.accumulation`` forwards and backwards, the output's loss taken by the
+    hook of :func:`~vitprof.measure.memory.loop.loss_of_output`), logged in ``log`` phase by
+    phase when one is given."""
     def phase(name: str) -> None:
         if log is not None:
             log.phase = name
 
+    def zero_grad() -> None:
+        wrapped.optimizer.zero_grad(set_to_none=loop.set_to_none)
+
     with fake, (log if log is not None else _nothing()), \
             (log.resizes() if log is not None else _nothing()):
-        wrapped.optimizer.zero_grad(set_to_none=True)
-        phase("forward")
-        out = first_output(wrapped.model(*args, **kwargs))
-        phase("backward")
-        out.backward(torch.ones_like(out))
-        del out
+        if loop.zero_grad is ZeroGrad.START:
+            zero_grad()
+        for micro_batch in range(loop.accumulation):
+            phase("forward")
+            out = first_output(wrapped.model(*args, **kwargs))
+            if micro_batch == 0 and loop.zero_grad is ZeroGrad.BEFORE_BACKWARD:
+                zero_grad()
+            phase("backward")
+            out.backward(torch.ones_like(out))
+            del out
         if log is not None:
             for gradient in wrapped.gradients():
                 log.mark(gradient, "gradients")
         phase("optimizer")
         wrapped.optimizer.step()
+        if loop.zero_grad is ZeroGrad.END:
+            zero_grad()
 
 
 def _nothing() -> contextlib.nullcontext[None]:

@@ -190,8 +190,8 @@ def memory(
     ``dtype``, ...: the fields of a request) still make one, with a DeprecationWarning.
     ``strategy``: none (one process), ddp, zero1, zero2 or fsdp, each rank's step at
     ``world_size`` ranks, the request's batch each rank's: a :class:`RankMemory`
-    (:mod:`vitprof.measure.distributed.estimate`; the training loop's defaults, no ``amp``
-    nor ``checkpoint``).
+    (:mod:`vitprof.measure.distributed.estimate`; ``checkpoint`` and the loop as in one
+    process, ``amp`` under ddp and zero1).
     """
     named = {key: keywords.pop(key) for key in SETTING_NAMES if key in keywords}
     asked = request_of(request, keywords, "memory").or_dtype(torch.float32)
@@ -208,6 +208,8 @@ def memory(
     mapping = recognize(work.module, work.rules)
     if strategy in FSDP_STRATEGIES:
         mapping = _with_graph_blocks(work, mapping, f"shard under {strategy}")
+    elif strategy != Strategy.NONE and step.every is not None:
+        mapping = _with_graph_blocks(work, mapping, "checkpoint")
     names = given.names(dtype)
     if strategy != Strategy.NONE:
         return rank_memory(work, mapping, step, strategy, world_size, batch_size, names,
@@ -230,24 +232,21 @@ def memory(
 
 
 def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
-    """Under a strategy the step is the default loop's training step without autocast or
-    checkpointing: a UserError naming the first setting that departs (a loop setting with the
-    value asked)."""
-    loop, default = settings.loop, Loop()
-    departs = [(key, value) for key, value, set_ in (
-        ("mode", None, not settings.train), ("amp", None, settings.amp),
-        ("checkpoint", None, settings.every is not None),
-        ("loss", loop.loss, loop.loss != default.loss),
-        ("zero_grad", loop.zero_grad, loop.zero_grad != default.zero_grad),
-        ("set_to_none", loop.set_to_none, loop.set_to_none != default.set_to_none),
-        ("gradient_accumulation", loop.accumulation, loop.accumulation != default.accumulation),
-        ("freeze", loop.freeze, loop.freeze != default.freeze)) if set_]
+    """Under a strategy the step is a training step (any loop, checkpointed or not; autocast
+    under DDP and ZeRO-1): a UserError naming the first setting that departs; for ``amp``
+    under FSDP2, what its users run instead of autocast."""
+    departs = [key for key, set_ in (("mode", not settings.train),
+                                     ("amp", settings.amp and strategy in FSDP_STRATEGIES))
+               if set_]
+    if departs == ["amp"] and strategy in FSDP_STRATEGIES:
+        raise SettingError(lambda s: f"{s.setting('strategy', strategy)} with {s.name('amp')}: "
+                           "FSDP2's mixed precision is fully_shard's MixedPrecisionPolicy("
+                           "param_dtype=..., reduce_dtype=float32), not autocast, and neither "
+                           "is predicted with a strategy yet")
     if departs:
-        key, value = departs[0]
-        raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts the default "
-                           f"training step on each rank; "
-                           f"{s.name(key) if value is None else s.setting(key, value)} is not "
-                           "predicted with a strategy yet")
+        raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts a "
+                           f"training step on each rank; {s.name(departs[0])} is not predicted "
+                           "with a strategy yet")
 
 
 def _checkpointed_by_its_own_blocks(

@@ -127,6 +127,12 @@ def loss_of_output(module: nn.Module, loss: str, labels: torch.Tensor | None
         handle.remove()
 
 
+def labels_of(loss: Loss, batch: int) -> torch.Tensor | None:
+    """The int64 labels ``cross-entropy`` takes, one per image (zeros: their values move no
+    byte), made in the mode that is on (fake tensors in a step); None for another loss."""
+    return torch.zeros(batch, dtype=torch.int64) if loss == Loss.CROSS_ENTROPY else None
+
+
 def backward_of(loop: Loop) -> Backward | None:
     """How the loop's backward runs: accumulating into the gradients that exist, after freeing
     them (``zero_grad()`` before the backward), or (None) the counter's own backward."""

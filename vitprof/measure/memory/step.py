@@ -39,7 +39,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils.checkpoint import checkpoint as checkpointed
 
 from vitprof.core.errors import UserError
-from vitprof.core.vocab import AttentionPath, Loss, MemoryTarget, Optimizer
+from vitprof.core.vocab import AttentionPath, MemoryTarget, Optimizer
 from vitprof.count.running import CountFailed, one_line
 from vitprof.count.session import Run, count
 from vitprof.count.timeline import Timeline
@@ -48,6 +48,7 @@ from vitprof.measure.memory.cuda_autocast import cuda_policy, lower_precision_ca
 from vitprof.measure.memory.loop import (
     Loop,
     backward_of,
+    labels_of,
     loss_of_output,
     trainable,
 )
@@ -162,7 +163,7 @@ def _initial_state(opt: torch.optim.Optimizer, params: Sequence[torch.Tensor]) -
 
 
 @contextmanager
-def _autocast_forward(module: nn.Module, amp: torch.dtype | None) -> Iterator[None]:
+def autocast_forward(module: nn.Module, amp: torch.dtype | None) -> Iterator[None]:
     """``module``'s forward (the root's, not the backward) under ``torch.autocast("cpu",
     amp)``; nothing when ``amp`` is None."""
     if amp is None:
@@ -188,20 +189,22 @@ def _autocast_forward(module: nn.Module, amp: torch.dtype | None) -> Iterator[No
 
 
 @contextmanager
-def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | None
-                         ) -> Iterator[None]:
-    """The blocks the breakdown found (``mapping.blocks``), one in ``every`` (blocks 0,
-    ``every``, ...), run under ``torch.utils.checkpoint`` (non-reentrant); restored on exit.
-    Their recomputation in the backward runs inside the count, its SDPA calls routed as the
-    forward's (:mod:`vitprof.count.sdpa`)."""
-    chosen = [path for path, index in mapping.blocks.items()
+def checkpointed_blocks(module: nn.Module, blocks: Mapping[str, int], every: int | None
+                        ) -> Iterator[None]:
+    """The blocks the breakdown found (``blocks``: module path -> block index), one in
+    ``every`` (blocks 0, ``every``, ...), run under ``torch.utils.checkpoint``
+    (non-reentrant); restored on exit. Each block's ``forward`` is replaced on the instance, so
+    hooks on the block (FSDP2's unshard and reshard) run outside the checkpoint, as they do
+    around torch's ``checkpoint_wrapper``. Their recomputation in the backward runs inside the
+    count, its SDPA calls routed as the forward's (:mod:`vitprof.count.sdpa`)."""
+    chosen = [path for path, index in blocks.items()
               if every is not None and index % every == 0]
     if every is not None and not chosen:
         raise SettingError(lambda s: f"{s.name('checkpoint')} runs transformer blocks' modules "
                            "under torch.utils.checkpoint, and the breakdown found no module "
                            "that is a block in this model")
-    blocks = [module.get_submodule(path) for path in chosen]
-    for block in blocks:
+    modules = [module.get_submodule(path) for path in chosen]
+    for block in modules:
         forward = block.forward
 
         def run(*args: Any, _forward: Callable[..., Any] = forward, **kwargs: Any) -> Any:
@@ -211,7 +214,7 @@ def _checkpointed_blocks(module: nn.Module, mapping: ComponentMap, every: int | 
     try:
         yield
     finally:
-        for block in blocks:
+        for block in modules:
             del block.forward
 
 
@@ -245,8 +248,7 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
     spec = work.inputs.at_batch(batch)
     with fake:
         inputs = spec.example("cpu")
-        labels = torch.zeros(batch, dtype=torch.int64) if loop.loss == Loss.CROSS_ENTROPY \
-            else None
+        labels = labels_of(loop.loss, batch)
     timeline.hold([inputs, labels])
     held = {timeline.allocation_of(t) for t in _tensors([inputs, labels])} - {None}
     with _reparametrize_module(work.module, stand), ExitStack() as stack:
@@ -265,10 +267,10 @@ def run_step(work: Workload, mapping: ComponentMap, settings: StepSettings, batc
         saved = _Saved(timeline)
         choice = AttentionChoice(settings.target, settings.attention)
         kernel = partial(lower_precision_call, choice)
-        stack.enter_context(_checkpointed_blocks(work.module, mapping, settings.every))
+        stack.enter_context(checkpointed_blocks(work.module, mapping.blocks, settings.every))
         if settings.amp is not None and settings.target == MemoryTarget.CUDA:
             stack.enter_context(cuda_policy())  # backward too: a checkpoint's recomputation
-        stack.enter_context(_autocast_forward(work.module, settings.amp))
+        stack.enter_context(autocast_forward(work.module, settings.amp))
         stack.enter_context(loss_of_output(work.module, loop.loss, labels))
         stack.enter_context(fake)
         if not settings.train:
