@@ -25,7 +25,8 @@ def rank_header(estimate: RankMemory) -> list[str]:
     out = [
         f"model: {estimate.model}",
         f"input: {estimate.input} (batch {estimate.batch_size} per rank)",
-        f"strategy: {estimate.strategy}, world size {estimate.world_size:,}",
+        f"strategy: {estimate.strategy}, world size {estimate.world_size:,}, rank "
+        f"{estimate.rank} (the one that holds the most)",
         f"settings: {settings}",
         f"convention: {estimate.convention}",
         f"per-rank peak: {size_text(estimate.peak_bytes)} at op {estimate.peak_index} "
@@ -66,7 +67,7 @@ def rank_dict(estimate: RankMemory) -> dict[str, Any]:
         "peak_op": estimate.peak_op, "peak_index": estimate.peak_index,
         "peak_live": dict(estimate.peak_live), "most": dict(estimate.most),
         "ops": len(estimate.timeline), "warnings": list(estimate.warnings),
-        "sharded_blocks": list(estimate.sharded_blocks),
+        "sharded_blocks": list(estimate.sharded_blocks), "rank": estimate.rank,
     }
     return with_fit_and_model(data, estimate)
 

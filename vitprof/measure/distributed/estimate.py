@@ -1,6 +1,7 @@
 """``vitprof.memory(..., strategy=, world_size=)``: one rank's memory in a data-parallel step.
 
-Conventions (bytes, per rank; rank 0, whose share is the largest where shares differ):
+Conventions (bytes, per rank; the rank that holds the most where ranks differ: under ZeRO-1
+the one ZeroRedundancyOptimizer gives the largest share to step, else rank 0):
 
 * The step and what runs it: :mod:`~vitprof.measure.distributed.rank_step` (torch's own DDP,
   ZeroRedundancyOptimizer and FSDP2 code on fake tensors in a fake process group,
@@ -55,7 +56,8 @@ class RankMemory:
     ``peak_bytes``, its ``peak_phase`` and op, the bytes by kind at the peak (``peak_live``),
     each kind's largest over the step (``most``) and the ``timeline``, one event per op with
     the bytes alive after it by kind; ``sharded_blocks``: the module paths FSDP2 shards one
-    by one before the root (zero2 and fsdp; none under ddp and zero1)."""
+    by one before the root (zero2 and fsdp; none under ddp and zero1); ``rank``: the rank
+    predicted, the one that holds the most (see the module)."""
 
     model: str
     input: str
@@ -75,6 +77,7 @@ class RankMemory:
     fit_bytes: int | None = None
     warnings: tuple[str, ...] = field(default=())
     sharded_blocks: tuple[str, ...] = field(default=())
+    rank: int = 0
 
 
 def check_world_size(world_size: object) -> int:
@@ -153,7 +156,7 @@ def _estimate(work: Workload, step: RankStep, settings: StepSettings, strategy: 
         peak_bytes=at.total, peak_phase=_phase(at), peak_op=at.op, peak_index=at.index,
         peak_live=dict(at.live), most=most, timeline=events,
         convention=convention(settings, strategy, world_size),
-        warnings=warnings,
+        warnings=warnings, rank=step.rank,
     )
 
 

@@ -1,5 +1,5 @@
-"""A process group of ``world_size`` ranks in which this process is rank 0 and no other
-rank exists: torch's fake backend (``torch.testing._internal.distributed.fake_pg``).
+"""A process group of ``world_size`` ranks in which this process is one rank (0 unless asked)
+and no other rank exists: torch's fake backend (``torch.testing._internal.distributed.fake_pg``).
 
 Every collective returns at once and moves no data, so the real DDP, ZeroRedundancyOptimizer
 and FSDP2 code runs in one process on fake tensors and allocates each buffer it allocates on a
@@ -27,8 +27,8 @@ from vitprof.core.errors import UserError
 
 
 @contextmanager
-def fake_world(world_size: int) -> Iterator[DeviceMesh]:
-    """The fake process group of ``world_size`` ranks (this process rank 0) and its 1-D CPU
+def fake_world(world_size: int, rank: int = 0) -> Iterator[DeviceMesh]:
+    """The fake process group of ``world_size`` ranks (this process ``rank``) and its 1-D CPU
     device mesh; torch's default group is restored on exit. A default group already up (a
     real distributed run) is refused: the prediction would replace it."""
     from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -37,7 +37,7 @@ def fake_world(world_size: int) -> Iterator[DeviceMesh]:
         raise UserError("a torch.distributed process group is already initialized in this "
                         "process: predict per-rank memory outside a distributed run")
     verify = ddp_module._verify_param_shape_across_processes
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
     ddp_module._verify_param_shape_across_processes = _same_model_on_every_rank
     try:
         yield init_device_mesh("cpu", (world_size,))
@@ -47,7 +47,7 @@ def fake_world(world_size: int) -> Iterator[DeviceMesh]:
 
 
 def _same_model_on_every_rank(*_: object, **__: object) -> None:
-    """Every rank of a fake world is rank 0: the same model (see the module)."""
+    """Every rank of a fake world holds this process's model: the same (see the module)."""
 
 
 def allreduce_in_place(_state: object, bucket: dist.GradBucket) -> torch.futures.Future:

@@ -30,14 +30,14 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from vitprof.core.errors import UserError
-from vitprof.core.vocab import MemoryTarget, ZeroGrad
+from vitprof.core.vocab import MemoryTarget, Strategy, ZeroGrad
 from vitprof.count.running import one_line
 from vitprof.count.sdpa import AttentionKernel
 from vitprof.count.training import first_output
 from vitprof.measure.distributed.fake_world import fake_world
 from vitprof.measure.distributed.kinds import claims, kind_of_op
 from vitprof.measure.distributed.rank_log import RankLog
-from vitprof.measure.distributed.strategies import Wrapped, wrap
+from vitprof.measure.distributed.strategies import Wrapped, largest_share, wrap
 from vitprof.measure.memory import cuda_model
 from vitprof.measure.memory.attention_kernels import AttentionChoice
 from vitprof.measure.memory.cuda_autocast import cuda_policy, lower_precision_call
@@ -48,11 +48,12 @@ from vitprof.workload import Workload
 
 @dataclass
 class RankStep:
-    """What one rank's logged step did: the ``log`` (its allocations' kinds settled), and the
-    attention kernels its SDPA calls ran."""
+    """What one rank's logged step did: the ``log`` (its allocations' kinds settled), the
+    attention kernels its SDPA calls ran, and which ``rank`` of the world it was."""
 
     log: RankLog
     attention: AttentionChoice
+    rank: int = 0
 
 
 def fake_copy(module: nn.Module, fake: FakeTensorMode) -> nn.Module:
@@ -79,18 +80,20 @@ def _fake_like(tensor: torch.Tensor, fake: FakeTensorMode) -> torch.Tensor:
 def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
                   strategy: str, world_size: int, batch: int, trained: Collection[str]
                   ) -> RankStep:
-    """Rank 0's step of ``work`` at ``batch`` under ``strategy`` in a world of
-    ``world_size`` (see the module); ``blocks``: the module paths FSDP2 shards one by one;
-    ``trained``: the names of the parameters the loop trains (the others frozen)."""
+    """The step of ``work`` at ``batch`` under ``strategy`` in a world of ``world_size`` (see
+    the module) of the rank that holds the most (:func:`~.strategies.largest_share`: under
+    ZeRO-1 the rank with the largest share of the optimizer state, else rank 0); ``blocks``:
+    the module paths FSDP2 shards one by one; ``trained``: the names of the parameters the loop
+    trains (the others frozen)."""
+    rank = _largest_share_rank(work, blocks, settings, strategy, world_size, trained) \
+        if strategy == Strategy.ZERO1 else 0
     fake = FakeTensorMode()
-    model = fake_copy(work.module, fake)
-    for name, param in model.named_parameters():
-        param.requires_grad_(name in trained)
+    model = _trained_copy(work, trained, fake)
     rounded = cuda_model.rounded if settings.target == MemoryTarget.CUDA else (lambda n: n)
     log = RankLog(kind_of_op, claims, rounded)
     choice = AttentionChoice(settings.target, settings.attention)
     kernel = AttentionKernel(partial(lower_precision_call, choice))
-    with fake_world(world_size) as mesh, fake:  # DDP makes its buckets as it is built
+    with fake_world(world_size, rank) as mesh, fake:  # DDP makes its buckets as it is built
         wrapped = wrap(strategy, model, [model.get_submodule(path) for path in blocks], mesh,
                        settings.optimizer, settings.target,
                        lambda bucket: log.mark(bucket, "gradients"))
@@ -112,7 +115,28 @@ def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
             raise UserError(f"{work.name}: a {strategy} step at world size {world_size} could "
                             f"not run on fake tensors in a fake process group: "
                             f"{one_line(error)}") from None
-    return RankStep(log, choice)
+    return RankStep(log, choice, rank)
+
+
+def _trained_copy(work: Workload, trained: Collection[str], fake: FakeTensorMode) -> nn.Module:
+    """A fake copy of ``work``'s model whose parameters named in ``trained`` alone require a
+    gradient."""
+    model = fake_copy(work.module, fake)
+    for name, param in model.named_parameters():
+        param.requires_grad_(name in trained)
+    return model
+
+
+def _largest_share_rank(work: Workload, blocks: Sequence[str], settings: StepSettings,
+                        strategy: str, world_size: int, trained: Collection[str]) -> int:
+    """The rank that holds the most under ``strategy``, asked of the strategy's own code on
+    a fake copy of the model (:func:`~.strategies.largest_share`)."""
+    fake = FakeTensorMode()
+    model = _trained_copy(work, trained, fake)
+    with fake_world(world_size) as mesh, fake:
+        wrapped = wrap(strategy, model, [model.get_submodule(path) for path in blocks], mesh,
+                       settings.optimizer, settings.target, lambda _: None)
+        return largest_share(wrapped)
 
 
 def _register(log: RankLog, wrapped: Wrapped, inputs: object, target: str) -> None:

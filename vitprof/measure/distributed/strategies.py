@@ -136,6 +136,21 @@ def _runs_no_forward(module: nn.Module) -> bool:
     return container and type(module).forward is nn.Module.forward
 
 
+def largest_share(wrapped: Wrapped) -> int:
+    """The rank that holds the most: under ZeRO-1 the first of those whose share of the
+    parameters to step (those requiring a gradient), by ZeroRedundancyOptimizer's own
+    partition, has the most bytes, so the most optimizer state; 0 under DDP (every rank the
+    same) and FSDP2 (every rank's shards padded to the first's size)."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    if not isinstance(wrapped.optimizer, ZeroRedundancyOptimizer):
+        return 0
+    shares = [sum(p.numel() * p.element_size() for group in groups for p in group["params"]
+                  if p.requires_grad)
+              for groups in wrapped.optimizer._partition_parameters()]  # type: ignore[attr-defined]
+    return shares.index(max(shares))
+
+
 class _BucketsAsBuilt:
     """DDP's reducer, whose one-time rebuild of the buckets is skipped (see the module)."""
 
