@@ -10,6 +10,7 @@ gloo runs (DeiT-Ti, batch 8 per rank) are ``slow``.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -37,6 +38,14 @@ def rank(strategy: str, world_size: int, **settings: object) -> RankMemory:
                    world_size=world_size, **settings)  # type: ignore[arg-type]
     assert isinstance(found, RankMemory)
     return found
+
+
+def small_file(folder: Path) -> Path:
+    """A ``FILE.py`` whose factory ``small`` builds :func:`small`'s model (for the CLI)."""
+    path = folder / "small.py"
+    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
+                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    return path
 
 
 def param_bytes(model: nn.Module) -> int:
@@ -143,9 +152,7 @@ def test_fit_gives_the_largest_per_rank_batch() -> None:
 
 
 def test_json_holds_the_schema_and_budgets_bound_the_per_rank_peak(tmp_path, capsys) -> None:
-    path = tmp_path / "small.py"
-    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
-                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    path = small_file(tmp_path)
     assert main(["memory", f"{path}:small", "--strategy", "fsdp", "--world-size", "2",
                  "--batch-size", "2", "--target", "cpu", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -360,9 +367,7 @@ def test_deit_tiny_at_world_size_2_is_within_3_percent_of_the_measured_peak(
 
 
 def test_a_list_of_world_sizes_tables_the_per_rank_peak_and_draws_it(tmp_path, capsys) -> None:
-    path = tmp_path / "small.py"
-    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
-                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    path = small_file(tmp_path)
     figure = tmp_path / "peaks.png"
     assert main(["memory", f"{path}:small", "--strategy", "zero2", "--world-size", "2,8",
                  "--batch-size", "2", "--target", "cpu", "--format", "json",
@@ -380,9 +385,7 @@ def test_the_json_of_a_list_of_world_sizes_is_versioned_and_has_its_schema(
         tmp_path, capsys) -> None:
     """Every JSON output carries ``schema_version`` and has a schema; a list's had neither, and
     its entries did not validate as one world size's output (no ``schema_version``)."""
-    path = tmp_path / "small.py"
-    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
-                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    path = small_file(tmp_path)
     assert main(["memory", f"{path}:small", "--strategy", "ddp", "--world-size", "1,2",
                  "--batch-size", "2", "--target", "cpu", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -398,9 +401,7 @@ def test_a_list_of_world_sizes_takes_the_settings_and_fit_one_world_size_takes(
     ``--mode``, ``--checkpoint`` and the loop options, refused at one world size, ran as the
     default step (its settings said amp none), and ``--fit`` was dropped from the table and
     the JSON (drawn in the figure only)."""
-    path = tmp_path / "small.py"
-    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
-                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    path = small_file(tmp_path)
     argv = ["memory", f"{path}:small", "--strategy", "ddp", "--batch-size", "2",
             "--target", "cpu"]
     for sizes in ("2", "2,4"):
@@ -472,9 +473,7 @@ def test_the_estimate_names_the_blocks_fsdp2_shards(tmp_path, capsys) -> None:
     blocks = ("blocks.0", "blocks.1", "blocks.2", "blocks.3")
     assert rank("zero2", 2).sharded_blocks == blocks
     assert rank("ddp", 2).sharded_blocks == ()
-    path = tmp_path / "small.py"
-    path.write_text("from timm.models.vision_transformer import VisionTransformer\n\n\n"
-                    f"def small():\n    return VisionTransformer(**{SMALL!r})\n")
+    path = small_file(tmp_path)
     argv = ["memory", f"{path}:small", "--strategy", "fsdp", "--world-size", "2",
             "--batch-size", "2", "--target", "cpu"]
     assert main(argv) == 0
