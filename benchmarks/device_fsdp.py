@@ -56,8 +56,9 @@ def run(out_dir: Path) -> dict[str, object]:
     import torch
 
     import vitprof
+    from vitprof.workload import InputRequest
 
-    predicted = vitprof.memory(f"timm:{MODEL}", batch_size=BATCH, target="cuda",
+    predicted = vitprof.memory(f"timm:{MODEL}", InputRequest(batch_size=BATCH), target="cuda",
                                strategy="fsdp", world_size=1).peak_bytes
     measured = measured_peak()
     row = {"model": MODEL, "batch": BATCH, "strategy": "fsdp", "world_size": 1,
