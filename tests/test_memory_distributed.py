@@ -165,6 +165,10 @@ def test_json_holds_the_schema_and_budgets_bound_the_per_rank_peak(tmp_path, cap
                            'memory = { target = "cpu", strategy = "fsdp", world_size = 2 }\n')
         (budget,) = load_budgets(budgets)
         assert evaluate(budget).passed is passed
+    # the output says the bound is one rank's (it read as a one-process step's)
+    assert main(["check", str(budgets)]) == 1  # the last limit: one byte under the peak
+    assert "max_peak_bytes: one rank's peak under fsdp at world size 2" in \
+        capsys.readouterr().out
 
 
 def forward_end_activations(found: RankMemory) -> int:

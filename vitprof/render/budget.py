@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from vitprof.checks.budget import SHARES, BudgetResult, CheckResult
-from vitprof.core.vocab import Bound, Verdict
+from vitprof.core.vocab import Bound, Strategy, Verdict
 from vitprof.render.document import BLANK, Block, Case, Col, Document, Suite, Table, columns, lines
 from vitprof.render.tables import CONVENTION, inputs_text
 
@@ -84,6 +84,10 @@ def _entry_line(outcome: BudgetResult) -> str:
         line += f" (input override: {outcome.budget.input_override})"
     if profile.fallback:
         line += f" (fallback: {profile.fallback})"
+    step = dict(outcome.budget.memory)
+    if step.get("strategy", Strategy.NONE) != Strategy.NONE:
+        line += (f"; max_peak_bytes: one rank's peak under {step['strategy']} at world size "
+                 f"{step.get('world_size', 1):,}")
     return line
 
 
