@@ -30,7 +30,7 @@ from vitprof.core.vocab import MemoryTarget, Strategy
 from vitprof.count.timeline import LiveEvent
 from vitprof.measure.distributed.kinds import KINDS, is_collective, kind_of_phase
 from vitprof.measure.distributed.rank_log import Op
-from vitprof.measure.distributed.rank_step import RankStep, run_rank_step
+from vitprof.measure.distributed.rank_step import RankStep, largest_share_rank, run_rank_step
 from vitprof.measure.distributed.strategies import FSDP_STRATEGIES
 from vitprof.measure.memory import cuda_model
 from vitprof.measure.memory.fit import largest_batch
@@ -41,7 +41,7 @@ from vitprof.recognize.tables import ComponentMap
 from vitprof.workload import Workload
 
 DISTRIBUTED_CONVENTION = (
-    "bytes one rank holds during its second training step ({step}{checkpoint}) under "
+    "bytes one rank holds during its second training step ({step}{details}) under "
     "{strategy} at world size {world}, run by torch's own distributed code on fake tensors in a "
     "fake process group: each storage from the op that allocates it until its last tensor goes, "
     "by kind"
@@ -115,11 +115,11 @@ def rank_memory(work: Workload, mapping: ComponentMap, settings: StepSettings, s
     blocks = sorted(mapping.blocks, key=mapping.blocks.__getitem__)
     check_strategy(strategy, world_size, blocks, work.name)
     trained = trainable(work.module, mapping, settings.loop)
-
+    rank = largest_share_rank(work, blocks, settings, strategy, world_size, trained)
     sharded = tuple(blocks) if strategy in FSDP_STRATEGIES else ()
 
     def at(b: int) -> RankMemory:
-        step = run_rank_step(work, blocks, settings, strategy, world_size, b, trained)
+        step = run_rank_step(work, blocks, settings, strategy, world_size, b, trained, rank)
         found = _estimate(work, step, settings, strategy, world_size, b, names)
         return replace(found, sharded_blocks=sharded)
 
@@ -164,13 +164,13 @@ def convention(settings: StepSettings, strategy: str, world_size: int) -> str:
     """:data:`DISTRIBUTED_CONVENTION` of a step run with ``settings``: its loop, which
     blocks are checkpointed, and the forward's autocast."""
     every = settings.every
-    checkpoint = "" if every is None else \
+    details = "" if every is None else \
         "; every transformer block under torch.utils.checkpoint" if every == 1 else \
         f"; one transformer block in {every} under torch.utils.checkpoint"
     if settings.amp is not None:
-        checkpoint += f"; the forward under autocast to {str(settings.amp).removeprefix('torch.')}"
+        details += f"; the forward under autocast to {str(settings.amp).removeprefix('torch.')}"
     step = DEFAULT_STEP if settings.loop == Loop() else f"the loop `{settings.loop.code()}`"
-    return DISTRIBUTED_CONVENTION.format(step=step, checkpoint=checkpoint,
+    return DISTRIBUTED_CONVENTION.format(step=step, details=details,
                                          strategy=strategy, world=world_size)
 
 

@@ -78,15 +78,12 @@ def _fake_like(tensor: torch.Tensor, fake: FakeTensorMode) -> torch.Tensor:
 
 
 def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
-                  strategy: str, world_size: int, batch: int, trained: Collection[str]
-                  ) -> RankStep:
-    """The step of ``work`` at ``batch`` under ``strategy`` in a world of ``world_size`` (see
-    the module) of the rank that holds the most (:func:`~.strategies.largest_share`: under
-    ZeRO-1 the rank with the largest share of the optimizer state, else rank 0); ``blocks``:
-    the module paths FSDP2 shards one by one; ``trained``: the names of the parameters the loop
-    trains (the others frozen)."""
-    rank = _largest_share_rank(work, blocks, settings, strategy, world_size, trained) \
-        if strategy == Strategy.ZERO1 else 0
+                  strategy: str, world_size: int, batch: int, trained: Collection[str],
+                  rank: int = 0) -> RankStep:
+    """The step of ``rank`` (:func:`largest_share_rank`: the one that holds the most) running
+    ``work`` at ``batch`` under ``strategy`` in a world of ``world_size`` (see the module);
+    ``blocks``: the module paths FSDP2 shards one by one; ``trained``: the names of the
+    parameters the loop trains (the others frozen)."""
     fake = FakeTensorMode()
     model = _trained_copy(work, trained, fake)
     rounded = cuda_model.rounded if settings.target == MemoryTarget.CUDA else (lambda n: n)
@@ -127,10 +124,13 @@ def _trained_copy(work: Workload, trained: Collection[str], fake: FakeTensorMode
     return model
 
 
-def _largest_share_rank(work: Workload, blocks: Sequence[str], settings: StepSettings,
-                        strategy: str, world_size: int, trained: Collection[str]) -> int:
-    """The rank that holds the most under ``strategy``, asked of the strategy's own code on
-    a fake copy of the model (:func:`~.strategies.largest_share`)."""
+def largest_share_rank(work: Workload, blocks: Sequence[str], settings: StepSettings,
+                       strategy: str, world_size: int, trained: Collection[str]) -> int:
+    """The rank that holds the most under ``strategy`` whatever the batch: under ZeRO-1 the
+    one with the largest share of the optimizer state, asked of ZeroRedundancyOptimizer's own
+    partition on a fake copy of the model (:func:`~.strategies.largest_share`); else 0."""
+    if strategy != Strategy.ZERO1:
+        return 0
     fake = FakeTensorMode()
     model = _trained_copy(work, trained, fake)
     with fake_world(world_size) as mesh, fake:

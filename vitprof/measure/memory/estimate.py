@@ -235,18 +235,15 @@ def _check_strategy_settings(settings: StepSettings, strategy: str) -> None:
     """Under a strategy the step is a training step (any loop, checkpointed or not; autocast
     under DDP and ZeRO-1): a UserError naming the first setting that departs; for ``amp``
     under FSDP2, what its users run instead of autocast."""
-    departs = [key for key, set_ in (("mode", not settings.train),
-                                     ("amp", settings.amp and strategy in FSDP_STRATEGIES))
-               if set_]
-    if departs == ["amp"] and strategy in FSDP_STRATEGIES:
+    if not settings.train:
+        raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts a "
+                           f"training step on each rank; {s.name('mode')} is not predicted "
+                           "with a strategy yet")
+    if settings.amp is not None and strategy in FSDP_STRATEGIES:
         raise SettingError(lambda s: f"{s.setting('strategy', strategy)} with {s.name('amp')}: "
                            "FSDP2's mixed precision is fully_shard's MixedPrecisionPolicy("
                            "param_dtype=..., reduce_dtype=float32), not autocast, and neither "
                            "is predicted with a strategy yet")
-    if departs:
-        raise SettingError(lambda s: f"{s.setting('strategy', strategy)} predicts a "
-                           f"training step on each rank; {s.name(departs[0])} is not predicted "
-                           "with a strategy yet")
 
 
 def _checkpointed_by_its_own_blocks(
