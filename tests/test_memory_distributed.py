@@ -10,6 +10,7 @@ gloo runs (DeiT-Ti, batch 8 per rank) are ``slow``.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import jsonschema
@@ -210,6 +211,22 @@ def test_every_second_block_checkpointed_keeps_the_saved_activations_of_the_othe
     # blocks 0 and 2 keep their inputs, blocks 1 and 3 all they save
     assert forward_end_activations(plain) - forward_end_activations(every_2) \
         == 2 * (SAVED_BY_BLOCK - BLOCK_INPUT)  # 262,752
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "fsdp"])
+def test_a_checkpointed_block_recomputes_its_attention_with_the_targets_kernel(
+        strategy: str) -> None:
+    """On the default target (cuda) a block's recomputation in the backward called torch's
+    own SDPA (the torch-function mode is off there), the CPU's kernel, not the forward's
+    efficient one: a different number of tensors saved, and every strategy's step with
+    ``--checkpoint`` ended in a CheckpointError."""
+    found = memory(small(), InputRequest(batch_size=2), strategy=strategy, world_size=2,
+                   checkpoint="blocks")  # target cuda: float32 runs the efficient kernel
+    kernels = Counter(e.op for e in found.timeline if "attention" in e.op)
+    depth = SMALL["depth"]  # 4 blocks, each checkpointed
+    assert kernels == {"aten._scaled_dot_product_efficient_attention": 2 * depth,  # forward
+                       # and recomputation
+                       "aten._scaled_dot_product_efficient_attention_backward": depth}
 
 
 def test_fsdp_recomputes_a_checkpointed_block_with_its_parameters_gathered_again() -> None:

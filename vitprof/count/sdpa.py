@@ -7,7 +7,8 @@ recomputation of a checkpointed block in the backward; and :class:`AttentionKern
 torch-function mode, catches direct calls of the builtin bound under other names (``from
 torch.nn.functional import scaled_dot_product_attention as sdpa``). The counter routes every call
 to its pricing (:mod:`vitprof.count.counter`), which runs the kernel a memory step chose; a step
-that runs outside the counter (the per-rank step) enters the mode alone.
+that runs outside the counter (the per-rank step) routes its calls to that kernel
+(:func:`attention_routed`), both ways too.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from vitprof.core.errors import UserError
 from vitprof.core.vocab import MemoryTarget, Strategy, ZeroGrad
 from vitprof.count.running import one_line
-from vitprof.count.sdpa import AttentionKernel
+from vitprof.count.sdpa import attention_routed
 from vitprof.count.training import first_output
 from vitprof.measure.distributed.fake_world import fake_world
 from vitprof.measure.distributed.kinds import claims, kind_of_op
@@ -89,7 +89,7 @@ def run_rank_step(work: Workload, blocks: Sequence[str], settings: StepSettings,
     rounded = cuda_model.rounded if settings.target == MemoryTarget.CUDA else (lambda n: n)
     log = RankLog(kind_of_op, claims, rounded)
     choice = AttentionChoice(settings.target, settings.attention)
-    kernel = AttentionKernel(partial(lower_precision_call, choice))
+    kernel = attention_routed(partial(lower_precision_call, choice))
     with fake_world(world_size, rank) as mesh, fake:  # DDP makes its buckets as it is built
         wrapped = wrap(strategy, model, [model.get_submodule(path) for path in blocks], mesh,
                        settings.optimizer, settings.target,
